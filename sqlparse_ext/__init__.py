@@ -1,0 +1,1 @@
+"""The headwater SQL dialect (ksqlDB's SQL) on sqlglot."""
