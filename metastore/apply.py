@@ -1,0 +1,122 @@
+"""Applying one command to a catalog snapshot: a pure function (catalog, command) -> catalog.
+
+No I/O. The planner (plan.py) has already checked the statement against the snapshot the command
+was validated on; the compare-and-append rule (replay.py) guarantees that snapshot is the one it is
+applied to. The checks here are the catalog's own invariants, so that even a record written by a
+faulty submitter can only be rejected, identically on every server, never corrupt the catalog.
+Each command kind is one entry in :data:`APPLIERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from headwater.metastore.catalog import Catalog, CustomType, SourceKind
+from headwater.metastore.codec import query_from_dict, source_from_dict
+from headwater.metastore.errors import (
+    SourceExists,
+    SourceInUse,
+    TypeExists,
+    UnknownSource,
+    UnknownType,
+    UnreadableRecord,
+)
+from headwater.metastore.records import CommandRecord
+
+Applier = Callable[[Catalog, Mapping[str, Any], int], tuple[Catalog, str]]
+
+
+def _create_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
+    source = source_from_dict(command["source"])
+    existing = catalog.source(source.name)
+    if existing is not None:
+        if not command.get("replace", False):
+            raise SourceExists(f"{existing.kind.value.title()} {source.name} already exists")
+        if existing.kind is not source.kind:
+            raise SourceExists(
+                f"Cannot replace {existing.kind.value} {source.name} with a {source.kind.value}"
+            )
+    if source.created_offset < 0:
+        source = replace(source, created_offset=offset)
+    noun = "Stream" if source.kind is SourceKind.STREAM else "Table"
+    return catalog.with_source(source, offset), f"{noun} created"
+
+
+def _drop_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
+    name = command["name"]
+    source = catalog.source(name)
+    if source is None:
+        raise UnknownSource(f"Source {name} does not exist.")
+    users = [q.id for q in catalog.readers_of(name)] + [q.id for q in catalog.writers_of(name)]
+    if users:
+        raise SourceInUse(
+            f"Cannot drop {name}. The following queries read from or write to this source: "
+            f"[{', '.join(sorted(set(users)))}]. You need to terminate them before dropping {name}."
+        )
+    return catalog.without_source(name, offset), f"Source `{name}` (topic: {source.topic}) was dropped."
+
+
+def _create_type(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
+    name, type_text = command["name"], command["sqlType"]
+    if name in catalog.types:
+        raise TypeExists(f"Cannot register custom type '{name}' since it is already registered")
+    return catalog.with_type(CustomType(name, type_text), offset), f"Registered custom type {name}"
+
+
+def _drop_type(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
+    name = command["name"]
+    if name not in catalog.types:
+        raise UnknownType(f"Type {name} does not exist.")
+    return catalog.without_type(name, offset), f"Dropped type '{name}'"
+
+
+def _start_query(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
+    query = query_from_dict(command["query"])
+    if "sink" in command:
+        catalog, message = _create_source(catalog, command["sink"], offset)
+    else:
+        message = "Created query"
+    return catalog.with_query(query, offset), f"{message} with query ID: {query.id}"
+
+
+def _terminate_query(
+    catalog: Catalog, command: Mapping[str, Any], offset: int
+) -> tuple[Catalog, str]:
+    query_id = command["queryId"]
+    if query_id not in catalog.queries:
+        raise UnknownSource(f"Unknown queryId: {query_id}")
+    return catalog.without_query(query_id, offset), f"Query terminated: {query_id}"
+
+
+#: Command kind -> how it changes the catalog.
+APPLIERS: Mapping[str, Applier] = {
+    "create_source": _create_source,
+    "drop_source": _drop_source,
+    "create_type": _create_type,
+    "drop_type": _drop_type,
+    "start_query": _start_query,
+    "terminate_query": _terminate_query,
+}
+
+
+def apply_command(catalog: Catalog, record: CommandRecord, offset: int) -> tuple[Catalog, str]:
+    """Apply ``record`` (read at ``offset``) to ``catalog``.
+
+    Returns:
+        The new catalog and ksqlDB's success message for the command.
+
+    Raises:
+        MetastoreError: the command breaks a catalog invariant (it is rejected, catalog unchanged).
+        UnreadableRecord: the command kind is unknown to this server (it must stop, not skip).
+    """
+    applier = APPLIERS.get(record.kind)
+    if applier is None:
+        raise UnreadableRecord(f"unknown command type {record.kind!r} at offset {offset}")
+    try:
+        return applier(catalog, record.command, offset)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UnreadableRecord(
+            f"malformed {record.kind} command at offset {offset}: {exc!r}"
+        ) from exc

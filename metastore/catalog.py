@@ -1,0 +1,211 @@
+"""The catalog as immutable snapshots: streams, tables, queries and custom types.
+
+No I/O. A :class:`Catalog` is a frozen value; changing it returns a new one (copy on write of the
+one mapping that changes), so validation always runs against a snapshot, never live state, and a
+snapshot can be handed to another thread without locks. Names are stored as ksqlDB resolves them:
+unquoted identifiers upper-cased by the parser, quoted ones as written. Column types are canonical
+ksqlDB type text (``BIGINT``, ``DECIMAL(4, 2)``, ``ARRAY<STRING>``, ``STRUCT<`A` INT>``), as in
+ksqlDB's own REST schemas.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+PropertyValue = str | int | float | bool
+
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+class SourceKind(enum.Enum):
+    """A stream (append-only) or a table (latest value per key)."""
+
+    STREAM = "STREAM"
+    TABLE = "TABLE"
+
+
+class QueryState(enum.Enum):
+    """The lifecycle of a persistent query."""
+
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a source.
+
+    Attributes:
+        name: the column's name as resolved (case kept for quoted names).
+        type: canonical ksqlDB type text.
+        key: part of the Kafka record key (``KEY`` on streams, ``PRIMARY KEY`` on tables).
+        headers: ``HEADERS``: the record's headers as ``ARRAY<STRUCT<KEY STRING, VALUE BYTES>>``.
+        header_key: ``HEADER('k')``: the value of one header, as BYTES.
+    """
+
+    name: str
+    type: str
+    key: bool = False
+    headers: bool = False
+    header_key: str | None = None
+
+    @property
+    def in_value(self) -> bool:
+        """Whether the column lives in the record's value."""
+        return not (self.key or self.headers or self.header_key is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A stream or table over a Kafka topic.
+
+    Attributes:
+        kind: STREAM or TABLE.
+        name: the source's name.
+        columns: key columns first, in declaration order, then value and header columns.
+        topic: the Kafka topic.
+        partitions: the topic's partition count.
+        key_format: KAFKA, JSON, DELIMITED, ... (the ``KEY_FORMAT``/``FORMAT`` property).
+        value_format: JSON, DELIMITED, KAFKA, ... (the ``VALUE_FORMAT``/``FORMAT`` property).
+        properties: every ``WITH`` property, names upper-cased, sorted by name.
+        statement_text: the statement that created it.
+        read_only: created with ``CREATE SOURCE``: no INSERT, no DROP of its topic.
+        timestamp_column: the ``TIMESTAMP`` property, or None for the record's own timestamp.
+        windowed: the window kind of a windowed source (TUMBLING, HOPPING, SESSION), or None.
+        query_id: the persistent query that writes it (CREATE ... AS SELECT), or None.
+        created_offset: the command-log offset of the command that created it.
+    """
+
+    kind: SourceKind
+    name: str
+    columns: tuple[Column, ...]
+    topic: str
+    partitions: int
+    key_format: str = "KAFKA"
+    value_format: str = "JSON"
+    properties: tuple[tuple[str, PropertyValue], ...] = ()
+    statement_text: str = ""
+    read_only: bool = False
+    timestamp_column: str | None = None
+    windowed: str | None = None
+    query_id: str | None = None
+    created_offset: int = -1
+
+    @property
+    def key_columns(self) -> tuple[Column, ...]:
+        """The key columns, in order."""
+        return tuple(c for c in self.columns if c.key)
+
+    @property
+    def value_columns(self) -> tuple[Column, ...]:
+        """The columns stored in the record's value, in order."""
+        return tuple(c for c in self.columns if c.in_value)
+
+    def column(self, name: str) -> Column | None:
+        """The column of that name, or None."""
+        return next((c for c in self.columns if c.name == name), None)
+
+    def property(self, name: str, default: PropertyValue | None = None) -> PropertyValue | None:
+        """A ``WITH`` property by name, case-insensitively."""
+        wanted = name.upper()
+        return next((v for k, v in self.properties if k.upper() == wanted), default)
+
+
+@dataclass(frozen=True, slots=True)
+class CustomType:
+    """A type alias made by ``CREATE TYPE name AS type``."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A persistent query (CREATE ... AS SELECT, INSERT INTO ... SELECT)."""
+
+    id: str
+    statement_text: str
+    sink: str | None
+    sources: tuple[str, ...]
+    state: QueryState = QueryState.RUNNING
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """One immutable snapshot of the catalog.
+
+    Attributes:
+        sources: streams and tables by name.
+        types: custom types by name.
+        queries: persistent queries by id.
+        last_offset: the command-log offset of the last command applied (-1: none).
+    """
+
+    sources: Mapping[str, Source] = field(default_factory=_empty)
+    types: Mapping[str, CustomType] = field(default_factory=_empty)
+    queries: Mapping[str, Query] = field(default_factory=_empty)
+    last_offset: int = -1
+
+    def source(self, name: str) -> Source | None:
+        """The stream or table of that name, or None."""
+        return self.sources.get(name)
+
+    def with_source(self, source: Source, offset: int) -> Catalog:
+        """A new catalog with ``source`` added or replaced."""
+        return replace(self, sources=_put(self.sources, source.name, source), last_offset=offset)
+
+    def without_source(self, name: str, offset: int) -> Catalog:
+        """A new catalog without the source ``name``."""
+        return replace(self, sources=_drop(self.sources, name), last_offset=offset)
+
+    def with_type(self, custom: CustomType, offset: int) -> Catalog:
+        """A new catalog with the custom type added."""
+        return replace(self, types=_put(self.types, custom.name, custom), last_offset=offset)
+
+    def without_type(self, name: str, offset: int) -> Catalog:
+        """A new catalog without the custom type ``name``."""
+        return replace(self, types=_drop(self.types, name), last_offset=offset)
+
+    def with_query(self, query: Query, offset: int) -> Catalog:
+        """A new catalog with the query added or replaced."""
+        return replace(self, queries=_put(self.queries, query.id, query), last_offset=offset)
+
+    def without_query(self, query_id: str, offset: int) -> Catalog:
+        """A new catalog without the query."""
+        return replace(self, queries=_drop(self.queries, query_id), last_offset=offset)
+
+    def readers_of(self, name: str) -> tuple[Query, ...]:
+        """The persistent queries that read the source ``name``."""
+        return tuple(q for q in self.queries.values() if name in q.sources)
+
+    def writers_of(self, name: str) -> tuple[Query, ...]:
+        """The persistent queries that write into the source ``name``."""
+        return tuple(q for q in self.queries.values() if q.sink == name)
+
+    def digest(self) -> str:
+        """A hash of the catalog's content: equal on every server that applied the same log."""
+        from headwater.metastore.codec import catalog_to_dict  # codec imports this module
+
+        canonical = json.dumps(catalog_to_dict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _put(mapping: Mapping[str, Any], key: str, value: Any) -> Mapping[str, Any]:
+    copy = dict(mapping)
+    copy[key] = value
+    return MappingProxyType(copy)
+
+
+def _drop(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    copy = dict(mapping)
+    copy.pop(key, None)
+    return MappingProxyType(copy)
