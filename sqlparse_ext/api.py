@@ -1,0 +1,191 @@
+"""The public entry points: parse a script or one statement, regenerate SQL, cached lookups.
+
+Pure: no I/O. Every failure leaves as :class:`ParseError` (wrapped here, at the package edge).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Mapping
+
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from headwater.sqlparse_ext import statements as st
+from headwater.sqlparse_ext._typed import build
+from headwater.sqlparse_ext.dialect import Headwater
+from headwater.sqlparse_ext.errors import ParseError
+from headwater.sqlparse_ext.script import LineIndex, Segment, Substituted, split, substitute
+
+DIALECT = Headwater()
+CACHE_SIZE = 4096
+
+_local = threading.local()
+_EXPECTING = re.compile(r"^Expect(?:ing|ed) (.+)$")
+
+
+def _tools() -> tuple[Headwater.Tokenizer, Headwater.Parser]:
+    """This thread's tokenizer and parser (sqlglot's are stateful, so one per thread)."""
+    tools = getattr(_local, "tools", None)
+    if tools is None:
+        tools = _local.tools = (DIALECT.tokenizer(), DIALECT.parser())
+    return tools
+
+
+def _explain(description: str, found: str) -> str:
+    """A message that says what was expected, from an error description.
+
+    The headwater parser's own messages pass unchanged; sqlglot's terse ones are rephrased.
+    """
+    if match := _EXPECTING.match(description):
+        what = match.group(1)
+        shown = f"'{what}'" if len(what) == 1 else what
+        return f"expected {shown}, found {found}"
+    if description.startswith("Required keyword"):
+        return f"expected an expression, found {found}"
+    if description.startswith("Invalid expression"):
+        return f"expected a valid expression, found {found}"
+    return description
+
+
+def _parse_node(text: str) -> exp.Expr:
+    """Tokenize and parse one statement's (substituted) text into its sqlglot node."""
+    tokenizer, parser = _tools()
+    tokens: list[Token] = tokenizer.tokenize(text)
+    while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
+        tokens.pop()
+    if not tokens:
+        parser.sql = text
+        parser.raise_error("expected a statement, found end of statement", Token.string(""))
+    nodes = parser.parse(tokens, text)
+    node = nodes[0] if len(nodes) == 1 else None
+    if node is None:  # a ';' inside the statement (only parse_one can see one)
+        semicolon = next(t for t in tokens if t.token_type == TokenType.SEMICOLON)
+        parser.raise_error("expected end of statement, found ';'", semicolon)
+    assert node is not None
+    return node
+
+
+def _fail(
+    error: BaseException, substituted: Substituted, segment: Segment, index: LineIndex
+) -> ParseError:
+    """The ParseError for an error raised while parsing ``segment``."""
+    start, description, found = 0, str(error), "end of statement"
+    if isinstance(error, SqlglotParseError) and error.errors:
+        info = error.errors[0]
+        start = info.get("start", 0)
+        description = info.get("description") or description
+        found = info.get("found", found)
+        message = _explain(description, found)
+    elif isinstance(error, TokenError):
+        message = f"expected a valid token: {description}"
+    elif isinstance(error, RecursionError):
+        message = "expected a less deeply nested statement (nesting too deep to parse)"
+    else:
+        message = f"expected a valid statement (internal error {type(error).__name__}: {error})"
+    start = min(max(start, 0), len(substituted.text))
+    line, column = index.position(segment.offset + substituted.original_offset(start))
+    return ParseError(f"line {line}:{column}: {message}", line, column, segment.text)
+
+
+def _statement(
+    segment: Segment, variables: Mapping[str, str], index: LineIndex
+) -> st.Statement:
+    substituted = substitute(segment.text, variables, segment, index)
+    try:
+        node = _parse_node(substituted.text)
+        return build(node, segment.text, segment.line, segment.column, segment.offset)
+    except ParseError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the package edge: everything becomes ParseError
+        raise _fail(error, substituted, segment, index) from error
+
+
+def parse(text: str, variables: Mapping[str, str] | None = None) -> list[st.Statement]:
+    """Parse a script: statements separated by ``;``.
+
+    ``DEFINE name = 'value';`` defines ``${name}`` for the statements after it (UNDEFINE
+    removes it); ``variables`` defines some up front. Names are case-insensitive.
+
+    Args:
+        text: The script.
+        variables: Variables defined before the script's first statement.
+
+    Returns:
+        The statements, in order; empty statements and comment-only tails are dropped.
+
+    Raises:
+        ParseError: the first statement that is not valid, with its position in ``text``.
+    """
+    try:
+        segments = split(text)
+        index = LineIndex(text)
+        defined = {name.upper(): value for name, value in (variables or {}).items()}
+        statements: list[st.Statement] = []
+        for segment in segments:
+            statement = _statement(segment, defined, index)
+            if isinstance(statement, st.DefineVariable):
+                defined[statement.name.upper()] = statement.value
+            elif isinstance(statement, st.UndefineVariable):
+                defined.pop(statement.name.upper(), None)
+            statements.append(statement)
+        return statements
+    except ParseError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the package edge
+        raise ParseError(
+            f"line 1:1: expected a valid script (internal error {type(error).__name__})",
+            1, 1, text,
+        ) from error  # fmt: skip
+
+
+def parse_one(text: str, variables: Mapping[str, str] | None = None) -> st.Statement:
+    """Parse exactly one statement (a trailing ``;`` is optional).
+
+    Raises:
+        ParseError: ``text`` holds no statement, several, or an invalid one.
+    """
+    statements = parse(text, variables)
+    if len(statements) == 1:
+        return statements[0]
+    if not statements:
+        index = LineIndex(text)
+        line, column = index.position(len(text.rstrip()))
+        raise ParseError(
+            f"line {line}:{column}: expected a statement, found end of input", line, column, text
+        )
+    second = statements[1]
+    raise ParseError(
+        f"line {second.line}:{second.column}: expected one statement, found a second one",
+        second.line, second.column, second.text,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def parse_cached(text: str) -> st.Statement:
+    """:func:`parse_one`, memoised by exact text (for repeated pull queries).
+
+    The result is shared between callers: its typed fields are immutable, and its sqlglot
+    expressions must be copied before being changed.
+    """
+    return parse_one(text)
+
+
+def to_sql(statement: st.Statement) -> str:
+    """ksqlDB SQL for a statement; parsing it gives an equal statement.
+
+    Raises:
+        ParseError: the statement's expression cannot be printed (never for parsed ones).
+    """
+    try:
+        return DIALECT.generate(statement.expression, copy=False)
+    except Exception as error:  # noqa: BLE001 - the package edge
+        raise ParseError(
+            f"line {statement.line}:{statement.column}: expected a printable statement "
+            f"({type(error).__name__}: {error})",
+            statement.line, statement.column, statement.text,
+        ) from error  # fmt: skip

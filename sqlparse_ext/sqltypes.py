@@ -1,0 +1,150 @@
+"""ksqlDB's SQL types as immutable value objects, printed with ksqlDB's names.
+
+Pure: no I/O. ``str(t)`` and ``t.sql()`` give ksqlDB's spelling, e.g. ``MAP<STRING, INTEGER>``
+or ``STRUCT<`A` INTEGER>``; :func:`from_datatype` converts the sqlglot ``DataType`` the parser
+builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlglot import exp
+
+PrimitiveName = Literal[
+    "BOOLEAN", "INTEGER", "BIGINT", "DOUBLE", "STRING", "BYTES", "DATE", "TIME", "TIMESTAMP"
+]
+
+_PRIMITIVES: dict[exp.DType, PrimitiveName] = {
+    exp.DType.BOOLEAN: "BOOLEAN",
+    exp.DType.INT: "INTEGER",
+    exp.DType.BIGINT: "BIGINT",
+    exp.DType.DOUBLE: "DOUBLE",
+    exp.DType.VARCHAR: "STRING",
+    exp.DType.VARBINARY: "BYTES",
+    exp.DType.DATE: "DATE",
+    exp.DType.TIME: "TIME",
+    exp.DType.TIMESTAMP: "TIMESTAMP",
+}
+
+
+class SqlType:
+    """A ksqlDB type."""
+
+    __slots__ = ()
+
+    def sql(self) -> str:
+        """ksqlDB's spelling of the type."""
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.sql()
+
+
+@dataclass(frozen=True, slots=True)
+class PrimitiveType(SqlType):
+    """BOOLEAN, INTEGER, BIGINT, DOUBLE, STRING, BYTES, DATE, TIME or TIMESTAMP."""
+
+    name: PrimitiveName
+
+    def sql(self) -> str:
+        """The type name."""
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class DecimalType(SqlType):
+    """DECIMAL(precision, scale)."""
+
+    precision: int
+    scale: int
+
+    def sql(self) -> str:
+        """``DECIMAL(p, s)``."""
+        return f"DECIMAL({self.precision}, {self.scale})"
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayType(SqlType):
+    """ARRAY<element>."""
+
+    element: SqlType
+
+    def sql(self) -> str:
+        """``ARRAY<T>``."""
+        return f"ARRAY<{self.element.sql()}>"
+
+
+@dataclass(frozen=True, slots=True)
+class MapType(SqlType):
+    """MAP<key, value>."""
+
+    key: SqlType
+    value: SqlType
+
+    def sql(self) -> str:
+        """``MAP<K, V>``."""
+        return f"MAP<{self.key.sql()}, {self.value.sql()}>"
+
+
+@dataclass(frozen=True, slots=True)
+class StructField:
+    """One field of a STRUCT: its name (ksqlDB case rules applied) and type."""
+
+    name: str
+    type: SqlType
+
+
+@dataclass(frozen=True, slots=True)
+class StructType(SqlType):
+    """STRUCT<name type, ...>."""
+
+    fields: tuple[StructField, ...]
+
+    def sql(self) -> str:
+        """``STRUCT<`NAME` TYPE, ...>``."""
+        inner = ", ".join(f"`{f.name.replace('`', '``')}` {f.type.sql()}" for f in self.fields)
+        return f"STRUCT<{inner}>"
+
+
+@dataclass(frozen=True, slots=True)
+class CustomType(SqlType):
+    """A type registered with CREATE TYPE, by name."""
+
+    name: str
+
+    def sql(self) -> str:
+        """The type's name."""
+        return self.name
+
+
+def identifier_name(identifier: exp.Expr) -> str:
+    """ksqlDB's rule: unquoted names are upper-cased, quoted ones are kept as written."""
+    if isinstance(identifier, exp.Identifier) and identifier.quoted:
+        return str(identifier.this)
+    return identifier.name.upper()
+
+
+def from_datatype(node: exp.DataType) -> SqlType:
+    """The :class:`SqlType` of a ``DataType`` built by the headwater parser."""
+    kind = node.this
+    if kind in _PRIMITIVES:
+        return PrimitiveType(_PRIMITIVES[kind])
+    inner = node.expressions
+    if kind == exp.DType.DECIMAL:
+        precision, scale = (int(p.this.name) for p in inner)
+        return DecimalType(precision, scale)
+    if kind == exp.DType.ARRAY:
+        return ArrayType(from_datatype(inner[0]))
+    if kind == exp.DType.MAP:
+        return MapType(from_datatype(inner[0]), from_datatype(inner[1]))
+    if kind == exp.DType.STRUCT:
+        return StructType(
+            tuple(
+                StructField(identifier_name(f.this), from_datatype(f.args["kind"])) for f in inner
+            )
+        )
+    if kind == exp.DType.USERDEFINED:
+        return CustomType(identifier_name(node.args["kind"]))
+    raise ValueError(f"not a ksqlDB type: {node.sql()}")

@@ -1,0 +1,81 @@
+"""Fuzzing: any text raises only ParseError, quickly (never another exception, never a hang)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from headwater.sqlparse_ext import ParseError, parse, to_sql
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "ksql-corpus" / "statements.sql"
+MAX_SECONDS = 2.0
+
+
+def _corpus() -> list[str]:
+    if not CORPUS.is_file():
+        pytest.fail(f"ksqlDB corpus missing at {CORPUS} (expected ../shared/ksql-corpus)")
+    return [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+STATEMENTS = _corpus() if CORPUS.is_file() else ["SELECT * FROM s;"]
+FUZZ = settings(
+    derandomize=True,
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _only_parse_error(text: str) -> None:
+    start = time.perf_counter()
+    try:
+        for statement in parse(text):
+            to_sql(statement)
+    except ParseError as error:
+        assert error.line >= 1 and error.column >= 1
+        assert error.message.startswith(f"line {error.line}:{error.column}: ")
+    assert time.perf_counter() - start < MAX_SECONDS, f"too slow on {text[:200]!r}"
+
+
+def test_corpus_is_present():
+    assert len(_corpus()) == 3155
+
+
+@FUZZ
+@given(st.text(max_size=300))
+def test_random_text(text):
+    _only_parse_error(text)
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_random_bytes_decoded(data):
+    _only_parse_error(data.decode("utf-8", errors="replace"))
+    _only_parse_error(data.decode("latin-1"))
+
+
+@FUZZ
+@given(st.sampled_from(STATEMENTS), st.floats(min_value=0.0, max_value=1.0))
+def test_truncated_corpus_statements(statement, fraction):
+    _only_parse_error(statement[: int(len(statement) * fraction)])
+
+
+@FUZZ
+@given(
+    st.sampled_from(STATEMENTS),
+    st.integers(min_value=0, max_value=10_000),
+    st.sampled_from(["'", "`", '"', "(", ")", "[", "]", "<", ">", "/*", "--", "${", ";", "->"]),
+)
+def test_unbalanced_insertions(statement, position, fragment):
+    at = position % (len(statement) + 1)
+    _only_parse_error(statement[:at] + fragment + statement[at:])
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(STATEMENTS), min_size=1, max_size=4), st.text(max_size=20))
+def test_scripts_of_statements(statements, glue):
+    _only_parse_error((glue + "\n").join(statements))
