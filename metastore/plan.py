@@ -1,0 +1,360 @@
+"""Validation and planning of catalog statements against one snapshot: statement -> command.
+
+No I/O. Everything outside the catalog that a statement depends on (does the topic exist, with how
+many partitions) is gathered by the caller first and passed in as :class:`TopicFacts`, so the same
+statement, snapshot and facts always give the same plan. The checks and their messages follow
+ksqlDB's. A :class:`Plan` is the command to append to the log plus the Kafka changes the submitter
+makes around it (create the topic before committing; delete it after the drop is applied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.metastore.catalog import Catalog, Column, PropertyValue, Source, SourceKind
+from headwater.metastore.codec import source_to_dict
+from headwater.metastore.errors import (
+    SourceExists,
+    SourceInUse,
+    TopicError,
+    TypeExists,
+    UnknownSource,
+    UnknownType,
+    ValidationError,
+)
+from headwater.sqlparse_ext import statements as ast
+from headwater.sqlparse_ext import sqltypes
+
+#: WITH properties a CREATE STREAM/TABLE accepts (ksqlDB's, plus headwater's dotted ones).
+SOURCE_PROPERTIES = frozenset(
+    {
+        "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
+        "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
+        "WINDOW_TYPE", "WINDOW_SIZE", "RETENTION_MS",
+        "ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS",
+    }
+)  # fmt: skip
+
+#: Serialization formats headwater reads and writes today.
+SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA"})
+#: Formats ksqlDB knows that need a schema registry, which headwater does not have yet.
+REGISTRY_FORMATS = frozenset({"AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR", "NONE"})
+
+
+@dataclass(frozen=True, slots=True)
+class TopicFacts:
+    """What the submitter found out about the Kafka topics a statement names.
+
+    Attributes:
+        partitions: topic name -> partition count, for every named topic that exists.
+    """
+
+    partitions: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a statement does.
+
+    Attributes:
+        command: the payload of the command record, or None when nothing changes
+            (``IF NOT EXISTS`` on an existing name, ``IF EXISTS`` on a missing one).
+        message: what to tell the user when nothing changes.
+        create_topic: (name, partitions) to create before the command is committed.
+        delete_topic: topic to delete once the command is applied (DROP ... DELETE TOPIC).
+    """
+
+    command: Mapping[str, Any] | None
+    message: str = ""
+    create_topic: tuple[str, int] | None = None
+    delete_topic: str | None = None
+
+
+def topics_named(statement: ast.Statement) -> tuple[str, ...]:
+    """The Kafka topics the caller must look up before planning ``statement``."""
+    if isinstance(statement, ast.CreateSource):
+        topic = statement.properties.get("KAFKA_TOPIC")
+        return (str(topic),) if topic is not None else ()
+    return ()
+
+
+def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts) -> Plan:
+    """Validate ``statement`` against ``catalog`` and plan its command.
+
+    Raises:
+        ValidationError: the statement is not valid here; the message says why.
+    """
+    planner = _PLANNERS.get(type(statement))
+    if planner is None:
+        raise ValidationError(f"{type(statement).__name__} statements do not change the catalog")
+    return planner(statement, catalog, facts)
+
+
+def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+    create: ast.CreateSource = statement
+    kind = SourceKind(create.kind)
+    noun = kind.value.lower()
+    existing = catalog.source(create.name)
+    if existing is not None:
+        if create.if_not_exists:
+            return Plan(None, f"Cannot add {noun} {create.name}: it already exists.")
+        if not create.or_replace:
+            raise SourceExists(
+                f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
+                "with the same name already exists"
+            )
+        if existing.kind is not kind:
+            raise SourceExists(
+                f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
+                "with the same name already exists"
+            )
+        if existing.query_id is not None:
+            raise SourceInUse(
+                f"Cannot replace {create.name}: it is written by query {existing.query_id}"
+            )
+    properties = _check_properties(create.properties)
+    topic = _required(properties, "KAFKA_TOPIC", create.kind)
+    key_format, value_format = _formats(properties, create.kind)
+    columns = _columns(create, kind, catalog)
+    _check_formats(columns, key_format, value_format)
+    partitions, create_topic = _topic(str(topic), properties, facts)
+    timestamp = _timestamp_column(properties, columns)
+    source = Source(
+        kind=kind,
+        name=create.name,
+        columns=columns,
+        topic=str(topic),
+        partitions=partitions,
+        key_format=key_format,
+        value_format=value_format,
+        properties=tuple(sorted((k.upper(), v) for k, v in properties.items())),
+        statement_text=create.text.strip(),
+        read_only=create.source,
+        timestamp_column=timestamp,
+    )
+    command = {"type": "create_source", "source": source_to_dict(source), "replace": existing is not None}
+    return Plan(command, create_topic=create_topic)
+
+
+def _check_properties(properties: ast.Properties) -> dict[str, PropertyValue]:
+    unknown = sorted(name for name in properties if name.upper() not in SOURCE_PROPERTIES)
+    if unknown:
+        raise ValidationError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
+    return {name.upper(): value for name, value in properties.items() if value is not None}
+
+
+def _required(properties: Mapping[str, PropertyValue], name: str, kind: str) -> PropertyValue:
+    value = properties.get(name)
+    if value is None or value == "":
+        raise ValidationError(f'Missing required property "{name}" for CREATE {kind}')
+    return value
+
+
+def _formats(properties: Mapping[str, PropertyValue], kind: str) -> tuple[str, str]:
+    both = properties.get("FORMAT")
+    if both is not None and ("KEY_FORMAT" in properties or "VALUE_FORMAT" in properties):
+        raise ValidationError(
+            "Cannot supply both 'FORMAT' and 'KEY_FORMAT' or 'VALUE_FORMAT' properties"
+        )
+    value = both if both is not None else properties.get("VALUE_FORMAT")
+    if value is None:
+        raise ValidationError(
+            f"Statement is missing the 'VALUE_FORMAT' property from the WITH clause. "
+            f"Either provide one or set a default via the 'ksql.persistence.default.format.value' "
+            f"config."
+        )
+    key = both if both is not None else properties.get("KEY_FORMAT", "KAFKA")
+    return _format_name(key, "KEY_FORMAT"), _format_name(value, "VALUE_FORMAT")
+
+
+def _format_name(value: PropertyValue, prop: str) -> str:
+    name = str(value).upper()
+    if name in SUPPORTED_FORMATS:
+        return name
+    if name in REGISTRY_FORMATS:
+        raise ValidationError(
+            f"{prop} {name} is not supported yet: headwater reads and writes "
+            f"{', '.join(sorted(SUPPORTED_FORMATS))}"
+        )
+    raise ValidationError(f"Unknown format: {name}")
+
+
+def _columns(create: ast.CreateSource, kind: SourceKind, catalog: Catalog) -> tuple[Column, ...]:
+    if not create.columns:
+        raise ValidationError(
+            "The statement does not define any columns: headwater has no schema registry to "
+            "infer them from"
+        )
+    seen: set[str] = set()
+    keys: list[Column] = []
+    values: list[Column] = []
+    for column in create.columns:
+        if column.name in seen:
+            raise ValidationError(f"Duplicate column names: {column.name}")
+        seen.add(column.name)
+        resolved = Column(
+            name=column.name,
+            type=_resolve_type(column.type, catalog).sql(),
+            key=column.key or column.primary_key,  # the parser refuses KEY on tables and vice versa
+            headers=column.headers,
+            header_key=column.header_key,
+        )
+        (keys if resolved.key else values).append(resolved)
+    if kind is SourceKind.TABLE and not keys:
+        raise ValidationError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
+    return (*keys, *values)
+
+
+def _resolve_type(sql_type: sqltypes.SqlType, catalog: Catalog) -> sqltypes.SqlType:
+    """Replace custom type names by their definitions, as ksqlDB does when a source is created."""
+    if isinstance(sql_type, sqltypes.CustomType):
+        custom = catalog.types.get(sql_type.name)
+        if custom is None:
+            raise UnknownType(f"Unknown type: {sql_type.name}")
+        return _Defined(custom.type)
+    if isinstance(sql_type, sqltypes.ArrayType):
+        return sqltypes.ArrayType(_resolve_type(sql_type.element, catalog))
+    if isinstance(sql_type, sqltypes.MapType):
+        return sqltypes.MapType(
+            _resolve_type(sql_type.key, catalog), _resolve_type(sql_type.value, catalog)
+        )
+    if isinstance(sql_type, sqltypes.StructType):
+        return sqltypes.StructType(
+            tuple(
+                sqltypes.StructField(f.name, _resolve_type(f.type, catalog))
+                for f in sql_type.fields
+            )
+        )
+    return sql_type
+
+
+@dataclass(frozen=True, slots=True)
+class _Defined(sqltypes.SqlType):
+    """A custom type replaced by its (already resolved) definition text."""
+
+    text: str
+
+    def sql(self) -> str:
+        return self.text
+
+
+def _check_formats(columns: tuple[Column, ...], key_format: str, value_format: str) -> None:
+    keys = [c for c in columns if c.key]
+    values = [c for c in columns if c.in_value]
+    if key_format == "KAFKA" and len(keys) > 1:
+        raise ValidationError(
+            "The 'KAFKA' format only supports a single field. Got: "
+            + ", ".join(f"`{c.name}` {c.type}" for c in keys)
+        )
+    if value_format == "KAFKA" and len(values) > 1:
+        raise ValidationError(
+            "The 'KAFKA' format only supports a single field. Got: "
+            + ", ".join(f"`{c.name}` {c.type}" for c in values)
+        )
+    for column in (*keys, *values) if "KAFKA" in (key_format, value_format) else ():
+        fmt = key_format if column.key else value_format
+        if fmt == "KAFKA" and not _kafka_primitive(column.type):
+            raise ValidationError(
+                f"The 'KAFKA' format does not support type '{column.type}'"
+            )
+
+
+def _kafka_primitive(type_text: str) -> bool:
+    return type_text in {"INTEGER", "BIGINT", "DOUBLE", "STRING", "BYTES"}
+
+
+def _topic(
+    topic: str, properties: Mapping[str, PropertyValue], facts: TopicFacts
+) -> tuple[int, tuple[str, int] | None]:
+    wanted = properties.get("PARTITIONS")
+    if wanted is not None and (not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1):
+        raise ValidationError(f"Invalid number of partitions in WITH clause: {wanted}")
+    existing = facts.partitions.get(topic)
+    if existing is None:
+        if wanted is None:
+            raise TopicError(f"Kafka topic does not exist: {topic}")
+        return int(wanted), (topic, int(wanted))
+    if wanted is not None and wanted != existing:
+        raise TopicError(
+            f"A Kafka topic with the name '{topic}' already exists, with different partition/replica "
+            f"configuration than required. KSQL expects {wanted} partitions (topic has {existing})."
+        )
+    return existing, None
+
+
+def _timestamp_column(
+    properties: Mapping[str, PropertyValue], columns: tuple[Column, ...]
+) -> str | None:
+    name = properties.get("TIMESTAMP")
+    if name is None:
+        return None
+    wanted = str(name)
+    column = next((c for c in columns if c.name in (wanted, wanted.upper())), None)
+    if column is None:
+        raise ValidationError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: '{wanted}'")
+    if column.type not in {"BIGINT", "TIMESTAMP", "STRING"}:
+        raise ValidationError(
+            f"Timestamp column, `{column.name}`, should be LONG(INT64), TIMESTAMP, or a String "
+            "with a timestamp_format specified."
+        )
+    if column.type == "STRING" and "TIMESTAMP_FORMAT" not in properties:
+        raise ValidationError(
+            f"A String timestamp field has been specified without also specifying the "
+            f"timestamp_format property: {column.name}"
+        )
+    return column.name
+
+
+def _plan_drop(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+    drop: ast.Drop = statement
+    source = catalog.source(drop.name)
+    if source is None:
+        if drop.if_exists:
+            return Plan(None, f"Source `{drop.name}` does not exist.")
+        raise UnknownSource(f"Source {drop.name} does not exist.")
+    if source.kind.value != drop.kind:
+        raise ValidationError(
+            f"Incompatible data source type is {source.kind.value}, but statement was DROP {drop.kind}"
+        )
+    users = sorted({q.id for q in catalog.readers_of(drop.name) + catalog.writers_of(drop.name)})
+    if users:
+        raise SourceInUse(
+            f"Cannot drop {drop.name}.\nThe following queries read from this source: "
+            f"[{', '.join(users)}].\nYou need to terminate them before dropping {drop.name}."
+        )
+    if drop.delete_topic and source.read_only:
+        raise ValidationError(f"Cannot delete topic for read-only source: {drop.name}")
+    command = {"type": "drop_source", "name": drop.name}
+    return Plan(command, delete_topic=source.topic if drop.delete_topic else None)
+
+
+def _plan_create_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+    create: ast.CreateType = statement
+    if create.name in catalog.types:
+        if create.if_not_exists:
+            return Plan(None, f"Type {create.name} already exists.")
+        raise TypeExists(
+            f"Cannot register custom type '{create.name}' since it is already registered with "
+            f"type: {catalog.types[create.name].type}"
+        )
+    sql_type = _resolve_type(create.type, catalog).sql()
+    return Plan({"type": "create_type", "name": create.name, "sqlType": sql_type})
+
+
+def _plan_drop_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+    drop: ast.DropType = statement
+    if drop.name not in catalog.types:
+        if drop.if_exists:
+            return Plan(None, f"Type {drop.name} does not exist.")
+        raise UnknownType(f"Type {drop.name} does not exist.")
+    return Plan({"type": "drop_type", "name": drop.name})
+
+
+_PLANNERS = {
+    ast.CreateSource: _plan_create_source,
+    ast.Drop: _plan_drop,
+    ast.CreateType: _plan_create_type,
+    ast.DropType: _plan_drop_type,
+}

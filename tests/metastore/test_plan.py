@@ -1,0 +1,143 @@
+"""Validation and planning of catalog statements against a snapshot: ksqlDB's checks, no broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.metastore.catalog import Catalog, Query
+from headwater.metastore.codec import source_from_dict
+from headwater.metastore.errors import ValidationError
+from headwater.metastore.plan import TopicFacts, plan
+from headwater.metastore.records import CommandRecord
+from headwater.metastore.replay import Fold
+from headwater.metastore.records import encode
+from headwater.sqlparse_ext import ParseError, parse_one
+
+FACTS = TopicFacts({"pageviews": 3, "users": 2})
+
+
+def _apply_all(*statements: str) -> Catalog:
+    """A catalog built by planning and folding statements in order."""
+    fold = Fold()
+    for offset, text in enumerate(statements):
+        planned = plan(parse_one(text), fold.catalog, FACTS)
+        assert planned.command is not None, text
+        fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command)))
+    return fold.catalog
+
+
+STREAM = "CREATE STREAM pv (uid STRING KEY, page STRING, ts BIGINT) WITH (kafka_topic='pageviews', value_format='JSON');"
+TABLE = "CREATE TABLE users (id STRING PRIMARY KEY, name STRING) WITH (kafka_topic='users', value_format='JSON');"
+
+
+def test_create_stream_plans_a_source_with_key_columns_first() -> None:
+    text = ("CREATE STREAM pv (page STRING, uid STRING KEY) "
+            "WITH (kafka_topic='pageviews', value_format='json', timestamp='ts2', key_format='kafka')")
+    with pytest.raises(ValidationError, match="TIMESTAMP column .* does not exist"):
+        plan(parse_one(text), Catalog(), FACTS)
+    planned = plan(parse_one(text.replace(", timestamp='ts2'", "")), Catalog(), FACTS)
+    source = source_from_dict(planned.command["source"])
+    assert [c.name for c in source.columns] == ["UID", "PAGE"]
+    assert source.key_columns[0].name == "UID"
+    assert (source.topic, source.partitions, source.value_format) == ("pageviews", 3, "JSON")
+    assert planned.create_topic is None
+
+
+def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
+    text = "CREATE STREAM s (v INT) WITH (kafka_topic='fresh', value_format='JSON', partitions=4);"
+    planned = plan(parse_one(text), Catalog(), FACTS)
+    assert planned.create_topic == ("fresh", 4)
+    with pytest.raises(ValidationError, match="Kafka topic does not exist: fresh"):
+        plan(parse_one(text.replace(", partitions=4", "")), Catalog(), FACTS)
+    with pytest.raises(ValidationError, match="already exists, with different partition"):
+        plan(parse_one(text.replace("fresh", "users")), Catalog(), FACTS)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("CREATE TABLE t (id STRING, v INT) WITH (kafka_topic='users', value_format='JSON');",
+         "Tables require a PRIMARY KEY"),
+        ("CREATE STREAM s (v INT) WITH (value_format='JSON');",
+         'Missing required property "KAFKA_TOPIC"'),
+        ("CREATE STREAM s (v INT) WITH (kafka_topic='users');", "missing the 'VALUE_FORMAT' property"),
+        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='XML');", "Unknown format: XML"),
+        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='AVRO');", "not supported yet"),
+        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='JSON', colour='red');",
+         "Invalid config variable(s) in the WITH clause: COLOUR"),
+        ("CREATE STREAM s (v INT, v STRING) WITH (kafka_topic='users', value_format='JSON');",
+         "Duplicate column names: V"),
+        ("CREATE STREAM s (a INT, b INT) WITH (kafka_topic='users', value_format='KAFKA');",
+         "'KAFKA' format only supports a single field"),
+        ("CREATE STREAM s (a ARRAY<INT>) WITH (kafka_topic='users', value_format='KAFKA');",
+         "'KAFKA' format does not support type 'ARRAY<INTEGER>'"),
+        ("CREATE STREAM s (a ADDRESS) WITH (kafka_topic='users', value_format='JSON');",
+         "Unknown type: ADDRESS"),
+        ("DROP STREAM nope;", "Source NOPE does not exist"),
+        ("DROP TYPE nope;", "Type NOPE does not exist"),
+        ("SELECT * FROM users;", "do not change the catalog"),
+    ],
+)
+def test_invalid_statements_are_refused_with_ksqldb_messages(text: str, message: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        plan(parse_one(text), Catalog(), FACTS)
+    assert message in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("CREATE STREAM s (id STRING PRIMARY KEY, v INT) WITH (kafka_topic='users', value_format='JSON');",
+         "is a 'PRIMARY KEY' column: please use 'KEY' for streams"),
+        ("CREATE TABLE t (id STRING KEY, v INT) WITH (kafka_topic='users', value_format='JSON');",
+         "is a 'KEY' column: please use 'PRIMARY KEY' for tables"),
+    ],
+)
+def test_key_kind_rules_are_enforced_by_the_parser(text: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message):
+        parse_one(text)
+
+
+def test_names_already_taken() -> None:
+    catalog = _apply_all(STREAM)
+    with pytest.raises(ValidationError, match="A stream with the same name already exists"):
+        plan(parse_one(STREAM), catalog, FACTS)
+    assert plan(parse_one(STREAM.replace("STREAM pv", "STREAM IF NOT EXISTS pv")), catalog, FACTS).command is None
+    replaced = plan(parse_one(STREAM.replace("CREATE STREAM", "CREATE OR REPLACE STREAM")), catalog, FACTS)
+    assert replaced.command is not None and replaced.command["replace"] is True
+    with pytest.raises(ValidationError, match="already exists"):
+        plan(parse_one(TABLE.replace("TABLE users", "OR REPLACE TABLE pv")), catalog, FACTS)
+
+
+def test_drop_refused_while_a_query_reads_the_source_and_delete_topic_planned() -> None:
+    catalog = _apply_all(STREAM, TABLE)
+    planned = plan(parse_one("DROP TABLE users DELETE TOPIC;"), catalog, FACTS)
+    assert planned.command == {"type": "drop_source", "name": "USERS"} and planned.delete_topic == "users"
+    with pytest.raises(ValidationError, match="Incompatible data source type is STREAM"):
+        plan(parse_one("DROP TABLE pv;"), catalog, FACTS)
+    busy = catalog.with_query(Query("CSAS_OUT_1", "CREATE STREAM out AS SELECT * FROM pv;", "OUT", ("PV",)), 9)
+    with pytest.raises(ValidationError, match=r"queries read from this source: \[CSAS_OUT_1\]"):
+        plan(parse_one("DROP STREAM pv;"), busy, FACTS)
+    assert plan(parse_one("DROP STREAM IF EXISTS gone;"), catalog, FACTS).command is None
+
+
+def test_custom_types_resolve_into_column_types() -> None:
+    catalog = _apply_all(
+        "CREATE TYPE address AS STRUCT<street STRING, zip INT>;",
+        "CREATE TYPE addresses AS ARRAY<address>;",
+    )
+    assert catalog.types["ADDRESSES"].type == "ARRAY<STRUCT<`STREET` STRING, `ZIP` INTEGER>>"
+    text = "CREATE STREAM s (id STRING KEY, home ADDRESS, others MAP<STRING, addresses>) WITH (kafka_topic='users', value_format='JSON');"
+    source = source_from_dict(plan(parse_one(text), catalog, FACTS).command["source"])
+    assert source.column("HOME").type == "STRUCT<`STREET` STRING, `ZIP` INTEGER>"
+    assert source.column("OTHERS").type == "MAP<STRING, ARRAY<STRUCT<`STREET` STRING, `ZIP` INTEGER>>>"
+    with pytest.raises(ValidationError, match="already registered"):
+        plan(parse_one("CREATE TYPE address AS INT;"), catalog, FACTS)
+    assert plan(parse_one("DROP TYPE address;"), catalog, FACTS).command == {"type": "drop_type", "name": "ADDRESS"}
+
+
+def test_properties_are_kept_typed_with_upper_case_names() -> None:
+    text = TABLE.replace("value_format='JSON'", "value_format='JSON', acceptable.offset.lag=100")
+    source = source_from_dict(plan(parse_one(text), Catalog(), FACTS).command["source"])
+    assert source.property("acceptable.offset.lag") == 100
+    assert dict(source.properties)["ACCEPTABLE.OFFSET.LAG"] == 100
