@@ -1,0 +1,315 @@
+"""The one factory for every confluent-kafka client in headwater, with each broker workaround named.
+
+Every Producer, Consumer and AdminClient in the project is built here from a frozen
+:class:`KafkaSettings`, so the behaviours measured on the embedded broker (Tansu 0.6.0, see
+notes/kafka-and-spark-here.md) are handled in one place, and a real Kafka cluster needs only different
+settings. Nothing here depends on a Tansu quirk: every workaround is also correct on Apache Kafka >= 3.
+
+Building a client does no network I/O; ``create_topic`` and the transaction helpers do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from headwater.kafka.errors import KafkaConfigError, TopicError, TransactionOutcomeUnknown
+
+log = logging.getLogger(__name__)
+_librdkafka_log = logging.getLogger("headwater.kafka.librdkafka")
+
+# Keys the factory sets itself: a user value for one of them would undo a workaround or a per-client
+# choice, so it is refused instead of silently winning or losing.
+RESERVED_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "group.id",
+        "transactional.id",
+        "isolation.level",
+        "partitioner",
+        "allow.auto.create.topics",
+        "enable.partition.eof",
+        "transaction.timeout.ms",
+        "session.timeout.ms",
+        "logger",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """How headwater reaches Kafka. Read once at the entry point and passed down.
+
+    Attributes:
+        bootstrap_servers: "host:port[,host:port...]".
+        client_id_prefix: prefix of every client.id (and of default group ids): "<prefix>-<purpose>".
+        replication_factor: for topics headwater creates; -1 means the broker's default.
+        init_transactions_timeout_ms: call timeout of ``init_transactions``.
+        commit_transaction_timeout_ms: call timeout of ``commit_transaction``/``abort_transaction``.
+        transaction_timeout_ms: ``transaction.timeout.ms``: after this a real broker aborts an open
+            transaction (Tansu never does).
+        session_timeout_ms: group consumers only (see ``consumer``).
+        topic_operation_timeout_ms: how long ``create_topic`` waits for the broker's answer.
+        client_config: further librdkafka keys given by the user (security.protocol, sasl.*, ssl.*,
+            tuning), passed through to every client unchanged. Must not contain RESERVED_KEYS.
+    """
+
+    bootstrap_servers: str
+    client_id_prefix: str = "headwater"
+    replication_factor: int = -1
+    init_transactions_timeout_ms: int = 5000
+    commit_transaction_timeout_ms: int = 5000
+    transaction_timeout_ms: int = 10000
+    session_timeout_ms: int = 6000
+    topic_operation_timeout_ms: int = 10000
+    client_config: Mapping[str, str | int | float | bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers:
+            raise KafkaConfigError("bootstrap_servers is empty")
+        clash = sorted(RESERVED_KEYS & set(self.client_config))
+        if clash:
+            raise KafkaConfigError(
+                f"client_config may not set {', '.join(clash)}: headwater sets these per client"
+            )
+        object.__setattr__(self, "client_config", MappingProxyType(dict(self.client_config)))
+
+
+def _common(settings: KafkaSettings, purpose: str) -> dict[str, Any]:
+    return {
+        **settings.client_config,
+        "bootstrap.servers": settings.bootstrap_servers,
+        "client.id": f"{settings.client_id_prefix}-{purpose}",
+        # librdkafka's own log lines go to Python logging instead of stderr.
+        "logger": _librdkafka_log,
+    }
+
+
+def admin_config(settings: KafkaSettings, purpose: str = "admin") -> dict[str, Any]:
+    """librdkafka configuration of an AdminClient (pure)."""
+    return _common(settings, purpose)
+
+
+def producer_config(
+    settings: KafkaSettings, purpose: str, *, transactional_id: str | None = None
+) -> dict[str, Any]:
+    """librdkafka configuration of a Producer (pure); see ``producer``."""
+    config = _common(settings, purpose)
+    # Workaround "Java-compatible key placement": librdkafka's default partitioner (consistent_random,
+    # CRC32) puts keys on other partitions than Java clients and Kafka Streams/ksqlDB do; murmur2_random
+    # is Java's murmur2 for keyed records (checked on Tansu: 0 differences over 40 keys).
+    config["partitioner"] = "murmur2_random"
+    if transactional_id is not None:
+        config["transactional.id"] = transactional_id
+        # Workaround "transactions never time out" (Tansu): set explicitly and short, so a real broker
+        # aborts a crashed submitter's transaction soon and read_committed readers are not blocked long.
+        config["transaction.timeout.ms"] = settings.transaction_timeout_ms
+    return config
+
+
+def consumer_config(
+    settings: KafkaSettings,
+    purpose: str,
+    *,
+    group_id: str | None = None,
+    read_committed: bool = False,
+    partition_eof: bool = False,
+    fetch_wait_max_ms: int | None = None,
+) -> dict[str, Any]:
+    """librdkafka configuration of a Consumer (pure); see ``consumer``."""
+    config = _common(settings, purpose)
+    # Workaround "slow group assignment": with subscribe() Tansu hands out the first assignment only
+    # after ~session.timeout.ms/2 (23 s at librdkafka's default). headwater assigns partitions
+    # explicitly (each server knows which partitions it holds); librdkafka still requires a group.id,
+    # which an assign-only consumer uses for nothing as long as it does not commit.
+    config["group.id"] = group_id if group_id is not None else f"{settings.client_id_prefix}-{purpose}"
+    # Where a group is needed, a short session keeps that first assignment to a few seconds.
+    config["session.timeout.ms"] = settings.session_timeout_ms
+    config.setdefault("enable.auto.commit", False)
+    # Workaround "producing to an unknown topic auto-creates it": headwater validates topics itself
+    # and creates them with create_topic; a consumer must never create one as a side effect.
+    config["allow.auto.create.topics"] = False
+    config["isolation.level"] = "read_committed" if read_committed else "read_uncommitted"
+    config["enable.partition.eof"] = partition_eof
+    if fetch_wait_max_ms is not None:
+        config["fetch.wait.max.ms"] = fetch_wait_max_ms
+    config.setdefault("auto.offset.reset", "earliest")
+    return config
+
+
+def admin_client(settings: KafkaSettings, purpose: str = "admin") -> AdminClient:
+    """An AdminClient. Topics are created through ``create_topic``, never by producing."""
+    return AdminClient(admin_config(settings, purpose))
+
+
+def producer(
+    settings: KafkaSettings, purpose: str, *, transactional_id: str | None = None
+) -> Producer:
+    """A Producer with Java-compatible key placement; transactional when `transactional_id` is given.
+
+    A transactional producer must be started with ``init_transactions(producer, settings)`` and
+    committed with ``commit_transaction(producer, settings)``, which apply the short call timeouts.
+    """
+    return Producer(producer_config(settings, purpose, transactional_id=transactional_id))
+
+
+def consumer(
+    settings: KafkaSettings,
+    purpose: str,
+    *,
+    group_id: str | None = None,
+    read_committed: bool = False,
+    partition_eof: bool = False,
+    fetch_wait_max_ms: int | None = None,
+) -> Consumer:
+    """A Consumer meant for explicit partition assignment (``assign``).
+
+    Args:
+        settings: connection settings.
+        purpose: names the client ("command-log", "lag-probe"); also the default group id suffix.
+        group_id: give one only when the consumer really joins a group (``subscribe``) or commits
+            offsets; the session timeout is then ``settings.session_timeout_ms``.
+        read_committed: ``isolation.level=read_committed`` (default read_uncommitted).
+        partition_eof: deliver a PARTITION_EOF event when the consumer reaches the partition's end.
+        fetch_wait_max_ms: how long the broker may hold a fetch that has no data (librdkafka's
+            default is 500 ms, which is also how long reaching end of partition takes).
+
+    Returns:
+        A consumer that commits nothing on its own (``enable.auto.commit=false`` unless the
+        user's client_config says otherwise) and starts at the earliest offset when it has none.
+    """
+    return Consumer(
+        consumer_config(
+            settings,
+            purpose,
+            group_id=group_id,
+            read_committed=read_committed,
+            partition_eof=partition_eof,
+            fetch_wait_max_ms=fetch_wait_max_ms,
+        )
+    )
+
+
+def create_topic(
+    admin: AdminClient,
+    settings: KafkaSettings,
+    name: str,
+    partitions: int,
+    config: Mapping[str, str] | None = None,
+) -> bool:
+    """Create a topic with its final partition count and wait for the broker's answer.
+
+    Workaround "no CreatePartitions, no compaction or retention applied" (Tansu): topics are created
+    explicitly, once, with the partition count they keep forever. A topic that already exists with
+    that partition count counts as created as requested (its configs are not compared).
+
+    Args:
+        admin: from ``admin_client``.
+        settings: gives the replication factor and the operation timeout.
+        name: topic name.
+        partitions: partition count (>= 1).
+        config: topic configs ("cleanup.policy": "compact", ...).
+
+    Returns:
+        True if this call created the topic, False if it already existed as requested.
+
+    Raises:
+        TopicError: the broker refused, timed out, or the topic exists with another partition count.
+    """
+    timeout_s = settings.topic_operation_timeout_ms / 1000
+    new = NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=settings.replication_factor,
+        config=dict(config or {}),
+    )
+    future = admin.create_topics(
+        [new], operation_timeout=timeout_s, request_timeout=timeout_s
+    )[name]
+    try:
+        future.result(timeout=timeout_s + 5)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if not isinstance(error, KafkaError) or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            retriable = isinstance(error, KafkaError) and error.retriable()
+            raise TopicError(name, f"creation failed: {exc}", retriable=retriable) from exc
+    except TimeoutError as exc:
+        raise TopicError(name, f"no answer within {timeout_s:.0f} s", retriable=True) from exc
+    else:
+        log.info("created topic %s with %d partitions", name, partitions)
+        return True
+    existing = _partition_count(admin, name, timeout_s)
+    if existing != partitions:
+        raise TopicError(name, f"exists with {existing} partitions, not {partitions}")
+    return False
+
+
+def _partition_count(admin: AdminClient, name: str, timeout_s: float) -> int:
+    try:
+        metadata = admin.list_topics(topic=name, timeout=timeout_s)
+    except KafkaException as exc:
+        raise TopicError(name, f"cannot read its metadata: {exc}", retriable=True) from exc
+    topic = metadata.topics.get(name)
+    if topic is None or topic.error is not None:
+        raise TopicError(name, "reported as existing but has no metadata", retriable=True)
+    return len(topic.partitions)
+
+
+def init_transactions(producer_: Producer, settings: KafkaSettings) -> None:
+    """``init_transactions`` with the short configured timeout.
+
+    Workaround "a crashed transactional producer blocks read_committed readers until its
+    transactional.id calls init_transactions again": call this at start-up with the stable id.
+
+    Raises:
+        TransactionOutcomeUnknown: no answer in time.
+        KafkaException: any other failure, as librdkafka reports it.
+    """
+    _with_timeout(producer_.init_transactions, "init_transactions",
+                  settings.init_transactions_timeout_ms)
+
+
+def commit_transaction(producer_: Producer, settings: KafkaSettings) -> None:
+    """``commit_transaction`` with the short configured timeout.
+
+    Workaround "a fenced producer's commit does not fail fast" (Tansu drops the connection and the
+    call runs to its timeout): a timeout means "outcome unknown", and the caller looks its command id
+    up in the log before retrying or answering.
+
+    Raises:
+        TransactionOutcomeUnknown: no answer in time.
+        KafkaException: any other failure, as librdkafka reports it.
+    """
+    _with_timeout(producer_.commit_transaction, "commit_transaction",
+                  settings.commit_transaction_timeout_ms)
+
+
+def abort_transaction(producer_: Producer, settings: KafkaSettings) -> None:
+    """``abort_transaction`` with the commit timeout. On Tansu aborted records stay visible.
+
+    Raises:
+        TransactionOutcomeUnknown: no answer in time.
+        KafkaException: any other failure, as librdkafka reports it.
+    """
+    _with_timeout(producer_.abort_transaction, "abort_transaction",
+                  settings.commit_transaction_timeout_ms)
+
+
+def _with_timeout(call: Any, operation: str, timeout_ms: int) -> None:
+    try:
+        call(timeout_ms / 1000)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if isinstance(error, KafkaError) and error.code() in (
+            KafkaError._TIMED_OUT,
+            KafkaError.REQUEST_TIMED_OUT,
+        ):
+            raise TransactionOutcomeUnknown(operation, timeout_ms, error.str()) from exc
+        raise
