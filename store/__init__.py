@@ -1,1 +1,10 @@
-"""Materialized tables: local persistent key-value stores per table partition (ARCHITECTURE.md, store/)."""
+"""Materialized tables: local persistent key-value stores per table partition (ARCHITECTURE.md, store/).
+
+- `keys`: order-preserving encoding of typed SQL key values to bytes (pure).
+- `api`: the `PartitionStore` protocol, `WriteBatch`, `StoreId`, `StoreEngine` (pure).
+- `memory`: the in-memory store every package tests with (pure).
+- `lmdb`: the on-disk store, one LMDB environment per table partition (I/O).
+- `local`: `LocalStores`, the stores under a server's state folder (I/O).
+- `lag`: KIP-535 `LagInfo` (pure).
+- `errors`: `StoreError` and its subclasses, with ksqlDB error codes (pure).
+"""
