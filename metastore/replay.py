@@ -128,6 +128,15 @@ class Fold:
         self.catalog = catalog if catalog is not None else Catalog()
         self.position = position if position is not None else LogPosition()
         self.outcomes: dict[str, Outcome] = dict(outcomes or {})
+        self.last_record: CommandRecord | None = None
+
+    def skip_to(self, offset: int) -> None:
+        """Record that the reader's position is ``offset`` with no record below it left undecided.
+
+        Transaction markers occupy offsets but are not records: a reader's position can pass them.
+        """
+        if offset > self.position.next_offset:
+            self.position = LogPosition(offset, self.position.last_record_offset)
 
     def feed(self, offset: int, value: bytes | None) -> Outcome | None:
         """Decide the record at ``offset`` (records must come in offset order, none skipped).
@@ -140,6 +149,7 @@ class Fold:
         result = step(self.catalog, self.position, self.outcomes.keys(), offset, value)
         self.catalog = result.catalog
         self.position = result.position
+        self.last_record = result.record
         if result.outcome is not None:
             self.outcomes[result.outcome.command_id] = result.outcome
         return result.outcome

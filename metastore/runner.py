@@ -1,0 +1,201 @@
+"""The command runner: reads the command topic in order and folds every record into the catalog.
+
+Does I/O (a Kafka consumer in a background thread, snapshot files). It loads the newest catalog
+snapshot, replays the tail of the log, and then follows the log, deciding each record with the pure
+``replay.Fold``. Waiters (submitters, requests carrying a ``commandSequenceNumber``) block on a
+condition until the runner has passed an offset or decided a command id. A record it cannot read
+leaves the runner DEGRADED, with the reason, at that record: it never skips it and never crash-loops.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from headwater.kafka.clients import KafkaSettings, consumer
+from headwater.metastore.catalog import Catalog
+from headwater.metastore.errors import UnreadableRecord
+from headwater.metastore.records import CommandRecord
+from headwater.metastore.replay import Fold, Outcome
+from headwater.metastore.snapshots import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+#: Called after each decided command, on the runner's thread, with the new catalog.
+Listener = Callable[[CommandRecord, Outcome, Catalog], None]
+
+
+class RunnerState(enum.Enum):
+    """The runner's lifecycle."""
+
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    DEGRADED = "DEGRADED"
+    STOPPED = "STOPPED"
+
+
+class CommandRunner:
+    """Follows one command topic (partition 0) and keeps the folded catalog.
+
+    Args:
+        settings: how to reach Kafka.
+        topic: the command topic.
+        snapshots: where catalog snapshots live; None for none (tests).
+        snapshot_every: write a snapshot after this many decided commands.
+        listener: told of every decided command (the engine starts queries from here).
+    """
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topic: str,
+        snapshots: SnapshotStore | None = None,
+        *,
+        snapshot_every: int = 500,
+        listener: Listener | None = None,
+    ) -> None:
+        self._settings = settings
+        self._topic = topic
+        self._snapshots = snapshots
+        self._snapshot_every = snapshot_every
+        self._listener = listener
+        self._fold = Fold()
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state = RunnerState.STARTING
+        self._reason = ""
+        self._since_snapshot = 0
+        self.replayed_from_snapshot = -1
+
+    # -- what others read ------------------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        """The current catalog snapshot (immutable; safe to keep)."""
+        return self._fold.catalog
+
+    @property
+    def position(self) -> int:
+        """Every record below this offset has been decided."""
+        return self._fold.position.next_offset
+
+    @property
+    def state(self) -> RunnerState:
+        """RUNNING, DEGRADED (see ``reason``), ..."""
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why the runner is DEGRADED ('' otherwise)."""
+        return self._reason
+
+    def outcome(self, command_id: str) -> Outcome | None:
+        """The decision taken for ``command_id``, if it has been read."""
+        with self._changed:
+            return self._fold.outcomes.get(command_id)
+
+    def wait_for_position(self, offset: int, timeout_s: float) -> bool:
+        """Block until every record below ``offset`` is decided; False on timeout or DEGRADED."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._fold.position.next_offset < offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._state in (RunnerState.DEGRADED, RunnerState.STOPPED):
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def wait_for_outcome(self, command_id: str, timeout_s: float) -> Outcome | None:
+        """Block until ``command_id`` is decided; None on timeout or DEGRADED."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while (found := self._fold.outcomes.get(command_id)) is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._state in (RunnerState.DEGRADED, RunnerState.STOPPED):
+                    return None
+                self._changed.wait(remaining)
+            return found
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the newest snapshot and start following the log in a background thread."""
+        loaded = self._snapshots.load() if self._snapshots else None
+        if loaded is not None:
+            self._fold = loaded
+            self.replayed_from_snapshot = loaded.position.next_offset
+        self._thread = threading.Thread(target=self._run, name="command-runner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following the log and write a final snapshot."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._snapshots is not None and self._state is not RunnerState.STARTING:
+            self._snapshots.save(self._fold)
+        with self._changed:
+            self._state = RunnerState.STOPPED
+            self._changed.notify_all()
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        reader = consumer(self._settings, "command-runner", read_committed=True, partition_eof=True)
+        try:
+            reader.assign([TopicPartition(self._topic, 0, self._fold.position.next_offset)])
+            with self._changed:
+                self._state = RunnerState.RUNNING
+                self._changed.notify_all()
+            while not self._stop.is_set():
+                messages = reader.consume(num_messages=500, timeout=0.1)
+                for message in messages:
+                    error = message.error()
+                    if error is not None:
+                        if error.code() != KafkaError._PARTITION_EOF:
+                            log.warning("command topic %s: %s", self._topic, error.str())
+                        continue
+                    if not self._decide(int(message.offset()), message.value()):
+                        return
+                if messages:
+                    # Past transaction markers too: the reader's position, not last offset + 1.
+                    (position,) = reader.position([TopicPartition(self._topic, 0)])
+                    if position.offset >= 0:
+                        with self._changed:
+                            self._fold.skip_to(position.offset)
+                            self._changed.notify_all()
+        except Exception as exc:  # the thread must not die silently
+            log.exception("command runner stopped")
+            self._degrade(f"command runner failed: {exc!r}")
+        finally:
+            reader.close()
+
+    def _decide(self, offset: int, value: bytes | None) -> bool:
+        try:
+            with self._changed:
+                outcome = self._fold.feed(offset, value)
+                self._changed.notify_all()
+        except UnreadableRecord as exc:
+            self._degrade(f"cannot apply command-log record at offset {offset}: {exc.message}")
+            return False
+        if outcome is not None:
+            self._since_snapshot += 1
+            if self._listener is not None and self._fold.last_record is not None:
+                self._listener(self._fold.last_record, outcome, self._fold.catalog)
+            if self._snapshots is not None and self._since_snapshot >= self._snapshot_every:
+                self._snapshots.save(self._fold)
+                self._since_snapshot = 0
+        return True
+
+    def _degrade(self, reason: str) -> None:
+        log.error("DEGRADED: %s", reason)
+        with self._changed:
+            self._state = RunnerState.DEGRADED
+            self._reason = reason
+            self._changed.notify_all()

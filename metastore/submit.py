@@ -1,0 +1,273 @@
+"""Submitting a statement through the command log (ARCHITECTURE.md, "The command log", steps 1-4).
+
+Does I/O (Kafka). One submission at a time per server (a lock); across servers the protocol and the
+runner's compare-and-append rule decide. Each attempt:
+
+1. a transactional producer with ``transactional.id`` = the service id calls ``init_transactions``
+   (fencing any other server mid-submission) and ``begin_transaction``;
+2. the command topic's end is read (read to end of partition, never ListOffsets) and the local
+   runner is waited on until it has decided everything below it;
+3. the statement is planned against that catalog snapshot, with the facts about its topics looked
+   up now (a missing topic with PARTITIONS is created here, before the commit);
+4. the record, with a fresh command id, the end offset as its validated offset, and the format
+   version, is produced and committed; then the runner's decision for that id is awaited.
+
+A conflict (another record landed in between) starts a new attempt with a new id, a bounded number of
+times. A commit that failed or timed out may still land later (the embedded broker does not fence or
+abort reliably), so before planning again every earlier attempt's id is looked up: if one of them
+was applied, that is the answer. A late copy can never be applied as well, because its validated
+offset is then behind the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from headwater.kafka import clients
+from headwater.kafka.errors import KafkaEdgeError
+from headwater.kafka.offsets import end_offsets
+from headwater.metastore.catalog import Catalog
+from headwater.metastore.errors import CommandConflict, CommandTimeout, ValidationError
+from headwater.metastore.plan import Plan, TopicFacts, plan, topics_named
+from headwater.metastore.records import CommandRecord, encode, new_command_id
+from headwater.metastore.replay import CommandState, Outcome
+from headwater.metastore.runner import CommandRunner
+from headwater.sqlparse_ext import statements as ast
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """The answer to a submitted statement.
+
+    Attributes:
+        command_id: the id of the applied command ('' when nothing had to change).
+        sequence_number: its offset in the command log (ksqlDB's commandSequenceNumber), or the
+            runner's position when nothing changed.
+        message: ksqlDB's status message ("Stream created", ...).
+        catalog: the catalog right after the command.
+        attempts: how many attempts it took.
+    """
+
+    command_id: str
+    sequence_number: int
+    message: str
+    catalog: Catalog
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitSettings:
+    """Timeouts and bounds of a submission."""
+
+    max_attempts: int = 5
+    catch_up_timeout_ms: int = 10000
+    outcome_timeout_ms: int = 10000
+    retry_backoff_ms: int = 50
+
+
+class CommandSubmitter:
+    """Submits catalog statements for one server."""
+
+    def __init__(
+        self,
+        settings: clients.KafkaSettings,
+        service_id: str,
+        topic: str,
+        runner: CommandRunner,
+        admin: AdminClient,
+        *,
+        submitted_by: str = "",
+        limits: SubmitSettings | None = None,
+    ) -> None:
+        self._settings = settings
+        self._service_id = service_id
+        self._topic = topic
+        self._runner = runner
+        self._admin = admin
+        self._submitted_by = submitted_by
+        self._limits = limits or SubmitSettings()
+        self._lock = threading.Lock()
+
+    def submit(self, statement: ast.Statement) -> Submitted:
+        """Validate, append and apply ``statement``.
+
+        Raises:
+            ValidationError: the statement is invalid against the catalog (nothing was appended).
+            CommandConflict: every attempt lost a race with another server's command.
+            CommandTimeout: the log or the local runner did not answer in time.
+        """
+        with self._lock:
+            return self._submit(statement)
+
+    def _submit(self, statement: ast.Statement) -> Submitted:
+        attempt_ids: list[str] = []
+        for attempt in range(1, self._limits.max_attempts + 1):
+            answer = self._attempt(statement, attempt, attempt_ids)
+            if answer is not None:
+                return answer
+            # Jittered, growing backoff: two servers fencing each other must not stay in step.
+            time.sleep(random.uniform(0.5, 1.5) * self._limits.retry_backoff_ms * attempt / 1000)
+        raise CommandConflict(
+            f"the statement lost {self._limits.max_attempts} races with statements from other "
+            "servers, or the command log did not confirm it; try again"
+        )
+
+    def _attempt(
+        self, statement: ast.Statement, attempt: int, attempt_ids: list[str]
+    ) -> Submitted | None:
+        """One attempt of steps 1-4; None means "try again"."""
+        producer = clients.producer(
+            self._settings, "command-submitter", transactional_id=self._service_id
+        )
+        try:
+            try:
+                clients.init_transactions(producer, self._settings)  # step 1: fences others
+                producer.begin_transaction()
+                end = self._catch_up()  # step 2
+                earlier = self._earlier_outcome(attempt_ids)
+                if earlier is not None:
+                    self._abort(producer)
+                    return self._answer(earlier, attempt)
+                catalog = self._runner.catalog
+                planned = plan(statement, catalog, self._facts(statement))  # step 3
+                if planned.command is None:
+                    self._abort(producer)
+                    return Submitted("", self._runner.position, planned.message, catalog, attempt)
+                self._prepare(planned)
+            except ValidationError:
+                self._abort(producer)
+                raise
+            except (KafkaEdgeError, KafkaException) as exc:
+                if isinstance(exc, KafkaEdgeError) and not exc.retriable:
+                    self._abort(producer)
+                    raise ValidationError(str(exc)) from exc
+                log.warning("command submission attempt %d failed: %s", attempt, exc)
+                self._abort(producer)
+                return None
+            command_id = new_command_id()
+            attempt_ids.append(command_id)
+            if not self._append(producer, command_id, end, statement, planned.command):  # step 4
+                # Outcome unknown: the next attempt catches up and looks this id up first.
+                return None
+        finally:
+            _close(producer)
+        outcome = self._runner.wait_for_outcome(command_id, self._limits.outcome_timeout_ms / 1000)
+        if outcome is None:
+            log.warning("command %s: no decision after commit; trying again", command_id)
+            return None
+        if outcome.state is CommandState.SUCCESS:
+            self._finish(planned)
+            return self._answer(outcome, attempt)
+        if not outcome.conflict:
+            raise ValidationError(outcome.message)
+        return None
+
+    def _catch_up(self) -> int:
+        """Step 2: the log's end, once the local runner has decided everything below it."""
+        try:
+            end = end_offsets(
+                self._settings,
+                self._topic,
+                [0],
+                read_committed=True,
+                start_offsets={0: self._runner.position},
+                timeout_ms=self._limits.catch_up_timeout_ms,
+            )[0]
+        except KafkaEdgeError as exc:
+            raise CommandTimeout(f"could not read the end of the command topic: {exc}") from exc
+        if not self._runner.wait_for_position(end, self._limits.catch_up_timeout_ms / 1000):
+            reason = self._runner.reason or "the command runner is behind"
+            raise CommandTimeout(
+                f"Timed out waiting for the command runner to reach offset {end} ({reason})"
+            )
+        return end
+
+    def _earlier_outcome(self, attempt_ids: list[str]) -> Outcome | None:
+        """The decision on an earlier attempt that was applied, or that failed for good."""
+        for command_id in attempt_ids:
+            outcome = self._runner.outcome(command_id)
+            if outcome is not None and (outcome.state is CommandState.SUCCESS or not outcome.conflict):
+                return outcome
+        return None
+
+    def _answer(self, outcome: Outcome, attempt: int) -> Submitted:
+        if outcome.state is not CommandState.SUCCESS:
+            raise ValidationError(outcome.message)
+        return Submitted(outcome.command_id, outcome.offset, outcome.message, self._runner.catalog, attempt)
+
+    def _facts(self, statement: ast.Statement) -> TopicFacts:
+        names = topics_named(statement)
+        if not names:
+            return TopicFacts()
+        try:
+            metadata = self._admin.list_topics(timeout=self._settings.topic_operation_timeout_ms / 1000)
+        except KafkaException as exc:
+            raise CommandTimeout(f"could not list Kafka topics: {exc}") from exc
+        return TopicFacts(
+            {n: len(metadata.topics[n].partitions) for n in names if n in metadata.topics
+             and metadata.topics[n].error is None}
+        )
+
+    def _prepare(self, planned: Plan) -> None:
+        if planned.create_topic is not None:
+            name, partitions = planned.create_topic
+            clients.create_topic(self._admin, self._settings, name, partitions)
+
+    def _finish(self, planned: Plan) -> None:
+        if planned.delete_topic is not None:
+            futures = self._admin.delete_topics([planned.delete_topic])
+            for future in futures.values():
+                try:
+                    future.result(timeout=self._settings.topic_operation_timeout_ms / 1000)
+                except KafkaException as exc:
+                    log.warning("could not delete topic %s: %s", planned.delete_topic, exc)
+
+    def _append(
+        self,
+        producer: Producer,
+        command_id: str,
+        validated_offset: int,
+        statement: ast.Statement,
+        command: Any,
+    ) -> bool:
+        """Produce and commit the record; False when the commit's outcome is unknown."""
+        record = CommandRecord(
+            command_id=command_id,
+            validated_offset=validated_offset,
+            statement_text=statement.text.strip(),
+            command=command,
+            submitted_by=self._submitted_by,
+        )
+        producer.produce(self._topic, value=encode(record), partition=0)
+        try:
+            clients.commit_transaction(producer, self._settings)
+        except (KafkaEdgeError, KafkaException) as exc:
+            # Outcome unknown: the record may still land (the embedded broker shows even a fenced
+            # producer's records). The runner will tell.
+            log.info("command %s: commit did not confirm (%s)", command_id, exc)
+            return False
+        return True
+
+    def _abort(self, producer: Producer) -> None:
+        try:
+            clients.abort_transaction(producer, self._settings)
+        except (KafkaEdgeError, KafkaException) as exc:
+            log.debug("abort after a failed attempt: %s", exc)
+
+
+def _close(producer: Producer) -> None:
+    """Close a submission's producer; a fenced one may fail to close cleanly, and is dropped anyway."""
+    try:
+        producer.close()
+    except (KafkaException, SystemError, RuntimeError) as exc:
+        log.debug("closing a command producer: %s", exc)
