@@ -38,3 +38,47 @@ def broker(port: int, data_dir: Path | None, in_memory: bool) -> None:
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         raise SystemExit(130) from None
     click.echo("broker stopped")
+
+
+@main.command()
+@click.argument("script", type=click.File("r", encoding="utf-8"), default="-")
+@click.option("--define", "-d", "defines", multiple=True, metavar="NAME=VALUE",
+              help="Define a variable for ${NAME} substitution (repeatable).")
+@click.option("--sql", "print_sql", is_flag=True, help="Print each statement back as normalized SQL.")
+def parse(script: click.utils.LazyFile, defines: tuple[str, ...], print_sql: bool) -> None:
+    """Check a SQL script (a file, or - for standard input) without running it.
+
+    Prints one line per statement (its line, kind and name), or the first error with its line,
+    column and a caret under the failing position; exits 1 on an error.
+    """
+    from headwater.sqlparse_ext import ParseError, parse as parse_script, to_sql
+
+    variables = {}
+    for item in defines:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--define")
+        variables[name] = value
+    text = script.read()
+    try:
+        statements = parse_script(text, variables)
+    except ParseError as exc:
+        click.echo(_caret(text, exc), err=True)
+        raise SystemExit(1) from None
+    for statement in statements:
+        name = getattr(statement, "name", None) or getattr(statement, "target", None) or ""
+        click.echo(f"line {statement.line}: {type(statement).__name__} {name}".rstrip())
+        if print_sql:
+            click.echo(f"  {to_sql(statement)}")
+    click.echo(f"{len(statements)} statement(s) parsed")
+
+
+def _caret(text: str, error: Exception) -> str:
+    """The error, the line of the script it is on, and a caret under its column."""
+    line = getattr(error, "line", 0)
+    column = getattr(error, "column", 0)
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return f"Error: {error}"
+    source = lines[line - 1]
+    return f"Error: {error}\n  {source}\n  {' ' * max(column - 1, 0)}^"
