@@ -125,3 +125,26 @@ def test_record_codec_round_trips() -> None:
     record = CommandRecord("id1", 42, "CREATE STREAM S ...", {"type": "drop_type", "name": "T"},
                            submitted_by="127.0.0.1:8088")
     assert decode(encode(record)) == record
+
+
+def test_replay_of_ten_thousand_commands_reaches_one_catalog() -> None:
+    log, model, missing_drops = [], set(), 0
+    for offset in range(10_000):
+        name = f"S{offset % 50}"
+        if offset % 7 == 6:
+            log.append(_drop(f"d{offset}", name, offset))
+            missing_drops += name not in model
+            model.discard(name)
+        else:
+            log.append(_create(f"c{offset}", name, offset, replace=True))
+            model.add(name)
+    folds = [Fold(), Fold()]
+    for fold in folds:
+        for offset, value in enumerate(log):
+            fold.feed(offset, value)
+    first, second = folds
+    assert first.position.next_offset == 10_000 and len(first.outcomes) == 10_000
+    assert first.catalog.digest() == second.catalog.digest()
+    assert sorted(first.catalog.sources) == sorted(model)
+    errors = [o for o in first.outcomes.values() if o.state is CommandState.ERROR]
+    assert len(errors) == missing_drops and all("does not exist" in o.message for o in errors)
