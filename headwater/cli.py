@@ -41,6 +41,37 @@ def broker(port: int, data_dir: Path | None, in_memory: bool) -> None:
 
 
 @main.command()
+@click.option("--bootstrap-servers", "-b", default="127.0.0.1:9092", show_default=True,
+              help="The Kafka cluster (host:port[,host:port...]).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8088, show_default=True,
+              help="HTTP port.")
+@click.option("--service-id", default="default_", show_default=True,
+              help="The ksqlDB service id; servers with the same id share one catalog.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep catalog snapshots in this folder (faster restarts).")
+def server(bootstrap_servers: str, host: str, port: int, service_id: str,
+           data_dir: Path | None) -> None:
+    """Run the headwater server (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
+    from headwater.kafka.clients import KafkaSettings
+    from headwater.kafka.errors import KafkaEdgeError
+    from headwater.server import serve
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    def ready(_services: object) -> None:
+        click.echo(f"catalog loaded; serving http://{host}:{port} (Kafka {bootstrap_servers}, "
+                   f"service id {service_id})")
+
+    try:
+        serve(KafkaSettings(bootstrap_servers), service_id, data_dir, host=host, port=port,
+              on_ready=ready)
+    except KafkaEdgeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo("server stopped")
+
+
+@main.command()
 @click.argument("script", type=click.File("r", encoding="utf-8"), default="-")
 @click.option("--define", "-d", "defines", multiple=True, metavar="NAME=VALUE",
               help="Define a variable for ${NAME} substitution (repeatable).")

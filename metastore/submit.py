@@ -52,7 +52,7 @@ class Submitted:
     Attributes:
         command_id: the id of the applied command ('' when nothing had to change).
         sequence_number: its offset in the command log (ksqlDB's commandSequenceNumber), or the
-            runner's position when nothing changed.
+            offset of the last record decided when nothing changed.
         message: ksqlDB's status message ("Stream created", ...).
         catalog: the catalog right after the command.
         attempts: how many attempts it took.
@@ -142,7 +142,9 @@ class CommandSubmitter:
                 planned = plan(statement, catalog, self._facts(statement))  # step 3
                 if planned.command is None:
                     self._abort(producer)
-                    return Submitted("", self._runner.position, planned.message, catalog, attempt)
+                    # Nothing to append: the answer is as of the last record decided.
+                    done = self._runner.position - 1
+                    return Submitted("", done, planned.message, catalog, attempt)
                 self._prepare(planned)
             except ValidationError:
                 self._abort(producer)

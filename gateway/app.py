@@ -1,0 +1,126 @@
+"""The Starlette application: an explicit route list and one exception-handler table.
+
+No decorators, no ``on_startup``, no globals: ``create_app`` takes the :class:`Services` (built by
+the caller, or by ``lifespan`` when given) and stores it where ``services_of`` finds it. Each
+package's root error becomes ksqlDB's error body, with HTTP status ``error_code // 100``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from headwater.gateway.info import healthcheck_endpoint, info_endpoint
+from headwater.gateway.ksql import KsqlError, ksql_endpoint
+from headwater.gateway.services import Services
+from headwater.kafka.errors import KafkaEdgeError
+from headwater.metastore.errors import MetastoreError
+from headwater.sqlparse_ext.errors import ParseError
+
+ROUTES = [
+    Route("/ksql", ksql_endpoint, methods=["POST"]),
+    Route("/info", info_endpoint, methods=["GET"]),
+    Route("/healthcheck", healthcheck_endpoint, methods=["GET"]),
+]
+
+
+def error_response(
+    error_code: int,
+    message: str,
+    *,
+    kind: str = "statement_error",
+    statement_text: str = "",
+    entities: tuple[dict[str, Any], ...] | list[dict[str, Any]] = (),
+    line: int | None = None,
+    column: int | None = None,
+    retriable: bool = False,
+) -> JSONResponse:
+    """ksqlDB's error body, with HTTP status ``error_code // 100`` (500 if that is no status)."""
+    body: dict[str, Any] = {
+        "@type": kind,
+        "error_code": error_code,
+        "message": message,
+        "statementText": statement_text,
+        "entities": list(entities),
+    }
+    if line is not None:
+        body["line"] = line
+    if column is not None:
+        body["column"] = column
+    status = error_code // 100 if 400 <= error_code // 100 < 600 else 500
+    headers = {"Retry-After": "1"} if retriable and status in (429, 503) else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _ksql_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, KsqlError)
+    return error_response(
+        exc.error_code, exc.message, kind=exc.kind, statement_text=exc.statement_text,
+        entities=exc.entities, line=exc.line, column=exc.column, retriable=exc.retriable,
+    )  # fmt: skip
+
+
+async def _parse_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ParseError)
+    return error_response(
+        exc.error_code,
+        exc.message,
+        statement_text=exc.statement_text,
+        line=exc.line,
+        column=exc.column,
+    )
+
+
+async def _metastore_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, MetastoreError)
+    return error_response(exc.error_code, exc.message, retriable=exc.retriable)
+
+
+async def _kafka_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, KafkaEdgeError)
+    return error_response(exc.error_code, str(exc), kind="generic_error", retriable=exc.retriable)
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code * 100, exc.detail, kind="generic_error")
+
+
+async def _server_error(_request: Request, exc: Exception) -> Response:
+    return error_response(50000, f"internal error: {exc!r}", kind="generic_error")
+
+
+ExceptionHandler = Callable[[Request, Exception], Awaitable[Response]]
+
+EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
+    KsqlError: _ksql_error,
+    ParseError: _parse_error,
+    MetastoreError: _metastore_error,
+    KafkaEdgeError: _kafka_error,
+    HTTPException: _http_error,
+    Exception: _server_error,
+}
+"""Each package's root error (and the gateway's own) -> its ksqlDB error body."""
+
+
+def create_app(
+    services: Services,
+    *,
+    lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+) -> Starlette:
+    """The HTTP API over ``services``.
+
+    Args:
+        services: what the handlers use.
+        lifespan: an optional lifespan (e.g. one that stops the runner on shutdown).
+    """
+    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app.state.services = services
+    return app

@@ -1,0 +1,423 @@
+"""``POST /ksql``: statements that change or show the catalog, answered with ksqlDB's entities.
+
+The endpoint reads and checks the body (size, JSON, fields), then hands the request to
+:func:`execute` on a worker thread (submitting blocks on Kafka), then renders the entity list.
+:func:`execute` waits for the request's ``commandSequenceNumber``, parses the script and runs its
+statements in order. A statement that fails (a ``MetastoreError``/``KafkaEdgeError`` from the
+domain, or a statement this endpoint does not run) raises :class:`KsqlError` carrying the code, the
+statement's text and position, and the entities of the statements before it (ksqlDB's error body
+keeps them). A ``ParseError`` already carries its statement and position and is not wrapped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from headwater.gateway.services import Services, services_of
+from headwater.kafka.errors import KafkaEdgeError
+from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
+from headwater.metastore.errors import MetastoreError
+from headwater.sqlparse_ext import parse, parse_one
+from headwater.sqlparse_ext import sqltypes
+from headwater.sqlparse_ext import statements as ast
+
+Entity = dict[str, Any]
+
+#: Statements that go through the command log.
+CATALOG_STATEMENTS = (ast.CreateSource, ast.Drop, ast.CreateType, ast.DropType)
+
+
+class KsqlError(Exception):
+    """An error answer of the HTTP API, in ksqlDB's shape.
+
+    Attributes:
+        message: what went wrong.
+        error_code: ksqlDB's code (HTTP status x 100 + n).
+        statement_text: the statement it is about ('' for the request as a whole).
+        entities: the entities answered for the statements before the failing one.
+        line, column: the position of the failing statement (or of the parse error) when known.
+        kind: ``statement_error`` or ``generic_error``.
+        retriable: whether the same request may succeed if sent again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        error_code: int,
+        *,
+        statement_text: str = "",
+        entities: tuple[Entity, ...] = (),
+        line: int | None = None,
+        column: int | None = None,
+        kind: str = "statement_error",
+        retriable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_code = error_code
+        self.statement_text = statement_text
+        self.entities = entities
+        self.line = line
+        self.column = column
+        self.kind = kind
+        self.retriable = retriable
+
+
+def bad_request(message: str, error_code: int = 40000) -> KsqlError:
+    """A request-level error (bad body), as a ``generic_error``."""
+    return KsqlError(message, error_code, kind="generic_error")
+
+
+# -- the request -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KsqlRequest:
+    """A decoded ``/ksql`` body."""
+
+    ksql: str
+    streams_properties: Mapping[str, Any] = field(default_factory=dict)
+    session_variables: Mapping[str, str] = field(default_factory=dict)
+    command_sequence_number: int | None = None
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 41300 when it is larger than ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise bad_request(f"the request body is larger than {limit} bytes", 41300)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise bad_request(f"the request body is larger than {limit} bytes", 41300)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_request(body: bytes) -> KsqlRequest:
+    """Check and decode a ``/ksql`` body (40000 for anything malformed)."""
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise bad_request("the request body must be a JSON object")
+    ksql = raw.get("ksql")
+    if not isinstance(ksql, str):
+        raise bad_request('the request body must have a "ksql" string field')
+    properties = raw.get("streamsProperties") or {}
+    variables = raw.get("sessionVariables") or {}
+    if not isinstance(properties, dict):
+        raise bad_request('"streamsProperties" must be a JSON object')
+    if not isinstance(variables, dict):
+        raise bad_request('"sessionVariables" must be a JSON object')
+    sequence = raw.get("commandSequenceNumber")
+    if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)):
+        raise bad_request('"commandSequenceNumber" must be an integer')
+    return KsqlRequest(
+        ksql,
+        properties,
+        {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()},
+        sequence,
+    )
+
+
+async def ksql_endpoint(request: Request) -> JSONResponse:
+    """``POST /ksql``: parse the body, run the statements, render the entities."""
+    services = services_of(request)
+    decoded = decode_request(await read_body(request, services.limits.max_body_bytes))
+    entities = await run_in_threadpool(execute, services, decoded)
+    return JSONResponse(entities)
+
+
+# -- running statements ----------------------------------------------------------------------------
+
+
+def execute(services: Services, request: KsqlRequest) -> list[Entity]:
+    """Run every statement of ``request`` in order; the entities, one per statement.
+
+    Raises:
+        KsqlError: the catch-up wait timed out, or a statement failed.
+        ParseError: the script does not parse.
+    """
+    if request.command_sequence_number is not None:
+        wanted = request.command_sequence_number + 1
+        timeout = services.limits.catch_up_timeout_s
+        if not services.runner.wait_for_position(wanted, timeout):
+            raise KsqlError(
+                f"timed out after {timeout:g} s waiting for command sequence number "
+                f"{request.command_sequence_number} to be executed (this server is at "
+                f"{services.runner.position - 1})",
+                50301,
+                kind="generic_error",
+                retriable=True,
+            )
+    statements = parse(request.ksql, request.session_variables)
+    if not statements:
+        raise bad_request("the request holds no statement")
+    entities: list[Entity] = []
+    for statement in statements:
+        try:
+            entities.append(run_statement(services, statement))
+        except KsqlError as exc:
+            exc.statement_text = exc.statement_text or statement.text
+            exc.entities = tuple(entities)
+            exc.line = exc.line if exc.line is not None else statement.line
+            exc.column = exc.column if exc.column is not None else statement.column
+            raise
+        except (MetastoreError, KafkaEdgeError) as exc:
+            raise KsqlError(
+                getattr(exc, "message", None) or str(exc),
+                exc.error_code,
+                statement_text=statement.text,
+                entities=tuple(entities),
+                line=statement.line,
+                column=statement.column,
+                retriable=exc.retriable,
+            ) from exc
+    return entities
+
+
+def run_statement(services: Services, statement: ast.Statement) -> Entity:
+    """The entity answering one statement."""
+    if isinstance(statement, CATALOG_STATEMENTS):
+        return _submit(services, statement)
+    if isinstance(statement, ast.Select):
+        raise KsqlError("SELECT statements must be sent to the /query endpoint", 40002)
+    handler = _HANDLERS.get(type(statement))
+    if handler is None:
+        raise _unsupported(statement)
+    return handler(services, statement)
+
+
+def _unsupported(statement: ast.Statement) -> KsqlError:
+    words = " ".join(statement.text.split()[:2]).rstrip(";").upper()
+    return KsqlError(f"{words} statements are not supported by headwater yet", 40001)
+
+
+def _submit(services: Services, statement: ast.Statement) -> Entity:
+    submitted = services.submitter.submit(statement)
+    # For a statement that changed nothing (IF NOT EXISTS ...) the submitter answers the last
+    # record decided, so a client waiting for this sequence number never waits for a future one.
+    sequence = submitted.sequence_number
+    return {
+        "@type": "currentStatus",
+        "statementText": statement.text,
+        "commandId": submitted.command_id,
+        "commandStatus": {"status": "SUCCESS", "message": submitted.message},
+        "commandSequenceNumber": sequence,
+        "warnings": [],
+    }
+
+
+def _show(services: Services, statement: ast.Statement) -> Entity:
+    show: ast.Show = statement  # type: ignore[assignment]
+    what = show.what.upper()
+    if show.extended or what not in _SHOWS:
+        raise _unsupported(statement)
+    return {"@type": _SHOWS[what][0], "statementText": statement.text,
+            **_SHOWS[what][1](services), "warnings": []}  # fmt: skip
+
+
+def _sources(kind: SourceKind) -> Callable[[Services], Entity]:
+    def render(services: Services) -> Entity:
+        catalog = services.runner.catalog
+        found = sorted(
+            (s for s in catalog.sources.values() if s.kind is kind), key=lambda s: s.name
+        )
+        return {
+            f"{kind.value.lower()}s": [
+                {
+                    "type": s.kind.value,
+                    "name": s.name,
+                    "topic": s.topic,
+                    "keyFormat": s.key_format,
+                    "valueFormat": s.value_format,
+                    "isWindowed": s.windowed is not None,
+                }
+                for s in found
+            ]
+        }
+
+    return render
+
+
+def _types(services: Services) -> Entity:
+    catalog = services.runner.catalog
+    types = sorted(catalog.types.items())
+    return {"types": {name: type_schema(t.type, catalog) for name, t in types}}
+
+
+def _queries(services: Services) -> Entity:
+    catalog = services.runner.catalog
+    return {
+        "queries": [
+            {
+                "queryString": q.statement_text,
+                "sinks": [q.sink] if q.sink else [],
+                "sinkKafkaTopics": [catalog.sources[q.sink].topic]
+                if q.sink in catalog.sources
+                else [],
+                "id": q.id,
+                "queryType": "PERSISTENT",
+                "state": q.state.value,
+                "statusCount": {q.state.value: 1},
+            }
+            for q in sorted(catalog.queries.values(), key=lambda q: q.id)
+        ]
+    }
+
+
+def _topics(services: Services, *, internal: bool) -> Entity:
+    timeout = services.settings.topic_operation_timeout_ms / 1000
+    try:
+        metadata = services.admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KsqlError(f"could not list Kafka topics: {exc}", 50000, retriable=True) from exc
+    topics = sorted(
+        (t for name, t in metadata.topics.items() if internal or not name.startswith("_")),
+        key=lambda t: t.topic,
+    )
+    return {
+        "topics": [
+            {
+                "name": t.topic,
+                "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())],
+            }
+            for t in topics
+        ]
+    }
+
+
+_SHOWS: dict[str, tuple[str, Callable[[Services], Entity]]] = {
+    "STREAMS": ("streams", _sources(SourceKind.STREAM)),
+    "TABLES": ("tables", _sources(SourceKind.TABLE)),
+    "TYPES": ("type_list", _types),
+    "QUERIES": ("queries", _queries),
+    "TOPICS": ("kafka_topics", lambda s: _topics(s, internal=False)),
+    "ALL TOPICS": ("kafka_topics", lambda s: _topics(s, internal=True)),
+}
+
+
+def _describe(services: Services, statement: ast.Statement) -> Entity:
+    describe: ast.Describe = statement  # type: ignore[assignment]
+    if describe.what != "SOURCE" or describe.name is None or describe.extended:
+        raise _unsupported(statement)
+    catalog = services.runner.catalog
+    source = catalog.source(describe.name)
+    if source is None:
+        raise KsqlError(f"Could not find STREAM/TABLE '{describe.name}' in the Metastore", 40001)
+    return {
+        "@type": "sourceDescription",
+        "statementText": statement.text,
+        "sourceDescription": source_description(source, catalog),
+        "warnings": [],
+    }
+
+
+_HANDLERS: dict[type[ast.Statement], Callable[[Services, ast.Statement], Entity]] = {
+    ast.Show: _show,
+    ast.Describe: _describe,
+}
+
+
+# -- rendering catalog objects ---------------------------------------------------------------------
+
+
+def source_description(source: Source, catalog: Catalog) -> Entity:
+    """ksqlDB's ``SourceDescription`` of a stream or table."""
+    return {
+        "name": source.name,
+        "windowType": source.windowed,
+        "readQueries": [_query_ref(q.id) for q in catalog.readers_of(source.name)],
+        "writeQueries": [_query_ref(q.id) for q in catalog.writers_of(source.name)],
+        "fields": [_field(c, catalog) for c in source.columns],
+        "type": source.kind.value,
+        "timestamp": source.timestamp_column or "",
+        "statistics": "",
+        "errorStats": "",
+        "extended": False,
+        "keyFormat": source.key_format,
+        "valueFormat": source.value_format,
+        "topic": source.topic,
+        "partitions": source.partitions,
+        "replication": 1,
+        "statement": source.statement_text,
+        "queryOffsetSummaries": [],
+        "sourceConstraints": [],
+    }
+
+
+def _query_ref(query_id: str) -> Entity:
+    return {"queryString": "", "sinks": [], "sinkKafkaTopics": [], "id": query_id}
+
+
+def _field(column: Column, catalog: Catalog) -> Entity:
+    entry: Entity = {"name": column.name, "schema": type_schema(column.type, catalog)}
+    if column.key:
+        entry["type"] = "KEY"
+    elif column.headers or column.header_key is not None:
+        entry["type"] = "HEADER"
+        if column.header_key is not None:
+            entry["headerKey"] = column.header_key
+    return entry
+
+
+def type_schema(type_text: str, catalog: Catalog | None = None) -> Entity:
+    """ksqlDB's ``SchemaInfo`` JSON of canonical type text (``ARRAY<STRING>``, ``DECIMAL(4, 2)``).
+
+    Custom type names are resolved through ``catalog`` when given.
+    """
+    return _schema(_parse_type(type_text), catalog, 0)
+
+
+def _parse_type(type_text: str) -> sqltypes.SqlType:
+    statement = parse_one(f"CREATE TYPE HEADWATER_SCHEMA AS {type_text}")
+    assert isinstance(statement, ast.CreateType)
+    return statement.type
+
+
+def _schema(sql_type: sqltypes.SqlType, catalog: Catalog | None, depth: int) -> Entity:
+    if isinstance(sql_type, sqltypes.CustomType):
+        custom = catalog.types.get(sql_type.name) if catalog is not None else None
+        if custom is not None and depth < 32:
+            return _schema(_parse_type(custom.type), catalog, depth + 1)
+        return {"type": sql_type.name, "fields": None, "memberSchema": None}
+    if isinstance(sql_type, sqltypes.DecimalType):
+        return {
+            "type": "DECIMAL",
+            "fields": None,
+            "memberSchema": None,
+            "parameters": {"precision": sql_type.precision, "scale": sql_type.scale},
+        }
+    if isinstance(sql_type, sqltypes.ArrayType):
+        member = _schema(sql_type.element, catalog, depth)
+        return {"type": "ARRAY", "fields": None, "memberSchema": member}
+    if isinstance(sql_type, sqltypes.MapType):
+        member = _schema(sql_type.value, catalog, depth)
+        return {"type": "MAP", "fields": None, "memberSchema": member}
+    if isinstance(sql_type, sqltypes.StructType):
+        return {
+            "type": "STRUCT",
+            "fields": [
+                {"name": f.name, "schema": _schema(f.type, catalog, depth)} for f in sql_type.fields
+            ],
+            "memberSchema": None,
+        }
+    return {"type": sql_type.sql(), "fields": None, "memberSchema": None}
+
+
+__all__ = [
+    "KsqlError", "KsqlRequest", "decode_request", "execute", "ksql_endpoint", "read_body",
+    "run_statement", "source_description", "type_schema",
+]  # fmt: skip

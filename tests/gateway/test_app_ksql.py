@@ -1,0 +1,219 @@
+"""POST /ksql over Starlette's TestClient, on a real runner + submitter (embedded broker)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():
+    # Starlette 1.10 wants httpx2 for its TestClient and warns when it falls back on httpx.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from headwater.gateway.app import create_app
+from headwater.gateway.services import Limits, Services, open_services
+from headwater.kafka.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture(scope="module")
+def services(
+    memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Services]:
+    settings = dataclasses.replace(
+        memory_broker.settings(),
+        init_transactions_timeout_ms=3000,
+        commit_transaction_timeout_ms=1500,
+    )
+    service_id = f"app-ksql-{uuid.uuid4().hex[:8]}"
+    data_dir: Path = tmp_path_factory.mktemp("app-ksql")
+    limits = Limits(max_body_bytes=64 * 1024, catch_up_timeout_s=1.0)
+    with open_services(settings, service_id, data_dir, limits=limits) as built:
+        yield built
+
+
+@pytest.fixture(scope="module")
+def client(services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def ksql(client: TestClient, text: str, **fields: Any) -> Any:
+    return client.post("/ksql", json={"ksql": text, "streamsProperties": {}, **fields})
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:6]}".upper()
+
+
+def test_create_show_describe_drop(client: TestClient) -> None:
+    stream, table = _name("ORDERS"), _name("TOTALS")
+    text = (
+        f"CREATE STREAM {stream} (ID STRING KEY, AMOUNT DECIMAL(10, 2), TAGS ARRAY<STRING>) "
+        f"WITH (kafka_topic='{stream.lower()}', value_format='JSON', partitions=2);\n"
+        f"CREATE TABLE {table} (ID STRING PRIMARY KEY, N BIGINT) "
+        f"WITH (kafka_topic='{table.lower()}', format='JSON', partitions=1);"
+    )
+    answer = ksql(client, text)
+    assert answer.status_code == 200, answer.text
+    created = answer.json()
+    assert [e["@type"] for e in created] == ["currentStatus", "currentStatus"]
+    assert created[0]["commandStatus"] == {"status": "SUCCESS", "message": "Stream created"}
+    assert created[1]["commandStatus"]["message"] == "Table created"
+    assert created[0]["statementText"].startswith(f"CREATE STREAM {stream}")
+    assert created[1]["commandSequenceNumber"] > created[0]["commandSequenceNumber"] >= 0
+    assert created[0]["commandId"] and created[0]["warnings"] == []
+
+    listed = ksql(client, "SHOW STREAMS; LIST TABLES;").json()
+    assert listed[0]["@type"] == "streams" and listed[1]["@type"] == "tables"
+    assert {
+        "type": "STREAM", "name": stream, "topic": stream.lower(), "keyFormat": "KAFKA",
+        "valueFormat": "JSON", "isWindowed": False,
+    } in listed[0]["streams"]  # fmt: skip
+    assert table in [t["name"] for t in listed[1]["tables"]]
+    assert stream not in [t["name"] for t in listed[1]["tables"]]
+
+    (described,) = ksql(client, f"DESCRIBE {stream};").json()
+    description = described["sourceDescription"]
+    assert described["@type"] == "sourceDescription"
+    assert description["name"] == stream and description["type"] == "STREAM"
+    assert (description["topic"], description["partitions"]) == (stream.lower(), 2)
+    string = {"type": "STRING", "fields": None, "memberSchema": None}
+    decimal = {"type": "DECIMAL", "fields": None, "memberSchema": None,
+               "parameters": {"precision": 10, "scale": 2}}  # fmt: skip
+    assert description["fields"] == [
+        {"name": "ID", "schema": string, "type": "KEY"},
+        {"name": "AMOUNT", "schema": decimal},
+        {"name": "TAGS", "schema": {"type": "ARRAY", "fields": None, "memberSchema": string}},
+    ]
+
+    topics = ksql(client, "LIST TOPICS;").json()[0]
+    assert topics["@type"] == "kafka_topics"
+    by_name = {t["name"]: t for t in topics["topics"]}
+    assert by_name[stream.lower()]["replicaInfo"] == [1, 1]
+    assert not [name for name in by_name if name.startswith("_")]
+
+    dropped = ksql(client, f"DROP STREAM {stream} DELETE TOPIC;").json()
+    assert dropped[0]["commandStatus"]["status"] == "SUCCESS"
+    assert stream not in [s["name"] for s in ksql(client, "SHOW STREAMS;").json()[0]["streams"]]
+
+
+def test_types(client: TestClient) -> None:
+    name = _name("ADDRESS")
+    created = ksql(client, f"CREATE TYPE {name} AS STRUCT<CITY STRING, ZIP INT>;")
+    assert created.status_code == 200, created.text
+    types = ksql(client, "SHOW TYPES;").json()[0]
+    assert types["@type"] == "type_list"
+    assert types["types"][name]["type"] == "STRUCT"
+    assert [f["name"] for f in types["types"][name]["fields"]] == ["CITY", "ZIP"]
+    assert ksql(client, f"DROP TYPE {name};").status_code == 200
+    assert name not in ksql(client, "SHOW TYPES;").json()[0]["types"]
+
+
+def test_parse_error_carries_position_and_text(client: TestClient) -> None:
+    answer = ksql(client, "SHOW STREAMS;\nCREATE STREM oops;")
+    assert answer.status_code == 400
+    body = answer.json()
+    assert body["@type"] == "statement_error" and body["error_code"] == 40001
+    assert body["line"] == 2 and body["column"] >= 1
+    assert "STREM" in body["statementText"]
+    assert body["entities"] == []
+
+
+def test_validation_error_keeps_earlier_entities(client: TestClient) -> None:
+    stream = _name("DUP")
+    create = (
+        f"CREATE STREAM {stream} (ID STRING KEY, V INT) "
+        f"WITH (kafka_topic='{stream.lower()}', value_format='JSON', partitions=1);"
+    )
+    answer = ksql(client, f"SHOW STREAMS;\n{create}\n{create}")
+    assert answer.status_code == 400, answer.text
+    body = answer.json()
+    assert body["error_code"] == 40001 and "already exists" in body["message"]
+    assert body["statementText"] == create and body["line"] == 3
+    assert [e["@type"] for e in body["entities"]] == ["streams", "currentStatus"]
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "fragment"),
+    [
+        ("SELECT * FROM X EMIT CHANGES;", 40002, "/query"),
+        ("TERMINATE ALL;", 40001, "not supported"),
+        ("INSERT INTO X (A) VALUES (1);", 40001, "not supported"),
+        ("DESCRIBE NO_SUCH_SOURCE;", 40001, "NO_SUCH_SOURCE"),
+        ("SHOW STREAMS EXTENDED;", 40001, "not supported"),
+    ],
+)
+def test_statements_not_handled_here(
+    client: TestClient, text: str, code: int, fragment: str
+) -> None:
+    answer = ksql(client, text)
+    assert answer.status_code == code // 100
+    body = answer.json()
+    assert body["error_code"] == code and fragment in body["message"]
+    assert body["statementText"] == text
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"streamsProperties": {}}', '"ksql"'),
+        (b'{"ksql": "SHOW STREAMS;", "commandSequenceNumber": "x"}', "commandSequenceNumber"),
+        (b'{"ksql": "  "}', "no statement"),
+    ],
+)
+def test_bad_bodies(client: TestClient, content: bytes, fragment: str) -> None:
+    answer = client.post("/ksql", content=content, headers={"content-type": "application/json"})
+    assert answer.status_code == 400
+    body = answer.json()
+    assert body["@type"] == "generic_error" and body["error_code"] == 40000
+    assert fragment in body["message"] and body["entities"] == []
+
+
+def test_body_too_large(client: TestClient) -> None:
+    answer = ksql(client, "SHOW STREAMS; -- " + "x" * 70_000)
+    assert answer.status_code == 413
+    assert answer.json()["error_code"] == 41300
+
+
+def test_command_sequence_number_waits_then_times_out(
+    client: TestClient, services: Services
+) -> None:
+    done = ksql(client, "SHOW STREAMS;", commandSequenceNumber=services.runner.position - 1)
+    assert done.status_code == 200
+    late = ksql(client, "SHOW STREAMS;", commandSequenceNumber=services.runner.position + 100)
+    assert late.status_code == 503
+    assert late.json()["error_code"] == 50301 and late.headers["retry-after"] == "1"
+
+
+def test_unknown_route_and_method(client: TestClient) -> None:
+    assert client.get("/nope").json()["error_code"] == 40400
+    assert client.get("/ksql").status_code == 405
+
+
+def test_variables_and_no_op_statements(client: TestClient, services: Services) -> None:
+    stream = _name("VARS")
+    create = (
+        f"CREATE STREAM IF NOT EXISTS ${{name}} (ID STRING KEY) "
+        f"WITH (kafka_topic='{stream.lower()}', value_format='${{fmt}}', partitions=1);"
+    )
+    variables = {"name": stream, "fmt": "JSON"}
+    first = ksql(client, create, sessionVariables=variables).json()[0]
+    again = ksql(client, create, sessionVariables=variables).json()[0]
+    assert first["commandStatus"]["message"] == "Stream created"
+    assert again["commandId"] == "" and "already exists" in again["commandStatus"]["message"]
+    # A no-op answers a sequence number already executed: waiting on it never blocks.
+    assert again["commandSequenceNumber"] == services.runner.position - 1
+    waited = ksql(client, "SHOW STREAMS;", commandSequenceNumber=again["commandSequenceNumber"])
+    assert waited.status_code == 200
+    undefined = ksql(client, "DESCRIBE ${missing};")
+    assert undefined.status_code == 400 and "missing" in undefined.json()["message"]
