@@ -100,12 +100,7 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     if existing is not None:
         if create.if_not_exists:
             return Plan(None, f"Cannot add {noun} {create.name}: it already exists.")
-        if not create.or_replace:
-            raise SourceExists(
-                f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
-                "with the same name already exists"
-            )
-        if existing.kind is not kind:
+        if not create.or_replace or existing.kind is not kind:
             raise SourceExists(
                 f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
                 "with the same name already exists"
