@@ -1,7 +1,8 @@
 """The data flow of ARCHITECTURE.md, checked on the import graph.
 
 Imports point one way (notes/style.md, "Layering"): sqlparse_ext -> metastore -> engine, store -> cluster
--> gateway -> shell, with headwater.kafka (the Kafka edge) usable from metastore upward. A package whose
+-> gateway -> shell, with headwater.kafka (the Kafka edge) usable from metastore upward; engine may read
+store (pull queries read materialized tables), never the reverse. A package whose
 folder does not exist yet is simply not checked.
 """
 
@@ -19,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "sqlparse_ext": set(),
     "headwater/kafka": set(),
     "metastore": {"sqlparse_ext", "kafka"},
-    "engine": {"sqlparse_ext", "metastore", "kafka"},
+    "engine": {"sqlparse_ext", "metastore", "store", "kafka"},
     "store": {"sqlparse_ext", "metastore", "kafka"},
     "cluster": {"sqlparse_ext", "metastore", "store", "kafka"},
     "gateway": {"sqlparse_ext", "metastore", "engine", "store", "cluster", "kafka"},
