@@ -8,7 +8,7 @@ dialect itself is :class:`Headwater` (registered as ``"headwater"``).
 
 from __future__ import annotations
 
-from headwater.sqlparse_ext.api import parse, parse_cached, parse_one, to_sql
+from headwater.sqlparse_ext.api import parse, parse_cached, parse_one, parse_type, to_sql
 from headwater.sqlparse_ext.dialect import Headwater
 from headwater.sqlparse_ext.errors import ParseError
 from headwater.sqlparse_ext.sqltypes import (
@@ -63,6 +63,6 @@ __all__ = [
     "Join", "JoinWindow", "MapType", "ParseError", "PauseQuery", "PrimitiveType", "Print",
     "Properties", "Query", "ResumeQuery", "RunScript", "Select", "SetProperty", "Show",
     "SourceRef", "SqlType", "Statement", "StructField", "StructType", "Terminate",
-    "UndefineVariable", "UnsetProperty", "Window", "parse", "parse_cached", "parse_one",
+    "UndefineVariable", "UnsetProperty", "Window", "parse", "parse_cached", "parse_one", "parse_type",
     "to_sql",
 ]  # fmt: skip

@@ -19,6 +19,7 @@ from headwater.sqlparse_ext import statements as st
 from headwater.sqlparse_ext._typed import build
 from headwater.sqlparse_ext.dialect import Headwater
 from headwater.sqlparse_ext.errors import ParseError
+from headwater.sqlparse_ext.sqltypes import SqlType, from_datatype
 from headwater.sqlparse_ext.script import LineIndex, Segment, Substituted, split, substitute
 
 DIALECT = Headwater()
@@ -189,3 +190,23 @@ def to_sql(statement: st.Statement) -> str:
             f"({type(error).__name__}: {error})",
             statement.line, statement.column, statement.text,
         ) from error  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_type(text: str) -> SqlType:
+    """The :class:`SqlType` written as ``text`` (ksqlDB spelling, e.g. ``DECIMAL(4, 2)``).
+
+    The catalog stores column types as canonical text; this turns them back into values.
+
+    Raises:
+        ParseError: If ``text`` is not a type.
+    """
+    try:
+        select = parse_one(f"SELECT CAST(NULL AS {text}) FROM T;")
+    except ParseError as exc:
+        raise ParseError(f"not a type: {text!r} ({exc.message})", line=1, column=1,
+                         statement_text=text) from None
+    node = select.expression.find(exp.DataType) if select.expression is not None else None
+    if node is None or not isinstance(select, st.Select) or ";" in text:
+        raise ParseError(f"not a type: {text!r}", line=1, column=1, statement_text=text)
+    return from_datatype(node)
