@@ -1,0 +1,249 @@
+"""Rendering of results and errors as text: tables (as ksqlDB's CLI and pgcli print them), JSON
+and CSV, the staleness footer of pull answers, and errors with a caret under the failing column.
+Pure: no I/O (the caller prints, and decides on a pager with `needs_pager`).
+
+Tables are drawn by cli_helpers (pgcli's table and CSV writer, over tabulate). `/ksql` entities
+use the driver's table views (`headwater.gateway.dbapi.entities`), so the shell shows the same
+headers a program gets in `cursor.description`.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime
+import decimal
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cli_helpers.tabular_output import TabularOutputFormatter  # type: ignore[import-untyped]
+
+from headwater.gateway import dbapi
+
+from .config import OutputFormat
+from .executor import Entity, Message, Result, RowStream, Rows, StatementFailed
+
+__all__ = [
+    "OutputFormat",
+    "Rendered",
+    "cell",
+    "needs_pager",
+    "render",
+    "render_error",
+    "render_stream_header",
+    "render_stream_row",
+    "staleness",
+]
+
+_TABLES = TabularOutputFormatter()
+_TABLE_STYLE = "psql"
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """Text for standard output, and a note for standard error (CSV's staleness line)."""
+
+    text: str
+    note: str | None = None
+
+
+def cell(value: Any) -> str:
+    """One value as a table or CSV cell: `null`, `true`/`false`, JSON for arrays, maps, structs."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple | Mapping):
+        return json.dumps(_jsonable(value), separators=(",", ":"))
+    if isinstance(value, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values (decimals as numbers, times as ISO text, bytes as base64)."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes | bytearray | memoryview | datetime.date | datetime.time):
+        return cell(value)
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(_jsonable(value), indent=2)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    cells = [[cell(v) for v in row] for row in rows]
+    lines = _TABLES.format_output(
+        cells, list(headers), format_name=_TABLE_STYLE, preserve_whitespace=True
+    )
+    return "\n".join(lines)
+
+
+def _csv(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(headers)
+    writer.writerows([cell(v) for v in row] for row in rows)
+    return buffer.getvalue().rstrip("\n")
+
+
+def staleness(served_by: Sequence[dbapi.ServedBy], row_count: int) -> str:
+    """The footer of a pull answer: how many rows, and per partition who served it, where, how
+    far behind. Staleness is never hidden: an answer without `servedBy` says so."""
+    rows = f"{row_count} row{'s' if row_count != 1 else ''}"
+    if not served_by:
+        return f"({rows}; the server did not report which replica served it: staleness unknown)"
+    parts = []
+    for s in sorted(served_by, key=lambda s: s.partition):
+        position = "?" if s.position is None else str(s.position)
+        lag = "?" if s.lag is None else str(s.lag)
+        parts.append(f"partition {s.partition}: {s.host} at position {position}, lag {lag}")
+    if len(parts) == 1:
+        return f"({rows}; served by {parts[0]})"
+    return f"({rows}; served by:\n" + "\n".join(f"   {p}" for p in parts) + ")"
+
+
+def _served_json(served_by: Sequence[dbapi.ServedBy]) -> list[dict[str, Any]]:
+    return [
+        {"partition": s.partition, "host": s.host, "position": s.position, "lag": s.lag}
+        for s in served_by
+    ]
+
+
+def _rows(result: Rows, fmt: OutputFormat) -> Rendered:
+    footer = staleness(result.served_by, len(result.rows))
+    if fmt is OutputFormat.JSON:
+        return Rendered(
+            _dumps(
+                {
+                    "queryId": result.query_id,
+                    "columns": [
+                        {"name": n, "type": t}
+                        for n, t in zip(result.columns, result.types, strict=True)
+                    ],
+                    "rows": [dict(zip(result.columns, r, strict=True)) for r in result.rows],
+                    "servedBy": _served_json(result.served_by),
+                }
+            )
+        )
+    if fmt is OutputFormat.CSV:
+        return Rendered(_csv(result.columns, result.rows), footer)
+    return Rendered(_table(result.columns, result.rows) + "\n" + footer)
+
+
+def _describe(entity: Mapping[str, Any], table_text: str) -> str:
+    """DESCRIBE as ksqlDB's CLI prints it: the name, the fields, then the extended details."""
+    description = entity.get("sourceDescription") or {}
+    lines = [f"{'Name':<20} : {description.get('name', '')}"]
+    if description.get("extended"):
+        for label, key in (
+            ("Type", "type"), ("Timestamp field", "timestamp"), ("Key format", "keyFormat"),
+            ("Value format", "valueFormat"), ("Kafka topic", "topic"),
+            ("Statement", "statement"),
+        ):  # fmt: skip
+            value = description.get(key)
+            lines.append(f"{label:<20} : {value if value not in (None, '') else 'Not set'}")
+    lines.append(table_text)
+    if not description.get("extended"):
+        lines.append(
+            "For runtime statistics and query details run: DESCRIBE <Stream,Table> EXTENDED;"
+        )
+    return "\n".join(lines)
+
+
+def _entity(result: Entity, fmt: OutputFormat) -> Rendered:
+    entity, table = result.entity, result.table
+    if fmt is OutputFormat.JSON or table is None:
+        return Rendered(_dumps(entity))
+    if fmt is OutputFormat.CSV:
+        return Rendered(_csv(table.columns, table.rows))
+    kind = entity.get("@type")
+    if kind == "currentStatus":
+        message = (entity.get("commandStatus") or {}).get("message") or "Done"
+        return Rendered(_table(["Message"], [[message]]))
+    text = _table(table.columns, table.rows)
+    if kind == "sourceDescription":
+        return Rendered(_describe(entity, text))
+    return Rendered(text)
+
+
+def render(result: Result, fmt: OutputFormat) -> Rendered:
+    """A finished result as text (RowStream: see `render_stream_header`/`render_stream_row`).
+
+    Args:
+        result: what the executor yielded.
+        fmt: table, json or csv.
+
+    Returns:
+        The text to print, and an optional note for standard error.
+    """
+    if isinstance(result, Message):
+        if fmt is OutputFormat.JSON:
+            return Rendered(json.dumps({"@type": "message", "message": result.text}))
+        return Rendered(result.text) if fmt is OutputFormat.TABLE else Rendered("", result.text)
+    if isinstance(result, Rows):
+        return _rows(result, fmt)
+    if isinstance(result, Entity):
+        return _entity(result, fmt)
+    raise TypeError(f"render() takes a finished result, not {type(result).__name__}")
+
+
+_STREAM_WIDTH = 16
+
+
+def render_stream_header(result: RowStream, fmt: OutputFormat) -> str:
+    """The first line(s) of a push query's output."""
+    if fmt is OutputFormat.JSON:
+        return ""
+    if fmt is OutputFormat.CSV:
+        return _csv(result.columns, [])
+    names = "|".join(f"{n:<{_STREAM_WIDTH}}" for n in result.columns)
+    rule = "+" + "+".join("-" * _STREAM_WIDTH for _ in result.columns) + "+"
+    return f"{rule}\n|{names}|\n{rule}"
+
+
+def render_stream_row(result: RowStream, row: Sequence[Any], fmt: OutputFormat) -> str:
+    """One row of a push query, printed as it arrives."""
+    if fmt is OutputFormat.JSON:
+        return json.dumps(_jsonable(dict(zip(result.columns, row, strict=True))))
+    if fmt is OutputFormat.CSV:
+        return _csv([], [row]).lstrip("\n")
+    return "|" + "|".join(f"{cell(v):<{_STREAM_WIDTH}}" for v in row) + "|"
+
+
+def render_error(error: StatementFailed, *, script: bool = False) -> str:
+    """An error for people: the message, and where it is (the line and a caret under the column
+    for parse errors; the statement otherwise). In a script, which statement failed comes first."""
+    out: list[str] = []
+    if script:
+        out.append(f"{error.source_name}: the statement at line {error.line} failed")
+    code = f" (error {error.error_code})" if error.error_code and not error.has_position else ""
+    out.append(f"Error: {error.message}{code}")
+    lines = error.source_text.splitlines()
+    if error.has_position and 1 <= error.line <= len(lines):
+        source = lines[error.line - 1].expandtabs(1)
+        out.append(f"  {source}")
+        out.append("  " + " " * max(error.column - 1, 0) + "^")
+    elif error.statement_text:
+        first, *rest = error.statement_text.strip().splitlines() or [""]
+        out.append(f"Statement: {first}" + (" ..." if rest else ""))
+    return "\n".join(out)
+
+
+def needs_pager(text: str, columns: int, lines: int) -> bool:
+    """Whether `text` is taller or wider than a terminal of `columns` x `lines`."""
+    rows = text.splitlines()
+    return len(rows) > max(lines - 2, 1) or any(len(r) > columns for r in rows)

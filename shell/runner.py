@@ -1,0 +1,133 @@
+"""Runs text (a REPL entry, a script, `-e` statements) and prints what comes back: results on
+standard output (through a pager when interactive and bigger than the terminal), notes and errors
+on standard error. Does I/O: the terminal, and the network through `Executor`.
+
+Used alike by the REPL (`repl.py`) and by `headwater run` (`main.py`); the difference is
+`interactive`: a script prints which statement failed and stops, and is never paged.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+import click
+
+from headwater.gateway import dbapi
+from headwater.sqlparse_ext import statements as st
+
+from .executor import CATALOG_CHANGES, Executor, Result, RowStream, StatementFailed
+from .format import (
+    OutputFormat,
+    needs_pager,
+    render,
+    render_error,
+    render_stream_header,
+    render_stream_row,
+)
+
+__all__ = ["Runner"]
+
+
+class Runner:
+    """Prints the results of text run through one `Executor`.
+
+    Attributes:
+        output: the current output format (the REPL's `output` command changes it).
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        output: OutputFormat,
+        *,
+        interactive: bool,
+        pager: bool = True,
+        on_statement: Callable[[st.Statement, bool], None] | None = None,
+        stdout: TextIO | None = None,
+    ) -> None:
+        """
+        Args:
+            executor: runs the statements.
+            output: table, json or csv.
+            interactive: a person at a terminal (paging allowed; errors do not name the script).
+            pager: page long or wide output (only when interactive and stdout is a terminal).
+            on_statement: called after each statement that ran, with whether it changed the
+                catalog (the REPL refreshes completion names then).
+            stdout: where results go (click's stdout when None).
+        """
+        self.executor = executor
+        self.output = output
+        self.interactive = interactive
+        self.pager = pager
+        self._on_statement = on_statement
+        self._stdout = stdout
+
+    def run(self, text: str, source_name: str = "<input>") -> bool:
+        """Run every statement of `text`; False after the first failure (which is printed)."""
+        last: st.Statement | None = None
+        try:
+            for statement, result in self.executor.run(text, source_name):
+                if statement is not last and last is not None:
+                    self._after(last)
+                last = statement
+                self._show(result)
+        except StatementFailed as exc:
+            click.echo(render_error(exc, script=not self.interactive), err=True)
+            return False
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            return False
+        finally:
+            if last is not None:
+                self._after(last)
+        return True
+
+    def _after(self, statement: st.Statement) -> None:
+        if self._on_statement is not None:
+            self._on_statement(statement, isinstance(statement, CATALOG_CHANGES))
+
+    # -- printing -----------------------------------------------------------------------------------
+
+    def _echo(self, text: str) -> None:
+        click.echo(text, file=self._stdout)
+
+    def _show(self, result: Result) -> None:
+        if isinstance(result, RowStream):
+            self._stream(result)
+            return
+        rendered = render(result, self.output)
+        if rendered.text:
+            if self._should_page(rendered.text):
+                click.echo_via_pager(rendered.text + "\n")
+            else:
+                self._echo(rendered.text)
+        if rendered.note:
+            click.echo(rendered.note, err=True)
+
+    def _should_page(self, text: str) -> bool:
+        if not (self.interactive and self.pager and self._stdout is None):
+            return False
+        if not sys.stdout.isatty():
+            return False
+        size = shutil.get_terminal_size()
+        return needs_pager(text, size.columns, size.lines)
+
+    def _stream(self, result: RowStream) -> None:
+        """A push query: rows printed as they arrive, until it ends or Ctrl-C."""
+        header = render_stream_header(result, self.output)
+        if header:
+            self._echo(header)
+        try:
+            for row in result.rows:
+                self._echo(render_stream_row(result, row, self.output))
+        except KeyboardInterrupt:
+            click.echo("Query terminated", err=True)
+        except dbapi.Error as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+        finally:
+            close = getattr(result.rows, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,124 @@
+"""format.py: tables, JSON, CSV, the staleness footer, errors with a caret, the pager rule."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+
+from headwater.gateway import dbapi
+from headwater.gateway.dbapi.entities import entity_table
+from headwater.shell.executor import Entity, Message, Rows, StatementFailed
+from headwater.shell.format import (
+    OutputFormat,
+    cell,
+    needs_pager,
+    render,
+    render_error,
+    staleness,
+)
+
+STREAMS = {
+    "@type": "streams",
+    "streams": [{"name": "ORDERS", "topic": "orders", "keyFormat": "KAFKA",
+                 "valueFormat": "JSON", "isWindowed": False}],
+}  # fmt: skip
+CREATED = {"@type": "currentStatus", "commandId": "stream/`X`/create",
+           "commandStatus": {"status": "SUCCESS", "message": "Stream created"}}  # fmt: skip
+ROWS = Rows(
+    ("ID", "TOTAL"),
+    ("STRING", "DECIMAL(4, 2)"),
+    (("a", decimal.Decimal("1.50")), ("b", None)),
+    "q1",
+    (dbapi.ServedBy(0, "h1:8088", 10, 0),),
+)
+
+
+def test_show_streams_table_has_the_cli_headers() -> None:
+    text = render(Entity(STREAMS, entity_table(STREAMS)), OutputFormat.TABLE).text
+    header = text.splitlines()[1]
+    assert [h.strip() for h in header.strip("|").split("|")] == [
+        "Stream Name", "Kafka Topic", "Key Format", "Value Format", "Windowed"
+    ]  # fmt: skip
+    assert "| ORDERS " in text and "false" in text
+
+
+def test_ddl_prints_its_message() -> None:
+    text = render(Entity(CREATED, entity_table(CREATED)), OutputFormat.TABLE).text
+    assert "Stream created" in text and "stream/`X`/create" not in text
+    csv_text = render(Entity(CREATED, entity_table(CREATED)), OutputFormat.CSV).text
+    assert csv_text.splitlines()[0] == "Command ID,Status,Message"
+
+
+def test_entity_json_is_the_raw_entity() -> None:
+    assert json.loads(render(Entity(STREAMS, None), OutputFormat.JSON).text) == STREAMS
+
+
+def test_pull_rows_table_with_staleness_footer() -> None:
+    text = render(ROWS, OutputFormat.TABLE).text
+    assert "1.50" in text and "null" in text
+    assert text.splitlines()[-1] == "(2 rows; served by partition 0: h1:8088 at position 10, lag 0)"
+
+
+def test_pull_rows_csv_keeps_staleness_on_stderr() -> None:
+    rendered = render(ROWS, OutputFormat.CSV)
+    assert rendered.text == "ID,TOTAL\na,1.50\nb,null"
+    assert rendered.note is not None and "lag 0" in rendered.note
+
+
+def test_pull_rows_json_has_rows_and_served_by() -> None:
+    doc = json.loads(render(ROWS, OutputFormat.JSON).text)
+    assert doc["rows"] == [{"ID": "a", "TOTAL": 1.5}, {"ID": "b", "TOTAL": None}]
+    assert doc["servedBy"] == [{"partition": 0, "host": "h1:8088", "position": 10, "lag": 0}]
+
+
+def test_staleness_is_never_hidden() -> None:
+    assert "staleness unknown" in staleness((), 1)
+    many = staleness((dbapi.ServedBy(1, "b", None, 7), dbapi.ServedBy(0, "a", 5, 0)), 3)
+    assert many.splitlines() == [
+        "(3 rows; served by:",
+        "   partition 0: a at position 5, lag 0",
+        "   partition 1: b at position ?, lag 7)",
+    ]
+
+
+def test_cells() -> None:
+    assert [cell(v) for v in (None, True, [1, "a"], {"k": 1}, b"hi")] == [
+        "null", "true", '[1,"a"]', '{"k":1}', "aGk="
+    ]  # fmt: skip
+    assert cell(datetime.date(2024, 5, 1)) == "2024-05-01"
+
+
+def test_messages() -> None:
+    assert render(Message("done"), OutputFormat.TABLE).text == "done"
+    assert render(Message("done"), OutputFormat.CSV).note == "done"
+
+
+def test_error_with_a_caret_under_the_column() -> None:
+    error = StatementFailed(
+        "line 2:10: expected FROM", source_name="x.sql", source_text="SHOW STREAMS;\nSELECT * FORM t;",
+        line=2, column=10, statement_text="SELECT * FORM t;", error_code=40001, has_position=True,
+    )  # fmt: skip
+    assert render_error(error, script=True).splitlines() == [
+        "x.sql: the statement at line 2 failed",
+        "Error: line 2:10: expected FROM",
+        "  SELECT * FORM t;",
+        "           ^",
+    ]
+
+
+def test_error_without_position_names_the_statement() -> None:
+    error = StatementFailed(
+        "Could not find STREAM/TABLE 'NOPE'", source_name="<input>", source_text="DESCRIBE nope;",
+        line=1, column=1, statement_text="DESCRIBE nope;", error_code=40001,
+    )  # fmt: skip
+    assert render_error(error).splitlines() == [
+        "Error: Could not find STREAM/TABLE 'NOPE' (error 40001)",
+        "Statement: DESCRIBE nope;",
+    ]
+
+
+def test_pager_rule() -> None:
+    assert not needs_pager("a\nb", 80, 24)
+    assert needs_pager("x" * 81, 80, 24)
+    assert needs_pager("\n".join("r" for _ in range(30)), 80, 24)
