@@ -1,0 +1,307 @@
+"""Key access of a pull query: which keys or key range its WHERE clause needs. Pure (no I/O).
+
+Owns the extraction of a key access path from a WHERE tree: exact keys (``k = 1``,
+``k IN (1, 2)``, every column of a multi-column key bound by ``=``/``IN`` combined as their
+cartesian product, and ORs of such), a key range (``k > a AND k <= b``, ``BETWEEN``) on a
+single-column key or on the column after a prefix of ``=``-bound leading columns, else a scan. The
+extraction is conservative: the planner re-applies the whole WHERE to every row read, so a wider
+access is never wrong. Also the messages ksqlDB gives when table scans are disabled and the WHERE
+is not a key lookup (`explain_scan`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from headwater.engine import _functions as fn
+from headwater.engine.errors import PullQueryError
+from headwater.engine.expressions import Scope, compile_expression, format_expression
+from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, identifier_name
+from sqlglot import exp
+
+MAX_KEYS = 10_000
+"""Most exact keys a WHERE may expand to (cartesian products of IN lists) before it scans."""
+
+SCAN_HINT = ("If more flexible queries are needed, table scans can be enabled by setting "
+             "ksql.query.pull.table.scan.enabled=true.")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLookup:
+    """Read these keys (value tuples in key-column order), in this order; none may hold NULL."""
+
+    keys: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRange:
+    """Read the keys between two bounds, in key order.
+
+    A bound is a tuple of values for the leading key columns (a prefix of the key, or the whole
+    key); a key is compared with a bound on the bound's columns only, so ``high=("a",)`` inclusive
+    takes every key whose first column is ``"a"``. None means unbounded.
+    """
+
+    low: tuple[Any, ...] | None
+    high: tuple[Any, ...] | None
+    low_inclusive: bool = True
+    high_inclusive: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TableScan:
+    """Read every row of every partition."""
+
+
+KeyAccess = KeyLookup | KeyRange | TableScan
+
+
+@dataclass(slots=True)
+class _Bounds:
+    """What one conjunction says about one key column."""
+
+    values: list[Any] | None = None
+    low: tuple[Any, bool] | None = None
+    high: tuple[Any, bool] | None = None
+
+    def merged(self, other: _Bounds) -> _Bounds:
+        values = self.values if other.values is None else other.values if self.values is None \
+            else [v for v in self.values if v in other.values]  # fmt: skip
+        return _Bounds(
+            values, _tighter(self.low, other.low, max), _tighter(self.high, other.high, min)
+        )
+
+    def admits(self, value: Any) -> bool:
+        low_ok = self.low is None or value > self.low[0] or value == self.low[0] and self.low[1]
+        return low_ok and (self.high is None or value < self.high[0]
+                           or value == self.high[0] and self.high[1])  # fmt: skip
+
+
+def _tighter(a: tuple[Any, bool] | None, b: tuple[Any, bool] | None, pick: Any
+             ) -> tuple[Any, bool] | None:  # fmt: skip
+    if a is None or b is None:
+        return a or b
+    if a[0] == b[0]:
+        return (a[0], a[1] and b[1])
+    return a if pick(a[0], b[0]) == a[0] else b
+
+
+Conjunction = dict[str, _Bounds]
+_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
+
+
+def key_value(value: Any, t: SqlType) -> Any:
+    """A literal's value as a value of the key column type, or None when it can never be equal."""
+    if value is None:
+        return None
+    if t in fn.INTEGRAL:
+        if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+            return None
+        if isinstance(value, float) and not math.isfinite(value) or value != int(value):
+            return None
+        number = int(value)
+        return number if fn.wrap_int(number, t) == number else None
+    if t == fn.DOUBLE and isinstance(value, (int, Decimal)) and not isinstance(value, bool):
+        return float(value)
+    if (
+        isinstance(t, DecimalType)
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    ):
+        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    return value
+
+
+class KeyExtractor:
+    """Finds the key access of WHERE trees for one table's key columns."""
+
+    def __init__(self, keys: Sequence[str], types: Sequence[SqlType], scope: Scope) -> None:
+        self.keys = tuple(keys)
+        self.types = dict(zip(keys, types, strict=True))
+        self.scope = scope
+
+    def access(self, where: exp.Expr | None) -> KeyAccess:
+        """The narrowest access this extraction can prove covers every row the WHERE admits."""
+        disjuncts = None if where is None or not self.keys else self._disjuncts(where)
+        if disjuncts is None:
+            return TableScan()
+        accesses = [self._conjunction_access(c) for c in disjuncts]
+        if all(isinstance(a, KeyLookup) for a in accesses):
+            keys = dict.fromkeys(k for a in accesses if isinstance(a, KeyLookup) for k in a.keys)
+            return KeyLookup(tuple(keys))
+        return accesses[0] if len(accesses) == 1 else TableScan()
+
+    def _key_of(self, node: exp.Expr) -> str | None:
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            name = identifier_name(node.this)
+            if name in self.types:
+                return name
+        return None
+
+    def _constant(self, node: exp.Expr) -> tuple[bool, Any, SqlType]:
+        compiled = compile_expression(node, self.scope)
+        return compiled.constant, compiled.evaluate({}) if compiled.constant else None, \
+            compiled.type  # fmt: skip
+
+    def _disjuncts(self, node: exp.Expr) -> list[Conjunction] | None:
+        """The WHERE as an OR of per-key-column conjunctions; None: no key restriction."""
+        if isinstance(node, exp.Paren):
+            return self._disjuncts(node.this)
+        if isinstance(node, exp.Or):
+            left, right = self._disjuncts(node.this), self._disjuncts(node.expression)
+            return None if left is None or right is None else left + right
+        if isinstance(node, exp.And):
+            left, right = self._disjuncts(node.this), self._disjuncts(node.expression)
+            if left is None or right is None:
+                return left or right
+            if len(left) * len(right) > MAX_KEYS:
+                return None
+            return [_merge(a, b) for a in left for b in right]
+        leaf = self._leaf(node)
+        return None if leaf is None else [leaf]
+
+    def _leaf(self, node: exp.Expr) -> Conjunction | None:
+        kind = type(node)
+        if kind in _FLIP:
+            key, other, op = self._key_of(node.this), node.expression, kind
+            if key is None:
+                key, other, op = self._key_of(node.expression), node.this, _FLIP[kind]
+            if key is None:
+                return None
+            const, value, _ = self._constant(other)
+            if not const:
+                return None
+            return {key: self._bound(key, op, value)}
+        if isinstance(node, exp.In):
+            key = self._key_of(node.this)
+            if key is None:
+                return None
+            values = []
+            for item in node.expressions:
+                const, value, item_type = self._constant(item)
+                if not const:
+                    return None
+                if item_type == fn.STRING and self.types[key] != fn.STRING:
+                    raise PullQueryError(
+                        f"{format_expression(item)} can not be converted to the "
+                        f"type of the key column: {key} {self.types[key]} KEY"
+                    )
+                values.append(key_value(value, self.types[key]))
+            return {key: _Bounds(values=list(dict.fromkeys(v for v in values if v is not None)))}
+        if isinstance(node, exp.Between):
+            key = self._key_of(node.this)
+            if key is None:
+                return None
+            low, high = self._constant(node.args["low"]), self._constant(node.args["high"])
+            if not (low[0] and high[0]):
+                return None
+            return {
+                key: self._bound(key, exp.GTE, low[1]).merged(self._bound(key, exp.LTE, high[1]))
+            }
+        return None
+
+    def _bound(self, key: str, op: type[exp.Expr], value: Any) -> _Bounds:
+        converted = key_value(value, self.types[key])
+        if op is exp.EQ:
+            return _Bounds(values=[] if converted is None else [converted])
+        if converted is None or converted != value and self.types[key] in fn.INTEGRAL:
+            return _Bounds()  # an inexact bound: leave it to the residual filter
+        inclusive = op in (exp.GTE, exp.LTE)
+        if op in (exp.GT, exp.GTE):
+            return _Bounds(low=(converted, inclusive))
+        return _Bounds(high=(converted, inclusive))
+
+    def _conjunction_access(self, conjunction: Conjunction) -> KeyAccess:
+        bounds = [conjunction.get(k, _Bounds()) for k in self.keys]
+        if all(b.values is not None for b in bounds):
+            columns = [[v for v in b.values or () if b.admits(v)] for b in bounds]
+            if math.prod(len(c) for c in columns) > MAX_KEYS:
+                return TableScan()
+            return KeyLookup(tuple(itertools.product(*columns)))
+        prefix: list[Any] = []
+        for b in bounds:
+            if b.values is None:
+                break
+            if len(b.values) != 1:
+                return TableScan()
+            if not b.admits(b.values[0]):
+                return KeyLookup(())
+            prefix.append(b.values[0])
+        column = bounds[len(prefix)]
+        if not prefix and column.low is None and column.high is None:
+            return TableScan()
+        low = (
+            (tuple(prefix) + (column.low[0],), column.low[1])
+            if column.low
+            else (tuple(prefix), True)
+        )
+        high = (
+            (tuple(prefix) + (column.high[0],), column.high[1])
+            if column.high
+            else (tuple(prefix), True)
+        )
+        return KeyRange(low[0] or None, high[0] or None, low[1], high[1])
+
+
+def _merge(a: Conjunction, b: Conjunction) -> Conjunction:
+    merged = dict(a)
+    for key, bounds in b.items():
+        merged[key] = merged[key].merged(bounds) if key in merged else bounds
+    return merged
+
+
+def _split(node: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, kind):
+        return _split(node.this, kind) + _split(node.expression, kind)
+    return [node]
+
+
+def explain_scan(where: exp.Expr | None, extractor: KeyExtractor) -> str:
+    """ksqlDB's message for a WHERE that needs a scan when scans are disabled."""
+    if where is None:
+        return (
+            "Missing WHERE clause. See https://cnfl.io/queries for more info.\nAdd EMIT "
+            "CHANGES if you intended to issue a push query.\nPull queries require a WHERE "
+            "clause that:\n - includes a key equality expression, e.g. `SELECT * FROM X WHERE "
+            "<key-column> = Y;`.\n - in the case of a multi-column key, is a conjunction of "
+            "equality expressions that cover all key columns.\n" + SCAN_HINT
+        )
+    keys = extractor.keys
+    described = ", ".join(f"`{k}` {extractor.types[k]} KEY" for k in keys)
+    for disjunct in _split(where, exp.Or):
+        seen: list[str] = []
+        for leaf in _split(disjunct, exp.And):
+            named = [identifier_name(c.this) for c in leaf.find_all(exp.Column)
+                     if not isinstance(c.this, exp.Star)]  # fmt: skip
+            used = [n for n in named if n in keys]
+            if not used:
+                continue
+            if isinstance(leaf, (exp.EQ, exp.In)) and extractor._leaf(leaf) is None:
+                direct = extractor._key_of(leaf.this) or isinstance(leaf, exp.EQ) and \
+                    extractor._key_of(leaf.expression)  # fmt: skip
+                if not direct:
+                    return "A comparison must directly reference a key column.\n" + SCAN_HINT
+                return ("A comparison must be between a key column and a resolvable "
+                        "expression.\n" + SCAN_HINT)  # fmt: skip
+            if isinstance(leaf, exp.NEQ):
+                return f"Bound on key columns '[{described}]' must currently be '='. \n" + \
+                    SCAN_HINT  # fmt: skip
+            if not isinstance(leaf, (exp.EQ, exp.In)) or any(k in seen for k in used):
+                return ("A comparison condition on the key column cannot be combined with other "
+                        "comparisons such as an IN predicate.\n" + SCAN_HINT)  # fmt: skip
+            seen.extend(used)
+        if not seen:
+            return f"WHERE clause missing key column for disjunct: " \
+                f"{format_expression(disjunct)}.\n" + SCAN_HINT  # fmt: skip
+        if set(seen) != set(keys):
+            return "Multi-column sources must specify every key in the WHERE clause.\n" + SCAN_HINT
+    return "Pull queries need a key lookup when table scans are disabled.\n" + SCAN_HINT

@@ -1,0 +1,363 @@
+"""Pull queries: plan a SELECT against one table or stream, then run it over rows. Pure (no I/O).
+
+Owns what ksqlDB checks and answers for a pull query: the clauses it refuses (JOIN, WINDOW,
+GROUP BY, PARTITION BY, HAVING; EMIT makes a push query), the projection (``*`` is every column,
+key columns first; ``ROWTIME`` when named; ``ROWPARTITION``/``ROWOFFSET`` refused as in ksqlDB), the
+output schema of the ``/query`` header (key columns of a table marked ``KEY``), the WHERE filter,
+LIMIT, and the key access (`_pull_keys`): exact keys, a key range, or a scan (refused when table
+scans are disabled). Storage stays with the caller behind `TableReader`; execution reads through
+it (or over a stream's records) and returns the rows and the partitions it touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from headwater.engine import _functions as fn
+from headwater.engine._pull_keys import (
+    KeyAccess,
+    KeyExtractor,
+    KeyLookup,
+    KeyRange,
+    TableScan,
+    explain_scan,
+)
+from headwater.engine.errors import ExpressionError, PullQueryError
+from headwater.engine.expressions import (
+    Evaluator,
+    Scope,
+    UnresolvedColumn,
+    compile_expression,
+    resolve_type,
+    select_names,
+)
+from headwater.metastore.catalog import Source, SourceKind
+from headwater.sqlparse_ext import expressions as hx
+from headwater.sqlparse_ext.sqltypes import SqlType, StructType, identifier_name
+from headwater.sqlparse_ext.statements import Query, Select
+from sqlglot import exp
+
+__all__ = [
+    "KeyAccess", "KeyLookup", "KeyRange", "OutputColumn", "PullPlan", "PullResult", "Row",
+    "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull",
+]  # fmt: skip
+
+PSEUDO_COLUMNS: Mapping[str, SqlType] = {"ROWTIME": fn.BIGINT, "ROWPARTITION": fn.INTEGER,
+                                         "ROWOFFSET": fn.BIGINT}  # fmt: skip
+_REFUSED_PSEUDO = ("ROWPARTITION", "ROWOFFSET")
+_PUSH_HINT = ("See https://cnfl.io/queries for more info.\n"
+              "Add EMIT CHANGES if you intended to issue a push query.")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class OutputColumn:
+    """One column of a pull query's result."""
+
+    name: str
+    type: SqlType
+    key: bool = False
+
+    def sql(self) -> str:
+        """As in ksqlDB's ``/query`` header: ``\\`ID\\` STRING KEY``."""
+        return f"`{self.name}` {self.type}" + (" KEY" if self.key else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One stored row of a table (or one record of a stream).
+
+    Attributes:
+        key: the key columns' values, in key-column order.
+        value: the value (and header) columns by name.
+        rowtime: the record timestamp, ms since the epoch.
+        partition: the topic partition it came from.
+        offset: its offset in that partition (of the changelog, for a table).
+    """
+
+    key: tuple[Any, ...]
+    value: Mapping[str, Any]
+    rowtime: int
+    partition: int
+    offset: int
+
+
+class TableReader(Protocol):
+    """One materialized table's rows, as the caller stores them (partitioned like its topic)."""
+
+    @property
+    def partitions(self) -> int:
+        """How many partitions the table has."""
+        ...
+
+    def partition_of(self, key: tuple[Any, ...]) -> int:
+        """The partition a key lives in (the caller serializes it and applies murmur2)."""
+        ...
+
+    def get(self, partition: int, key: tuple[Any, ...]) -> Row | None:
+        """The row of that key, or None."""
+        ...
+
+    def range(self, partition: int, low: tuple[Any, ...] | None, high: tuple[Any, ...] | None,
+              low_inclusive: bool, high_inclusive: bool) -> Iterator[Row]:  # fmt: skip
+        """The rows between the bounds (see `KeyRange`), in key order."""
+        ...
+
+    def scan(self, partition: int) -> Iterator[Row]:
+        """Every row of the partition, in key order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PullPlan:
+    """A checked pull query, ready to run any number of times.
+
+    Attributes:
+        source: the table or stream queried.
+        schema: the result columns.
+        access: how a table's rows are found (a stream is always scanned).
+        limit: the LIMIT, or None.
+        key_names: the source's key columns (the order of `Row.key`).
+    """
+
+    source: Source
+    schema: tuple[OutputColumn, ...]
+    access: KeyAccess
+    limit: int | None
+    key_names: tuple[str, ...]
+    filter: Evaluator | None = field(default=None, repr=False, compare=False)
+    projection: tuple[Evaluator, ...] = field(default=(), repr=False, compare=False)
+
+    def schema_text(self) -> str:
+        """The header schema: ``\\`ID\\` STRING KEY, \\`V\\` BIGINT``."""
+        return ", ".join(c.sql() for c in self.schema)
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """The answer of a pull query.
+
+    Attributes:
+        schema: the result columns.
+        rows: the result rows, one list of values per row, in schema order.
+        partitions: the partitions read (for the position and lag the caller reports).
+        limit_reached: True when LIMIT stopped the query (ksqlDB's "Limit Reached").
+    """
+
+    schema: tuple[OutputColumn, ...]
+    rows: list[list[Any]]
+    partitions: frozenset[int]
+    limit_reached: bool
+
+
+def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str, Any], *,
+              table_scan_enabled: bool = True) -> PullPlan:  # fmt: skip
+    """Checks a pull query against its source and plans it.
+
+    Args:
+        select: the parsed SELECT (without EMIT: that is a push query).
+        source: the table or stream it reads (the caller resolved ``FROM``).
+        custom_types: the catalog's custom types (see `expressions.resolve_type`).
+        table_scan_enabled: ``ksql.query.pull.table.scan.enabled``: when False a table query must
+            be a key lookup.
+
+    Returns:
+        The plan.
+
+    Raises:
+        PullQueryError: With ksqlDB's message for anything ksqlDB refuses in a pull query.
+    """
+    query = select.query if isinstance(select, Select) else select
+    _check_clauses(query, source)
+    columns = {c.name: resolve_type(c.type, custom_types) for c in source.columns}
+    scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
+    qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
+    scope = Scope(scope_columns, qualifiers, custom_types)
+    is_table = source.kind == SourceKind.TABLE
+    key_names = tuple(c.name for c in source.key_columns)
+    items = _expand(query.select, source, columns, qualifiers)
+    schema, projection = _project(items, scope, key_names if is_table else ())
+    where = query.where
+    row_filter = None if where is None else _compile_where(where, scope)
+    access: KeyAccess = TableScan()
+    if is_table:
+        extractor = KeyExtractor(key_names, [columns[k] for k in key_names], scope)
+        try:
+            access = extractor.access(where)
+        except ExpressionError as error:
+            raise PullQueryError(f"Error in WHERE expression: {error.message}") from error
+        if not table_scan_enabled and not isinstance(access, KeyLookup):
+            raise PullQueryError(explain_scan(where, extractor))
+    return PullPlan(source, schema, access, query.limit, key_names, row_filter, projection)
+
+
+def _check_clauses(query: Query, source: Source) -> None:
+    if query.emit is not None:
+        raise PullQueryError(f"EMIT {query.emit} makes a push query, not a pull query.")
+    refused = (("JOIN", query.joins), ("WINDOW", query.window), ("GROUP BY", query.group_by),
+               ("PARTITION BY", query.partition_by), ("HAVING", query.having))  # fmt: skip
+    for clause, present in refused:
+        if present:
+            raise PullQueryError(f"Pull queries don't support {clause} clauses. {_PUSH_HINT}")
+    if source.windowed:
+        raise PullQueryError(f"Pull queries on windowed tables are not supported yet: "
+                             f"`{source.name}` is {source.windowed} windowed.")  # fmt: skip
+
+
+def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, SqlType],
+            qualifiers: frozenset[str]) -> list[exp.Expr]:  # fmt: skip
+    """The SELECT list with ``*``, ``T.*`` and ``S->*`` replaced by one item per column."""
+    expanded: list[exp.Expr] = []
+    for item in items:
+        star = (
+            isinstance(item, exp.Star)
+            or isinstance(item, exp.Column)
+            and isinstance(item.this, exp.Star)
+        )
+        if star:
+            table = item.args.get("table")
+            if table is not None and identifier_name(table) not in qualifiers:
+                raise PullQueryError(f"'{identifier_name(table)}' is not a valid stream/table "
+                                     "name or alias.")  # fmt: skip
+            names = [c.name for c in source.key_columns] + [
+                c.name for c in source.columns if not c.key
+            ]
+            expanded.extend(exp.column(exp.to_identifier(n, quoted=True)) for n in names)
+        elif isinstance(item, hx.StructDeref) and isinstance(item.expression, exp.Star):
+            base = item.this
+            name = identifier_name(base.this) if isinstance(base, exp.Column) else None
+            struct = columns.get(name) if name else None
+            if not isinstance(struct, StructType):
+                raise PullQueryError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
+            expanded.extend(
+                hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
+                for f in struct.fields
+            )
+        else:
+            expanded.append(item)
+    return expanded
+
+
+def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...]
+             ) -> tuple[tuple[OutputColumn, ...], tuple[Evaluator, ...]]:  # fmt: skip
+    names = select_names(items)
+    schema: list[OutputColumn] = []
+    projection: list[Evaluator] = []
+    for item, name in zip(items, names, strict=True):
+        try:
+            compiled = compile_expression(item, scope)
+        except UnresolvedColumn as error:
+            raise PullQueryError(f"SELECT column '{error.column}' cannot be resolved.") from error
+        except ExpressionError as error:
+            raise PullQueryError(error.message) from error
+        _refuse_pseudo(compiled.references, "SELECT")
+        if compiled.type == fn.NULL:
+            raise PullQueryError("Can't infer a type of null. Please explicitly cast it to a "
+                                 "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
+        column = OutputColumn(name, compiled.type, name in key_names)
+        if any(c.name == name for c in schema):
+            kind = "key" if column.key else "value"
+            raise PullQueryError(f"Duplicate {kind} columns found in schema: {column.sql()}")
+        schema.append(column)
+        projection.append(compiled.evaluate)
+    return tuple(schema), tuple(projection)
+
+
+def _refuse_pseudo(references: Collection[str], clause: str) -> None:
+    refused = [f"`{n}`" for n in _REFUSED_PSEUDO if n in references]
+    if refused:
+        raise PullQueryError(f"Pull queries don't support the following columns in {clause} "
+                             f"clauses: {', '.join(refused)}")  # fmt: skip
+
+
+def _compile_where(where: exp.Expr, scope: Scope) -> Evaluator:
+    try:
+        compiled = compile_expression(where, scope)
+    except UnresolvedColumn as error:
+        raise PullQueryError(f"WHERE column '{error.column}' cannot be resolved.") from error
+    except ExpressionError as error:
+        raise PullQueryError(f"Error in WHERE expression: {error.message}") from error
+    _refuse_pseudo(compiled.references, "WHERE")
+    if compiled.type not in (fn.BOOLEAN, fn.NULL):
+        raise PullQueryError("Type error in WHERE expression: Should evaluate to boolean but is "
+                             f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
+    return compiled.evaluate
+
+
+def execute_pull(plan: PullPlan, reader: TableReader, *,
+                 partitions: Collection[int] | None = None) -> PullResult:  # fmt: skip
+    """Runs a table's pull query through ``reader``.
+
+    Rows come in key order within a partition, partitions in increasing order (scans and
+    ranges), or in the order the keys were written (key lookups).
+
+    Args:
+        plan: the plan from `plan_pull` (of a table).
+        reader: the table's rows.
+        partitions: only read these partitions (the ones this server serves), or all.
+
+    Returns:
+        The rows, and the partitions read.
+    """
+    touched: set[int] = set()
+    wanted = range(reader.partitions) if partitions is None else sorted(set(partitions))
+    access = plan.access
+
+    def rows() -> Iterator[Row]:
+        if isinstance(access, KeyLookup):
+            for key in access.keys:
+                partition = reader.partition_of(key)
+                if partitions is not None and partition not in partitions:
+                    continue
+                touched.add(partition)
+                row = reader.get(partition, key)
+                if row is not None:
+                    yield row
+            return
+        for partition in wanted:
+            touched.add(partition)
+            if isinstance(access, KeyRange):
+                yield from reader.range(
+                    partition, access.low, access.high, access.low_inclusive, access.high_inclusive
+                )
+            else:
+                yield from reader.scan(partition)
+
+    result, limited = _run(plan, rows())
+    return PullResult(plan.schema, result, frozenset(touched), limited)
+
+
+def execute_stream_pull(plan: PullPlan, records: Iterable[Row]) -> PullResult:
+    """Runs a stream's pull query over its records (the caller reads the topic up to its end).
+
+    Returns:
+        The rows in the order of ``records``, and the partitions the records came from.
+    """
+    touched: set[int] = set()
+
+    def rows() -> Iterator[Row]:
+        for record in records:
+            touched.add(record.partition)
+            yield record
+
+    result, limited = _run(plan, rows())
+    return PullResult(plan.schema, result, frozenset(touched), limited)
+
+
+def _run(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:
+    """Filters and projects rows until the LIMIT; returns them and whether the LIMIT stopped it."""
+    limit, keep, projection, keys = plan.limit, plan.filter, plan.projection, plan.key_names
+    out: list[list[Any]] = []
+    if limit == 0:
+        return out, True
+    for row in rows:
+        view = dict(row.value)
+        view.update(zip(keys, row.key))
+        view["ROWTIME"] = row.rowtime
+        if keep is not None and keep(view) is not True:
+            continue
+        out.append([f(view) for f in projection])
+        if limit is not None and len(out) >= limit:
+            return out, True
+    return out, False
