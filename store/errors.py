@@ -115,3 +115,7 @@ class StoreFormatError(StoreError):
 
 class StoreIOError(StoreError):
     """The storage engine failed (disk full, I/O error, damaged files); the cause is chained."""
+
+
+class TableNotMaterialized(StoreNotReady):
+    """This server does not (or no longer) materialize the table; another server may."""

@@ -1,0 +1,399 @@
+"""The changelog restorer: reads table topics and keeps their local stores up to date. Does I/O.
+
+One `TableRestorer` owns one background thread and one confluent-kafka consumer, assigned (never
+subscribed, never committing: positions live in the stores) to every partition of every table it
+materializes. Each record becomes a store change (`records.changes_of`: the value packed with its
+timestamp and offset, tombstones as deletes, undecodable keys skipped), and each partition's share
+of one consume batch is applied as one `WriteBatch` whose position is the offset after its last
+record: rows and position atomically. A partition starts at its store's `position()` (0 when
+None), so a restarted server resumes where its stores stopped.
+
+Batching: the thread blocks in `poll` for the first record, then takes whatever librdkafka has
+already fetched (`consume(timeout=0)`, up to `max_batch_records`). Far behind, that is thousands of
+records per partition per batch (LMDB ingest is bound by commits); caught up, it is the few new
+records, applied at once, so freshness is the fetch latency (about `fetch_wait_max_ms` on Tansu).
+
+End offsets and READY come only from fetch responses, never ListOffsets (wrong on Tansu, see
+notes/kafka-and-spark-here.md): the high watermark librdkafka caches from the latest fetch
+(`get_watermark_offsets(cached=True)`), and end-of-partition events (`enable.partition.eof`), whose
+offset is the end and also moves the position past transaction markers after the last record. A
+partition is READY once its position reaches the end offset it saw, and stays READY.
+
+Isolation: read_uncommitted by default. A table changelog is a sequence of upserts, so duplicates
+(an at-least-once replay) are harmless, and Tansu shows aborted records to read_committed readers
+anyway; there read_committed would only add that a crashed transactional writer stalls every table
+on its topic until it restarts, and that the cached high watermark is no longer the reader's end.
+`RestorerSettings.read_committed` is there for real Kafka with exactly-once writers.
+
+Thread safety: only the thread touches the consumer. `add_table` / `remove_table` while running
+hand an action to the thread (a command queue) and wait for it; stopped, they act directly. Status
+reads (`status`, `lags`, the waits) go to a `tables.StatusBoard` and never block on Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from headwater.kafka.clients import KafkaSettings, consumer_config
+from headwater.store.api import WriteBatch
+from headwater.store.errors import StoreError
+from headwater.store.lag import LagInfo
+from headwater.store.local import LocalStores
+from headwater.store.records import KeyOf, PartitionStatus, changes_of
+from headwater.store.tables import Routes, Start, StatusBoard, TableTarget, TopicPartitionKey
+
+log = logging.getLogger(__name__)
+
+_MAX_SKIP_LOGS = 5  # skipped records logged one by one per batch and partition; the rest summed up
+_Action = Callable[[Consumer | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RestorerSettings:
+    """How a `TableRestorer` reads.
+
+    Attributes:
+        max_batch_records: Most records taken from the consumer per batch (over all partitions).
+        poll_timeout_ms: Longest wait for a record; also bounds how long add/remove/stop wait.
+        fetch_wait_max_ms: How long the broker may hold an empty fetch. Tansu answers a fetch only
+            after this long even when records arrive meanwhile, so it bounds freshness there.
+        max_partition_fetch_bytes: Most bytes one fetch returns per partition.
+        end_refresh_interval_ms: How often the end offsets of idle partitions are re-read from the
+            consumer's fetch cache.
+        read_committed: Read with isolation.level=read_committed (see the module docstring).
+    """
+
+    max_batch_records: int = 50_000
+    poll_timeout_ms: int = 100
+    fetch_wait_max_ms: int = 20
+    max_partition_fetch_bytes: int = 8 * 2**20
+    end_refresh_interval_ms: int = 1000
+    read_committed: bool = False
+
+
+class _Pending:
+    """An action handed to the consumer thread, and its outcome."""
+
+    def __init__(self, action: _Action):
+        self.action = action
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self, consumer: Consumer | None) -> None:
+        try:
+            self.action(consumer)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+class TableRestorer:
+    """Materializes table topics into `LocalStores`, one background thread and consumer for all.
+
+    Args:
+        kafka: How to reach Kafka.
+        stores: Where the tables' stores are (opened here, one per table partition).
+        settings: How to read.
+        purpose: Names the consumer (its client.id suffix).
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        stores: LocalStores,
+        settings: RestorerSettings = RestorerSettings(),
+        *,
+        purpose: str = "table-restorer",
+    ):
+        self._kafka, self._stores, self._settings, self._purpose = kafka, stores, settings, purpose
+        self._board = StatusBoard()
+        self._lock = threading.Lock()  # guards _thread; stopped, commands run under it
+        self._routes = Routes()  # the consumer thread's
+        self._commands: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- tables ----------------------------------------------------------------------------------
+
+    def add_table(self, table: str, topic: str, partitions: Iterable[int], key_of: KeyOf) -> None:
+        """Starts materializing `table` from `topic`, resuming at its stores' positions.
+
+        Args:
+            table: The table's name (its stores' name in `LocalStores`).
+            topic: The changelog topic.
+            partitions: The partitions to materialize here.
+            key_of: Turns a record key into the store key; any Exception skips the record.
+
+        Raises:
+            ValueError: If the table is already materialized here, or no partition is given.
+            StoreError: If a store cannot be opened.
+        """
+        wanted = sorted(set(partitions))
+        if not wanted:
+            raise ValueError(f"no partitions given for table {table}")
+        self._board.claim(table)
+        try:
+            targets = [TableTarget(table, p, self._stores.open(table, p), key_of) for p in wanted]
+        except BaseException:
+            self._board.discard(table)
+            raise
+        starts = {t.partition: t.position for t in targets}
+        self._board.publish(table, topic, (PartitionStatus(topic, p, o) for p, o in starts.items()))
+        log.info("materializing %s from %s at %s", table, topic, starts)
+        self._submit(lambda consumer: self._attach(consumer, topic, targets))
+
+    def remove_table(self, table: str, drop_stores: bool) -> None:
+        """Stops materializing `table`; closes its stores, or deletes them (DROP TABLE).
+
+        Raises:
+            TableNotMaterialized: If the table is not materialized here.
+        """
+        partitions = list(self._board.status(table))
+        self._submit(lambda consumer: self._detach(consumer, table))
+        self._board.discard(table)
+        for partition in partitions:
+            if drop_stores:
+                self._stores.drop(table, partition)
+            else:
+                self._stores.close(table, partition)
+        log.info("stopped materializing %s%s", table, ", stores dropped" if drop_stores else "")
+
+    # -- status (any thread; never blocks on Kafka) ----------------------------------------------
+
+    def tables(self) -> dict[str, str]:
+        """The tables materialized here, with their topics."""
+        return self._board.topics()
+
+    def status(self, table: str) -> dict[int, PartitionStatus]:
+        """Each partition's position, end offset, lag, state, skipped count and last error.
+
+        Raises:
+            TableNotMaterialized: If the table is not materialized here.
+        """
+        return self._board.status(table)
+
+    def lags(self) -> dict[str, dict[int, LagInfo]]:
+        """KIP-535's `all_local_store_partition_lags()`: partitions with a known end offset only."""
+        return self._board.lags()
+
+    def wait_until_caught_up(self, table: str, timeout_s: float) -> bool:
+        """Waits until every partition is READY and at the end offset known when called.
+
+        Returns:
+            True when caught up; False on timeout or when a partition FAILED.
+
+        Raises:
+            TableNotMaterialized: If the table is not (or no longer) materialized here.
+        """
+        return self._board.wait_until_caught_up(table, timeout_s)
+
+    def wait_for_positions(
+        self, table: str, positions: Mapping[int, int], timeout_s: float
+    ) -> bool:
+        """Waits until each given partition's store position is at least the given offset.
+
+        Returns:
+            True when reached; False on timeout or when one of those partitions FAILED.
+
+        Raises:
+            TableNotMaterialized: If the table is not (or no longer) materialized here.
+        """
+        return self._board.wait_for_positions(table, positions, timeout_s)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Creates the consumer and starts the thread (again after `stop`).
+
+        Raises:
+            KafkaException: If the consumer cannot be created (bad configuration).
+        """
+        config = consumer_config(
+            self._kafka,
+            self._purpose,
+            read_committed=self._settings.read_committed,
+            partition_eof=True,
+            fetch_wait_max_ms=self._settings.fetch_wait_max_ms,
+        )
+        config.setdefault("max.partition.fetch.bytes", self._settings.max_partition_fetch_bytes)
+        config.setdefault("enable.auto.offset.store", False)  # nothing is ever committed
+        with self._lock:
+            if self._thread is not None:
+                raise RuntimeError("the restorer is running")
+            reader = Consumer(config)
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, args=(reader,), name=self._purpose, daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stops the thread and closes the consumer; the stores stay open. Idempotent."""
+        self._stop.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if thread.is_alive():
+                log.warning("the restorer thread did not stop within %.0f s", timeout_s)
+
+    # -- the thread ------------------------------------------------------------------------------
+
+    def _run(self, reader: Consumer) -> None:
+        poll_s = self._settings.poll_timeout_ms / 1000
+        more = self._settings.max_batch_records - 1
+        refresh_s = self._settings.end_refresh_interval_ms / 1000
+        next_refresh = time.monotonic() + refresh_s
+        try:
+            if len(self._routes):
+                reader.incremental_assign(_partitions(self._routes.starts()))
+            while not self._stop.is_set():
+                self._run_commands(reader)
+                first = reader.poll(poll_s)
+                if first is not None:
+                    messages = [first]
+                    if more > 0:
+                        messages += reader.consume(more, 0)
+                    self._process(reader, messages)
+                if time.monotonic() >= next_refresh:
+                    self._refresh_ends(reader)
+                    next_refresh = time.monotonic() + refresh_s
+        except Exception as exc:  # the thread must not die silently
+            log.exception("the table restorer failed")
+            self._board.fail_all(f"the restorer failed: {exc!r}")
+        finally:
+            reader.close()
+            with self._lock:
+                self._thread = None
+                self._run_commands(None)  # anything submitted while it stopped
+
+    def _run_commands(self, reader: Consumer | None) -> None:
+        while True:
+            try:
+                pending = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            pending.run(reader)
+
+    def _submit(self, action: _Action) -> None:
+        with self._lock:
+            if self._thread is None:
+                action(None)
+                return
+            pending = _Pending(action)
+            self._commands.put(pending)
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+
+    def _attach(self, reader: Consumer | None, topic: str, targets: list[TableTarget]) -> None:
+        new, moved = self._routes.attach(topic, targets)
+        if reader is not None and moved:  # a shared topic partition is read again from lower
+            reader.incremental_unassign(_partitions(moved))
+        if reader is not None and (new or moved):
+            reader.incremental_assign(_partitions(new + moved))
+
+    def _detach(self, reader: Consumer | None, table: str) -> None:
+        idle = self._routes.detach(table)
+        if reader is not None and idle:
+            reader.incremental_unassign([TopicPartition(*key) for key in idle])
+
+    def _process(self, reader: Consumer, messages: list[Message]) -> None:
+        runs: dict[TopicPartitionKey, list[Message]] = {}
+        eofs: dict[TopicPartitionKey, int] = {}
+        last_key: TopicPartitionKey | None = None
+        run: list[Message] = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                key = (message.topic() or "", message.partition() or 0)
+                if key != last_key:
+                    run = runs.setdefault(key, [])
+                    last_key = key
+                run.append(message)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                eofs[(message.topic() or "", message.partition() or 0)] = message.offset() or 0
+            else:
+                self._note_error(message, error)
+        for key in runs.keys() | eofs.keys():
+            routed = self._routes.targets(key)
+            if not routed:
+                continue  # unassigned since it was fetched
+            records = runs.get(key, [])
+            end = eofs.get(key)
+            if records:
+                _low, high = reader.get_watermark_offsets(TopicPartition(*key), cached=True)
+                if high is not None and high >= 0 and (end is None or high > end):
+                    end = high
+            for target in list(routed):
+                self._apply(reader, key, target, records, end, eofs.get(key))
+
+    def _apply(
+        self,
+        reader: Consumer,
+        key: TopicPartitionKey,
+        target: TableTarget,
+        records: list[Message],
+        end: int | None,
+        eof: int | None,
+    ) -> None:
+        run = changes_of(records, target.key_of, target.position)
+        position = target.position
+        if run.next_offset is not None and run.next_offset > position:
+            position = run.next_offset
+        if eof is not None and eof > position:
+            position = eof  # past transaction markers after the last record
+        try:
+            if run.changes or position > target.position:
+                target.store.apply(WriteBatch(run.changes, position))
+        except StoreError as exc:
+            reason = f"the store refused a batch: {exc}"
+            log.error("store %s/%d: %s; no longer restoring it", target.table, target.partition,
+                      reason)
+            self._update(target, lambda s: s.failed(reason))
+            if self._routes.remove(key, target):
+                reader.incremental_unassign([TopicPartition(*key)])
+            return
+        target.position = position
+        for skipped in run.skipped[:_MAX_SKIP_LOGS]:
+            log.warning("table %s skipped the record at %s[%d]@%d: %s",
+                        target.table, key[0], key[1], skipped.offset, skipped.reason)
+        if len(run.skipped) > _MAX_SKIP_LOGS:
+            log.warning("table %s skipped %d more records of %s[%d] below offset %d",
+                        target.table, len(run.skipped) - _MAX_SKIP_LOGS, key[0], key[1], position)
+        at_end = eof is not None and position >= eof
+        cleared = bool(records)
+        self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end).noted(
+            None if cleared else s.error))
+
+    def _refresh_ends(self, reader: Consumer) -> None:
+        for key in self._routes.partitions():
+            _low, high = reader.get_watermark_offsets(TopicPartition(*key), cached=True)
+            if high is not None and high >= 0:
+                for target in self._routes.targets(key):
+                    position = target.position
+                    self._update(target, lambda s: s.advanced(position, high))  # noqa: B023
+
+    def _note_error(self, message: Message, error: KafkaError) -> None:
+        topic, partition = message.topic(), message.partition()
+        log.warning("table restorer: %s[%s]: %s", topic, partition, error.str())
+        if topic is not None and partition is not None:
+            for target in self._routes.targets((topic, partition)):
+                self._update(target, lambda s: s.noted(error.str()))
+
+    def _update(
+        self, target: TableTarget, change: Callable[[PartitionStatus], PartitionStatus]
+    ) -> None:
+        self._board.update(target.table, target.partition, change)
+
+
+def _partitions(starts: list[Start]) -> list[TopicPartition]:
+    return [TopicPartition(topic, partition, offset) for topic, partition, offset in starts]
