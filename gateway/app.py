@@ -18,16 +18,31 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
-from headwater.gateway.ksql import KsqlError, ksql_endpoint
+from headwater.engine.errors import EngineError
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.ksql import ksql_endpoint
+from headwater.gateway.openapi import openapi_document
+from headwater.gateway.query import query_endpoint, query_stream_endpoint
+from headwater.gateway.status import command_status_endpoint, status_endpoint
 from headwater.gateway.services import Services
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext.errors import ParseError
 
+async def openapi_endpoint(_request: Request) -> Response:
+    """``GET /openapi.json``: the API described for tools."""
+    return JSONResponse(openapi_document())
+
+
 ROUTES = [
     Route("/ksql", ksql_endpoint, methods=["POST"]),
+    Route("/query", query_endpoint, methods=["POST"]),
+    Route("/query-stream", query_stream_endpoint, methods=["POST"]),
     Route("/info", info_endpoint, methods=["GET"]),
     Route("/healthcheck", healthcheck_endpoint, methods=["GET"]),
+    Route("/status", status_endpoint, methods=["GET"]),
+    Route("/status/{command_id:path}", command_status_endpoint, methods=["GET"]),
+    Route("/openapi.json", openapi_endpoint, methods=["GET"]),
 ]
 
 
@@ -88,6 +103,11 @@ async def _kafka_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.error_code, str(exc), kind="generic_error", retriable=exc.retriable)
 
 
+async def _engine_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, EngineError)
+    return error_response(exc.error_code, exc.message, retriable=exc.retriable)
+
+
 async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return error_response(exc.status_code * 100, exc.detail, kind="generic_error")
@@ -104,6 +124,7 @@ EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
     ParseError: _parse_error,
     MetastoreError: _metastore_error,
     KafkaEdgeError: _kafka_error,
+    EngineError: _engine_error,
     HTTPException: _http_error,
     Exception: _server_error,
 }

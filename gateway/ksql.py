@@ -21,6 +21,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from headwater.engine.errors import EngineError
+from headwater.engine.expressions import evaluate_insert_values
+from headwater.engine.partitioner import partition_for
+from headwater.engine.serde import RowSerde
+from headwater.gateway.errors import Entity, KsqlError, bad_request
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
@@ -29,51 +34,9 @@ from headwater.sqlparse_ext import parse, parse_one
 from headwater.sqlparse_ext import sqltypes
 from headwater.sqlparse_ext import statements as ast
 
-Entity = dict[str, Any]
 
 #: Statements that go through the command log.
 CATALOG_STATEMENTS = (ast.CreateSource, ast.Drop, ast.CreateType, ast.DropType)
-
-
-class KsqlError(Exception):
-    """An error answer of the HTTP API, in ksqlDB's shape.
-
-    Attributes:
-        message: what went wrong.
-        error_code: ksqlDB's code (HTTP status x 100 + n).
-        statement_text: the statement it is about ('' for the request as a whole).
-        entities: the entities answered for the statements before the failing one.
-        line, column: the position of the failing statement (or of the parse error) when known.
-        kind: ``statement_error`` or ``generic_error``.
-        retriable: whether the same request may succeed if sent again.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        error_code: int,
-        *,
-        statement_text: str = "",
-        entities: tuple[Entity, ...] = (),
-        line: int | None = None,
-        column: int | None = None,
-        kind: str = "statement_error",
-        retriable: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.error_code = error_code
-        self.statement_text = statement_text
-        self.entities = entities
-        self.line = line
-        self.column = column
-        self.kind = kind
-        self.retriable = retriable
-
-
-def bad_request(message: str, error_code: int = 40000) -> KsqlError:
-    """A request-level error (bad body), as a ``generic_error``."""
-    return KsqlError(message, error_code, kind="generic_error")
 
 
 # -- the request -----------------------------------------------------------------------------------
@@ -175,7 +138,7 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
             exc.line = exc.line if exc.line is not None else statement.line
             exc.column = exc.column if exc.column is not None else statement.column
             raise
-        except (MetastoreError, KafkaEdgeError) as exc:
+        except (MetastoreError, KafkaEdgeError, EngineError) as exc:
             raise KsqlError(
                 getattr(exc, "message", None) or str(exc),
                 exc.error_code,
@@ -325,9 +288,49 @@ def _describe(services: Services, statement: ast.Statement) -> Entity:
     }
 
 
+def _insert_values(services: Services, statement: ast.Statement) -> Entity:
+    """INSERT INTO ... VALUES: one record to the source's topic, in its formats, keyed as Kafka would.
+
+    The answer carries where the row landed (``writtenOffsets``): the consistency token a later
+    read-your-writes pull query may present.
+    """
+    insert: ast.InsertValues = statement  # type: ignore[assignment]
+    catalog = services.runner.catalog
+    source = catalog.sources.get(insert.target)
+    if source is None:
+        raise KsqlError(f"Cannot insert values into an unknown stream/table: {insert.target}", 40001)
+    if services.writer is None:
+        raise KsqlError("this server does not accept INSERT statements", 40001)
+    try:
+        record = evaluate_insert_values(insert, source, catalog.types)
+        serde = RowSerde.for_source(source, catalog.types)
+        key = serde.serialize_key(record.key)
+        value = serde.serialize_value(record.value)
+    except EngineError as exc:
+        raise KsqlError(f"Failed to insert values into '{source.name}'. {exc.message}",
+                        exc.error_code) from exc  # fmt: skip
+    partition = partition_for(key, source.partitions) if key is not None else None
+    written = services.writer.write(source.topic, key, value, partition=partition,
+                                    timestamp_ms=record.rowtime)  # fmt: skip
+    return {
+        "@type": "currentStatus",
+        "statementText": statement.text,
+        "commandId": f"insert/{source.name}/{written.partition}/{written.offset}",
+        "commandStatus": {
+            "status": "SUCCESS",
+            "message": f"Inserted 1 row into {source.name} (partition {written.partition}, "
+                       f"offset {written.offset})",
+        },
+        "writtenOffsets": [{"topic": written.topic, "partition": written.partition,
+                            "offset": written.offset}],
+        "warnings": [],
+    }  # fmt: skip
+
+
 _HANDLERS: dict[type[ast.Statement], Callable[[Services, ast.Statement], Entity]] = {
     ast.Show: _show,
     ast.Describe: _describe,
+    ast.InsertValues: _insert_values,
 }
 
 

@@ -9,18 +9,26 @@ Does I/O (Kafka) in :func:`open_services` only. Handlers reach the object throug
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 from starlette.requests import Request
 
 import headwater
+from headwater.engine.tables import MaterializedTables
+from headwater.gateway.admission import Admission
+from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
+from headwater.kafka.errors import KafkaEdgeError
+from headwater.kafka.offsets import end_offsets
 from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter
+from headwater.store.lmdb import LmdbEngine
+from headwater.store.local import LocalStores
+from headwater.store.memory import MemoryEngine
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,22 @@ class Limits:
     max_body_bytes: int = 1 << 20
     catch_up_timeout_s: float = 10.0
     kafka_probe_timeout_s: float = 2.0
+    pull_max_concurrent: int = 8
+    pull_queue_size: int = 256
+    startup_catch_up_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    """Server-wide pull-query settings (requests and sessions may only tighten them).
+
+    Attributes:
+        table_scan_enabled: ``ksql.query.pull.table.scan.enabled``.
+        max_allowed_offset_lag: ``ksql.query.pull.max.allowed.offset.lag``: no answer lags more.
+    """
+
+    table_scan_enabled: bool = True
+    max_allowed_offset_lag: int = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +77,11 @@ class Services:
         admin: a Kafka admin client (topic listings, health probe).
         info: version, cluster id and service id.
         limits: request bounds.
+        pull: server-wide pull-query settings.
+        advertised: this server's host:port, as answers name it in ``servedBy``.
+        admission: the bounded queue of pull queries.
+        tables: the materialized tables (None: this server materializes none).
+        writer: produces INSERT VALUES rows (None: INSERT is refused).
     """
 
     settings: KafkaSettings
@@ -62,6 +91,18 @@ class Services:
     admin: AdminClient
     info: ServerInfo
     limits: Limits = Limits()
+    pull: PullSettings = PullSettings()
+    advertised: str = "127.0.0.1:8088"
+    admission: Admission = field(default_factory=lambda: Admission(8, 256))
+    tables: MaterializedTables | None = None
+    writer: RowWriter | None = None
+
+
+class CatalogNotReady(KafkaEdgeError):
+    """The catalog did not catch up with the command topic at start-up."""
+
+    error_code = 50302
+    retriable = True
 
 
 def services_of(request: Request) -> Services:
@@ -88,8 +129,15 @@ def open_services(
     *,
     command_topic: str | None = None,
     limits: Limits = Limits(),
+    pull: PullSettings = PullSettings(),
+    stores_dir: Path | None = None,
+    stores_in_memory: bool = False,
+    advertised: str = "127.0.0.1:8088",
 ) -> Iterator[Services]:
-    """Create the command topic if needed, start the runner, and stop it on exit.
+    """Create the command topic if needed, load the catalog, start materializing its tables.
+
+    Returns once the catalog has caught up with the command topic's end (snapshot + tail), so
+    the server reports ready with every committed statement applied; stops everything on exit.
 
     Args:
         settings: how to reach Kafka.
@@ -97,16 +145,50 @@ def open_services(
         data_dir: where catalog snapshots go (``data_dir / "catalog"``); None for none.
         command_topic: the command topic (default: ksqlDB's name for the service id).
         limits: request bounds.
+        pull: server-wide pull-query settings.
+        stores_dir: the folder holding table stores (``stores_dir / "stores"``); None: no tables
+            are materialized (pull queries on tables answer an error).
+        stores_in_memory: keep table stores in memory (a throwaway node, tests).
+        advertised: this server's host:port, as answers name it.
+
+    Raises:
+        KafkaEdgeError: Kafka is unreachable, or the catalog did not catch up in time.
     """
     topic = command_topic or command_topic_name(service_id)
     admin = admin_client(settings)
     create_topic(admin, settings, topic, 1)
     snapshots = SnapshotStore(data_dir / "catalog") if data_dir is not None else None
-    runner = CommandRunner(settings, topic, snapshots)
-    runner.start()
-    try:
+    with ExitStack() as stack:
+        tables: MaterializedTables | None = None
+        if stores_dir is not None:
+            engine = MemoryEngine() if stores_in_memory else LmdbEngine()
+            stores = LocalStores(stores_dir, engine)
+            stack.callback(stores.close_all)
+            tables = MaterializedTables(settings, stores)
+            stack.callback(tables.stop)
+        runner = CommandRunner(settings, topic, snapshots, listener=tables.listener if tables else None)
+        runner.start()
+        stack.callback(runner.stop)
+        _catch_up(settings, topic, runner, limits.startup_catch_up_timeout_s)
+        if tables is not None:
+            tables.start(runner.catalog)
+        writer = RowWriter(settings)
+        stack.callback(writer.close)
         submitter = CommandSubmitter(settings, service_id, topic, runner, admin)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
-        yield Services(settings, service_id, runner, submitter, admin, info, limits)
-    finally:
-        runner.stop()
+        yield Services(
+            settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
+            Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer,
+        )  # fmt: skip
+
+
+def _catch_up(settings: KafkaSettings, topic: str, runner: CommandRunner, timeout_s: float) -> None:
+    """Wait until the runner has decided every committed record of the command topic."""
+    end = end_offsets(settings, topic, [0], read_committed=True,
+                      start_offsets={0: runner.position})[0]  # fmt: skip
+    if not runner.wait_for_position(end, timeout_s):
+        raise CatalogNotReady(
+            f"the catalog did not catch up with the command topic {topic!r} within {timeout_s:g} s "
+            f"(at offset {runner.position} of {end}; runner {runner.state.value}"
+            + (f": {runner.reason})" if runner.reason else ")")
+        )

@@ -6,11 +6,44 @@ from pathlib import Path
 
 import click
 
+from headwater.shell.main import open_shell, parse_defines, run_command, shell_command, shell_options
 
-@click.group()
+
+@click.group(invoke_without_command=True)
 @click.version_option(package_name="headwater")
-def main() -> None:
-    """headwater: a SQL-first streaming database for Kafka."""
+@shell_options
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="State folder of the local node started when none runs  "
+                   "[default: $XDG_DATA_HOME/headwater/node]")
+@click.pass_context
+def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tuple[str, ...],
+         state_dir: Path | None) -> None:
+    """headwater: a SQL-first streaming database for Kafka.
+
+    With no command: open the shell on the local node (http://127.0.0.1:8088), starting the node
+    first if none is running (it is stopped again when the shell exits), or on the --server URLs.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    node = None
+    if not servers:
+        from headwater.localnode import LocalNodeError, answering, ensure_local_node
+        from headwater.server import default_state_dir
+
+        if not answering("http://127.0.0.1:8088"):
+            click.echo("starting a local node on http://127.0.0.1:8088 ...", err=True)
+        try:
+            node = ensure_local_node(state_dir or default_state_dir())
+        except LocalNodeError as exc:
+            raise click.ClickException(str(exc)) from None
+        servers = (node.url,)
+    try:
+        code = open_shell(list(servers), output, defines=parse_defines(defines))
+    finally:
+        if node is not None and node.process is not None:
+            click.echo("stopping the local node ...", err=True)
+            node.stop()
+    ctx.exit(code)
 
 
 @main.command()
@@ -40,33 +73,65 @@ def broker(port: int, data_dir: Path | None, in_memory: bool) -> None:
     click.echo("broker stopped")
 
 
-@main.command()
-@click.option("--bootstrap-servers", "-b", default="127.0.0.1:9092", show_default=True,
-              help="The Kafka cluster (host:port[,host:port...]).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8088, show_default=True,
-              help="HTTP port.")
-@click.option("--service-id", default="default_", show_default=True,
-              help="The ksqlDB service id; servers with the same id share one catalog.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep catalog snapshots in this folder (faster restarts).")
-def server(bootstrap_servers: str, host: str, port: int, service_id: str,
-           data_dir: Path | None) -> None:
-    """Run the headwater server (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
-    from headwater.kafka.clients import KafkaSettings
-    from headwater.kafka.errors import KafkaEdgeError
-    from headwater.server import serve
+def _settings_help() -> str:
+    from headwater.config import SETTINGS, defaults
+
+    shown = defaults()
+    lines = ["Settings (--config FILE, --set KEY=VALUE; options above win):", ""]
+    for setting in SETTINGS:
+        lines.append(f"\b\n  {setting.key} = {shown[setting.key] or '(unset)'}\n      {setting.doc}")
+    return "\n".join(lines)
+
+
+@main.command(epilog=_settings_help())
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="HTTP port  [default: 8088]")
+@click.option("--host", default=None, help="Address to listen on  [default: 127.0.0.1]")
+@click.option("--bootstrap-servers", "-b", default=None, metavar="HOST:PORT[,...]",
+              help="The Kafka cluster; without it the node starts the embedded broker.")
+@click.option("--service-id", default=None,
+              help="The ksqlDB service id; servers with the same id share one catalog  "
+                   "[default: default_]")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Catalog snapshots, table stores and the embedded broker's data  "
+                   "[default: $XDG_DATA_HOME/headwater/node]")
+@click.option("--in-memory", is_flag=True,
+              help="A throwaway node: embedded broker, stores and catalog in memory.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              default=None, help="A properties file of settings (see below).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="One setting (repeatable); applied after --config.")
+def server(port: int | None, host: str | None, bootstrap_servers: str | None,
+           service_id: str | None, state_dir: Path | None, in_memory: bool,
+           config_file: Path | None, overrides: tuple[str, ...]) -> None:
+    """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
+    from headwater.config import ConfigError, load
+    from headwater.kafka.errors import BrokerError, KafkaEdgeError
+    from headwater.server import Node, StateDirInUse, serve
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = load(config_file, overrides, bootstrap_servers=bootstrap_servers,
+                      service_id=service_id, state_dir=str(state_dir) if state_dir else None)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    if host is not None or port is not None:
+        from dataclasses import replace
 
-    def ready(_services: object) -> None:
-        click.echo(f"catalog loaded; serving http://{host}:{port} (Kafka {bootstrap_servers}, "
-                   f"service id {service_id})")
+        config = replace(config, listener=(host or config.host, config.port if port is None else port))
+    if in_memory and (config.state_dir or state_dir):
+        raise click.UsageError("--in-memory and --state-dir exclude each other")
+
+    def ready(node: Node) -> None:
+        kafka = f"embedded broker {node.bootstrap_servers}, {node.embedded_broker}" \
+            if node.embedded_broker else f"Kafka {node.bootstrap_servers}"
+        where = f"state in {node.state_dir}" if node.state_dir else "in memory"
+        click.echo(f"catalog loaded; serving {node.url} ({kafka}; service id "
+                   f"{config.service_id}; {where})")
 
     try:
-        serve(KafkaSettings(bootstrap_servers), service_id, data_dir, host=host, port=port,
-              on_ready=ready)
-    except KafkaEdgeError as exc:
+        serve(config, in_memory=in_memory, on_ready=ready)
+    except (KafkaEdgeError, BrokerError, StateDirInUse) as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo("server stopped")
 
@@ -113,3 +178,10 @@ def _caret(text: str, error: Exception) -> str:
         return f"Error: {error}"
     source = lines[line - 1]
     return f"Error: {error}\n  {source}\n  {' ' * max(column - 1, 0)}^"
+
+
+main.add_command(run_command)
+main.add_command(shell_command)
+
+if __name__ == "__main__":
+    main()

@@ -1,30 +1,65 @@
-"""``headwater server``: the HTTP API (``headwater.gateway``) on uvicorn, over one Kafka cluster.
+"""``headwater server``: one node: the HTTP API (``headwater.gateway``) on uvicorn, over one Kafka.
 
-Does I/O: creates the command topic if missing, starts the command runner, serves until uvicorn is
-told to stop (Ctrl-C or SIGTERM, which uvicorn handles), then stops the runner (writing a final
-catalog snapshot).
+Does I/O. With no ``bootstrap.servers`` the node starts the embedded broker itself, durable in
+``<state dir>/broker`` (in memory with ``--in-memory``), and stops it on exit. It locks its state
+folder (two servers on one folder would corrupt each other's stores), creates the command topic if
+missing, loads the catalog (snapshot + tail), starts materializing tables, and serves until told to
+stop (Ctrl-C or SIGTERM); then it stops the runner (writing a final catalog snapshot), closes the
+stores and stops the broker it started.
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import uvicorn
 
+from headwater.config import ServerConfig
 from headwater.gateway.app import create_app
-from headwater.gateway.services import Services, open_services
+from headwater.gateway.services import Limits, PullSettings, Services, open_services
+from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+class StateDirInUse(RuntimeError):
+    """Another server holds the state folder."""
+
+
+def default_state_dir() -> Path:
+    """Where a node keeps its state by default: ``$XDG_DATA_HOME/headwater/node``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "headwater" / "node"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A running node, as ``on_ready`` sees it."""
+
+    url: str
+    bootstrap_servers: str
+    state_dir: Path | None
+    embedded_broker: str | None
+    services: Services
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, minus re-raising the stop signal after a graceful shutdown.
 
-    uvicorn re-raises SIGTERM/SIGINT once it has shut down, which kills the process before
-    ``open_services`` can stop the runner and write the final catalog snapshot.
+    uvicorn re-raises SIGTERM/SIGINT once it has shut down, which kills the process before the
+    services can stop the runner (final catalog snapshot) and the embedded broker.
     """
 
     @contextmanager
@@ -41,26 +76,99 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+@contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle: IO[str] = open(state_dir / "server.lock", "a+", encoding="utf-8")  # noqa: SIM115
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise StateDirInUse(
+                f"the state folder {state_dir} is in use by another headwater server (pid {holder});"
+                " stop it or choose another --state-dir"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def limits_of(config: ServerConfig) -> Limits:
+    """The gateway's request bounds from the server's settings."""
+    return Limits(
+        max_body_bytes=config.max_body_bytes,
+        catch_up_timeout_s=config.command_timeout_ms / 1000,
+        pull_max_concurrent=config.pull_max_concurrent_requests,
+        pull_queue_size=config.pull_queue_size,
+    )
+
+
+def pull_settings_of(config: ServerConfig) -> PullSettings:
+    """The server-wide pull-query settings."""
+    return PullSettings(
+        table_scan_enabled=config.pull_table_scan_enabled,
+        max_allowed_offset_lag=config.pull_max_allowed_offset_lag,
+    )
+
+
 def serve(
-    settings: KafkaSettings,
-    service_id: str,
-    data_dir: Path | None,
+    config: ServerConfig,
     *,
-    host: str = "127.0.0.1",
-    port: int = 8088,
-    on_ready: Callable[[Services], None] | None = None,
+    in_memory: bool = False,
+    on_ready: Callable[[Node], None] | None = None,
 ) -> None:
-    """Serve the HTTP API until stopped.
+    """Run a node until stopped.
 
     Args:
-        settings: how to reach Kafka.
-        service_id: the ksqlDB service id (names the command topic).
-        data_dir: where catalog snapshots go; None for none.
-        host, port: where to listen.
-        on_ready: called once the catalog is being followed, before uvicorn starts listening.
+        config: the node's settings (``state_dir`` None: :func:`default_state_dir`).
+        in_memory: keep nothing: the embedded broker in memory, stores in memory, no snapshots.
+        on_ready: called once the catalog is loaded, before uvicorn starts listening.
+
+    Raises:
+        StateDirInUse: another server holds the state folder.
+        BrokerError: the embedded broker did not start.
+        KafkaEdgeError: Kafka is unreachable.
     """
-    with open_services(settings, service_id, data_dir) as services:
+    with ExitStack() as stack:
+        state_dir: Path | None = None
+        if in_memory:
+            scratch = Path(tempfile.mkdtemp(prefix="headwater-node-"))
+            stack.callback(shutil.rmtree, scratch, True)
+        else:
+            state_dir = Path(config.state_dir) if config.state_dir else default_state_dir()
+            stack.enter_context(_locked(state_dir))
+        bootstrap = config.bootstrap_servers
+        embedded: str | None = None
+        settings = KafkaSettings(bootstrap) if bootstrap else None
+        if settings is None:
+            broker = EmbeddedBroker(None if state_dir is None else state_dir / "broker", port=0)
+            stack.enter_context(broker)
+            settings = broker.settings()
+            bootstrap = broker.bootstrap_servers
+            embedded = broker.describe()
+        assert bootstrap is not None
+        services = stack.enter_context(
+            open_services(
+                settings,
+                config.service_id,
+                state_dir,
+                stores_dir=state_dir if state_dir is not None else scratch,
+                stores_in_memory=in_memory,
+                limits=limits_of(config),
+                pull=pull_settings_of(config),
+                advertised=f"{config.host}:{config.port}",
+            )
+        )
         if on_ready is not None:
-            on_ready(services)
-        config = uvicorn.Config(create_app(services), host=host, port=port, log_level="warning")
-        _Server(config).run()
+            on_ready(Node(f"http://{config.host}:{config.port}", bootstrap, state_dir, embedded,
+                          services))
+        app = create_app(services)
+        uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
+                                   timeout_graceful_shutdown=5)
+        _Server(uv_config).run()

@@ -47,7 +47,8 @@ class CommandRunner:
         topic: the command topic.
         snapshots: where catalog snapshots live; None for none (tests).
         snapshot_every: write a snapshot after this many decided commands.
-        listener: told of every decided command (the engine starts queries from here).
+        listener: told of every decided command, on the runner thread while it holds its lock (before
+            waiters wake): it must be quick, must not raise and must not call back into the runner.
     """
 
     def __init__(
@@ -99,6 +100,11 @@ class CommandRunner:
         """The decision taken for ``command_id``, if it has been read."""
         with self._changed:
             return self._fold.outcomes.get(command_id)
+
+    def outcomes(self) -> dict[str, Outcome]:
+        """Every decision taken so far (including those loaded with the snapshot), by command id."""
+        with self._changed:
+            return dict(self._fold.outcomes)
 
     def wait_for_position(self, offset: int, timeout_s: float) -> bool:
         """Block until every record below ``offset`` is decided; False on timeout or DEGRADED."""
@@ -180,14 +186,16 @@ class CommandRunner:
         try:
             with self._changed:
                 outcome = self._fold.feed(offset, value)
+                # The listener runs before waiters wake: when a submitter learns that CREATE TABLE
+                # took effect, the table is already being materialized.
+                if outcome is not None and self._listener is not None and self._fold.last_record:
+                    self._listener(self._fold.last_record, outcome, self._fold.catalog)
                 self._changed.notify_all()
         except UnreadableRecord as exc:
             self._degrade(f"cannot apply command-log record at offset {offset}: {exc.message}")
             return False
         if outcome is not None:
             self._since_snapshot += 1
-            if self._listener is not None and self._fold.last_record is not None:
-                self._listener(self._fold.last_record, outcome, self._fold.catalog)
             if self._snapshots is not None and self._since_snapshot >= self._snapshot_every:
                 self._snapshots.save(self._fold)
                 self._since_snapshot = 0

@@ -4,6 +4,7 @@
 - ``durable_broker``: one Tansu on SeaweedFS for the whole session, in a tmp_path_factory folder.
 - ``broker_factory``: brokers a test starts, stops, kills and restarts itself; all stopped at teardown.
 - ``kafka_settings``: client settings for each storage mode (parametrized: memory, durable).
+- ``server_factory``: ``headwater server`` child processes on free ports, stopped by pid at teardown.
 
 A missing broker binary FAILS these fixtures with a clear message (never a skip: a skip would hide a gap).
 """
@@ -12,10 +13,15 @@ from __future__ import annotations
 
 import gc
 import re
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from headwater.kafka.broker import EmbeddedBroker
@@ -82,3 +88,100 @@ def kafka_settings(request: pytest.FixtureRequest) -> KafkaSettings:
 def topic_name(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses (the session brokers are shared)."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}")
+
+
+# -- headwater server processes ----------------------------------------------------------------------
+
+
+class ServerProcess:
+    """A ``headwater server`` child process on a free port (see ``server_factory``)."""
+
+    def __init__(self, args: list[str], port: int, log_path: Path) -> None:
+        self.args = args
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, *, wait: bool = True, timeout_s: float = 60.0) -> ServerProcess:
+        """Start it; with ``wait``, return once ``/healthcheck`` answers 200."""
+        exe = Path(sys.executable).with_name("headwater")
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(exe), "server", "--port", str(self.port), *self.args],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        if wait:
+            self.wait_healthy(timeout_s)
+        return self
+
+    def wait_healthy(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                pytest.fail(f"server exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthcheck", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not healthy after {timeout_s} s:\n{self.log()}")
+            time.sleep(0.1)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+    def kill(self) -> None:
+        """kill -9, by process id."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM and wait (SIGKILL after ``timeout_s``); the exit status."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        return self.process.returncode
+
+    def ksql(self, sql: str, **fields: object) -> httpx.Response:
+        return httpx.post(f"{self.url}/ksql", json={"ksql": sql, **fields}, timeout=30)
+
+    def query(self, sql: str, **fields: object) -> httpx.Response:
+        return httpx.post(f"{self.url}/query", json={"ksql": sql, **fields}, timeout=30)
+
+
+ServerFactory = Callable[..., ServerProcess]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFactory]:
+    """Make ``headwater server`` processes: ``factory(*args, start=True)``; all stopped at teardown.
+
+    Each gets a free port and a log file in ``tmp_path``; pass ``-b``, ``--state-dir`` etc. in args.
+    """
+    made: list[ServerProcess] = []
+
+    def make(*args: str, start: bool = True) -> ServerProcess:
+        server = ServerProcess(list(args), free_port(), tmp_path / f"server-{len(made)}.log")
+        made.append(server)
+        return server.start() if start else server
+
+    yield make
+    for server in made:
+        server.stop(10)

@@ -88,3 +88,18 @@ class EndOffsetsUnavailable(KafkaEdgeError):
         super().__init__(
             f"no fetch response for {topic!r} partitions {list(partitions)} within {timeout_ms} ms"
         )
+
+
+class ProduceFailed(KafkaEdgeError):
+    """A record was not written (the broker refused it, or no acknowledgement came in time).
+
+    ``retriable`` follows librdkafka's verdict; when no acknowledgement came the record may still
+    have been written.
+    """
+
+    error_code = 50300
+
+    def __init__(self, topic: str, message: str, *, retriable: bool = True) -> None:
+        self.topic = topic
+        self.retriable = retriable
+        super().__init__(f"could not write to topic {topic!r}: {message}")

@@ -31,7 +31,7 @@ def test_server_command_serves_and_stops_on_sigterm(
     exe = Path(sys.executable).with_name("headwater")
     child = subprocess.Popen(
         [str(exe), "server", "-b", memory_broker.bootstrap_servers, "--port", str(port),
-         "--service-id", service_id, "--data-dir", str(tmp_path / "data")],
+         "--service-id", service_id, "--state-dir", str(tmp_path / "data")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -146,7 +146,7 @@ def test_validation_error_keeps_earlier_entities(client: TestClient) -> None:
     [
         ("SELECT * FROM X EMIT CHANGES;", 40002, "/query"),
         ("TERMINATE ALL;", 40001, "not supported"),
-        ("INSERT INTO X (A) VALUES (1);", 40001, "not supported"),
+        ("INSERT INTO X (A) VALUES (1);", 40001, "Cannot insert values into an unknown stream/table: X"),
         ("DESCRIBE NO_SUCH_SOURCE;", 40001, "NO_SUCH_SOURCE"),
         ("SHOW STREAMS EXTENDED;", 40001, "not supported"),
     ],

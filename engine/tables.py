@@ -1,0 +1,277 @@
+"""The tables this server materializes: which ones (from the catalog), how their rows are stored and read.
+
+Does I/O through ``store.restorer.TableRestorer`` (Kafka) and ``store.local.LocalStores`` (disk).
+The catalog decides: every TABLE source that is not windowed is materialized from its topic, every
+partition (one server holds all of them until the cluster assigns replicas); a dropped table's
+stores are deleted. The restorer stores each record under its order-preserving key
+(``store.keys.encode_key`` of the key the serde decodes) with the raw value in the store envelope;
+:class:`StoredTable` reads them back as ``engine.pull.Row`` values for the pull path.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.engine.errors import EngineError
+from headwater.engine.partitioner import partition_for
+from headwater.engine.pull import Row
+from headwater.engine.serde import RowSerde
+from headwater.engine.values import resolve_type
+from headwater.kafka.clients import KafkaSettings
+from headwater.metastore.catalog import Catalog, Source, SourceKind
+from headwater.sqlparse_ext.sqltypes import DecimalType, PrimitiveType, SqlType
+from headwater.store.keys import KeyType, encode_key, prefix_end
+from headwater.store.local import LocalStores
+from headwater.store.records import PartitionState, PartitionStatus, unpack_value
+from headwater.store.restorer import TableRestorer
+
+log = logging.getLogger(__name__)
+
+_KEY_TYPES: dict[str, KeyType] = {
+    "BOOLEAN": KeyType.BOOLEAN, "INTEGER": KeyType.INT, "BIGINT": KeyType.BIGINT,
+    "DOUBLE": KeyType.DOUBLE, "STRING": KeyType.STRING, "BYTES": KeyType.BYTES,
+    "DATE": KeyType.DATE, "TIME": KeyType.TIME, "TIMESTAMP": KeyType.TIMESTAMP,
+}  # fmt: skip
+
+
+class UnsupportedKey(EngineError):
+    """A table whose key columns cannot be stored in key order (ARRAY, MAP or STRUCT keys)."""
+
+    error_code = 40001
+
+
+def key_type_of(sql_type: SqlType) -> KeyType:
+    """The store key type of a key column's SQL type.
+
+    Raises:
+        UnsupportedKey: for ARRAY, MAP and STRUCT key columns.
+    """
+    if isinstance(sql_type, DecimalType):
+        return KeyType.DECIMAL
+    if isinstance(sql_type, PrimitiveType):
+        return _KEY_TYPES[sql_type.name]
+    raise UnsupportedKey(f"key columns of type {sql_type.sql()} cannot be materialized yet")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """A table partition's freshness here, as the pull path checks it."""
+
+    position: int
+    end_offset: int | None
+    state: str
+
+    @property
+    def lag(self) -> int:
+        """Records behind the end offset seen (unknown end: treated as infinitely behind)."""
+        if self.end_offset is None:
+            return 2**63 - 1
+        return max(0, self.end_offset - self.position)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the partition has caught up with its topic once (and follows it since)."""
+        return self.state == PartitionState.READY.value
+
+    def servable(self, max_lag: int, bounded: bool) -> bool:
+        """Whether an answer may read this partition under the offset-lag bound ``max_lag``.
+
+        A partition still restoring is served only when the query states a bound (``bounded``)
+        and the partition is within it; with no bound it must have caught up once.
+        """
+        if self.state == PartitionState.FAILED.value or self.end_offset is None:
+            return False
+        return self.lag <= max_lag and (self.ready or bounded)
+
+    def describe(self) -> str:
+        """For error messages: state, position, end and lag."""
+        end = "unknown" if self.end_offset is None else str(self.end_offset)
+        lag = "unknown" if self.end_offset is None else str(self.lag)
+        return f"{self.state}, position {self.position} of {end}, lag {lag}"
+
+    @classmethod
+    def of(cls, status: PartitionStatus) -> PartitionLag:
+        """From the restorer's status."""
+        return cls(status.position, status.end_offset, status.state.value)
+
+
+class StoredTable:
+    """One table's rows in this server's stores, read as ``Row`` values (``engine.pull.TableReader``)."""
+
+    def __init__(self, source: Source, catalog: Catalog, stores: LocalStores) -> None:
+        self.source = source
+        self.serde = RowSerde.for_source(source, catalog.types)
+        self.key_types = tuple(
+            key_type_of(resolve_type(c.type, catalog.types)) for c in source.key_columns
+        )
+        self._stores = stores
+
+    @property
+    def partitions(self) -> int:
+        """The table's partition count (its topic's)."""
+        return self.source.partitions
+
+    def partition_of(self, key: tuple[Any, ...]) -> int:
+        """Where Kafka (murmur2 of the serialized key) puts ``key``."""
+        data = self.serde.serialize_key(key)
+        return partition_for(data or b"", self.source.partitions)
+
+    def _store(self, partition: int) -> Any:
+        store = self._stores.get(self.source.name, partition)
+        if store is None:
+            raise NotMaterialized(f"partition {partition} of {self.source.name} is not held here (yet)")
+        return store
+
+    def _row(self, partition: int, key: tuple[Any, ...], stored: bytes) -> Row:
+        envelope = unpack_value(stored)
+        value = self.serde.deserialize_value(envelope.value) or {}
+        return Row(key, value, envelope.timestamp_ms, partition, envelope.offset)
+
+    def get(self, partition: int, key: tuple[Any, ...]) -> Row | None:
+        """The row of ``key`` in ``partition``, or None."""
+        if any(v is None for v in key):
+            return None
+        stored = self._store(partition).get(encode_key(key, self.key_types))
+        return None if stored is None else self._row(partition, key, stored)
+
+    def range(
+        self,
+        partition: int,
+        low: tuple[Any, ...] | None,
+        high: tuple[Any, ...] | None,
+        low_inclusive: bool,
+        high_inclusive: bool,
+    ) -> Iterator[Row]:
+        """Rows with low <= key <= high (bounds may be key prefixes), in key order."""
+        low_bytes = None if low is None else encode_key(low, self.key_types[: len(low)])
+        high_bytes = None if high is None else encode_key(high, self.key_types[: len(high)])
+        if high_bytes is not None and high is not None and len(high) < len(self.key_types):
+            # A prefix bound: every key starting with the prefix is <= it.
+            if high_inclusive:
+                high_bytes, high_inclusive = prefix_end(high_bytes), False
+        if low_bytes is not None and low is not None and len(low) < len(self.key_types):
+            if not low_inclusive:
+                low_bytes, low_inclusive = prefix_end(low_bytes), True
+        for key_bytes, stored in self._store(partition).range(
+            low_bytes, high_bytes, low_inclusive=low_inclusive, high_inclusive=high_inclusive
+        ):
+            yield self._row(partition, self._decode_key(key_bytes), stored)
+
+    def scan(self, partition: int) -> Iterator[Row]:
+        """Every row of ``partition``, in key order."""
+        for key_bytes, stored in self._store(partition).scan():
+            yield self._row(partition, self._decode_key(key_bytes), stored)
+
+    def _decode_key(self, data: bytes) -> tuple[Any, ...]:
+        from headwater.store.keys import decode_key
+
+        return decode_key(data, self.key_types)
+
+
+def materialized(catalog: Catalog) -> dict[str, Source]:
+    """The tables of ``catalog`` a server materializes (pure): non-windowed TABLE sources."""
+    return {
+        name: source
+        for name, source in catalog.sources.items()
+        if source.kind is SourceKind.TABLE and source.windowed is None
+    }
+
+
+class MaterializedTables:
+    """Keeps this server's stores in step with the catalog's tables, and reads them.
+
+    Args:
+        settings: how to reach Kafka.
+        stores: the server's stores.
+    """
+
+    def __init__(self, settings: KafkaSettings, stores: LocalStores) -> None:
+        self.stores = stores
+        self.restorer = TableRestorer(settings, stores)
+        self._lock = threading.Lock()
+        self._held: dict[str, Source] = {}
+        self._readers: dict[tuple[str, int], StoredTable] = {}
+
+    def start(self, catalog: Catalog) -> None:
+        """Start restoring every table of ``catalog``; stores of tables no longer in it are dropped."""
+        self.restorer.start()
+        self.sync(catalog)
+        for store_id in self.stores.on_disk():
+            if store_id.table not in self._held:
+                log.info("dropping the store of %s/%d: the table is gone", *store_id)
+                self.stores.drop(store_id.table, store_id.partition)
+
+    def stop(self) -> None:
+        """Stop restoring (stores stay on disk)."""
+        self.restorer.stop()
+
+    def listener(self, _record: object, _outcome: object, catalog: Catalog) -> None:
+        """The command runner's listener: follow every catalog change. Never raises."""
+        try:
+            self.sync(catalog)
+        except Exception:  # the runner must not die for a table we cannot hold
+            log.exception("could not follow the catalog's tables")
+
+    def sync(self, catalog: Catalog) -> None:
+        """Add the tables ``catalog`` has and this server does not hold; remove the dropped ones."""
+        wanted = materialized(catalog)
+        with self._lock:
+            for name in [n for n in self._held if n not in wanted or
+                         wanted[n].created_offset != self._held[n].created_offset]:  # fmt: skip
+                self.restorer.remove_table(name, drop_stores=True)
+                del self._held[name]
+                self._readers = {k: v for k, v in self._readers.items() if k[0] != name}
+            for name, source in wanted.items():
+                if name in self._held:
+                    continue
+                try:
+                    table = StoredTable(source, catalog, self.stores)
+                except EngineError as exc:
+                    log.warning("table %s is not materialized: %s", name, exc.message)
+                    continue
+                self.restorer.add_table(name, source.topic, range(source.partitions),
+                                        _key_of(table))  # fmt: skip
+                self._held[name] = source
+                self._readers[(name, source.created_offset)] = table
+
+    def reader(self, source: Source, catalog: Catalog) -> StoredTable:
+        """The rows of ``source`` held here.
+
+        Raises:
+            EngineError: the table is not materialized here (retriable: it may be about to be).
+        """
+        with self._lock:
+            table = self._readers.get((source.name, source.created_offset))
+        if table is None:
+            raise NotMaterialized(f"table {source.name} is not materialized on this server yet")
+        return table
+
+    def lags(self, table: str) -> dict[int, PartitionLag]:
+        """Each partition's freshness here."""
+        return {p: PartitionLag.of(s) for p, s in self.restorer.status(table).items()}
+
+    def all_lags(self) -> Mapping[str, Mapping[int, PartitionLag]]:
+        """KIP-535's all_local_store_partition_lags, as :class:`PartitionLag` values."""
+        with self._lock:
+            names = list(self._held)
+        return {name: self.lags(name) for name in names}
+
+
+class NotMaterialized(EngineError):
+    """A table this server does not (yet) hold."""
+
+    error_code = 50302
+    retriable = True
+
+
+def _key_of(table: StoredTable) -> Any:
+    deserialize, types = table.serde.deserialize_key, table.key_types
+
+    def key_of(data: bytes | None) -> bytes:
+        return encode_key(deserialize(data), types)
+
+    return key_of

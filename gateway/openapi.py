@@ -1,0 +1,121 @@
+"""The HTTP API described for tools: an OpenAPI 3.1 document served at ``GET /openapi.json``. Pure.
+
+Written by hand from ksqlDB's REST shapes (ARCHITECTURE.md, REST conventions); a test checks that
+every route of the app is described here and nothing else is, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import headwater
+
+_JSON = "application/json"
+_DELIMITED = "application/vnd.ksqlapi.delimited.v1"
+
+_ERROR = {
+    "type": "object",
+    "required": ["@type", "error_code", "message"],
+    "properties": {
+        "@type": {"enum": ["statement_error", "generic_error"]},
+        "error_code": {"type": "integer", "description": "HTTP status x 100 + n (ksqlDB's codes)"},
+        "message": {"type": "string"},
+        "statementText": {"type": "string"},
+        "entities": {"type": "array", "items": {"type": "object"}},
+        "line": {"type": "integer"},
+        "column": {"type": "integer"},
+    },
+}
+
+_KSQL_REQUEST = {
+    "type": "object",
+    "required": ["ksql"],
+    "properties": {
+        "ksql": {"type": "string", "description": "one or more statements, each ended by ';'"},
+        "streamsProperties": {"type": "object", "description": "per-request properties"},
+        "sessionVariables": {"type": "object", "description": "values for ${name} substitution"},
+        "commandSequenceNumber": {
+            "type": "integer",
+            "description": "wait until this command has been executed here first",
+        },
+    },
+}
+
+_QUERY_STREAM_REQUEST = {
+    "type": "object",
+    "required": ["sql"],
+    "properties": {
+        "sql": {"type": "string"},
+        "properties": {"type": "object"},
+        "sessionVariables": {"type": "object"},
+    },
+}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {
+        str(status): {
+            "description": "ksqlDB's error object",
+            "content": {_JSON: {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for status in statuses
+    }
+
+
+def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"description": description, "content": {_JSON: {"schema": schema or {}}}}
+
+
+PATHS: dict[str, dict[str, Any]] = {
+    "/ksql": {"post": {
+        "summary": "Run statements other than SELECT (DDL, INSERT VALUES, SHOW, DESCRIBE, ...)",
+        "requestBody": {"content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}},
+        "responses": {"200": _json("one entity per statement", {"type": "array"}),
+                      **_errors(400, 413, 503)},
+    }},
+    "/query": {"post": {
+        "summary": "Run a pull query: a JSON array of a header, rows and an optional finalMessage",
+        "requestBody": {"content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}},
+        "responses": {"200": _json("[{header}, {row}..., {finalMessage}?]; with Accept: "
+                                   "application/x-ndjson one item per line", {"type": "array"}),
+                      **_errors(400, 413, 429, 503)},
+    }},
+    "/query-stream": {"post": {
+        "summary": "Run a pull query (ksqlDB's HTTP/2-era API): a header line, then one array per row",
+        "requestBody": {"content": {_JSON: {"schema": {
+            "$ref": "#/components/schemas/QueryStreamRequest"}}}},
+        "responses": {"200": {"description": "a header object, then one JSON array per row",
+                              "content": {_DELIMITED: {}, _JSON: {}}},
+                      **_errors(400, 413, 429, 503)},
+    }},
+    "/info": {"get": {"summary": "Server version, service id, status and catalog digest",
+                      "responses": {"200": _json("KsqlServerInfo")}}},
+    "/healthcheck": {"get": {"summary": "Health of the metastore, Kafka and the command runner",
+                             "responses": {"200": _json("healthy"), "503": _json("unhealthy")}}},
+    "/status": {"get": {"summary": "Every catalog command decided here and its status",
+                        "responses": {"200": _json("commandStatuses")}}},
+    "/status/{command_id}": {"get": {
+        "summary": "One catalog command's status",
+        "parameters": [{"name": "command_id", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {"200": _json("status and message"), **_errors(404)},
+    }},
+    "/openapi.json": {"get": {"summary": "This document",
+                              "responses": {"200": _json("OpenAPI 3.1")}}},
+}  # fmt: skip
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI document of the HTTP API."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "headwater",
+            "version": headwater.__version__,
+            "description": "ksqlDB's REST API over a SQL-first streaming database for Kafka.",
+        },
+        "paths": PATHS,
+        "components": {"schemas": {
+            "Error": _ERROR, "KsqlRequest": _KSQL_REQUEST, "QueryStreamRequest": _QUERY_STREAM_REQUEST,
+        }},
+    }  # fmt: skip

@@ -1,0 +1,144 @@
+"""Running one pull query on this server: resolve, check the bounds, execute, and say how stale. Does I/O.
+
+The query's table must be materialized here and every partition the answer reads must be within the
+query's offset-lag bound (``pull_options``): a partition that is still restoring, or lags more,
+makes the query fail with a retriable 50302 naming each partition's position and lag, never a
+silently stale answer. Queries on streams scan the stream's topic, as ksqlDB does. Every answer
+carries, per partition read, this server, its position and its lag.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.engine.errors import EngineError
+from headwater.engine.pull import PullPlan, execute_pull, execute_stream_pull, plan_pull
+from headwater.engine.streams import scan_stream
+from headwater.engine.tables import PartitionLag
+from headwater.engine.values import to_json_output
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.pull_options import pull_options
+from headwater.gateway.services import Services
+from headwater.metastore.catalog import Source, SourceKind
+from headwater.sqlparse_ext import statements as ast
+
+
+@dataclass(frozen=True, slots=True)
+class OutputColumn:
+    """A column of the answer's schema."""
+
+    name: str
+    type: str
+    key: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServedBy:
+    """Who answered one partition, at what position, how far behind."""
+
+    partition: int
+    host: str
+    position: int
+    lag: int
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``servedBy`` item."""
+        return {"partition": self.partition, "host": self.host, "position": self.position,
+                "lag": self.lag}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PullAnswer:
+    """A pull query's answer: schema, rows (JSON-ready values), and staleness per partition."""
+
+    query_id: str
+    columns: tuple[OutputColumn, ...]
+    rows: list[list[Any]]
+    served_by: tuple[ServedBy, ...]
+
+    def schema_text(self) -> str:
+        """ksqlDB's header schema: ``\\`ID\\` STRING KEY, \\`V\\` BIGINT``."""
+        return ", ".join(f"`{c.name}` {c.type}{' KEY' if c.key else ''}" for c in self.columns)
+
+
+def _source(services: Services, statement: ast.Select) -> Source:
+    name = statement.query.source.name
+    source = services.runner.catalog.sources.get(name)
+    if source is None:
+        raise KsqlError(f"{name} does not exist.", 40001, statement_text=statement.text,
+                        line=statement.line, column=statement.column)  # fmt: skip
+    return source
+
+
+def run_pull(services: Services, statement: ast.Select, properties: Mapping[str, Any]) -> PullAnswer:
+    """Answer a pull query from this server's stores (tables) or the topic (streams).
+
+    Raises:
+        KsqlError: bad query (40001), a bound not met (50302, retriable).
+    """
+    query = statement.query
+    if query.emit is not None:
+        raise KsqlError(
+            "push queries (EMIT CHANGES) are not supported by headwater yet; drop EMIT CHANGES "
+            "to ask a pull query",
+            40001, statement_text=statement.text, line=statement.line, column=statement.column,
+        )  # fmt: skip
+    if query.joins:
+        raise KsqlError("Pull queries don't support JOIN clauses.", 40001,
+                        statement_text=statement.text)  # fmt: skip
+    catalog = services.runner.catalog
+    source = _source(services, statement)
+    options = pull_options(services.pull, properties, dict(source.properties))
+    try:
+        plan = plan_pull(statement, source, catalog.types,
+                         table_scan_enabled=options.table_scan_enabled)  # fmt: skip
+        if source.kind is SourceKind.STREAM:
+            records, ends = scan_stream(services.settings, source, catalog.types)
+            result = execute_stream_pull(plan, records)
+            served = tuple(ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items()))
+        else:
+            result, served = _pull_table(services, plan, source, options.max_offset_lag)
+    except EngineError as exc:
+        raise KsqlError(exc.message, exc.error_code, statement_text=statement.text,
+                        retriable=exc.retriable) from exc  # fmt: skip
+    columns = tuple(OutputColumn(c.name, c.type.sql(), c.key) for c in plan.schema)
+    types = [c.type for c in plan.schema]
+    rows = [[to_json_output(v, t) for v, t in zip(row, types, strict=True)] for row in result.rows]
+    return PullAnswer(f"query_{uuid.uuid4().hex[:16]}", columns, rows, served)
+
+
+def _pull_table(
+    services: Services, plan: PullPlan, source: Source, max_lag: int
+) -> tuple[Any, tuple[ServedBy, ...]]:
+    tables = services.tables
+    if tables is None:
+        raise KsqlError(f"this server does not materialize tables; {source.name} cannot be "
+                        "queried here", 50302, kind="generic_error", retriable=True)  # fmt: skip
+    reader = tables.reader(source, services.runner.catalog)
+    before = tables.lags(source.name)
+    result = execute_pull(plan, reader)
+    touched = sorted(result.partitions)
+    _check_bound(source.name, before, touched, max_lag)
+    served = tuple(
+        ServedBy(p, services.advertised, before[p].position, before[p].lag) for p in touched
+    )
+    return result, served
+
+
+def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int], max_lag: int) -> None:
+    bounded = max_lag < 2**63 - 1
+    bad = [p for p in touched if p not in lags or not lags[p].servable(max_lag, bounded)]
+    if not bad:
+        return
+    details = "; ".join(
+        f"partition {p}: " + (lags[p].describe() if p in lags else "not materialized here")
+        for p in bad
+    )
+    raise KsqlError(
+        f"table {table} cannot be answered within an offset lag of {max_lag} yet ({details}); "
+        "retry shortly, or accept more lag with SET 'acceptable.offset.lag'",
+        50302, kind="generic_error", retriable=True,
+    )  # fmt: skip

@@ -1,0 +1,84 @@
+"""The bounds a pull query runs under: server settings, tightened by the table and the request. Pure.
+
+ksqlDB lets a request set ``ksql.query.pull.max.allowed.offset.lag``; KLIP-12 talks of an
+``acceptable.offset.lag``, settable per request, per session (the shell's SET sends it with every
+request) and per table in its ``WITH`` clause. Every one of them is a bound, so the strictest wins:
+nothing can loosen the server's own ``ksql.query.pull.max.allowed.offset.lag``.
+``ksql.query.pull.table.scan.enabled`` is the server's default, which a request may change (as in
+ksqlDB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.services import PullSettings
+
+LAG_KEYS = ("ksql.query.pull.max.allowed.offset.lag", "acceptable.offset.lag")
+SCAN_KEY = "ksql.query.pull.table.scan.enabled"
+
+
+@dataclass(frozen=True, slots=True)
+class PullOptions:
+    """What one pull query may do.
+
+    Attributes:
+        max_offset_lag: no partition of the answer may lag its topic by more records than this.
+        table_scan_enabled: whether a query without a key condition may scan the table.
+    """
+
+    max_offset_lag: int
+    table_scan_enabled: bool
+
+
+def _lag(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise KsqlError(f"{where}: expected a non-negative integer, got {value!r}", 40000)
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.lstrip("-").isdigit():
+            raise KsqlError(f"{where}: expected a non-negative integer, got {value!r}", 40000)
+        value = int(value)
+    if not isinstance(value, int) or value < 0:
+        raise KsqlError(f"{where}: expected a non-negative integer, got {value!r}", 40000)
+    return value
+
+
+def _flag(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise KsqlError(f"{where}: expected true or false, got {value!r}", 40000)
+
+
+def pull_options(
+    server: PullSettings,
+    request_properties: Mapping[str, Any],
+    table_properties: Mapping[str, Any] | None = None,
+) -> PullOptions:
+    """The options of one pull query.
+
+    Args:
+        server: the server-wide settings.
+        request_properties: the request's ``streamsProperties`` (or ``properties``).
+        table_properties: the queried table's ``WITH`` properties (names in any case).
+
+    Raises:
+        KsqlError: 40000 for a property value of the wrong kind.
+    """
+    bound = server.max_allowed_offset_lag
+    lowered = {str(k).lower(): v for k, v in request_properties.items()}
+    for key in LAG_KEYS:
+        if key in lowered:
+            bound = min(bound, _lag(lowered[key], key))
+    for key, value in (table_properties or {}).items():
+        if str(key).lower() in LAG_KEYS:
+            bound = min(bound, _lag(value, f"the table's {str(key).upper()}"))
+    scan = server.table_scan_enabled
+    if SCAN_KEY in lowered:
+        scan = _flag(lowered[SCAN_KEY], SCAN_KEY)
+    return PullOptions(bound, scan)

@@ -1,0 +1,134 @@
+"""``POST /query`` and ``POST /query-stream``: pull queries in ksqlDB's shapes. Parses and renders only.
+
+``/query`` answers a JSON array: ``{"header": {"queryId", "schema"}}``, one ``{"row": {"columns"}}``
+per row, then ``{"servedBy": [...]}`` (per partition: the serving host, its position and lag: the
+staleness of the answer, never hidden). With ``Accept: application/x-ndjson`` (or
+``application/vnd.ksqlapi.delimited.v1``) the same items come one per line. ``/query-stream`` (the
+body is ``{"sql", "properties", "sessionVariables"}``) answers a header object (``queryId``,
+``columnNames``, ``columnTypes``, ``servedBy``) then one JSON array per row, one per line; with
+``Accept: application/json`` one JSON array of the same items.
+
+Queries wait in a bounded queue (``Admission``): overload answers 429 at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from headwater.gateway.jsonout import dumps
+from headwater.gateway.errors import KsqlError, bad_request
+from headwater.gateway.ksql import decode_request, read_body
+from headwater.gateway.pull import PullAnswer, run_pull
+from headwater.gateway.services import services_of
+from headwater.sqlparse_ext import parse
+from headwater.sqlparse_ext import statements as ast
+
+NDJSON = "application/x-ndjson"
+DELIMITED = "application/vnd.ksqlapi.delimited.v1"
+JSON = "application/json"
+
+
+def _one_select(text: str, variables: Mapping[str, str]) -> ast.Select:
+    statements = parse(text, variables)
+    if len(statements) != 1:
+        raise KsqlError(
+            f"/query runs exactly one SELECT statement; this request has {len(statements)}",
+            40001,
+            statement_text=text,
+        )
+    statement = statements[0]
+    if not isinstance(statement, ast.Select):
+        raise KsqlError(
+            "only SELECT statements can be sent to the /query endpoint; use /ksql for others",
+            40001,
+            statement_text=statement.text,
+            line=statement.line,
+            column=statement.column,
+        )
+    return statement
+
+
+def _wants(request: Request, *types: str) -> bool:
+    accept = request.headers.get("accept", "")
+    return any(t in accept for t in types)
+
+
+async def query_endpoint(request: Request) -> Response:
+    """``POST /query``: one pull query, answered as ksqlDB's JSON array (or one item per line)."""
+    services = services_of(request)
+    decoded = decode_request(await read_body(request, services.limits.max_body_bytes))
+    statement = _one_select(decoded.ksql, decoded.session_variables)
+    async with services.admission.slot():
+        answer = await run_in_threadpool(run_pull, services, statement, decoded.streams_properties)
+    items = query_items(answer)
+    if _wants(request, NDJSON, DELIMITED):
+        return StreamingResponse(_lines(items), media_type=NDJSON)
+    return Response(_array(items), media_type=JSON)
+
+
+async def query_stream_endpoint(request: Request) -> Response:
+    """``POST /query-stream``: a header object, then one JSON array per row."""
+    services = services_of(request)
+    body = await read_body(request, services.limits.max_body_bytes)
+    sql, properties, variables = _decode_stream_request(body)
+    statement = _one_select(sql, variables)
+    async with services.admission.slot():
+        answer = await run_in_threadpool(run_pull, services, statement, properties)
+    items = stream_items(answer)
+    if _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON):
+        return Response(_array(items), media_type=JSON)
+    return StreamingResponse(_lines(items), media_type=DELIMITED)
+
+
+def _decode_stream_request(body: bytes) -> tuple[str, Mapping[str, Any], Mapping[str, str]]:
+    try:
+        raw = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("sql"), str):
+        raise bad_request('the request body must be a JSON object with a "sql" string field')
+    properties = raw.get("properties") or {}
+    variables = raw.get("sessionVariables") or {}
+    if not isinstance(properties, dict) or not isinstance(variables, dict):
+        raise bad_request('"properties" and "sessionVariables" must be JSON objects')
+    as_text = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()}
+    # /query-stream's body is the same shape as /ksql's apart from its field names.
+    decoded = decode_request(json.dumps({"ksql": raw["sql"]}).encode())
+    return decoded.ksql, properties, as_text
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+
+def query_items(answer: PullAnswer) -> Iterator[Any]:
+    """The items of a ``/query`` answer."""
+    yield {"header": {"queryId": answer.query_id, "schema": answer.schema_text()}}
+    for row in answer.rows:
+        yield {"row": {"columns": row}}
+    yield {"servedBy": [s.as_json() for s in answer.served_by]}
+
+
+def stream_items(answer: PullAnswer) -> Iterator[Any]:
+    """The items of a ``/query-stream`` answer."""
+    yield {
+        "queryId": answer.query_id,
+        "columnNames": [c.name for c in answer.columns],
+        "columnTypes": [c.type for c in answer.columns],
+        "servedBy": [s.as_json() for s in answer.served_by],
+    }
+    yield from answer.rows
+
+
+def _array(items: Iterator[Any]) -> bytes:
+    return ("[" + ",\n".join(dumps(item) for item in items) + "]\n").encode("utf-8")
+
+
+def _lines(items: Iterator[Any]) -> Iterator[bytes]:
+    for item in items:
+        yield (dumps(item) + "\n").encode("utf-8")

@@ -1,0 +1,231 @@
+"""The server's settings: one table of known keys, read from a properties file and ``--set``. Pure.
+
+ksqlDB reads a Java properties file (``ksql-server.properties``); so do we, with ksqlDB's names where
+ksqlDB has the setting. Every key must be in :data:`SETTINGS`: a misspelt key is an error naming the
+closest known one, never silently ignored. Values are checked and converted here, once, at the entry
+point, and the frozen :class:`ServerConfig` is passed down.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A setting that is unknown, or whose value does not fit."""
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError("expected true or false")
+
+
+def _int(low: int, high: int = 2**63 - 1) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        value = int(text.strip())
+        if not low <= value <= high:
+            raise ValueError(f"expected an integer in [{low}, {high}]")
+        return value
+
+    return convert
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+def _optional_text(text: str) -> str | None:
+    return text.strip() or None
+
+
+_SERVICE_ID = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _service_id(text: str) -> str:
+    value = text.strip()
+    if not _SERVICE_ID.fullmatch(value):
+        raise ValueError("use letters, digits, '.', '_' and '-' (it names Kafka topics)")
+    return value
+
+
+def _listener(text: str) -> tuple[str, int]:
+    match = re.fullmatch(r"(?:https?://)?\[?([^\]/]+?)\]?:(\d+)/?", text.strip())
+    if match is None:
+        raise ValueError("expected http://HOST:PORT")
+    port = int(match.group(2))
+    if not 0 <= port <= 65535:
+        raise ValueError("a port is 0..65535")
+    return match.group(1), port
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One known key: its field in ServerConfig, converter, and what it means."""
+
+    key: str
+    field: str
+    convert: Callable[[str], Any]
+    doc: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("bootstrap.servers", "bootstrap_servers", _optional_text,
+            "Kafka cluster host:port[,...]; unset: start the embedded broker in the state dir."),
+    Setting("ksql.service.id", "service_id", _service_id,
+            "Servers with the same service id share one catalog (and command topic)."),
+    Setting("listeners", "listener", _listener, "Where the HTTP API listens (http://HOST:PORT)."),
+    Setting("state.dir", "state_dir", _optional_text,
+            "Catalog snapshots, table stores and the embedded broker's data."),
+    Setting("ksql.query.pull.table.scan.enabled", "pull_table_scan_enabled", _bool,
+            "Allow pull queries without a key condition to scan whole tables."),
+    Setting("ksql.query.pull.max.allowed.offset.lag", "pull_max_allowed_offset_lag", _int(0),
+            "Server-wide bound on how many records a pull answer may lag behind its topic."),
+    Setting("ksql.query.pull.max.concurrent.requests", "pull_max_concurrent_requests", _int(1),
+            "Pull queries executed at once; more wait in a bounded queue."),
+    Setting("ksql.query.pull.queue.size", "pull_queue_size", _int(0),
+            "Pull queries allowed to wait; beyond it the answer is 429 with Retry-After."),
+    Setting("ksql.server.request.max.bytes", "max_body_bytes", _int(1024),
+            "Largest request body accepted (larger ones get 413)."),
+    Setting("ksql.server.command.response.timeout.ms", "command_timeout_ms", _int(1),
+            "How long a statement waits for the command log (and catch-up) before 50301."),
+)
+"""Every key a properties file or ``--set`` may use."""
+
+_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """A server's settings, checked. Field defaults are the documented defaults."""
+
+    bootstrap_servers: str | None = None
+    service_id: str = "default_"
+    listener: tuple[str, int] = ("127.0.0.1", 8088)
+    state_dir: str | None = None
+    pull_table_scan_enabled: bool = True
+    pull_max_allowed_offset_lag: int = 2**63 - 1
+    pull_max_concurrent_requests: int = 8
+    pull_queue_size: int = 256
+    max_body_bytes: int = 1 << 20
+    command_timeout_ms: int = 10_000
+
+    @property
+    def host(self) -> str:
+        """The address the HTTP API listens on."""
+        return self.listener[0]
+
+    @property
+    def port(self) -> int:
+        """The HTTP port."""
+        return self.listener[1]
+
+
+_FIELDS = {f.name for f in fields(ServerConfig)}
+assert all(s.field in _FIELDS for s in SETTINGS), "every setting names a ServerConfig field"
+
+
+def defaults() -> dict[str, str]:
+    """Each key with its default as text (for ``--help`` and the README)."""
+    config = ServerConfig()
+    shown: dict[str, str] = {}
+    for setting in SETTINGS:
+        value = getattr(config, setting.field)
+        if isinstance(value, tuple):
+            value = f"http://{value[0]}:{value[1]}"
+        elif isinstance(value, bool):
+            value = str(value).lower()
+        shown[setting.key] = "" if value is None else str(value)
+    return shown
+
+
+def parse_properties(text: str, origin: str = "properties") -> dict[str, str]:
+    """A Java properties text as a dict: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments,
+    a trailing backslash continues a line. Escapes other than line continuation are not supported.
+
+    Raises:
+        ConfigError: For a line with no key.
+    """
+    result: dict[str, str] = {}
+    logical: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip() if pending else raw.strip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if not pending:
+            start = number
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        logical.append((start, pending + line))
+        pending = ""
+    if pending:
+        logical.append((start, pending))
+    for number, line in logical:
+        match = re.match(r"([^=:\s]+)\s*(?:[=:]\s*|\s+|$)(.*)$", line.strip())
+        if match is None:
+            raise ConfigError(f"{origin}, line {number}: expected key=value, found {line!r}")
+        result[match.group(1)] = match.group(2).strip()
+    return result
+
+
+def load(
+    file: Path | None = None,
+    overrides: Iterable[str] = (),
+    **explicit: Any,
+) -> ServerConfig:
+    """The config from a properties file, then ``--set key=value`` items, then explicit options.
+
+    Args:
+        file: a properties file, or None.
+        overrides: ``key=value`` texts (``--set``), applied after the file.
+        explicit: ServerConfig fields given as command-line options (None values are ignored);
+            these win over the file and ``--set``.
+
+    Raises:
+        ConfigError: For an unknown key (naming the closest known one), a malformed item, or a value
+            that does not fit (naming the key and what was expected).
+    """
+    items: list[tuple[str, str, str]] = []
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+        items += [(k, v, str(file)) for k, v in parse_properties(text, str(file)).items()]
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        items.append((key.strip(), value, "--set"))
+    values: dict[str, Any] = {}
+    for key, value, origin in items:
+        setting = _BY_KEY.get(key)
+        if setting is None:
+            raise ConfigError(f"{origin}: unknown setting {key!r}{_did_you_mean(key)}")
+        try:
+            values[setting.field] = setting.convert(value)
+        except ValueError as exc:
+            raise ConfigError(f"{origin}: {key}={value!r}: {exc}") from None
+    values.update({k: v for k, v in explicit.items() if v is not None})
+    unknown = set(values) - _FIELDS
+    if unknown:
+        raise ConfigError(f"not settings: {', '.join(sorted(unknown))}")
+    return ServerConfig(**values)
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key, list(_BY_KEY), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else " (see `headwater server --help-settings`)"
+
+
+def as_mapping(config: ServerConfig) -> Mapping[str, Any]:
+    """The config as key -> value, with the settings' keys (for ``GET /status``)."""
+    return {s.key: getattr(config, s.field) for s in SETTINGS}

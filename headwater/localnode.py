@@ -1,0 +1,105 @@
+"""``headwater`` with no subcommand: find the local node, or start one, for the shell. Does I/O.
+
+The local node is ``headwater server`` on http://127.0.0.1:8088 with the default state folder (so
+its streams, tables and rows survive between sessions). If something already answers ``/info``
+there, the shell uses it and leaves it alone; otherwise this starts the node as a child process
+(its log in ``<state dir>/server.log``), waits until it is healthy, and stops it (SIGTERM, by its
+process id) when the shell exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+LOCAL_URL = "http://127.0.0.1:8088"
+
+
+class LocalNodeError(RuntimeError):
+    """The local node could not be started (the message includes the end of its log)."""
+
+
+@dataclass
+class LocalNode:
+    """A node the shell uses: one it found running, or one it started (``process`` set)."""
+
+    url: str
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the node if this process started it (SIGTERM, then SIGKILL after ``timeout_s``)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def answering(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether a headwater (or ksqlDB) server answers ``GET /info`` at ``url``."""
+    try:
+        response = httpx.get(f"{url}/info", timeout=timeout_s)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and "KsqlServerInfo" in response.text
+
+
+def healthy(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether the server at ``url`` reports itself healthy."""
+    try:
+        response = httpx.get(f"{url}/healthcheck", timeout=timeout_s)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
+def ensure_local_node(
+    state_dir: Path, url: str = LOCAL_URL, *, start_timeout_s: float = 60.0
+) -> LocalNode:
+    """The local node at ``url``: found, or started on ``state_dir``.
+
+    Raises:
+        LocalNodeError: the node exited or did not become healthy in time.
+    """
+    if answering(url):
+        return LocalNode(url)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "server.log"
+    port = url.rsplit(":", 1)[-1]
+    exe = Path(sys.executable).with_name("headwater")
+    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "headwater.cli"]
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [*command, "server", "--port", port, "--state-dir", str(state_dir)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C in the shell must not reach the node
+        )  # fmt: skip
+    node = LocalNode(url, process, log_path)
+    deadline = time.monotonic() + start_timeout_s
+    while not healthy(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            node.stop()
+            raise LocalNodeError(
+                f"the local node did not start (see {log_path}):\n{_tail(log_path)}"
+            )
+        time.sleep(0.1)
+    return node
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+

@@ -1,0 +1,224 @@
+"""INSERT VALUES, /query and /query-stream, /status and /openapi.json on a real broker (stores in memory)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.gateway.app import ROUTES, create_app
+from headwater.gateway.openapi import PATHS
+from headwater.gateway.services import Limits, PullSettings, Services, open_services
+from headwater.kafka.broker import EmbeddedBroker
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
+    from starlette.testclient import TestClient
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture(scope="module")
+def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Services]:  # fmt: skip
+    folder: Path = tmp_path_factory.mktemp("query")
+    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
+                                   commit_transaction_timeout_ms=1500)  # fmt: skip
+    with open_services(settings, f"query-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
+                       stores_in_memory=True, limits=Limits(pull_max_concurrent=4),
+                       pull=PullSettings(table_scan_enabled=True)) as built:  # fmt: skip
+        yield built
+
+
+@pytest.fixture(scope="module")
+def client(services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def ksql(client: TestClient, text: str, **fields: Any) -> Any:
+    return client.post("/ksql", json={"ksql": text, **fields})
+
+
+def query(client: TestClient, text: str, **fields: Any) -> Any:
+    return client.post("/query", json={"ksql": text, **fields})
+
+
+def rows_of(answer: Any) -> list[list[Any]]:
+    assert answer.status_code == 200, answer.text
+    return [item["row"]["columns"] for item in answer.json() if "row" in item]
+
+
+def until_rows(client: TestClient, text: str, count: int, **fields: Any) -> list[list[Any]]:
+    """Pull until ``count`` rows come back (the table follows its topic asynchronously)."""
+    deadline = time.monotonic() + 15
+    while True:
+        answer = query(client, text, **fields)
+        if answer.status_code == 200 and len(rows := rows_of(answer)) >= count:
+            return rows
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def users(client: TestClient) -> str:
+    name = f"USERS_{uuid.uuid4().hex[:6].upper()}"
+    created = ksql(client, f"CREATE TABLE {name} (ID STRING PRIMARY KEY, NAME STRING, AGE INT, "
+                           f"SCORE DECIMAL(5, 2)) WITH (kafka_topic='{name.lower()}', partitions=3, "
+                           "value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    for i in range(10):
+        inserted = ksql(client, f"INSERT INTO {name} (ID, NAME, AGE, SCORE) VALUES "
+                                f"('u{i}', 'n{i}', {20 + i}, {i}.50);")  # fmt: skip
+        assert inserted.status_code == 200, inserted.text
+    until_rows(client, f"SELECT * FROM {name};", 10)
+    return name
+
+
+def test_insert_answers_where_the_row_landed(client: TestClient, users: str) -> None:
+    answer = ksql(client, f"INSERT INTO {users} (ID, NAME, AGE) VALUES ('z', 'zed', 1);")
+    entity = answer.json()[0]
+    written = entity["writtenOffsets"][0]
+    assert written["topic"] == users.lower() and written["offset"] >= 0
+    assert entity["commandStatus"]["message"].startswith(f"Inserted 1 row into {users}")
+    # murmur2, like every Kafka client: the partition a Java producer would choose for 'z'.
+    from headwater.engine.partitioner import partition_for
+
+    assert written["partition"] == partition_for(b"z", 3)  # KEY_FORMAT KAFKA: the UTF-8 bytes
+
+
+def test_pull_by_key_with_header_and_staleness(client: TestClient, users: str) -> None:
+    answer = query(client, f"SELECT * FROM {users} WHERE ID = 'u3';")
+    items = answer.json()
+    assert items[0]["header"]["schema"] == \
+        "`ID` STRING KEY, `NAME` STRING, `AGE` INTEGER, `SCORE` DECIMAL(5, 2)"
+    assert items[1] == {"row": {"columns": ["u3", "n3", 23, 3.5]}}
+    assert '"columns":["u3","n3",23,3.50]' in answer.text  # decimals keep their scale
+    served = items[-1]["servedBy"]
+    assert len(served) == 1 and served[0]["lag"] == 0 and served[0]["position"] >= 1
+
+
+def test_pull_in_range_scan_filters_projection_limit(client: TestClient, users: str) -> None:
+    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID IN ('u5', 'u1', 'nope');")) == \
+        [["u5"], ["u1"]]
+    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID >= 'u7' AND ID < 'u9';")) == \
+        [["u7"], ["u8"]]
+    assert sorted(rows_of(query(client, f"SELECT NAME, AGE * 2 AS DOUBLED FROM {users} "
+                                        "WHERE AGE > 26;"))) == \
+        [["n7", 54], ["n8", 56], ["n9", 58]]  # fmt: skip
+    assert len(rows_of(query(client, f"SELECT * FROM {users} LIMIT 4;"))) == 4
+
+
+def test_scans_can_be_disabled_per_request(client: TestClient, users: str) -> None:
+    answer = query(client, f"SELECT * FROM {users} WHERE AGE > 1;",
+                   streamsProperties={"ksql.query.pull.table.scan.enabled": False})
+    assert answer.status_code == 400
+    assert answer.json()["error_code"] == 40001
+    assert "ksql.query.pull.table.scan.enabled" in answer.json()["message"]
+
+
+def test_tombstones_delete(client: TestClient, services: Services) -> None:
+    name = f"T_{uuid.uuid4().hex[:6].upper()}"
+    assert ksql(client, f"CREATE TABLE {name} (K INT PRIMARY KEY, V STRING) WITH "
+                        f"(kafka_topic='{name.lower()}', partitions=1, format='JSON');").status_code == 200
+    assert ksql(client, f"INSERT INTO {name} (K, V) VALUES (1, 'a');").status_code == 200
+    assert until_rows(client, f"SELECT * FROM {name} WHERE K = 1;", 1) == [[1, "a"]]
+    assert services.writer is not None
+    services.writer.write(name.lower(), b"1", None)  # a tombstone, as any Kafka client writes it
+    deadline = time.monotonic() + 10
+    while rows_of(query(client, f"SELECT * FROM {name} WHERE K = 1;")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_pull_on_a_stream_scans_its_topic(client: TestClient) -> None:
+    name = f"S_{uuid.uuid4().hex[:6].upper()}"
+    assert ksql(client, f"CREATE STREAM {name} (K STRING KEY, V INT) WITH "
+                        f"(kafka_topic='{name.lower()}', partitions=2, value_format='JSON');").status_code == 200
+    for i in range(5):
+        assert ksql(client, f"INSERT INTO {name} (K, V) VALUES ('k{i}', {i});").status_code == 200
+    rows = rows_of(query(client, f"SELECT V FROM {name} WHERE V >= 2;"))
+    assert sorted(rows) == [[2], [3], [4]]
+
+
+def test_query_stream_answers_header_then_arrays(client: TestClient, users: str) -> None:
+    answer = client.post("/query-stream", json={"sql": f"SELECT ID, AGE FROM {users} WHERE ID = 'u1';",
+                                               "properties": {}})
+    assert answer.status_code == 200, answer.text
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    assert lines[0]["columnNames"] == ["ID", "AGE"] and lines[0]["columnTypes"] == ["STRING", "INTEGER"]
+    assert lines[1:] == [["u1", 21]]
+    assert lines[0]["servedBy"][0]["lag"] == 0
+
+
+def test_query_ndjson_on_request(client: TestClient, users: str) -> None:
+    answer = client.post("/query", json={"ksql": f"SELECT ID FROM {users} WHERE ID = 'u2';"},
+                         headers={"Accept": "application/x-ndjson"})
+    lines = [json.loads(line) for line in answer.text.splitlines()]
+    assert "header" in lines[0] and lines[1] == {"row": {"columns": ["u2"]}} and "servedBy" in lines[2]
+
+
+@pytest.mark.parametrize(
+    ("text", "status", "code", "fragment"),
+    [
+        ("SELECT * FROM NOPE;", 400, 40001, "NOPE does not exist"),
+        ("SELECT * FROM {t} WHERE NOPE = 1;", 400, 40001, "NOPE"),
+        ("SELECT * FROM {t} WHERE ID = 1;", 400, 40001, ""),
+        ("SELECT * FROM {t} EMIT CHANGES;", 400, 40001, "EMIT CHANGES"),
+        ("SHOW TABLES;", 400, 40001, "only SELECT statements"),
+        ("SELECT * FROM {t}; SELECT * FROM {t};", 400, 40001, "exactly one SELECT"),
+        ("SELEC * FROM {t};", 400, 40001, "SELEC"),
+    ],
+)
+def test_query_errors_are_4xx_in_ksqldb_shape(client: TestClient, users: str, text: str,
+                                              status: int, code: int, fragment: str) -> None:  # fmt: skip
+    answer = query(client, text.format(t=users))
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert body["error_code"] == code and fragment in body["message"]
+    assert body["@type"] in ("statement_error", "generic_error")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("INSERT INTO {t} (ID, NAME, AGE) VALUES ('x', 'y', 'not a number');", "AGE"),
+        ("INSERT INTO {t} (ID, NOPE) VALUES ('x', 1);", "NOPE"),
+        ("INSERT INTO {t} (NAME) VALUES ('x');", "ID"),
+    ],
+)
+def test_insert_errors_are_400(client: TestClient, users: str, text: str, fragment: str) -> None:
+    answer = ksql(client, text.format(t=users))
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error_code"] == 40001 and fragment in answer.json()["message"]
+
+
+def test_bad_query_bodies(client: TestClient) -> None:
+    assert client.post("/query", content=b"{").json()["error_code"] == 40000
+    assert client.post("/query-stream", json={"ksql": "x"}).json()["error_code"] == 40000
+    huge = {"ksql": "SELECT * FROM X WHERE A = '" + "x" * (2 << 20) + "';"}
+    assert client.post("/query", json=huge).status_code == 413
+
+
+def test_status_lists_commands(client: TestClient, users: str) -> None:
+    statuses = client.get("/status").json()["commandStatuses"]
+    assert statuses and set(statuses.values()) <= {"SUCCESS", "ERROR"}
+    some_id = next(iter(statuses))
+    one = client.get(f"/status/{some_id}").json()
+    assert one["status"] == statuses[some_id]
+    missing = client.get("/status/nope")
+    assert missing.status_code == 404 and missing.json()["error_code"] == 40400
+
+
+def test_openapi_describes_every_route(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    assert document["openapi"].startswith("3.")
+    routes = {r.path.replace(":path", "") for r in ROUTES}  # type: ignore[attr-defined]
+    assert routes == set(PATHS) == set(document["paths"])

@@ -1,0 +1,92 @@
+"""Pure parts of the gateway: JSON text, admission, pull bounds, the OpenAPI document."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+
+import pytest
+
+from headwater.gateway.admission import Admission
+from headwater.gateway.jsonout import dumps
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.pull_options import PullOptions, pull_options
+from headwater.gateway.services import PullSettings
+
+
+def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
+    value = {"a": [1, 2.5, None, True, False, "é\"\n"], "d": Decimal("12345678901234567890.1234567890")}
+    text = dumps(value)
+    assert '"d":12345678901234567890.1234567890' in text
+    assert json.loads(text)["a"] == value["a"]
+    assert dumps(Decimal("1.50")) == "1.50"
+    assert dumps(Decimal("1E+3")) == "1000"
+    assert dumps((1, (2,))) == "[1,[2]]"
+    assert dumps(float("nan")) == '"NaN"' and dumps(float("-inf")) == '"-Infinity"'
+    with pytest.raises(TypeError, match="not JSON-writable: set"):
+        dumps({1, 2})
+    with pytest.raises(TypeError):
+        dumps(Decimal("NaN"))
+
+
+def test_admission_runs_n_queues_q_and_refuses_the_rest() -> None:
+    async def scenario() -> tuple[int, list[str], int]:
+        gate = Admission(running=2, waiting=1)
+        release = asyncio.Event()
+        peak = 0
+        running = 0
+        outcomes: list[str] = []
+
+        async def query() -> None:
+            nonlocal running, peak
+            try:
+                async with gate.slot():
+                    running += 1
+                    peak = max(peak, running)
+                    await release.wait()
+                    running -= 1
+                outcomes.append("ok")
+            except KsqlError as exc:
+                assert exc.error_code == 42900 and exc.retriable
+                outcomes.append("refused")
+
+        tasks = [asyncio.create_task(query()) for _ in range(5)]
+        await asyncio.sleep(0.01)
+        queued = gate.queued
+        release.set()
+        await asyncio.gather(*tasks)
+        return peak, sorted(outcomes), queued
+
+    peak, outcomes, queued = asyncio.run(scenario())
+    assert peak == 2
+    assert queued == 1
+    assert outcomes == ["ok", "ok", "ok", "refused", "refused"]
+
+
+def test_admission_rejects_nonsense_bounds() -> None:
+    with pytest.raises(ValueError):
+        Admission(0, 1)
+
+
+def test_pull_options_strictest_bound_wins() -> None:
+    server = PullSettings(table_scan_enabled=True, max_allowed_offset_lag=1000)
+    assert pull_options(server, {}) == PullOptions(1000, True)
+    assert pull_options(server, {"acceptable.offset.lag": 5}).max_offset_lag == 5
+    assert pull_options(server, {"ksql.query.pull.max.allowed.offset.lag": "7"}).max_offset_lag == 7
+    assert pull_options(server, {"acceptable.offset.lag": 5000}).max_offset_lag == 1000
+    assert pull_options(server, {"acceptable.offset.lag": 50}, {"ACCEPTABLE.OFFSET.LAG": 3}) \
+        .max_offset_lag == 3
+    assert pull_options(server, {"ksql.query.pull.table.scan.enabled": "false"}).table_scan_enabled \
+        is False
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [{"acceptable.offset.lag": -1}, {"acceptable.offset.lag": "x"}, {"acceptable.offset.lag": True},
+     {"ksql.query.pull.table.scan.enabled": "maybe"}],
+)
+def test_pull_options_bad_values_are_400(properties: dict[str, object]) -> None:
+    with pytest.raises(KsqlError) as caught:
+        pull_options(PullSettings(), properties)
+    assert caught.value.error_code == 40000

@@ -1,0 +1,86 @@
+"""headwater.config: the server's settings from a properties file, --set and options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from headwater.config import SETTINGS, ConfigError, ServerConfig, as_mapping, defaults, load, parse_properties
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    config = load()
+    assert config == ServerConfig()
+    assert (config.host, config.port) == ("127.0.0.1", 8088)
+    assert config.pull_table_scan_enabled is True
+    shown = defaults()
+    assert shown["listeners"] == "http://127.0.0.1:8088"
+    assert shown["bootstrap.servers"] == ""
+    assert set(shown) == {s.key for s in SETTINGS}
+
+
+def test_properties_file_then_set_then_options(tmp_path: Path) -> None:
+    file = tmp_path / "node.properties"
+    file.write_text(
+        "# a comment\n! another\n"
+        "ksql.service.id = from_file\n"
+        "listeners=http://0.0.0.0:9000\n"
+        "ksql.query.pull.table.scan.enabled: false\n"
+        "state.dir=/var/lib/\\\n    headwater\n",
+        encoding="utf-8",
+    )
+    config = load(file, ["ksql.service.id=from_set", "ksql.query.pull.max.allowed.offset.lag=100"],
+                  bootstrap_servers="kafka:9092", service_id=None)
+    assert config.service_id == "from_set"
+    assert config.listener == ("0.0.0.0", 9000)
+    assert config.pull_table_scan_enabled is False
+    assert config.state_dir == "/var/lib/headwater"
+    assert config.pull_max_allowed_offset_lag == 100
+    assert config.bootstrap_servers == "kafka:9092"
+    assert as_mapping(config)["ksql.service.id"] == "from_set"
+    assert load(file, ["ksql.service.id=x"], service_id="opt").service_id == "opt"
+
+
+def test_unknown_key_is_an_error_naming_the_closest() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting 'ksql.query.pull.table.scan.enable' "
+                                          r"\(did you mean 'ksql.query.pull.table.scan.enabled'\?\)"):
+        load(overrides=["ksql.query.pull.table.scan.enable=true"])
+    with pytest.raises(ConfigError, match="unknown setting 'zzz'"):
+        load(overrides=["zzz=1"])
+
+
+def test_unknown_key_in_a_file_names_the_file(tmp_path: Path) -> None:
+    file = tmp_path / "bad.properties"
+    file.write_text("ksql.servce.id=x\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"bad.properties: unknown setting 'ksql.servce.id' "
+                                          r"\(did you mean 'ksql.service.id'\?\)"):
+        load(file)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("ksql.query.pull.table.scan.enabled=yes", "expected true or false"),
+        ("ksql.query.pull.max.allowed.offset.lag=-1", r"expected an integer in \[0, "),
+        ("ksql.query.pull.max.concurrent.requests=many", "invalid literal"),
+        ("listeners=http://localhost", "expected http://HOST:PORT"),
+        ("ksql.service.id=has space", "letters, digits"),
+        ("novalue", "expected key=value"),
+        ("=x", "expected key=value"),
+    ],
+)
+def test_bad_values_are_errors_naming_the_key(item: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(overrides=[item])
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load(tmp_path / "nope.properties")
+
+
+def test_parse_properties_separators_and_blank_values() -> None:
+    assert parse_properties("a=1\nb: 2\nc 3\nd=\n  e = x=y \n") == {
+        "a": "1", "b": "2", "c": "3", "d": "", "e": "x=y",
+    }
