@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import click
 
-from headwater.shell.main import open_shell, parse_defines, run_command, shell_command, shell_options
+from headwater.shell.main import (
+    open_shell, parse_defines, run_command, run_text, settings_for, shell_command, shell_options,
+)
 
 
 @click.group(invoke_without_command=True)
@@ -38,7 +41,12 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
             raise click.ClickException(str(exc)) from None
         servers = (node.url,)
     try:
-        code = open_shell(list(servers), output, defines=parse_defines(defines))
+        if sys.stdin.isatty():
+            code = open_shell(list(servers), output, defines=parse_defines(defines))
+        else:  # `headwater < script.sql`: run it as `headwater run -` would
+            code = run_text(sys.stdin.read(), "<stdin>",
+                            settings_for(servers, output, defines=parse_defines(defines),
+                                         history_file=None))  # fmt: skip
     finally:
         if node is not None and node.process is not None:
             click.echo("stopping the local node ...", err=True)
