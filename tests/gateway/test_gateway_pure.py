@@ -90,3 +90,18 @@ def test_pull_options_bad_values_are_400(properties: dict[str, object]) -> None:
     with pytest.raises(KsqlError) as caught:
         pull_options(PullSettings(), properties)
     assert caught.value.error_code == 40000
+
+
+def test_bound_not_met_is_a_retriable_503_naming_each_partition() -> None:
+    from headwater.engine.tables import PartitionLag
+    from headwater.gateway.pull import _check_bound
+
+    lags = {0: PartitionLag(5, 5, "READY"), 1: PartitionLag(2, 90, "RESTORING")}
+    _check_bound("T", lags, [0], 10)  # partition 0 alone is fine
+    with pytest.raises(KsqlError) as caught:
+        _check_bound("T", lags, [0, 1, 2], 10)
+    error = caught.value
+    assert error.error_code == 50302 and error.retriable
+    assert "partition 1: RESTORING, position 2 of 90, lag 88" in error.message
+    assert "partition 2: not materialized here" in error.message
+    assert "partition 0" not in error.message

@@ -1,0 +1,96 @@
+"""engine.tables: reading stored rows back (keys in SQL order, prefixes, envelopes), and freshness rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from headwater.engine.tables import PartitionLag, StoredTable, UnsupportedKey, key_type_of, materialized
+from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
+from headwater.sqlparse_ext import parse_type
+from headwater.store.api import WriteBatch
+from headwater.store.keys import KeyType, encode_key
+from headwater.store.local import LocalStores
+from headwater.store.memory import MemoryEngine
+from headwater.store.records import PartitionState, pack_value
+
+
+def _table(name: str = "T", key: tuple[tuple[str, str], ...] = (("K", "INTEGER"),)) -> Source:
+    columns = tuple(Column(n, t, key=True) for n, t in key) + (Column("V", "STRING"),)
+    return Source(SourceKind.TABLE, name, columns, name.lower(), 2, "JSON", "JSON")
+
+
+def _stored(tmp_path: Path, source: Source, rows: dict[int, list[tuple[tuple[object, ...], str]]]
+            ) -> StoredTable:  # fmt: skip
+    stores = LocalStores(tmp_path, MemoryEngine())
+    table = StoredTable(source, Catalog(), stores)
+    for partition, items in rows.items():
+        store = stores.open(source.name, partition)
+        changes = [
+            (encode_key(key, table.key_types), pack_value(1000 + i, i, f'{{"V": "{v}"}}'.encode()))
+            for i, (key, v) in enumerate(items)
+        ]
+        store.apply(WriteBatch.of(changes, len(items)))
+    return table
+
+
+def test_get_range_scan_read_rows_in_key_order(tmp_path: Path) -> None:
+    table = _stored(tmp_path, _table(), {0: [((5,), "five"), ((-3,), "minus"), ((12,), "twelve")],
+                                         1: [((7,), "seven")]})  # fmt: skip
+    row = table.get(0, (5,))
+    assert row is not None and (row.key, row.value, row.rowtime, row.offset, row.partition) == \
+        ((5,), {"V": "five"}, 1000, 0, 0)
+    assert table.get(0, (6,)) is None and table.get(0, (None,)) is None
+    assert [r.key for r in table.scan(0)] == [(-3,), (5,), (12,)]
+    assert [r.key for r in table.range(0, (-3,), (5,), False, True)] == [(5,)]
+    assert [r.key for r in table.range(0, None, (5,), True, False)] == [(-3,)]
+
+
+def test_prefix_bounds_on_a_two_column_key(tmp_path: Path) -> None:
+    source = _table(key=(("A", "STRING"), ("B", "INTEGER")))
+    table = _stored(tmp_path, source, {0: [(("x", 1), "x1"), (("x", 2), "x2"), (("y", 1), "y1"),
+                                           (("w", 9), "w9")]})  # fmt: skip
+    assert [r.key for r in table.range(0, ("x",), ("x",), True, True)] == [("x", 1), ("x", 2)]
+    assert [r.key for r in table.range(0, ("x",), None, False, True)] == [("y", 1)]
+    assert [r.key for r in table.range(0, None, ("x",), True, False)] == [("w", 9)]
+
+
+def test_partition_of_is_kafkas(tmp_path: Path) -> None:
+    from headwater.engine.partitioner import partition_for
+
+    table = _stored(tmp_path, _table(), {})
+    assert table.partition_of((5,)) == partition_for(b"5", 2)  # JSON key format: the bare number
+
+
+def test_key_types_and_unsupported_keys() -> None:
+    assert key_type_of(parse_type("DECIMAL(4, 2)")) is KeyType.DECIMAL
+    assert key_type_of(parse_type("TIMESTAMP")) is KeyType.TIMESTAMP
+    with pytest.raises(UnsupportedKey, match="ARRAY<INTEGER>"):
+        key_type_of(parse_type("ARRAY<INT>"))
+
+
+def test_materialized_tables_are_the_unwindowed_tables() -> None:
+    stream = Source(SourceKind.STREAM, "S", (Column("V", "STRING"),), "s", 1)
+    windowed = Source(SourceKind.TABLE, "W", (Column("K", "STRING", key=True),), "w", 1,
+                      windowed="TUMBLING")  # fmt: skip
+    catalog = Catalog().with_source(stream, 0).with_source(windowed, 1).with_source(_table(), 2)
+    assert list(materialized(catalog)) == ["T"]
+
+
+@pytest.mark.parametrize(
+    ("lag", "bound", "bounded", "servable"),
+    [
+        (PartitionLag(10, 10, PartitionState.READY.value), 0, True, True),
+        (PartitionLag(8, 10, PartitionState.READY.value), 1, True, False),
+        (PartitionLag(8, 10, PartitionState.READY.value), 2**63 - 1, False, True),
+        # Still restoring: only under a stated bound it meets.
+        (PartitionLag(8, 10, PartitionState.RESTORING.value), 2**63 - 1, False, False),
+        (PartitionLag(8, 10, PartitionState.RESTORING.value), 5, True, True),
+        (PartitionLag(0, None, PartitionState.RESTORING.value), 2**63 - 1, True, False),
+        (PartitionLag(10, 10, PartitionState.FAILED.value), 100, True, False),
+    ],
+)
+def test_servable(lag: PartitionLag, bound: int, bounded: bool, servable: bool) -> None:
+    assert lag.servable(bound, bounded) is servable
+    assert "position" in lag.describe()
