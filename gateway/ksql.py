@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from headwater.engine.errors import EngineError
-from headwater.engine.expressions import evaluate_insert_values
+from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import RowSerde
 from headwater.gateway.errors import Entity, KsqlError, bad_request

@@ -11,12 +11,11 @@ from headwater.engine.expressions import (
     NULL,
     Scope,
     UnresolvedColumn,
-    coerce_value,
     compile_expression,
-    evaluate_insert_values,
     resolve_type,
     select_names,
 )
+from headwater.engine.insert_values import coerce_value, evaluate_insert_values
 from headwater.metastore.catalog import Column, CustomType, Source, SourceKind
 from headwater.sqlparse_ext import InsertValues, parse_one, parse_type
 

@@ -1,0 +1,655 @@
+"""The expression compiler: one method per kind of node, closures per row, constants folded. Pure.
+
+`engine.expressions.compile_expression` is the entry point; this module holds the node-by-node rules
+(typing, NULL handling, numeric widening, comparisons, functions through `_functions.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+from typing import TYPE_CHECKING, Any
+
+from headwater.engine import _functions as fn
+from headwater.engine._functions import NULL, EvalFailure, format_expression
+from headwater.engine.errors import ExpressionError
+from headwater.sqlparse_ext import expressions as hx
+from headwater.sqlparse_ext.sqltypes import (
+    ArrayType,
+    DecimalType,
+    MapType,
+    SqlType,
+    StructField,
+    StructType,
+    from_datatype,
+    identifier_name,
+)
+from sqlglot import exp
+
+from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
+
+if TYPE_CHECKING:
+    from headwater.engine.expressions import Compiled
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    type: SqlType
+    fn: Evaluator
+    const: bool
+    refs: frozenset[str]
+
+
+def _constant(t: SqlType, value: Any) -> _Node:
+    return _Node(t, lambda row: value, True, frozenset())
+
+
+def _make(t: SqlType, evaluator: Evaluator, children: Sequence[_Node], fallible: bool = False
+          ) -> _Node:  # fmt: skip
+    """A node; folded into a constant when its children are, NULL-on-failure when fallible."""
+    refs = frozenset().union(*(c.refs for c in children))
+    if all(c.const for c in children):
+        try:
+            return _Node(t, _const_fn(evaluator({})), True, refs)
+        except EvalFailure as error:
+            raise ExpressionError(str(error)) from error
+    if fallible:
+        inner = evaluator
+
+        def evaluator(row: Row) -> Any:
+            try:
+                return inner(row)
+            except (EvalFailure, ArithmeticError, ValueError, OverflowError):
+                return None
+
+    return _Node(t, evaluator, False, refs)
+
+
+def _const_fn(value: Any) -> Evaluator:
+    return lambda row: value
+
+
+_COMPARE: dict[type[exp.Expr], tuple[str, str, Callable[[Any, Any], bool]]] = {
+    exp.EQ: ("=", "EQUAL", lambda a, b: a == b),
+    exp.NEQ: ("<>", "NOT_EQUAL", lambda a, b: a != b),
+    exp.GT: (">", "GREATER_THAN", lambda a, b: a > b),
+    exp.GTE: (">=", "GREATER_THAN_OR_EQUAL", lambda a, b: a >= b),
+    exp.LT: ("<", "LESS_THAN", lambda a, b: a < b),
+    exp.LTE: ("<=", "LESS_THAN_OR_EQUAL", lambda a, b: a <= b),
+    exp.NullSafeEQ: ("IS NOT DISTINCT FROM", "IS_NOT_DISTINCT_FROM", lambda a, b: a == b),
+    exp.NullSafeNEQ: ("IS DISTINCT FROM", "IS_DISTINCT_FROM", lambda a, b: a != b),
+}
+_ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_EQUALITY = ("EQUAL", "NOT_EQUAL", "IS_NOT_DISTINCT_FROM", "IS_DISTINCT_FROM")
+
+
+def comparable(left: SqlType, right: SqlType, op: str) -> bool:
+    """Whether ksqlDB compares values of these types with the operator (``EQUAL``, ...)."""
+    if fn.is_numeric(left) and fn.is_numeric(right):
+        return True
+    if left != right:
+        return False
+    if left in (fn.STRING, fn.BYTES) or left in fn.TEMPORAL:
+        return True
+    return op in _EQUALITY
+
+
+def compare_error(left: _Node | Compiled, right: _Node | Compiled, op: str, texts: tuple[str, str]
+                  ) -> ExpressionError:  # fmt: skip
+    """ksqlDB's message for a comparison of incompatible types."""
+    return ExpressionError(
+        f"Cannot compare {texts[0]} ({left.type}) to {texts[1]} ({right.type}) with {op}."
+    )
+
+
+class _Compiler:
+    """Compiles nodes for one scope (a method per kind of node)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def compile(self, node: exp.Expr) -> _Node:
+        kind = type(node)
+        if kind in _COMPARE:
+            return self._comparison(node)
+        if kind in _ARITHMETIC:
+            return self._arithmetic(node, _ARITHMETIC[kind])
+        method = getattr(self, "_" + kind.__name__.lower(), None)
+        if method is None:
+            raise ExpressionError(f"Unsupported expression: {format_expression(node)}")
+        result: _Node = method(node)
+        return result
+
+    # -- leaves ----------------------------------------------------------------------------
+
+    def _paren(self, node: exp.Paren) -> _Node:
+        return self.compile(node.this)
+
+    def _column(self, node: exp.Column) -> _Node:
+        if isinstance(node.this, exp.Star):
+            raise ExpressionError(f"'{format_expression(node)}' is only allowed in a SELECT list")
+        name, t = self.scope.resolve(node)
+        return _Node(t, lambda row: row.get(name), False, frozenset({name}))
+
+    def _null(self, node: exp.Null) -> _Node:
+        return _constant(NULL, None)
+
+    def _boolean(self, node: exp.Boolean) -> _Node:
+        return _constant(fn.BOOLEAN, bool(node.this))
+
+    def _literal(self, node: exp.Literal, negative: bool = False) -> _Node:
+        text = str(node.this)
+        if node.is_string:
+            return _constant(fn.STRING, text)
+        sign = "-" if negative else ""
+        if text.isdigit():
+            value = int(sign + text)
+            return _constant(fn.INTEGER if -(2**31) <= value < 2**31 else fn.BIGINT, value)
+        if "e" in text.lower():
+            return _constant(fn.DOUBLE, float(sign + text))
+        number = Decimal(sign + text)
+        _, digits, exponent = number.as_tuple()
+        scale = max(-int(exponent), 0)
+        return _constant(DecimalType(max(len(digits), scale, 1), scale), number)
+
+    def _neg(self, node: exp.Neg) -> _Node:
+        inner_node = node.this
+        if isinstance(inner_node, exp.Literal) and not inner_node.is_string:
+            return self._literal(inner_node, negative=True)
+        inner = self.compile(inner_node)
+        t = inner.type
+        if not fn.is_numeric(t):
+            raise ExpressionError(f"Error processing expression: {format_expression(node)}. "
+                                  f"Unsupported arithmetic type {t}")  # fmt: skip
+        f = inner.fn
+        if t in fn.INTEGRAL:
+            return _make(t, lambda r: None if (v := f(r)) is None else fn.wrap_int(-v, t), [inner])
+        return _make(t, lambda r: None if (v := f(r)) is None else -v, [inner])
+
+    # -- operators -------------------------------------------------------------------------
+
+    def _arithmetic(self, node: exp.Expr, op: str) -> _Node:
+        left, right = self.compile(node.this), self.compile(node.expression)
+        lt, rt = left.type, right.type
+        text = format_expression(node)
+        if NULL in (lt, rt):
+            raise ExpressionError(
+                f"Error processing expression: {text}. "
+                f"Arithmetic on types {lt} and {rt} are not supported."
+            )
+        lf, rf = left.fn, right.fn
+        if op == "+" and lt == rt == fn.STRING:
+            return _make(fn.STRING, _strict2(lf, rf, lambda a, b: a + b), [left, right])
+        if not (fn.is_numeric(lt) and fn.is_numeric(rt)):
+            raise ExpressionError(
+                f"Error processing expression: {text}. "
+                f"Unsupported arithmetic types. {_base(lt)} {_base(rt)}"
+            )
+        t = fn.wider(lt, rt)
+        operate: Callable[[Any, Any], Any]
+        if t in fn.INTEGRAL:
+            operate = _integer_op(op, t)
+        elif t == fn.DOUBLE:
+            operate = _double_op(op)
+        else:
+            t = fn.decimal_result(op, fn.as_decimal_type(lt), fn.as_decimal_type(rt))
+            operate = _decimal_op(op, t)
+        return _make(t, _strict2(lf, rf, operate), [left, right], fallible=True)
+
+    def _dpipe(self, node: exp.DPipe) -> _Node:
+        raise ExpressionError(f"Unsupported expression: {format_expression(node)} "
+                              "(use CONCAT or + to join strings)")  # fmt: skip
+
+    def _comparison(self, node: exp.Expr, prefix: str = "") -> _Node:
+        symbol, op, python_op = _COMPARE[type(node)]
+        left, right = self.compile(node.this), self.compile(node.expression)
+        null_safe = op.startswith("IS_")
+        if not null_safe and NULL in (left.type, right.type):
+            names = ["NULL" if n.type == NULL else str(n.type) for n in (left, right)]
+            raise ExpressionError(
+                f"Comparison with NULL not supported: {names[0]} {symbol} "
+                f"{names[1]}\nUse 'IS NULL' or 'IS NOT NULL' instead."
+            )
+        if NULL not in (left.type, right.type) and not comparable(left.type, right.type, op):
+            texts = (format_expression(node.this), format_expression(node.expression))
+            error = compare_error(left, right, op, texts)
+            raise ExpressionError(prefix + error.message)
+        lf, rf = left.fn, right.fn
+        if null_safe:
+            same = op == "IS_NOT_DISTINCT_FROM"
+
+            def distinct(row: Row) -> bool:
+                a, b = lf(row), rf(row)
+                if a is None or b is None:
+                    return (a is None and b is None) == same
+                return python_op(a, b)
+
+            return _make(fn.BOOLEAN, distinct, [left, right])
+        return _make(fn.BOOLEAN, _strict2(lf, rf, python_op), [left, right])
+
+    def _logical(self, node: exp.Expr, word: str) -> _Node:
+        left, right = self.compile(node.this), self.compile(node.expression)
+        for side, child in ((left, node.this), (right, node.expression)):
+            if side.type not in (fn.BOOLEAN, NULL):
+                raise ExpressionError(
+                    f"Operator {word} requires BOOLEAN operands, but "
+                    f"{format_expression(child)} is {side.type}."
+                )
+        lf, rf = left.fn, right.fn
+        if word == "AND":
+
+            def evaluate(row: Row) -> Any:
+                a = lf(row)
+                if a is False:
+                    return False
+                b = rf(row)
+                return False if b is False else None if a is None or b is None else True
+        else:
+
+            def evaluate(row: Row) -> Any:
+                a = lf(row)
+                if a is True:
+                    return True
+                b = rf(row)
+                return True if b is True else None if a is None or b is None else False
+
+        return _make(fn.BOOLEAN, evaluate, [left, right])
+
+    def _and(self, node: exp.And) -> _Node:
+        return self._logical(node, "AND")
+
+    def _or(self, node: exp.Or) -> _Node:
+        return self._logical(node, "OR")
+
+    def _not(self, node: exp.Not) -> _Node:
+        inner = self.compile(node.this)
+        if inner.type not in (fn.BOOLEAN, NULL):
+            raise ExpressionError(
+                f"Operator NOT requires a BOOLEAN operand, but "
+                f"{format_expression(node.this)} is {inner.type}."
+            )
+        f = inner.fn
+        return _make(fn.BOOLEAN, lambda r: None if (v := f(r)) is None else not v, [inner])
+
+    def _is(self, node: exp.Is) -> _Node:
+        if not isinstance(node.expression, exp.Null):
+            raise ExpressionError(f"Unsupported expression: {format_expression(node)}")
+        inner = self.compile(node.this)
+        f = inner.fn
+        return _make(fn.BOOLEAN, lambda r: f(r) is None, [inner])
+
+    def _between(self, node: exp.Between) -> _Node:
+        value = node.this
+        low = self._comparison(exp.GTE(this=value, expression=node.args["low"]),
+                               "Invalid expression: ")  # fmt: skip
+        high = self._comparison(exp.LTE(this=value, expression=node.args["high"]),
+                                "Invalid expression: ")  # fmt: skip
+        lf, hf = low.fn, high.fn
+
+        def evaluate(row: Row) -> Any:
+            a = lf(row)
+            if a is False:
+                return False
+            b = hf(row)
+            return False if b is False else None if a is None or b is None else True
+
+        return _make(fn.BOOLEAN, evaluate, [low, high])
+
+    def _in(self, node: exp.In) -> _Node:
+        value = self.compile(node.this)
+        items = [self.in_item(value, item) for item in node.expressions]
+        vf = value.fn
+        if all(i.const for i in items):
+            values = [i.fn({}) for i in items]
+            has_null = any(v is None for v in values)
+            try:
+                members: Any = frozenset(v for v in values if v is not None)
+            except TypeError:  # lists and dicts (ARRAY, MAP, STRUCT) do not hash
+                members = [v for v in values if v is not None]
+
+            def evaluate(row: Row) -> Any:
+                v = vf(row)
+                if v is None:
+                    return None
+                return True if v in members else None if has_null else False
+        else:
+            fns = [i.fn for i in items]
+
+            def evaluate(row: Row) -> Any:
+                v = vf(row)
+                if v is None:
+                    return None
+                seen = [f(row) for f in fns]
+                return True if v in seen else None if None in seen else False
+
+        return _make(fn.BOOLEAN, evaluate, [value, *items])
+
+    def in_item(self, value: _Node, item: exp.Expr) -> _Node:
+        """An IN-list element, type-checked against the tested value (string literals parse)."""
+        compiled = self.compile(item)
+        t, it = value.type, compiled.type
+        if it == NULL or t == NULL or comparable(t, it, "EQUAL"):
+            return compiled
+        if (
+            it == fn.STRING
+            and compiled.const
+            and t in (fn.BOOLEAN, *fn.TEMPORAL)
+            or (it == fn.STRING and compiled.const and fn.is_numeric(t))
+        ):
+            try:
+                return _constant(t, fn.parse_string(compiled.fn({}), t))
+            except EvalFailure as error:
+                raise ExpressionError(f"Invalid Predicate: {error}") from error
+        raise ExpressionError(f"Invalid Predicate: operator does not exist: {t} = {it} "
+                              f"({format_expression(item)})")  # fmt: skip
+
+    def _like(self, node: exp.Like, escape: str | None = None) -> _Node:
+        value, pattern = self.compile(node.this), self.compile(node.expression)
+        if value.type not in (fn.STRING, NULL):
+            raise ExpressionError("The column type for Like condition must be VARCHAR. "
+                                  f"The column type is {value.type}")  # fmt: skip
+        if pattern.type not in (fn.STRING, NULL):
+            raise ExpressionError("Like condition must be between strings")
+        negate = bool(node.args.get("negate"))
+        vf, pf = value.fn, pattern.fn
+        if pattern.const:
+            text = pf({})
+            regex = None if text is None else like_regex(text, escape)
+
+            def evaluate(row: Row) -> Any:
+                v = vf(row)
+                if v is None or regex is None:
+                    return None
+                return (regex.fullmatch(v) is not None) != negate
+        else:
+
+            def evaluate(row: Row) -> Any:
+                v, p = vf(row), pf(row)
+                if v is None or p is None:
+                    return None
+                return (like_regex(p, escape).fullmatch(v) is not None) != negate
+
+        return _make(fn.BOOLEAN, evaluate, [value, pattern])
+
+    def _escape(self, node: exp.Escape) -> _Node:
+        escape = self.compile(node.expression)
+        text = escape.fn({}) if escape.const else None
+        if not isinstance(node.this, exp.Like) or not isinstance(text, str) or len(text) != 1:
+            raise ExpressionError("LIKE ESCAPE takes one character")
+        return self._like(node.this, text)
+
+    # -- CASE, CAST, access, constructors, functions ---------------------------------------
+
+    def _case(self, node: exp.Case) -> _Node:
+        branches = node.args.get("ifs") or []
+        operand = self.compile(node.this) if node.this is not None else None
+        conditions: list[_Node] = []
+        for branch in branches:
+            if operand is not None:
+                cond = self._comparison(exp.EQ(this=node.this, expression=branch.this))
+            else:
+                cond = self.compile(branch.this)
+                if cond.type not in (fn.BOOLEAN, NULL):
+                    raise ExpressionError(
+                        "WHEN operand type should be boolean. Type for "
+                        f"'{format_expression(branch.this)}' is {cond.type}"
+                    )
+            conditions.append(cond)
+        results = [self.compile(b.args["true"]) for b in branches]
+        default = node.args.get("default")
+        if default is not None:
+            results.append(self.compile(default))
+        t = fn.common_type([r.type for r in results])
+        if t is None:
+            raise ExpressionError(
+                "Invalid Case expression. Type for all 'THEN' clauses should be "
+                f"the same: {', '.join(str(r.type) for r in results)}."
+            )
+        if t == NULL:
+            raise ExpressionError("Invalid Case expression. All case branches have NULL type")
+        pairs = [(c.fn, _converted(r, t)) for c, r in zip(conditions, results, strict=False)]
+        otherwise = _converted(results[-1], t) if default is not None else _const_fn(None)
+
+        def evaluate(row: Row) -> Any:
+            for cond, then in pairs:
+                if cond(row) is True:
+                    return then(row)
+            return otherwise(row)
+
+        return _make(t, evaluate, [*conditions, *results])
+
+    def _cast(self, node: exp.Cast) -> _Node:
+        inner = self.compile(node.this)
+        target = resolve_type(from_datatype(node.args["to"]), self.scope.custom_types)
+        source = inner.type
+        if not fn.castable(source, target):
+            raise ExpressionError(f"Cast of {source} to {target} is not supported")
+        f = inner.fn
+        return _make(target, lambda r: fn.cast_value(f(r), source, target), [inner],
+                     fallible=True)  # fmt: skip
+
+    def _structderef(self, node: hx.StructDeref) -> _Node:
+        base = self.compile(node.this)
+        if isinstance(node.expression, exp.Star):
+            raise ExpressionError(f"'{format_expression(node)}' is only allowed in a SELECT list")
+        name = identifier_name(node.expression)
+        if not isinstance(base.type, StructType):
+            raise ExpressionError(f"Can't dereference {format_expression(node.this)}: it is "
+                                  f"{base.type}, not a STRUCT.")  # fmt: skip
+        found = next((f for f in base.type.fields if f.name == name), None)
+        if found is None:
+            raise ExpressionError(f"Could not find field '{name}' in "
+                                  f"'{format_expression(node.this)}'.")  # fmt: skip
+        f = base.fn
+        return _make(found.type, lambda r: None if (s := f(r)) is None else s.get(name), [base])
+
+    def _bracket(self, node: exp.Bracket) -> _Node:
+        base, index = self.compile(node.this), self.compile(node.expressions[0])
+        bt, it = base.type, index.type
+        bf, xf = base.fn, index.fn
+        if isinstance(bt, ArrayType):
+            if it not in (*fn.INTEGRAL, NULL):
+                raise ExpressionError(f"Array index must be INTEGER, not {it}: "
+                                      f"{format_expression(node)}")  # fmt: skip
+
+            def element(row: Row) -> Any:
+                items, i = bf(row), xf(row)
+                if items is None or i is None or i == 0:
+                    return None
+                position = i - 1 if i > 0 else len(items) + i
+                return items[position] if 0 <= position < len(items) else None
+
+            return _make(bt.element, element, [base, index])
+        if isinstance(bt, MapType):
+            if it != NULL and not comparable(bt.key, it, "EQUAL"):
+                raise ExpressionError(f"Map key must be {bt.key}, not {it}: "
+                                      f"{format_expression(node)}")  # fmt: skip
+            return _make(bt.value, _strict2(bf, xf, lambda m, k: m.get(k)), [base, index])
+        raise ExpressionError(f"Can't subscript {format_expression(node.this)}: it is {bt}.")
+
+    def _arrayconstructor(self, node: hx.ArrayConstructor) -> _Node:
+        if not node.expressions:
+            raise ExpressionError(
+                "Array constructor cannot be empty. Please supply at least one "
+                "element (see https://github.com/confluentinc/ksql/issues/4239)."
+            )
+        items = [self.compile(e) for e in node.expressions]
+        t = fn.common_type([i.type for i in items])
+        if t is None:
+            raise ExpressionError(
+                "invalid input syntax: array elements must all have the same "
+                f"type, got {', '.join(str(i.type) for i in items)} in "
+                f"{format_expression(node)}"
+            )
+        if t == NULL:
+            raise ExpressionError(
+                "Cannot construct an array with all NULL elements (see https://github.com/"
+                "confluentinc/ksql/issues/4239). As a workaround, you may cast a NULL value to the "
+                "desired type."
+            )
+        fns = [_converted(i, t) for i in items]
+        return _make(ArrayType(t), lambda r: [f(r) for f in fns], items)
+
+    def _mapconstructor(self, node: hx.MapConstructor) -> _Node:
+        if not node.expressions:
+            raise ExpressionError(
+                "Map constructor cannot be empty. Please supply at least one key value pair "
+                "(see https://github.com/confluentinc/ksql/issues/4239)."
+            )
+        keys = [self.compile(e.this) for e in node.expressions]
+        values = [self.compile(e.expression) for e in node.expressions]
+        kt, vt = fn.common_type([k.type for k in keys]), fn.common_type([v.type for v in values])
+        for t, what in ((kt, "keys"), (vt, "values")):
+            if t is None:
+                raise ExpressionError(f"invalid input syntax: map {what} must all have the same "
+                                      f"type in {format_expression(node)}")  # fmt: skip
+            if t == NULL:
+                raise ExpressionError(f"Cannot construct a map with all NULL {what}")
+        assert kt is not None and vt is not None
+        pairs = [(_converted(k, kt), _converted(v, vt)) for k, v in zip(keys, values, strict=True)]
+        return _make(MapType(kt, vt), lambda r: {k(r): v(r) for k, v in pairs}, [*keys, *values])
+
+    def _structconstructor(self, node: hx.StructConstructor) -> _Node:
+        names = [identifier_name(e.this) for e in node.expressions]
+        if len(set(names)) != len(names):
+            raise ExpressionError("Duplicate field names found in STRUCT")
+        values = [self.compile(e.expression) for e in node.expressions]
+        t = StructType(tuple(StructField(n, v.type) for n, v in zip(names, values, strict=True)))
+        pairs = [(n, v.fn) for n, v in zip(names, values, strict=True)]
+        return _make(t, lambda r: {n: f(r) for n, f in pairs}, values)
+
+    def _anonymous(self, node: exp.Anonymous) -> _Node:
+        name = str(node.this).upper()
+        resolver = fn.FUNCTIONS.get(name)
+        if resolver is None:
+            raise ExpressionError(f"Can't find any functions with the name '{name}'")
+        args = [self.compile(a) for a in node.expressions]
+        resolved = resolver([a.type for a in args])
+        if resolved is None:
+            shown = ", ".join(str(a.type) for a in args)
+            raise ExpressionError(f"Function '{name}' does not accept parameters ({shown}).")
+        t, impl = resolved
+        fns = (
+            [_converted(a, t) for a in args]
+            if name in ("COALESCE", "IFNULL")
+            else [a.fn for a in args]
+        )
+        if name in fn.NULL_TOLERANT:
+            return _make(t, lambda r: impl(*(f(r) for f in fns)), args, fallible=True)
+
+        def call(row: Row) -> Any:
+            values = [f(row) for f in fns]
+            return None if None in values else impl(*values)
+
+        return _make(t, call, args, fallible=True)
+
+
+def _base(t: SqlType) -> str:
+    """ksqlDB's base type name: DECIMAL, ARRAY, MAP, STRUCT or the primitive's name."""
+    return str(t).split("<")[0].split("(")[0]
+
+
+def _strict2(lf: Evaluator, rf: Evaluator, op: Callable[[Any, Any], Any]) -> Evaluator:
+    """``op`` of two operands, NULL when either is NULL."""
+
+    def evaluate(row: Row) -> Any:
+        a = lf(row)
+        if a is None:
+            return None
+        b = rf(row)
+        return None if b is None else op(a, b)
+
+    return evaluate
+
+
+def _converted(node: _Node, t: SqlType) -> Evaluator:
+    """The node's evaluator, with its numeric values converted to the wider type ``t``."""
+    convert = convert_numeric(node.type, t) if fn.is_numeric(t) else None
+    f = node.fn
+    if convert is None:
+        return f
+    return lambda r: None if (v := f(r)) is None else convert(v)
+
+
+def convert_numeric(source: SqlType, target: SqlType) -> Callable[[Any], Any] | None:
+    """The function turning values of numeric type ``source`` into ``target`` (None: as is)."""
+    if source == target or source == NULL:
+        return None
+    if target == fn.DOUBLE:
+        return float
+    if isinstance(target, DecimalType) and source in fn.INTEGRAL:
+        return Decimal
+    return None
+
+
+def _integer_op(op: str, t: SqlType) -> Callable[[int, int], int]:
+    if op == "+":
+        return lambda a, b: fn.wrap_int(a + b, t)
+    if op == "-":
+        return lambda a, b: fn.wrap_int(a - b, t)
+    if op == "*":
+        return lambda a, b: fn.wrap_int(a * b, t)
+
+    def divide(a: int, b: int) -> int:
+        if b == 0:
+            raise EvalFailure("/ by zero")
+        quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        return fn.wrap_int(quotient, t) if op == "/" else a - b * quotient
+
+    return divide
+
+
+def _double_op(op: str) -> Callable[[Any, Any], float]:
+    import math
+    import operator
+
+    if op in "+-*":
+        base = {"+": operator.add, "-": operator.sub, "*": operator.mul}[op]
+        return lambda a, b: float(base(float(a), float(b)))
+
+    def divide(a: Any, b: Any) -> float:
+        a, b = float(a), float(b)
+        if b == 0:
+            if op == "%" or a == 0 or math.isnan(a):
+                return math.nan
+            return math.copysign(math.inf, a) * math.copysign(1, b)
+        return a / b if op == "/" else math.fmod(a, b)
+
+    return divide
+
+
+def _decimal_op(op: str, t: DecimalType) -> Callable[[Any, Any], Decimal]:
+    def operate(a: Any, b: Any) -> Decimal:
+        with localcontext() as ctx:
+            ctx.prec = 100
+            x, y = Decimal(a), Decimal(b)
+            if op in "/%" and y == 0:
+                raise EvalFailure("/ by zero")
+            result = (
+                {"+": x + y, "-": x - y, "*": x * y}[op]
+                if op in "+-*"
+                else (x / y if op == "/" else x % y)
+            )
+        return fn.fit_decimal(result, t)
+
+    return operate
+
+
+def like_regex(pattern: str, escape: str | None = None) -> re.Pattern[str]:
+    """A SQL LIKE pattern (``%`` any run, ``_`` one character) as a regex for ``fullmatch``."""
+    out: list[str] = []
+    chars = iter(pattern)
+    for ch in chars:
+        if escape is not None and ch == escape:
+            out.append(re.escape(next(chars, "")))
+        elif ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
