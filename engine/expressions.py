@@ -4,11 +4,12 @@ Owns ksqlDB's expression semantics for pull queries and INSERT VALUES: literal t
 INTEGER, ``10000000000`` BIGINT, ``1.5`` DECIMAL(2, 1), ``1.5e0`` DOUBLE), column resolution
 (unquoted names upper-cased; ``T.COL`` through the source's name or alias), SQL three-valued logic,
 numeric widening (INTEGER < BIGINT < DECIMAL < DOUBLE), comparisons, BETWEEN, IN, LIKE, CASE, CAST,
-struct/array/map access, constructors and the functions of `_functions.py`; output column names
-(a column's own name, a struct field's name, else ``KSQL_COL_n``). The node-by-node rules live in
-`_compiler.py`, the scope in `_scope.py`, INSERT VALUES in `insert_values.py`. Expressions without column references are folded into
-constants when compiled, so errors in them (``CAST('x' AS INT)``) surface before any row is read;
-on rows, a value an operation cannot handle gives NULL, as in ksqlDB.
+struct/array/map access, constructors and the functions of `_functions.py`; output column names (a
+column's own name, a struct field's name, else ``KSQL_COL_n``). The node-by-node rules live in
+`_compiler.py`, the scope in `_scope.py`, INSERT VALUES in `insert_values.py`. Expressions without
+column references are folded into constants when compiled, so errors in them (``CAST('x' AS INT)``)
+surface before any row is read; on rows, a value an operation cannot handle gives NULL, as in
+ksqlDB.
 """
 
 from __future__ import annotations
