@@ -24,6 +24,7 @@ from headwater.engine.values import resolve_type
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import DecimalType, PrimitiveType, SqlType
+from headwater.store.errors import StoreError
 from headwater.store.keys import KeyType, encode_key, prefix_end
 from headwater.store.local import LocalStores
 from headwater.store.records import PartitionState, PartitionStatus, unpack_value
@@ -167,7 +168,8 @@ class StoredTable:
             yield self._row(partition, self._decode_key(key_bytes), stored)
 
     def _decode_key(self, data: bytes) -> tuple[Any, ...]:
-        from headwater.store.keys import decode_key
+        from headwater.store.errors import StoreError
+from headwater.store.keys import decode_key
 
         return decode_key(data, self.key_types)
 
@@ -251,8 +253,12 @@ class MaterializedTables:
         return table
 
     def lags(self, table: str) -> dict[int, PartitionLag]:
-        """Each partition's freshness here."""
-        return {p: PartitionLag.of(s) for p, s in self.restorer.status(table).items()}
+        """Each partition's freshness here (empty when the table is not held here)."""
+        try:
+            statuses = self.restorer.status(table)
+        except StoreError:  # dropped meanwhile, or never materialized
+            return {}
+        return {p: PartitionLag.of(s) for p, s in statuses.items()}
 
     def all_lags(self) -> Mapping[str, Mapping[int, PartitionLag]]:
         """KIP-535's all_local_store_partition_lags, as :class:`PartitionLag` values."""

@@ -28,6 +28,7 @@ from headwater.gateway.services import Services
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext.errors import ParseError
+from headwater.store.errors import StoreError
 
 async def openapi_endpoint(_request: Request) -> Response:
     """``GET /openapi.json``: the API described for tools."""
@@ -108,6 +109,11 @@ async def _engine_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.error_code, exc.message, retriable=exc.retriable)
 
 
+async def _store_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StoreError)
+    return error_response(exc.error_code, str(exc), kind="generic_error", retriable=exc.retriable)
+
+
 async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return error_response(exc.status_code * 100, exc.detail, kind="generic_error")
@@ -125,6 +131,7 @@ EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
     MetastoreError: _metastore_error,
     KafkaEdgeError: _kafka_error,
     EngineError: _engine_error,
+    StoreError: _store_error,
     HTTPException: _http_error,
     Exception: _server_error,
 }
