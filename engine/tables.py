@@ -25,7 +25,7 @@ from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import DecimalType, PrimitiveType, SqlType
 from headwater.store.errors import StoreError
-from headwater.store.keys import KeyType, encode_key, prefix_end
+from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
 from headwater.store.local import LocalStores
 from headwater.store.records import PartitionState, PartitionStatus, unpack_value
 from headwater.store.restorer import TableRestorer
@@ -168,9 +168,6 @@ class StoredTable:
             yield self._row(partition, self._decode_key(key_bytes), stored)
 
     def _decode_key(self, data: bytes) -> tuple[Any, ...]:
-        from headwater.store.errors import StoreError
-from headwater.store.keys import decode_key
-
         return decode_key(data, self.key_types)
 
 
