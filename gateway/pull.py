@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import EngineError
+from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.pull import PullPlan, execute_pull, execute_stream_pull, plan_pull
 from headwater.engine.streams import scan_stream
 from headwater.engine.tables import PartitionLag
 from headwater.engine.values import to_json_output
 from headwater.gateway.errors import KsqlError
-from headwater.gateway.pull_options import pull_options
+from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import Services
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext import statements as ast
@@ -73,11 +74,33 @@ def _source(services: Services, statement: ast.Select) -> Source:
     return source
 
 
-def run_pull(services: Services, statement: ast.Select, properties: Mapping[str, Any]) -> PullAnswer:
-    """Answer a pull query from this server's stores (tables) or the topic (streams).
+@dataclass(frozen=True, slots=True)
+class PreparedPull:
+    """A pull query checked and planned, not yet run."""
+
+    statement: ast.Select
+    source: Source
+    plan: PullPlan
+    options: PullOptions
+
+    @property
+    def point_lookup(self) -> bool:
+        """Whether it reads a few keys of a table (cheap enough to run without a thread hop)."""
+        access = self.plan.access
+        return (self.source.kind is SourceKind.TABLE and isinstance(access, KeyLookup)
+                and len(access.keys) <= _POINT_LOOKUP_KEYS)  # fmt: skip
+
+
+_POINT_LOOKUP_KEYS = 16
+
+
+def prepare_pull(
+    services: Services, statement: ast.Select, properties: Mapping[str, Any]
+) -> PreparedPull:
+    """Check and plan a pull query against the catalog (no I/O).
 
     Raises:
-        KsqlError: bad query (40001), a bound not met (50302, retriable).
+        KsqlError: a query ksqlDB would refuse (40001), a bad property (40000).
     """
     query = statement.query
     if query.emit is not None:
@@ -95,19 +118,39 @@ def run_pull(services: Services, statement: ast.Select, properties: Mapping[str,
     try:
         plan = plan_pull(statement, source, catalog.types,
                          table_scan_enabled=options.table_scan_enabled)  # fmt: skip
+    except EngineError as exc:
+        raise KsqlError(exc.message, exc.error_code, statement_text=statement.text,
+                        retriable=exc.retriable) from exc  # fmt: skip
+    return PreparedPull(statement, source, plan, options)
+
+
+def execute_prepared(services: Services, prepared: PreparedPull) -> PullAnswer:
+    """Run a prepared pull query from this server's stores (tables) or the topic (streams).
+
+    Raises:
+        KsqlError: a bound not met (50302, retriable), or the source changed meanwhile.
+    """
+    source, plan = prepared.source, prepared.plan
+    try:
         if source.kind is SourceKind.STREAM:
+            catalog = services.runner.catalog
             records, ends = scan_stream(services.settings, source, catalog.types)
             result = execute_stream_pull(plan, records)
             served = tuple(ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items()))
         else:
-            result, served = _pull_table(services, plan, source, options.max_offset_lag)
+            result, served = _pull_table(services, plan, source, prepared.options.max_offset_lag)
     except EngineError as exc:
-        raise KsqlError(exc.message, exc.error_code, statement_text=statement.text,
+        raise KsqlError(exc.message, exc.error_code, statement_text=prepared.statement.text,
                         retriable=exc.retriable) from exc  # fmt: skip
     columns = tuple(OutputColumn(c.name, c.type.sql(), c.key) for c in plan.schema)
     types = [c.type for c in plan.schema]
     rows = [[to_json_output(v, t) for v, t in zip(row, types, strict=True)] for row in result.rows]
     return PullAnswer(f"query_{uuid.uuid4().hex[:16]}", columns, rows, served)
+
+
+def run_pull(services: Services, statement: ast.Select, properties: Mapping[str, Any]) -> PullAnswer:
+    """Check, plan and run a pull query (see :func:`prepare_pull`, :func:`execute_prepared`)."""
+    return execute_prepared(services, prepare_pull(services, statement, properties))
 
 
 def _pull_table(

@@ -26,6 +26,11 @@ from headwater.metastore.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
 
+# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (notes/kafka-and-spark-here.md): at
+# librdkafka's default (500 ms) a new command reaches the runner ~190 ms late at p50
+# (bench/ddl_latency.py), and every DDL statement waits for its own command to be decided.
+_FETCH_WAIT_MS = 20
+
 #: Called after each decided command, on the runner's thread, with the new catalog.
 Listener = Callable[[CommandRecord, Outcome, Catalog], None]
 
@@ -153,7 +158,8 @@ class CommandRunner:
     # -- the loop --------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        reader = consumer(self._settings, "command-runner", read_committed=True, partition_eof=True)
+        reader = consumer(self._settings, "command-runner", read_committed=True, partition_eof=True,
+                          fetch_wait_max_ms=_FETCH_WAIT_MS)
         try:
             reader.assign([TopicPartition(self._topic, 0, self._fold.position.next_offset)])
             with self._changed:
