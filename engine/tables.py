@@ -194,10 +194,12 @@ class MaterializedTables:
         self._lock = threading.Lock()
         self._held: dict[str, Source] = {}
         self._readers: dict[tuple[str, int], StoredTable] = {}
+        self._started = False
 
     def start(self, catalog: Catalog) -> None:
         """Start restoring every table of ``catalog``; stores of tables no longer in it are dropped."""
         self.restorer.start()
+        self._started = True
         self.sync(catalog)
         for store_id in self.stores.on_disk():
             if store_id.table not in self._held:
@@ -209,7 +211,13 @@ class MaterializedTables:
         self.restorer.stop()
 
     def listener(self, _record: object, _outcome: object, catalog: Catalog) -> None:
-        """The command runner's listener: follow every catalog change. Never raises."""
+        """The command runner's listener: follow every catalog change. Never raises.
+
+        Before :meth:`start` (while the server replays the command log at start-up) it does
+        nothing: ``start`` syncs once with the caught-up catalog instead of once per command.
+        """
+        if not self._started:
+            return
         try:
             self.sync(catalog)
         except Exception:  # the runner must not die for a table we cannot hold

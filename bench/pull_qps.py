@@ -1,0 +1,477 @@
+"""Benchmark: pull queries by key over HTTP on loopback, one server, against a bare Starlette endpoint.
+
+Starts an in-memory embedded broker (Tansu) in this process, a ``headwater server`` on it (``-b``,
+its own --state-dir: LMDB table stores, as a durable node has; ``--store memory`` for the in-memory
+store), creates ``T (ID STRING PRIMARY KEY, V BIGINT)`` over a 4-partition topic, produces --rows
+rows straight to the topic, and waits until the last row of every partition answers. Then --clients
+concurrent keep-alive connections send ``SELECT * FROM T WHERE ID = '<random key>';`` to /query for
+--duration seconds after a --warmup, and it prints QPS and the latency percentiles seen by the client.
+In the same run it serves a bare Starlette JSON endpoint (uvicorn, the same settings as the server:
+h11, log level warning; one process) that parses the same request and answers a JSON array of the
+same shape, drives it with the same client, and prints the ratio. Issue target: >= 40% of the bare
+endpoint's throughput, p99 <= 10 ms.
+
+The load generator (``--client raw``: one asyncio loop writing HTTP/1.1 requests on 8 sockets, the
+cheapest client Python has; ``--client httpx``: 8 threads, each with its own ``httpx.Client``) runs
+on the same machine and competes with the server for its CPUs: on a 2-CPU machine both numbers are
+lower than on a machine where client and server have a core each. ``--py-spy PATH`` then samples the
+server for --profile-seconds under the same load and prints where its time goes.
+
+This module does I/O (child processes, sockets, temporary folders); it is never collected by pytest.
+
+Run from the repository root: ``python -m bench.pull_qps [--rows N] [--clients C] [--duration S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+
+from headwater.kafka.clients import KafkaSettings  # noqa: E402
+
+from bench._node import (  # noqa: E402
+    Server, free_port, ksql, percentile, produce_rows, versions, wait_visible,
+)  # fmt: skip
+
+TABLE = "T"
+TOPIC = "bench_pull"
+PARTITIONS = 4
+
+
+# -- the bare endpoint (run in a child process: ``python -m bench.pull_qps --serve-bare PORT``) -----
+
+
+BARE_MODES = ("plain", "threadpool", "parse", "parse+threadpool")
+
+
+def serve_bare(port: int, mode: str = "plain") -> None:
+    """A bare Starlette JSON endpoint on uvicorn, configured as ``headwater.server.serve`` does.
+
+    ``mode`` adds one piece of headwater's pull path at a time (for ``--breakdown``): the hop to
+    the worker threads (``run_in_threadpool``, as ``gateway.query`` does), the SQL parse on the
+    event loop (``headwater.sqlparse_ext.parse``), or both.
+    """
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from headwater.sqlparse_ext import parse
+
+    def answer(key: str) -> bytes:
+        return json.dumps([
+            {"header": {"queryId": "query_0123456789abcdef", "schema": "`ID` STRING KEY, `V` BIGINT"}},
+            {"row": {"columns": [key, 1]}},
+            {"servedBy": [{"partition": 0, "host": f"127.0.0.1:{port}", "position": 25000, "lag": 0}]},
+        ]).encode()  # fmt: skip
+
+    async def query(request: Request) -> Response:
+        text = json.loads(await request.body())["ksql"]
+        if "parse" in mode:
+            parse(text, {})
+        key = text.split("'")[1]
+        body = await run_in_threadpool(answer, key) if "threadpool" in mode else answer(key)
+        return Response(body, media_type="application/json")
+
+    app = Starlette(routes=[Route("/query", query, methods=["POST"])])
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            timeout_graceful_shutdown=5)  # fmt: skip
+    uvicorn.Server(config).run()
+
+
+class Bare:
+    """A bare endpoint child process on a free port."""
+
+    def __init__(self, mode: str) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bench.pull_qps", "--serve-bare", str(self.port),
+             "--bare-mode", mode],
+            cwd=Path(__file__).resolve().parents[1], stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.post(f"http://127.0.0.1:{self.port}/query", content=_body("k0"), timeout=1.0)
+                return
+            except httpx.HTTPError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("the bare endpoint did not start") from None
+                time.sleep(0.05)
+
+    def __enter__(self) -> Bare:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# -- load generators -----------------------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    """What one timed run saw."""
+
+    seconds: float = 0.0
+    server_cpu: float = float("nan")  # CPU seconds the server process used during the run
+    loop_cpu: float = float("nan")  # ... of which its main thread (uvicorn's event loop)
+    client_cpu: float = float("nan")  # CPU seconds this (client) process used during the run
+    latencies: list[float] = field(default_factory=list)
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    @property
+    def qps(self) -> float:
+        return len(self.latencies) / self.seconds if self.seconds else 0.0
+
+    def line(self, label: str) -> str:
+        values = sorted(self.latencies)
+        errors = sum(self.errors.values())
+        shown = f", errors {errors} {dict(self.errors.most_common(3))}" if errors else ", 0 errors"
+        count = max(1, len(values))
+        return (
+            f"{label}: {self.qps:,.0f} queries/s over {self.seconds:.1f} s; latency p50 "
+            f"{percentile(values, 50) * 1000:.2f} ms, p90 {percentile(values, 90) * 1000:.2f} ms, "
+            f"p99 {percentile(values, 99) * 1000:.2f} ms, max {values[-1] * 1000:.1f} ms "
+            f"(n={len(values):,}){shown}\n    CPU: server {self.server_cpu / self.seconds:.2f} cores, "
+            f"{self.server_cpu / count * 1e6:.0f} us/query (event loop thread "
+            f"{self.loop_cpu / count * 1e6:.0f}, other threads "
+            f"{(self.server_cpu - self.loop_cpu) / count * 1e6:.0f}); client {self.client_cpu / self.seconds:.2f}"
+            f" cores, {self.client_cpu / count * 1e6:.0f} us/query"
+        )
+
+
+def _body(key: str) -> bytes:
+    return json.dumps({"ksql": f"SELECT * FROM {TABLE} WHERE ID = '{key}';"}).encode()
+
+
+def _key(rows: int, rng: random.Random) -> str:
+    return f"k{rng.randrange(rows)}"
+
+
+async def _raw_worker(port: int, rows: int, seed: int, stop_at: float, load: Load) -> None:
+    rng = random.Random(seed)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    clock = time.perf_counter
+    try:
+        while clock() < stop_at:
+            body = _body(_key(rows, rng))
+            request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+            start = clock()
+            writer.write(request)
+            header = await reader.readuntil(b"\r\n\r\n")
+            status = header[9:12]
+            length = 0
+            for line in header.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            answer = await reader.readexactly(length)
+            elapsed = clock() - start
+            if status != b"200":
+                load.errors[f"HTTP {status.decode()}"] += 1
+            elif b'"row"' not in answer:
+                load.errors["no row"] += 1
+            else:
+                load.latencies.append(elapsed)
+    finally:
+        writer.close()
+
+
+def run_raw(port: int, clients: int, rows: int, seconds: float, seed: int) -> Load:
+    """``clients`` keep-alive connections on one asyncio loop, one request in flight on each."""
+    load = Load()
+
+    async def main() -> None:
+        stop_at = time.perf_counter() + seconds
+        start = time.perf_counter()
+        await asyncio.gather(*(_raw_worker(port, rows, seed + i, stop_at, load)
+                               for i in range(clients)))  # fmt: skip
+        load.seconds = time.perf_counter() - start
+
+    asyncio.run(main())
+    return load
+
+
+def run_httpx(port: int, clients: int, rows: int, seconds: float, seed: int) -> Load:
+    """``clients`` threads, each with its own keep-alive ``httpx.Client``."""
+    load = Load()
+    lock = threading.Lock()
+    url = f"http://127.0.0.1:{port}/query"
+    stop_at = time.perf_counter() + seconds
+
+    def worker(index: int) -> None:
+        rng = random.Random(seed + index)
+        latencies: list[float] = []
+        errors: collections.Counter[str] = collections.Counter()
+        clock = time.perf_counter
+        headers = {"Content-Type": "application/json"}
+        with httpx.Client(timeout=10.0) as client:
+            while clock() < stop_at:
+                body = _body(_key(rows, rng))
+                start = clock()
+                response = client.post(url, content=body, headers=headers)
+                elapsed = clock() - start
+                if response.status_code != 200:
+                    errors[f"HTTP {response.status_code}"] += 1
+                elif b'"row"' not in response.content:
+                    errors["no row"] += 1
+                else:
+                    latencies.append(elapsed)
+        with lock:
+            load.latencies.extend(latencies)
+            load.errors.update(errors)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    load.seconds = time.perf_counter() - start
+    return load
+
+
+CLIENTS = {"raw": run_raw, "httpx": run_httpx}
+
+
+def cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User + system CPU seconds of a process (all its threads), or of one thread (Linux /proc)."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(port: int, pid: int, args: argparse.Namespace) -> Load:
+    """A warm-up run (discarded), then the timed run, with the CPU both sides used."""
+    run = CLIENTS[args.client]
+    run(port, args.clients, args.rows, args.warmup, args.seed)
+    server, loop, client = cpu_seconds(pid), cpu_seconds(pid, pid), cpu_seconds(os.getpid())
+    load = run(port, args.clients, args.rows, args.duration, args.seed + 1000)
+    load.server_cpu = cpu_seconds(pid) - server
+    load.loop_cpu = cpu_seconds(pid, pid) - loop
+    load.client_cpu = cpu_seconds(os.getpid()) - client
+    return load
+
+
+# -- profiling -------------------------------------------------------------------------------------
+
+
+def profile(py_spy: str, pid: int, port: int, args: argparse.Namespace, out: Path) -> None:
+    """Sample the server with py-spy under load; print inclusive and self time per function."""
+    raw = out
+    command = [py_spy, "record", "--pid", str(pid), "--duration", str(args.profile_seconds),
+               "--format", "raw", "--output", str(raw), "--rate", "250", "--gil"]  # fmt: skip
+    sampler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)
+        CLIENTS[args.client](port, args.clients, args.rows, args.profile_seconds + 1, args.seed + 7)
+        _, err = sampler.communicate(timeout=args.profile_seconds + 60)
+    finally:
+        if sampler.poll() is None:
+            sampler.terminate()
+            sampler.wait()
+    if not raw.exists():
+        print(f"py-spy wrote no profile: {err.decode(errors='replace')[-500:]}")
+        return
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        count = int(count_text)
+        frames = [_short(f) for f in stack.split(";")]
+        total += count
+        for frame in set(frames):
+            inclusive[frame] += count
+        own[frames[-1]] += count
+    print(f"py-spy --gil: {total:,} samples of the thread holding the server's GIL over "
+          f"{args.profile_seconds} s (collapsed stacks in {raw})")  # fmt: skip
+    print("  inclusive (% of GIL samples; the frames every request shares left out):")
+    for frame, count in inclusive.most_common(80):
+        share = count / total
+        if share < 0.85 and share >= 0.02 and any(part in frame for part in (
+            "gateway/", "engine/", "store/", "sqlparse_ext/", "metastore/", "starlette/",
+            "h11/", "anyio/", "Parser.parse ", "TokenizerCore.tokenize ",
+        )):  # fmt: skip
+            print(f"    {100 * share:5.1f}%  {frame}")
+    print("  self (% of GIL samples), top 15:")
+    for frame, count in own.most_common(15):
+        print(f"    {100 * count / total:5.1f}%  {frame}")
+
+
+def _short(frame: str) -> str:
+    """``function (path/to/file.py:line)`` -> ``function (package/file.py)``."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "/work/main/", "lib/python3"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+    return f"{name} ({path})"
+
+
+def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Namespace) -> None:
+    """The pull path without HTTP, one thread: a second node's services on the same catalog (its
+    own LMDB stores, restored from the topic), then parse / run_pull / render timed per query and
+    profiled with cProfile."""
+    import cProfile
+    import pstats
+
+    from headwater.gateway.pull import run_pull
+    from headwater.gateway.query import _array, _one_select, query_items
+    from headwater.gateway.services import open_services
+
+    rng = random.Random(args.seed + 99)
+    texts = [json.loads(_body(_key(args.rows, rng)))["ksql"] for _ in range(args.profile_queries)]
+    with open_services(settings, "bench", folder, stores_dir=folder) as services:
+        deadline = time.monotonic() + 300
+        while True:  # until this node's stores have restored the table
+            try:
+                answers = [run_pull(services, _one_select(t, {}), {}) for t in texts[-50:]]
+                if all(a.rows for a in answers):
+                    break
+            except Exception:  # noqa: BLE001  (still restoring: 50302)
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("the in-process node did not restore the table")
+            time.sleep(0.2)
+        clock = time.perf_counter
+        stages = [0.0, 0.0, 0.0]
+        for text in texts:
+            start = clock()
+            statement = _one_select(text, {})
+            parsed = clock()
+            answer = run_pull(services, statement, {})
+            pulled = clock()
+            _array(query_items(answer))
+            done = clock()
+            stages[0] += parsed - start
+            stages[1] += pulled - parsed
+            stages[2] += done - pulled
+        n = len(texts)
+        print(f"in process, one thread, no HTTP ({n:,} queries): parse {stages[0] / n * 1e6:.0f} us, "
+              f"run_pull {stages[1] / n * 1e6:.0f} us, render {stages[2] / n * 1e6:.0f} us per query "
+              f"= {sum(stages) / n * 1e6:.0f} us ({n / sum(stages):,.0f} queries/s on one core)")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for text in texts:
+            _array(query_items(run_pull(services, _one_select(text, {}), {})))
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = sum(entry[2] for entry in stats.stats.values())  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, name), (_cc, calls, _tt, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        if "/site-packages/" in path or not path.startswith(str(Path(__file__).resolve().parents[1])):
+            continue
+        rows.append((cumulative, calls, f"{name} ({'/'.join(Path(path).parts[-2:])}:{line})"))
+    print(f"  cProfile, headwater's own functions by cumulative time (profiled total "
+          f"{total / n * 1e6:.0f} us/query; profiling inflates small calls):")
+    for cumulative, calls, label in sorted(rows, reverse=True)[:args.profile_top]:
+        print(f"    {cumulative / n * 1e6:6.0f} us/query  {calls / n:4.1f} calls  {label}")
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--duration", type=float, default=10.0, help="timed seconds per endpoint")
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--client", choices=sorted(CLIENTS), default="raw")
+    parser.add_argument("--store", choices=("lmdb", "memory"), default="lmdb")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--py-spy", default=shutil.which("py-spy"),
+                        help="py-spy executable: profile the server afterwards (default: on PATH)")
+    parser.add_argument("--profile-seconds", type=int, default=5)
+    parser.add_argument("--profile-queries", type=int, default=3000,
+                        help="queries of the in-process cProfile stage (0: skip it)")
+    parser.add_argument("--profile-top", type=int, default=22)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time the bare endpoint plus the threadpool hop and/or the SQL parse")
+    parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--bare-mode", choices=BARE_MODES, default="plain", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_bare:
+        serve_bare(args.serve_bare, args.bare_mode)
+        return
+
+    from headwater.kafka.broker import EmbeddedBroker
+
+    print(versions("starlette", "uvicorn", "h11", "httpx", "lmdb"))
+    print(f"{args.clients} concurrent clients ({args.client}) on the same machine as the server: "
+          "client and server share the CPUs")  # fmt: skip
+    work = Path(tempfile.mkdtemp(prefix="bench-pull-"))
+    try:
+        with EmbeddedBroker(None, port=0) as broker, httpx.Client(timeout=30.0) as client:
+            store_args = ["--in-memory"] if args.store == "memory" else ["--state-dir", str(work / "node")]
+            server = Server(["-b", broker.bootstrap_servers, "--service-id", "bench", *store_args],
+                            work / "server.log")  # fmt: skip
+            with server:
+                server.wait_healthy()
+                ksql(client, server.url,
+                     f"CREATE TABLE {TABLE} (ID STRING PRIMARY KEY, V BIGINT) WITH (kafka_topic='{TOPIC}', "
+                     f"partitions={PARTITIONS}, value_format='JSON');")  # fmt: skip
+                count, last, seconds = produce_rows(
+                    broker.settings(), TOPIC, ((f"k{i}", {"V": i}) for i in range(args.rows))
+                )
+                start = time.perf_counter()
+                wait_visible(client, server.url, TABLE, last.values(), server=server)
+                print(f"table {TABLE}: {count:,} rows over {PARTITIONS} partitions ({args.store} store); "
+                      f"produced in {seconds:.1f} s, restored {time.perf_counter() - start:.1f} s later")
+                served = measure(server.port, server.process.pid, args)
+                print(served.line("headwater /query  "))
+                with Bare("plain") as bare:
+                    baseline = measure(bare.port, bare.process.pid, args)
+                print(baseline.line("bare Starlette   "))
+                ratio = served.qps / baseline.qps if baseline.qps else float("nan")
+                p99 = percentile(sorted(served.latencies), 99) * 1000
+                print(f"ratio: headwater at {100 * ratio:.0f}% of the bare endpoint's throughput "
+                      f"(target >= 40%); headwater p99 {p99:.2f} ms (target <= 10 ms)")
+                if args.breakdown:
+                    for mode in BARE_MODES[1:]:
+                        with Bare(mode) as bare:
+                            print(measure(bare.port, bare.process.pid, args).line(f"bare + {mode}"))
+                if args.py_spy:
+                    out = Path(tempfile.gettempdir()) / "bench_pull_qps.collapsed"
+                    profile(args.py_spy, server.process.pid, server.port, args, out)
+                else:
+                    print("py-spy not found: no profile of the server (pip install py-spy; --py-spy PATH)")
+            if args.profile_queries:
+                profile_in_process(broker.settings(), work / "in-process", args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
