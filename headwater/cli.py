@@ -88,6 +88,8 @@ def _settings_help() -> str:
     lines = ["Settings (--config FILE, --set KEY=VALUE; options above win):", ""]
     for setting in SETTINGS:
         lines.append(f"\b\n  {setting.key} = {shown[setting.key] or '(unset)'}\n      {setting.doc}")
+    lines.append("\b\n  client.tag.<name> = (unset)\n      This server's tags (e.g. client.tag.zone=z1), "
+                 "for rack-aware standbys.")
     return "\n".join(lines)
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from headwater.cluster.liveness import HeartbeatSettings
+
 
 class ConfigError(ValueError):
     """A setting that is unknown, or whose value does not fit."""
@@ -53,6 +55,14 @@ def _service_id(text: str) -> str:
     if not _SERVICE_ID.fullmatch(value):
         raise ValueError("use letters, digits, '.', '_' and '-' (it names Kafka topics)")
     return value
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _optional_listener(text: str) -> tuple[str, int] | None:
+    return _listener(text) if text.strip() else None
 
 
 def _listener(text: str) -> tuple[str, int]:
@@ -95,10 +105,35 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest request body accepted (larger ones get 413)."),
     Setting("ksql.server.command.response.timeout.ms", "command_timeout_ms", _int(1),
             "How long a statement waits for the command log (and catch-up) before 50301."),
+    Setting("ksql.advertised.listener", "advertised_listener", _optional_listener,
+            "How peers reach this server (http://HOST:PORT); unset: the listener's address."),
+    Setting("cluster.peers", "peers", _list,
+            "Comma-separated host:port of servers to contact before the members topic names them."),
+    Setting("num.standby.replicas", "standby_replicas", _int(0, 16),
+            "Standby replicas per table partition, on other servers."),
+    Setting("rack.aware.assignment.tags", "rack_tags", _list,
+            "Comma-separated tag names standbys are spread over (KIP-708)."),
+    Setting("ksql.heartbeat.send.interval.ms", "heartbeat_send_interval_ms", _int(1),
+            "How often a server sends a heartbeat to each peer."),
+    Setting("ksql.heartbeat.check.interval.ms", "heartbeat_check_interval_ms", _int(1),
+            "How often a server decides which peers are alive."),
+    Setting("ksql.heartbeat.window.ms", "heartbeat_window_ms", _int(1),
+            "How far back received heartbeats count."),
+    Setting("ksql.heartbeat.missed.threshold.ms", "heartbeat_missed_threshold", _int(2),
+            "Missed heartbeats in a row after which a peer is down (a count, ksqlDB's name)."),
+    Setting("ksql.heartbeat.received.threshold.ms", "heartbeat_received_threshold", _int(1),
+            "Heartbeats in a row after which a down peer is up again (a count, ksqlDB's name)."),
+    Setting("ksql.lag.reporting.send.interval.ms", "lag_report_interval_ms", _int(1),
+            "How often a server posts its store lags to its peers."),
+    Setting("cluster.auth.secret", "auth_secret", _optional_text,
+            "When set, heartbeats, lag reports and forwarded queries must be signed with it."),
 )
 """Every key a properties file or ``--set`` may use."""
 
 _BY_KEY = {s.key: s for s in SETTINGS}
+
+TAG_PREFIX = "client.tag."
+"""``client.tag.<name>=<value>``: this server's tags (any name), for rack-aware standbys."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +150,18 @@ class ServerConfig:
     pull_queue_size: int = 256
     max_body_bytes: int = 1 << 20
     command_timeout_ms: int = 10_000
+    advertised_listener: tuple[str, int] | None = None
+    peers: tuple[str, ...] = ()
+    standby_replicas: int = 1
+    rack_tags: tuple[str, ...] = ()
+    client_tags: tuple[tuple[str, str], ...] = ()
+    heartbeat_send_interval_ms: int = 100
+    heartbeat_check_interval_ms: int = 200
+    heartbeat_window_ms: int = 2000
+    heartbeat_missed_threshold: int = 3
+    heartbeat_received_threshold: int = 2
+    lag_report_interval_ms: int = 200
+    auth_secret: str | None = None
 
     @property
     def host(self) -> str:
@@ -125,6 +172,12 @@ class ServerConfig:
     def port(self) -> int:
         """The HTTP port."""
         return self.listener[1]
+
+    @property
+    def advertised(self) -> str:
+        """``host:port`` where peers reach this server."""
+        host, port = self.advertised_listener or self.listener
+        return f"{host}:{port}"
 
 
 _FIELDS = {f.name for f in fields(ServerConfig)}
@@ -137,8 +190,10 @@ def defaults() -> dict[str, str]:
     shown: dict[str, str] = {}
     for setting in SETTINGS:
         value = getattr(config, setting.field)
-        if isinstance(value, tuple):
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int):
             value = f"http://{value[0]}:{value[1]}"
+        elif isinstance(value, tuple):
+            value = ",".join(value)
         elif isinstance(value, bool):
             value = str(value).lower()
         shown[setting.key] = "" if value is None else str(value)
@@ -206,7 +261,11 @@ def load(
             raise ConfigError(f"--set {item!r}: expected key=value")
         items.append((key.strip(), value, "--set"))
     values: dict[str, Any] = {}
+    tags: dict[str, str] = {}
     for key, value, origin in items:
+        if key.startswith(TAG_PREFIX) and len(key) > len(TAG_PREFIX):
+            tags[key[len(TAG_PREFIX):]] = value.strip()
+            continue
         setting = _BY_KEY.get(key)
         if setting is None:
             raise ConfigError(f"{origin}: unknown setting {key!r}{_did_you_mean(key)}")
@@ -214,11 +273,33 @@ def load(
             values[setting.field] = setting.convert(value)
         except ValueError as exc:
             raise ConfigError(f"{origin}: {key}={value!r}: {exc}") from None
+    if tags:
+        values["client_tags"] = tuple(sorted(tags.items()))
     values.update({k: v for k, v in explicit.items() if v is not None})
     unknown = set(values) - _FIELDS
     if unknown:
         raise ConfigError(f"not settings: {', '.join(sorted(unknown))}")
-    return ServerConfig(**values)
+    config = ServerConfig(**values)
+    try:
+        heartbeat_settings(config)
+    except ValueError as exc:
+        raise ConfigError(f"heartbeat settings: {exc}") from None
+    return config
+
+
+def heartbeat_settings(config: ServerConfig) -> HeartbeatSettings:
+    """The KLIP-12 heartbeat settings of ``config``.
+
+    Raises:
+        ValueError: the five settings do not fit together (see ``HeartbeatSettings``).
+    """
+    return HeartbeatSettings(
+        send_interval_ms=config.heartbeat_send_interval_ms,
+        check_interval_ms=config.heartbeat_check_interval_ms,
+        window_ms=config.heartbeat_window_ms,
+        missed_threshold=config.heartbeat_missed_threshold,
+        received_threshold=config.heartbeat_received_threshold,
+    )
 
 
 def _did_you_mean(key: str) -> str:

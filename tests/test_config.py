@@ -84,3 +84,23 @@ def test_parse_properties_separators_and_blank_values() -> None:
     assert parse_properties("a=1\nb: 2\nc 3\nd=\n  e = x=y \n") == {
         "a": "1", "b": "2", "c": "3", "d": "", "e": "x=y",
     }
+
+
+def test_cluster_settings_and_client_tags() -> None:
+    config = load(overrides=[
+        "client.tag.zone=z2", "client.tag.cluster=c1", "num.standby.replicas=2",
+        "rack.aware.assignment.tags=zone, cluster", "cluster.peers=a:1,b:2",
+        "ksql.advertised.listener=http://10.0.0.7:8088", "cluster.auth.secret=s",
+        "ksql.heartbeat.send.interval.ms=50",
+    ])
+    assert config.client_tags == (("cluster", "c1"), ("zone", "z2"))
+    assert config.standby_replicas == 2 and config.rack_tags == ("zone", "cluster")
+    assert config.peers == ("a:1", "b:2") and config.advertised == "10.0.0.7:8088"
+    assert config.auth_secret == "s" and config.heartbeat_send_interval_ms == 50
+    assert load().advertised == "127.0.0.1:8088"
+    assert defaults()["num.standby.replicas"] == "1"
+
+
+def test_heartbeat_settings_must_fit_together() -> None:
+    with pytest.raises(ConfigError, match="heartbeat settings"):
+        load(overrides=["ksql.heartbeat.window.ms=100"])
