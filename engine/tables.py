@@ -26,6 +26,7 @@ from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import DecimalType, PrimitiveType, SqlType
 from headwater.store.errors import StoreError
 from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
+from headwater.store.lag import LagInfo
 from headwater.store.local import LocalStores
 from headwater.store.records import PartitionState, PartitionStatus, unpack_value
 from headwater.store.restorer import TableRestorer
@@ -192,17 +193,23 @@ class MaterializedTables:
         self.stores = stores
         self.restorer = TableRestorer(settings, stores)
         self._lock = threading.Lock()
-        self._held: dict[str, Source] = {}
+        self._held: dict[str, tuple[Source, frozenset[int]]] = {}
         self._readers: dict[tuple[str, int], StoredTable] = {}
         self._started = False
+        self._catalog: Catalog | None = None
+        self._assigned: Mapping[str, frozenset[int]] | None = None
 
     def start(self, catalog: Catalog) -> None:
-        """Start restoring every table of ``catalog``; stores of tables no longer in it are dropped."""
+        """Start restoring the tables of ``catalog``; stores of tables no longer in it are dropped.
+
+        Stores of partitions this server is not (yet) assigned stay until an assignment says so.
+        """
         self.restorer.start()
         self._started = True
         self.sync(catalog)
+        wanted = materialized(catalog)
         for store_id in self.stores.on_disk():
-            if store_id.table not in self._held:
+            if store_id.table not in wanted:
                 log.info("dropping the store of %s/%d: the table is gone", *store_id)
                 self.stores.drop(store_id.table, store_id.partition)
 
@@ -223,27 +230,63 @@ class MaterializedTables:
         except Exception:  # the runner must not die for a table we cannot hold
             log.exception("could not follow the catalog's tables")
 
+    def assign(self, assigned: Mapping[str, frozenset[int]] | None) -> None:
+        """Hold exactly these partitions of each table (None: every partition of every table).
+
+        The cluster calls this when its assignment changes; partitions no longer held are
+        dropped from disk. Never raises (a table that cannot be held is logged).
+        """
+        with self._lock:
+            self._assigned = None if assigned is None else dict(assigned)
+            catalog = self._catalog
+        if catalog is not None and self._started:
+            try:
+                self.sync(catalog)
+            except Exception:
+                log.exception("could not apply the assignment")
+
+    def held(self) -> dict[str, frozenset[int]]:
+        """The partitions of each table held here."""
+        with self._lock:
+            return {name: parts for name, (_source, parts) in self._held.items()}
+
     def sync(self, catalog: Catalog) -> None:
-        """Add the tables ``catalog`` has and this server does not hold; remove the dropped ones."""
+        """Hold the partitions of the catalog's tables this server is assigned; drop the rest."""
         wanted = materialized(catalog)
         with self._lock:
-            for name in [n for n in self._held if n not in wanted or
-                         wanted[n].created_offset != self._held[n].created_offset]:  # fmt: skip
-                self.restorer.remove_table(name, drop_stores=True)
+            self._catalog = catalog
+            assigned = self._assigned
+            for name, (source, parts) in list(self._held.items()):
+                new_parts = self._partitions(wanted.get(name), assigned)
+                same_table = name in wanted and wanted[name].created_offset == source.created_offset
+                if same_table and new_parts == parts:
+                    continue
+                gone = parts if not same_table else parts - new_parts
+                self.restorer.remove_table(name, drop_stores=False)
+                for partition in gone:
+                    self.stores.drop(name, partition)
                 del self._held[name]
                 self._readers = {k: v for k, v in self._readers.items() if k[0] != name}
             for name, source in wanted.items():
-                if name in self._held:
+                parts = self._partitions(source, assigned)
+                if name in self._held or not parts:
                     continue
                 try:
                     table = StoredTable(source, catalog, self.stores)
                 except EngineError as exc:
                     log.warning("table %s is not materialized: %s", name, exc.message)
                     continue
-                self.restorer.add_table(name, source.topic, range(source.partitions),
-                                        _key_of(table))  # fmt: skip
-                self._held[name] = source
+                self.restorer.add_table(name, source.topic, sorted(parts), _key_of(table))
+                self._held[name] = (source, parts)
                 self._readers[(name, source.created_offset)] = table
+
+    @staticmethod
+    def _partitions(source: Source | None, assigned: Mapping[str, frozenset[int]] | None
+                    ) -> frozenset[int]:  # fmt: skip
+        if source is None:
+            return frozenset()
+        every = frozenset(range(source.partitions))
+        return every if assigned is None else assigned.get(source.name, frozenset()) & every
 
     def reader(self, source: Source, catalog: Catalog) -> StoredTable:
         """The rows of ``source`` held here.
@@ -270,6 +313,10 @@ class MaterializedTables:
         with self._lock:
             names = list(self._held)
         return {name: self.lags(name) for name in names}
+
+    def local_lags(self) -> dict[str, dict[int, LagInfo]]:
+        """KIP-535's ``all_local_store_partition_lags()``: {table: {partition: LagInfo}}."""
+        return self.restorer.lags()
 
 
 class NotMaterialized(EngineError):

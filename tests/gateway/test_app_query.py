@@ -222,3 +222,25 @@ def test_openapi_describes_every_route(client: TestClient) -> None:
     assert document["openapi"].startswith("3.")
     routes = {r.path.replace(":path", "") for r in ROUTES}  # type: ignore[attr-defined]
     assert routes == set(PATHS) == set(document["paths"])
+
+
+def test_a_server_holds_only_its_assigned_partitions(client: TestClient, services: Services) -> None:
+    name = f"A_{uuid.uuid4().hex[:6].upper()}"
+    assert ksql(client, f"CREATE TABLE {name} (K STRING PRIMARY KEY, V INT) WITH "
+                        f"(kafka_topic='{name.lower()}', partitions=2, format='JSON');").status_code == 200
+    keys = [f"k{i}" for i in range(8)]
+    for key in keys:
+        assert ksql(client, f"INSERT INTO {name} (K, V) VALUES ('{key}', 1);").status_code == 200
+    until_rows(client, f"SELECT K FROM {name};", 8)
+    tables = services.tables
+    assert tables is not None
+    try:
+        tables.assign({name: frozenset({0})})
+        assert tables.held()[name] == frozenset({0})
+        assert not tables.stores.path_of(name, 1).exists(), "a partition no longer held is dropped"
+        answer = query(client, f"SELECT K FROM {name};")
+        assert answer.status_code == 503 and answer.json()["error_code"] == 50302
+        assert "partition 1" in answer.json()["message"]
+    finally:
+        tables.assign(None)
+    assert len(until_rows(client, f"SELECT K FROM {name};", 8)) == 8  # restored from the topic
