@@ -20,6 +20,7 @@ from headwater.engine.pull import PullPlan, execute_pull, execute_stream_pull, p
 from headwater.engine.streams import scan_stream
 from headwater.engine.tables import PartitionLag
 from headwater.engine.values import to_json_output
+from headwater.gateway import routed
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import Services
@@ -124,45 +125,118 @@ def prepare_pull(
     return PreparedPull(statement, source, plan, options)
 
 
-def execute_prepared(services: Services, prepared: PreparedPull) -> PullAnswer:
-    """Run a prepared pull query from this server's stores (tables) or the topic (streams).
+class NeedsForwarding(Exception):
+    """A query that ``local_only`` execution cannot answer here (some partition is served elsewhere)."""
+
+
+def execute_prepared(
+    services: Services,
+    prepared: PreparedPull,
+    properties: Mapping[str, Any] | None = None,
+    *,
+    local_only: bool = False,
+) -> PullAnswer:
+    """Run a prepared pull query: streams by scanning their topic, tables from the replicas the
+    cluster routes each partition to (here or forwarded), or from this server alone.
+
+    Args:
+        services: the server's services.
+        prepared: from :func:`prepare_pull`.
+        properties: the request's properties (bounds, read-your-writes token, forwarded partitions).
+        local_only: raise :class:`NeedsForwarding` instead of forwarding (the event loop calls
+            this for cheap lookups and must never block on another server).
 
     Raises:
         KsqlError: a bound not met (50302, retriable), or the source changed meanwhile.
     """
+    properties = properties or {}
     source, plan = prepared.source, prepared.plan
+    columns = tuple(OutputColumn(c.name, c.type.sql(), c.key) for c in plan.schema)
+    query_id = f"query_{uuid.uuid4().hex[:16]}"
     try:
         if source.kind is SourceKind.STREAM:
+            if local_only:
+                raise NeedsForwarding
             catalog = services.runner.catalog
             records, ends = scan_stream(services.settings, source, catalog.types)
             result = execute_stream_pull(plan, records)
             served = tuple(ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items()))
-        else:
-            result, served = _pull_table(services, plan, source, prepared.options.max_offset_lag)
+            return PullAnswer(query_id, columns, _render(plan, result.rows), served)
+        forwarded = routed.forwarded_partitions(properties)
+        if services.control is None or services.cluster is None or forwarded is not None:
+            tokens = routed.read_after(properties, source.topic)
+            result, served = _pull_table(services, prepared, forwarded, tokens)
+            return PullAnswer(query_id, columns, _render(plan, result.rows), served)
+        return _routed(services, prepared, properties, query_id, columns, local_only)
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.statement.text,
                         retriable=exc.retriable) from exc  # fmt: skip
-    columns = tuple(OutputColumn(c.name, c.type.sql(), c.key) for c in plan.schema)
+
+
+def _render(plan: PullPlan, rows: list[list[Any]]) -> list[list[Any]]:
     types = [c.type for c in plan.schema]
-    rows = [[to_json_output(v, t) for v, t in zip(row, types, strict=True)] for row in result.rows]
-    return PullAnswer(f"query_{uuid.uuid4().hex[:16]}", columns, rows, served)
+    return [[to_json_output(v, t) for v, t in zip(row, types, strict=True)] for row in rows]
+
+
+def _routed(
+    services: Services,
+    prepared: PreparedPull,
+    properties: Mapping[str, Any],
+    query_id: str,
+    columns: tuple[OutputColumn, ...],
+    local_only: bool,
+) -> PullAnswer:
+    catalog = services.runner.catalog
+    partitions = routed.needed_partitions(prepared, catalog.types)
+    plans = routed.plan_hosts(services, prepared, partitions, properties)
+    if local_only and any(hosts[0] != services.advertised for hosts in plans.values()):
+        raise NeedsForwarding
+    tokens = routed.read_after(properties, prepared.source.topic)
+
+    def run_local(parts: tuple[int, ...]) -> routed.PartialAnswer:
+        result, served = _pull_table(services, prepared, parts, tokens)
+        return routed.PartialAnswer(services.advertised, parts, _render(prepared.plan, result.rows),
+                                    [s.as_json() for s in served])  # fmt: skip
+
+    answers = routed.gather(services, plans, run_local, prepared.statement.text, properties)
+    rows = [row for answer in answers for row in answer.rows]
+    if prepared.plan.limit is not None:
+        rows = rows[: prepared.plan.limit]
+    served = tuple(
+        ServedBy(int(s["partition"]), str(s.get("host", answer.host)), int(s.get("position") or 0),
+                 int(s.get("lag") or 0))
+        for answer in answers for s in answer.served_by
+    )  # fmt: skip
+    return PullAnswer(query_id, columns, rows, tuple(sorted(served, key=lambda s: s.partition)))
 
 
 def run_pull(services: Services, statement: ast.Select, properties: Mapping[str, Any]) -> PullAnswer:
     """Check, plan and run a pull query (see :func:`prepare_pull`, :func:`execute_prepared`)."""
-    return execute_prepared(services, prepare_pull(services, statement, properties))
+    return execute_prepared(services, prepare_pull(services, statement, properties), properties)
 
 
 def _pull_table(
-    services: Services, plan: PullPlan, source: Source, max_lag: int
+    services: Services,
+    prepared: PreparedPull,
+    partitions: tuple[int, ...] | None,
+    read_after: Mapping[int, int],
 ) -> tuple[Any, tuple[ServedBy, ...]]:
+    """Read this server's replicas (``partitions``, or every partition the query needs)."""
+    source, plan, max_lag = prepared.source, prepared.plan, prepared.options.max_offset_lag
     tables = services.tables
     if tables is None:
         raise KsqlError(f"this server does not materialize tables; {source.name} cannot be "
                         "queried here", 50302, kind="generic_error", retriable=True)  # fmt: skip
     reader = tables.reader(source, services.runner.catalog)
+    wanted = {p: pos for p, pos in read_after.items() if partitions is None or p in partitions}
+    if wanted and not tables.restorer.wait_for_positions(source.name, wanted,
+                                                         routed.READ_AFTER_WAIT_S):  # fmt: skip
+        raise KsqlError(
+            f"{source.name} has not applied the written offsets {wanted} here within "
+            f"{routed.READ_AFTER_WAIT_S:g} s; retry", 50302, kind="generic_error", retriable=True,
+        )  # fmt: skip
     before = tables.lags(source.name)
-    result = execute_pull(plan, reader)
+    result = execute_pull(plan, reader, partitions=partitions)
     touched = sorted(result.partitions)
     _check_bound(source.name, before, touched, max_lag)
     served = tuple(

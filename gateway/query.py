@@ -14,6 +14,7 @@ Queries wait in a bounded queue (``Admission``): overload answers 429 at once.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -22,9 +23,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from headwater.gateway.jsonout import dumps
+from headwater.cluster.auth import HEADER, verify
+from headwater.gateway import routed
 from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.ksql import decode_request, read_body
-from headwater.gateway.pull import PullAnswer, execute_prepared, prepare_pull
+from headwater.gateway.pull import NeedsForwarding, PullAnswer, execute_prepared, prepare_pull
 from headwater.gateway.services import Services, services_of
 from headwater.sqlparse_ext import parse
 from headwater.sqlparse_ext import statements as ast
@@ -62,7 +65,10 @@ def _wants(request: Request, *types: str) -> bool:
 async def query_endpoint(request: Request) -> Response:
     """``POST /query``: one pull query, answered as ksqlDB's JSON array (or one item per line)."""
     services = services_of(request)
-    decoded = decode_request(await read_body(request, services.limits.max_body_bytes))
+    body = await read_body(request, services.limits.max_body_bytes)
+    decoded = decode_request(body)
+    if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
+        _check_internal(services, request, body)
     statement = _one_select(decoded.ksql, decoded.session_variables)
     async with services.admission.slot():
         answer = await _answer(services, statement, decoded.streams_properties)
@@ -92,8 +98,23 @@ async def _answer(services: Services, statement: ast.Select, properties: Mapping
     cost more than the query, bench/pull_qps.py), everything else in a worker thread."""
     prepared = prepare_pull(services, statement, properties)
     if prepared.point_lookup:
-        return execute_prepared(services, prepared)
-    return await run_in_threadpool(execute_prepared, services, prepared)
+        try:
+            return execute_prepared(services, prepared, properties, local_only=True)
+        except NeedsForwarding:
+            pass
+    return await run_in_threadpool(execute_prepared, services, prepared, properties)
+
+
+def _check_internal(services: Services, request: Request, body: bytes) -> None:
+    """A forwarded query must be signed when ``cluster.auth.secret`` is set (401 otherwise)."""
+    secret = services.cluster.settings.auth_secret if services.cluster is not None else None
+    if not secret:
+        return
+    verdict = verify(secret, request.headers.get(HEADER), int(time.time() * 1000), "POST",
+                     request.url.path, body)  # fmt: skip
+    if not verdict.ok:
+        raise KsqlError(f"unauthorized internal request: {verdict.reason}", 40100,
+                        kind="generic_error")  # fmt: skip
 
 
 def _decode_stream_request(body: bytes) -> tuple[str, Mapping[str, Any], Mapping[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -29,6 +30,10 @@ from headwater.metastore.submit import CommandSubmitter
 from headwater.store.lmdb import LmdbEngine
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
+
+if TYPE_CHECKING:
+    from headwater.cluster.agent import ClusterAgent
+    from headwater.cluster.controller import ControlPlane
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,8 @@ class Services:
         admission: the bounded queue of pull queries.
         tables: the materialized tables (None: this server materializes none).
         writer: produces INSERT VALUES rows (None: INSERT is refused).
+        cluster: membership, liveness and lag reports (None: a server on its own).
+        control: the controller's assignment (None: this server holds every partition).
     """
 
     settings: KafkaSettings
@@ -96,6 +103,8 @@ class Services:
     admission: Admission = field(default_factory=lambda: Admission(8, 256))
     tables: MaterializedTables | None = None
     writer: RowWriter | None = None
+    cluster: ClusterAgent | None = None
+    control: ControlPlane | None = None
 
 
 class CatalogNotReady(KafkaEdgeError):

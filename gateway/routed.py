@@ -1,0 +1,263 @@
+"""Pull queries in a cluster: route each partition to a replica, forward, fan out, merge. Does I/O.
+
+For each partition the query reads, ``cluster.routing.route`` orders the replicas that may serve it
+(the active if alive and within the bounds, else live standbys by increasing lag), from the
+controller's assignment, this server's view of who is alive and the lag reports. Partitions this
+server should serve run here; the others are forwarded, grouped by host and in parallel, as a
+``POST /query`` naming the partitions to read (``headwater.internal.partitions``), signed when
+``cluster.auth.secret`` is set. A host that fails is replaced by the partition's next replica within
+the same request. The receiving server reads only those partitions, checks its own live position
+against the bound (never trusting gossip alone), and answers with its ``servedBy``.
+
+Read-your-writes: a request may carry ``headwater.read.after`` (the ``writtenOffsets`` an INSERT
+answered); for those partitions only replicas that have applied the offsets may serve, and a local
+replica waits up to ``READ_AFTER_WAIT_S`` for them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from headwater.cluster.assignment import PartitionId
+from headwater.cluster.auth import HEADER, sign
+from headwater.cluster.routing import NoReplica, RoutingBound, route
+from headwater.engine._pull_keys import KeyLookup
+from headwater.engine.partitioner import partition_for
+from headwater.engine.serde import RowSerde
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.services import Services
+
+log = logging.getLogger(__name__)
+
+INTERNAL_PARTITIONS = "headwater.internal.partitions"
+"""Request property of a forwarded query: the partitions to read (and no further forwarding)."""
+READ_AFTER = "headwater.read.after"
+"""Request property: ``[{"topic", "partition", "offset"}]`` that the answer must reflect."""
+MAX_STALENESS = "max.staleness.ms"
+"""Request property: how old (ms) the newest applied record may be relative to the partition end."""
+READ_AFTER_WAIT_S = 2.0
+UNBOUNDED = 2**63 - 1
+
+_pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pull-forward")
+
+
+@dataclass(frozen=True, slots=True)
+class PartialAnswer:
+    """What one host answered for some partitions: rows (JSON values) and its servedBy items."""
+
+    host: str
+    partitions: tuple[int, ...]
+    rows: list[list[Any]]
+    served_by: list[dict[str, Any]]
+
+
+def forwarded_partitions(properties: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The partitions a forwarded query must read here, or None for a query from a client.
+
+    Raises:
+        KsqlError: 40000 for a malformed list.
+    """
+    value = properties.get(INTERNAL_PARTITIONS)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(p, int) and p >= 0 for p in value):
+        raise KsqlError(f"{INTERNAL_PARTITIONS} must be a list of partition numbers", 40000)
+    return tuple(value)
+
+
+def read_after(properties: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """{partition: minimum position} from ``headwater.read.after`` for ``topic``.
+
+    Raises:
+        KsqlError: 40000 for a malformed token.
+    """
+    value = properties.get(READ_AFTER)
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise KsqlError(f"{READ_AFTER} must be a JSON list of written offsets", 40000) from None
+    if not isinstance(value, list):
+        raise KsqlError(f"{READ_AFTER} must be a list of {{topic, partition, offset}}", 40000)
+    wanted: dict[int, int] = {}
+    for item in value:
+        if not (isinstance(item, Mapping) and isinstance(item.get("partition"), int)
+                and isinstance(item.get("offset"), int)):  # fmt: skip
+            raise KsqlError(f"{READ_AFTER}: malformed entry {item!r}", 40000)
+        if item.get("topic", topic) == topic:
+            wanted[item["partition"]] = max(wanted.get(item["partition"], 0), item["offset"] + 1)
+    return wanted
+
+
+def max_staleness(properties: Mapping[str, Any]) -> int | None:
+    """The ``max.staleness.ms`` bound, if given."""
+    value = properties.get(MAX_STALENESS)
+    if value is None:
+        return None
+    try:
+        parsed = int(value)
+    except (TypeError, ValueError):
+        raise KsqlError(f"{MAX_STALENESS}: expected a non-negative integer", 40000) from None
+    if parsed < 0 or isinstance(value, bool):
+        raise KsqlError(f"{MAX_STALENESS}: expected a non-negative integer", 40000)
+    return parsed
+
+
+def needed_partitions(prepared: Any, catalog_types: Mapping[str, Any]) -> list[int]:
+    """The partitions a table query reads: those of its keys for a lookup, else all."""
+    source, access = prepared.source, prepared.plan.access
+    if isinstance(access, KeyLookup):
+        serde = RowSerde.for_source(source, catalog_types)
+        return sorted({partition_for(serde.serialize_key(k) or b"", source.partitions)
+                       for k in access.keys})  # fmt: skip
+    return list(range(source.partitions))
+
+
+def plan_hosts(
+    services: Services, prepared: Any, partitions: Sequence[int], properties: Mapping[str, Any]
+) -> dict[int, list[str]]:
+    """For each partition, the hosts to try in order.
+
+    Raises:
+        KsqlError: 50302 (retriable) when a partition has no assignment yet or no replica within the
+            bounds, naming each replica's state and lag.
+    """
+    cluster, control = services.cluster, services.control
+    assert cluster is not None and control is not None
+    table = prepared.source.name
+    state = control.state()
+    alive = {host: status.alive for host, status in cluster.statuses().items()}
+    lag_bound = prepared.options.max_offset_lag
+    staleness = max_staleness(properties)
+    tokens = read_after(properties, prepared.source.topic)
+    plans: dict[int, list[str]] = {}
+    for partition in partitions:
+        pid = PartitionId(table, partition)
+        leader = state.partitions.get(pid)
+        if leader is None:
+            raise KsqlError(f"{table} partition {partition} has no replica assigned yet; retry "
+                            "shortly", 50302, kind="generic_error", retriable=True)  # fmt: skip
+        bound = RoutingBound(None if lag_bound >= UNBOUNDED else lag_bound, staleness,
+                             tokens.get(partition))  # fmt: skip
+        decided = route(pid, leader.replicas, alive, cluster.replica_lags(table, partition), bound,
+                        services.advertised)  # fmt: skip
+        if isinstance(decided, NoReplica):
+            raise KsqlError(decided.message(), 50302, kind="generic_error", retriable=True)
+        plans[partition] = list(decided.hosts)
+    return plans
+
+
+def forward(
+    services: Services, host: str, text: str, properties: Mapping[str, Any], partitions: Sequence[int]
+) -> PartialAnswer:
+    """Ask ``host`` to answer the query for ``partitions`` (its own replicas only).
+
+    Raises:
+        httpx.HTTPError: the host did not answer.
+        KsqlError: the host answered an error (kept as is: code and message).
+    """
+    body = json.dumps({
+        "ksql": text,
+        "streamsProperties": {**properties, INTERNAL_PARTITIONS: list(partitions)},
+    }).encode()  # fmt: skip
+    headers = {"Content-Type": "application/json"}
+    cluster = services.cluster
+    secret = cluster.settings.auth_secret if cluster is not None else None
+    if secret:
+        headers[HEADER] = sign(secret, int(time.time() * 1000), "POST", "/query", body)
+    response = _client(services).post(f"http://{host}/query", content=body, headers=headers)
+    items = response.json()
+    if response.status_code != 200:
+        message = items.get("message", response.text) if isinstance(items, dict) else response.text
+        code = items.get("error_code", response.status_code * 100) if isinstance(items, dict) else 50000
+        raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
+                        retriable=response.status_code in (429, 503))  # fmt: skip
+    rows = [item["row"]["columns"] for item in items if "row" in item]
+    served = [s for item in items if "servedBy" in item for s in item["servedBy"]]
+    return PartialAnswer(host, tuple(partitions), rows, served)
+
+
+_clients: dict[int, httpx.Client] = {}
+
+
+def _client(services: Services) -> httpx.Client:
+    client = _clients.get(id(services))
+    if client is None:
+        timeout_s = (services.cluster.settings.request_timeout_ms / 1000
+                     if services.cluster is not None else 2.0)  # fmt: skip
+        client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 0.5)))
+        _clients[id(services)] = client
+    return client
+
+
+def gather(
+    services: Services,
+    plans: dict[int, list[str]],
+    run_local: Any,
+    text: str,
+    properties: Mapping[str, Any],
+) -> list[PartialAnswer]:
+    """Run every partition on its first host (here or forwarded, in parallel); on a host's
+    failure move its partitions to their next replica, until each is answered or none is left.
+
+    Raises:
+        KsqlError: a partition none of whose replicas answered (50302, retriable), or a
+            non-retriable error a host answered.
+    """
+    pending = {p: list(hosts) for p, hosts in plans.items()}
+    answers: list[PartialAnswer] = []
+    failures: dict[int, list[str]] = {}
+    while pending:
+        groups: dict[str, list[int]] = {}
+        for partition, hosts in sorted(pending.items()):
+            groups.setdefault(hosts[0], []).append(partition)
+        futures = {
+            host: _pool.submit(forward, services, host, text, properties, parts)
+            for host, parts in groups.items() if host != services.advertised
+        }
+        outcomes: dict[str, PartialAnswer | Exception] = {}
+        if services.advertised in groups:
+            try:
+                outcomes[services.advertised] = run_local(tuple(groups[services.advertised]))
+            except KsqlError as exc:
+                if not exc.retriable:
+                    raise
+                outcomes[services.advertised] = exc
+        for host, future in futures.items():
+            try:
+                outcomes[host] = future.result()
+            except KsqlError as exc:
+                if not exc.retriable and exc.error_code // 100 == 400:
+                    raise
+                outcomes[host] = exc
+            except (httpx.HTTPError, ValueError) as exc:
+                outcomes[host] = exc
+        for host, outcome in outcomes.items():
+            for partition in groups[host]:
+                if isinstance(outcome, PartialAnswer):
+                    pending.pop(partition)
+                    continue
+                log.info("pull: %s failed for partition %d (%s); trying the next replica",
+                         host, partition, outcome)  # fmt: skip
+                failures.setdefault(partition, []).append(f"{host}: {outcome}")
+                pending[partition].pop(0)
+                if not pending[partition]:
+                    raise KsqlError(
+                        f"no replica answered for partition {partition}: "
+                        + "; ".join(failures[partition]),
+                        50302, kind="generic_error", retriable=True,
+                    )  # fmt: skip
+            if isinstance(outcome, PartialAnswer):
+                answers.append(outcome)
+    answers.sort(key=lambda a: min(a.partitions))
+    return answers
