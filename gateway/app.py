@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
 from headwater.engine.errors import EngineError
+from headwater.gateway.cluster_api import CLUSTER_ROUTES
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
@@ -44,6 +45,7 @@ ROUTES = [
     Route("/status", status_endpoint, methods=["GET"]),
     Route("/status/{command_id:path}", command_status_endpoint, methods=["GET"]),
     Route("/openapi.json", openapi_endpoint, methods=["GET"]),
+    *CLUSTER_ROUTES,
 ]
 
 

@@ -20,9 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from headwater.cluster import auth
-from headwater.cluster._heartbeats import BadClusterMessage
-from headwater.cluster._lags import LagReport
-from headwater.cluster.agent import ClusterAgent, wall_clock_ms
+from headwater.cluster.agent import BadClusterMessage, ClusterAgent, LagReport, wall_clock_ms
 from headwater.cluster.epochs import ControlState
 from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.services import services_of

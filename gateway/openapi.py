@@ -100,6 +100,19 @@ PATHS: dict[str, dict[str, Any]] = {
                         "schema": {"type": "string"}}],
         "responses": {"200": _json("status and message"), **_errors(404)},
     }},
+    "/heartbeat": {"post": {
+        "summary": "Internal: a peer's heartbeat (KLIP-12); signed when cluster.auth.secret is set",
+        "responses": {"200": _json("recorded"), **_errors(400, 401)},
+    }},
+    "/lag": {"post": {
+        "summary": "Internal: a peer's store lags (KIP-535); signed when cluster.auth.secret is set",
+        "responses": {"200": _json("recorded"), **_errors(400, 401)},
+    }},
+    "/clusterStatus": {"get": {
+        "summary": "This server's view of the cluster: hosts, alive, last heartbeat, actives and "
+                   "standbys, store lags",
+        "responses": {"200": _json("clusterStatus")},
+    }},
     "/openapi.json": {"get": {"summary": "This document",
                               "responses": {"200": _json("OpenAPI 3.1")}}},
 }  # fmt: skip

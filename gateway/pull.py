@@ -93,6 +93,8 @@ class PreparedPull:
 
 
 _POINT_LOOKUP_KEYS = 16
+RESTORE_WAIT_S = 2.0
+"""How long a query waits for a restoring partition before answering 50302."""
 
 
 def prepare_pull(
@@ -165,7 +167,8 @@ def execute_prepared(
         forwarded = routed.forwarded_partitions(properties)
         if services.control is None or services.cluster is None or forwarded is not None:
             tokens = routed.read_after(properties, source.topic)
-            result, served = _pull_table(services, prepared, forwarded, tokens)
+            result, served = _pull_table(services, prepared, forwarded, tokens,
+                                         may_wait=not local_only)  # fmt: skip
             return PullAnswer(query_id, columns, _render(plan, result.rows), served)
         return _routed(services, prepared, properties, query_id, columns, local_only)
     except EngineError as exc:
@@ -194,7 +197,7 @@ def _routed(
     tokens = routed.read_after(properties, prepared.source.topic)
 
     def run_local(parts: tuple[int, ...]) -> routed.PartialAnswer:
-        result, served = _pull_table(services, prepared, parts, tokens)
+        result, served = _pull_table(services, prepared, parts, tokens, may_wait=not local_only)
         return routed.PartialAnswer(services.advertised, parts, _render(prepared.plan, result.rows),
                                     [s.as_json() for s in served])  # fmt: skip
 
@@ -220,6 +223,8 @@ def _pull_table(
     prepared: PreparedPull,
     partitions: tuple[int, ...] | None,
     read_after: Mapping[int, int],
+    *,
+    may_wait: bool = True,
 ) -> tuple[Any, tuple[ServedBy, ...]]:
     """Read this server's replicas (``partitions``, or every partition the query needs)."""
     source, plan, max_lag = prepared.source, prepared.plan, prepared.options.max_offset_lag
@@ -229,6 +234,8 @@ def _pull_table(
                         "queried here", 50302, kind="generic_error", retriable=True)  # fmt: skip
     reader = tables.reader(source, services.runner.catalog)
     wanted = {p: pos for p, pos in read_after.items() if partitions is None or p in partitions}
+    if wanted and not may_wait:
+        raise NeedsForwarding
     if wanted and not tables.restorer.wait_for_positions(source.name, wanted,
                                                          routed.READ_AFTER_WAIT_S):  # fmt: skip
         raise KsqlError(
@@ -236,6 +243,14 @@ def _pull_table(
             f"{routed.READ_AFTER_WAIT_S:g} s; retry", 50302, kind="generic_error", retriable=True,
         )  # fmt: skip
     before = tables.lags(source.name)
+    bounded = max_lag < routed.UNBOUNDED
+    needed = partitions if partitions is not None else tuple(before)
+    if any(p in before and not before[p].servable(max_lag, bounded) for p in needed):
+        # Restoring (a table created or assigned a moment ago): wait a little before refusing.
+        if not may_wait:
+            raise NeedsForwarding
+        tables.restorer.wait_until_caught_up(source.name, RESTORE_WAIT_S)
+        before = tables.lags(source.name)
     result = execute_pull(plan, reader, partitions=partitions)
     touched = sorted(result.partitions)
     _check_bound(source.name, before, touched, max_lag)

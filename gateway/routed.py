@@ -44,6 +44,7 @@ READ_AFTER = "headwater.read.after"
 MAX_STALENESS = "max.staleness.ms"
 """Request property: how old (ms) the newest applied record may be relative to the partition end."""
 READ_AFTER_WAIT_S = 2.0
+ASSIGNMENT_WAIT_S = 2.0
 UNBOUNDED = 2**63 - 1
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pull-forward")
@@ -135,7 +136,12 @@ def plan_hosts(
     cluster, control = services.cluster, services.control
     assert cluster is not None and control is not None
     table = prepared.source.name
+    wanted = [PartitionId(table, p) for p in partitions]
     state = control.state()
+    if any(pid not in state.partitions for pid in wanted):
+        # A table created a moment ago: the controller assigns it within a decide interval.
+        control.wait_for(lambda s: all(pid in s.partitions for pid in wanted), ASSIGNMENT_WAIT_S)
+        state = control.state()
     alive = {host: status.alive for host, status in cluster.statuses().items()}
     lag_bound = prepared.options.max_offset_lag
     staleness = max_staleness(properties)

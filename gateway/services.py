@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 from starlette.requests import Request
 
 import headwater
-from headwater.engine.tables import MaterializedTables
+from headwater.cluster.agent import ClusterAgent
+from headwater.cluster.assignment import PartitionId
+from headwater.cluster.controller import ControlPlane
+from headwater.cluster.epochs import ControlState
+from headwater.cluster.settings import ClusterSettings
+from headwater.engine.tables import MaterializedTables, materialized
 from headwater.gateway.admission import Admission
 from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
@@ -31,9 +35,6 @@ from headwater.store.lmdb import LmdbEngine
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
 
-if TYPE_CHECKING:
-    from headwater.cluster.agent import ClusterAgent
-    from headwater.cluster.controller import ControlPlane
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ def open_services(
     stores_dir: Path | None = None,
     stores_in_memory: bool = False,
     advertised: str = "127.0.0.1:8088",
+    cluster: ClusterSettings | None = None,
 ) -> Iterator[Services]:
     """Create the command topic if needed, load the catalog, start materializing its tables.
 
@@ -159,6 +161,8 @@ def open_services(
             are materialized (pull queries on tables answer an error).
         stores_in_memory: keep table stores in memory (a throwaway node, tests).
         advertised: this server's host:port, as answers name it.
+        cluster: join the service's cluster (membership, heartbeats, lag reports, the controller's
+            assignment); None: this server holds every partition of every table itself.
 
     Raises:
         KafkaEdgeError: Kafka is unreachable, or the catalog did not catch up in time.
@@ -179,16 +183,66 @@ def open_services(
         runner.start()
         stack.callback(runner.stop)
         _catch_up(settings, topic, runner, limits.startup_catch_up_timeout_s)
+        agent: ClusterAgent | None = None
+        control: ControlPlane | None = None
+        if tables is not None and cluster is not None:
+            tables.assign({})  # nothing until the controller's assignment says what
         if tables is not None:
             tables.start(runner.catalog)
+        if tables is not None and cluster is not None:
+            agent, control = _join_cluster(settings, service_id, cluster, runner, tables, stack)
         writer = RowWriter(settings)
         stack.callback(writer.close)
         submitter = CommandSubmitter(settings, service_id, topic, runner, admin)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
-            Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer,
+            Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
+            control,
         )  # fmt: skip
+
+
+def _join_cluster(
+    settings: KafkaSettings,
+    service_id: str,
+    cluster: ClusterSettings,
+    runner: CommandRunner,
+    tables: MaterializedTables,
+    stack: ExitStack,
+) -> tuple[ClusterAgent, ControlPlane]:
+    """Start membership/heartbeats/lag reports and the control plane; hold what it assigns."""
+    agent = ClusterAgent(settings, service_id, cluster, tables.local_lags)
+    agent.start()
+    stack.callback(agent.stop)
+    me = cluster.self_id
+
+    def partitions() -> frozenset[PartitionId]:
+        return frozenset(
+            PartitionId(name, p)
+            for name, source in materialized(runner.catalog).items()
+            for p in range(source.partitions)
+        )
+
+    def lags() -> dict[tuple[PartitionId, str], int]:
+        # Each replica against the highest end offset any server reported for the partition.
+        found: dict[tuple[PartitionId, str], int] = {}
+        for pid in partitions():
+            for host, lag in agent.replica_lags(pid.table, pid.partition).items():
+                found[(pid, host)] = max(0, lag.end_offset - lag.position)
+        return found
+
+    def on_change(state: ControlState) -> None:
+        held: dict[str, set[int]] = {}
+        for pid, leader in state.partitions.items():
+            if me in (leader.active, *leader.standbys):
+                held.setdefault(pid.table, set()).add(pid.partition)
+        tables.assign({name: frozenset(parts) for name, parts in held.items()})
+
+    control = ControlPlane(settings, service_id, cluster, live=agent.live, members=agent.members,
+                           partitions=partitions, lags=lags, on_change=on_change)  # fmt: skip
+    control.start()
+    stack.callback(control.stop)
+    return agent, control
 
 
 def _catch_up(settings: KafkaSettings, topic: str, runner: CommandRunner, timeout_s: float) -> None:

@@ -25,7 +25,8 @@ from typing import IO
 
 import uvicorn
 
-from headwater.config import ServerConfig
+from headwater.cluster.settings import ClusterSettings
+from headwater.config import ServerConfig, heartbeat_settings
 from headwater.gateway.app import create_app
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
 from headwater.kafka.broker import EmbeddedBroker
@@ -117,6 +118,20 @@ def pull_settings_of(config: ServerConfig) -> PullSettings:
     )
 
 
+def cluster_settings_of(config: ServerConfig) -> ClusterSettings:
+    """The server's cluster settings (every server is a cluster of one or more)."""
+    return ClusterSettings(
+        self_id=config.advertised,
+        tags=dict(config.client_tags),
+        num_standby_replicas=config.standby_replicas,
+        rack_tags=config.rack_tags,
+        heartbeat=heartbeat_settings(config),
+        lag_report_interval_ms=config.lag_report_interval_ms,
+        auth_secret=config.auth_secret,
+        peers=config.peers,
+    )
+
+
 def serve(
     config: ServerConfig,
     *,
@@ -162,7 +177,8 @@ def serve(
                 stores_in_memory=in_memory,
                 limits=limits_of(config),
                 pull=pull_settings_of(config),
-                advertised=f"{config.host}:{config.port}",
+                advertised=config.advertised,
+                cluster=cluster_settings_of(config),
             )
         )
         if on_ready is not None:

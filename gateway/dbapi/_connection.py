@@ -21,6 +21,9 @@ __all__ = ["Connection"]
 _UNSET = object()
 
 
+READ_AFTER = "headwater.read.after"
+"""Request property carrying the offsets this connection's INSERTs wrote (read-your-writes)."""
+
 class Connection:
     """A session with a headwater (or ksqlDB) cluster, always in autocommit.
 
@@ -53,6 +56,7 @@ class Connection:
         self._properties: dict[str, Any] = dict(properties or {})
         self._variables: dict[str, Any] = dict(session_variables or {})
         self._sequence: int | None = None
+        self._written: dict[tuple[str, int], int] = {}
         self._closed = False
 
     # -- session state -----------------------------------------------------------------------------
@@ -179,10 +183,25 @@ class Connection:
             }
             if self._sequence is not None:
                 body["commandSequenceNumber"] = self._sequence
+            if self._written:
+                # Read-your-writes: the server answers only from replicas that have applied them.
+                body["streamsProperties"].setdefault(READ_AFTER, [
+                    {"topic": topic, "partition": partition, "offset": offset}
+                    for (topic, partition), offset in sorted(self._written.items())
+                ])  # fmt: skip
         return body
 
     def _note_entities(self, entities: Iterable[Mapping[str, Any]]) -> None:
-        """Remember the highest commandSequenceNumber among `entities`."""
+        """Remember the highest commandSequenceNumber among `entities`, and the offsets INSERTs wrote
+        (`writtenOffsets`), so later queries of this connection see its own writes."""
+        entities = list(entities)
+        for entity in entities:
+            for item in entity.get("writtenOffsets") or ():
+                if isinstance(item, Mapping) and isinstance(item.get("topic"), str) \
+                        and type(item.get("partition")) is int and type(item.get("offset")) is int:
+                    key = (item["topic"], item["partition"])
+                    with self._lock:
+                        self._written[key] = max(self._written.get(key, -1), item["offset"])
         numbers = [e.get("commandSequenceNumber") for e in entities]
         valid = [n for n in numbers if type(n) is int and n >= 0]  # -1: not executed
         if valid:

@@ -1,0 +1,121 @@
+"""Membership: announce this server on the service's members topic and follow the topic. Does I/O.
+
+The members topic (``settings.members_topic``, one partition) is created if missing. This server
+appends its announcement (``members.encode``) when it starts and again every
+``announce_interval_ms`` (so a topic that was truncated still lists it), and a background thread
+reads the topic from offset 0, folding every announcement with ``members.fold``. A record that is
+no announcement is logged and skipped: membership only says whom to heartbeat; whether a member is
+alive is decided by heartbeats.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaError, Producer, TopicPartition
+
+from headwater.cluster.members import BadAnnouncement, Member, decode, encode, fold
+from headwater.kafka.clients import KafkaSettings, admin_client, consumer, create_topic, producer
+
+log = logging.getLogger(__name__)
+
+# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (notes/kafka-and-spark-here.md):
+# a new member is seen within a few tens of ms instead of ~0.5 s.
+_FETCH_WAIT_MS = 20
+
+
+class MembersFollower:
+    """Announces one server and keeps the member list folded from the members topic.
+
+    Args:
+        kafka: how to reach Kafka.
+        topic: the members topic.
+        me: this server's announcement (its start time orders restarts).
+        announce_interval_ms: how often the announcement is appended again.
+    """
+
+    def __init__(
+        self, kafka: KafkaSettings, topic: str, me: Member, *, announce_interval_ms: int = 3000
+    ) -> None:
+        if announce_interval_ms <= 0:
+            raise ValueError("announce_interval_ms must be positive")
+        self._kafka = kafka
+        self._topic = topic
+        self._me = me
+        self._interval_s = announce_interval_ms / 1000
+        self._lock = threading.Lock()
+        self._members: dict[str, Member] = {me.server_id: me}
+        self._position = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def position(self) -> int:
+        """The next offset of the members topic to fold."""
+        with self._lock:
+            return self._position
+
+    def members(self) -> dict[str, Member]:
+        """Every member announced so far, by server id (always including this server)."""
+        with self._lock:
+            return dict(self._members)
+
+    def start(self) -> None:
+        """Create the topic if missing, announce this server, and start following the topic.
+
+        Raises:
+            TopicError: the topic cannot be created or checked.
+        """
+        admin = admin_client(self._kafka, "members-admin")
+        create_topic(admin, self._kafka, self._topic, 1)
+        self._thread = threading.Thread(target=self._run, name="cluster-members", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop following and announcing (returns within about a second)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        writer = producer(self._kafka, "members-announce")
+        reader = consumer(self._kafka, "members-follow", fetch_wait_max_ms=_FETCH_WAIT_MS)
+        try:
+            reader.assign([TopicPartition(self._topic, 0, 0)])
+            next_announce = 0.0
+            while not self._stop.is_set():
+                if time.monotonic() >= next_announce:
+                    self._announce(writer)
+                    next_announce = time.monotonic() + self._interval_s
+                for message in reader.consume(num_messages=500, timeout=0.1):
+                    error = message.error()
+                    if error is not None:
+                        if error.code() != KafkaError._PARTITION_EOF:
+                            log.warning("members topic %s: %s", self._topic, error.str())
+                        continue
+                    self._fold(message.offset() or 0, message.value())
+                writer.poll(0)
+        except Exception:  # the thread must not die silently
+            log.exception("members follower of %s stopped", self._topic)
+        finally:
+            writer.flush(1)
+            reader.close()
+
+    def _announce(self, writer: Producer) -> None:
+        try:
+            writer.produce(self._topic, key=self._me.server_id.encode(), value=encode(self._me))
+        except BufferError:
+            log.warning("members topic %s: producer queue full, announcement skipped", self._topic)
+
+    def _fold(self, offset: int, value: bytes | None) -> None:
+        try:
+            member = decode(value)
+        except BadAnnouncement as exc:
+            log.warning("members topic %s offset %d skipped: %s", self._topic, offset, exc)
+            member = None
+        with self._lock:
+            if member is not None:
+                self._members = fold(self._members, member)
+            self._position = offset + 1

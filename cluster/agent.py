@@ -1,0 +1,348 @@
+"""The cluster agent of one server: membership, heartbeats and lag reports (KLIP-12). Does I/O.
+
+A driver around the pure decisions (``members.fold``, ``liveness.decide``, the lag merge of
+``_lags``). Servers with the same service id form a cluster: each announces itself on the
+service's members topic (``_membership``), and ``cluster.peers`` seeds are contacted before they
+announce. Its threads, all daemons stopped by :meth:`ClusterAgent.stop`:
+
+- ``cluster-members``: follows the members topic and re-announces this server every few seconds;
+- ``cluster-heartbeat``: every ``heartbeat.send_interval_ms`` queues ``POST /heartbeat`` to
+  every peer, alive or not (a down peer comes back only if we keep reaching it);
+- ``cluster-check``: every ``heartbeat.check_interval_ms`` runs ``liveness.decide``;
+- ``cluster-lag``: every ``lag_report_interval_ms`` queues ``POST /lag`` with ``local_lags()`` to
+  every live peer;
+- ``cluster-post-N``: a few workers sending the queued requests over one ``httpx.Client``. A peer
+  has at most one request of each kind in flight, and a tick skips a peer whose previous request
+  has not finished, so one dead or unreachable peer (connect timeout) holds at most two workers
+  and never delays the others.
+
+The HTTP side (``gateway/cluster_api.py``) hands received bodies to
+:meth:`ClusterAgent.on_heartbeat` and :meth:`ClusterAgent.on_lag`. When ``auth_secret`` is set,
+every request carries ``cluster.auth.sign(...)`` in the ``X-Headwater-Auth`` header.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from headwater.cluster import auth
+from headwater.cluster._heartbeats import (
+    BadClusterMessage,
+    HeartbeatBook,
+    heartbeat_body,
+    parse_heartbeat,
+)
+from headwater.cluster._lags import LagBook, LagReport, TableLags, lag_body, parse_lag_body
+from headwater.cluster._lags import replica_lags as merge_replica_lags
+from headwater.cluster._membership import MembersFollower
+from headwater.cluster.liveness import HostStatus, live_hosts
+from headwater.cluster.members import Member
+from headwater.cluster.routing import ReplicaLag
+from headwater.cluster.settings import ClusterSettings, members_topic
+from headwater.kafka.clients import KafkaSettings
+from headwater.store.lag import LagInfo
+
+__all__ = [
+    "HEARTBEAT_PATH", "LAG_PATH", "BadClusterMessage", "ClusterAgent", "LagReport",
+    "normalize_peer", "wall_clock_ms",
+]  # fmt: skip
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_PATH = "/heartbeat"
+LAG_PATH = "/lag"
+
+
+def wall_clock_ms() -> int:
+    """This machine's wall clock in ms (the agent's default clock)."""
+    return time.time_ns() // 1_000_000
+
+
+def normalize_peer(peer: str) -> str:
+    """``host:port`` from a ``cluster.peers`` entry (an ``http://`` prefix is allowed)."""
+    text = peer.strip().removeprefix("http://").rstrip("/")
+    if ":" not in text:
+        raise ValueError(f"a peer must be host:port, got {peer!r}")
+    return text
+
+
+def _repeat(
+    stop: threading.Event, interval_ms: int, action: Callable[[], object], name: str
+) -> threading.Thread:
+    """A daemon thread running ``action`` every ``interval_ms`` until ``stop`` is set."""
+
+    def run() -> None:
+        interval = interval_ms / 1000
+        due = time.monotonic()
+        while not stop.is_set():
+            try:
+                action()
+            except Exception:  # one failed round must not end the loop
+                log.exception("%s: round failed", name)
+            due += interval
+            delay = due - time.monotonic()
+            if delay < 0:  # fell behind (a pause): resume the rhythm instead of bursting
+                due, delay = time.monotonic(), 0.0
+            if stop.wait(delay):
+                return
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+class _Poster:
+    """Signed JSON POSTs to peers from daemon workers, at most one in flight per (peer, path)."""
+
+    def __init__(
+        self, secret: str | None, clock_ms: Callable[[], int], timeout_ms: int, workers: int
+    ) -> None:
+        self._secret = secret
+        self._clock_ms = clock_ms
+        self._timeout_s = timeout_ms / 1000
+        self._client: httpx.Client | None = None
+        self._queue: queue.SimpleQueue[tuple[str, str, bytes] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._in_flight: set[tuple[str, str]] = set()
+        self._workers = [
+            threading.Thread(target=self._work, name=f"cluster-post-{i}", daemon=True)
+            for i in range(workers)
+        ]
+
+    def start(self) -> None:
+        timeout = self._timeout_s
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)))
+        for worker in self._workers:
+            worker.start()
+
+    def post(self, peer: str, path: str, body: Mapping[str, Any]) -> bool:
+        """Queue a POST unless the previous one to the same peer and path is unfinished."""
+        with self._lock:
+            if (peer, path) in self._in_flight:
+                return False
+            self._in_flight.add((peer, path))
+        self._queue.put((peer, path, json.dumps(body, separators=(",", ":")).encode()))
+        return True
+
+    def stop(self) -> None:
+        for _ in self._workers:
+            self._queue.put(None)
+        for worker in self._workers:
+            if worker.is_alive():
+                worker.join(timeout=2)
+        if self._client is not None:
+            self._client.close()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            peer, path, content = item
+            try:
+                self._send(peer, path, content)
+            finally:
+                with self._lock:
+                    self._in_flight.discard((peer, path))
+
+    def _send(self, peer: str, path: str, content: bytes) -> None:
+        headers = {"Content-Type": "application/json"}
+        if self._secret is not None:
+            headers[auth.HEADER] = auth.sign(self._secret, self._clock_ms(), "POST", path, content)
+        if self._client is None:
+            return
+        try:
+            answer = self._client.post(f"http://{peer}{path}", content=content, headers=headers)
+        except httpx.HTTPError as exc:  # the peer is down or slow: liveness will tell
+            log.debug("POST %s to %s failed: %r", path, peer, exc)
+            return
+        except Exception as exc:  # e.g. the client closed under a hung request at stop
+            log.debug("POST %s to %s abandoned: %r", path, peer, exc)
+            return
+        if answer.status_code != 200:
+            log.warning("POST %s to %s answered %d: %s", path, peer, answer.status_code,
+                        answer.text[:200])  # fmt: skip
+
+
+class ClusterAgent:
+    """Membership, failure detection and lag exchange of one server.
+
+    Args:
+        kafka: how to reach Kafka (for the members topic).
+        service_id: the service id; servers sharing it form one cluster.
+        settings: this server's cluster settings (its id, tags, heartbeat settings, secret,
+            seed peers, request timeout).
+        local_lags: this server's ``all_local_store_partition_lags()``; called from the agent's
+            threads and from request handlers, so it must be thread-safe and quick.
+        clock_ms: this server's clock (ms); receipt times, decisions and signatures use it.
+        announce_interval_ms: how often the announcement is appended to the members topic again.
+        sender_threads: workers sending heartbeats and lag reports.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        service_id: str,
+        settings: ClusterSettings,
+        local_lags: Callable[[], TableLags],
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        announce_interval_ms: int = 3000,
+        sender_threads: int = 8,
+    ) -> None:
+        self._kafka = kafka
+        self._service_id = service_id
+        self._settings = settings
+        self._local_lags = local_lags
+        self._clock_ms = clock_ms
+        self._announce_interval_ms = announce_interval_ms
+        self._seeds = frozenset(normalize_peer(p) for p in settings.peers) - {settings.self_id}
+        self._heartbeats = HeartbeatBook(settings.heartbeat)
+        self._lags = LagBook()
+        self._poster = _Poster(settings.auth_secret, clock_ms, settings.request_timeout_ms,
+                               max(2, sender_threads))  # fmt: skip
+        self._start_ms = clock_ms()
+        me = Member(settings.self_id, settings.tags, self._start_ms)
+        self._follower = MembersFollower(
+            kafka, members_topic(service_id), me, announce_interval_ms=announce_interval_ms
+        )
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> ClusterSettings:
+        """This server's cluster settings."""
+        return self._settings
+
+    @property
+    def self_id(self) -> str:
+        """This server's ``host:port``."""
+        return self._settings.self_id
+
+    def start(self) -> None:
+        """Create the members topic if missing, announce this server and start the threads.
+
+        Raises:
+            TopicError: the members topic cannot be created or checked.
+            RuntimeError: the agent was started before.
+        """
+        if self._started:
+            raise RuntimeError("a ClusterAgent starts once")
+        self._started = True
+        self._follower.start()
+        self._poster.start()
+        heartbeat = self._settings.heartbeat
+        self._threads = [
+            _repeat(self._stop, heartbeat.send_interval_ms, self._send_heartbeats,
+                    "cluster-heartbeat"),
+            _repeat(self._stop, heartbeat.check_interval_ms, self.check, "cluster-check"),
+            _repeat(self._stop, self._settings.lag_report_interval_ms, self._send_lags,
+                    "cluster-lag"),
+        ]  # fmt: skip
+
+    def stop(self) -> None:
+        """Stop every thread (sending nothing more; peers will see this server go down)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._follower.stop()
+        self._poster.stop()
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def members(self) -> dict[str, Member]:
+        """Every server announced on the members topic, by id (always including this one)."""
+        return self._follower.members()
+
+    def peers(self) -> frozenset[str]:
+        """The other servers this one heartbeats: members, seed peers and heartbeat senders."""
+        known = set(self._follower.members()) | self._seeds | self._heartbeats.senders()
+        return frozenset(known - {self.self_id})
+
+    # -- heartbeats ------------------------------------------------------------------------------
+
+    def on_heartbeat(self, body: Mapping[str, Any]) -> None:
+        """Record a received ``POST /heartbeat`` body (arrival time on this server's clock).
+
+        Raises:
+            BadClusterMessage: the body is not a heartbeat.
+        """
+        sender, _ = parse_heartbeat(body)
+        if sender != self.self_id:
+            self._heartbeats.record(sender, self._clock_ms())
+
+    def statuses(self) -> dict[str, HostStatus]:
+        """Every known server's status at the last check, this server (always alive) included."""
+        statuses = self._heartbeats.statuses()
+        statuses[self.self_id] = HostStatus(True, self._clock_ms(), self._start_ms)
+        return dict(sorted(statuses.items()))
+
+    def live(self) -> frozenset[str]:
+        """The servers alive at the last check, this one included."""
+        return live_hosts(self.statuses())
+
+    def _send_heartbeats(self) -> None:
+        body = heartbeat_body(self.self_id, self._clock_ms())
+        for peer in sorted(self.peers()):
+            self._poster.post(peer, HEARTBEAT_PATH, body)
+
+    def check(self) -> dict[str, HostStatus]:
+        """Decide every peer's status now (the checker thread calls this every check interval).
+
+        Returns:
+            The new status of each peer (this server not included).
+        """
+        return self._heartbeats.decide(self.peers(), self._clock_ms())
+
+    # -- lags ------------------------------------------------------------------------------------
+
+    def on_lag(self, body: Mapping[str, Any]) -> None:
+        """Keep a received ``POST /lag`` body (unless a newer report of its sender is kept).
+
+        Raises:
+            BadClusterMessage: the body is not a lag report.
+        """
+        sender, report = parse_lag_body(body, self._clock_ms())
+        if sender != self.self_id:
+            self._lags.record(sender, report)
+
+    def lag_reports(self) -> dict[str, LagReport]:
+        """Every server's newest lag report; this server's is read from ``local_lags()`` now."""
+        now = self._clock_ms()
+        reports = self._lags.reports()
+        reports[self.self_id] = LagReport(self._local_lags(), now, now)
+        return dict(sorted(reports.items()))
+
+    def host_lags(self) -> dict[str, dict[str, dict[int, LagInfo]]]:
+        """``{host: {table: {partition: LagInfo}}}`` as last reported, this server's live."""
+        return {
+            host: {table: dict(parts) for table, parts in report.lags.items()}
+            for host, report in self.lag_reports().items()
+        }
+
+    def replica_lags(self, table: str, partition: int) -> dict[str, ReplicaLag]:
+        """Each replica's position against the highest end offset any server reported.
+
+        Args:
+            table: the table.
+            partition: the partition number.
+
+        Returns:
+            ``{host: ReplicaLag(position, end_offset)}`` for every server that reported the
+            partition (reports of servers now down included: routing checks liveness).
+        """
+        lags = {host: report.lags for host, report in self.lag_reports().items()}
+        return merge_replica_lags(lags, table, partition)
+
+    def _send_lags(self) -> None:
+        body = lag_body(self.self_id, self._local_lags(), self._clock_ms())
+        for peer in sorted(live_hosts(self._heartbeats.statuses()) - {self.self_id}):
+            self._poster.post(peer, LAG_PATH, body)
