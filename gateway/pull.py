@@ -201,7 +201,9 @@ def _routed(
         return routed.PartialAnswer(services.advertised, parts, _render(prepared.plan, result.rows),
                                     [s.as_json() for s in served])  # fmt: skip
 
-    answers = routed.gather(services, plans, run_local, prepared.statement.text, properties)
+    lookup = isinstance(prepared.plan.access, KeyLookup)
+    answers = routed.gather(services, plans, run_local, prepared.statement.text, properties,
+                            forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None)
     rows = [row for answer in answers for row in answer.rows]
     if prepared.plan.limit is not None:
         rows = rows[: prepared.plan.limit]

@@ -45,6 +45,10 @@ MAX_STALENESS = "max.staleness.ms"
 """Request property: how old (ms) the newest applied record may be relative to the partition end."""
 READ_AFTER_WAIT_S = 2.0
 ASSIGNMENT_WAIT_S = 2.0
+LOOKUP_FORWARD_TIMEOUT_S = 0.5
+"""A forwarded key lookup normally answers in milliseconds; one that has not answered in this long
+is served by the next replica (a server that stopped, not yet marked down, must not hold the query
+for the full request timeout)."""
 UNBOUNDED = 2**63 - 1
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pull-forward")
@@ -164,7 +168,12 @@ def plan_hosts(
 
 
 def forward(
-    services: Services, host: str, text: str, properties: Mapping[str, Any], partitions: Sequence[int]
+    services: Services,
+    host: str,
+    text: str,
+    properties: Mapping[str, Any],
+    partitions: Sequence[int],
+    timeout_s: float | None = None,
 ) -> PartialAnswer:
     """Ask ``host`` to answer the query for ``partitions`` (its own replicas only).
 
@@ -181,7 +190,9 @@ def forward(
     secret = cluster.settings.auth_secret if cluster is not None else None
     if secret:
         headers[HEADER] = sign(secret, int(time.time() * 1000), "POST", "/query", body)
-    response = _client(services).post(f"http://{host}/query", content=body, headers=headers)
+    extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+    response = _client(services).post(f"http://{host}/query", content=body, headers=headers,
+                                      **extra)  # fmt: skip
     items = response.json()
     if response.status_code != 200:
         message = items.get("message", response.text) if isinstance(items, dict) else response.text
@@ -212,6 +223,8 @@ def gather(
     run_local: Any,
     text: str,
     properties: Mapping[str, Any],
+    *,
+    forward_timeout_s: float | None = None,
 ) -> list[PartialAnswer]:
     """Run every partition on its first host (here or forwarded, in parallel); on a host's
     failure move its partitions to their next replica, until each is answered or none is left.
@@ -228,7 +241,7 @@ def gather(
         for partition, hosts in sorted(pending.items()):
             groups.setdefault(hosts[0], []).append(partition)
         futures = {
-            host: _pool.submit(forward, services, host, text, properties, parts)
+            host: _pool.submit(forward, services, host, text, properties, parts, forward_timeout_s)
             for host, parts in groups.items() if host != services.advertised
         }
         outcomes: dict[str, PartialAnswer | Exception] = {}
