@@ -107,12 +107,15 @@ def _settings_help() -> str:
                    "[default: $XDG_DATA_HOME/headwater/node]")
 @click.option("--in-memory", is_flag=True,
               help="A throwaway node: embedded broker, stores and catalog in memory.")
+@click.option("--peers", default=None, metavar="HOST:PORT[,...]",
+              help="Servers of the same service to contact first (cluster.peers); the members "
+                   "topic finds the rest.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               default=None, help="A properties file of settings (see below).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="One setting (repeatable); applied after --config.")
 def server(port: int | None, host: str | None, bootstrap_servers: str | None,
-           service_id: str | None, state_dir: Path | None, in_memory: bool,
+           service_id: str | None, state_dir: Path | None, in_memory: bool, peers: str | None,
            config_file: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
     from headwater.config import ConfigError, load
@@ -122,7 +125,8 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = load(config_file, overrides, bootstrap_servers=bootstrap_servers,
-                      service_id=service_id, state_dir=str(state_dir) if state_dir else None)
+                      service_id=service_id, state_dir=str(state_dir) if state_dir else None,
+                      peers=tuple(p.strip() for p in peers.split(",") if p.strip()) if peers else None)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     if host is not None or port is not None:
