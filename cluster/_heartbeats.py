@@ -75,6 +75,10 @@ def parse_heartbeat(body: Mapping[str, Any]) -> tuple[str, int]:
     return sender_of(body), timestamp_of(body)
 
 
+_STALL_CHECKS = 3
+"""A gap of more than this many check intervals between two decisions means this server stalled."""
+
+
 class HeartbeatBook:
     """Heartbeat arrival times per peer and the latest decision over them. Thread-safe.
 
@@ -89,6 +93,7 @@ class HeartbeatBook:
         self._keep = 2 * settings.window_ms // settings.send_interval_ms + 8
         self._received: dict[str, deque[int]] = {}
         self._statuses: dict[str, HostStatus] = {}
+        self._last_decide_ms: int | None = None
 
     def record(self, host: str, now_ms: int) -> None:
         """Note that a heartbeat from ``host`` arrived at ``now_ms`` (this server's clock)."""
@@ -114,6 +119,11 @@ class HeartbeatBook:
             The new status of each member.
         """
         with self._lock:
+            last, self._last_decide_ms = self._last_decide_ms, now_ms
+            if last is not None and now_ms - last > _STALL_CHECKS * self._settings.check_interval_ms:
+                # This server was frozen (SIGSTOP, a long GC or swap): the heartbeats it "missed"
+                # were sent but not read. Decide nothing this round; the next one sees them.
+                return dict(self._statuses)
             start = now_ms - self._settings.window_ms
             for times in self._received.values():
                 while times and times[0] < start:

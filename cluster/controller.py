@@ -258,6 +258,18 @@ class ControlPlane:
         with self._changed:
             return tuple(self._history)
 
+    def wait_caught_up(self, timeout_s: float) -> bool:
+        """Block until the follower has folded the control topic to its end (a server must not
+        route on the assignment it had before a restart); False on timeout or DEGRADED."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not self._caught_up:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._status in (PlaneStatus.DEGRADED, PlaneStatus.STOPPED):
+                    return False
+                self._changed.wait(remaining)
+            return True
+
     def wait_for(self, predicate: Callable[[ControlState], bool], timeout_s: float) -> bool:
         """Block until ``predicate(state())`` holds; False on timeout, DEGRADED or STOPPED."""
         deadline = time.monotonic() + timeout_s

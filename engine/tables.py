@@ -261,9 +261,14 @@ class MaterializedTables:
                 same_table = name in wanted and wanted[name].created_offset == source.created_offset
                 if same_table and new_parts == parts:
                     continue
-                gone = parts if not same_table else parts - new_parts
+                if same_table and new_parts:
+                    # Only the changed partitions: the others keep their position and end offset.
+                    table = self._readers[(name, source.created_offset)]
+                    self.restorer.set_partitions(name, new_parts, _key_of(table))
+                    self._held[name] = (source, new_parts)
+                    continue
                 self.restorer.remove_table(name, drop_stores=False)
-                for partition in gone:
+                for partition in parts:
                     self.stores.drop(name, partition)
                 del self._held[name]
                 self._readers = {k: v for k, v in self._readers.items() if k[0] != name}

@@ -8,6 +8,8 @@ Does I/O (Kafka) in :func:`open_services` only. Handlers reach the object throug
 
 from __future__ import annotations
 
+import logging
+
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +37,9 @@ from headwater.store.lmdb import LmdbEngine
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
 
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +207,9 @@ def open_services(
         )  # fmt: skip
 
 
+_CONTROL_CATCH_UP_S = 30.0
+
+
 def _join_cluster(
     settings: KafkaSettings,
     service_id: str,
@@ -242,6 +250,9 @@ def _join_cluster(
                            partitions=partitions, lags=lags, on_change=on_change)  # fmt: skip
     control.start()
     stack.callback(control.stop)
+    if not control.wait_caught_up(_CONTROL_CATCH_UP_S):
+        log.warning("the control topic was not read to its end within %g s (%s); serving anyway",
+                    _CONTROL_CATCH_UP_S, control.reason() or control.status().value)  # fmt: skip
     return agent, control
 
 

@@ -166,6 +166,46 @@ class TableRestorer:
                 self._stores.close(table, partition)
         log.info("stopped materializing %s%s", table, ", stores dropped" if drop_stores else "")
 
+    def set_partitions(self, table: str, partitions: Iterable[int], key_of: KeyOf,
+                       *, drop_removed: bool = True) -> None:  # fmt: skip
+        """Changes which partitions of a materialized table are held, leaving the others untouched
+        (their positions, end offsets and READY state stay: queries on them never see a gap).
+
+        Args:
+            table: a table materialized here.
+            partitions: the partitions to hold from now on (at least one).
+            key_of: the table's key decoder (for the added partitions).
+            drop_removed: delete the stores of partitions no longer held (else close them).
+
+        Raises:
+            TableNotMaterialized: If the table is not materialized here.
+            ValueError: If no partition is given.
+            StoreError: If a store cannot be opened.
+        """
+        wanted = set(partitions)
+        if not wanted:
+            raise ValueError(f"no partitions given for table {table}")
+        current = set(self._board.status(table))
+        topic = self._board.topics()[table]
+        added, removed = sorted(wanted - current), sorted(current - wanted)
+        if removed:
+            self._submit(lambda consumer: self._detach_partitions(consumer, table, removed))
+            self._board.forget_partitions(table, removed)
+            for partition in removed:
+                if drop_removed:
+                    self._stores.drop(table, partition)
+                else:
+                    self._stores.close(table, partition)
+        if added:
+            targets = [TableTarget(table, p, self._stores.open(table, p), key_of) for p in added]
+            self._board.add_partitions(
+                table, (PartitionStatus(topic, t.partition, t.position) for t in targets)
+            )
+            self._submit(lambda consumer: self._attach(consumer, topic, targets))
+        if added or removed:
+            log.info("table %s: now holding partitions %s (added %s, removed %s)", table,
+                     sorted(wanted), added, removed)  # fmt: skip
+
     # -- status (any thread; never blocks on Kafka) ----------------------------------------------
 
     def tables(self) -> dict[str, str]:
@@ -303,6 +343,11 @@ class TableRestorer:
 
     def _detach(self, reader: Consumer | None, table: str) -> None:
         idle = self._routes.detach(table)
+        if reader is not None and idle:
+            reader.incremental_unassign([TopicPartition(*key) for key in idle])
+
+    def _detach_partitions(self, reader: Consumer | None, table: str, partitions: list[int]) -> None:
+        idle = self._routes.detach_partitions(table, partitions)
         if reader is not None and idle:
             reader.incremental_unassign([TopicPartition(*key) for key in idle])
 

@@ -114,6 +114,21 @@ class Routes:
                 idle.append(key)
         return idle
 
+    def detach_partitions(self, table: str, partitions: Iterable[int]) -> list[TopicPartitionKey]:
+        """Removes some of a table's partitions.
+
+        Returns:
+            The topic partitions no table needs any more (to unassign).
+        """
+        gone = set(partitions)
+        idle: list[TopicPartitionKey] = []
+        for key, routed in list(self._by_partition.items()):
+            routed[:] = [t for t in routed if not (t.table == table and t.partition in gone)]
+            if not routed:
+                del self._by_partition[key]
+                idle.append(key)
+        return idle
+
     def remove(self, key: TopicPartitionKey, target: TableTarget) -> bool:
         """Removes one table partition (its store failed).
 
@@ -154,6 +169,20 @@ class StatusBoard:
         with self._changed:
             self._topics[table] = topic
             self._status[table] = {s.partition: s for s in statuses}
+            self._changed.notify_all()
+
+    def add_partitions(self, table: str, statuses: Iterable[PartitionStatus]) -> None:
+        """Puts more partitions of a table already on the board."""
+        with self._changed:
+            self._status.setdefault(table, {}).update({s.partition: s for s in statuses})
+            self._changed.notify_all()
+
+    def forget_partitions(self, table: str, partitions: Iterable[int]) -> None:
+        """Takes some partitions of a table off the board."""
+        with self._changed:
+            statuses = self._status.get(table, {})
+            for partition in partitions:
+                statuses.pop(partition, None)
             self._changed.notify_all()
 
     def discard(self, table: str) -> None:

@@ -108,3 +108,19 @@ def test_normalize_peer(peer: str, expected: str) -> None:
 def test_normalize_peer_needs_a_port() -> None:
     with pytest.raises(ValueError, match="host:port"):
         normalize_peer("h")
+
+
+def test_a_stalled_checker_decides_nothing_on_waking() -> None:
+    from headwater.cluster._heartbeats import HeartbeatBook
+    from headwater.cluster.liveness import DEFAULT_SETTINGS
+
+    book = HeartbeatBook(DEFAULT_SETTINGS)
+    for at in (0, 100, 200):
+        book.record("peer:1", at)
+    assert book.decide({"peer:1"}, 250)["peer:1"].alive
+    # SIGSTOP for 5 s: on waking, the missed heartbeats were never read, so nobody is marked down.
+    assert book.decide({"peer:1"}, 5250)["peer:1"].alive
+    book.record("peer:1", 5260)  # the queued heartbeats arrive
+    assert book.decide({"peer:1"}, 5450)["peer:1"].alive
+    # A peer that really stopped is still marked down on the following rounds.
+    assert not book.decide({"peer:1"}, 5650)["peer:1"].alive
