@@ -94,6 +94,7 @@ class HeartbeatBook:
         self._received: dict[str, deque[int]] = {}
         self._statuses: dict[str, HostStatus] = {}
         self._last_decide_ms: int | None = None
+        self._resumed_ms: int | None = None
 
     def record(self, host: str, now_ms: int) -> None:
         """Note that a heartbeat from ``host`` arrived at ``now_ms`` (this server's clock)."""
@@ -121,8 +122,11 @@ class HeartbeatBook:
         with self._lock:
             last, self._last_decide_ms = self._last_decide_ms, now_ms
             if last is not None and now_ms - last > _STALL_CHECKS * self._settings.check_interval_ms:
+                self._resumed_ms = now_ms
+            grace = (self._settings.missed_threshold + 1) * self._settings.send_interval_ms
+            if self._resumed_ms is not None and now_ms - self._resumed_ms <= grace:
                 # This server was frozen (SIGSTOP, a long GC or swap): the heartbeats it "missed"
-                # were sent but not read. Decide nothing this round; the next one sees them.
+                # were sent but not read. Decide nothing until peers have had the time to be heard.
                 return dict(self._statuses)
             start = now_ms - self._settings.window_ms
             for times in self._received.values():

@@ -90,7 +90,8 @@ def _repeat(
             due += interval
             delay = due - time.monotonic()
             if delay < 0:  # fell behind (a pause): resume the rhythm instead of bursting
-                due, delay = time.monotonic(), 0.0
+                due = time.monotonic() + interval
+                delay = interval
             if stop.wait(delay):
                 return
 

@@ -118,9 +118,12 @@ def test_a_stalled_checker_decides_nothing_on_waking() -> None:
     for at in (0, 100, 200):
         book.record("peer:1", at)
     assert book.decide({"peer:1"}, 250)["peer:1"].alive
-    # SIGSTOP for 5 s: on waking, the missed heartbeats were never read, so nobody is marked down.
+    # SIGSTOP for 5 s: on waking, the missed heartbeats were never read, so nobody is marked down
+    # until peers have had the time to be heard (missed threshold + 1 send intervals).
     assert book.decide({"peer:1"}, 5250)["peer:1"].alive
+    assert book.decide({"peer:1"}, 5251)["peer:1"].alive  # a second round right away
     book.record("peer:1", 5260)  # the queued heartbeats arrive
     assert book.decide({"peer:1"}, 5450)["peer:1"].alive
+    assert book.decide({"peer:1"}, 5650)["peer:1"].alive
     # A peer that really stopped is still marked down on the following rounds.
-    assert not book.decide({"peer:1"}, 5650)["peer:1"].alive
+    assert not book.decide({"peer:1"}, 5850)["peer:1"].alive
