@@ -163,7 +163,8 @@ async def cluster_status_endpoint(request: Request) -> Response:
     agent = _agent(request)
     statuses = agent.statuses()
     reports = agent.lag_reports()
-    per_query = active_standby_per_query(_control_state(request))
+    state = _control_state(request)
+    per_query = active_standby_per_query(state)
     cluster = {
         host: {
             "hostAlive": status.alive,
@@ -173,7 +174,11 @@ async def cluster_status_endpoint(request: Request) -> Response:
         }
         for host, status in statuses.items()
     }
-    return JSONResponse({"clusterStatus": cluster})
+    body: dict[str, Any] = {"clusterStatus": cluster}
+    if state is not None:  # headwater's addition: who decides, and under which epoch
+        body["controller"] = state.controller
+        body["controllerEpoch"] = state.controller_epoch
+    return JSONResponse(body)
 
 
 CLUSTER_ROUTES = [
