@@ -17,7 +17,14 @@ import time
 from confluent_kafka import KafkaError, Producer, TopicPartition
 
 from headwater.cluster.members import BadAnnouncement, Member, decode, encode, fold
-from headwater.kafka.clients import KafkaSettings, admin_client, consumer, create_topic, producer
+from headwater.kafka.clients import (
+    KafkaSettings,
+    admin_client,
+    consumer,
+    create_topic,
+    poll_batch,
+    producer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +96,7 @@ class MembersFollower:
                 if time.monotonic() >= next_announce:
                     self._announce(writer)
                     next_announce = time.monotonic() + self._interval_s
-                for message in reader.consume(num_messages=500, timeout=0.1):
+                for message in poll_batch(reader, 500, 0.1):
                     error = message.error()
                     if error is not None:
                         if error.code() != KafkaError._PARTITION_EOF:

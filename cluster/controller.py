@@ -56,6 +56,7 @@ from headwater.kafka.clients import (
     admin_client,
     consumer,
     create_topic,
+    poll_batch,
     producer_config,
 )
 
@@ -357,7 +358,7 @@ class ControlPlane:
                     self._running.wait(_POLL_S)
                     continue
                 self._parked.clear()
-                for message in reader.consume(num_messages=500, timeout=0.1):
+                for message in poll_batch(reader, 500, 0.1):
                     error = message.error()
                     if error is None:
                         if not self._fold(message):

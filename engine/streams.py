@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from headwater.engine.errors import EngineError
 from headwater.engine.pull import Row
 from headwater.engine.serde import RowSerde
-from headwater.kafka.clients import KafkaSettings, consumer
+from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Source
 
@@ -79,7 +79,7 @@ def _records(
                         f"could not read {source.topic} partition {partition} to offset {end} "
                         f"within {timeout_s:g} s (at {position})"
                     )
-                for message in reader.consume(num_messages=1000, timeout=0.2):
+                for message in poll_batch(reader, 1000, 0.2):
                     error = message.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from headwater.kafka.clients import KafkaSettings, consumer
+from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import UnreadableRecord
 from headwater.metastore.records import CommandRecord
@@ -166,7 +166,7 @@ class CommandRunner:
                 self._state = RunnerState.RUNNING
                 self._changed.notify_all()
             while not self._stop.is_set():
-                messages = reader.consume(num_messages=500, timeout=0.1)
+                messages = poll_batch(reader, 500, 0.1)
                 for message in messages:
                     error = message.error()
                     if error is not None:

@@ -636,6 +636,12 @@ def test_a_bound_no_replica_meets_fails_naming_each_replica(
     for error in errors:
         assert error["status"] == 503 and error["error_code"] == 50302, error
         message = error["message"]
+        if message.startswith("no replica answered"):
+            # The router's gossip let a replica through and that replica's own live check refused
+            # (the bound is never enforced on gossip alone): the message names its position and lag.
+            assert "cannot be answered within an offset lag of 0" in message, message
+            assert "lag" in message and "position" in message, message
+            continue
         assert "acceptable.offset.lag=0" in message, message
         named = REPLICA.findall(message)  # one active and one standby, each with its state
         assert sorted(role for role, _, _ in named) == ["active", "standby"], message
