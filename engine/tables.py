@@ -19,7 +19,7 @@ from typing import Any
 from headwater.engine.errors import EngineError
 from headwater.engine.partitioner import partition_for
 from headwater.engine.pull import Row
-from headwater.engine.serde import RowSerde
+from headwater.engine.serde import serde_of
 from headwater.engine.values import resolve_type
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Source, SourceKind
@@ -106,7 +106,8 @@ class StoredTable:
 
     def __init__(self, source: Source, catalog: Catalog, stores: LocalStores) -> None:
         self.source = source
-        self.serde = RowSerde.for_source(source, catalog.types)
+        self.serde = serde_of(source, catalog.types)
+        self._custom_types = catalog.types
         self.key_types = tuple(
             key_type_of(resolve_type(c.type, catalog.types)) for c in source.key_columns
         )
@@ -119,8 +120,7 @@ class StoredTable:
 
     def partition_of(self, key: tuple[Any, ...]) -> int:
         """Where Kafka (murmur2 of the serialized key) puts ``key``."""
-        data = self.serde.serialize_key(key)
-        return partition_for(data or b"", self.source.partitions)
+        return key_partition(self.source, self._custom_types, key)
 
     def _store(self, partition: int) -> Any:
         store = self._stores.get(self.source.name, partition)
@@ -170,6 +170,13 @@ class StoredTable:
 
     def _decode_key(self, data: bytes) -> tuple[Any, ...]:
         return decode_key(data, self.key_types)
+
+
+def key_partition(source: Source, custom_types: Mapping[str, Any], key: tuple[Any, ...]) -> int:
+    """The partition of ``source``'s topic that holds ``key``: murmur2 of the serialized key, as
+    every Kafka client places it."""
+    data = serde_of(source, custom_types).serialize_key(key)
+    return partition_for(data or b"", source.partitions)
 
 
 def materialized(catalog: Catalog) -> dict[str, Source]:
@@ -312,12 +319,6 @@ class MaterializedTables:
         except StoreError:  # dropped meanwhile, or never materialized
             return {}
         return {p: PartitionLag.of(s) for p, s in statuses.items()}
-
-    def all_lags(self) -> Mapping[str, Mapping[int, PartitionLag]]:
-        """KIP-535's all_local_store_partition_lags, as :class:`PartitionLag` values."""
-        with self._lock:
-            names = list(self._held)
-        return {name: self.lags(name) for name in names}
 
     def local_lags(self) -> dict[str, dict[int, LagInfo]]:
         """KIP-535's ``all_local_store_partition_lags()``: {table: {partition: LagInfo}}."""

@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.cluster.assignment import PartitionId
-from headwater.engine.partitioner import partition_for
-from headwater.engine.serde import RowSerde
-from headwater.engine.tables import StoredTable
+from headwater.engine.tables import StoredTable, key_partition
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.services import Services
 from headwater.store.lag import LagInfo
@@ -56,8 +54,7 @@ class LocalMetadata:
         """
         catalog = self._services.runner.catalog
         source = self._source(table)
-        data = RowSerde.for_source(source, catalog.types).serialize_key(key)
-        partition = partition_for(data or b"", source.partitions)
+        partition = key_partition(source, catalog.types, key)
         control = self._services.control
         if control is None:
             return KeyQueryMetadata(self._services.advertised, (), partition)

@@ -30,8 +30,7 @@ from headwater.cluster.assignment import PartitionId
 from headwater.cluster.auth import HEADER, sign
 from headwater.cluster.routing import NoReplica, RoutingBound, route
 from headwater.engine._pull_keys import KeyLookup
-from headwater.engine.partitioner import partition_for
-from headwater.engine.serde import RowSerde
+from headwater.engine.tables import key_partition
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.services import Services
 
@@ -122,9 +121,7 @@ def needed_partitions(prepared: Any, catalog_types: Mapping[str, Any]) -> list[i
     """The partitions a table query reads: those of its keys for a lookup, else all."""
     source, access = prepared.source, prepared.plan.access
     if isinstance(access, KeyLookup):
-        serde = RowSerde.for_source(source, catalog_types)
-        return sorted({partition_for(serde.serialize_key(k) or b"", source.partitions)
-                       for k in access.keys})  # fmt: skip
+        return sorted({key_partition(source, catalog_types, k) for k in access.keys})
     return list(range(source.partitions))
 
 

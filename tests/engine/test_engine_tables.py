@@ -94,3 +94,24 @@ def test_materialized_tables_are_the_unwindowed_tables() -> None:
 def test_servable(lag: PartitionLag, bound: int, bounded: bool, servable: bool) -> None:
     assert lag.servable(bound, bounded) is servable
     assert "position" in lag.describe()
+
+
+def test_serde_of_reuses_a_serde_until_the_types_change() -> None:
+    from types import MappingProxyType
+
+    from headwater.engine.serde import serde_of
+
+    source = _table("CACHED")
+    types = MappingProxyType({})
+    first = serde_of(source, types)
+    assert serde_of(source, types) is first
+    assert serde_of(source, MappingProxyType({})) is not first  # a new types mapping: rebuilt
+    assert serde_of(_table("OTHER"), types) is not first
+
+
+def test_key_partition_matches_the_stored_tables(tmp_path: Path) -> None:
+    from headwater.engine.tables import key_partition
+
+    table = _stored(tmp_path, _table(), {})
+    assert all(key_partition(table.source, Catalog().types, (k,)) == table.partition_of((k,))
+               for k in range(50))
