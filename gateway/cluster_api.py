@@ -62,7 +62,19 @@ async def require_internal_auth(
     """
     if secret is None:
         return
-    body = await request.body()
+    check_internal_auth(request, secret, await request.body(), now_ms=now_ms)
+
+
+def check_internal_auth(
+    request: Request, secret: str | None, body: bytes, *, now_ms: int | None = None
+) -> None:
+    """:func:`require_internal_auth` for a handler that has read the raw body itself.
+
+    Raises:
+        KsqlError: 40100 (HTTP 401) with the reason.
+    """
+    if secret is None:
+        return
     verdict = auth.verify(
         secret, request.headers.get(auth.HEADER),
         wall_clock_ms() if now_ms is None else now_ms,

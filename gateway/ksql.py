@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from headwater.engine.errors import EngineError
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
-from headwater.engine.serde import RowSerde
+from headwater.engine.serde import serde_of
 from headwater.gateway.errors import Entity, KsqlError, bad_request
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
@@ -87,12 +87,13 @@ def decode_request(body: bytes) -> KsqlRequest:
     sequence = raw.get("commandSequenceNumber")
     if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)):
         raise bad_request('"commandSequenceNumber" must be an integer')
-    return KsqlRequest(
-        ksql,
-        properties,
-        {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()},
-        sequence,
-    )
+    return KsqlRequest(ksql, properties, variables_text(variables), sequence)
+
+
+def variables_text(variables: Mapping[str, Any]) -> dict[str, str]:
+    """Session variables as the text ``${name}`` substitutes: strings as they are, other JSON
+    values written as JSON."""
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()}
 
 
 async def ksql_endpoint(request: Request) -> JSONResponse:
@@ -303,7 +304,7 @@ def _insert_values(services: Services, statement: ast.Statement) -> Entity:
         raise KsqlError("this server does not accept INSERT statements", 40001)
     try:
         record = evaluate_insert_values(insert, source, catalog.types)
-        serde = RowSerde.for_source(source, catalog.types)
+        serde = serde_of(source, catalog.types)
         key = serde.serialize_key(record.key)
         value = serde.serialize_value(record.value)
     except EngineError as exc:

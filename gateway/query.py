@@ -14,7 +14,6 @@ Queries wait in a bounded queue (``Admission``): overload answers 429 at once.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -23,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from headwater.gateway.jsonout import dumps
-from headwater.cluster.auth import HEADER, verify
 from headwater.gateway import routed
+from headwater.gateway.cluster_api import check_internal_auth
 from headwater.gateway.errors import KsqlError, bad_request
-from headwater.gateway.ksql import decode_request, read_body
+from headwater.gateway.ksql import decode_request, read_body, variables_text
 from headwater.gateway.pull import NeedsForwarding, PullAnswer, execute_prepared, prepare_pull
 from headwater.gateway.services import Services, services_of
 from headwater.sqlparse_ext import parse
@@ -108,13 +107,7 @@ async def _answer(services: Services, statement: ast.Select, properties: Mapping
 def _check_internal(services: Services, request: Request, body: bytes) -> None:
     """A forwarded query must be signed when ``cluster.auth.secret`` is set (401 otherwise)."""
     secret = services.cluster.settings.auth_secret if services.cluster is not None else None
-    if not secret:
-        return
-    verdict = verify(secret, request.headers.get(HEADER), int(time.time() * 1000), "POST",
-                     request.url.path, body)  # fmt: skip
-    if not verdict.ok:
-        raise KsqlError(f"unauthorized internal request: {verdict.reason}", 40100,
-                        kind="generic_error")  # fmt: skip
+    check_internal_auth(request, secret or None, body)
 
 
 def _decode_stream_request(body: bytes) -> tuple[str, Mapping[str, Any], Mapping[str, str]]:
@@ -128,10 +121,7 @@ def _decode_stream_request(body: bytes) -> tuple[str, Mapping[str, Any], Mapping
     variables = raw.get("sessionVariables") or {}
     if not isinstance(properties, dict) or not isinstance(variables, dict):
         raise bad_request('"properties" and "sessionVariables" must be JSON objects')
-    as_text = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()}
-    # /query-stream's body is the same shape as /ksql's apart from its field names.
-    decoded = decode_request(json.dumps({"ksql": raw["sql"]}).encode())
-    return decoded.ksql, properties, as_text
+    return raw["sql"], properties, variables_text(variables)
 
 
 # -- rendering -------------------------------------------------------------------------------------
