@@ -156,9 +156,9 @@ def _formats(properties: Mapping[str, PropertyValue], kind: str) -> tuple[str, s
     value = both if both is not None else properties.get("VALUE_FORMAT")
     if value is None:
         raise ValidationError(
-            f"Statement is missing the 'VALUE_FORMAT' property from the WITH clause. "
-            f"Either provide one or set a default via the 'ksql.persistence.default.format.value' "
-            f"config."
+            "Statement is missing the 'VALUE_FORMAT' property from the WITH clause. "
+            "Either provide one or set a default via the 'ksql.persistence.default.format.value' "
+            "config."
         )
     key = both if both is not None else properties.get("KEY_FORMAT", "KAFKA")
     return _format_name(key, "KEY_FORMAT"), _format_name(value, "VALUE_FORMAT")
