@@ -13,8 +13,8 @@ precomputed, and reused for every record. Formats, as ksqlDB writes and reads th
   BOOLEAN, DECIMAL, DATE, TIME, TIMESTAMP and containers are refused, as ksqlDB does.
 - **NONE**: no columns; the bytes are ignored (keyless sources).
 
-NULL rules: a key whose columns are all NULL is written as a null record key, and a null key
-reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
+NULL rules: a key whose one column is NULL is written as a null record key (several key columns
+all NULL make an object of NULLs in JSON, as ksqlDB writes them), and a null key reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
 JSON) is written as a null record value, i.e. a tombstone, as in ksqlDB. Names in a row that are
 not value columns (key columns, pseudo columns) are ignored when writing.
 """
@@ -105,7 +105,7 @@ class RowSerde:
         )
 
     def serialize_key(self, key: Sequence[Any]) -> bytes | None:
-        """The record key for ``key`` (values in key-column order); None if keyless or all NULL.
+        """The record key for ``key`` (values in key-column order); None if keyless or its one column is NULL.
 
         Raises:
             SerdeError: If the tuple has the wrong length or a value does not fit its column.
@@ -119,7 +119,7 @@ class RowSerde:
                 f"({', '.join(side.names)}), got a key of {len(key)} value(s)"
             )
         checked = [check(v, name) for check, v, name in zip(side.checks, key, side.names)]
-        if all(v is None for v in checked):
+        if len(checked) == 1 and checked[0] is None:
             return None
         return _write(side, checked, "key")
 

@@ -72,11 +72,29 @@ def _drop_type(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tup
     return catalog.without_type(name, offset), f"Dropped type '{name}'"
 
 
+def query_id_for(kind: str, sink: str | None, offset: int) -> str:
+    """ksqlDB's id of a persistent query: ``CSAS_<SINK>_<n>`` or ``INSERTQUERY_<n>``.
+
+    ``n`` is the command's offset in the command log, so every server gives the same id.
+    """
+    return f"{kind}_{sink}_{offset}" if kind in ("CSAS", "CTAS") else f"{kind}_{offset}"
+
+
 def _start_query(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
-    query = query_from_dict(command["query"])
+    body = dict(command["query"])
+    kind = body.pop("kind", "INSERTQUERY")
+    body.setdefault("id", query_id_for(kind, body.get("sink"), offset))
+    query = query_from_dict(body)
+    for name in query.sources:
+        if catalog.source(name) is None:
+            raise UnknownSource(f"{name} does not exist.")
     if "sink" in command:
-        catalog, message = _create_source(catalog, command["sink"], offset)
+        sink = dict(command["sink"])
+        sink["source"] = {**sink["source"], "queryId": query.id}
+        catalog, message = _create_source(catalog, sink, offset)
     else:
+        if query.sink is None or catalog.source(query.sink) is None:
+            raise UnknownSource(f"{query.sink} does not exist.")
         message = "Created query"
     return catalog.with_query(query, offset), f"{message} with query ID: {query.id}"
 
@@ -84,10 +102,18 @@ def _start_query(catalog: Catalog, command: Mapping[str, Any], offset: int) -> t
 def _terminate_query(
     catalog: Catalog, command: Mapping[str, Any], offset: int
 ) -> tuple[Catalog, str]:
-    query_id = command["queryId"]
-    if query_id not in catalog.queries:
-        raise UnknownSource(f"Unknown queryId: {query_id}")
-    return catalog.without_query(query_id, offset), f"Query terminated: {query_id}"
+    ids = list(command.get("queryIds") or [command["queryId"]])
+    for query_id in ids:
+        query = catalog.queries.get(query_id)
+        if query is None:
+            raise UnknownSource(f"Unknown queryId: {query_id}")
+        catalog = catalog.without_query(query_id, offset)
+        sink = catalog.source(query.sink) if query.sink else None
+        if sink is not None and sink.query_id == query_id:
+            catalog = catalog.with_source(replace(sink, query_id=None), offset)
+    if len(ids) == 1:
+        return catalog, f"Query terminated: {ids[0]}"
+    return catalog, f"Queries terminated: {', '.join(ids)}"
 
 
 #: Command kind -> how it changes the catalog.

@@ -9,7 +9,7 @@ makes around it (create the topic before committing; delete it after the drop is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +24,8 @@ from headwater.metastore.errors import (
     UnknownType,
     ValidationError,
 )
-from headwater.sqlparse_ext import statements as ast
 from headwater.sqlparse_ext import sqltypes
+from headwater.sqlparse_ext import statements as ast
 
 #: WITH properties a CREATE STREAM/TABLE accepts (ksqlDB's, plus headwater's dotted ones).
 SOURCE_PROPERTIES = frozenset(
@@ -34,6 +34,15 @@ SOURCE_PROPERTIES = frozenset(
         "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
         "WINDOW_TYPE", "WINDOW_SIZE", "RETENTION_MS",
         "ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS",
+    }
+)  # fmt: skip
+
+#: WITH properties a CREATE STREAM ... AS SELECT accepts.
+SINK_PROPERTIES = frozenset(
+    {
+        "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
+        "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
+        "RETENTION_MS",
     }
 )  # fmt: skip
 
@@ -72,20 +81,53 @@ class Plan:
     delete_topic: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class QueryShape:
+    """What the engine found a persistent query's SELECT to read and write.
+
+    Attributes:
+        sources: the streams and tables it reads.
+        columns: its output columns, key columns first.
+    """
+
+    sources: tuple[str, ...]
+    columns: tuple[Column, ...]
+
+
+#: (SELECT, catalog, sink name) -> its shape; raises ValidationError when the engine refuses it.
+#: The engine owns what a SELECT means; the metastore stays below it and receives this function.
+QueryAnalyzer = Callable[[ast.Query, Catalog, str], QueryShape]
+
+
 def topics_named(statement: ast.Statement) -> tuple[str, ...]:
     """The Kafka topics the caller must look up before planning ``statement``."""
     if isinstance(statement, ast.CreateSource):
         topic = statement.properties.get("KAFKA_TOPIC")
         return (str(topic),) if topic is not None else ()
+    if isinstance(statement, ast.CreateAsSelect):
+        return (str(statement.properties.get("KAFKA_TOPIC") or statement.name),)
     return ()
 
 
-def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts) -> Plan:
+def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
+         analyze: QueryAnalyzer | None = None) -> Plan:  # fmt: skip
     """Validate ``statement`` against ``catalog`` and plan its command.
+
+    Args:
+        statement: the parsed statement.
+        catalog: the snapshot it is validated against.
+        facts: what the caller found out about the topics it names.
+        analyze: the engine's analysis of persistent queries (needed for CSAS/INSERT ... SELECT).
 
     Raises:
         ValidationError: the statement is not valid here; the message says why.
     """
+    if isinstance(statement, (ast.CreateAsSelect, ast.InsertInto)):
+        if analyze is None:
+            raise ValidationError("persistent queries need the engine, which this server lacks")
+        if isinstance(statement, ast.CreateAsSelect):
+            return _plan_create_as_select(statement, catalog, facts, analyze)
+        return _plan_insert_select(statement, catalog, analyze)
     planner = _PLANNERS.get(type(statement))
     if planner is None:
         raise ValidationError(f"{type(statement).__name__} statements do not change the catalog")
@@ -325,6 +367,126 @@ def _plan_drop(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
     return Plan(command, delete_topic=source.topic if drop.delete_topic else None)
 
 
+def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: TopicFacts,
+                           analyze: QueryAnalyzer) -> Plan:  # fmt: skip
+    kind = SourceKind(create.kind)
+    noun = kind.value.lower()
+    if kind is SourceKind.TABLE:
+        raise ValidationError(
+            "CREATE TABLE AS SELECT is not supported yet: aggregations and materialized tables "
+            "arrive with issue 15. CREATE STREAM ... AS SELECT works today."
+        )
+    existing = catalog.source(create.name)
+    if existing is not None:
+        if create.if_not_exists:
+            return Plan(None, f"Cannot add {noun} {create.name}: it already exists.")
+        if create.or_replace:
+            raise ValidationError(
+                f"CREATE OR REPLACE {kind.value} ... AS SELECT is not supported yet: terminate "
+                f"{existing.query_id or 'its query'}, drop {create.name}, then create it again."
+            )
+        raise SourceExists(
+            f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
+            "with the same name already exists"
+        )
+    unknown = sorted(n for n in create.properties if n.upper() not in SINK_PROPERTIES)
+    if unknown:
+        raise ValidationError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
+    properties = {n.upper(): v for n, v in create.properties.items() if v is not None}
+    shape = analyze(create.query, catalog, create.name)
+    source = catalog.source(shape.sources[0])
+    assert source is not None  # the analysis resolved it
+    columns = shape.columns
+    keyless = not any(c.key for c in columns)
+    key_format, value_format = _sink_formats(properties, source, keyless)
+    _check_formats(columns, key_format, value_format)
+    topic = str(properties.get("KAFKA_TOPIC") or create.name)
+    wanted = properties.get("PARTITIONS", source.partitions if topic not in facts.partitions else None)
+    partitions, create_topic = _topic(topic, {"PARTITIONS": wanted} if wanted else {}, facts)
+    timestamp = _timestamp_column(properties, columns)
+    sink = Source(
+        kind=kind,
+        name=create.name,
+        columns=columns,
+        topic=topic,
+        partitions=partitions,
+        key_format=key_format,
+        value_format=value_format,
+        properties=tuple(sorted(properties.items())),
+        statement_text=create.text.strip(),
+        timestamp_column=timestamp,
+    )
+    query = {"kind": "CSAS", "statementText": create.text.strip(), "sink": create.name,
+             "sources": list(shape.sources)}  # fmt: skip
+    command = {"type": "start_query", "query": query,
+               "sink": {"source": source_to_dict(sink), "replace": False}}  # fmt: skip
+    return Plan(command, create_topic=create_topic)
+
+
+def _sink_formats(properties: Mapping[str, PropertyValue], source: Source,
+                  keyless: bool) -> tuple[str, str]:  # fmt: skip
+    both = properties.get("FORMAT")
+    if both is not None and ("KEY_FORMAT" in properties or "VALUE_FORMAT" in properties):
+        raise ValidationError(
+            "Cannot supply both 'FORMAT' and 'KEY_FORMAT' or 'VALUE_FORMAT' properties"
+        )
+    value = _format_name(both or properties.get("VALUE_FORMAT") or source.value_format,
+                         "VALUE_FORMAT")  # fmt: skip
+    if keyless:
+        if "KEY_FORMAT" in properties:
+            raise ValidationError("Key format specified for stream without key columns.")
+        return "NONE", value
+    key = both or properties.get("KEY_FORMAT")
+    if key is None:
+        key = source.key_format if source.key_format != "NONE" else "KAFKA"
+    return _format_name(key, "KEY_FORMAT"), value
+
+
+def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: QueryAnalyzer) -> Plan:
+    target = catalog.source(insert.target)
+    if target is None:
+        raise UnknownSource(f"{insert.target} does not exist.")
+    if target.kind is not SourceKind.STREAM:
+        raise ValidationError(
+            f"INSERT INTO can only be used to insert into a stream. {target.name} is a table."
+        )
+    if target.read_only:
+        raise ValidationError(f"Cannot insert into read-only stream: {target.name}")
+    shape = analyze(insert.query, catalog, insert.target)
+    if target.name in shape.sources:
+        raise ValidationError(f"Cannot insert into {target.name}: the query reads from it.")
+    sink_columns = tuple(c for c in target.columns if not (c.headers or c.header_key))
+    if tuple((c.name, c.type, c.key) for c in shape.columns) != tuple(
+        (c.name, c.type, c.key) for c in sink_columns
+    ):
+        raise ValidationError(
+            "Incompatible schema between results and sink.\n"
+            f"Result schema is {_columns_sql(shape.columns)}\n"
+            f"Sink schema is {_columns_sql(sink_columns)}"
+        )
+    query = {"kind": "INSERTQUERY", "statementText": insert.text.strip(), "sink": target.name,
+             "sources": list(shape.sources)}  # fmt: skip
+    return Plan({"type": "start_query", "query": query})
+
+
+def _columns_sql(columns: tuple[Column, ...]) -> str:
+    return ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "") for c in columns)
+
+
+def _plan_terminate(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+    terminate: ast.Terminate = statement
+    if terminate.query_id is None:
+        ids = sorted(catalog.queries)
+        if not ids:
+            return Plan(None, "No queries to terminate.")
+        return Plan({"type": "terminate_query", "queryIds": ids})
+    wanted = terminate.query_id.upper()
+    found = next((q for q in catalog.queries if q.upper() == wanted), None)
+    if found is None:
+        raise ValidationError(f"Unknown queryId: {terminate.query_id}")
+    return Plan({"type": "terminate_query", "queryIds": [found]})
+
+
 def _plan_create_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
     create: ast.CreateType = statement
     if create.name in catalog.types:
@@ -352,4 +514,5 @@ _PLANNERS = {
     ast.Drop: _plan_drop,
     ast.CreateType: _plan_create_type,
     ast.DropType: _plan_drop_type,
+    ast.Terminate: _plan_terminate,
 }

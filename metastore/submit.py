@@ -36,7 +36,7 @@ from headwater.kafka.errors import KafkaEdgeError
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import CommandConflict, CommandTimeout, ValidationError
-from headwater.metastore.plan import Plan, TopicFacts, plan, topics_named
+from headwater.metastore.plan import Plan, QueryAnalyzer, TopicFacts, plan, topics_named
 from headwater.metastore.records import CommandRecord, encode, new_command_id
 from headwater.metastore.replay import CommandState, Outcome
 from headwater.metastore.runner import CommandRunner
@@ -88,6 +88,7 @@ class CommandSubmitter:
         *,
         submitted_by: str = "",
         limits: SubmitSettings | None = None,
+        analyze: QueryAnalyzer | None = None,
     ) -> None:
         self._settings = settings
         self._service_id = service_id
@@ -96,6 +97,7 @@ class CommandSubmitter:
         self._admin = admin
         self._submitted_by = submitted_by
         self._limits = limits or SubmitSettings()
+        self._analyze = analyze
         self._lock = threading.Lock()
 
     def submit(self, statement: ast.Statement) -> Submitted:
@@ -139,7 +141,7 @@ class CommandSubmitter:
                     self._abort(producer)
                     return self._answer(earlier, attempt)
                 catalog = self._runner.catalog
-                planned = plan(statement, catalog, self._facts(statement))  # step 3
+                planned = plan(statement, catalog, self._facts(statement), self._analyze)  # step 3
                 if planned.command is None:
                     self._abort(producer)
                     # Nothing to append: the answer is as of the last record decided.

@@ -1,0 +1,464 @@
+"""A persistent query's SELECT, checked and compiled: what it reads, what it writes, per record. Pure.
+
+ksqlDB's logical plan for a stateless query over one stream is source -> WHERE -> PARTITION BY ->
+SELECT. This module applies its rules (the messages are ksqlDB's):
+
+- the scope is the source's columns plus ``ROWTIME``, ``ROWPARTITION`` and ``ROWOFFSET``;
+- without PARTITION BY the key columns stay the source's, and every one must be selected (as a
+  column, optionally aliased); with PARTITION BY the key columns are the partitioning expressions,
+  in their order, and each must be selected (``*`` selects them); ``PARTITION BY NULL`` drops the key;
+- ``*`` is the key columns then the value columns; after PARTITION BY, the new key columns, then
+  the source's value columns, then its old key columns (those not made keys);
+- every expression is compiled by `headwater.engine.expressions`, the compiler pull queries use.
+
+What later issues bring (GROUP BY, windows, joins, tables as sources, aggregate and table
+functions) is refused here with the construct named, before anything reaches the command log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.engine import _functions as fn
+from headwater.engine.errors import ExpressionError
+from headwater.engine.expressions import (
+    Evaluator,
+    Scope,
+    UnresolvedColumn,
+    compile_expression,
+    format_expression,
+    output_name,
+    resolve_type,
+    select_names,
+)
+from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
+from headwater.metastore.errors import ValidationError
+from headwater.metastore.plan import QueryShape
+from headwater.sqlparse_ext import expressions as hx
+from headwater.sqlparse_ext.sqltypes import (
+    ArrayType,
+    MapType,
+    SqlType,
+    StructType,
+    identifier_name,
+)
+from headwater.sqlparse_ext.statements import Query
+from sqlglot import exp
+
+PSEUDO_COLUMNS: Mapping[str, SqlType] = {
+    "ROWTIME": fn.BIGINT, "ROWPARTITION": fn.INTEGER, "ROWOFFSET": fn.BIGINT,
+}  # fmt: skip
+RESERVED_NAMES = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
+
+#: ksqlDB's aggregate functions: they need GROUP BY (issue 15).
+AGGREGATE_FUNCTIONS = frozenset({
+    "COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT", "COLLECT_LIST",
+    "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET", "STDDEV_SAMP",
+    "STDDEV_SAMPLE", "STDDEV_POP", "CORRELATION", "AVERAGE",
+})  # fmt: skip
+#: ksqlDB's table functions: one input row gives several output rows.
+TABLE_FUNCTIONS = frozenset({"EXPLODE", "CUBE_EXPLODE"})
+
+
+class QueryCompileError(ExpressionError):
+    """A persistent query ksqlDB would refuse, or that needs what headwater does not run yet.
+
+    Attributes:
+        construct: the clause or construct at fault (``GROUP BY``, ``WINDOW``, ...), when one is.
+    """
+
+    def __init__(self, message: str, construct: str | None = None) -> None:
+        super().__init__(message)
+        self.construct = construct
+
+
+@dataclass(frozen=True, slots=True)
+class OutputColumn:
+    """A column the query writes: its name, type, whether it is part of the record key."""
+
+    name: str
+    type: SqlType
+    key: bool
+
+    def catalog_column(self) -> Column:
+        """As the catalog stores it."""
+        return Column(self.name, self.type.sql(), key=self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledQuery:
+    """A checked persistent query: what it reads and writes, and its per-record functions.
+
+    Attributes:
+        source: the stream it reads.
+        columns: the output columns, key columns first (in key order), then value columns.
+        row_filter: WHERE, or None.
+        keys: one evaluator per output key column (same order as the key columns).
+        values: one evaluator per output value column.
+        partition_by: the PARTITION BY expressions as written ("" without), for EXPLAIN.
+        where_text: the WHERE expression as ksqlDB prints it ("" without).
+    """
+
+    source: Source
+    columns: tuple[OutputColumn, ...]
+    row_filter: Evaluator | None = field(repr=False, compare=False)
+    keys: tuple[Evaluator, ...] = field(repr=False, compare=False)
+    values: tuple[Evaluator, ...] = field(repr=False, compare=False)
+    partition_by: tuple[str, ...] = ()
+    where_text: str = ""
+    projection_text: tuple[str, ...] = ()
+
+    @property
+    def key_columns(self) -> tuple[OutputColumn, ...]:
+        """The output key columns."""
+        return tuple(c for c in self.columns if c.key)
+
+    @property
+    def value_columns(self) -> tuple[OutputColumn, ...]:
+        """The output value columns."""
+        return tuple(c for c in self.columns if not c.key)
+
+    @property
+    def rekeys(self) -> bool:
+        """Whether the query changes the key (PARTITION BY): output partitions then follow keys."""
+        return bool(self.partition_by)
+
+    def catalog_columns(self) -> tuple[Column, ...]:
+        """The output columns as the catalog stores a sink's columns."""
+        return tuple(c.catalog_column() for c in self.columns)
+
+
+def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQuery:
+    """Checks a persistent query's SELECT against the catalog and compiles it.
+
+    Args:
+        query: the SELECT of ``CREATE STREAM ... AS`` or ``INSERT INTO ...``.
+        catalog: the snapshot it is checked against.
+        sink_name: the stream it writes (named in ksqlDB's messages).
+
+    Raises:
+        QueryCompileError: ksqlDB would refuse the query, or it needs a later construct.
+    """
+    _refuse_later_constructs(query)
+    source = catalog.source(query.source.name)
+    if source is None:
+        raise QueryCompileError(f"{query.source.name} does not exist.")
+    if source.kind is SourceKind.TABLE:
+        raise QueryCompileError(
+            "Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS "
+            "SELECT statement instead.", "TABLE source")  # fmt: skip
+    if source.windowed:
+        raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
+                                f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+    custom = dict(catalog.types)
+    columns = {c.name: resolve_type(c.type, custom) for c in source.columns}
+    scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
+    qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
+    scope = Scope(scope_columns, qualifiers, custom)
+
+    row_filter, where_text = _where(query.where, scope)
+    aliases = {n for n in (output_name(i) for i in query.select) if n and n not in scope_columns}
+    partition = _partition_by(query.partition_by, scope, aliases)
+    items = _expand(query.select, source, columns, qualifiers, partition)
+    for item in items:
+        _refuse_functions(item)
+    names = select_names(items)
+    compiled = []
+    for item, name in zip(items, names, strict=True):
+        try:
+            c = compile_expression(item, scope)
+        except UnresolvedColumn as error:
+            raise QueryCompileError(f"SELECT column '{error.column}' cannot be resolved.") from error
+        except ExpressionError as error:
+            raise QueryCompileError(error.message) from error
+        if c.type == fn.NULL:
+            raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
+                                    "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
+        if name in RESERVED_NAMES:
+            raise QueryCompileError(f"Reserved column name in select: `{name}`. Please remove or "
+                                    "alias the column.")  # fmt: skip
+        compiled.append((item, name, c))
+
+    key_of_item = _match_keys(compiled, source, partition, sink_name, qualifiers)
+    for index in key_of_item:
+        _item, name, c = compiled[index]
+        if _has_map(c.type):
+            raise QueryCompileError(
+                "Map keys, including types that contain maps, are not supported as they may lead "
+                f"to unexpected behavior due to inconsistent serialization. Key column name: "
+                f"`{name}`. Column type: {c.type.sql()}. See "
+                "https://github.com/confluentinc/ksql/issues/6621 for more.")  # fmt: skip
+    keys: list[tuple[OutputColumn, Evaluator] | None] = [None] * _key_count(source, partition)
+    values: list[tuple[OutputColumn, Evaluator]] = []
+    seen: dict[str, str] = {}
+    for index, (item, name, c) in enumerate(compiled):
+        if name in seen:
+            raise QueryCompileError(f"Duplicate value columns found in schema: `{name}` {c.type}")
+        seen[name] = name
+        slot = key_of_item.get(index)
+        if slot is None:
+            values.append((OutputColumn(name, c.type, False), c.evaluate))
+        else:
+            keys[slot] = (OutputColumn(name, c.type, True), c.evaluate)
+    if not values:
+        raise QueryCompileError("The projection contains no value columns.")
+    chosen = [k for k in keys if k is not None]
+    return CompiledQuery(
+        source=source,
+        columns=tuple(k for k, _ in chosen) + tuple(v for v, _ in values),
+        row_filter=row_filter,
+        keys=tuple(f for _, f in chosen),
+        values=tuple(f for _, f in values),
+        partition_by=tuple("NULL" if p.node is None else format_expression(p.node)
+                           for p in partition),
+        where_text=where_text,
+        projection_text=tuple(format_expression(_bare(item)) for item, _, _ in compiled),
+    )
+
+
+def analyze_query(query: Query, catalog: Catalog, sink_name: str) -> QueryShape:
+    """The metastore's view of a persistent query (a `metastore.plan.QueryAnalyzer`).
+
+    Raises:
+        ValidationError: with the compiler's message when the query is refused.
+    """
+    try:
+        compiled = compile_query(query, catalog, sink_name)
+    except QueryCompileError as error:
+        raise ValidationError(error.message) from error
+    return QueryShape((compiled.source.name,), compiled.catalog_columns())
+
+
+def describe_shape(compiled: CompiledQuery, sink: str) -> list[str]:
+    """The query's steps, one line each, for EXPLAIN (ksqlDB's step names)."""
+    steps = [f"> [ SINK ] | Schema: {_schema(compiled.columns)} | Logger: {sink}"]
+    steps.append(f"\t\t > [ PROJECT ] | Schema: {_schema(compiled.columns)} | "
+                 f"Expressions: {', '.join(compiled.projection_text)}")  # fmt: skip
+    if compiled.partition_by:
+        steps.append(f"\t\t\t\t > [ REKEY ] | PARTITION BY {', '.join(compiled.partition_by)}")
+    if compiled.where_text:
+        steps.append(f"\t\t\t\t\t\t > [ FILTER ] | Condition: {compiled.where_text}")
+    source = compiled.source
+    steps.append(f"\t\t\t\t\t\t\t\t > [ SOURCE ] | Schema: "
+                 f"{', '.join(_column_sql(c.name, c.type, c.key) for c in source.columns)} | "
+                 f"Topic: {source.topic}")  # fmt: skip
+    return steps
+
+
+# -- the pieces --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionExpr:
+    node: exp.Expr | None  # None: PARTITION BY NULL
+    name: str
+    type: SqlType
+
+
+def _refuse_later_constructs(query: Query) -> None:
+    later = (("JOIN", query.joins, "joins arrive with issue 16"),
+             ("WINDOW", query.window, "windowed aggregations arrive with issue 15"),
+             ("GROUP BY", query.group_by, "aggregations arrive with issue 15"),
+             ("HAVING", query.having, "aggregations arrive with issue 15"))  # fmt: skip
+    for construct, present, when in later:
+        if present:
+            raise QueryCompileError(
+                f"{construct} is not supported in persistent queries yet ({when}).", construct
+            )
+    if query.emit == "FINAL":
+        raise QueryCompileError("EMIT FINAL is only valid for windowed aggregations.", "EMIT FINAL")
+    if query.limit is not None:
+        raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
+
+
+def _refuse_functions(node: exp.Expr) -> None:
+    for call in node.find_all(exp.Func):
+        name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).upper()
+        if name in AGGREGATE_FUNCTIONS or isinstance(call, exp.AggFunc):
+            raise QueryCompileError(
+                f"Aggregate function {name} needs GROUP BY, which persistent queries do not "
+                "support yet (issue 15).", "aggregate function")  # fmt: skip
+        if name in TABLE_FUNCTIONS:
+            raise QueryCompileError(f"Table function {name} is not supported yet.",
+                                    "table function")  # fmt: skip
+
+
+def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]:
+    if where is None:
+        return None, ""
+    _refuse_functions(where)
+    try:
+        compiled = compile_expression(where, scope)
+    except UnresolvedColumn as error:
+        raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
+    except ExpressionError as error:
+        raise QueryCompileError(f"Error in WHERE expression: {error.message}") from error
+    if compiled.type not in (fn.BOOLEAN, fn.NULL):
+        raise QueryCompileError("Type error in WHERE expression: Should evaluate to boolean but is "
+                                f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
+    return compiled.evaluate, compiled.text
+
+
+def _partition_by(nodes: Sequence[exp.Expr], scope: Scope,
+                  aliases: set[str]) -> list[_PartitionExpr]:  # fmt: skip
+    result: list[_PartitionExpr] = []
+    if any(isinstance(n, exp.Null) for n in nodes):
+        if len(nodes) > 1:
+            raise QueryCompileError("Cannot PARTITION BY multiple columns including NULL")
+        return [_PartitionExpr(None, "", fn.NULL)]
+    own = [output_name(n) for n in nodes]
+    synthetic = iter(select_names(list(nodes)))
+    for node, name in zip(nodes, own, strict=True):
+        _refuse_functions(node)
+        try:
+            compiled = compile_expression(node, scope)
+        except UnresolvedColumn as error:
+            hint = (f" '{error.column}' must be a column in the source schema since PARTITION BY "
+                    "is applied on the input.") if error.column in aliases else ""  # fmt: skip
+            raise QueryCompileError(
+                f"PARTITION BY column '{error.column}' cannot be resolved.{hint}") from error
+        except ExpressionError as error:
+            raise QueryCompileError(f"Error in PARTITION BY expression: {error.message}") from error
+        given = next(synthetic)
+        result.append(_PartitionExpr(node, name or given, compiled.type))
+    return result
+
+
+def _expand(items: Sequence[exp.Expr], source: Source, columns: Mapping[str, SqlType],
+            qualifiers: frozenset[str], partition: list[_PartitionExpr]) -> list[exp.Expr]:  # fmt: skip
+    """The SELECT list with ``*`` and ``S->*`` replaced by one item per column."""
+    expanded: list[exp.Expr] = []
+    for item in items:
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        ):
+            table = item.args.get("table")
+            if table is not None and identifier_name(table) not in qualifiers:
+                raise QueryCompileError(
+                    f"'{identifier_name(table)}' is not a valid stream/table name or alias.")
+            expanded.extend(_star(source, partition))
+        elif isinstance(item, hx.StructDeref) and isinstance(item.expression, exp.Star):
+            base = item.this
+            name = identifier_name(base.this) if isinstance(base, exp.Column) else None
+            struct = columns.get(name) if name else None
+            if not isinstance(struct, StructType):
+                raise QueryCompileError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
+            expanded.extend(
+                hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
+                for f in struct.fields
+            )
+        else:
+            expanded.append(item)
+    return expanded
+
+
+def _star(source: Source, partition: list[_PartitionExpr]) -> list[exp.Expr]:
+    def column(name: str) -> exp.Expr:
+        return exp.column(exp.to_identifier(name, quoted=True))
+
+    if not partition:
+        return [column(c.name) for c in (*source.key_columns, *(c for c in source.columns
+                                                                if not c.key))]  # fmt: skip
+    new_keys = [p for p in partition if p.node is not None]
+    as_columns = {_column_name(p.node) for p in new_keys if p.node is not None} - {None}
+    items: list[exp.Expr] = []
+    for p in new_keys:
+        assert p.node is not None
+        if _column_name(p.node) == p.name:
+            items.append(p.node.copy())
+        else:
+            items.append(exp.alias_(p.node.copy(), exp.to_identifier(p.name, quoted=True)))
+    items.extend(column(c.name) for c in source.columns if not c.key and c.name not in as_columns)
+    items.extend(column(c.name) for c in source.key_columns if c.name not in as_columns)
+    return items
+
+
+def _has_map(t: SqlType) -> bool:
+    if isinstance(t, MapType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_map(t.element)
+    if isinstance(t, StructType):
+        return any(_has_map(f.type) for f in t.fields)
+    return False
+
+
+def _column_name(node: exp.Expr) -> str | None:
+    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+        return identifier_name(node.this)
+    return None
+
+
+def _bare(node: exp.Expr) -> exp.Expr:
+    return node.this if isinstance(node, exp.Alias) else node
+
+
+def _normal(node: exp.Expr) -> str:
+    """An expression's text with qualifiers dropped: equal for the same expression."""
+    copy = _bare(node).copy()
+    for column in copy.find_all(exp.Column):
+        column.set("table", None)
+        column.set("this", exp.to_identifier(identifier_name(column.this), quoted=True))
+    return format_expression(copy)
+
+
+def _key_count(source: Source, partition: list[_PartitionExpr]) -> int:
+    if partition:
+        return sum(1 for p in partition if p.node is not None)
+    return len(source.key_columns)
+
+
+def _match_keys(compiled: list[tuple[exp.Expr, str, Any]], source: Source,
+                partition: list[_PartitionExpr], sink: str,
+                qualifiers: frozenset[str]) -> dict[int, int]:  # fmt: skip
+    """select-item index -> key slot; raises when a key is missing or selected twice."""
+    if partition:
+        wanted = [_normal(p.node) for p in partition if p.node is not None]
+    else:
+        wanted = [_normal(exp.column(exp.to_identifier(c.name, quoted=True)))
+                  for c in source.key_columns]  # fmt: skip
+    found: dict[int, int] = {}
+    by_slot: dict[int, list[str]] = {}
+    for index, (item, name, _c) in enumerate(compiled):
+        text = _normal(item)
+        for slot, key_text in enumerate(wanted):
+            if text == key_text:
+                by_slot.setdefault(slot, []).append(name)
+                found[index] = slot
+                break
+    for slot, names in by_slot.items():
+        if len(names) > 1:
+            key = wanted[slot].strip('"')
+            raise QueryCompileError(f"The projection contains a key column (`{key}`) more than "
+                                    f"once, aliased as: {' and '.join(names)}.")  # fmt: skip
+    missing = [slot for slot in range(len(wanted)) if slot not in by_slot]
+    if missing:
+        qualifier = source.name
+        if partition:  # ksqlDB names every partitioning expression then
+            texts = [_qualified(p.node, qualifier) for p in partition if p.node is not None]
+            noun = "partitioning expression" + ("s" if len(texts) > 1 else "")
+        else:
+            texts = [source.key_columns[s].name for s in missing]
+            noun = "key column" + ("s" if len(texts) > 1 else "")
+        listed = texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+        raise QueryCompileError(f"The query used to build `{sink}` must include the {noun} "
+                                f"{listed} in its projection (eg, SELECT {', '.join(texts)}...).")
+    return found
+
+
+def _qualified(node: exp.Expr | None, qualifier: str) -> str:
+    assert node is not None
+    copy = node.copy()
+    for column in copy.find_all(exp.Column):
+        column.set("table", exp.to_identifier(qualifier))
+    return format_expression(copy)
+
+
+def _column_sql(name: str, type_text: str, key: bool) -> str:
+    return f"`{name}` {type_text}" + (" KEY" if key else "")
+
+
+def _schema(columns: Sequence[OutputColumn]) -> str:
+    return ", ".join(_column_sql(c.name, c.type.sql(), c.key) for c in columns)

@@ -1,0 +1,196 @@
+"""A stateless persistent query, record by record: decode, filter, re-key, project, encode. Pure.
+
+One :class:`RecordPipeline` is built per query and input batch handler (in the Spark worker that
+reads a Kafka partition, in the conformance runner, in tests) and maps raw Kafka records to the raw
+records the sink writes. The order of the output is the order of the input, so a replayed batch
+yields the same records in the same order (the sink's exactly-once rule rests on that).
+
+A record that cannot be decoded, whose timestamp cannot be read, or whose result cannot be
+written in the sink's format is skipped and reported as a :class:`ProcessingError`, the entry
+ksqlDB's processing log would record; it never stops the query. Expressions that fail on a row
+(division by zero, a bad cast) give NULL, as in ksqlDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.engine import _functions as fn
+from headwater.engine.errors import EngineError
+from headwater.engine.partitioner import partition_for
+from headwater.engine.persistent.compile import CompiledQuery, compile_query
+from headwater.engine.serde import RowSerde
+from headwater.metastore.catalog import Catalog, Query, Source
+from headwater.sqlparse_ext import parse_one
+from headwater.sqlparse_ext import statements as ast
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One record read from a source topic."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    partition: int
+    offset: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """One record for the sink topic, with the input position it came from."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    partition: int
+    source_partition: int
+    source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessingError:
+    """A record the query skipped, as ksqlDB's processing log records it.
+
+    Attributes:
+        kind: ``deserialization``, ``timestamp`` or ``serialization``.
+    """
+
+    query_id: str
+    kind: str
+    message: str
+    topic: str
+    partition: int
+    offset: int
+
+
+def parse_persistent(statement_text: str) -> tuple[ast.Query, str]:
+    """The SELECT and the sink name of a CREATE ... AS SELECT or INSERT INTO ... SELECT."""
+    statement = parse_one(statement_text)
+    if isinstance(statement, ast.CreateAsSelect):
+        return statement.query, statement.name
+    if isinstance(statement, ast.InsertInto):
+        return statement.query, statement.target
+    raise EngineError(f"not a persistent query: {statement_text!r}")
+
+
+class RecordPipeline:
+    """The per-record work of one persistent query."""
+
+    def __init__(self, query_id: str, compiled: CompiledQuery, sink: Source,
+                 custom_types: Mapping[str, Any]) -> None:  # fmt: skip
+        self.query_id = query_id
+        self.compiled = compiled
+        self.sink = sink
+        source = compiled.source
+        self._source_serde = RowSerde.for_source(source, custom_types)
+        self._sink_serde = RowSerde.for_source(sink, custom_types)
+        self._key_names = self._source_serde.key_names
+        self._header_columns = [(c.name, c.headers, c.header_key) for c in source.columns
+                                if c.headers or c.header_key is not None]  # fmt: skip
+        self._source_time = _timestamp_reader(source)
+        self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
+        self._value_names = [c.name for c in compiled.value_columns]
+
+    @classmethod
+    def for_query(cls, query: Query, catalog: Catalog) -> RecordPipeline:
+        """The pipeline of a query the catalog holds (its sink exists there)."""
+        select, sink_name = parse_persistent(query.statement_text)
+        sink = catalog.source(sink_name)
+        if sink is None:
+            raise EngineError(f"query {query.id}: its sink {sink_name} is not in the catalog")
+        return cls(query.id, compile_query(select, catalog, sink_name), sink, dict(catalog.types))
+
+    def process(self, records: Iterable[InputRecord]
+                ) -> tuple[list[OutputRecord], list[ProcessingError]]:  # fmt: skip
+        """The sink records of ``records`` (in input order), and the records skipped."""
+        out: list[OutputRecord] = []
+        errors: list[ProcessingError] = []
+        source = self.compiled.source
+        keep = self.compiled.row_filter
+        keys, values, names = self.compiled.keys, self.compiled.values, self._value_names
+        rekeys = self.compiled.rekeys
+        for record in records:
+            stage = "deserialization"
+            try:
+                value = self._source_serde.deserialize_value(record.value)
+                if value is None and not rekeys:
+                    continue  # a stream ignores records without a value, as ksqlDB's source does
+                key = self._source_serde.deserialize_key(record.key)
+                view = dict(value or {})
+                view.update(zip(self._key_names, key))
+                if self._header_columns:
+                    _add_headers(view, self._header_columns, record.headers)
+                stage = "timestamp"
+                rowtime = record.timestamp if self._source_time is None else self._source_time(view)
+                view["ROWTIME"] = rowtime
+                view["ROWPARTITION"] = record.partition
+                view["ROWOFFSET"] = record.offset
+                if value is not None and keep is not None and keep(view) is not True:
+                    continue
+                stage = "serialization"
+                new_key = [f(view) for f in keys]
+                key_bytes = self._sink_serde.serialize_key(new_key)
+                if value is None:
+                    # PARTITION BY moves a null value to its new key, as ksqlDB's repartition does
+                    out.append(OutputRecord(key_bytes, None, rowtime, self._partition(
+                        key_bytes, record.partition), record.partition, record.offset))
+                    continue
+                row = {name: f(view) for name, f in zip(names, values)}
+                value_bytes = self._sink_serde.serialize_value(row)
+                if self._sink_time is not None:
+                    stage = "timestamp"
+                    row.update(zip([c.name for c in self.compiled.key_columns], new_key))
+                    rowtime = self._sink_time(row)
+            except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+                message = getattr(exc, "message", None) or str(exc)
+                errors.append(ProcessingError(self.query_id, stage, message, source.topic,
+                                              record.partition, record.offset))  # fmt: skip
+                continue
+            out.append(OutputRecord(key_bytes, value_bytes, rowtime,
+                                    self._partition(key_bytes, record.partition),
+                                    record.partition, record.offset))  # fmt: skip
+        return out, errors
+
+    def _partition(self, key: bytes | None, source_partition: int) -> int:
+        """Keyed records go where Kafka's partitioner puts them; keyless ones stay in step with
+        their input partition, so a replayed batch lands where it landed before."""
+        if key is None:
+            return source_partition % self.sink.partitions
+        return partition_for(key, self.sink.partitions)
+
+
+def _add_headers(view: dict[str, Any], columns: list[tuple[str, bool, str | None]],
+                 headers: tuple[tuple[str, bytes | None], ...]) -> None:  # fmt: skip
+    for name, everything, key in columns:
+        if everything:
+            view[name] = [{"KEY": k, "VALUE": v} for k, v in headers]
+        else:
+            view[name] = next((v for k, v in reversed(headers) if k == key), None)
+
+
+def _timestamp_reader(source: Source) -> Any:
+    """row -> ms since the epoch from the source's TIMESTAMP column, or None without one."""
+    name = source.timestamp_column
+    if name is None:
+        return None
+    column = source.column(name)
+    pattern = str(source.property("TIMESTAMP_FORMAT"))
+    resolved = fn.FUNCTIONS["STRINGTOTIMESTAMP"]([fn.STRING, fn.STRING])
+    assert resolved is not None
+    parse = resolved[1]
+
+    def read(row: Mapping[str, Any]) -> int:
+        value = row.get(name)
+        if value is None:
+            raise EngineError(f"the TIMESTAMP column {name} is NULL")
+        if column is not None and column.type == "STRING":
+            return int(parse(value, pattern))
+        if int(value) < 0:
+            raise EngineError(f"the TIMESTAMP column {name} is negative: {value}")
+        return int(value)
+
+    return read

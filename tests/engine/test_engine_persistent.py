@@ -1,0 +1,179 @@
+"""Persistent queries, the pure side: planning CSAS / INSERT INTO ... SELECT / TERMINATE through the
+metastore with the engine's analysis, and the record pipeline a live query runs. No broker, no JVM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from headwater.engine.partitioner import partition_for
+from headwater.engine.persistent import InputRecord, RecordPipeline, analyze_query
+from headwater.engine.persistent.compile import QueryCompileError, compile_query, describe_shape
+from headwater.metastore.catalog import Catalog
+from headwater.metastore.errors import SourceInUse, ValidationError
+from headwater.metastore.plan import TopicFacts, plan
+from headwater.metastore.records import CommandRecord, encode
+from headwater.metastore.replay import Fold
+from headwater.sqlparse_ext import parse_one
+from headwater.sqlparse_ext import statements as ast
+
+FACTS = TopicFacts({"orders": 2})
+ORDERS = ("CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUBLE) "
+          "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
+
+
+def _catalog(*statements: str) -> Catalog:
+    fold = Fold()
+    for offset, text in enumerate(statements):
+        planned = plan(parse_one(text), fold.catalog, FACTS, analyze_query)
+        assert planned.command is not None, text
+        outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
+                                                         planned.command)))  # fmt: skip
+        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
+    return fold.catalog
+
+
+def _compile(select_text: str, sink: str = "OUT") -> object:
+    statement = parse_one(f"CREATE STREAM {sink} AS {select_text};")
+    assert isinstance(statement, ast.CreateAsSelect)
+    return compile_query(statement.query, _catalog(ORDERS), sink)
+
+
+def _pipeline(catalog: Catalog, query_id: str) -> RecordPipeline:
+    return RecordPipeline.for_query(catalog.queries[query_id], catalog)
+
+
+def test_csas_creates_the_sink_and_a_query_named_after_its_offset() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, item, qty * price AS total "
+                               "FROM orders WHERE qty > 10;")  # fmt: skip
+    sink = catalog.source("BIG")
+    assert sink is not None and sink.query_id == "CSAS_BIG_1"
+    assert [(c.name, c.type, c.key) for c in sink.columns] == [
+        ("ID", "STRING", True), ("ITEM", "STRING", False), ("TOTAL", "DOUBLE", False)]
+    assert (sink.topic, sink.partitions, sink.key_format, sink.value_format) == ("BIG", 2, "KAFKA",
+                                                                                "JSON")
+    query = catalog.queries["CSAS_BIG_1"]
+    assert (query.sink, query.sources) == ("BIG", ("ORDERS",))
+
+
+def test_csas_plan_creates_its_topic_with_the_sources_partitions_unless_told() -> None:
+    catalog = _catalog(ORDERS)
+    planned = plan(parse_one("CREATE STREAM b AS SELECT * FROM orders;"), catalog, FACTS,
+                   analyze_query)  # fmt: skip
+    assert planned.create_topic == ("B", 2)
+    planned = plan(parse_one("CREATE STREAM b WITH (kafka_topic='bt', partitions=5, "
+                             "value_format='DELIMITED') AS SELECT * FROM orders;"),
+                   catalog, FACTS, analyze_query)  # fmt: skip
+    assert planned.create_topic == ("bt", 5)
+    assert planned.command is not None
+    assert planned.command["sink"]["source"]["valueFormat"] == "DELIMITED"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SELECT item FROM orders", "must include the key column ID in its projection"),
+        ("SELECT * FROM orders PARTITION BY UCASE(item)",
+         None),
+        ("SELECT id, item FROM orders PARTITION BY UCASE(item)",
+         "must include the partitioning expression UCASE(ORDERS.ITEM)"),
+        ("SELECT id, COUNT(*) FROM orders GROUP BY id", "GROUP BY is not supported"),
+        ("SELECT id, qty FROM orders WINDOW TUMBLING (SIZE 1 MINUTE)", "WINDOW is not supported"),
+        ("SELECT id, qty AS ROWTIME FROM orders", "Reserved column name in select: `ROWTIME`"),
+        ("SELECT id FROM orders", "The projection contains no value columns."),
+        ("SELECT id, nope FROM orders", "SELECT column 'NOPE' cannot be resolved."),
+        ("SELECT id, qty FROM orders WHERE qty", "Should evaluate to boolean"),
+        ("SELECT id, id AS id2, qty FROM orders",
+         "The projection contains a key column (`ID`) more than once, aliased as: ID and ID2."),
+        ("SELECT id, qty FROM orders PARTITION BY nope",
+         "PARTITION BY column 'NOPE' cannot be resolved."),
+        ("SELECT id, qty FROM orders LIMIT 3", "LIMIT is not supported"),
+    ],
+)
+def test_ksqldb_refusals(text: str, message: str | None) -> None:
+    if message is None:
+        _compile(text)
+        return
+    with pytest.raises(QueryCompileError) as error:
+        _compile(text)
+    assert message in error.value.message
+
+
+def test_later_constructs_are_refused_before_the_command_log_naming_the_construct() -> None:
+    catalog = _catalog(ORDERS)
+    with pytest.raises(ValidationError, match="GROUP BY"):
+        plan(parse_one("CREATE STREAM x AS SELECT id, COUNT(*) FROM orders GROUP BY id;"),
+             catalog, FACTS, analyze_query)  # fmt: skip
+    with pytest.raises(ValidationError, match="CREATE TABLE AS SELECT is not supported yet"):
+        plan(parse_one("CREATE TABLE x AS SELECT id, COUNT(*) FROM orders GROUP BY id;"),
+             catalog, FACTS, analyze_query)  # fmt: skip
+
+
+def test_partition_by_rekeys_and_star_puts_the_old_key_last() -> None:
+    compiled = _compile("SELECT * FROM orders PARTITION BY item")
+    assert [(c.name, c.key) for c in compiled.columns] == [  # type: ignore[attr-defined]
+        ("ITEM", True), ("QTY", False), ("PRICE", False), ("ID", False)]
+
+
+def test_pipeline_filters_projects_and_keys_records_like_kafka() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, UCASE(item) AS item, qty * 2 AS q "
+                               "FROM orders WHERE qty > 10;")  # fmt: skip
+    pipeline = _pipeline(catalog, "CSAS_BIG_1")
+    records = [
+        InputRecord(b"a", b'{"ITEM": "pen", "QTY": 11, "PRICE": 1.5}', 100, 0, 0),
+        InputRecord(b"b", b'{"ITEM": "ink", "QTY": 3, "PRICE": 1.5}', 101, 0, 1),
+        InputRecord(b"c", b"not json", 102, 1, 0),
+        InputRecord(b"d", None, 103, 1, 1),
+        InputRecord(b"e", b'{"item": "cap", "qty": 2147483647}', 104, 1, 2),
+    ]
+    out, errors = pipeline.process(records)
+    assert [(o.key, json.loads(o.value or b"null"), o.timestamp) for o in out] == [
+        (b"a", {"ITEM": "PEN", "Q": 22}, 100),
+        (b"e", {"ITEM": "CAP", "Q": -2}, 104),  # INTEGER arithmetic wraps as in Java
+    ]
+    assert [o.partition for o in out] == [partition_for(b"a", 2), partition_for(b"e", 2)]
+    assert [(e.kind, e.partition, e.offset) for e in errors] == [("deserialization", 1, 0)]
+    assert "Failed to deserialize value from topic: orders" in errors[0].message
+
+
+def test_pipeline_pseudo_columns_and_sink_timestamp() -> None:
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM t WITH (timestamp='TS') AS SELECT id, ROWPARTITION AS p, ROWOFFSET AS o, "
+        "ROWTIME + 1000 AS ts FROM orders;")  # fmt: skip
+    out, errors = _pipeline(catalog, "CSAS_T_1").process(
+        [InputRecord(b"a", b'{"QTY": 1}', 5000, 1, 7)])
+    assert errors == []
+    assert json.loads(out[0].value or b"") == {"P": 1, "O": 7, "TS": 6000}
+    assert out[0].timestamp == 6000
+
+
+def test_insert_into_select_checks_the_schema_and_shares_the_sink() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
+                       "CREATE STREAM more (id STRING KEY, qty INT) "
+                       "WITH (kafka_topic='orders', value_format='JSON');",
+                       "INSERT INTO big SELECT id, qty FROM more;")  # fmt: skip
+    assert set(catalog.queries) == {"CSAS_BIG_1", "INSERTQUERY_3"}
+    assert catalog.queries["INSERTQUERY_3"].sink == "BIG"
+    with pytest.raises(ValidationError, match="Incompatible schema between results and sink"):
+        plan(parse_one("INSERT INTO big SELECT id, qty * 1.5 AS qty FROM more;"), catalog, FACTS,
+             analyze_query)  # fmt: skip
+
+
+def test_drop_refuses_while_queries_use_a_source_and_terminate_frees_it() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;")
+    with pytest.raises(SourceInUse, match="CSAS_BIG_1"):
+        plan(parse_one("DROP STREAM orders;"), catalog, FACTS)
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
+                       "TERMINATE csas_big_1;", "DROP STREAM big;", "DROP STREAM orders;")
+    assert catalog.queries == {} and catalog.sources == {}
+    with pytest.raises(ValidationError, match="Unknown queryId: NOPE"):
+        plan(parse_one("TERMINATE nope;"), catalog, FACTS)
+
+
+def test_explain_lists_the_steps() -> None:
+    compiled = _compile("SELECT id, qty FROM orders WHERE qty > 1 PARTITION BY qty")
+    text = "\n".join(describe_shape(compiled, "OUT"))  # type: ignore[arg-type]
+    assert "[ FILTER ] | Condition: (QTY > 1)" in text
+    assert "[ REKEY ] | PARTITION BY QTY" in text
+    assert "Topic: orders" in text
