@@ -1,0 +1,238 @@
+"""The Spark driver of a server: one SparkSession, the persistent queries this server runs. Does I/O.
+
+It runs in a child process of the server (see `host.py`), so Spark's driver-side Python (the
+``foreachBatch`` sinks, py4j callbacks) never shares the HTTP server's GIL; `QueryDriver` is also
+usable in-process (tests share one session that way). The session starts on the first query.
+
+A query is started from its `QueryPayload` (plain JSON: the query and the catalog objects it needs)
+as ``readStream`` over the `kafka_source` (which runs the query's operators in the Spark tasks)
+into an `ExactlyOnceSink`, with its checkpoint under the checkpoint root, so a restart or a new
+owner resumes where the last one stopped. A query that fails is reported as ERROR with the reason
+and started again after a growing pause (5 s, doubling to 60 s), as ksqlDB retries failed queries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.engine.spark.settings import EngineSettings
+
+from headwater.kafka.clients import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+_RETRY_FIRST_S = 5.0
+_RETRY_MAX_S = 60.0
+
+
+@dataclass
+class _Running:
+    payload: Mapping[str, Any]
+    handle: Any = None  # pyspark StreamingQuery
+    sink: Any = None  # ExactlyOnceSink
+    state: str = "PENDING"
+    message: str = ""
+    retry_at: float = 0.0
+    retry_pause: float = _RETRY_FIRST_S
+    started_ms: int = 0
+    restarts: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class QueryDriver:
+    """Runs the persistent queries it is told to run, on one lazily started SparkSession."""
+
+    def __init__(self, settings: EngineSettings, kafka: KafkaSettings) -> None:
+        self.settings = settings
+        self.kafka = kafka
+        self._spark: Any = None
+        self._queries: dict[str, _Running] = {}
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession (started on first use: ~11 s cold)."""
+        if self._spark is None:
+            self._spark = start_session(self.settings)
+        return self._spark
+
+    def sync(self, wanted: Mapping[str, Mapping[str, Any]]) -> None:
+        """Run exactly the queries of ``wanted`` (query id -> payload)."""
+        for query_id in sorted(set(self._queries) - set(wanted)):
+            self._stop(query_id)
+            del self._queries[query_id]
+        for query_id, payload in wanted.items():
+            running = self._queries.get(query_id)
+            if running is None or running.payload != payload:
+                if running is not None:
+                    self._stop(query_id)
+                self._queries[query_id] = _Running(dict(payload))
+                self._start(query_id)
+
+    def check(self) -> None:
+        """Notice queries that died; start them again when their pause is over."""
+        now = time.monotonic()
+        for query_id, running in self._queries.items():
+            handle = running.handle
+            if handle is not None and not handle.isActive:
+                error = handle.exception()
+                running.state = "ERROR"
+                running.message = _reason(error) if error else "the query stopped"
+                log.error("query %s failed: %s", query_id, running.message)
+                running.handle = None
+                running.retry_at = now + running.retry_pause
+                running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
+            elif handle is None and running.state == "ERROR" and now >= running.retry_at:
+                running.restarts += 1
+                self._start(query_id)
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        """Query id -> state, reason, and what its sink did (for SHOW QUERIES, DESCRIBE EXTENDED)."""
+        found: dict[str, dict[str, Any]] = {}
+        for query_id, running in self._queries.items():
+            stats = running.sink.stats if running.sink is not None else None
+            status = {"state": running.state, "message": running.message,
+                      "restarts": running.restarts, "startedMs": running.started_ms}  # fmt: skip
+            if stats is not None:
+                with stats.lock:
+                    status.update(records=stats.records, batches=stats.batches,
+                                  errors=stats.errors, lastError=stats.last_error,
+                                  lastErrorMs=stats.last_error_time_ms,
+                                  replayedSkipped=stats.skipped_replayed)  # fmt: skip
+            found[query_id] = status
+        return found
+
+    def stop_all(self) -> None:
+        """Stop every query (their checkpoints stay) and the session."""
+        for query_id in list(self._queries):
+            self._stop(query_id)
+        self._queries.clear()
+        if self._spark is not None:
+            self._spark.stop()
+            self._spark = None
+
+    def _start(self, query_id: str) -> None:
+        from headwater.engine.spark.kafka_source import NAME
+        from headwater.engine.spark.sink import ExactlyOnceSink
+
+        running = self._queries[query_id]
+        payload = running.payload
+        try:
+            spark = self.spark
+            source, sink = payload["source"], payload["sink"]
+            spark.conf.set("spark.sql.shuffle.partitions", str(max(1, int(source["partitions"]))))
+            frame = (
+                spark.readStream.format(NAME)
+                .option("bootstrap.servers", self.kafka.bootstrap_servers)
+                .option("kafka.config", json.dumps(dict(self.kafka.client_config)))
+                .option("topic", source["topic"])
+                .option("partitions", str(source["partitions"]))
+                .option("maxRecordsPerBatch", str(self.settings.max_records_per_batch))
+                .option("queryId", query_id)
+                .option("query", json.dumps({"queryId": query_id, "catalog": payload["catalog"]},
+                                            sort_keys=True))
+                .load()
+            )  # fmt: skip
+            target = ExactlyOnceSink(self.kafka, query_id, sink["topic"], int(sink["partitions"]),
+                                     self.settings.processing_log_topic)  # fmt: skip
+            writer = (frame.writeStream.queryName(query_id).foreachBatch(target)
+                      .option("checkpointLocation", self.settings.checkpoint_of(query_id)))  # fmt: skip
+            if self.settings.trigger_interval_ms > 0:
+                writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_ms} "
+                                                       "milliseconds")  # fmt: skip
+            running.handle = writer.start()
+            running.sink = target
+            running.state = "RUNNING"
+            running.message = ""
+            running.started_ms = int(time.time() * 1000)
+        except Exception as exc:
+            running.state = "ERROR"
+            running.message = _reason(exc)
+            running.retry_at = time.monotonic() + running.retry_pause
+            running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
+            log.exception("query %s could not start", query_id)
+
+    def _stop(self, query_id: str) -> None:
+        running = self._queries.get(query_id)
+        if running is None:
+            return
+        if running.handle is not None:
+            try:
+                running.handle.stop()
+            except Exception:
+                log.exception("query %s did not stop cleanly", query_id)
+        if running.sink is not None:
+            running.sink.close()
+        running.handle = None
+
+
+def _reason(error: Any) -> str:
+    text = getattr(error, "desc", None) or str(error)
+    return text.strip().splitlines()[0][:500] if text.strip() else type(error).__name__
+
+
+def start_session(settings: EngineSettings) -> Any:
+    """A SparkSession for persistent queries, with headwater's Kafka source registered."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from headwater.engine.spark.kafka_source import KafkaDataSource
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in settings.spark_conf().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(KafkaDataSource)
+    return spark
+
+
+# -- the child process --------------------------------------------------------------------------
+
+
+def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
+               client_config: Mapping[str, Any]) -> None:  # fmt: skip
+    """Entry point of the engine's child process: follow the server's instructions on ``conn``.
+
+    Messages in: ``{"op": "sync", "queries": {id: payload}}``, ``{"op": "stop"}``. Out:
+    ``{"op": "status", "queries": {id: status}, "spark": "STARTING"|"UP"|"DOWN"}`` twice a second.
+    Stops its queries and exits when told or when the server is gone (the pipe closes).
+    """
+    os.setsid()  # a Ctrl-C in the server's terminal is the server's to handle
+    if settings.log_file:
+        fd = os.open(settings.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    driver = QueryDriver(settings, KafkaSettings(bootstrap, client_config=dict(client_config)))
+    last_sent = 0.0
+    try:
+        while True:
+            if conn.poll(0.2):
+                message = conn.recv()
+                if message.get("op") == "stop":
+                    break
+                if message.get("op") == "sync":
+                    wanted = message.get("queries", {})
+                    if wanted and driver._spark is None:
+                        conn.send({"op": "status", "spark": "STARTING",
+                                   "queries": driver.statuses()})  # fmt: skip
+                    driver.sync(wanted)
+            driver.check()
+            if time.monotonic() - last_sent > 0.5:
+                conn.send({"op": "status", "spark": "UP" if driver._spark else "DOWN",
+                           "queries": driver.statuses()})  # fmt: skip
+                last_sent = time.monotonic()
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        log.info("the server is gone; stopping its queries")
+    finally:
+        driver.stop_all()

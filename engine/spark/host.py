@@ -1,0 +1,196 @@
+"""The server's side of its Spark engine: a child process that runs the persistent queries. Does I/O.
+
+`QueryEngine` follows the catalog (a watcher thread), decides which queries this server runs
+(every query on a server on its own; in a cluster the caller says which), and tells the child
+process (`driver.child_main`) over a pipe. The child is started only when there is a query to run,
+so a node without persistent queries never pays for a JVM. Statuses come back twice a second;
+until a query has reported it is PENDING (Spark starting). The child is stopped by its process id
+(and its process group: the JVM and Spark's Python workers) when the server stops, and it stops by
+itself when the server dies (its pipe closes).
+
+This module does not import pyspark: the server's process never loads Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from headwater.engine.spark.settings import EngineSettings
+from headwater.metastore.catalog import Catalog, Query
+from headwater.metastore.codec import catalog_to_dict
+
+from headwater.kafka.clients import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+_WATCH_INTERVAL_S = 0.2
+_STOP_GRACE_S = 20.0
+
+
+def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
+    """What the driver needs to run ``query``: the query and the catalog objects it reads (plain
+    JSON, so it crosses process boundaries and is equal when nothing relevant changed)."""
+    names = [*query.sources, *([query.sink] if query.sink else [])]
+    sources = {n: catalog.sources[n] for n in names if n in catalog.sources}
+    small = Catalog(sources=sources, types=catalog.types, queries={query.id: query})
+    body = catalog_to_dict(small)
+    body["lastOffset"] = -1
+    source = catalog.sources[query.sources[0]]
+    sink = catalog.sources[query.sink] if query.sink else None
+    return {
+        "catalog": body,
+        "source": {"topic": source.topic, "partitions": source.partitions},
+        "sink": {"topic": sink.topic if sink else "", "partitions": sink.partitions if sink else 1},
+    }
+
+
+class QueryEngine:
+    """Runs this server's share of the persistent queries in a Spark child process."""
+
+    def __init__(self, settings: EngineSettings, kafka: KafkaSettings,
+                 catalog: Callable[[], Catalog],
+                 owned: Callable[[Catalog], set[str]] | None = None) -> None:  # fmt: skip
+        """
+        Args:
+            settings: the engine's settings.
+            kafka: how the queries reach Kafka.
+            catalog: the current catalog (the command runner's).
+            owned: which of the catalog's queries this server runs (default: all of them).
+        """
+        self.settings = settings
+        self._kafka = kafka
+        self._catalog = catalog
+        self._owned = owned or owned_everything
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._conn: Any = None
+        self._statuses: dict[str, dict[str, Any]] = {}
+        self._spark_state = "DOWN"
+        self._sent: dict[str, Any] | None = None
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Follow the catalog from now on (the child starts with the first query to run)."""
+        self._watcher = threading.Thread(target=self._watch, name="query-engine", daemon=True)
+        self._watcher.start()
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        """Query id -> status of the queries this server runs (PENDING until the child reports)."""
+        with self._lock:
+            sent = dict(self._sent or {})
+            found = {q: dict(self._statuses.get(q) or {"state": "PENDING", "message":
+                     "waiting for Spark to start" if self._spark_state != "UP" else ""})
+                     for q in sent}  # fmt: skip
+        return found
+
+    @property
+    def spark_state(self) -> str:
+        """DOWN (no child), STARTING or UP."""
+        return self._spark_state
+
+    def sync_now(self) -> None:
+        """Follow the catalog once (the watcher does this every 200 ms)."""
+        catalog = self._catalog()
+        owned = self._owned(catalog)
+        wanted = {q: query_payload(catalog.queries[q], catalog) for q in sorted(owned)
+                  if q in catalog.queries}  # fmt: skip
+        with self._lock:
+            if wanted == self._sent:
+                return
+            if wanted and self._process is None:
+                self._spawn()
+            if self._conn is not None:
+                self._conn.send({"op": "sync", "queries": wanted})
+            self._sent = wanted
+
+    def close(self) -> None:
+        """Stop the queries (checkpoints stay) and the child, by its process id."""
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.join(5)
+        with self._lock:
+            process, conn = self._process, self._conn
+            self._process = self._conn = None
+        if process is None:
+            return
+        try:
+            conn.send({"op": "stop"})
+        except (OSError, ValueError):
+            pass
+        process.join(_STOP_GRACE_S)
+        _kill_group(process.pid)
+        process.join(5)
+        conn.close()
+        if self._reader is not None:
+            self._reader.join(2)
+
+    def _spawn(self) -> None:
+        from headwater.engine.spark.driver import child_main
+
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=child_main, name="headwater-spark",
+            args=(child, self.settings, self._kafka.bootstrap_servers,
+                  dict(self._kafka.client_config)),
+            daemon=False,
+        )  # fmt: skip
+        process.start()
+        child.close()
+        self._process, self._conn = process, parent
+        self._spark_state = "STARTING"
+        self._reader = threading.Thread(target=self._read, args=(parent,), name="query-status",
+                                        daemon=True)  # fmt: skip
+        self._reader.start()
+        log.info("started the Spark engine process %d (logs: %s)", process.pid,
+                 self.settings.log_file or "stderr")  # fmt: skip
+
+    def _read(self, conn: Any) -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                self._spark_state = "DOWN"
+                return
+            if message.get("op") == "status":
+                with self._lock:
+                    self._statuses = dict(message.get("queries", {}))
+                    self._spark_state = str(message.get("spark", self._spark_state))
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(_WATCH_INTERVAL_S):
+            try:
+                self.sync_now()
+            except Exception:
+                log.exception("could not follow the catalog's persistent queries")
+
+
+def _kill_group(pid: int | None) -> None:
+    """SIGKILL the child's process group (the JVM and Python workers run in it), if it is left."""
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+
+
+def owned_everything(catalog: Catalog) -> set[str]:
+    """A server on its own runs every query."""
+    return set(catalog.queries)

@@ -1,0 +1,309 @@
+"""Kafka as a Spark streaming source: a Python data source over confluent-kafka. Does I/O.
+
+- **Offsets.** The stream offset is ``{"<partition>": next offset}`` per Kafka partition; each
+  micro-batch has one input partition per Kafka partition with records in ``[start, end)``.
+- **End offsets** come from fetch responses, never from ListOffsets (wrong on the embedded broker:
+  notes/kafka-and-spark-here.md): a probe consumer sits at the end of every partition, and each
+  `latestOffset` call polls it briefly and reads the high watermarks its fetches cached. While
+  nothing arrives that poll is all an idle query costs.
+- **Admission control.** ``maxRecordsPerBatch`` caps the records of one micro-batch (spread over
+  partitions in proportion to what each has waiting, never starving one).
+- **Reading.** Records are read ``read_committed``; a record past ``end`` (or the end of the
+  partition: transaction markers take offsets) ends the input partition.
+- **Operators.** With the ``query`` option (a `QueryPayload` as JSON), each input partition runs the
+  query's `RecordPipeline` over what it reads, inside the Spark task, and yields the sink records
+  (plus one row per skipped record, with ``error`` set); without it, the raw records.
+
+The reader is pickled to Spark's Python workers, so everything it holds is plain data; consumers
+live in a per-process cache.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
+from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
+from headwater.engine.persistent.operators import OutputRecord
+from headwater.metastore.codec import catalog_from_dict
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
+
+NAME = "headwater-kafka"
+
+#: The rows a query's source yields: sink records, or skipped records (``error`` set).
+OUTPUT_SCHEMA = ("key binary, value binary, timestamp long, partition int, "
+                 "source_partition int, source_offset long, error string")  # fmt: skip
+RAW_SCHEMA = "key binary, value binary, timestamp long, partition int, offset long"
+
+_ARROW_OUTPUT = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
+    ("partition", pa.int32()), ("source_partition", pa.int32()), ("source_offset", pa.int64()),
+    ("error", pa.string()),
+])  # fmt: skip
+_POLL_BATCH = 5000
+_READ_FETCH_WAIT_MS = 100  # catching up: long fetches (short ones crawl over one-record batches)
+_PROBE_FETCH_WAIT_MS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class _Range(InputPartition):
+    partition: int
+    start: int
+    end: int
+
+
+class KafkaDataSource(DataSource):
+    """``spark.readStream.format("headwater-kafka")``; options: ``bootstrap.servers``, ``topic``,
+    ``partitions``, ``kafka.config`` (JSON of librdkafka settings), ``maxRecordsPerBatch``,
+    ``query`` (JSON: query id and the catalog objects it needs)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return OUTPUT_SCHEMA if self.options.get("query") else RAW_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return KafkaStreamReader(dict(self.options))
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    """The stream reader (see the module docstring)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = dict(options)
+        self.topic = options["topic"]
+        self.partition_count = int(options["partitions"])
+        self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
+
+    # -- driver side (Spark's Python planner process) --------------------------------------------
+
+    def initialOffset(self) -> dict:
+        return {str(p): 0 for p in range(self.partition_count)}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        ends = _probe(self.options).ends(self.topic, self.partition_count, start)
+        waiting = {p: max(0, ends.get(p, int(start[p])) - int(start[p])) for p in start}
+        total = sum(waiting.values())
+        if not total:
+            return start
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else total
+        if total <= cap:
+            return {p: int(start[p]) + n for p, n in waiting.items()}
+        # Over the cap: every partition with records waiting gets its share, at least one.
+        return {p: int(start[p]) + (max(1, n * cap // total) if n else 0)
+                for p, n in waiting.items()}  # fmt: skip
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [_Range(int(p), int(start[p]), int(end[p])) for p in sorted(end, key=int)
+                if int(end[p]) > int(start.get(p, 0))]  # fmt: skip
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        _close_probe(self.options)
+
+    # -- worker side (one task per Kafka partition) -----------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, _Range)
+        records = _read_range(self.options, self.topic, partition)
+        payload = self.options.get("query")
+        if not payload:
+            for r in records:
+                yield (r.key, r.value, r.timestamp, r.partition, r.offset)
+            return
+        pipeline = _pipeline(payload)
+        chunk: list[InputRecord] = []
+        for record in records:
+            chunk.append(record)
+            if len(chunk) >= _POLL_BATCH:
+                yield _arrow(*pipeline.process(chunk))
+                chunk = []
+        if chunk:
+            yield _arrow(*pipeline.process(chunk))
+
+
+def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordBatch:
+    rows = len(out) + len(errors)
+    columns: dict[str, list[Any]] = {n: [] for n in _ARROW_OUTPUT.names}
+    for o in out:
+        columns["key"].append(o.key)
+        columns["value"].append(o.value)
+        columns["timestamp"].append(o.timestamp)
+        columns["partition"].append(o.partition)
+        columns["source_partition"].append(o.source_partition)
+        columns["source_offset"].append(o.source_offset)
+        columns["error"].append(None)
+    for e in errors:
+        columns["key"].append(None)
+        columns["value"].append(json.dumps({"kind": e.kind, "message": e.message,
+                                            "topic": e.topic}).encode())  # fmt: skip
+        columns["timestamp"].append(0)
+        columns["partition"].append(-1)
+        columns["source_partition"].append(e.partition)
+        columns["source_offset"].append(e.offset)
+        columns["error"].append(e.kind)
+    assert all(len(v) == rows for v in columns.values())
+    return pa.RecordBatch.from_pydict(columns, schema=_ARROW_OUTPUT)
+
+
+# -- per-process caches ---------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_pipelines: dict[str, RecordPipeline] = {}
+_probes: dict[str, _EndProbe] = {}
+_readers: dict[str, Consumer] = {}
+
+
+def settings_of(options: Mapping[str, str]) -> KafkaSettings:
+    """The Kafka settings the options carry."""
+    extra = json.loads(options.get("kafka.config") or "{}")
+    return KafkaSettings(options["bootstrap.servers"], client_config=extra)
+
+
+def _pipeline(payload: str) -> RecordPipeline:
+    with _lock:
+        found = _pipelines.get(payload)
+        if found is None:
+            body = json.loads(payload)
+            catalog = catalog_from_dict(body["catalog"])
+            found = RecordPipeline.for_query(catalog.queries[body["queryId"]], catalog)
+            _pipelines[payload] = found
+        return found
+
+
+def _reader(options: Mapping[str, str], topic: str, partition: int) -> Consumer:
+    """This worker's consumer of one partition, kept between micro-batches (Spark reuses its
+    Python workers): a new consumer costs a connection and a first fetch per batch."""
+    key = json.dumps([options["bootstrap.servers"], topic, partition])
+    with _lock:
+        found = _readers.pop(key, None)
+    if found is None:
+        found = consumer(settings_of(options), "query-source", read_committed=True,
+                         partition_eof=True, fetch_wait_max_ms=_READ_FETCH_WAIT_MS)  # fmt: skip
+    return found
+
+
+def _give_back(options: Mapping[str, str], topic: str, partition: int, reader: Consumer) -> None:
+    key = json.dumps([options["bootstrap.servers"], topic, partition])
+    with _lock:
+        spare = _readers.setdefault(key, reader)
+    if spare is not reader:
+        reader.close()
+
+
+def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[InputRecord]:
+    reader = _reader(options, topic, r.partition)
+    healthy = False
+    try:
+        reader.assign([TopicPartition(topic, r.partition, r.start)])
+        position = r.start
+        idle_since = time.monotonic()
+        while position < r.end:
+            messages = poll_batch(reader, _POLL_BATCH, 1.0)
+            if not messages and time.monotonic() - idle_since > 60:
+                raise TimeoutError(f"{topic}[{r.partition}]: no record for 60 s at offset "
+                                   f"{position}, below the planned end {r.end}")  # fmt: skip
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if (message.offset() or 0) >= r.end:
+                            position = r.end
+                            break
+                        continue  # EOF of an older fetch: the records up to end are coming
+                    raise RuntimeError(f"reading {topic}[{r.partition}]: {error}")
+                offset = int(message.offset() or 0)
+                if offset >= r.end:
+                    position = r.end
+                    break
+                idle_since = time.monotonic()
+                position = offset + 1
+                yield InputRecord(message.key(), message.value(), int(message.timestamp()[1]),
+                                  r.partition, offset,
+                                  _headers(message.headers()))  # fmt: skip
+        healthy = True
+    finally:
+        if healthy:
+            _give_back(options, topic, r.partition, reader)
+        else:
+            reader.close()
+
+
+def _headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
+    """Record headers as (key, bytes) pairs (librdkafka gives str values when they were str)."""
+    return tuple((str(k), v.encode() if isinstance(v, str) else v) for k, v in raw or ())
+
+
+class _EndProbe:
+    """A consumer parked at the end of every partition: its fetches carry the high watermarks."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._consumer: Consumer = consumer(settings_of(options), "query-end-probe",
+                                            fetch_wait_max_ms=_PROBE_FETCH_WAIT_MS)  # fmt: skip
+        self._assigned: set[int] = set()
+        self._ends: dict[int, int] = {}
+
+    def ends(self, topic: str, partitions: int, start: Mapping[str, Any]) -> dict[str, int]:
+        missing = [p for p in range(partitions) if p not in self._assigned]
+        if missing:
+            # Parked at "the end" as ListOffsets tells it: possibly wrong (the embedded broker),
+            # but only where the probe starts reading; the ends come from its fetches.
+            for p in missing:
+                self._ends[p] = int(start.get(str(p), 0))
+            self._consumer.incremental_assign(
+                [TopicPartition(topic, p, OFFSET_END) for p in missing])
+            self._assigned.update(missing)
+        # Poll until the fetches of every partition have answered once, then only briefly.
+        deadline = time.monotonic() + (1.0 if missing else 0.0)
+        while True:
+            for message in poll_batch(self._consumer, 10_000, 0.005):
+                if message.error() is None:
+                    p = int(message.partition() or 0)
+                    self._ends[p] = max(self._ends.get(p, 0), int(message.offset() or 0) + 1)
+            for p in range(partitions):
+                _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                                  cached=True)  # fmt: skip
+                if high is not None and high >= 0:
+                    self._ends[p] = max(self._ends.get(p, 0), int(high))
+            known = all(p in self._ends for p in range(partitions))
+            if known and time.monotonic() >= deadline:
+                break
+            if time.monotonic() >= deadline + 5:
+                break
+        return {str(p): self._ends[p] for p in range(partitions)}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _probe(options: Mapping[str, str]) -> _EndProbe:
+    key = json.dumps([options["bootstrap.servers"], options["topic"], options.get("queryId", "")])
+    with _lock:
+        probe = _probes.get(key)
+        if probe is None:
+            probe = _probes[key] = _EndProbe(options)
+        return probe
+
+
+def _close_probe(options: Mapping[str, str]) -> None:
+    key = json.dumps([options["bootstrap.servers"], options["topic"], options.get("queryId", "")])
+    with _lock:
+        probe = _probes.pop(key, None)
+    if probe is not None:
+        probe.close()

@@ -1,0 +1,62 @@
+"""The settings of a server's Spark engine, and the Spark configuration they give. Pure (no I/O).
+
+Defaults are the low-latency ones measured on 2 cores (notes/kafka-and-spark-here.md): shuffle
+partitions matched to a query's source partitions (Spark's 200 costs seconds per batch), the RocksDB
+state store with changelog checkpointing, no UI, ANSI mode off (ksqlDB's semantics are ours, not
+Spark SQL's), Arrow for Python data.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """How a server runs persistent queries.
+
+    Attributes:
+        master: ``spark.master``: ``local[*]``, or a standalone master ``spark://host:port``.
+        checkpoint_root: where queries keep their checkpoints (shared by every server of a cluster).
+        log_file: where Spark's own logs go (never the user's terminal).
+        trigger_interval_ms: how often an idle query looks for new records (0: as fast as possible).
+        max_records_per_batch: admission control: the most records one micro-batch reads.
+        processing_log_topic: where skipped records are reported (None: logged only).
+        extra: further ``spark.*`` settings, passed through.
+    """
+
+    master: str = "local[*]"
+    checkpoint_root: str = ""
+    log_file: str = ""
+    trigger_interval_ms: int = 100
+    max_records_per_batch: int = 100_000
+    processing_log_topic: str | None = None
+    extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def spark_conf(self) -> dict[str, str]:
+        """The SparkSession's configuration."""
+        conf = {
+            "spark.master": self.master,
+            "spark.app.name": "headwater",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.ansi.enabled": "false",
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.sql.streaming.stateStore.providerClass":
+                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+            "spark.python.worker.reuse": "true",
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        }  # fmt: skip
+        conf.update(dict(self.extra))
+        return conf
+
+    def checkpoint_of(self, query_id: str) -> str:
+        """The checkpoint folder of a query."""
+        return str(Path(self.checkpoint_root) / query_id)

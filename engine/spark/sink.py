@@ -1,0 +1,234 @@
+"""The sink of a persistent query: writes each micro-batch's records to Kafka exactly once. Does I/O.
+
+Broker transactions are not trusted (the embedded broker shows aborted records), so exactly-once
+rests on the batch itself: Spark replays the one micro-batch whose commit it did not record, with
+the same batch id and the same records (the operators are deterministic), and every record this
+sink writes carries headers ``hw.query`` (query id), ``hw.batch`` (batch id) and ``hw.seq`` (its index
+in the batch's output, ordered by input partition and offset). An idempotent producer keeps each
+partition in ``seq`` order, so on a sink partition everything up to the last record found there was
+written. When a sink starts (a new process, a new owner) it reads the tail of every sink partition
+for this query's last record; a replayed batch then skips, per partition, what is already there.
+This holds on Apache Kafka as on the embedded broker; other writers on the same topic (INSERT INTO)
+are passed over while reading the tail.
+
+Records the operators skipped arrive as rows with ``error`` set: they are counted, remembered as the
+query's last error, and written to the processing-log topic (never to the sink).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer, TopicPartition
+
+from headwater.kafka.clients import KafkaSettings, consumer, poll_batch, producer_config
+
+log = logging.getLogger(__name__)
+
+QUERY_HEADER = "hw.query"
+BATCH_HEADER = "hw.batch"
+SEQ_HEADER = "hw.seq"
+_TAIL_WINDOW = 1000
+_TAIL_MAX = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """The last record of a query found on one sink partition."""
+
+    batch: int
+    seq: int
+
+
+@dataclass
+class SinkStats:
+    """What a query's sink has done since it started (read by the status reports)."""
+
+    records: int = 0
+    batches: int = 0
+    last_batch: int = -1
+    errors: int = 0
+    last_error: str = ""
+    last_error_time_ms: int = 0
+    skipped_replayed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+class ExactlyOnceSink:
+    """``foreachBatch`` target of one query."""
+
+    def __init__(self, settings: KafkaSettings, query_id: str, topic: str, partitions: int,
+                 processing_log_topic: str | None = None,
+                 on_error: Callable[[dict[str, Any]], None] | None = None) -> None:  # fmt: skip
+        self._settings = settings
+        self.query_id = query_id
+        self.topic = topic
+        self.partitions = partitions
+        self._log_topic = processing_log_topic
+        self._on_error = on_error
+        self._written: dict[int, Written] | None = None
+        config = producer_config(settings, f"query-sink-{query_id}")
+        config.update({"enable.idempotence": True, "linger.ms": 5, "acks": "all",
+                       "compression.type": "none"})  # fmt: skip
+        self._producer = Producer(config)
+        self.stats = SinkStats()
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        """Spark's foreachBatch callback: ``batch`` is the micro-batch's DataFrame."""
+        table = batch.toArrow()
+        self.write(table.to_pylist(), batch_id)
+
+    def write(self, rows: Sequence[Mapping[str, Any]], batch_id: int) -> None:
+        """Writes one batch (rows of `kafka_source.OUTPUT_SCHEMA`), skipping what a replay already
+        wrote. Raises when the broker does not confirm every record (the batch then fails)."""
+        if self._written is None:
+            self._written = self._read_tails()
+        ordered = sorted(rows, key=lambda r: (r["source_partition"], r["source_offset"]))
+        failures: list[str] = []
+
+        def delivered(error: KafkaError | None, _message: Any) -> None:
+            if error is not None:
+                failures.append(str(error))
+
+        seq = 0
+        written = 0
+        skipped = 0
+        now_ms = int(time.time() * 1000)
+        for row in ordered:
+            if row["error"] is not None:
+                self._processing_error(row, now_ms)
+                continue
+            partition = int(row["partition"])
+            done = self._written.get(partition)
+            if done is not None and (batch_id < done.batch or
+                                     (batch_id == done.batch and seq <= done.seq)):  # fmt: skip
+                skipped += 1
+            else:
+                headers: list[tuple[str, str | bytes | None]] = [(QUERY_HEADER, self.query_id.encode()),
+                           (BATCH_HEADER, str(batch_id).encode()),
+                           (SEQ_HEADER, str(seq).encode())]  # fmt: skip
+                self._produce(self.topic, row["key"], row["value"], partition,
+                              int(row["timestamp"]), headers, delivered)  # fmt: skip
+                written += 1
+            seq += 1
+        remaining = self._producer.flush(30)
+        if failures or remaining:
+            raise RuntimeError(f"query {self.query_id}: the broker did not confirm "
+                               f"{len(failures) + remaining} record(s) of batch {batch_id}: "
+                               f"{failures[:3]}")  # fmt: skip
+        for partition in range(self.partitions):
+            self._written[partition] = Written(batch_id, seq - 1)
+        with self.stats.lock:
+            self.stats.records += written
+            self.stats.batches += 1
+            self.stats.last_batch = batch_id
+            self.stats.skipped_replayed += skipped
+        if skipped:
+            log.info("query %s: batch %d replayed after a restart; %d record(s) already written",
+                     self.query_id, batch_id, skipped)  # fmt: skip
+
+    def close(self) -> None:
+        self._producer.flush(10)
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
+                 timestamp: int, headers: list[tuple[str, str | bytes | None]],
+                 delivered: Callable[[KafkaError | None, Any], None]) -> None:  # fmt: skip
+        while True:
+            try:
+                self._producer.produce(topic, value, key, partition=partition,
+                                       timestamp=timestamp, headers=headers,
+                                       on_delivery=delivered)  # fmt: skip
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def _processing_error(self, row: Mapping[str, Any], now_ms: int) -> None:
+        detail = json.loads(row["value"] or b"{}")
+        entry = {
+            "LOGGER": f"processing.{self.query_id}",
+            "LEVEL": "ERROR",
+            "TIME": now_ms,
+            "MESSAGE": {
+                "TYPE": row["error"],
+                "ERRORMESSAGE": detail.get("message", ""),
+                "TOPIC": detail.get("topic", ""),
+                "PARTITION": row["source_partition"],
+                "OFFSET": row["source_offset"],
+            },
+        }
+        with self.stats.lock:
+            self.stats.errors += 1
+            self.stats.last_error = entry["MESSAGE"]["ERRORMESSAGE"]  # type: ignore[index]
+            self.stats.last_error_time_ms = now_ms
+        if self._on_error is not None:
+            self._on_error(entry)
+        if self._log_topic is not None:
+            self._produce(self._log_topic, None, json.dumps(entry).encode(), -1, now_ms, [],
+                          lambda error, _m: None)  # fmt: skip
+
+    def _read_tails(self) -> dict[int, Written]:
+        """This query's last record on every sink partition (read once per sink object)."""
+        found: dict[int, Written] = {}
+        for partition in range(self.partitions):
+            last = _last_written(self._settings, self.topic, partition, self.query_id)
+            if last is not None:
+                found[partition] = last
+        if found:
+            log.info("query %s resumes its sink after %s", self.query_id, found)
+        return found
+
+
+def _last_written(settings: KafkaSettings, topic: str, partition: int,
+                  query_id: str) -> Written | None:  # fmt: skip
+    """The (batch, seq) of the query's last record on the partition, scanning back from the end."""
+    reader = consumer(settings, "query-sink-tail", partition_eof=True, fetch_wait_max_ms=100)
+    try:
+        end = _end_of(reader, topic, partition)
+        window = _TAIL_WINDOW
+        while True:
+            start = max(0, end - window)
+            last = _scan(reader, topic, partition, start, end, query_id.encode())
+            if last is not None or start == 0 or window >= _TAIL_MAX:
+                return last
+            window *= 10
+    finally:
+        reader.close()
+
+
+def _end_of(reader: Any, topic: str, partition: int) -> int:
+    """The partition's end from fetch (read to end of partition from the start: first records
+    only, the watermark comes with the first fetch response)."""
+    reader.assign([TopicPartition(topic, partition, 0)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        reader.consume(1, 0.2)
+        _low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        if high is not None and high >= 0:
+            return int(high)
+    raise TimeoutError(f"no fetch answer for {topic}[{partition}] in 30 s")
+
+
+def _scan(reader: Any, topic: str, partition: int, start: int, end: int,
+          query: bytes) -> Written | None:  # fmt: skip
+    reader.assign([TopicPartition(topic, partition, start)])
+    last: Written | None = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for message in poll_batch(reader, 5000, 0.5):
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return last
+                continue
+            if int(message.offset() or 0) >= end:
+                return last
+            headers = dict(message.headers() or ())
+            if headers.get(QUERY_HEADER) == query:
+                last = Written(int(headers[BATCH_HEADER] or 0), int(headers[SEQ_HEADER] or 0))
+    raise TimeoutError(f"reading the tail of {topic}[{partition}] took over 120 s")
