@@ -13,8 +13,8 @@ precomputed, and reused for every record. Formats, as ksqlDB writes and reads th
   BOOLEAN, DECIMAL, DATE, TIME, TIMESTAMP and containers are refused, as ksqlDB does.
 - **NONE**: no columns; the bytes are ignored (keyless sources).
 
-NULL rules: a key whose one column is NULL is written as a null record key (several key columns
-all NULL make an object of NULLs in JSON, as ksqlDB writes them), and a null key reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
+NULL rules: a key whose columns are all NULL is written as a null record key, except that several
+JSON key columns make an object of NULLs (as ksqlDB writes them); a null key reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
 JSON) is written as a null record value, i.e. a tombstone, as in ksqlDB. Names in a row that are
 not value columns (key columns, pseudo columns) are ignored when writing.
 """
@@ -62,6 +62,7 @@ class _Side:
     checks: tuple[Callable[[Any, str], Any], ...]
     write: Writer
     read: Reader
+    nulls_written: bool = False  # all-NULL columns are written (a JSON object), not a null record
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ class RowSerde:
         )
 
     def serialize_key(self, key: Sequence[Any]) -> bytes | None:
-        """The record key for ``key`` (values in key-column order); None if keyless or its one column is NULL.
+        """The record key for ``key`` (values in key-column order); None if keyless or all NULL (see the module docstring).
 
         Raises:
             SerdeError: If the tuple has the wrong length or a value does not fit its column.
@@ -119,7 +120,7 @@ class RowSerde:
                 f"({', '.join(side.names)}), got a key of {len(key)} value(s)"
             )
         checked = [check(v, name) for check, v, name in zip(side.checks, key, side.names)]
-        if len(checked) == 1 and checked[0] is None:
+        if not side.nulls_written and all(v is None for v in checked):
             return None
         return _write(side, checked, "key")
 
@@ -262,7 +263,8 @@ def _side(
     for _, t in columns:
         if any(isinstance(x, MapType) and x.key != PrimitiveType("STRING") for x in _walk(t)):
             raise SerdeError("JSON only supports MAP types with STRING keys")
-    return _Side(names, checks, *_json(columns, unwrapped=len(columns) == 1 and not wrap))
+    unwrapped = len(columns) == 1 and not wrap
+    return _Side(names, checks, *_json(columns, unwrapped=unwrapped), nulls_written=not unwrapped)
 
 
 def _json(columns: tuple[tuple[str, SqlType], ...], unwrapped: bool) -> tuple[Writer, Reader]:

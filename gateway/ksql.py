@@ -25,6 +25,7 @@ from headwater.engine.errors import EngineError
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import serde_of
+from headwater.gateway import queries
 from headwater.gateway.errors import Entity, KsqlError, bad_request
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
@@ -36,7 +37,8 @@ from headwater.sqlparse_ext import statements as ast
 
 
 #: Statements that go through the command log.
-CATALOG_STATEMENTS = (ast.CreateSource, ast.Drop, ast.CreateType, ast.DropType)
+CATALOG_STATEMENTS = (ast.CreateSource, ast.Drop, ast.CreateType, ast.DropType,
+                      ast.CreateAsSelect, ast.InsertInto, ast.Terminate)  # fmt: skip
 
 
 # -- the request -----------------------------------------------------------------------------------
@@ -187,6 +189,9 @@ def _submit(services: Services, statement: ast.Statement) -> Entity:
 def _show(services: Services, statement: ast.Statement) -> Entity:
     show: ast.Show = statement  # type: ignore[assignment]
     what = show.what.upper()
+    if what == "QUERIES":
+        kind, body = queries.show_queries(services, show.extended)
+        return {"@type": kind, "statementText": statement.text, **body, "warnings": []}
     if show.extended or what not in _SHOWS:
         raise _unsupported(statement)
     return {"@type": _SHOWS[what][0], "statementText": statement.text,
@@ -222,26 +227,6 @@ def _types(services: Services) -> Entity:
     return {"types": {name: type_schema(t.type, catalog) for name, t in types}}
 
 
-def _queries(services: Services) -> Entity:
-    catalog = services.runner.catalog
-    return {
-        "queries": [
-            {
-                "queryString": q.statement_text,
-                "sinks": [q.sink] if q.sink else [],
-                "sinkKafkaTopics": [catalog.sources[q.sink].topic]
-                if q.sink in catalog.sources
-                else [],
-                "id": q.id,
-                "queryType": "PERSISTENT",
-                "state": q.state.value,
-                "statusCount": {q.state.value: 1},
-            }
-            for q in sorted(catalog.queries.values(), key=lambda q: q.id)
-        ]
-    }
-
-
 def _topics(services: Services, *, internal: bool) -> Entity:
     timeout = services.settings.topic_operation_timeout_ms / 1000
     try:
@@ -267,7 +252,6 @@ _SHOWS: dict[str, tuple[str, Callable[[Services], Entity]]] = {
     "STREAMS": ("streams", _sources(SourceKind.STREAM)),
     "TABLES": ("tables", _sources(SourceKind.TABLE)),
     "TYPES": ("type_list", _types),
-    "QUERIES": ("queries", _queries),
     "TOPICS": ("kafka_topics", lambda s: _topics(s, internal=False)),
     "ALL TOPICS": ("kafka_topics", lambda s: _topics(s, internal=True)),
 }
@@ -275,18 +259,26 @@ _SHOWS: dict[str, tuple[str, Callable[[Services], Entity]]] = {
 
 def _describe(services: Services, statement: ast.Statement) -> Entity:
     describe: ast.Describe = statement  # type: ignore[assignment]
-    if describe.what != "SOURCE" or describe.name is None or describe.extended:
+    if describe.what != "SOURCE" or describe.name is None:
         raise _unsupported(statement)
     catalog = services.runner.catalog
     source = catalog.source(describe.name)
     if source is None:
         raise KsqlError(f"Could not find STREAM/TABLE '{describe.name}' in the Metastore", 40001)
+    description = source_description(source, catalog)
+    if describe.extended:
+        description = queries.extended_source(services, source, catalog, description)
     return {
         "@type": "sourceDescription",
         "statementText": statement.text,
-        "sourceDescription": source_description(source, catalog),
+        "sourceDescription": description,
         "warnings": [],
     }
+
+
+def _explain(services: Services, statement: ast.Statement) -> Entity:
+    explain: ast.Explain = statement  # type: ignore[assignment]
+    return queries.explain(services, explain)
 
 
 def _insert_values(services: Services, statement: ast.Statement) -> Entity:
@@ -332,6 +324,7 @@ _HANDLERS: dict[type[ast.Statement], Callable[[Services, ast.Statement], Entity]
     ast.Show: _show,
     ast.Describe: _describe,
     ast.InsertValues: _insert_values,
+    ast.Explain: _explain,
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +24,16 @@ from headwater.cluster.assignment import PartitionId
 from headwater.cluster.controller import ControlPlane
 from headwater.cluster.epochs import ControlState
 from headwater.cluster.settings import ClusterSettings
+from headwater.engine.persistent import QUERY_ANALYZER
+from headwater.engine.spark.host import QueryEngine
+from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.tables import MaterializedTables, materialized
 from headwater.gateway.admission import Admission
 from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.kafka.offsets import end_offsets
+from headwater.metastore.catalog import Catalog
 from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter
@@ -95,6 +99,7 @@ class Services:
         writer: produces INSERT VALUES rows (None: INSERT is refused).
         cluster: membership, liveness and lag reports (None: a server on its own).
         control: the controller's assignment (None: this server holds every partition).
+        queries: runs this server's persistent queries on Spark (None: it runs none).
     """
 
     settings: KafkaSettings
@@ -111,6 +116,7 @@ class Services:
     writer: RowWriter | None = None
     cluster: ClusterAgent | None = None
     control: ControlPlane | None = None
+    queries: QueryEngine | None = None
 
 
 class CatalogNotReady(KafkaEdgeError):
@@ -149,6 +155,7 @@ def open_services(
     stores_in_memory: bool = False,
     advertised: str = "127.0.0.1:8088",
     cluster: ClusterSettings | None = None,
+    engine: EngineSettings | None = None,
 ) -> Iterator[Services]:
     """Create the command topic if needed, load the catalog, start materializing its tables.
 
@@ -168,6 +175,8 @@ def open_services(
         advertised: this server's host:port, as answers name it.
         cluster: join the service's cluster (membership, heartbeats, lag reports, the controller's
             assignment); None: this server holds every partition of every table itself.
+        engine: run persistent queries on Spark with these settings (a child process, started
+            with the first query); None: this server runs no persistent queries.
 
     Raises:
         KafkaEdgeError: Kafka is unreachable, or the catalog did not catch up in time.
@@ -179,8 +188,8 @@ def open_services(
     with ExitStack() as stack:
         tables: MaterializedTables | None = None
         if stores_dir is not None:
-            engine = MemoryEngine() if stores_in_memory else LmdbEngine()
-            stores = LocalStores(stores_dir, engine)
+            store_engine = MemoryEngine() if stores_in_memory else LmdbEngine()
+            stores = LocalStores(stores_dir, store_engine)
             stack.callback(stores.close_all)
             tables = MaterializedTables(settings, stores)
             stack.callback(tables.stop)
@@ -198,13 +207,34 @@ def open_services(
             agent, control = _join_cluster(settings, service_id, cluster, runner, tables, stack)
         writer = RowWriter(settings)
         stack.callback(writer.close)
-        submitter = CommandSubmitter(settings, service_id, topic, runner, admin)
+        submitter = CommandSubmitter(settings, service_id, topic, runner, admin,
+                                     analyze=QUERY_ANALYZER)  # fmt: skip
+        queries: QueryEngine | None = None
+        if engine is not None:
+            if engine.processing_log_topic:
+                create_topic(admin, settings, engine.processing_log_topic, 1)
+            queries = QueryEngine(engine, settings, lambda: runner.catalog,
+                                  _queries_owned(control))  # fmt: skip
+            queries.start()
+            stack.callback(queries.close)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
             Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
-            control,
+            control, queries,
         )  # fmt: skip
+
+
+def _queries_owned(control: ControlPlane | None) -> Callable[[Catalog], set[str]]:
+    """Which queries this server runs: all of them on its own; in a cluster, all of them on the
+    controller and none elsewhere (one runner per query; a new controller takes them over)."""
+
+    def owned(catalog: Catalog) -> set[str]:
+        if control is None or control.is_controller():
+            return set(catalog.queries)
+        return set()
+
+    return owned
 
 
 _CONTROL_CATCH_UP_S = 30.0

@@ -127,6 +127,16 @@ SETTINGS: tuple[Setting, ...] = (
             "How often a server posts its store lags to its peers."),
     Setting("cluster.auth.secret", "auth_secret", _optional_text,
             "When set, heartbeats, lag reports and forwarded queries must be signed with it."),
+    Setting("spark.master", "spark_master", _text,
+            "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT."),
+    Setting("ksql.query.persistent.enabled", "persistent_queries_enabled", _bool,
+            "Run persistent queries on this server (false: it only serves and submits)."),
+    Setting("headwater.query.checkpoint.root", "checkpoint_root", _optional_text,
+            "Query checkpoints; unset: <state.dir>/checkpoints (a cluster needs a shared path)."),
+    Setting("headwater.query.trigger.interval.ms", "trigger_interval_ms", _int(0),
+            "How often an idle persistent query looks for new records (0: continuously)."),
+    Setting("headwater.query.max.records.per.batch", "max_records_per_batch", _int(1),
+            "Admission control: the most records one micro-batch of a query reads."),
 )
 """Every key a properties file or ``--set`` may use."""
 
@@ -162,6 +172,11 @@ class ServerConfig:
     heartbeat_received_threshold: int = 2
     lag_report_interval_ms: int = 200
     auth_secret: str | None = None
+    spark_master: str = "local[*]"
+    persistent_queries_enabled: bool = True
+    checkpoint_root: str | None = None
+    trigger_interval_ms: int = 100
+    max_records_per_batch: int = 100_000
 
     @property
     def host(self) -> str:

@@ -27,6 +27,7 @@ import uvicorn
 
 from headwater.cluster.settings import ClusterSettings
 from headwater.config import ServerConfig, heartbeat_settings
+from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
 from headwater.kafka.broker import EmbeddedBroker
@@ -132,6 +133,21 @@ def cluster_settings_of(config: ServerConfig) -> ClusterSettings:
     )
 
 
+def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
+    """How the server runs persistent queries (checkpoints and Spark's log under the state dir)."""
+    root = Path(config.checkpoint_root) if config.checkpoint_root else state_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    return EngineSettings(
+        master=config.spark_master,
+        checkpoint_root=str(root),
+        log_file=str(state_dir / "logs" / "spark.log"),
+        trigger_interval_ms=config.trigger_interval_ms,
+        max_records_per_batch=config.max_records_per_batch,
+        processing_log_topic=f"{service_id}ksql_processing_log",
+    )
+
+
 def serve(
     config: ServerConfig,
     *,
@@ -179,6 +195,8 @@ def serve(
                 pull=pull_settings_of(config),
                 advertised=config.advertised,
                 cluster=cluster_settings_of(config),
+                engine=engine_settings_of(config, state_dir or scratch, config.service_id)
+                if config.persistent_queries_enabled else None,
             )
         )
         if on_ready is not None:

@@ -9,9 +9,9 @@ makes around it (create the topic before committing; delete it after the drop is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from headwater.metastore.catalog import Catalog, Column, PropertyValue, Source, SourceKind
 from headwater.metastore.codec import source_to_dict
@@ -94,9 +94,22 @@ class QueryShape:
     columns: tuple[Column, ...]
 
 
-#: (SELECT, catalog, sink name) -> its shape; raises ValidationError when the engine refuses it.
-#: The engine owns what a SELECT means; the metastore stays below it and receives this function.
-QueryAnalyzer = Callable[[ast.Query, Catalog, str], QueryShape]
+class QueryAnalyzer(Protocol):
+    """What the engine tells the planner about persistent queries. The engine owns what a SELECT
+    means and which sinks it can write; the metastore stays below it and is handed one of these."""
+
+    def shape(self, query: ast.Query, catalog: Catalog, sink_name: str) -> QueryShape:
+        """The SELECT's sources and output columns.
+
+        Raises:
+            ValidationError: the engine refuses the query (the message says why).
+        """
+        ...
+
+    def check_sink(self, sink: Source, catalog: Catalog) -> None:
+        """Raises ValidationError when records of ``sink``'s columns cannot be written in its
+        formats (a STRUCT in DELIMITED, say)."""
+        ...
 
 
 def topics_named(statement: ast.Statement) -> tuple[str, ...]:
@@ -393,12 +406,17 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
     if unknown:
         raise ValidationError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
     properties = {n.upper(): v for n, v in create.properties.items() if v is not None}
-    shape = analyze(create.query, catalog, create.name)
+    shape = analyze.shape(create.query, catalog, create.name)
     source = catalog.source(shape.sources[0])
     assert source is not None  # the analysis resolved it
     columns = shape.columns
     keyless = not any(c.key for c in columns)
     key_format, value_format = _sink_formats(properties, source, keyless)
+    for side, fmt, source_fmt in (("KEY", key_format, source.key_format),
+                                  ("VALUE", value_format, source.value_format)):  # fmt: skip
+        inherited = source.property(f"{side}_DELIMITER")
+        if fmt == source_fmt == "DELIMITED" and inherited is not None:
+            properties.setdefault(f"{side}_DELIMITER", inherited)  # as ksqlDB: the source's
     _check_formats(columns, key_format, value_format)
     topic = str(properties.get("KAFKA_TOPIC") or create.name)
     wanted = properties.get("PARTITIONS", source.partitions if topic not in facts.partitions else None)
@@ -416,6 +434,7 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
         statement_text=create.text.strip(),
         timestamp_column=timestamp,
     )
+    analyze.check_sink(sink, catalog)
     query = {"kind": "CSAS", "statementText": create.text.strip(), "sink": create.name,
              "sources": list(shape.sources)}  # fmt: skip
     command = {"type": "start_query", "query": query,
@@ -452,7 +471,7 @@ def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: Query
         )
     if target.read_only:
         raise ValidationError(f"Cannot insert into read-only stream: {target.name}")
-    shape = analyze(insert.query, catalog, insert.target)
+    shape = analyze.shape(insert.query, catalog, insert.target)
     if target.name in shape.sources:
         raise ValidationError(f"Cannot insert into {target.name}: the query reads from it.")
     sink_columns = tuple(c for c in target.columns if not (c.headers or c.header_key))

@@ -8,9 +8,9 @@ by record, as one function of a batch: decode, filter, re-key, project, encode. 
 """
 
 from headwater.engine.persistent.compile import (
+    QUERY_ANALYZER,
     CompiledQuery,
     QueryCompileError,
-    analyze_query,
     compile_query,
     describe_shape,
 )
@@ -22,13 +22,13 @@ from headwater.engine.persistent.operators import (
 )
 
 __all__ = [
+    "QUERY_ANALYZER",
     "CompiledQuery",
     "InputRecord",
     "OutputRecord",
     "ProcessingError",
     "QueryCompileError",
     "RecordPipeline",
-    "analyze_query",
     "compile_query",
     "describe_shape",
 ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.engine import _functions as fn
-from headwater.engine.errors import ExpressionError
+from headwater.engine.errors import ExpressionError, SerdeError
 from headwater.engine.expressions import (
     Evaluator,
     Scope,
@@ -33,6 +33,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import QueryShape
@@ -119,11 +120,6 @@ class CompiledQuery:
     def value_columns(self) -> tuple[OutputColumn, ...]:
         """The output value columns."""
         return tuple(c for c in self.columns if not c.key)
-
-    @property
-    def rekeys(self) -> bool:
-        """Whether the query changes the key (PARTITION BY): output partitions then follow keys."""
-        return bool(self.partition_by)
 
     def catalog_columns(self) -> tuple[Column, ...]:
         """The output columns as the catalog stores a sink's columns."""
@@ -218,17 +214,27 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     )
 
 
-def analyze_query(query: Query, catalog: Catalog, sink_name: str) -> QueryShape:
-    """The metastore's view of a persistent query (a `metastore.plan.QueryAnalyzer`).
+class _Analyzer:
+    """The engine's answers to the metastore's planner (a `metastore.plan.QueryAnalyzer`)."""
 
-    Raises:
-        ValidationError: with the compiler's message when the query is refused.
-    """
-    try:
-        compiled = compile_query(query, catalog, sink_name)
-    except QueryCompileError as error:
-        raise ValidationError(error.message) from error
-    return QueryShape((compiled.source.name,), compiled.catalog_columns())
+    def shape(self, query: Query, catalog: Catalog, sink_name: str) -> QueryShape:
+        """The query's sources and output columns; ValidationError when it is refused."""
+        try:
+            compiled = compile_query(query, catalog, sink_name)
+        except QueryCompileError as error:
+            raise ValidationError(error.message) from error
+        return QueryShape((compiled.source.name,), compiled.catalog_columns())
+
+    def check_sink(self, sink: Source, catalog: Catalog) -> None:
+        """ValidationError when the sink's columns cannot be written in its formats."""
+        try:
+            RowSerde.for_source(sink, catalog.types)
+        except SerdeError as error:
+            raise ValidationError(error.message) from error
+
+
+#: The engine's analysis of persistent queries, handed to the metastore's planner.
+QUERY_ANALYZER = _Analyzer()
 
 
 def describe_shape(compiled: CompiledQuery, sink: str) -> list[str]:

@@ -5,8 +5,9 @@ reads a Kafka partition, in the conformance runner, in tests) and maps raw Kafka
 records the sink writes. The order of the output is the order of the input, so a replayed batch
 yields the same records in the same order (the sink's exactly-once rule rests on that).
 
-A record that cannot be decoded, whose timestamp cannot be read, or whose result cannot be
-written in the sink's format is skipped and reported as a :class:`ProcessingError`, the entry
+A record without a value (a null value) is written on without one, under its key (as ksqlDB does),
+unless the query has a WHERE clause, which drops it. A record that cannot be decoded, whose timestamp
+cannot be read, or whose result cannot be written in the sink's format is skipped and reported as a :class:`ProcessingError`, the entry
 ksqlDB's processing log would record; it never stops the query. Expressions that fail on a row
 (division by zero, a bad cast) give NULL, as in ksqlDB.
 """
@@ -112,13 +113,12 @@ class RecordPipeline:
         source = self.compiled.source
         keep = self.compiled.row_filter
         keys, values, names = self.compiled.keys, self.compiled.values, self._value_names
-        rekeys = self.compiled.rekeys
         for record in records:
             stage = "deserialization"
             try:
                 value = self._source_serde.deserialize_value(record.value)
-                if value is None and not rekeys:
-                    continue  # a stream ignores records without a value, as ksqlDB's source does
+                if value is None and keep is not None:
+                    continue  # WHERE drops records without a value, as ksqlDB's filter does
                 key = self._source_serde.deserialize_key(record.key)
                 view = dict(value or {})
                 view.update(zip(self._key_names, key))
@@ -129,13 +129,13 @@ class RecordPipeline:
                 view["ROWTIME"] = rowtime
                 view["ROWPARTITION"] = record.partition
                 view["ROWOFFSET"] = record.offset
-                if value is not None and keep is not None and keep(view) is not True:
+                if keep is not None and keep(view) is not True:
                     continue
                 stage = "serialization"
                 new_key = [f(view) for f in keys]
                 key_bytes = self._sink_serde.serialize_key(new_key)
                 if value is None:
-                    # PARTITION BY moves a null value to its new key, as ksqlDB's repartition does
+                    # A record without a value goes on, still without one, under its new key
                     out.append(OutputRecord(key_bytes, None, rowtime, self._partition(
                         key_bytes, record.partition), record.partition, record.offset))
                     continue

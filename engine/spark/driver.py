@@ -197,6 +197,22 @@ def start_session(settings: EngineSettings) -> Any:
 # -- the child process --------------------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """SIGTERM (a graceful stop of the queries) when the server dies, on Linux."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.util.find_library("c")
+    if libc is None:
+        return
+    parent = os.getppid()
+    ctypes.CDLL(libc, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
                client_config: Mapping[str, Any]) -> None:  # fmt: skip
     """Entry point of the engine's child process: follow the server's instructions on ``conn``.
@@ -206,6 +222,7 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
     Stops its queries and exits when told or when the server is gone (the pipe closes).
     """
     os.setsid()  # a Ctrl-C in the server's terminal is the server's to handle
+    _die_with_parent()
     if settings.log_file:
         fd = os.open(settings.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)

@@ -97,8 +97,9 @@ class QueryEngine:
         """DOWN (no child), STARTING or UP."""
         return self._spark_state
 
-    def sync_now(self) -> None:
-        """Follow the catalog once (the watcher does this every 200 ms)."""
+    def _sync(self) -> None:
+        """Follow the catalog once. Only the watcher thread calls it: the child asks the kernel to
+        stop it when the thread that started it ends (PR_SET_PDEATHSIG follows threads)."""
         catalog = self._catalog()
         owned = self._owned(catalog)
         wanted = {q: query_payload(catalog.queries[q], catalog) for q in sorted(owned)
@@ -169,7 +170,7 @@ class QueryEngine:
     def _watch(self) -> None:
         while not self._stopping.wait(_WATCH_INTERVAL_S):
             try:
-                self.sync_now()
+                self._sync()
             except Exception:
                 log.exception("could not follow the catalog's persistent queries")
 

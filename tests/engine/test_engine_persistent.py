@@ -7,7 +7,7 @@ import json
 
 import pytest
 from headwater.engine.partitioner import partition_for
-from headwater.engine.persistent import InputRecord, RecordPipeline, analyze_query
+from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
 from headwater.engine.persistent.compile import QueryCompileError, compile_query, describe_shape
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import SourceInUse, ValidationError
@@ -25,7 +25,7 @@ ORDERS = ("CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUB
 def _catalog(*statements: str) -> Catalog:
     fold = Fold()
     for offset, text in enumerate(statements):
-        planned = plan(parse_one(text), fold.catalog, FACTS, analyze_query)
+        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
         assert planned.command is not None, text
         outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
                                                          planned.command)))  # fmt: skip
@@ -59,11 +59,11 @@ def test_csas_creates_the_sink_and_a_query_named_after_its_offset() -> None:
 def test_csas_plan_creates_its_topic_with_the_sources_partitions_unless_told() -> None:
     catalog = _catalog(ORDERS)
     planned = plan(parse_one("CREATE STREAM b AS SELECT * FROM orders;"), catalog, FACTS,
-                   analyze_query)  # fmt: skip
+                   QUERY_ANALYZER)  # fmt: skip
     assert planned.create_topic == ("B", 2)
     planned = plan(parse_one("CREATE STREAM b WITH (kafka_topic='bt', partitions=5, "
                              "value_format='DELIMITED') AS SELECT * FROM orders;"),
-                   catalog, FACTS, analyze_query)  # fmt: skip
+                   catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
     assert planned.create_topic == ("bt", 5)
     assert planned.command is not None
     assert planned.command["sink"]["source"]["valueFormat"] == "DELIMITED"
@@ -103,10 +103,10 @@ def test_later_constructs_are_refused_before_the_command_log_naming_the_construc
     catalog = _catalog(ORDERS)
     with pytest.raises(ValidationError, match="GROUP BY"):
         plan(parse_one("CREATE STREAM x AS SELECT id, COUNT(*) FROM orders GROUP BY id;"),
-             catalog, FACTS, analyze_query)  # fmt: skip
+             catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
     with pytest.raises(ValidationError, match="CREATE TABLE AS SELECT is not supported yet"):
         plan(parse_one("CREATE TABLE x AS SELECT id, COUNT(*) FROM orders GROUP BY id;"),
-             catalog, FACTS, analyze_query)  # fmt: skip
+             catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
 
 
 def test_partition_by_rekeys_and_star_puts_the_old_key_last() -> None:
@@ -157,7 +157,7 @@ def test_insert_into_select_checks_the_schema_and_shares_the_sink() -> None:
     assert catalog.queries["INSERTQUERY_3"].sink == "BIG"
     with pytest.raises(ValidationError, match="Incompatible schema between results and sink"):
         plan(parse_one("INSERT INTO big SELECT id, qty * 1.5 AS qty FROM more;"), catalog, FACTS,
-             analyze_query)  # fmt: skip
+             QUERY_ANALYZER)  # fmt: skip
 
 
 def test_drop_refuses_while_queries_use_a_source_and_terminate_frees_it() -> None:
@@ -177,3 +177,12 @@ def test_explain_lists_the_steps() -> None:
     assert "[ FILTER ] | Condition: (QTY > 1)" in text
     assert "[ REKEY ] | PARTITION BY QTY" in text
     assert "Topic: orders" in text
+
+
+def test_a_record_without_value_goes_on_without_one_unless_where_drops_it() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM copy AS SELECT * FROM orders;",
+                       "CREATE STREAM byitem AS SELECT * FROM orders PARTITION BY item;")
+    out, errors = _pipeline(catalog, "CSAS_COPY_1").process([InputRecord(b"a", None, 9, 0, 0)])
+    assert [(o.key, o.value, o.timestamp) for o in out] == [(b"a", None, 9)] and errors == []
+    out, _ = _pipeline(catalog, "CSAS_BYITEM_2").process([InputRecord(b"a", None, 9, 0, 0)])
+    assert [(o.key, o.value) for o in out] == [(None, None)]  # the new key: ITEM of no value

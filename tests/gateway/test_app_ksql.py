@@ -145,7 +145,8 @@ def test_validation_error_keeps_earlier_entities(client: TestClient) -> None:
     ("text", "code", "fragment"),
     [
         ("SELECT * FROM X EMIT CHANGES;", 40002, "/query"),
-        ("TERMINATE ALL;", 40001, "not supported"),
+        ("TERMINATE NO_SUCH_QUERY;", 40001, "Unknown queryId: NO_SUCH_QUERY"),
+        ("EXPLAIN NO_SUCH_QUERY;", 40001, "Query with id:NO_SUCH_QUERY does not exist"),
         ("INSERT INTO X (A) VALUES (1);", 40001, "Cannot insert values into an unknown stream/table: X"),
         ("DESCRIBE NO_SUCH_SOURCE;", 40001, "NO_SUCH_SOURCE"),
         ("SHOW STREAMS EXTENDED;", 40001, "not supported"),

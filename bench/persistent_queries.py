@@ -1,0 +1,242 @@
+"""Persistent queries on Spark: latency, throughput, idle cost, time to first output.
+
+Run ``python -m bench.persistent_queries`` (about 3-4 minutes). It starts an in-memory embedded broker
+and one ``headwater server`` process on it (Spark runs in the server's child process, as always), and
+measures, as a user would see it:
+
+1. time from CSAS accepted to its first output record, Spark cold (the first query of the server)
+   and warm (a second query);
+2. produce -> record on the CSAS sink topic, one record every 100 ms: p50 / p99
+   (targets: p50 <= 0.5 s, p99 <= 1 s);
+3. sustained throughput of a filter + projection query over 200k JSON records on 2 partitions (the
+   peers' workload of notes/kafka-and-spark-here.md: ``WHERE amount > 50``, 4 columns, one arithmetic,
+   one upper-case): records/s (target >= 30,000) and CPU seconds per 1k records of the server's whole
+   process tree (server, Spark driver, JVM, Python workers);
+4. idle cost of the server with 10 idle persistent queries: CPU share of one core over 20 s (target
+   < 10%) and RSS of the process tree.
+
+Options: ``--records N`` (throughput input, default 200000), ``--samples N`` (latency, default 100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from confluent_kafka import TopicPartition
+
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import consumer, producer
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and all its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _cpu_seconds(root: int) -> float:
+    total = 0
+    for pid in _tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total / _TICKS
+
+
+def _rss_mb(root: int) -> float:
+    total = 0
+    for pid in _tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+class _Server:
+    def __init__(self, bootstrap: str, folder: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = Path(sys.executable).with_name("headwater")
+        self.log = open(folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [str(exe), "server", "-b", bootstrap, "--port", str(self.port), "--state-dir",
+             str(folder / "node"), "--service-id", f"bench_{uuid.uuid4().hex[:6]}"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthcheck", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit("the server did not become healthy in 60 s")
+
+    def ksql(self, sql: str) -> list[dict]:
+        answer = httpx.post(f"{self.url}/ksql", json={"ksql": sql}, timeout=60)
+        if answer.status_code != 200:
+            raise SystemExit(f"{sql}\n-> {answer.text}")
+        return answer.json()  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_records(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float) -> float:
+    """Seconds until ``want`` records are on ``topic`` (2 partitions), from now."""
+    started = time.monotonic()
+    reader = consumer(broker.settings(), f"bench-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)
+    reader.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    seen = 0
+    try:
+        while seen < want:
+            if time.monotonic() - started > timeout_s:
+                raise SystemExit(f"{topic}: {seen} of {want} records after {timeout_s} s")
+            seen += sum(1 for m in reader.consume(10_000, 0.05) if m.error() is None)
+    finally:
+        reader.close()
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--samples", type=int, default=100)
+    args = parser.parse_args(argv)
+    print(f"python {platform.python_version()}, {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
+        server = _Server(broker.bootstrap_servers, Path(scratch))
+        try:
+            _run(broker, server, args.records, args.samples)
+        finally:
+            server.stop()
+    return 0
+
+
+def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) -> None:
+    settings = broker.settings()
+    writer = producer(settings, "bench")
+    server.ksql("CREATE STREAM lat_in (id STRING KEY, v INT) WITH (kafka_topic='lat_in', "
+                "partitions=2, value_format='JSON');")  # fmt: skip
+    writer.produce("lat_in", b'{"V": 1}', b"first")
+    writer.flush()
+
+    # 1. time to first output, cold then warm
+    accepted = time.monotonic()
+    server.ksql("CREATE STREAM lat_out AS SELECT id, v + 1 AS w FROM lat_in;")
+    _wait_records(broker, "LAT_OUT", 1, 180)
+    cold = time.monotonic() - accepted
+    accepted = time.monotonic()
+    server.ksql("CREATE STREAM lat_out2 AS SELECT id, v * 2 AS w FROM lat_in;")
+    _wait_records(broker, "LAT_OUT2", 1, 120)
+    warm = time.monotonic() - accepted
+    print(f"CSAS accepted -> first output: cold {cold:.1f} s (Spark starts), warm {warm:.1f} s")
+
+    # 2. latency, one record every 100 ms
+    reader = consumer(settings, "bench-latency", fetch_wait_max_ms=10)
+    reader.assign([TopicPartition("LAT_OUT", p, 0) for p in range(2)])
+    while reader.consume(1000, 0.5):
+        pass
+    latencies = []
+    for i in range(samples):
+        sent = time.monotonic()
+        writer.produce("lat_in", json.dumps({"V": i}).encode(), f"k{i}".encode())
+        writer.flush()
+        got = False
+        while not got and time.monotonic() - sent < 10:
+            got = any(m.error() is None for m in reader.consume(10, 0.02))
+        latencies.append(time.monotonic() - sent)
+        time.sleep(max(0.0, 0.1 - (time.monotonic() - sent)))
+    reader.close()
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"produce -> CSAS sink record, {samples} records at <= 10/s: p50 {p50 * 1000:.0f} ms, "
+          f"p99 {p99 * 1000:.0f} ms (targets 500 / 1000 ms)")  # fmt: skip
+    server.ksql("TERMINATE ALL;")
+
+    # 3. throughput of filter + projection
+    server.ksql("CREATE STREAM tx (id STRING KEY, item STRING, amount INT, price DOUBLE, note "
+                "STRING) WITH (kafka_topic='tx', partitions=2, value_format='JSON');")  # fmt: skip
+    for i in range(records):
+        value = {"ITEM": f"item{i % 100}", "AMOUNT": i % 100, "PRICE": 1.5, "NOTE": "x" * 20}
+        while True:
+            try:
+                writer.produce("tx", json.dumps(value).encode(), f"k{i % 5000}".encode())
+                break
+            except BufferError:
+                writer.poll(0.05)
+    writer.flush()
+    expected = sum(1 for i in range(records) if i % 100 > 50)
+    cpu_before = _cpu_seconds(server.process.pid)
+    started = time.monotonic()
+    server.ksql("CREATE STREAM tx_big AS SELECT id, UCASE(item) AS item, amount * price AS total, "
+                "amount FROM tx WHERE amount > 50;")  # fmt: skip
+    first = _wait_records(broker, "TX_BIG", 1, 120)
+    _wait_records(broker, "TX_BIG", expected, 600)
+    elapsed = time.monotonic() - started
+    cpu = _cpu_seconds(server.process.pid) - cpu_before
+    rate = records / max(elapsed - first, 1e-9)
+    print(f"filter + projection over {records} records ({expected} out): {rate:,.0f} records/s "
+          f"after the first output ({first:.1f} s), {records / elapsed:,.0f} records/s overall; "
+          f"CPU {cpu / records * 1000:.3f} s per 1k records (target >= 30,000 records/s)")
+    server.ksql("TERMINATE ALL;")
+
+    # 4. idle cost of 10 idle persistent queries
+    server.ksql("CREATE STREAM idle_in (id STRING KEY, v INT) WITH (kafka_topic='idle_in', "
+                "partitions=2, value_format='JSON');")  # fmt: skip
+    for n in range(10):
+        server.ksql(f"CREATE STREAM idle_out{n} AS SELECT id, v + {n} AS w FROM idle_in;")
+    time.sleep(20)  # let them start and settle
+    cpu_before, at = _cpu_seconds(server.process.pid), time.monotonic()
+    time.sleep(20)
+    share = (_cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
+    print(f"10 idle persistent queries: {share * 100:.1f}% of one core, RSS "
+          f"{_rss_mb(server.process.pid):,.0f} MB (server + Spark) (target < 10% of a core)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

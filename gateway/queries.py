@@ -1,0 +1,171 @@
+"""Persistent queries as ksqlDB's REST entities: SHOW QUERIES [EXTENDED], EXPLAIN, DESCRIBE ... EXTENDED.
+
+Which queries exist comes from the catalog (identical on every server); how a query is doing
+(RUNNING, ERROR with the reason, PENDING while Spark starts, records written, records skipped and
+the last error) from this server's query engine for the queries it runs. A server that does not run
+a query says so (``state`` UNKNOWN and where it runs: the controller) rather than guessing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from headwater.engine.persistent.compile import (
+    CompiledQuery,
+    QueryCompileError,
+    compile_query,
+    describe_shape,
+)
+from headwater.engine.persistent.operators import parse_persistent
+from headwater.gateway.errors import Entity, KsqlError
+from headwater.gateway.services import Services
+from headwater.metastore.catalog import Catalog, Query, Source
+from headwater.sqlparse_ext import statements as ast
+
+
+def status_of(services: Services, query_id: str) -> dict[str, Any]:
+    """The query's status as this server knows it."""
+    engine = services.queries
+    found = engine.statuses().get(query_id) if engine is not None else None
+    if found is not None:
+        return found
+    where = "another server (the controller)" if services.control is not None else "no server"
+    reason = ("this server does not run persistent queries"
+              if engine is None else f"run by {where}")  # fmt: skip
+    return {"state": "UNKNOWN", "message": reason}
+
+
+def query_summary(services: Services, query: Query, catalog: Catalog) -> Entity:
+    """ksqlDB's ``RunningQuery`` (one item of SHOW QUERIES)."""
+    status = status_of(services, query.id)
+    sink = catalog.sources.get(query.sink) if query.sink else None
+    return {
+        "queryString": query.statement_text,
+        "sinks": [query.sink] if query.sink else [],
+        "sinkKafkaTopics": [sink.topic] if sink else [],
+        "id": query.id,
+        "statusCount": {status["state"]: 1},
+        "queryType": "PERSISTENT",
+        "state": status["state"],
+    }
+
+
+def show_queries(services: Services, extended: bool) -> tuple[str, Entity]:
+    """(@type, body) of SHOW QUERIES [EXTENDED]."""
+    catalog = services.runner.catalog
+    queries = sorted(catalog.queries.values(), key=lambda q: q.id)
+    if extended:
+        return "query_descriptions", {
+            "queryDescriptions": [query_description(services, q, catalog) for q in queries]}
+    return "queries", {"queries": [query_summary(services, q, catalog) for q in queries]}
+
+
+def query_description(services: Services, query: Query, catalog: Catalog) -> Entity:
+    """ksqlDB's ``QueryDescription`` of a running query (EXPLAIN, SHOW QUERIES EXTENDED)."""
+    status = status_of(services, query.id)
+    select, sink_name = parse_persistent(query.statement_text)
+    sink = catalog.sources.get(sink_name)
+    compiled = _compile(select, catalog, sink_name)
+    errors = []
+    if status.get("lastError"):
+        errors.append({"timestamp": status.get("lastErrorMs", 0), "errorMessage":
+                       status["lastError"], "type": "USER"})  # fmt: skip
+    if status["state"] == "ERROR" and status.get("message"):
+        errors.append({"timestamp": 0, "errorMessage": status["message"], "type": "SYSTEM"})
+    return {
+        "id": query.id,
+        "statementText": query.statement_text,
+        "windowType": None,
+        "fields": _fields(compiled),
+        "sources": list(query.sources),
+        "sinks": [sink_name],
+        "topology": "",
+        "executionPlan": "\n".join(describe_shape(compiled, sink_name)),
+        "overriddenProperties": {},
+        "ksqlHostQueryStatus": {services.advertised: status["state"]},
+        "queryType": "PERSISTENT",
+        "queryErrors": errors,
+        "tasksMetadata": [],
+        "state": status["state"],
+        "sinkKafkaTopics": [sink.topic] if sink else [],
+        "statistics": _statistics(status),
+    }
+
+
+def explain(services: Services, statement: ast.Explain) -> Entity:
+    """EXPLAIN <query id> or EXPLAIN <CREATE ... AS SELECT | INSERT INTO ... SELECT>."""
+    catalog = services.runner.catalog
+    if statement.query_id is not None:
+        wanted = statement.query_id.upper()
+        query = next((q for q in catalog.queries.values() if q.id.upper() == wanted), None)
+        if query is None:
+            raise KsqlError(f"Query with id:{statement.query_id} does not exist, use SHOW "
+                            "QUERIES to view the full set of running queries.", 40001)  # fmt: skip
+        description = query_description(services, query, catalog)
+    else:
+        inner = statement.statement
+        if not isinstance(inner, (ast.CreateAsSelect, ast.InsertInto)):
+            raise KsqlError("EXPLAIN explains persistent queries (CREATE ... AS SELECT, INSERT "
+                            "INTO ... SELECT) and query ids.", 40001)  # fmt: skip
+        sink_name = inner.name if isinstance(inner, ast.CreateAsSelect) else inner.target
+        compiled = _compile(inner.query, catalog, sink_name)
+        description = {
+            "id": "", "statementText": inner.text.strip(), "windowType": None,
+            "fields": _fields(compiled), "sources": [compiled.source.name], "sinks": [sink_name],
+            "topology": "", "executionPlan": "\n".join(describe_shape(compiled, sink_name)),
+            "overriddenProperties": {}, "ksqlHostQueryStatus": {}, "queryType": "PERSISTENT",
+            "queryErrors": [], "tasksMetadata": [], "state": "",
+        }  # fmt: skip
+    return {"@type": "queryDescription", "statementText": statement.text,
+            "queryDescription": description, "warnings": []}  # fmt: skip
+
+
+def extended_source(services: Services, source: Source, catalog: Catalog,
+                    description: Entity) -> Entity:  # fmt: skip
+    """DESCRIBE ... EXTENDED: the description with the queries' statuses, statistics and errors."""
+    writers = catalog.writers_of(source.name)
+    readers = catalog.readers_of(source.name)
+    stats = [status_of(services, q.id) for q in writers]
+    records = sum(int(s.get("records", 0)) for s in stats)
+    errors = sum(int(s.get("errors", 0)) for s in stats)
+    last = max(stats, key=lambda s: int(s.get("lastErrorMs", 0)), default={})
+    error_stats = ""
+    if writers:
+        error_stats = f"processing-errors: {errors}"
+        if last.get("lastError"):
+            error_stats += f" last-error: {last['lastError']} at {_when(last)}"
+    description.update(
+        extended=True,
+        readQueries=[query_summary(services, q, catalog) for q in readers],
+        writeQueries=[query_summary(services, q, catalog) for q in writers],
+        statistics=f"messages-written: {records}" if writers else "",
+        errorStats=error_stats,
+    )
+    return description
+
+
+def _compile(select: ast.Query, catalog: Catalog, sink_name: str) -> CompiledQuery:
+    try:
+        return compile_query(select, catalog, sink_name)
+    except QueryCompileError as error:
+        raise KsqlError(error.message, 40001) from error
+
+
+def _fields(compiled: CompiledQuery) -> list[Entity]:
+    from headwater.gateway.ksql import type_schema
+
+    return [{"name": c.name, "schema": type_schema(c.type.sql()),
+             **({"type": "KEY"} if c.key else {})} for c in compiled.columns]  # fmt: skip
+
+
+def _statistics(status: dict[str, Any]) -> str:
+    if "records" not in status:
+        return ""
+    return (f"messages-written: {status['records']} batches: {status.get('batches', 0)} "
+            f"processing-errors: {status.get('errors', 0)}")  # fmt: skip
+
+
+def _when(status: dict[str, Any]) -> str:
+    ms = int(status.get("lastErrorMs", 0))
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")

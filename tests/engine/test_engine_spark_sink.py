@@ -1,0 +1,87 @@
+"""The exactly-once sink on a real broker, without Spark: a batch replayed after a crash (whole, or
+after part of it was written) is recognised from the sink topic's tail and not written twice."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+from headwater.engine.spark.sink import ExactlyOnceSink
+
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import admin_client, consumer, create_topic
+
+pytestmark = pytest.mark.kafka
+
+
+def _rows(n: int, partitions: int = 2) -> list[dict]:
+    return [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "timestamp": 1000 + i,
+             "partition": i % partitions, "source_partition": 0, "source_offset": i,
+             "error": None} for i in range(n)]  # fmt: skip
+
+
+def _values(broker: EmbeddedBroker, topic: str) -> list[bytes]:
+    reader = consumer(broker.settings(), "sink-check", partition_eof=True)
+    reader.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    found, eof = [], set()
+    while len(eof) < 2:
+        for message in reader.consume(100, 1.0):
+            if message.error() is not None:
+                eof.add(message.partition())
+            else:
+                found.append(message.value())
+    reader.close()
+    return sorted(found)
+
+
+@pytest.fixture
+def topic(memory_broker: EmbeddedBroker) -> str:
+    name = f"sink_{uuid.uuid4().hex[:8]}"
+    create_topic(admin_client(memory_broker.settings()), memory_broker.settings(), name, 2)
+    return name
+
+
+def test_a_replayed_batch_is_not_written_again(memory_broker: EmbeddedBroker, topic: str) -> None:
+    settings = memory_broker.settings()
+    first = ExactlyOnceSink(settings, "Q1", topic, 2)
+    first.write(_rows(6), 0)
+    first.close()
+    restarted = ExactlyOnceSink(settings, "Q1", topic, 2)  # a new process replays batch 0
+    restarted.write(_rows(6), 0)
+    restarted.write(_rows(8)[6:], 1)
+    restarted.close()
+    assert _values(memory_broker, topic) == sorted(f"v{i}".encode() for i in range(8))
+    assert restarted.stats.skipped_replayed == 6
+
+
+def test_a_batch_cut_off_half_way_is_completed(memory_broker: EmbeddedBroker, topic: str) -> None:
+    settings = memory_broker.settings()
+    rows = _rows(10)
+    crashed = ExactlyOnceSink(settings, "Q2", topic, 2)
+    crashed.write(rows[:4], 3)  # as if the process died after 4 of the batch's 10 records
+    crashed.close()
+    other = ExactlyOnceSink(settings, "OTHER", topic, 2)  # another writer on the same topic
+    other.write([{**r, "value": b"other"} for r in _rows(2)], 0)
+    other.close()
+    resumed = ExactlyOnceSink(settings, "Q2", topic, 2)
+    resumed.write(rows, 3)
+    resumed.close()
+    assert _values(memory_broker, topic) == sorted(
+        [f"v{i}".encode() for i in range(10)] + [b"other", b"other"])
+    assert resumed.stats.skipped_replayed == 4
+
+
+def test_skipped_records_are_counted_and_logged_not_written(memory_broker: EmbeddedBroker,
+                                                            topic: str) -> None:  # fmt: skip
+    settings = memory_broker.settings()
+    seen: list[dict] = []
+    sink = ExactlyOnceSink(settings, "Q3", topic, 2, on_error=seen.append)
+    bad = {"key": None, "value": b'{"kind": "deserialization", "message": "bad JSON", '
+           b'"topic": "in"}', "timestamp": 0, "partition": -1, "source_partition": 1,
+           "source_offset": 7, "error": "deserialization"}  # fmt: skip
+    sink.write([*_rows(2), bad], 0)
+    sink.close()
+    assert sink.stats.errors == 1 and sink.stats.last_error == "bad JSON"
+    assert seen[0]["MESSAGE"]["OFFSET"] == 7 and seen[0]["MESSAGE"]["TOPIC"] == "in"
+    assert _values(memory_broker, topic) == [b"v0", b"v1"]

@@ -1,0 +1,194 @@
+"""Persistent queries end to end, as a user runs them: `headwater server` processes with Spark inside,
+statements over the REST API, records read back from the sink topic. Real broker, real Spark.
+
+Each server starts its Spark child process with its first query (~10-20 s on 2 cores), so these
+tests are few and each checks a whole story.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import consumer, producer
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _spark_pids() -> set[int]:
+    """Processes of Spark (JVMs) and of headwater's Spark child and pyspark workers."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if (b"org.apache.spark" in cmdline or b"pyspark.daemon" in cmdline
+                or b"pyspark.worker" in cmdline or b"multiprocessing.spawn" in cmdline):  # fmt: skip
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def no_spark_left() -> Iterator[None]:
+    """Fails the test when a Spark process it started outlives it (checked after teardown)."""
+    before = _spark_pids()
+    yield
+    deadline = time.monotonic() + 30
+    while (left := _spark_pids() - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in left:  # do not leak into the next tests, whatever the verdict
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    assert not left, f"Spark processes outlived the server: {sorted(left)}"
+
+
+def _read_topic(broker: EmbeddedBroker, topic: str, partitions: int, want: int,
+                timeout_s: float = 120.0) -> list[tuple[bytes | None, dict, dict]]:  # fmt: skip
+    reader = consumer(broker.settings(), f"check-{uuid.uuid4().hex[:6]}")
+    got: list[tuple[bytes | None, dict, dict]] = []
+    try:
+        reader.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + timeout_s
+        while len(got) < want and time.monotonic() < deadline:
+            for message in reader.consume(500, 0.5):
+                if message.error() is None:
+                    got.append((message.key(), json.loads(message.value() or b"null"),
+                                dict(message.headers() or ())))  # fmt: skip
+        # a little longer: records beyond `want` would be duplicates
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for message in reader.consume(500, 0.5):
+                if message.error() is None:
+                    got.append((message.key(), json.loads(message.value() or b"null"),
+                                dict(message.headers() or ())))  # fmt: skip
+    finally:
+        reader.close()
+    return got
+
+
+def _ok(response: object) -> list[dict]:
+    assert response.status_code == 200, response.text  # type: ignore[attr-defined]
+    return response.json()  # type: ignore[attr-defined, no-any-return]
+
+
+def test_csas_lifecycle_through_the_rest_api(memory_broker: EmbeddedBroker, server_factory,  # type: ignore[no-untyped-def]
+                                             tmp_path: Path, no_spark_left: None) -> None:
+    suffix = uuid.uuid4().hex[:6].upper()
+    orders, big = f"ORDERS_{suffix}", f"BIG_{suffix}"
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"pq_{suffix}")  # fmt: skip
+    _ok(server.ksql(f"CREATE STREAM {orders} (id STRING KEY, item STRING, qty INT) WITH "
+                    f"(kafka_topic='{orders}', partitions=2, value_format='JSON');"))  # fmt: skip
+    created = _ok(server.ksql(f"CREATE STREAM {big} AS SELECT id, UCASE(item) AS item, "
+                              f"qty * 2 AS dbl FROM {orders} WHERE qty > 10 EMIT CHANGES;"))  # fmt: skip
+    message = created[0]["commandStatus"]["message"]
+    assert message.startswith(f"Stream created with query ID: CSAS_{big}_")
+    query_id = message.rsplit(" ", 1)[-1]
+
+    for key, item, qty in [("a", "pen", 11), ("b", "ink", 3), ("c", "cap", 12)]:
+        _ok(server.ksql(f"INSERT INTO {orders} (id, item, qty) VALUES ('{key}', '{item}', {qty});"))
+    bad = producer(memory_broker.settings(), "test")
+    bad.produce(orders, b"this is not JSON", b"z")
+    bad.flush(10)
+
+    records = _read_topic(memory_broker, big, 2, want=2)
+    assert sorted((k, v) for k, v, _ in records) == [
+        (b"a", {"ITEM": "PEN", "DBL": 22}), (b"c", {"ITEM": "CAP", "DBL": 24})]
+    assert all(h["hw.query"] == query_id.encode() for _, _, h in records)
+
+    shown = _ok(server.ksql("SHOW QUERIES;"))[0]
+    assert shown["@type"] == "queries"
+    assert [(q["id"], q["state"], q["sinks"]) for q in shown["queries"]] == [
+        (query_id, "RUNNING", [big])]
+
+    deadline = time.monotonic() + 30
+    while True:  # the sink reports the skipped record within a batch or two
+        described = _ok(server.ksql(f"DESCRIBE {big} EXTENDED;"))[0]["sourceDescription"]
+        if "processing-errors: 1" in described["errorStats"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert described["extended"] is True
+    assert described["writeQueries"][0]["id"] == query_id
+    assert "processing-errors: 1" in described["errorStats"]
+    assert "Failed to deserialize value" in described["errorStats"]
+    assert "messages-written: 2" in described["statistics"]
+
+    explained = _ok(server.ksql(f"EXPLAIN {query_id};"))[0]
+    assert explained["@type"] == "queryDescription"
+    plan = explained["queryDescription"]["executionPlan"]
+    assert "[ FILTER ] | Condition: (QTY > 10)" in plan
+    assert [f["name"] for f in explained["queryDescription"]["fields"]] == ["ID", "ITEM", "DBL"]
+
+    pulled = server.query(f"SELECT * FROM {big};")
+    assert pulled.status_code == 200, pulled.text
+    rows = sorted(item["row"]["columns"] for item in pulled.json() if "row" in item)
+    assert rows == [["a", "PEN", 22], ["c", "CAP", 24]]
+
+    refused = server.ksql(f"DROP STREAM {orders};")
+    assert refused.status_code == 400 and query_id in refused.json()["message"]
+    unsupported = server.ksql(f"CREATE STREAM agg_{suffix} AS SELECT id, COUNT(*) AS n "
+                              f"FROM {orders} GROUP BY id;")  # fmt: skip
+    assert unsupported.status_code == 400
+    assert "GROUP BY" in unsupported.json()["message"]
+
+    _ok(server.ksql(f"TERMINATE {query_id};"))
+    assert _ok(server.ksql("SHOW QUERIES;"))[0]["queries"] == []
+    _ok(server.ksql(f"DROP STREAM {big} DELETE TOPIC;"))
+    _ok(server.ksql(f"DROP STREAM {orders};"))
+    assert server.stop() == 0
+
+
+def test_kill_9_while_records_flow_then_restart_writes_each_record_once(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+) -> None:
+    suffix = uuid.uuid4().hex[:6].upper()
+    source, sink = f"IN_{suffix}", f"OUT_{suffix}"
+    args = ("-b", memory_broker.bootstrap_servers, "--state-dir", str(tmp_path / "node"),
+            "--service-id", f"eos_{suffix}")  # fmt: skip
+    server = server_factory(*args)
+    _ok(server.ksql(f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
+                    "partitions=2, value_format='JSON');"))  # fmt: skip
+    _ok(server.ksql(f"CREATE STREAM {sink} AS SELECT id, n + 1 AS m FROM {source};"))
+
+    total = 600
+    writer = producer(memory_broker.settings(), "flow")
+    stop = threading.Event()
+
+    def flow() -> None:
+        for i in range(total):
+            writer.produce(source, json.dumps({"N": i}).encode(), str(i).encode())
+            writer.poll(0)
+            if stop.wait(0.02):
+                break
+        writer.flush(10)
+
+    feeder = threading.Thread(target=flow)
+    feeder.start()
+    try:
+        _read_topic(memory_broker, sink, 2, want=60, timeout_s=120)  # the query is writing
+        server.kill()  # kill -9 of the server (its Spark child follows it)
+        time.sleep(2)
+        restarted = server_factory(*args)
+        feeder.join(60)
+        records = _read_topic(memory_broker, sink, 2, want=total, timeout_s=180)
+    finally:
+        stop.set()
+        feeder.join(30)
+    values = [v["M"] for _, v, _ in records]
+    assert len(values) == total, f"{len(values)} records for {total} inputs"
+    assert sorted(values) == list(range(1, total + 1))
+    assert restarted.stop() == 0
