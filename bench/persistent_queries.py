@@ -198,9 +198,17 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
           f"p99 {p99 * 1000:.0f} ms (targets 500 / 1000 ms)")  # fmt: skip
     server.ksql("TERMINATE ALL;")
 
-    # 3. throughput of filter + projection
+    # 3. throughput of filter + projection, sustained: the query runs, then the records arrive
     server.ksql("CREATE STREAM tx (id STRING KEY, item STRING, amount INT, price DOUBLE, note "
                 "STRING) WITH (kafka_topic='tx', partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql("CREATE STREAM tx_big AS SELECT id, UCASE(item) AS item, amount * price AS total, "
+                "amount FROM tx WHERE amount > 50;")  # fmt: skip
+    writer.produce("tx", json.dumps({"ITEM": "warm", "AMOUNT": 99}).encode(), b"warm")
+    writer.flush()
+    _wait_records(broker, "TX_BIG", 1, 120)  # the query is running
+    expected = 1 + sum(1 for i in range(records) if i % 100 > 50)
+    cpu_before = _cpu_seconds(server.process.pid)
+    started = time.monotonic()
     for i in range(records):
         value = {"ITEM": f"item{i % 100}", "AMOUNT": i % 100, "PRICE": 1.5, "NOTE": "x" * 20}
         while True:
@@ -210,18 +218,12 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
             except BufferError:
                 writer.poll(0.05)
     writer.flush()
-    expected = sum(1 for i in range(records) if i % 100 > 50)
-    cpu_before = _cpu_seconds(server.process.pid)
-    started = time.monotonic()
-    server.ksql("CREATE STREAM tx_big AS SELECT id, UCASE(item) AS item, amount * price AS total, "
-                "amount FROM tx WHERE amount > 50;")  # fmt: skip
-    first = _wait_records(broker, "TX_BIG", 1, 120)
+    produced = time.monotonic() - started
     _wait_records(broker, "TX_BIG", expected, 600)
     elapsed = time.monotonic() - started
     cpu = _cpu_seconds(server.process.pid) - cpu_before
-    rate = records / max(elapsed - first, 1e-9)
-    print(f"filter + projection over {records} records ({expected} out): {rate:,.0f} records/s "
-          f"after the first output ({first:.1f} s), {records / elapsed:,.0f} records/s overall; "
+    print(f"filter + projection, {records} records on 2 partitions ({expected - 1} pass): "
+          f"{records / elapsed:,.0f} records/s sustained (producing them took {produced:.1f} s); "
           f"CPU {cpu / records * 1000:.3f} s per 1k records (target >= 30,000 records/s)")
     server.ksql("TERMINATE ALL;")
 
