@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -40,6 +41,9 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
         except LocalNodeError as exc:
             raise click.ClickException(str(exc)) from None
         servers = (node.url,)
+        # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the node we started.
+        for hangup in (signal.SIGHUP, signal.SIGTERM):
+            signal.signal(hangup, _exit_for_signal)
     try:
         if sys.stdin.isatty():
             code = open_shell(list(servers), output, defines=parse_defines(defines))
@@ -49,9 +53,16 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
                                          history_file=None))  # fmt: skip
     finally:
         if node is not None and node.process is not None:
-            click.echo("stopping the local node ...", err=True)
+            try:
+                click.echo("stopping the local node ...", err=True)
+            except OSError:  # the terminal is gone (closed window): stop the node all the same
+                pass
             node.stop()
     ctx.exit(code)
+
+
+def _exit_for_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 @main.command()

@@ -161,6 +161,39 @@ def _describe(entity: Mapping[str, Any], table_text: str) -> str:
         lines.append(
             "For runtime statistics and query details run: DESCRIBE <Stream,Table> EXTENDED;"
         )
+        return "\n".join(lines)
+    for title, key in (("Queries that read from this", "readQueries"),
+                       ("Queries that write from this", "writeQueries")):  # fmt: skip
+        kind = str(description.get("type", "source")).upper()
+        queries = description.get(key) or []
+        lines += ["", f"{title} {kind}", "-" * (len(title) + len(kind) + 1)]
+        lines += [f"{q.get('id')} ({q.get('state', 'UNKNOWN')}) : {q.get('queryString', '')}"
+                  for q in queries] or ["(none)"]  # fmt: skip
+    lines += ["", "Runtime statistics", "------------------",
+              description.get("statistics") or "(none)", description.get("errorStats") or ""]
+    return "\n".join(line for line in lines).rstrip()
+
+
+def _explain(entity: Mapping[str, Any], table_text: str) -> str:
+    """EXPLAIN as ksqlDB's CLI prints it: the query, its fields, sources, sinks and plan."""
+    query = entity.get("queryDescription") or {}
+    hosts = ", ".join(f"{h}: {s}" for h, s in (query.get("ksqlHostQueryStatus") or {}).items())
+    lines = [f"{'ID':<20} : {query.get('id') or '(not running: EXPLAIN of a statement)'}",
+             f"{'Query Type':<20} : {query.get('queryType', '')}",
+             f"{'SQL':<20} : {query.get('statementText', '')}"]  # fmt: skip
+    if hosts:
+        lines.append(f"{'Host Query Status':<20} : {hosts}")
+    lines += ["", table_text, "", "Sources that this query reads from:",
+              "-----------------------------------", *(query.get("sources") or []), "",
+              "Sinks that this query writes to:", "-------------------------------",
+              *(query.get("sinks") or []), "", "Execution plan", "--------------",
+              query.get("executionPlan", "")]  # fmt: skip
+    if query.get("statistics"):
+        lines += ["", "Runtime statistics", "------------------", query["statistics"]]
+    errors = query.get("queryErrors") or []
+    if errors:
+        lines += ["", "Errors", "------", *(f"{e.get('type')}: {e.get('errorMessage')}"
+                                             for e in errors)]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -177,6 +210,8 @@ def _entity(result: Entity, fmt: OutputFormat) -> Rendered:
     text = _table(table.columns, table.rows)
     if kind == "sourceDescription":
         return Rendered(_describe(entity, text))
+    if kind == "queryDescription":
+        return Rendered(_explain(entity, text))
     return Rendered(text)
 
 

@@ -217,6 +217,20 @@ def _query_description(entity: Entity) -> EntityTable:
     return _fields_table(entity.get("queryDescription") or {}, is_table=False)
 
 
+def _query_descriptions(entity: Entity) -> EntityTable:
+    """SHOW QUERIES EXTENDED: one row per query."""
+    return _table(
+        [("Query ID", "STRING"), ("Status", "STRING"), ("Sources", "STRING"),
+         ("Sinks", "STRING"), ("Statistics", "STRING"), ("Errors", "STRING")],
+        [
+            [q.get("id"), q.get("state"), ", ".join(q.get("sources") or []),
+             ", ".join(q.get("sinks") or []), q.get("statistics", ""),
+             "; ".join(str(e.get("errorMessage")) for e in q.get("queryErrors") or [])]
+            for q in _items(entity, "queryDescriptions")
+        ],
+    )  # fmt: skip
+
+
 def _type_list(entity: Entity) -> EntityTable:
     types = entity.get("types")
     types = types if isinstance(types, Mapping) else {}
@@ -254,6 +268,7 @@ BUILDERS: dict[str, Callable[[Entity], EntityTable]] = {
     "variables": _variables,
     "sourceDescription": _source_description,
     "queryDescription": _query_description,
+    "query_descriptions": _query_descriptions,
     "type_list": _type_list,
     "function_names": _function_names,
     "warning_entity": _message("message"),

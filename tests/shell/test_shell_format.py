@@ -122,3 +122,45 @@ def test_pager_rule() -> None:
     assert not needs_pager("a\nb", 80, 24)
     assert needs_pager("x" * 81, 80, 24)
     assert needs_pager("\n".join("r" for _ in range(30)), 80, 24)
+
+
+EXPLAINED = {
+    "@type": "queryDescription",
+    "statementText": "EXPLAIN CSAS_BIG_1;",
+    "queryDescription": {
+        "id": "CSAS_BIG_1", "queryType": "PERSISTENT", "statementText": "CREATE STREAM big AS ...",
+        "fields": [{"name": "ID", "schema": {"type": "STRING"}, "type": "KEY"},
+                   {"name": "Q", "schema": {"type": "INTEGER"}}],
+        "sources": ["ORDERS"], "sinks": ["BIG"], "ksqlHostQueryStatus": {"h:1": "RUNNING"},
+        "executionPlan": "> [ SINK ] | Schema: ...", "statistics": "messages-written: 3",
+        "queryErrors": [{"type": "USER", "errorMessage": "bad JSON"}],
+    },
+}  # fmt: skip
+
+
+def test_explain_prints_sources_sinks_plan_and_errors() -> None:
+    text = render(Entity(EXPLAINED, entity_table(EXPLAINED)), OutputFormat.TABLE).text
+    assert "CSAS_BIG_1" in text and "h:1: RUNNING" in text
+    assert "Sources that this query reads from:" in text and "ORDERS" in text
+    assert "Execution plan" in text and "> [ SINK ]" in text
+    assert "messages-written: 3" in text and "USER: bad JSON" in text
+    assert "| ID    | VARCHAR(STRING)  (key) |" in text.split("Sources")[0]
+
+
+def test_describe_extended_prints_queries_and_runtime_statistics() -> None:
+    described = {"@type": "sourceDescription", "sourceDescription": {
+        "name": "BIG", "type": "STREAM", "extended": True, "fields": [],
+        "readQueries": [], "writeQueries": [{"id": "CSAS_BIG_1", "state": "RUNNING",
+                                             "queryString": "CREATE STREAM big AS ..."}],
+        "statistics": "messages-written: 3", "errorStats": "processing-errors: 1"}}  # fmt: skip
+    text = render(Entity(described, entity_table(described)), OutputFormat.TABLE).text
+    assert "Queries that write from this STREAM" in text
+    assert "CSAS_BIG_1 (RUNNING) : CREATE STREAM big AS ..." in text
+    assert "messages-written: 3" in text and "processing-errors: 1" in text
+
+
+def test_show_queries_extended_is_a_table() -> None:
+    shown = {"@type": "query_descriptions", "queryDescriptions": [
+        {**EXPLAINED["queryDescription"], "state": "RUNNING"}]}  # type: ignore[dict-item]
+    text = render(Entity(shown, entity_table(shown)), OutputFormat.TABLE).text
+    assert "CSAS_BIG_1" in text and "RUNNING" in text and "bad JSON" in text
