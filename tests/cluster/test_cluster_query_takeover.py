@@ -51,8 +51,8 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         assert time.monotonic() < deadline, "no controller agreed on"
         time.sleep(0.2)
     owner = by_id[controller]
-    for sql in (f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
-                "partitions=2, value_format='JSON');",
+    for sql in ((f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
+                "partitions=2, value_format='JSON');"),
                 f"CREATE STREAM {sink} AS SELECT id, n + 1 AS m FROM {source};"):  # fmt: skip
         answer = servers[0].ksql(sql)
         assert answer.status_code == 200, answer.text

@@ -100,8 +100,8 @@ def test_a_csas_runs_on_a_standalone_cluster(memory_broker: EmbeddedBroker, serv
     server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
                             str(tmp_path / "node"), "--service-id", f"sa_{suffix}",
                             "--set", f"spark.master={master}")  # fmt: skip
-    for sql in (f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
-                "partitions=2, value_format='JSON');",
+    for sql in ((f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
+                "partitions=2, value_format='JSON');"),
                 f"CREATE STREAM {sink} AS SELECT id, v * 10 AS w FROM {source} WHERE v > 1;",
                 f"INSERT INTO {source} (id, v) VALUES ('a', 1);",
                 f"INSERT INTO {source} (id, v) VALUES ('b', 2);",
