@@ -452,7 +452,8 @@ def _sink_formats(properties: Mapping[str, PropertyValue], source: Source,
     value = _format_name(both or properties.get("VALUE_FORMAT") or source.value_format,
                          "VALUE_FORMAT")  # fmt: skip
     if keyless:
-        if "KEY_FORMAT" in properties:
+        given = properties.get("KEY_FORMAT")
+        if given is not None and str(given).upper() != "NONE":
             raise ValidationError("Key format specified for stream without key columns.")
         return "NONE", value
     key = both or properties.get("KEY_FORMAT")

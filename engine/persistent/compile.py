@@ -98,6 +98,8 @@ class CompiledQuery:
         row_filter: WHERE, or None.
         keys: one evaluator per output key column (same order as the key columns).
         values: one evaluator per output value column.
+        key_reads_value: per key column, whether its expression reads value columns (then a
+            record without a value gets NULL there, as ksqlDB's repartition gives).
         partition_by: the PARTITION BY expressions as written ("" without), for EXPLAIN.
         where_text: the WHERE expression as ksqlDB prints it ("" without).
     """
@@ -107,6 +109,7 @@ class CompiledQuery:
     row_filter: Evaluator | None = field(repr=False, compare=False)
     keys: tuple[Evaluator, ...] = field(repr=False, compare=False)
     values: tuple[Evaluator, ...] = field(repr=False, compare=False)
+    key_reads_value: tuple[bool, ...] = ()
     partition_by: tuple[str, ...] = ()
     where_text: str = ""
     projection_text: tuple[str, ...] = ()
@@ -172,9 +175,6 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         if c.type == fn.NULL:
             raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
                                     "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
-        if name in RESERVED_NAMES:
-            raise QueryCompileError(f"Reserved column name in select: `{name}`. Please remove or "
-                                    "alias the column.")  # fmt: skip
         compiled.append((item, name, c))
 
     key_of_item = _match_keys(compiled, source, partition, sink_name, qualifiers)
@@ -189,15 +189,21 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     keys: list[tuple[OutputColumn, Evaluator] | None] = [None] * _key_count(source, partition)
     values: list[tuple[OutputColumn, Evaluator]] = []
     seen: dict[str, str] = {}
+    value_names = {c.name for c in source.columns if not c.key}
+    reads_value: list[bool] = [False] * len(keys)
     for index, (item, name, c) in enumerate(compiled):
         if name in seen:
             raise QueryCompileError(f"Duplicate value columns found in schema: `{name}` {c.type}")
         seen[name] = name
         slot = key_of_item.get(index)
         if slot is None:
+            if name in RESERVED_NAMES:  # (a key named after PARTITION BY ROWTIME is ksqlDB's)
+                raise QueryCompileError(f"Reserved column name in select: `{name}`. Please "
+                                        "remove or alias the column.")  # fmt: skip
             values.append((OutputColumn(name, c.type, False), c.evaluate))
         else:
             keys[slot] = (OutputColumn(name, c.type, True), c.evaluate)
+            reads_value[slot] = bool(c.references & value_names)
     if not values:
         raise QueryCompileError("The projection contains no value columns.")
     chosen = [k for k in keys if k is not None]
@@ -206,6 +212,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         columns=tuple(k for k, _ in chosen) + tuple(v for v, _ in values),
         row_filter=row_filter,
         keys=tuple(f for _, f in chosen),
+        key_reads_value=tuple(r for r, k in zip(reads_value, keys, strict=True) if k is not None),
         values=tuple(f for _, f in values),
         partition_by=tuple("NULL" if p.node is None else format_expression(p.node)
                            for p in partition),

@@ -132,8 +132,15 @@ class RecordPipeline:
                 if keep is not None and keep(view) is not True:
                     continue
                 stage = "serialization"
-                new_key = [f(view) for f in keys]
-                key_bytes = self._sink_serde.serialize_key(new_key)
+                if value is None:  # key expressions over the (missing) value give NULL
+                    new_key = [None if reads else f(view)
+                               for f, reads in zip(keys, self.compiled.key_reads_value)]
+                else:
+                    new_key = [f(view) for f in keys]
+                if record.key is None and not self.compiled.partition_by:
+                    key_bytes = None  # a null key stays null (not an object of NULLs)
+                else:
+                    key_bytes = self._sink_serde.serialize_key(new_key)
                 if value is None:
                     # A record without a value goes on, still without one, under its new key
                     out.append(OutputRecord(key_bytes, None, rowtime, self._partition(

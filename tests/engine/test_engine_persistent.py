@@ -186,3 +186,21 @@ def test_a_record_without_value_goes_on_without_one_unless_where_drops_it() -> N
     assert [(o.key, o.value, o.timestamp) for o in out] == [(b"a", None, 9)] and errors == []
     out, _ = _pipeline(catalog, "CSAS_BYITEM_2").process([InputRecord(b"a", None, 9, 0, 0)])
     assert [(o.key, o.value) for o in out] == [(None, None)]  # the new key: ITEM of no value
+
+
+def test_a_null_key_stays_null_unless_the_query_rekeys() -> None:
+    two = ("CREATE STREAM pairs (a INT KEY, b INT KEY, v INT) WITH (kafka_topic='orders', "
+           "format='JSON');")  # fmt: skip
+    catalog = _catalog(two, "CREATE STREAM copy AS SELECT * FROM pairs;",
+                       "CREATE STREAM byv AS SELECT * FROM pairs PARTITION BY v, a;")
+    record = InputRecord(None, b'{"V": 1}', 0, 0, 0)
+    out, _ = _pipeline(catalog, "CSAS_COPY_1").process([record])
+    assert out[0].key is None
+    out, _ = _pipeline(catalog, "CSAS_BYV_2").process([record])
+    assert json.loads(out[0].key or b"") == {"V": 1, "A": None}
+
+
+def test_partition_by_a_pseudo_column_names_the_key_after_it() -> None:
+    compiled = _compile("SELECT * FROM orders PARTITION BY ROWTIME")
+    assert [(c.name, c.key) for c in compiled.columns][:2] == [  # type: ignore[attr-defined]
+        ("ROWTIME", True), ("ITEM", False)]
