@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.metastore.catalog import Catalog, Column, PropertyValue, Source, SourceKind
-from headwater.metastore.codec import source_to_dict
+from headwater.metastore.codec import source_from_dict, source_to_dict
 from headwater.metastore.errors import (
     SourceExists,
     SourceInUse,
@@ -107,8 +107,8 @@ class QueryAnalyzer(Protocol):
         ...
 
     def check_sink(self, sink: Source, catalog: Catalog) -> None:
-        """Raises ValidationError when records of ``sink``'s columns cannot be written in its
-        formats (a STRUCT in DELIMITED, say)."""
+        """Raises ValidationError when records of ``sink``'s columns cannot be written or read in
+        its formats (a STRUCT in DELIMITED, say); checked for every new stream and table."""
         ...
 
 
@@ -144,7 +144,11 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
     planner = _PLANNERS.get(type(statement))
     if planner is None:
         raise ValidationError(f"{type(statement).__name__} statements do not change the catalog")
-    return planner(statement, catalog, facts)
+    planned = planner(statement, catalog, facts)
+    if analyze is not None and planned.command and planned.command["type"] == "create_source":
+        # The engine's serde decides which columns each format can carry (one definition).
+        analyze.check_sink(source_from_dict(planned.command["source"]), catalog)
+    return planned
 
 
 def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:

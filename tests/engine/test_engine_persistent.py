@@ -204,3 +204,20 @@ def test_partition_by_a_pseudo_column_names_the_key_after_it() -> None:
     compiled = _compile("SELECT * FROM orders PARTITION BY ROWTIME")
     assert [(c.name, c.key) for c in compiled.columns][:2] == [  # type: ignore[attr-defined]
         ("ROWTIME", True), ("ITEM", False)]
+
+
+@pytest.mark.parametrize(
+    ("columns", "with_", "message"),
+    [
+        ("v ARRAY<INT>", "value_format='DELIMITED'",
+         "The 'DELIMITED' format does not support type 'ARRAY'"),
+        ("k STRING KEY, a STRING, b STRING", "value_format='JSON', wrap_single_value=true",
+         "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+    ],
+)
+def test_new_sources_are_checked_by_the_engines_serde(columns: str, with_: str,
+                                                      message: str) -> None:  # fmt: skip
+    text = f"CREATE STREAM s ({columns}) WITH (kafka_topic='orders', {with_});"
+    plan(parse_one(text), Catalog(), FACTS)  # without the engine: not checked here
+    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan(parse_one(text), Catalog(), FACTS, QUERY_ANALYZER)
