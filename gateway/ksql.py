@@ -142,16 +142,29 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
             exc.column = exc.column if exc.column is not None else statement.column
             raise
         except (MetastoreError, KafkaEdgeError, EngineError) as exc:
+            line, column = _position(statement, getattr(exc, "offset", None))
             raise KsqlError(
                 getattr(exc, "message", None) or str(exc),
                 exc.error_code,
                 statement_text=statement.text,
                 entities=tuple(entities),
-                line=statement.line,
-                column=statement.column,
+                line=line,
+                column=column,
                 retriable=exc.retriable,
             ) from exc
     return entities
+
+
+def _position(statement: ast.Statement, offset: int | None) -> tuple[int, int]:
+    """The script line and column of ``offset`` in the statement's text (the statement's own
+    position when the fault has none)."""
+    if offset is None or not 0 <= offset <= len(statement.text):
+        return statement.line, statement.column
+    before = statement.text[:offset]
+    newlines = before.count("\n")
+    if newlines == 0:
+        return statement.line, statement.column + offset
+    return statement.line + newlines, offset - before.rfind("\n")
 
 
 def run_statement(services: Services, statement: ast.Statement) -> Entity:
@@ -235,7 +248,7 @@ def _topics(services: Services, *, internal: bool) -> Entity:
         raise KsqlError(f"could not list Kafka topics: {exc}", 50000, retriable=True) from exc
     topics = sorted(
         (t for name, t in metadata.topics.items() if internal or not name.startswith("_")),
-        key=lambda t: t.topic,
+        key=lambda t: t.topic or "",
     )
     return {
         "topics": [

@@ -23,7 +23,15 @@ class MetastoreError(Exception):
 
 
 class ValidationError(MetastoreError):
-    """A statement is not valid against the catalog snapshot it was checked on."""
+    """A statement is not valid against the catalog snapshot it was checked on.
+
+    Attributes:
+        offset: where in the statement's text the fault is (a character offset), when known.
+    """
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 class SourceExists(ValidationError):

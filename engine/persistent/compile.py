@@ -70,9 +70,11 @@ class QueryCompileError(ExpressionError):
         construct: the clause or construct at fault (``GROUP BY``, ``WINDOW``, ...), when one is.
     """
 
-    def __init__(self, message: str, construct: str | None = None) -> None:
+    def __init__(self, message: str, construct: str | None = None,
+                 node: exp.Expr | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.construct = construct
+        self.offset = _offset(node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +231,7 @@ class _Analyzer:
         try:
             compiled = compile_query(query, catalog, sink_name)
         except QueryCompileError as error:
-            raise ValidationError(error.message) from error
+            raise ValidationError(error.message, error.offset) from error
         return QueryShape((compiled.source.name,), compiled.catalog_columns())
 
     def check_sink(self, sink: Source, catalog: Catalog) -> None:
@@ -271,19 +273,30 @@ class _PartitionExpr:
 
 
 def _refuse_later_constructs(query: Query) -> None:
-    later = (("JOIN", query.joins, "joins arrive with issue 16"),
-             ("WINDOW", query.window, "windowed aggregations arrive with issue 15"),
-             ("GROUP BY", query.group_by, "aggregations arrive with issue 15"),
-             ("HAVING", query.having, "aggregations arrive with issue 15"))  # fmt: skip
-    for construct, present, when in later:
+    later = (("JOIN", query.joins, query.joins[0].on if query.joins else None,
+              "joins arrive with issue 16"),
+             ("WINDOW", query.window, None, "windowed aggregations arrive with issue 15"),
+             ("GROUP BY", query.group_by, query.group_by[0] if query.group_by else None,
+              "aggregations arrive with issue 15"),
+             ("HAVING", query.having, query.having, "aggregations arrive with issue 15"))  # fmt: skip
+    for construct, present, node, when in later:
         if present:
             raise QueryCompileError(
-                f"{construct} is not supported in persistent queries yet ({when}).", construct
+                f"{construct} is not supported in persistent queries yet ({when}).", construct,
+                node,
             )
     if query.emit == "FINAL":
         raise QueryCompileError("EMIT FINAL is only valid for windowed aggregations.", "EMIT FINAL")
     if query.limit is not None:
         raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
+
+
+def _offset(node: exp.Expr | None) -> int | None:
+    """Where ``node`` starts in its statement's text (the parser records token positions)."""
+    if node is None:
+        return None
+    starts = [int(n.meta["start"]) for n in node.walk() if "start" in n.meta]
+    return min(starts) if starts else None
 
 
 def _refuse_functions(node: exp.Expr) -> None:
@@ -292,10 +305,10 @@ def _refuse_functions(node: exp.Expr) -> None:
         if name in AGGREGATE_FUNCTIONS or isinstance(call, exp.AggFunc):
             raise QueryCompileError(
                 f"Aggregate function {name} needs GROUP BY, which persistent queries do not "
-                "support yet (issue 15).", "aggregate function")  # fmt: skip
+                "support yet (issue 15).", "aggregate function", call)  # fmt: skip
         if name in TABLE_FUNCTIONS:
             raise QueryCompileError(f"Table function {name} is not supported yet.",
-                                    "table function")  # fmt: skip
+                                    "table function", call)  # fmt: skip
 
 
 def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]:

@@ -218,3 +218,16 @@ def test_variables_and_no_op_statements(client: TestClient, services: Services) 
     assert waited.status_code == 200
     undefined = ksql(client, "DESCRIBE ${missing};")
     assert undefined.status_code == 400 and "missing" in undefined.json()["message"]
+
+
+def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client: TestClient) -> None:
+    created = ksql(client, "CREATE STREAM PQ_SRC (ID STRING KEY, V INT) WITH "
+                           "(kafka_topic='pq_src', partitions=1, value_format='JSON');")
+    assert created.status_code == 200, created.text
+    text = "SHOW STREAMS;\nCREATE STREAM PQ_AGG AS\n  SELECT ID, COUNT(*) AS N\n  FROM PQ_SRC\n  GROUP BY ID;"
+    answer = ksql(client, text)
+    assert answer.status_code == 400, answer.text
+    body = answer.json()
+    assert "GROUP BY is not supported" in body["message"]
+    assert (body["line"], body["column"]) == (5, 12)  # the GROUP BY expression
+    assert ksql(client, "SHOW QUERIES;").json()[0]["queries"] == []  # nothing reached the log
