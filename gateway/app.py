@@ -23,6 +23,7 @@ from headwater.gateway.cluster_api import CLUSTER_ROUTES
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
+from headwater.gateway.queries import query_status_endpoint
 from headwater.gateway.query import query_endpoint, query_stream_endpoint
 from headwater.gateway.status import command_status_endpoint, status_endpoint
 from headwater.gateway.services import Services
@@ -45,6 +46,7 @@ ROUTES = [
     Route("/status", status_endpoint, methods=["GET"]),
     Route("/status/{command_id:path}", command_status_endpoint, methods=["GET"]),
     Route("/openapi.json", openapi_endpoint, methods=["GET"]),
+    Route("/queryStatus", query_status_endpoint, methods=["GET"]),
     *CLUSTER_ROUTES,
 ]
 

@@ -113,6 +113,11 @@ PATHS: dict[str, dict[str, Any]] = {
                    "standbys, store lags",
         "responses": {"200": _json("clusterStatus")},
     }},
+    "/queryStatus": {"get": {
+        "summary": "The persistent queries this server runs and how each is doing (state, "
+                   "records written and skipped, last error)",
+        "responses": {"200": _json("queryStatus")},
+    }},
     "/openapi.json": {"get": {"summary": "This document",
                               "responses": {"200": _json("OpenAPI 3.1")}}},
 }  # fmt: skip

@@ -2,14 +2,19 @@
 
 Which queries exist comes from the catalog (identical on every server); how a query is doing
 (RUNNING, ERROR with the reason, PENDING while Spark starts, records written, records skipped and
-the last error) from this server's query engine for the queries it runs. A server that does not run
-a query says so (``state`` UNKNOWN and where it runs: the controller) rather than guessing.
+the last error) from the query engine of the server that runs it: this one, or, in a cluster, the
+controller, asked over ``GET /queryStatus`` (0.5 s at most). When no answer comes the state is
+UNKNOWN, with the reason, rather than a guess.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from headwater.engine.persistent.compile import (
     CompiledQuery,
@@ -19,26 +24,58 @@ from headwater.engine.persistent.compile import (
 )
 from headwater.engine.persistent.operators import parse_persistent
 from headwater.gateway.errors import Entity, KsqlError
-from headwater.gateway.services import Services
+from headwater.gateway.services import Services, services_of
 from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.sqlparse_ext import statements as ast
 
 
-def status_of(services: Services, query_id: str) -> dict[str, Any]:
-    """The query's status as this server knows it."""
+_REMOTE_TIMEOUT_S = 0.5
+
+
+def status_of(services: Services, query_id: str,
+              remote: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The query's status: from this server's engine, else from ``remote`` (`remote_statuses`)."""
     engine = services.queries
     found = engine.statuses().get(query_id) if engine is not None else None
+    if found is None and remote is not None:
+        found = remote.get(query_id)
     if found is not None:
         return found
-    where = "another server (the controller)" if services.control is not None else "no server"
-    reason = ("this server does not run persistent queries"
-              if engine is None else f"run by {where}")  # fmt: skip
-    return {"state": "UNKNOWN", "message": reason}
+    if services.control is not None:
+        return {"state": "UNKNOWN", "message": "the controller, which runs it, did not answer"}
+    return {"state": "UNKNOWN", "message": "this server does not run persistent queries"}
 
 
-def query_summary(services: Services, query: Query, catalog: Catalog) -> Entity:
+def remote_statuses(services: Services) -> dict[str, dict[str, Any]]:
+    """In a cluster, the statuses of the queries the controller runs (empty when this server is
+    the controller, is on its own, or the controller does not answer in time)."""
+    control = services.control
+    if control is None or control.is_controller():
+        return {}
+    controller = control.state().controller
+    if not controller:
+        return {}
+    try:
+        answer = httpx.get(f"http://{controller}/queryStatus", timeout=_REMOTE_TIMEOUT_S)
+        queries = answer.json().get("queries", {}) if answer.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return queries if isinstance(queries, dict) else {}
+
+
+async def query_status_endpoint(request: Request) -> Response:
+    """``GET /queryStatus``: the queries this server runs and their statuses."""
+    services = services_of(request)
+    engine = services.queries
+    return JSONResponse({"server": services.advertised,
+                         "spark": engine.spark_state if engine is not None else "DISABLED",
+                         "queries": engine.statuses() if engine is not None else {}})  # fmt: skip
+
+
+def query_summary(services: Services, query: Query, catalog: Catalog,
+                  remote: dict[str, dict[str, Any]] | None = None) -> Entity:  # fmt: skip
     """ksqlDB's ``RunningQuery`` (one item of SHOW QUERIES)."""
-    status = status_of(services, query.id)
+    status = status_of(services, query.id, remote)
     sink = catalog.sources.get(query.sink) if query.sink else None
     return {
         "queryString": query.statement_text,
@@ -55,15 +92,17 @@ def show_queries(services: Services, extended: bool) -> tuple[str, Entity]:
     """(@type, body) of SHOW QUERIES [EXTENDED]."""
     catalog = services.runner.catalog
     queries = sorted(catalog.queries.values(), key=lambda q: q.id)
+    remote = remote_statuses(services) if queries else {}
     if extended:
-        return "query_descriptions", {
-            "queryDescriptions": [query_description(services, q, catalog) for q in queries]}
-    return "queries", {"queries": [query_summary(services, q, catalog) for q in queries]}
+        return "query_descriptions", {"queryDescriptions": [
+            query_description(services, q, catalog, remote) for q in queries]}
+    return "queries", {"queries": [query_summary(services, q, catalog, remote) for q in queries]}
 
 
-def query_description(services: Services, query: Query, catalog: Catalog) -> Entity:
+def query_description(services: Services, query: Query, catalog: Catalog,
+                      remote: dict[str, dict[str, Any]] | None = None) -> Entity:  # fmt: skip
     """ksqlDB's ``QueryDescription`` of a running query (EXPLAIN, SHOW QUERIES EXTENDED)."""
-    status = status_of(services, query.id)
+    status = status_of(services, query.id, remote)
     select, sink_name = parse_persistent(query.statement_text)
     sink = catalog.sources.get(sink_name)
     compiled = _compile(select, catalog, sink_name)
@@ -102,7 +141,7 @@ def explain(services: Services, statement: ast.Explain) -> Entity:
         if query is None:
             raise KsqlError(f"Query with id:{statement.query_id} does not exist, use SHOW "
                             "QUERIES to view the full set of running queries.", 40001)  # fmt: skip
-        description = query_description(services, query, catalog)
+        description = query_description(services, query, catalog, remote_statuses(services))
     else:
         inner = statement.statement
         if not isinstance(inner, (ast.CreateAsSelect, ast.InsertInto)):
@@ -126,7 +165,8 @@ def extended_source(services: Services, source: Source, catalog: Catalog,
     """DESCRIBE ... EXTENDED: the description with the queries' statuses, statistics and errors."""
     writers = catalog.writers_of(source.name)
     readers = catalog.readers_of(source.name)
-    stats = [status_of(services, q.id) for q in writers]
+    remote = remote_statuses(services) if writers or readers else {}
+    stats = [status_of(services, q.id, remote) for q in writers]
     records = sum(int(s.get("records", 0)) for s in stats)
     errors = sum(int(s.get("errors", 0)) for s in stats)
     last = max(stats, key=lambda s: int(s.get("lastErrorMs", 0)), default={})
@@ -137,8 +177,8 @@ def extended_source(services: Services, source: Source, catalog: Catalog,
             error_stats += f" last-error: {last['lastError']} at {_when(last)}"
     description.update(
         extended=True,
-        readQueries=[query_summary(services, q, catalog) for q in readers],
-        writeQueries=[query_summary(services, q, catalog) for q in writers],
+        readQueries=[query_summary(services, q, catalog, remote) for q in readers],
+        writeQueries=[query_summary(services, q, catalog, remote) for q in writers],
         statistics=f"messages-written: {records}" if writers else "",
         errorStats=error_stats,
     )

@@ -60,6 +60,14 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
     others = [s for s in servers if s is not owner]
     # every server knows the query; only its owner runs it
     assert all(query_id in _states(s.url) for s in others)
+    deadline = time.monotonic() + 15
+    while True:  # each server follows the catalog within ~200 ms of applying the command
+        running = {s.port: set(httpx.get(f"{s.url}/queryStatus", timeout=5).json()["queries"])
+                   for s in servers}  # fmt: skip
+        if running[owner.port] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert running == {s.port: ({query_id} if s is owner else set()) for s in servers}
 
     total = 400
     writer = producer(memory_broker.settings(), "takeover-flow")
@@ -88,6 +96,8 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
     try:
         read_until(40, 120)  # the owner's query is writing
         assert values, "the query wrote nothing"
+        # every server shows how the query is doing (the others ask its owner, the controller)
+        assert [_states(s.url)[query_id] for s in servers] == ["RUNNING"] * 3
         owner.kill()  # kill -9 of the server running the query
         deadline = time.monotonic() + 60
         while True:
@@ -106,5 +116,4 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         reader.close()
     assert len(values) == total, f"{len(values)} records for {total} inputs"
     assert sorted(values) == list(range(1, total + 1))
-    new_owner = by_id[new]
-    assert _states(new_owner.url)[query_id] == "RUNNING"
+    assert [_states(s.url)[query_id] for s in others] == ["RUNNING"] * 2
