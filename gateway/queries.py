@@ -3,7 +3,7 @@
 Which queries exist comes from the catalog (identical on every server); how a query is doing
 (RUNNING, ERROR with the reason, PENDING while Spark starts, records written, records skipped and
 the last error) from the query engine of the server that runs it: this one, or, in a cluster, the
-controller, asked over ``GET /queryStatus`` (0.5 s at most). When no answer comes the state is
+controller, asked over ``GET /queryStatus`` (2 s at most). When no answer comes the state is
 UNKNOWN, with the reason, rather than a guess.
 """
 
@@ -29,7 +29,7 @@ from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.sqlparse_ext import statements as ast
 
 
-_REMOTE_TIMEOUT_S = 0.5
+_REMOTE_TIMEOUT_S = 2.0
 
 
 def status_of(services: Services, query_id: str,

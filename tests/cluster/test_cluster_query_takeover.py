@@ -36,6 +36,15 @@ def _states(url: str) -> dict[str, Any]:
     return {q["id"]: q["state"] for q in shown[0]["queries"]}
 
 
+def _eventually(probe: Any, wanted: Any, timeout_s: float = 15.0) -> Any:
+    """``probe()``'s value once it equals ``wanted`` (a loaded 2-core machine answers late), else
+    its last value after ``timeout_s``, for the assertion to show."""
+    deadline = time.monotonic() + timeout_s
+    while (found := probe()) != wanted and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return found
+
+
 def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore[no-untyped-def]
     memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
@@ -97,7 +106,8 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         read_until(40, 120)  # the owner's query is writing
         assert values, "the query wrote nothing"
         # every server shows how the query is doing (the others ask its owner, the controller)
-        assert [_states(s.url)[query_id] for s in servers] == ["RUNNING"] * 3
+        assert _eventually(lambda: [_states(s.url)[query_id] for s in servers],
+                           ["RUNNING"] * 3) == ["RUNNING"] * 3
         owner.kill()  # kill -9 of the server running the query
         deadline = time.monotonic() + 60
         while True:
@@ -116,4 +126,5 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         reader.close()
     assert len(values) == total, f"{len(values)} records for {total} inputs"
     assert sorted(values) == list(range(1, total + 1))
-    assert [_states(s.url)[query_id] for s in others] == ["RUNNING"] * 2
+    assert _eventually(lambda: [_states(s.url)[query_id] for s in others],
+                       ["RUNNING"] * 2) == ["RUNNING"] * 2
