@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -75,6 +76,16 @@ class QueryDriver:
                     self._stop(query_id)
                 self._queries[query_id] = _Running(dict(payload))
                 self._start(query_id)
+
+    def forget(self, query_ids: Any) -> None:
+        """Delete the checkpoints of terminated queries (after `sync` stopped them)."""
+        for query_id in query_ids:
+            if query_id in self._queries:
+                continue  # still wanted: never delete a running query's checkpoint
+            path = self.settings.checkpoint_of(query_id)
+            if "://" not in path:  # a local or mounted folder; remote stores keep theirs
+                shutil.rmtree(path, ignore_errors=True)
+                log.info("query %s terminated: checkpoint %s deleted", query_id, path)
 
     def check(self) -> None:
         """Notice queries that died; start them again when their pause is over."""
@@ -244,6 +255,7 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
                         conn.send({"op": "status", "spark": "STARTING",
                                    "queries": driver.statuses()})  # fmt: skip
                     driver.sync(wanted)
+                    driver.forget(message.get("terminated", ()))
             driver.check()
             if time.monotonic() - last_sent > 0.5:
                 conn.send({"op": "status", "spark": "UP" if driver._spark else "DOWN",

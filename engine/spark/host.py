@@ -74,6 +74,7 @@ class QueryEngine:
         self._statuses: dict[str, dict[str, Any]] = {}
         self._spark_state = "DOWN"
         self._sent: dict[str, Any] | None = None
+        self._payloads: dict[str, dict[str, Any]] = {}
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._reader: threading.Thread | None = None
@@ -102,15 +103,25 @@ class QueryEngine:
         stop it when the thread that started it ends (PR_SET_PDEATHSIG follows threads)."""
         catalog = self._catalog()
         owned = self._owned(catalog)
-        wanted = {q: query_payload(catalog.queries[q], catalog) for q in sorted(owned)
-                  if q in catalog.queries}  # fmt: skip
+        for query_id in set(self._payloads) - set(catalog.queries):
+            del self._payloads[query_id]
+        wanted: dict[str, Any] = {}
+        for query_id in sorted(owned & set(catalog.queries)):
+            payload = self._payloads.get(query_id)
+            if payload is None:  # once per query: what it needs cannot change while it exists
+                payload = self._payloads[query_id] = query_payload(catalog.queries[query_id],
+                                                                   catalog)  # fmt: skip
+            wanted[query_id] = payload
         with self._lock:
             if wanted == self._sent:
                 return
+            # Terminated (gone from the catalog) rather than moved: the server that ran it
+            # deletes its checkpoint once it has stopped.
+            terminated = sorted(set(self._sent or {}) - set(catalog.queries))
             if wanted and self._process is None:
                 self._spawn()
             if self._conn is not None:
-                self._conn.send({"op": "sync", "queries": wanted})
+                self._conn.send({"op": "sync", "queries": wanted, "terminated": terminated})
             self._sent = wanted
 
     def close(self) -> None:

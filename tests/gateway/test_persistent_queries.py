@@ -145,8 +145,14 @@ def test_csas_lifecycle_through_the_rest_api(memory_broker: EmbeddedBroker, serv
     assert unsupported.status_code == 400
     assert "GROUP BY" in unsupported.json()["message"]
 
+    checkpoint = tmp_path / "node" / "checkpoints" / query_id
+    assert checkpoint.is_dir()
     _ok(server.ksql(f"TERMINATE {query_id};"))
     assert _ok(server.ksql("SHOW QUERIES;"))[0]["queries"] == []
+    deadline = time.monotonic() + 20
+    while checkpoint.exists() and time.monotonic() < deadline:  # deleted once the query stopped
+        time.sleep(0.2)
+    assert not checkpoint.exists()
     _ok(server.ksql(f"DROP STREAM {big} DELETE TOPIC;"))
     _ok(server.ksql(f"DROP STREAM {orders};"))
     assert server.stop() == 0
