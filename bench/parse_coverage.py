@@ -33,7 +33,7 @@ _SYNTAX_ERROR = re.compile(
 _PARSE_EXCEPTION = "io.confluent.ksql.parser.exception.ParseFailedException"
 
 
-def _strip_comments(text: str) -> str:
+def strip_comments(text: str) -> str:
     """JSON with Java-style comments -> JSON (comments outside strings removed)."""
     out: list[str] = []
     i, n, in_string = 0, len(text), False
@@ -89,7 +89,7 @@ def syntax_rejected(corpus: Path = CORPUS) -> set[str]:
     """
     rejected: set[str] = set()
     for case_file in sorted([*corpus.glob("qtt/*.json"), *corpus.glob("rqtt/*.json")]):
-        document = json.loads(_strip_comments(case_file.read_text(encoding="utf-8")))
+        document = json.loads(strip_comments(case_file.read_text(encoding="utf-8")))
         for case in document.get("tests", []):
             error = case.get("expectedException") or case.get("expectedError")
             if not error or not case.get("statements"):

@@ -14,13 +14,15 @@ ksqlDB.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from headwater.engine.errors import ExpressionError
 from headwater.engine._functions import NULL, EvalFailure, NullType, format_expression
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     SqlType,
+    StructType,
     identifier_name,
 )
 from sqlglot import exp
@@ -49,6 +51,8 @@ __all__ = [
     "output_name",
     "resolve_type",
     "select_names",
+    "star_of",
+    "struct_star_fields",
 ]  # fmt: skip
 
 
@@ -110,6 +114,39 @@ def select_names(nodes: Sequence[exp.Expr], taken: Sequence[str] = ()) -> list[s
         used.add(name)
         names.append(name)
     return names
+
+
+def star_of(item: exp.Expr, qualifiers: frozenset[str]) -> bool:
+    """Whether a SELECT item is ``*`` or ``T.*``.
+
+    Raises:
+        ExpressionError: For ``T.*`` whose ``T`` is not the source's name or alias.
+    """
+    if not (isinstance(item, exp.Star)
+            or isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):  # fmt: skip
+        return False
+    table = item.args.get("table")
+    if table is not None and identifier_name(table) not in qualifiers:
+        raise ExpressionError(f"'{identifier_name(table)}' is not a valid stream/table name or "
+                              "alias.")  # fmt: skip
+    return True
+
+
+def struct_star_fields(item: exp.Expr, columns: Mapping[str, SqlType]) -> list[exp.Expr] | None:
+    """``S->*`` as one ``S->F`` item per field of the STRUCT column ``S``; None for other items.
+
+    Raises:
+        ExpressionError: When ``S`` is not a STRUCT column.
+    """
+    if not (isinstance(item, hx.StructDeref) and isinstance(item.expression, exp.Star)):
+        return None
+    base = item.this
+    name = identifier_name(base.this) if isinstance(base, exp.Column) else None
+    struct = columns.get(name) if name else None
+    if not isinstance(struct, StructType):
+        raise ExpressionError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
+    return [hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
+            for f in struct.fields]  # fmt: skip
 
 
 def compile_expression(node: exp.Expr, scope: Scope, *, synthetic_index: int = 0) -> Compiled:

@@ -32,10 +32,11 @@ from headwater.engine.expressions import (
     compile_expression,
     resolve_type,
     select_names,
+    star_of,
+    struct_star_fields,
 )
 from headwater.metastore.catalog import Source, SourceKind
-from headwater.sqlparse_ext import expressions as hx
-from headwater.sqlparse_ext.sqltypes import SqlType, StructType, identifier_name
+from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
 from sqlglot import exp
 
@@ -209,33 +210,19 @@ def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, Sql
             qualifiers: frozenset[str]) -> list[exp.Expr]:  # fmt: skip
     """The SELECT list with ``*``, ``T.*`` and ``S->*`` replaced by one item per column."""
     expanded: list[exp.Expr] = []
-    for item in items:
-        star = (
-            isinstance(item, exp.Star)
-            or isinstance(item, exp.Column)
-            and isinstance(item.this, exp.Star)
-        )
-        if star:
-            table = item.args.get("table")
-            if table is not None and identifier_name(table) not in qualifiers:
-                raise PullQueryError(f"'{identifier_name(table)}' is not a valid stream/table "
-                                     "name or alias.")  # fmt: skip
-            names = [c.name for c in source.key_columns] + [
-                c.name for c in source.columns if not c.key
-            ]
-            expanded.extend(exp.column(exp.to_identifier(n, quoted=True)) for n in names)
-        elif isinstance(item, hx.StructDeref) and isinstance(item.expression, exp.Star):
-            base = item.this
-            name = identifier_name(base.this) if isinstance(base, exp.Column) else None
-            struct = columns.get(name) if name else None
-            if not isinstance(struct, StructType):
-                raise PullQueryError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
-            expanded.extend(
-                hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
-                for f in struct.fields
-            )
-        else:
-            expanded.append(item)
+    try:
+        for item in items:
+            if star_of(item, qualifiers):
+                names = [c.name for c in source.key_columns] + [
+                    c.name for c in source.columns if not c.key
+                ]
+                expanded.extend(exp.column(exp.to_identifier(n, quoted=True)) for n in names)
+            elif (fields := struct_star_fields(item, columns)) is not None:
+                expanded.extend(fields)
+            else:
+                expanded.append(item)
+    except ExpressionError as error:
+        raise PullQueryError(error.message) from error
     return expanded
 
 

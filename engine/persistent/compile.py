@@ -32,12 +32,13 @@ from headwater.engine.expressions import (
     output_name,
     resolve_type,
     select_names,
+    star_of,
+    struct_star_fields,
 )
 from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import QueryShape
-from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     MapType,
@@ -356,27 +357,16 @@ def _expand(items: Sequence[exp.Expr], source: Source, columns: Mapping[str, Sql
             qualifiers: frozenset[str], partition: list[_PartitionExpr]) -> list[exp.Expr]:  # fmt: skip
     """The SELECT list with ``*`` and ``S->*`` replaced by one item per column."""
     expanded: list[exp.Expr] = []
-    for item in items:
-        if isinstance(item, exp.Star) or (
-            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-        ):
-            table = item.args.get("table")
-            if table is not None and identifier_name(table) not in qualifiers:
-                raise QueryCompileError(
-                    f"'{identifier_name(table)}' is not a valid stream/table name or alias.")
-            expanded.extend(_star(source, partition))
-        elif isinstance(item, hx.StructDeref) and isinstance(item.expression, exp.Star):
-            base = item.this
-            name = identifier_name(base.this) if isinstance(base, exp.Column) else None
-            struct = columns.get(name) if name else None
-            if not isinstance(struct, StructType):
-                raise QueryCompileError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
-            expanded.extend(
-                hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
-                for f in struct.fields
-            )
-        else:
-            expanded.append(item)
+    try:
+        for item in items:
+            if star_of(item, qualifiers):
+                expanded.extend(_star(source, partition))
+            elif (fields := struct_star_fields(item, columns)) is not None:
+                expanded.extend(fields)
+            else:
+                expanded.append(item)
+    except ExpressionError as error:
+        raise QueryCompileError(error.message) from error
     return expanded
 
 
