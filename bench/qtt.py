@@ -266,13 +266,11 @@ def _run_case(case: dict) -> None:
             return
         if _later_construct(error):
             raise Skip("unsupported construct", _message(error)) from error
+        if _UNKNOWN_FUNCTION.search(_message(error)):
+            raise Mismatch("unknown function", _message(error)) from error
         if expected_error is not None:
-            if _message_matches(error, expected_error):
-                return
             raise Mismatch("wrong error", f"expected {expected_error.get('message')!r}, got "
                            f"{_message(error)!r}") from error  # fmt: skip
-        if _later_construct(error):
-            raise Skip("unsupported construct", _message(error)) from error
         raise Mismatch("refused a valid statement",
                        f"statement {statement_index + 1}: {_message(error)}") from error
     _feed_inputs(world, case.get("inputs", []))
@@ -291,10 +289,12 @@ def _message_matches(error: Exception, expected: Mapping[str, Any]) -> bool:
     return wanted is None or wanted in _message(error)
 
 
+#: Refusals of what a later issue brings (GROUP BY, windows, joins, CTAS, table functions): skips.
 _LATER = re.compile(r"not supported (yet|in persistent queries yet)|arrive with issue|"
                     r"CREATE TABLE AS SELECT is not supported|needs GROUP BY|"
-                    r"Table function|Windowed sources|Can't find any functions|"
-                    r"Unknown function|Function '\w+' does not")  # fmt: skip
+                    r"Table function|Windowed sources")  # fmt: skip
+#: A function the function table lacks: a failure (functions are this engine's to compute).
+_UNKNOWN_FUNCTION = re.compile(r"Can't find any functions|Unknown function|Function '\w+' does not")
 
 
 def _later_construct(error: Exception) -> bool:
