@@ -208,10 +208,7 @@ def _required(properties: Mapping[str, PropertyValue], name: str, kind: str) -> 
 
 def _formats(properties: Mapping[str, PropertyValue], kind: str) -> tuple[str, str]:
     both = properties.get("FORMAT")
-    if both is not None and ("KEY_FORMAT" in properties or "VALUE_FORMAT" in properties):
-        raise ValidationError(
-            "Cannot supply both 'FORMAT' and 'KEY_FORMAT' or 'VALUE_FORMAT' properties"
-        )
+    _one_format_property(properties)
     value = both if both is not None else properties.get("VALUE_FORMAT")
     if value is None:
         raise ValidationError(
@@ -221,6 +218,19 @@ def _formats(properties: Mapping[str, PropertyValue], kind: str) -> tuple[str, s
         )
     key = both if both is not None else properties.get("KEY_FORMAT", "KAFKA")
     return _format_name(key, "KEY_FORMAT"), _format_name(value, "VALUE_FORMAT")
+
+
+def _one_format_property(properties: Mapping[str, PropertyValue]) -> None:
+    """FORMAT sets both formats: it excludes KEY_FORMAT and VALUE_FORMAT (ksqlDB's message)."""
+    if "FORMAT" not in properties:
+        return
+    for other in ("KEY_FORMAT", "VALUE_FORMAT"):
+        if other in properties:
+            raise ValidationError(
+                f"Cannot supply both '{other}' and 'FORMAT' properties, as 'FORMAT' sets both key "
+                "and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and "
+                "'VALUE_FORMAT'."
+            )
 
 
 def _format_name(value: PropertyValue, prop: str) -> str:
@@ -238,8 +248,7 @@ def _format_name(value: PropertyValue, prop: str) -> str:
 def _columns(create: ast.CreateSource, kind: SourceKind, catalog: Catalog) -> tuple[Column, ...]:
     if not create.columns:
         raise ValidationError(
-            "The statement does not define any columns: headwater has no schema registry to "
-            "infer them from"
+            "No columns supplied. (headwater has no schema registry to infer them from)"
         )
     seen: set[str] = set()
     keys: list[Column] = []
@@ -297,22 +306,16 @@ class _Defined(sqltypes.SqlType):
 def _check_formats(columns: tuple[Column, ...], key_format: str, value_format: str) -> None:
     keys = [c for c in columns if c.key]
     values = [c for c in columns if c.in_value]
-    if key_format == "KAFKA" and len(keys) > 1:
-        raise ValidationError(
-            "The 'KAFKA' format only supports a single field. Got: "
-            + ", ".join(f"`{c.name}` {c.type}" for c in keys)
-        )
-    if value_format == "KAFKA" and len(values) > 1:
-        raise ValidationError(
-            "The 'KAFKA' format only supports a single field. Got: "
-            + ", ".join(f"`{c.name}` {c.type}" for c in values)
-        )
+    # ksqlDB's words: the columns listed in brackets, a type named by its base name.
+    for fmt, group in ((key_format, keys), (value_format, values)):
+        if fmt == "KAFKA" and len(group) > 1:
+            listed = ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "") for c in group)
+            raise ValidationError(f"The 'KAFKA' format only supports a single field. Got: [{listed}]")
     for column in (*keys, *values) if "KAFKA" in (key_format, value_format) else ():
         fmt = key_format if column.key else value_format
         if fmt == "KAFKA" and not _kafka_primitive(column.type):
-            raise ValidationError(
-                f"The 'KAFKA' format does not support type '{column.type}'"
-            )
+            base = column.type.split("<", 1)[0].split("(", 1)[0]
+            raise ValidationError(f"The 'KAFKA' format does not support type '{base}'")
 
 
 def _kafka_primitive(type_text: str) -> bool:
@@ -449,10 +452,7 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
 def _sink_formats(properties: Mapping[str, PropertyValue], source: Source,
                   keyless: bool) -> tuple[str, str]:  # fmt: skip
     both = properties.get("FORMAT")
-    if both is not None and ("KEY_FORMAT" in properties or "VALUE_FORMAT" in properties):
-        raise ValidationError(
-            "Cannot supply both 'FORMAT' and 'KEY_FORMAT' or 'VALUE_FORMAT' properties"
-        )
+    _one_format_property(properties)
     value = _format_name(both or properties.get("VALUE_FORMAT") or source.value_format,
                          "VALUE_FORMAT")  # fmt: skip
     if keyless:

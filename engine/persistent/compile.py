@@ -172,7 +172,11 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         try:
             c = compile_expression(item, scope)
         except UnresolvedColumn as error:
-            raise QueryCompileError(f"SELECT column '{error.column}' cannot be resolved.") from error
+            if error.column in ("WINDOWSTART", "WINDOWEND"):  # only windowed sources have them
+                raise QueryCompileError(f"Reserved column name in select: `{error.column}`. "
+                                        "Please remove or alias the column.", None, item) from error
+            raise QueryCompileError(f"SELECT column '{error.column}' cannot be resolved.", None,
+                                    item) from error
         except ExpressionError as error:
             raise QueryCompileError(error.message) from error
         if c.type == fn.NULL:
@@ -201,8 +205,11 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         slot = key_of_item.get(index)
         if slot is None:
             if name in RESERVED_NAMES:  # (a key named after PARTITION BY ROWTIME is ksqlDB's)
+                if isinstance(item, exp.Alias):
+                    raise QueryCompileError(f"`{name}` is a reserved column name. You cannot use "
+                                            "it as an alias for a column.", None, item)  # fmt: skip
                 raise QueryCompileError(f"Reserved column name in select: `{name}`. Please "
-                                        "remove or alias the column.")  # fmt: skip
+                                        "remove or alias the column.", None, item)  # fmt: skip
             values.append((OutputColumn(name, c.type, False), c.evaluate))
         else:
             keys[slot] = (OutputColumn(name, c.type, True), c.evaluate)
@@ -455,8 +462,8 @@ def _match_keys(compiled: list[tuple[exp.Expr, str, Any]], source: Source,
         if partition:  # ksqlDB names every partitioning expression then
             texts = [_qualified(p.node, qualifier) for p in partition if p.node is not None]
             noun = "partitioning expression" + ("s" if len(texts) > 1 else "")
-        else:
-            texts = [source.key_columns[s].name for s in missing]
+        else:  # ksqlDB names every key column then too
+            texts = [c.name for c in source.key_columns]
             noun = "key column" + ("s" if len(texts) > 1 else "")
         listed = texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
         raise QueryCompileError(f"The query used to build `{sink}` must include the {noun} "
