@@ -83,14 +83,14 @@ def _rss_mb(root: int) -> float:
 
 
 class _Server:
-    def __init__(self, bootstrap: str, folder: Path) -> None:
+    def __init__(self, bootstrap: str, folder: Path, extra: tuple[str, ...] = ()) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         exe = Path(sys.executable).with_name("headwater")
         self.log = open(folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [str(exe), "server", "-b", bootstrap, "--port", str(self.port), "--state-dir",
-             str(folder / "node"), "--service-id", f"bench_{uuid.uuid4().hex[:6]}"],
+             str(folder / "node"), "--service-id", f"bench_{uuid.uuid4().hex[:6]}", *extra],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
