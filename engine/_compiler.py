@@ -533,7 +533,7 @@ class _Compiler:
         t, impl = resolved
         fns = (
             [_converted(a, t) for a in args]
-            if name in ("COALESCE", "IFNULL")
+            if name in ("COALESCE", "IFNULL", "GREATEST", "LEAST")
             else [a.fn for a in args]
         )
         if name in fn.NULL_TOLERANT:

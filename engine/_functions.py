@@ -474,7 +474,7 @@ def _parse_ts(text: str, pattern: str, zone: str | None = None) -> int:
     return (stamp - _EPOCH) // dt.timedelta(milliseconds=1)
 
 
-NULL_TOLERANT = frozenset({"COALESCE", "IFNULL", "CONCAT"})
+NULL_TOLERANT = frozenset({"COALESCE", "IFNULL", "CONCAT", "GREATEST", "LEAST"})
 """Functions that see NULL arguments; every other function is NULL when an argument is NULL."""
 
 FUNCTIONS: dict[str, Resolver] = {
@@ -497,6 +497,11 @@ FUNCTIONS: dict[str, Resolver] = {
     "RTRIM": _fixed((STRING,), STRING, lambda s: s.rstrip("".join(chr(c) for c in range(33)))),
     "REPLACE": _fixed((STRING, STRING, STRING), STRING, lambda s, a, b: s.replace(a, b)),
     "COALESCE": _same_type_variadic(1, lambda *xs: next((x for x in xs if x is not None), None)),
+    # NULLs are ignored; all NULL gives NULL (ksqlDB's GREATEST/LEAST).
+    "GREATEST": _same_type_variadic(1, lambda *xs: max((x for x in xs if x is not None),
+                                                       default=None)),
+    "LEAST": _same_type_variadic(1, lambda *xs: min((x for x in xs if x is not None),
+                                                    default=None)),
     "IFNULL": _same_type_variadic(2, lambda a, b: b if a is None else a, maximum=2),
     "TIMESTAMPTOSTRING": _overloads(
         _fixed((BIGINT, STRING), STRING, _format_ts),

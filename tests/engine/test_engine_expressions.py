@@ -296,3 +296,21 @@ def test_engine_expressions_insert_values_refuses_headers_and_read_only() -> Non
     read_only = Source(SourceKind.TABLE, "INPUT", TABLE.columns, "t", 1, read_only=True)
     with pytest.raises(ExpressionError, match="Cannot insert values into read-only table: INPUT"):
         insert("INSERT INTO INPUT VALUES (1, 'b');", read_only)
+
+
+def test_greatest_and_least_ignore_nulls_and_widen() -> None:
+    """ksqlDB's GREATEST/LEAST (QTT greatest.json, least.json): NULL arguments are ignored, all
+    NULL gives NULL, mixed numbers widen to their common type."""
+    from headwater.engine.expressions import Scope, compile_expression
+    from headwater.sqlparse_ext.sqltypes import PrimitiveType
+
+    def value(text: str, row: dict[str, object]) -> object:
+        item = parse_one(f"SELECT {text} FROM s;").query.select[0]  # type: ignore[attr-defined]
+        scope = Scope({"A": PrimitiveType("INTEGER"), "B": PrimitiveType("INTEGER")})
+        return compile_expression(item, scope).evaluate(row)
+
+    assert value("GREATEST(A, B, NULL, 5)", {"A": 2147483647, "B": None}) == 2147483647
+    assert value("LEAST(A, B)", {"A": None, "B": -3}) == -3
+    assert value("LEAST(A, B)", {"A": None, "B": None}) is None
+    assert value("GREATEST('apple', 'zebra', NULL)", {}) == "zebra"
+    assert value("LEAST(A, 2.5)", {"A": 3}) == Decimal("2.5")
