@@ -57,7 +57,7 @@ CI_FILES = ("partition-by", "select", "where", "insert-into", "formats", "delimi
             "timestamp-extractor", "sink-topic-naming", "binary-arithmetic",
             "comparison-expression", "literals", "math", "string", "elements", "simple-struct",
             "json", "serdes", "key-schemas", "multi-col-keys", "source-stream", "greatest",
-            "least")  # fmt: skip
+            "least", "instr", "string-lpad-rpad")  # fmt: skip
 
 #: Formats that need a schema registry headwater does not have.
 _REGISTRY = ("AVRO", "PROTOBUF", "JSON_SR", "PROTOBUF_NOSR")

@@ -474,6 +474,43 @@ def _parse_ts(text: str, pattern: str, zone: str | None = None) -> int:
     return (stamp - _EPOCH) // dt.timedelta(milliseconds=1)
 
 
+def _instr(s: str, sub: str, position: int = 1, occurrence: int = 1) -> int:
+    """1-based index of the ``occurrence``-th ``sub`` from ``position`` (backwards when negative),
+    0 when there is none (ksqlDB's INSTR, Oracle's rules)."""
+    if position == 0 or occurrence <= 0:
+        return 0
+    if position > 0:
+        index = position - 2
+        for _ in range(occurrence):
+            index = s.find(sub, index + 1)
+            if index < 0:
+                return 0
+        return index + 1
+    end = len(s) + position + len(sub)
+    index = len(s)
+    for _ in range(occurrence):
+        index = s.rfind(sub, 0, min(end, index - 1 + len(sub)))
+        if index < 0:
+            return 0
+    return index + 1
+
+
+def _pad(left: bool) -> Impl:
+    def pad(s: str, length: int, padding: str) -> str | None:
+        if length < 0 or not padding:
+            return None
+        if length <= len(s):
+            return s[:length]
+        fill = (padding * (length // len(padding) + 1))[: length - len(s)]
+        return fill + s if left else s + fill
+
+    return pad
+
+
+def _split(s: str, delimiter: str) -> list[str]:
+    return list(s) if delimiter == "" else s.split(delimiter)
+
+
 NULL_TOLERANT = frozenset({"COALESCE", "IFNULL", "CONCAT", "GREATEST", "LEAST"})
 """Functions that see NULL arguments; every other function is NULL when an argument is NULL."""
 
@@ -522,6 +559,14 @@ FUNCTIONS: dict[str, Resolver] = {
     "ARRAY_LENGTH": lambda args: (
         (INTEGER, len) if len(args) == 1 and isinstance(args[0], ArrayType) else None
     ),
+    "INSTR": _overloads(
+        _fixed((STRING, STRING), INTEGER, _instr),
+        _fixed((STRING, STRING, INTEGER), INTEGER, _instr),
+        _fixed((STRING, STRING, INTEGER, INTEGER), INTEGER, _instr),
+    ),
+    "LPAD": _fixed((STRING, INTEGER, STRING), STRING, _pad(left=True)),
+    "RPAD": _fixed((STRING, INTEGER, STRING), STRING, _pad(left=False)),
+    "SPLIT": _fixed((STRING, STRING), ArrayType(STRING), _split),
     "AS_VALUE": lambda args: (args[0], lambda x: x) if len(args) == 1 and args[0] != NULL else None,
 }
 

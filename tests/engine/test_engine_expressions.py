@@ -314,3 +314,27 @@ def test_greatest_and_least_ignore_nulls_and_widen() -> None:
     assert value("LEAST(A, B)", {"A": None, "B": None}) is None
     assert value("GREATEST('apple', 'zebra', NULL)", {}) == "zebra"
     assert value("LEAST(A, 2.5)", {"A": 3}) == Decimal("2.5")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # values from ksqlDB's QTT instr.json, string-lpad-rpad.json and split.json
+        ("INSTR('corporate floor', 'or')", 2),
+        ("INSTR('no substring', 'or')", 0),
+        ("INSTR('corporate floor', 'or', 4)", 5),
+        ("INSTR('corporate floor', 'or', 4, 2)", 14),
+        ("INSTR('corporate floor', 'or', -4)", 5),
+        ("INSTR('corporate floor', 'or', -4, 2)", 2),
+        ("LPAD('foo', 7, 'Bar')", "BarBfoo"),
+        ("LPAD('foo', 2, 'Bar')", "fo"),
+        ("LPAD('foo', -1, 'Bar')", None),
+        ("RPAD('foo', 5, 'Bar')", "fooBa"),
+        ("SPLIT('..a..', '.')", ["", "", "a", "", ""]),
+        ("SPLIT('abc', '')", ["a", "b", "c"]),
+    ],
+)
+def test_instr_pad_and_split(text: str, expected: object) -> None:
+    from headwater.engine.expressions import Scope, compile_expression
+
+    item = parse_one(f"SELECT {text} FROM s;").query.select[0]  # type: ignore[attr-defined]
+    assert compile_expression(item, Scope({})).evaluate({}) == expected
