@@ -14,7 +14,7 @@ ksqlDB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from headwater.engine.errors import ExpressionError
@@ -46,6 +46,7 @@ __all__ = [
     "comparable",
     "compile_expression",
     "convert_numeric",
+    "expand_stars",
     "format_expression",
     "like_regex",
     "output_name",
@@ -147,6 +148,25 @@ def struct_star_fields(item: exp.Expr, columns: Mapping[str, SqlType]) -> list[e
         raise ExpressionError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
     return [hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
             for f in struct.fields]  # fmt: skip
+
+
+def expand_stars(items: Sequence[exp.Expr], qualifiers: frozenset[str],
+                 columns: Mapping[str, SqlType],
+                 star: Callable[[], list[exp.Expr]]) -> list[exp.Expr]:  # fmt: skip
+    """A SELECT list with ``*``/``T.*`` replaced by ``star()`` and ``S->*`` by ``S``'s fields.
+
+    Raises:
+        ExpressionError: For ``T.*`` of an unknown qualifier or ``S->*`` of a non-STRUCT column.
+    """
+    expanded: list[exp.Expr] = []
+    for item in items:
+        if star_of(item, qualifiers):
+            expanded.extend(star())
+        elif (fields := struct_star_fields(item, columns)) is not None:
+            expanded.extend(fields)
+        else:
+            expanded.append(item)
+    return expanded
 
 
 def compile_expression(node: exp.Expr, scope: Scope, *, synthetic_index: int = 0) -> Compiled:

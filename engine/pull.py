@@ -32,8 +32,7 @@ from headwater.engine.expressions import (
     compile_expression,
     resolve_type,
     select_names,
-    star_of,
-    struct_star_fields,
+    expand_stars,
 )
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
@@ -209,21 +208,16 @@ def _check_clauses(query: Query, source: Source) -> None:
 def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, SqlType],
             qualifiers: frozenset[str]) -> list[exp.Expr]:  # fmt: skip
     """The SELECT list with ``*``, ``T.*`` and ``S->*`` replaced by one item per column."""
-    expanded: list[exp.Expr] = []
+
+    def star() -> list[exp.Expr]:
+        names = [c.name for c in source.key_columns] + [c.name for c in source.columns
+                                                        if not c.key]  # fmt: skip
+        return [exp.column(exp.to_identifier(n, quoted=True)) for n in names]
+
     try:
-        for item in items:
-            if star_of(item, qualifiers):
-                names = [c.name for c in source.key_columns] + [
-                    c.name for c in source.columns if not c.key
-                ]
-                expanded.extend(exp.column(exp.to_identifier(n, quoted=True)) for n in names)
-            elif (fields := struct_star_fields(item, columns)) is not None:
-                expanded.extend(fields)
-            else:
-                expanded.append(item)
+        return expand_stars(list(items), qualifiers, columns, star)
     except ExpressionError as error:
         raise PullQueryError(error.message) from error
-    return expanded
 
 
 def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...]

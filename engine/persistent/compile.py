@@ -32,8 +32,7 @@ from headwater.engine.expressions import (
     output_name,
     resolve_type,
     select_names,
-    star_of,
-    struct_star_fields,
+    expand_stars,
 )
 from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
@@ -363,18 +362,10 @@ def _partition_by(nodes: Sequence[exp.Expr], scope: Scope,
 def _expand(items: Sequence[exp.Expr], source: Source, columns: Mapping[str, SqlType],
             qualifiers: frozenset[str], partition: list[_PartitionExpr]) -> list[exp.Expr]:  # fmt: skip
     """The SELECT list with ``*`` and ``S->*`` replaced by one item per column."""
-    expanded: list[exp.Expr] = []
     try:
-        for item in items:
-            if star_of(item, qualifiers):
-                expanded.extend(_star(source, partition))
-            elif (fields := struct_star_fields(item, columns)) is not None:
-                expanded.extend(fields)
-            else:
-                expanded.append(item)
+        return expand_stars(items, qualifiers, columns, lambda: _star(source, partition))
     except ExpressionError as error:
         raise QueryCompileError(error.message) from error
-    return expanded
 
 
 def _star(source: Source, partition: list[_PartitionExpr]) -> list[exp.Expr]:
