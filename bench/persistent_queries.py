@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -117,6 +119,17 @@ class _Server:
         self.log.close()
 
 
+@contextmanager
+def bench_node(extra: tuple[str, ...] = ()) -> Iterator[tuple[EmbeddedBroker, _Server]]:
+    """An in-memory embedded broker and one server on it, both stopped on exit."""
+    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
+        server = _Server(broker.bootstrap_servers, Path(scratch), extra)
+        try:
+            yield broker, server
+        finally:
+            server.stop()
+
+
 def _free_port() -> int:
     import socket
 
@@ -147,12 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=100)
     args = parser.parse_args(argv)
     print(f"python {platform.python_version()}, {os.cpu_count()} cores")
-    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
-        server = _Server(broker.bootstrap_servers, Path(scratch))
-        try:
-            _run(broker, server, args.records, args.samples)
-        finally:
-            server.stop()
+    with bench_node() as (broker, server):
+        _run(broker, server, args.records, args.samples)
     return 0
 
 

@@ -15,14 +15,12 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
-from bench.persistent_queries import _Server
+from bench.persistent_queries import _Server, bench_node
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer
 
@@ -53,12 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--rate", type=int, default=2000, help="records/s into the busy stream")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
-        server = _Server(broker.bootstrap_servers, Path(scratch))
-        try:
-            _run(broker, server, args.queries, args.rate)
-        finally:
-            server.stop()
+    with bench_node() as (broker, server):
+        _run(broker, server, args.queries, args.rate)
     return 0
 
 
