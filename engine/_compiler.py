@@ -525,11 +525,11 @@ class _Compiler:
         resolver = fn.FUNCTIONS.get(name)
         if resolver is None:
             raise ExpressionError(f"Can't find any functions with the name '{name}'")
-        args = [self.compile(a) for a in node.expressions]
+        args = [self._function_argument(a) for a in node.expressions]
         resolved = resolver([a.type for a in args])
         if resolved is None:
             shown = ", ".join(str(a.type) for a in args)
-            raise ExpressionError(f"Function '{name}' does not accept parameters ({shown}).")
+            raise ExpressionError(f"Function '{node.this}' does not accept parameters ({shown}).")
         t, impl = resolved
         fns = (
             [_converted(a, t) for a in args]
@@ -543,7 +543,17 @@ class _Compiler:
             values = [f(row) for f in fns]
             return None if None in values else impl(*values)
 
+        if not args and name in fn.VOLATILE:  # reads the clock: not folded into a constant
+            return _Node(t, call, False, frozenset())
         return _make(t, call, args, fallible=True)
+
+    def _function_argument(self, node: exp.Expr) -> _Node:
+        """A call's argument; a bare time unit (``DAYS``) is an INTERVAL UNIT constant."""
+        if isinstance(node, exp.Column) and not node.table and not node.this.quoted:
+            unit_ms = fn.INTERVAL_UNITS.get(node.name.upper())
+            if unit_ms is not None:
+                return _constant(fn.INTERVAL_UNIT, unit_ms)
+        return self.compile(node)
 
 
 def _base(t: SqlType) -> str:

@@ -19,7 +19,15 @@ import re
 import zoneinfo
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import (
+    ROUND_CEILING,
+    ROUND_FLOOR,
+    ROUND_HALF_DOWN,
+    ROUND_HALF_UP,
+    Decimal,
+    InvalidOperation,
+    localcontext,
+)
 from typing import Any
 
 from headwater.sqlparse_ext import expressions as hx
@@ -45,6 +53,15 @@ class NullType(SqlType):
         return "null"
 
 
+@dataclass(frozen=True, slots=True)
+class IntervalUnitType(SqlType):
+    """The type of a time unit given to a function (``DATEADD(DAYS, 1, D)``); values are ms."""
+
+    def sql(self) -> str:
+        """``INTERVAL UNIT``."""
+        return "INTERVAL UNIT"
+
+
 class EvalFailure(Exception):
     """A value an operation cannot handle (bad string to parse, decimal overflow)."""
 
@@ -59,6 +76,14 @@ BYTES = PrimitiveType("BYTES")
 DATE = PrimitiveType("DATE")
 TIME = PrimitiveType("TIME")
 TIMESTAMP = PrimitiveType("TIMESTAMP")
+INTERVAL_UNIT = IntervalUnitType()
+INTERVAL_UNITS = {
+    unit + plural: ms
+    for unit, ms in (("DAY", 86_400_000), ("HOUR", 3_600_000), ("MINUTE", 60_000),
+                     ("SECOND", 1000), ("MILLISECOND", 1))
+    for plural in ("", "S")
+}  # fmt: skip
+"""The time units a function argument may name, with their length in milliseconds."""
 INTEGRAL = (INTEGER, BIGINT)
 TEMPORAL = (DATE, TIME, TIMESTAMP)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -306,6 +331,20 @@ def _java_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+def _round_decimal(value: Decimal, places: int) -> Decimal:
+    """``BigDecimal.setScale(places)``, ties away from zero when positive, toward it otherwise."""
+    with localcontext() as context:
+        context.prec = 1000
+        rounding = ROUND_HALF_UP if value > 0 else ROUND_HALF_DOWN
+        return value.quantize(Decimal(1).scaleb(-places), rounding=rounding)
+
+
+def _round_double(x: float, places: int) -> float:
+    if not math.isfinite(x):
+        raise EvalFailure(f"Cannot round {java_double_str(x)}")
+    return float(_round_decimal(Decimal(repr(x)), places))
+
+
 def _round(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     if len(args) == 2 and args[1] not in INTEGRAL or len(args) not in (1, 2):
         return None
@@ -315,22 +354,12 @@ def _round(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     if t == DOUBLE and len(args) == 1:
         return BIGINT, _java_round
     if t == DOUBLE:
-        return DOUBLE, lambda x, n: _java_round(x * 10.0**n) / 10.0**n
+        return DOUBLE, _round_double
+    # ksqlDB's result types: DECIMAL(p - s, 0), and the argument's type when places are given.
     if isinstance(t, DecimalType) and len(args) == 1:
-        return DecimalType(t.precision - t.scale + 1, 0), lambda x: x.quantize(
-            Decimal(1), rounding=ROUND_HALF_UP
-        )
+        return DecimalType(max(t.precision - t.scale, 1), 0), lambda x: _round_decimal(x, 0)
     if isinstance(t, DecimalType):
-        return (
-            DecimalType(t.precision + 1, t.scale),
-            lambda x, n: (
-                x.quantize(Decimal(1).scaleb(-n), rounding=ROUND_HALF_UP).quantize(
-                    Decimal(1).scaleb(-t.scale), rounding=ROUND_HALF_UP
-                )
-                if n < t.scale
-                else x
-            ),
-        )
+        return t, lambda x, n: _round_decimal(_round_decimal(x, n), t.scale) if n < t.scale else x
     return None
 
 
@@ -422,7 +451,7 @@ _JAVA_PATTERN = re.compile(r"'(?:[^']|'')*'|([a-zA-Z])\1*")
 _STRF = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "MMM": "%b", "MMMM": "%B", "dd": "%d", "d": "%d",
          "HH": "%H", "H": "%H", "hh": "%I", "h": "%I", "mm": "%M", "m": "%M", "ss": "%S", "s": "%S",
          "SSS": "%f", "a": "%p", "EEE": "%a", "EEEE": "%A", "Z": "%z", "X": "%z", "XX": "%z",
-         "XXX": "%z", "D": "%j", "M": "%m"}  # fmt: skip
+         "XXX": "%z", "D": "%j", "M": "%m", "z": "%Z", "zz": "%Z", "zzz": "%Z"}  # fmt: skip
 
 
 def _strftime_pattern(java: str) -> str:
@@ -511,8 +540,11 @@ def _split(s: str, delimiter: str) -> list[str]:
     return list(s) if delimiter == "" else s.split(delimiter)
 
 
-NULL_TOLERANT = frozenset({"COALESCE", "IFNULL", "CONCAT", "GREATEST", "LEAST"})
-"""Functions that see NULL arguments; every other function is NULL when an argument is NULL."""
+def _nullif(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+    if len(args) != 2 or args[0] == NULL or args[1] not in (args[0], NULL):
+        return None
+    return args[0], lambda a, b: None if a == b else a
+
 
 FUNCTIONS: dict[str, Resolver] = {
     "ABS": _abs,
@@ -568,7 +600,35 @@ FUNCTIONS: dict[str, Resolver] = {
     "RPAD": _fixed((STRING, INTEGER, STRING), STRING, _pad(left=False)),
     "SPLIT": _fixed((STRING, STRING), ArrayType(STRING), _split),
     "AS_VALUE": lambda args: (args[0], lambda x: x) if len(args) == 1 and args[0] != NULL else None,
+    "NULLIF": _nullif,
 }
+
+
+def _add_groups() -> frozenset[str]:
+    """Adds the function groups of the sibling modules (which build on the helpers above) to
+    `FUNCTIONS`, and returns the names among them that see NULL arguments."""
+    from headwater.engine import (
+        _functions_array,
+        _functions_json,
+        _functions_math,
+        _functions_string,
+        _functions_time,
+    )
+
+    tolerant: set[str] = set()
+    for group in (_functions_array, _functions_json, _functions_math, _functions_string,
+                  _functions_time):  # fmt: skip
+        FUNCTIONS.update(group.FUNCTIONS)
+        tolerant |= group.NULL_TOLERANT
+    return frozenset(tolerant)
+
+
+NULL_TOLERANT = frozenset({"COALESCE", "IFNULL", "CONCAT", "GREATEST", "LEAST", "NULLIF"}) | (
+    _add_groups()
+)
+"""Functions that see NULL arguments; every other function is NULL when an argument is NULL."""
+VOLATILE = frozenset({"UNIX_DATE", "UNIX_TIMESTAMP"})
+"""Functions whose call without arguments reads the clock, so is never folded into a constant."""
 
 
 # -- rendering, as ksqlDB's ExpressionFormatter prints expressions in messages -----------------

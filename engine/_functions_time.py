@@ -1,0 +1,173 @@
+"""DATE, TIME and TIMESTAMP functions of the function table (PARSE_DATE, DATEADD, CONVERT_TZ, ...).
+Pure, except that UNIX_DATE() and UNIX_TIMESTAMP() read the clock.
+
+Registered into `_functions.FUNCTIONS`. Patterns are Java ``DateTimeFormatter`` patterns (the common
+letters, through `_functions._strftime_pattern`); units (``DAYS``) arrive as INTERVAL UNIT
+arguments holding their length in milliseconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Sequence
+
+from headwater.engine._functions import (
+    _DAY_MS,
+    _EPOCH,
+    BIGINT,
+    DATE,
+    INTEGER,
+    INTERVAL_UNIT,
+    STRING,
+    TIME,
+    TIMESTAMP,
+    EvalFailure,
+    Impl,
+    Resolver,
+    SqlType,
+    _fixed,
+    _strftime_pattern,
+    _zone,
+)
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_DATE_LETTERS = re.compile(r"'(?:[^']|'')*'|([yuMLdDEeQqwWYGg])")
+
+
+def _has_date_field(pattern: str) -> bool:
+    return any(m.group(1) for m in _DATE_LETTERS.finditer(pattern))
+
+
+_UNCONVERTED = "unconverted data remains: "
+
+
+def _strptime(text: str, pattern: str, what: str, prefix: bool = False) -> dt.datetime:
+    """``text`` parsed with a Java pattern; with ``prefix``, text after the match is ignored
+    (as ``java.text.DateFormat.parse`` does)."""
+    try:
+        return dt.datetime.strptime(text, _strftime_pattern(pattern))
+    except ValueError as error:
+        message = str(error)
+        if prefix and message.startswith(_UNCONVERTED):
+            rest = len(message) - len(_UNCONVERTED)
+            return _strptime(text[:-rest], pattern, what)
+        raise EvalFailure(f"Failed to parse {what} '{text}' with formatter '{pattern}'") from error
+
+
+def _strftime(moment: dt.datetime | dt.date, millis: int, pattern: str) -> str:
+    return moment.strftime(_strftime_pattern(pattern).replace("%f", f"{millis:03d}"))
+
+
+def _days(date: dt.date) -> int:
+    return (date - _EPOCH_DATE).days
+
+
+def _date(days: int) -> dt.date:
+    return _EPOCH_DATE + dt.timedelta(days=days)
+
+
+def _parse_date(text: str, pattern: str) -> int:
+    """PARSE_DATE: a date-only pattern (a time of day other than midnight fails)."""
+    moment = _strptime(text, pattern, "date", prefix=True)
+    if moment.time() != dt.time():
+        raise EvalFailure("Date format contains time field.")
+    return _days(moment.date())
+
+
+def _string_to_date(text: str, pattern: str) -> int:
+    return _days(_strptime(text, pattern, "date").date())
+
+
+def _format_date(days: int, pattern: str) -> str:
+    return _strftime(_date(days), 0, pattern)
+
+
+def _parse_time(text: str, pattern: str) -> int:
+    """PARSE_TIME: a time-only pattern, as ms of the day."""
+    if _has_date_field(pattern):
+        raise EvalFailure("Time format contains date field.")
+    moment = _strptime(text, pattern, "time")
+    return ((moment.hour * 60 + moment.minute) * 60 + moment.second) * 1000 + (
+        moment.microsecond // 1000
+    )
+
+
+def _format_time(ms: int, pattern: str) -> str:
+    moment = dt.datetime.combine(_EPOCH_DATE, dt.time()) + dt.timedelta(milliseconds=ms)
+    return _strftime(moment, ms % 1000, pattern)
+
+
+def _toward_zero(ms: int) -> int:
+    """Whole days in ``ms``, truncated toward zero (``TimeUnit.MILLISECONDS.toDays``)."""
+    days = abs(ms) // _DAY_MS
+    return days if ms >= 0 else -days
+
+
+def _shift(target: SqlType, sign: int) -> Resolver:
+    """DATEADD/DATESUB, TIMEADD/TIMESUB, TIMESTAMPADD/TIMESTAMPSUB: (unit, count, value)."""
+
+    def shift(unit_ms: int, count: int, value: int) -> int:
+        delta = sign * unit_ms * count
+        if target == DATE:
+            return _toward_zero(value * _DAY_MS + delta)
+        if target == TIME:
+            return (value + delta) % _DAY_MS
+        return value + delta
+
+    return _fixed((INTERVAL_UNIT, INTEGER, target), target, shift)
+
+
+_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
+
+
+def _offset_ms(zone: str, at_ms: int) -> int:
+    """The UTC offset of a zone (``+0200``, ``UTC+2``, ``America/New_York``) at an instant."""
+    fixed = _OFFSET.fullmatch(zone)
+    if fixed is not None:
+        sign, hours, minutes, seconds = fixed.groups()
+        total = (int(hours) * 60 + int(minutes or 0)) * 60 + int(seconds or 0)
+        return (-1 if sign == "-" else 1) * total * 1000
+    instant = _EPOCH + dt.timedelta(milliseconds=at_ms)
+    offset = instant.astimezone(_zone(zone)).utcoffset() or dt.timedelta()
+    return offset // dt.timedelta(milliseconds=1)
+
+
+def _convert_tz(ms: int, source: str, target: str) -> int:
+    return ms + _offset_ms(target, ms) - _offset_ms(source, ms)
+
+
+def _unix_date(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+    if not args:
+        return INTEGER, lambda: _days(dt.date.today())
+    return _fixed((DATE,), INTEGER, lambda days: days)(args)
+
+
+def _unix_timestamp(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+    if not args:
+        return BIGINT, lambda: time.time_ns() // 1_000_000
+    return _fixed((TIMESTAMP,), BIGINT, lambda ms: ms)(args)
+
+
+FUNCTIONS: dict[str, Resolver] = {
+    "STRINGTODATE": _fixed((STRING, STRING), INTEGER, _string_to_date),
+    "PARSE_DATE": _fixed((STRING, STRING), DATE, _parse_date),
+    "PARSE_TIME": _fixed((STRING, STRING), TIME, _parse_time),
+    "DATETOSTRING": _fixed((INTEGER, STRING), STRING, _format_date),
+    "FORMAT_DATE": _fixed((DATE, STRING), STRING, _format_date),
+    "FORMAT_TIME": _fixed((TIME, STRING), STRING, _format_time),
+    "DATEADD": _shift(DATE, 1),
+    "DATESUB": _shift(DATE, -1),
+    "TIMEADD": _shift(TIME, 1),
+    "TIMESUB": _shift(TIME, -1),
+    "TIMESTAMPADD": _shift(TIMESTAMP, 1),
+    "TIMESTAMPSUB": _shift(TIMESTAMP, -1),
+    "CONVERT_TZ": _fixed((TIMESTAMP, STRING, STRING), TIMESTAMP, _convert_tz),
+    "FROM_DAYS": _fixed((INTEGER,), DATE, lambda days: days),
+    "FROM_UNIXTIME": _fixed((BIGINT,), TIMESTAMP, lambda ms: ms),
+    "UNIX_DATE": _unix_date,
+    "UNIX_TIMESTAMP": _unix_timestamp,
+}
+
+NULL_TOLERANT: frozenset[str] = frozenset()
