@@ -16,12 +16,8 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from headwater.engine.persistent.compile import (
-    CompiledQuery,
-    QueryCompileError,
-    compile_query,
-    describe_shape,
-)
+from headwater.engine.persistent.analyzer import QueryDescription, describe_query
+from headwater.engine.persistent.compile import QueryCompileError
 from headwater.engine.persistent.operators import parse_persistent
 from headwater.gateway.errors import Entity, KsqlError
 from headwater.gateway.services import Services, services_of
@@ -105,7 +101,7 @@ def query_description(services: Services, query: Query, catalog: Catalog,
     status = status_of(services, query.id, remote)
     select, sink_name = parse_persistent(query.statement_text)
     sink = catalog.sources.get(sink_name)
-    compiled = _compile(select, catalog, sink_name)
+    compiled = _describe(select, catalog, sink_name)
     errors = []
     if status.get("lastError"):
         errors.append({"timestamp": status.get("lastErrorMs", 0), "errorMessage":
@@ -120,7 +116,7 @@ def query_description(services: Services, query: Query, catalog: Catalog,
         "sources": list(query.sources),
         "sinks": [sink_name],
         "topology": "",
-        "executionPlan": "\n".join(describe_shape(compiled, sink_name)),
+        "executionPlan": "\n".join(compiled.steps),
         "overriddenProperties": {},
         "ksqlHostQueryStatus": {services.advertised: status["state"]},
         "queryType": "PERSISTENT",
@@ -148,11 +144,11 @@ def explain(services: Services, statement: ast.Explain) -> Entity:
             raise KsqlError("EXPLAIN explains persistent queries (CREATE ... AS SELECT, INSERT "
                             "INTO ... SELECT) and query ids.", 40001)  # fmt: skip
         sink_name = inner.name if isinstance(inner, ast.CreateAsSelect) else inner.target
-        compiled = _compile(inner.query, catalog, sink_name)
+        compiled = _describe(inner.query, catalog, sink_name)
         description = {
             "id": "", "statementText": inner.text.strip(), "windowType": None,
-            "fields": _fields(compiled), "sources": [compiled.source.name], "sinks": [sink_name],
-            "topology": "", "executionPlan": "\n".join(describe_shape(compiled, sink_name)),
+            "fields": _fields(compiled), "sources": [compiled.source], "sinks": [sink_name],
+            "topology": "", "executionPlan": "\n".join(compiled.steps),
             "overriddenProperties": {}, "ksqlHostQueryStatus": {}, "queryType": "PERSISTENT",
             "queryErrors": [], "tasksMetadata": [], "state": "",
         }  # fmt: skip
@@ -185,14 +181,14 @@ def extended_source(services: Services, source: Source, catalog: Catalog,
     return description
 
 
-def _compile(select: ast.Query, catalog: Catalog, sink_name: str) -> CompiledQuery:
+def _describe(select: ast.Query, catalog: Catalog, sink_name: str) -> QueryDescription:
     try:
-        return compile_query(select, catalog, sink_name)
+        return describe_query(select, catalog, sink_name)
     except QueryCompileError as error:
         raise KsqlError(error.message, 40001) from error
 
 
-def _fields(compiled: CompiledQuery) -> list[Entity]:
+def _fields(compiled: QueryDescription) -> list[Entity]:
     from headwater.gateway.ksql import type_schema
 
     return [{"name": c.name, "schema": type_schema(c.type.sql()),

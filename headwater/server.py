@@ -144,6 +144,7 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         log_file=str(state_dir / "logs" / "spark.log"),
         trigger_interval_ms=config.trigger_interval_ms,
         max_records_per_batch=config.max_records_per_batch,
+        buffering=config.cache_max_bytes_buffering > 0,
         processing_log_topic=f"{service_id}ksql_processing_log",
     )
 

@@ -46,6 +46,10 @@ SINK_PROPERTIES = frozenset(
     }
 )  # fmt: skip
 
+#: What a CREATE TABLE ... AS SELECT may set besides a sink's properties: how stale a read of
+#: the table may be (as a declared table's WITH clause may).
+TABLE_SINK_PROPERTIES = frozenset({"ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS"})
+
 #: Serialization formats headwater reads and writes today.
 SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA"})
 #: Formats ksqlDB knows that need a schema registry, which headwater does not have yet.
@@ -88,10 +92,12 @@ class QueryShape:
     Attributes:
         sources: the streams and tables it reads.
         columns: its output columns, key columns first.
+        kind: what it produces: a STREAM, or a TABLE (an aggregation, a query over a table).
     """
 
     sources: tuple[str, ...]
     columns: tuple[Column, ...]
+    kind: SourceKind = SourceKind.STREAM
 
 
 class QueryAnalyzer(Protocol):
@@ -391,11 +397,6 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
                            analyze: QueryAnalyzer) -> Plan:  # fmt: skip
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
-    if kind is SourceKind.TABLE:
-        raise ValidationError(
-            "CREATE TABLE AS SELECT is not supported yet: aggregations and materialized tables "
-            "arrive with issue 15. CREATE STREAM ... AS SELECT works today."
-        )
     existing = catalog.source(create.name)
     if existing is not None:
         if create.if_not_exists:
@@ -409,11 +410,16 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
             f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
             "with the same name already exists"
         )
-    unknown = sorted(n for n in create.properties if n.upper() not in SINK_PROPERTIES)
+    allowed = SINK_PROPERTIES | (TABLE_SINK_PROPERTIES if kind is SourceKind.TABLE else set())
+    unknown = sorted(n for n in create.properties if n.upper() not in allowed)
     if unknown:
         raise ValidationError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
     properties = {n.upper(): v for n, v in create.properties.items() if v is not None}
     shape = analyze.shape(create.query, catalog, create.name)
+    if shape.kind is not kind:
+        produced = shape.kind.value
+        raise ValidationError(f"Invalid result type. Your SELECT query produces a {produced}. "
+                              f"Please use CREATE {produced} AS SELECT statement instead.")
     source = catalog.source(shape.sources[0])
     assert source is not None  # the analysis resolved it
     columns = shape.columns
@@ -442,7 +448,7 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
         timestamp_column=timestamp,
     )
     analyze.check_sink(sink, catalog)
-    query = {"kind": "CSAS", "statementText": create.text.strip(), "sink": create.name,
+    query = {"kind": "CTAS" if kind is SourceKind.TABLE else "CSAS", "statementText": create.text.strip(), "sink": create.name,
              "sources": list(shape.sources)}  # fmt: skip
     command = {"type": "start_query", "query": query,
                "sink": {"source": source_to_dict(sink), "replace": False}}  # fmt: skip
@@ -477,6 +483,10 @@ def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: Query
     if target.read_only:
         raise ValidationError(f"Cannot insert into read-only stream: {target.name}")
     shape = analyze.shape(insert.query, catalog, insert.target)
+    if shape.kind is not target.kind:
+        raise ValidationError(f"Incompatible data sink and query result. Data sink ({target.name}) "
+                              f"type is {target.kind.value} but select query result is "
+                              f"{shape.kind.value}.")  # fmt: skip
     if target.name in shape.sources:
         raise ValidationError(f"Cannot insert into {target.name}: the query reads from it.")
     sink_columns = tuple(c for c in target.columns if not (c.headers or c.header_key))

@@ -7,8 +7,8 @@ by record, as one function of a batch: decode, filter, re-key, project, encode. 
 (`headwater.engine.spark`) only distributes those batches and keeps offsets and checkpoints.
 """
 
+from headwater.engine.persistent.analyzer import QUERY_ANALYZER
 from headwater.engine.persistent.compile import (
-    QUERY_ANALYZER,
     CompiledQuery,
     QueryCompileError,
     compile_query,

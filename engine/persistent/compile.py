@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.engine import _functions as fn
-from headwater.engine.errors import ExpressionError, SerdeError
+from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Evaluator,
     Scope,
@@ -34,10 +34,7 @@ from headwater.engine.expressions import (
     select_names,
     expand_stars,
 )
-from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
-from headwater.metastore.errors import ValidationError
-from headwater.metastore.plan import QueryShape
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     MapType,
@@ -126,6 +123,11 @@ class CompiledQuery:
         """The output value columns."""
         return tuple(c for c in self.columns if not c.key)
 
+    @property
+    def kind(self) -> SourceKind:
+        """What it produces: a table from a table (its changelog, row by row), else a stream."""
+        return self.source.kind
+
     def catalog_columns(self) -> tuple[Column, ...]:
         """The output columns as the catalog stores a sink's columns."""
         return tuple(c.catalog_column() for c in self.columns)
@@ -146,10 +148,9 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     source = catalog.source(query.source.name)
     if source is None:
         raise QueryCompileError(f"{query.source.name} does not exist.")
-    if source.kind is SourceKind.TABLE:
-        raise QueryCompileError(
-            "Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS "
-            "SELECT statement instead.", "TABLE source")  # fmt: skip
+    if source.kind is SourceKind.TABLE and query.partition_by:
+        raise QueryCompileError("PARTITION BY is not supported on tables: a table is keyed by its "
+                                "PRIMARY KEY.", "PARTITION BY", query.partition_by[0])  # fmt: skip
     if source.windowed:
         raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
                                 f"{source.windowed} windowed.", "windowed source")  # fmt: skip
@@ -228,29 +229,6 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         where_text=where_text,
         projection_text=tuple(format_expression(_bare(item)) for item, _, _ in compiled),
     )
-
-
-class _Analyzer:
-    """The engine's answers to the metastore's planner (a `metastore.plan.QueryAnalyzer`)."""
-
-    def shape(self, query: Query, catalog: Catalog, sink_name: str) -> QueryShape:
-        """The query's sources and output columns; ValidationError when it is refused."""
-        try:
-            compiled = compile_query(query, catalog, sink_name)
-        except QueryCompileError as error:
-            raise ValidationError(error.message, error.offset) from error
-        return QueryShape((compiled.source.name,), compiled.catalog_columns())
-
-    def check_sink(self, sink: Source, catalog: Catalog) -> None:
-        """ValidationError when the sink's columns cannot be written in its formats."""
-        try:
-            RowSerde.for_source(sink, catalog.types)
-        except SerdeError as error:
-            raise ValidationError(error.message) from error
-
-
-#: The engine's analysis of persistent queries, handed to the metastore's planner.
-QUERY_ANALYZER = _Analyzer()
 
 
 def describe_shape(compiled: CompiledQuery, sink: str) -> list[str]:

@@ -23,7 +23,7 @@ from headwater.engine.errors import EngineError
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.compile import CompiledQuery, compile_query
 from headwater.engine.serde import RowSerde
-from headwater.metastore.catalog import Catalog, Query, Source
+from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
@@ -50,6 +50,11 @@ class OutputRecord:
     partition: int
     source_partition: int
     source_offset: int
+    source_seq: int = 0  # orders several outputs of one input record (a table row's undo, add)
+
+    def order(self) -> tuple[int, int, int]:
+        """The input position it came from: the order the sink writes records in."""
+        return (self.source_partition, self.source_offset, self.source_seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +91,9 @@ class RecordPipeline:
         self.query_id = query_id
         self.compiled = compiled
         self.sink = sink
-        source = compiled.source
-        self._source_serde = RowSerde.for_source(source, custom_types)
+        self._reader = RowReader(compiled.source, custom_types)
+        self._source_serde = self._reader.serde
         self._sink_serde = RowSerde.for_source(sink, custom_types)
-        self._key_names = self._source_serde.key_names
-        self._header_columns = [(c.name, c.headers, c.header_key) for c in source.columns
-                                if c.headers or c.header_key is not None]  # fmt: skip
-        self._source_time = _timestamp_reader(source)
         self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
         self._value_names = [c.name for c in compiled.value_columns]
 
@@ -113,24 +114,22 @@ class RecordPipeline:
         source = self.compiled.source
         keep = self.compiled.row_filter
         keys, values, names = self.compiled.keys, self.compiled.values, self._value_names
+        table = self.compiled.kind is SourceKind.TABLE
         for record in records:
             stage = "deserialization"
+            if table and record.key is None:
+                continue  # a table's record without a key: ksqlDB drops it
             try:
                 value = self._source_serde.deserialize_value(record.value)
-                if value is None and keep is not None:
+                if value is None and keep is not None and not table:
                     continue  # WHERE drops records without a value, as ksqlDB's filter does
-                key = self._source_serde.deserialize_key(record.key)
-                view = dict(value or {})
-                view.update(zip(self._key_names, key))
-                if self._header_columns:
-                    _add_headers(view, self._header_columns, record.headers)
-                stage = "timestamp"
-                rowtime = record.timestamp if self._source_time is None else self._source_time(view)
-                view["ROWTIME"] = rowtime
-                view["ROWPARTITION"] = record.partition
-                view["ROWOFFSET"] = record.offset
-                if keep is not None and keep(view) is not True:
-                    continue
+                view = self._reader.view(record, value)
+                if keep is not None and value is not None and keep(view) is not True:
+                    if table:  # a row filtered out of a table is a row deleted from it
+                        value = None
+                    else:
+                        continue
+                rowtime = view["ROWTIME"]
                 stage = "serialization"
                 if value is None:  # key expressions over the (missing) value give NULL
                     new_key = [None if reads else f(view)
@@ -153,8 +152,8 @@ class RecordPipeline:
                     row.update(zip([c.name for c in self.compiled.key_columns], new_key))
                     rowtime = self._sink_time(row)
             except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
-                message = getattr(exc, "message", None) or str(exc)
-                errors.append(ProcessingError(self.query_id, stage, message, source.topic,
+                kind = exc.kind if isinstance(exc, RecordError) else stage
+                errors.append(ProcessingError(self.query_id, kind, _message(exc), source.topic,
                                               record.partition, record.offset))  # fmt: skip
                 continue
             out.append(OutputRecord(key_bytes, value_bytes, rowtime,
@@ -168,6 +167,55 @@ class RecordPipeline:
         if key is None:
             return source_partition % self.sink.partitions
         return partition_for(key, self.sink.partitions)
+
+
+class RowReader:
+    """Decodes a source record into the row expressions read: its columns (key, value, headers) and
+    ``ROWTIME`` (the record's timestamp, or the source's TIMESTAMP column), ``ROWPARTITION``,
+    ``ROWOFFSET``."""
+
+    def __init__(self, source: Source, custom_types: Mapping[str, Any]) -> None:
+        self.source = source
+        self.serde = RowSerde.for_source(source, custom_types)
+        self._key_names = self.serde.key_names
+        self._header_columns = [(c.name, c.headers, c.header_key) for c in source.columns
+                                if c.headers or c.header_key is not None]  # fmt: skip
+        self._time = _timestamp_reader(source)
+
+    def view(self, record: InputRecord, value: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The row of ``record``, whose value ``value`` is already decoded.
+
+        Raises:
+            RecordError: the key cannot be decoded (``deserialization``) or the timestamp not
+                read (``timestamp``).
+        """
+        try:
+            key = self.serde.deserialize_key(record.key)
+        except (EngineError, ValueError, TypeError) as exc:
+            raise RecordError("deserialization", _message(exc)) from exc
+        view = dict(value or {})
+        view.update(zip(self._key_names, key))
+        if self._header_columns:
+            _add_headers(view, self._header_columns, record.headers)
+        try:
+            view["ROWTIME"] = record.timestamp if self._time is None else self._time(view)
+        except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+            raise RecordError("timestamp", _message(exc)) from exc
+        view["ROWPARTITION"] = record.partition
+        view["ROWOFFSET"] = record.offset
+        return view
+
+
+class RecordError(EngineError):
+    """A record an operator skips: ``kind`` is the processing log's error type."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _message(exc: BaseException) -> str:
+    return getattr(exc, "message", None) or str(exc)
 
 
 def _add_headers(view: dict[str, Any], columns: list[tuple[str, bool, str | None]],

@@ -139,6 +139,9 @@ class QueryDriver:
             spark = self.spark
             source, sink = payload["source"], payload["sink"]
             spark.conf.set("spark.sql.shuffle.partitions", str(max(1, int(source["partitions"]))))
+            aggregate = bool(payload.get("aggregate"))
+            query_json = json.dumps({"queryId": query_id, "catalog": payload["catalog"],
+                                     "buffering": self.settings.buffering}, sort_keys=True)
             frame = (
                 spark.readStream.format(NAME)
                 .option("bootstrap.servers", self.kafka.bootstrap_servers)
@@ -147,10 +150,14 @@ class QueryDriver:
                 .option("partitions", str(source["partitions"]))
                 .option("maxRecordsPerBatch", str(self.settings.max_records_per_batch))
                 .option("queryId", query_id)
-                .option("query", json.dumps({"queryId": query_id, "catalog": payload["catalog"]},
-                                            sort_keys=True))
+                .option("query", query_json)
+                .option("output", "grouped" if aggregate else "records")
                 .load()
             )  # fmt: skip
+            if aggregate:
+                from headwater.engine.spark.aggregation import aggregate_frame
+
+                frame = aggregate_frame(frame, query_json, bool(payload.get("tableSource")))
             target = ExactlyOnceSink(self.kafka, query_id, sink["topic"], int(sink["partitions"]),
                                      self.settings.processing_log_topic)  # fmt: skip
             writer = (frame.writeStream.queryName(query_id).foreachBatch(target)

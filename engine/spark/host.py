@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from headwater.engine.persistent.aggregating import is_aggregate_statement
 from headwater.engine.spark.settings import EngineSettings
-from headwater.metastore.catalog import Catalog, Query
+from headwater.metastore.catalog import Catalog, Query, SourceKind
 from headwater.metastore.codec import catalog_to_dict
 
 from headwater.kafka.clients import KafkaSettings
@@ -46,6 +47,8 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
     sink = catalog.sources[query.sink] if query.sink else None
     return {
         "catalog": body,
+        "aggregate": is_aggregate_statement(query.statement_text),
+        "tableSource": source.kind is SourceKind.TABLE,
         "source": {"topic": source.topic, "partitions": source.partitions},
         "sink": {"topic": sink.topic if sink else "", "partitions": sink.partitions if sink else 1},
     }

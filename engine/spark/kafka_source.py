@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
+from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.engine.persistent.operators import OutputRecord
 from headwater.metastore.codec import catalog_from_dict
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -48,6 +49,10 @@ _ARROW_OUTPUT = pa.schema([
     ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
     ("partition", pa.int32()), ("source_partition", pa.int32()), ("source_offset", pa.int64()),
     ("error", pa.string()),
+])  # fmt: skip
+_ARROW_GROUPED = pa.schema([
+    ("group", pa.binary()), ("row", pa.binary()), ("source_partition", pa.int32()),
+    ("source_offset", pa.int64()), ("error", pa.string()), ("detail", pa.binary()),
 ])  # fmt: skip
 _POLL_BATCH = 5000
 _READ_FETCH_WAIT_MS = 100  # catching up: long fetches (short ones crawl over one-record batches)
@@ -71,7 +76,11 @@ class KafkaDataSource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        return OUTPUT_SCHEMA if self.options.get("query") else RAW_SCHEMA
+        if not self.options.get("query"):
+            return RAW_SCHEMA
+        if self.options.get("output") == "grouped":
+            return GROUPED_SCHEMA
+        return OUTPUT_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return KafkaStreamReader(dict(self.options))
@@ -127,6 +136,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             for r in records:
                 yield (r.key, r.value, r.timestamp, r.partition, r.offset)
             return
+        if self.options.get("output") == "grouped":
+            yield from _grouped(payload, records)
+            return
         pipeline = _pipeline(payload)
         chunk: list[InputRecord] = []
         for record in records:
@@ -136,6 +148,21 @@ class KafkaStreamReader(DataSourceStreamReader):
                 chunk = []
         if chunk:
             yield _arrow(*pipeline.process(chunk))
+
+
+def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
+    """An aggregating query's stage 1 (`AggregatePipeline.group`) over what a task reads."""
+    pipeline = pipeline_of(payload)
+    chunk: list[InputRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= _POLL_BATCH:
+            yield pa.RecordBatch.from_pydict(grouped_rows(*pipeline.group(chunk)),
+                                             schema=_ARROW_GROUPED)  # fmt: skip
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pydict(grouped_rows(*pipeline.group(chunk)),
+                                         schema=_ARROW_GROUPED)  # fmt: skip
 
 
 def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordBatch:

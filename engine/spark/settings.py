@@ -24,6 +24,8 @@ class EngineSettings:
         trigger_interval_ms: how often an idle query looks for new records (0: as fast as possible).
         max_records_per_batch: admission control: the most records one micro-batch reads.
         processing_log_topic: where skipped records are reported (None: logged only).
+        buffering: ``ksql.streams.cache.max.bytes.buffering`` > 0: an aggregate writes one update
+            per group per micro-batch (ksqlDB's default); off, one update per input record.
         extra: further ``spark.*`` settings, passed through.
     """
 
@@ -33,6 +35,7 @@ class EngineSettings:
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000
     processing_log_topic: str | None = None
+    buffering: bool = True
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def spark_conf(self) -> dict[str, str]:

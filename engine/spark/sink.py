@@ -89,7 +89,8 @@ class ExactlyOnceSink:
         wrote. Raises when the broker does not confirm every record (the batch then fails)."""
         if self._written is None:
             self._written = self._read_tails()
-        ordered = sorted(rows, key=lambda r: (r["source_partition"], r["source_offset"]))
+        ordered = sorted(rows, key=lambda r: (r["source_partition"], r["source_offset"],
+                                              r.get("source_seq") or 0))  # fmt: skip
         failures: list[str] = []
 
         def delivered(error: KafkaError | None, _message: Any) -> None:

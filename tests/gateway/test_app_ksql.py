@@ -224,10 +224,11 @@ def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client:
     created = ksql(client, "CREATE STREAM PQ_SRC (ID STRING KEY, V INT) WITH "
                            "(kafka_topic='pq_src', partitions=1, value_format='JSON');")
     assert created.status_code == 200, created.text
-    text = "SHOW STREAMS;\nCREATE STREAM PQ_AGG AS\n  SELECT ID, COUNT(*) AS N\n  FROM PQ_SRC\n  GROUP BY ID;"
+    text = ("SHOW STREAMS;\nCREATE STREAM PQ_J AS\n  SELECT A.ID, A.V\n  FROM PQ_SRC A\n"
+            "  JOIN PQ_SRC B WITHIN 1 SECOND ON A.ID = B.ID;")
     answer = ksql(client, text)
     assert answer.status_code == 400, answer.text
     body = answer.json()
-    assert "GROUP BY is not supported" in body["message"]
-    assert (body["line"], body["column"]) == (5, 12)  # the GROUP BY expression
+    assert "JOIN is not supported" in body["message"]
+    assert (body["line"], body["column"]) == (5, 36)  # the join condition
     assert ksql(client, "SHOW QUERIES;").json()[0]["queries"] == []  # nothing reached the log

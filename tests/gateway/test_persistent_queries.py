@@ -143,7 +143,7 @@ def test_csas_lifecycle_through_the_rest_api(memory_broker: EmbeddedBroker, serv
     unsupported = server.ksql(f"CREATE STREAM agg_{suffix} AS SELECT id, COUNT(*) AS n "
                               f"FROM {orders} GROUP BY id;")  # fmt: skip
     assert unsupported.status_code == 400
-    assert "GROUP BY" in unsupported.json()["message"]
+    assert "Your SELECT query produces a TABLE" in unsupported.json()["message"]
 
     checkpoint = tmp_path / "node" / "checkpoints" / query_id
     assert checkpoint.is_dir()
@@ -198,3 +198,51 @@ def test_kill_9_while_records_flow_then_restart_writes_each_record_once(  # type
     assert len(values) == total, f"{len(values)} records for {total} inputs"
     assert sorted(values) == list(range(1, total + 1))
     assert restarted.stop() == 0
+
+
+def test_ctas_aggregate_is_materialized_and_answers_pull_queries(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+) -> None:
+    suffix = uuid.uuid4().hex[:6].upper()
+    rides, current = f"RIDES_{suffix}", f"CURRENT_{suffix}"
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"agg_{suffix}",
+                            "--set", "ksql.streams.cache.max.bytes.buffering=0")  # fmt: skip
+    _ok(server.ksql(f"CREATE STREAM {rides} (profileId VARCHAR, latitude DOUBLE, km INT) WITH "
+                    f"(kafka_topic='{rides}', partitions=2, value_format='JSON');"))  # fmt: skip
+    created = _ok(server.ksql(
+        f"CREATE TABLE {current} AS SELECT profileId, LATEST_BY_OFFSET(latitude) AS la, "
+        f"COUNT(*) AS n, SUM(km) AS km FROM {rides} GROUP BY profileId EMIT CHANGES;"))
+    message = created[0]["commandStatus"]["message"]
+    assert message.startswith(f"Table created with query ID: CTAS_{current}_"), message
+    inputs = [("c2", 37.7, 1), ("4ab", 37.4, 2), ("c2", 37.8, 3), ("18f", 37.5, 4),
+              ("c2", 37.9, 5)]
+    for profile, latitude, km in inputs:
+        _ok(server.ksql(f"INSERT INTO {rides} (profileId, latitude, km) VALUES ('{profile}', "
+                        f"{latitude}, {km});"))  # fmt: skip
+
+    records = _read_topic(memory_broker, current, 2, want=len(inputs))
+    assert len(records) == len(inputs)  # one update per input record (buffering off)
+    final = {k: v for k, v, _ in records}
+    assert final[b"c2"] == {"LA": 37.9, "N": 3, "KM": 9}
+
+    deadline = time.monotonic() + 30
+    while True:  # the table is materialized from its changelog (the sink topic)
+        pulled = server.query(f"SELECT * FROM {current} WHERE profileId = 'c2';")
+        rows = [i["row"]["columns"] for i in pulled.json() if "row" in i] if pulled.status_code == 200 else []
+        if rows == [["c2", 37.9, 3, 9]] or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert rows == [["c2", 37.9, 3, 9]], pulled.text
+    _ok(server.ksql(f"INSERT INTO {rides} (profileId, latitude, km) VALUES ('c2', 38.0, 10);"))
+    deadline = time.monotonic() + 30
+    while True:
+        pulled = server.query(f"SELECT n, la FROM {current} WHERE profileId = 'c2';")
+        rows = [i["row"]["columns"] for i in pulled.json() if "row" in i]
+        if rows == [[4, 38.0]] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert rows == [[4, 38.0]]
+    explained = _ok(server.ksql(f"EXPLAIN {message.rsplit(' ', 1)[-1]};"))
+    assert "[ AGGREGATE ]" in explained[0]["queryDescription"]["executionPlan"]
+    assert server.stop() == 0

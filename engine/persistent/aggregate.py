@@ -1,0 +1,450 @@
+"""An aggregating persistent query (``CREATE TABLE ... AS SELECT ... GROUP BY``), checked and compiled. Pure.
+
+ksqlDB's logical plan of an aggregation is source -> WHERE -> GROUP BY (re-key by the grouping
+expressions) -> AGGREGATE -> HAVING -> SELECT. This module applies its rules (the messages are
+ksqlDB's, from its AggregateAnalyzer):
+
+- the key columns are the GROUP BY expressions, in their order; each must be selected, and its
+  column takes the name of the SELECT item that selects it;
+- every other SELECT item, and HAVING, may read only grouping expressions (or expressions built
+  from them) and aggregate calls; aggregate calls cannot nest and cannot appear in GROUP BY;
+- over a TABLE source, only aggregate functions that can undo a row are allowed (a changed row is
+  taken out of its old group before it is added to its new one).
+
+Compiling splits every SELECT item and HAVING into the aggregate calls it contains (whose arguments
+are evaluated on the source row, before aggregation) and a post-aggregation expression over the
+grouping values (``$GROUP_i``) and the aggregates' results (``$AGG_i``), compiled by the pull
+queries' expression compiler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from headwater.engine import _functions as fn
+from headwater.engine.errors import ExpressionError
+from headwater.engine.expressions import (
+    Evaluator,
+    Scope,
+    UnresolvedColumn,
+    compile_expression,
+    expand_stars,
+    format_expression,
+    select_names,
+)
+from headwater.engine.persistent.compile import (
+    PSEUDO_COLUMNS,
+    RESERVED_NAMES,
+    TABLE_FUNCTIONS,
+    OutputColumn,
+    QueryCompileError,
+    _bare,
+    _has_map,
+    _normal,
+)
+from headwater.engine.persistent.udafs import AGGREGATE_NAMES, Udaf, constant_arity, resolve_udaf
+from headwater.engine.expressions import resolve_type
+from headwater.metastore.catalog import Catalog, Source, SourceKind
+from headwater.sqlparse_ext.sqltypes import SqlType
+from headwater.sqlparse_ext.statements import Query
+from sqlglot import exp
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateCall:
+    """One aggregate function call: its function and its column arguments (on the source row)."""
+
+    udaf: Udaf
+    args: tuple[Evaluator, ...] = field(repr=False, compare=False)
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAggregate:
+    """A checked aggregating query.
+
+    Attributes:
+        source: the stream or table it reads.
+        columns: the output columns: the key columns (the GROUP BY expressions, in their order,
+            named by the SELECT items that select them), then the value columns.
+        row_filter: WHERE (on the source row), or None.
+        group_keys: one evaluator per GROUP BY expression (on the source row).
+        calls: the aggregate calls, in the order of their ``$AGG_i`` names.
+        values: one evaluator per value column, on the aggregated row (``$GROUP_i``, ``$AGG_i``).
+        having: HAVING on the aggregated row, or None.
+    """
+
+    source: Source
+    columns: tuple[OutputColumn, ...]
+    row_filter: Evaluator | None = field(repr=False, compare=False)
+    group_keys: tuple[Evaluator, ...] = field(repr=False, compare=False)
+    calls: tuple[AggregateCall, ...] = field(repr=False, compare=False)
+    values: tuple[Evaluator, ...] = field(repr=False, compare=False)
+    having: Evaluator | None = field(repr=False, compare=False)
+    group_by_text: tuple[str, ...] = ()
+    where_text: str = ""
+    having_text: str = ""
+    projection_text: tuple[str, ...] = ()
+
+    @property
+    def key_columns(self) -> tuple[OutputColumn, ...]:
+        """The output key columns."""
+        return tuple(c for c in self.columns if c.key)
+
+    @property
+    def value_columns(self) -> tuple[OutputColumn, ...]:
+        """The output value columns."""
+        return tuple(c for c in self.columns if not c.key)
+
+
+def is_aggregation(query: Query) -> bool:
+    """Whether a query aggregates (GROUP BY, or aggregate calls that ksqlDB would refuse without it)."""
+    return bool(query.group_by)
+
+
+def group_name(index: int) -> str:
+    """The aggregated row's name of the ``index``-th grouping value."""
+    return f"$GROUP_{index}"
+
+
+def agg_name(index: int) -> str:
+    """The aggregated row's name of the ``index``-th aggregate's result."""
+    return f"$AGG_{index}"
+
+
+def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> CompiledAggregate:
+    """Checks an aggregating query against the catalog and compiles it.
+
+    Raises:
+        QueryCompileError: ksqlDB would refuse the query, or it needs what is not built yet.
+    """
+    if query.joins:
+        raise QueryCompileError("JOIN is not supported in persistent queries yet (joins arrive "
+                                "with issue 16).", "JOIN", query.joins[0].on)  # fmt: skip
+    if query.window is not None:
+        raise QueryCompileError("WINDOW is not supported in persistent queries yet (windowed "
+                                "aggregations arrive with issue 15).", "WINDOW")  # fmt: skip
+    if query.emit == "FINAL":
+        raise QueryCompileError("EMIT FINAL is only valid for windowed aggregations.", "EMIT FINAL")
+    if query.limit is not None:
+        raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
+    if query.partition_by:
+        raise QueryCompileError("PARTITION BY and GROUP BY in the same query is not supported.",
+                                "PARTITION BY")  # fmt: skip
+    source = catalog.source(query.source.name)
+    if source is None:
+        raise QueryCompileError(f"{query.source.name} does not exist.")
+    if source.windowed:
+        raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
+                                f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+    custom = dict(catalog.types)
+    columns = {c.name: resolve_type(c.type, custom) for c in source.columns}
+    scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
+    qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
+    scope = Scope(scope_columns, qualifiers, custom)
+
+    row_filter, where_text = _where(query.where, scope)
+    groups = _group_by(query.group_by, scope)
+    try:
+        items = expand_stars(query.select, qualifiers, columns, lambda: _star(source))
+    except ExpressionError as error:
+        raise QueryCompileError(error.message) from error
+    names = select_names(items)
+
+    for node in (*items, *([query.having] if query.having is not None else [])):
+        for call in node.find_all(exp.Anonymous):
+            name = call.name.upper()
+            if name not in AGGREGATE_NAMES and name not in TABLE_FUNCTIONS and name not in fn.FUNCTIONS:
+                raise QueryCompileError(f"Can't find any functions with the name '{name}'", None,
+                                        call)  # fmt: skip
+    splitter = _Splitter(scope, [g.normal for g in groups])
+    post_items = [splitter.split(_bare(item), "SELECT") for item in items]
+    having_node = None if query.having is None else splitter.split(query.having, "HAVING")
+    if not splitter.calls:
+        raise QueryCompileError("GROUP BY requires aggregate functions in either the SELECT or "
+                                "HAVING clause.")  # fmt: skip
+    if splitter.non_aggregate_select:
+        raise QueryCompileError(
+            "Non-aggregate SELECT expression(s) not part of GROUP BY: "
+            + ", ".join(splitter.non_aggregate_select)
+            + "\nEither add the column(s) to the GROUP BY or remove them from the SELECT.")
+    if splitter.non_aggregate_having:
+        raise QueryCompileError(
+            "Non-aggregate HAVING expression not part of GROUP BY: "
+            + ", ".join(splitter.non_aggregate_having)
+            + "\nConsider switching the HAVING clause to a WHERE clause before the GROUP BY.")
+    if source.kind is SourceKind.TABLE:
+        stream_only = [c.udaf.name for c in splitter.calls if not c.udaf.table]
+        if stream_only:
+            unique = list(dict.fromkeys(stream_only))
+            listed = unique[0] if len(unique) == 1 else (", ".join(unique[:-1]) + " and "
+                                                         + unique[-1])  # fmt: skip
+            raise QueryCompileError(f"The aggregation functions {listed} cannot be applied to a "
+                                    "table source, only to a stream source.")  # fmt: skip
+
+    post_columns = {group_name(i): g.type for i, g in enumerate(groups)}
+    post_columns.update({agg_name(i): c.udaf.return_type for i, c in enumerate(splitter.calls)})
+    post_scope = Scope(post_columns, frozenset(), custom)
+
+    key_slots: dict[int, int] = {}  # select item -> group index
+    for index, item in enumerate(items):
+        text = _normal(item)
+        for g_index, group in enumerate(groups):
+            if text == group.normal and g_index not in key_slots.values():
+                key_slots[index] = g_index
+                break
+    missing = [g for i, g in enumerate(groups) if i not in key_slots.values()]
+    if missing:
+        texts = [g.text for g in missing]
+        noun = "grouping expression" + ("s" if len(texts) > 1 else "")
+        listed = texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+        raise QueryCompileError(f"The query used to build `{sink_name}` must include the {noun} "
+                                f"{listed} in its projection (eg, SELECT {', '.join(texts)}...).")
+
+    keys: list[OutputColumn | None] = [None] * len(groups)
+    value_columns: list[OutputColumn] = []
+    value_fns: list[Evaluator] = []
+    seen: set[str] = set()
+    for index, (item, name, post) in enumerate(zip(items, names, post_items, strict=True)):
+        if name in seen:
+            raise QueryCompileError(f"Duplicate value columns found in schema: `{name}`")
+        seen.add(name)
+        slot = key_slots.get(index)
+        if slot is not None:
+            if _has_map(groups[slot].type):
+                raise QueryCompileError(
+                    "Map keys, including types that contain maps, are not supported as they may "
+                    f"lead to unexpected behavior due to inconsistent serialization. Key column "
+                    f"name: `{name}`. Column type: {groups[slot].type.sql()}. See "
+                    "https://github.com/confluentinc/ksql/issues/6621 for more.")  # fmt: skip
+            keys[slot] = OutputColumn(name, groups[slot].type, True)
+            continue
+        if name in RESERVED_NAMES:
+            if isinstance(item, exp.Alias):
+                raise QueryCompileError(f"`{name}` is a reserved column name. You cannot use it "
+                                        "as an alias for a column.", None, item)  # fmt: skip
+            raise QueryCompileError(f"Reserved column name in select: `{name}`. Please remove or "
+                                    "alias the column.", None, item)  # fmt: skip
+        compiled = _compile_post(post, post_scope, "SELECT")
+        if compiled.type == fn.NULL:
+            raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
+                                    "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
+        value_columns.append(OutputColumn(name, compiled.type, False))
+        value_fns.append(compiled.evaluate)
+    if not value_columns:
+        raise QueryCompileError("The projection contains no value columns.")
+    having = None
+    having_text = ""
+    if having_node is not None:
+        compiled_having = _compile_post(having_node, post_scope, "HAVING")
+        if compiled_having.type not in (fn.BOOLEAN, fn.NULL):
+            raise QueryCompileError("Type error in HAVING expression: Should evaluate to boolean "
+                                    f"but is {format_expression(query.having)} "  # type: ignore[arg-type]
+                                    f"({compiled_having.type}) instead.")  # fmt: skip
+        having = compiled_having.evaluate
+        having_text = format_expression(query.having)  # type: ignore[arg-type]
+    return CompiledAggregate(
+        source=source,
+        columns=tuple(k for k in keys if k is not None) + tuple(value_columns),
+        row_filter=row_filter,
+        group_keys=tuple(g.evaluate for g in groups),
+        calls=tuple(splitter.calls),
+        values=tuple(value_fns),
+        having=having,
+        group_by_text=tuple(g.text for g in groups),
+        where_text=where_text,
+        having_text=having_text,
+        projection_text=tuple(format_expression(_bare(i)) for i in items),
+    )
+
+
+# -- the pieces --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    normal: str
+    text: str
+    type: SqlType
+    evaluate: Evaluator
+
+
+def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]:
+    if where is None:
+        return None, ""
+    for call in where.find_all(exp.Anonymous):
+        if call.name.upper() in AGGREGATE_NAMES:
+            raise QueryCompileError(f"Aggregate functions can not be used in the WHERE clause: "
+                                    f"{call.name.upper()}", "WHERE", call)  # fmt: skip
+    try:
+        compiled = compile_expression(where, scope)
+    except UnresolvedColumn as error:
+        raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
+    except ExpressionError as error:
+        raise QueryCompileError(f"Error in WHERE expression: {error.message}") from error
+    if compiled.type not in (fn.BOOLEAN, fn.NULL):
+        raise QueryCompileError("Type error in WHERE expression: Should evaluate to boolean but is "
+                                f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
+    return compiled.evaluate, compiled.text
+
+
+def _group_by(nodes: Sequence[exp.Expr], scope: Scope) -> list[_Group]:
+    groups: list[_Group] = []
+    for node in nodes:
+        for call in node.find_all(exp.Anonymous):
+            name = call.name.upper()
+            if name in AGGREGATE_NAMES:
+                raise QueryCompileError(f"GROUP BY does not support aggregate functions: {name} "
+                                        "is an aggregate function.", "GROUP BY", call)  # fmt: skip
+            if name in TABLE_FUNCTIONS:
+                raise QueryCompileError(f"GROUP BY does not support table functions: {name} is a "
+                                        "table function.", "GROUP BY", call)  # fmt: skip
+        try:
+            compiled = compile_expression(node, scope)
+        except UnresolvedColumn as error:
+            raise QueryCompileError(f"GROUP BY column '{error.column}' cannot be resolved.", None,
+                                    node) from error  # fmt: skip
+        except ExpressionError as error:
+            raise QueryCompileError(f"Error in GROUP BY expression: {error.message}") from error
+        normal = _normal(node)
+        if any(g.normal == normal for g in groups):
+            raise QueryCompileError(f"Duplicate GROUP BY expression: {compiled.text}", None, node)
+        groups.append(_Group(normal, compiled.text, compiled.type, compiled.evaluate))
+    return groups
+
+
+def _star(source: Source) -> list[exp.Expr]:
+    def column(name: str) -> exp.Expr:
+        return exp.column(exp.to_identifier(name, quoted=True))
+
+    return [column(c.name) for c in (*source.key_columns, *(c for c in source.columns
+                                                            if not c.key))]  # fmt: skip
+
+
+class _Splitter:
+    """Splits post-aggregation expressions from the aggregate calls inside them."""
+
+    def __init__(self, scope: Scope, group_normals: list[str]) -> None:
+        self.scope = scope
+        self.groups = group_normals
+        self.calls: list[AggregateCall] = []
+        self._call_texts: list[str] = []
+        self.non_aggregate_select: list[str] = []
+        self.non_aggregate_having: list[str] = []
+
+    def split(self, node: exp.Expr, clause: str) -> exp.Expr:
+        """``node`` with grouping expressions and aggregate calls replaced by their names."""
+        copy = node.copy()
+        stray: list[str] = []
+        replaced = self._replace(copy, stray, clause)
+        if stray:
+            if clause == "SELECT":
+                self.non_aggregate_select.append(format_expression(node))
+            else:
+                self.non_aggregate_having.extend(dict.fromkeys(stray))
+        return replaced
+
+    def _replace(self, node: exp.Expr, stray: list[str], clause: str) -> exp.Expr:
+        if not isinstance(node, (exp.Literal, exp.Null, exp.Boolean)):
+            normal = _normal(node)
+            if normal in self.groups:
+                return _ref(group_name(self.groups.index(normal)))
+        if isinstance(node, exp.Anonymous) and node.name.upper() in AGGREGATE_NAMES:
+            return _ref(agg_name(self._call(node)))
+        if isinstance(node, exp.Anonymous) and node.name.upper() in TABLE_FUNCTIONS:
+            raise QueryCompileError(f"Table function {node.name.upper()} is not supported yet.",
+                                    "table function", node)  # fmt: skip
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            stray.append(format_expression(node))
+            return node
+        for key, value in list(node.args.items()):
+            if isinstance(value, exp.Expr):
+                node.set(key, self._replace(value, stray, clause))
+            elif isinstance(value, list):
+                node.set(key, [self._replace(v, stray, clause) if isinstance(v, exp.Expr) else v
+                               for v in value])  # fmt: skip
+        return node
+
+    def _call(self, call: exp.Anonymous) -> int:
+        text = _normal(call)
+        if text in self._call_texts:
+            return self._call_texts.index(text)
+        name = call.name.upper()
+        args = list(call.expressions)
+        if len(args) == 1 and isinstance(args[0], exp.Star):
+            args = []
+        for arg in args:
+            for inner in arg.find_all(exp.Anonymous):
+                if inner.name.upper() in AGGREGATE_NAMES:
+                    raise QueryCompileError(f"Aggregate functions can not be nested: {name}("
+                                            f"{inner.name.upper()}())", None, call)  # fmt: skip
+        n_constants = constant_arity(name, len(args))
+        column_args = args[:len(args) - n_constants]
+        constant_args = args[len(args) - n_constants:]
+        evaluators: list[Evaluator] = []
+        types: list[SqlType] = []
+        for arg in column_args:
+            compiled = self._compile_arg(arg, name)
+            evaluators.append(compiled.evaluate)
+            types.append(compiled.type)
+        constants: list[Any] = []
+        for arg in constant_args:
+            compiled = self._compile_arg(arg, name)
+            if not compiled.constant:
+                raise QueryCompileError(f"Parameter {len(types) + len(constants) + 1} of {name} "
+                                        "must be a literal.", None, arg)  # fmt: skip
+            constants.append(compiled.evaluate({}))
+        try:
+            udaf = resolve_udaf(name, types, constants)
+        except ExpressionError as error:
+            raise QueryCompileError(error.message, None, call) from error
+        self.calls.append(AggregateCall(udaf, tuple(evaluators), format_expression(call)))
+        self._call_texts.append(text)
+        return len(self.calls) - 1
+
+    def _compile_arg(self, arg: exp.Expr, name: str):  # type: ignore[no-untyped-def]
+        try:
+            return compile_expression(arg, self.scope)
+        except UnresolvedColumn as error:
+            raise QueryCompileError(f"Column '{error.column}' cannot be resolved (an argument "
+                                    f"of {name}).", None, arg) from error  # fmt: skip
+        except ExpressionError as error:
+            raise QueryCompileError(error.message, None, arg) from error
+
+
+def _ref(name: str) -> exp.Expr:
+    return exp.column(exp.to_identifier(name, quoted=True))
+
+
+def _compile_post(node: exp.Expr, scope: Scope, clause: str):  # type: ignore[no-untyped-def]
+    try:
+        return compile_expression(node, scope)
+    except UnresolvedColumn as error:  # the splitter reported these already
+        raise QueryCompileError(f"{clause} column '{error.column}' cannot be resolved.") from error
+    except ExpressionError as error:
+        raise QueryCompileError(error.message) from error
+
+
+def describe_aggregate(compiled: CompiledAggregate, sink: str) -> list[str]:
+    """The query's steps, one line each, for EXPLAIN (ksqlDB's step names)."""
+    schema = ", ".join(f"`{c.name}` {c.type.sql()}" + (" KEY" if c.key else "")
+                       for c in compiled.columns)  # fmt: skip
+    steps = [f"> [ SINK ] | Schema: {schema} | Logger: {sink}",
+             (f"\t\t > [ PROJECT ] | Schema: {schema} | Expressions: "
+              f"{', '.join(compiled.projection_text)}")]  # fmt: skip
+    if compiled.having_text:
+        steps.append(f"\t\t\t\t > [ FILTER ] | Condition: {compiled.having_text}")
+    calls = ", ".join(c.text for c in compiled.calls)
+    steps.append(f"\t\t\t\t\t\t > [ AGGREGATE ] | Aggregations: {calls}")
+    steps.append(f"\t\t\t\t\t\t\t\t > [ GROUP BY ] | {', '.join(compiled.group_by_text)}")
+    if compiled.where_text:
+        steps.append(f"\t\t\t\t\t\t\t\t\t\t > [ FILTER ] | Condition: {compiled.where_text}")
+    source = compiled.source
+    columns = ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "")
+                        for c in source.columns)  # fmt: skip
+    steps.append(f"\t\t\t\t\t\t\t\t\t\t\t\t > [ SOURCE ] | Schema: {columns} | Topic: "
+                 f"{source.topic}")  # fmt: skip
+    return steps
+

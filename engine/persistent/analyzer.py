@@ -1,0 +1,72 @@
+"""The engine's answers to the metastore's planner about persistent queries. Pure.
+
+The metastore stays below the engine: its planner is handed `QUERY_ANALYZER` (a
+`headwater.metastore.plan.QueryAnalyzer`) and learns from it what a SELECT reads, writes and
+produces, and whether a sink's columns can be written in its formats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from headwater.engine.errors import SerdeError
+from headwater.engine.persistent.aggregate import compile_aggregate, describe_aggregate
+from headwater.engine.persistent.compile import (
+    OutputColumn,
+    QueryCompileError,
+    compile_query,
+    describe_shape,
+)
+from headwater.engine.serde import RowSerde
+from headwater.metastore.catalog import Catalog, Source, SourceKind
+from headwater.metastore.errors import ValidationError
+from headwater.metastore.plan import QueryShape
+from headwater.sqlparse_ext.statements import Query
+
+
+class _Analyzer:
+    """A `metastore.plan.QueryAnalyzer` over the engine's query compilers."""
+
+    def shape(self, query: Query, catalog: Catalog, sink_name: str) -> QueryShape:
+        """The query's sources, output columns and result kind; ValidationError when refused."""
+        try:
+            if query.group_by:
+                aggregate = compile_aggregate(query, catalog, sink_name)
+                return QueryShape((aggregate.source.name,),
+                                  tuple(c.catalog_column() for c in aggregate.columns),
+                                  SourceKind.TABLE)  # fmt: skip
+            compiled = compile_query(query, catalog, sink_name)
+        except QueryCompileError as error:
+            raise ValidationError(error.message, error.offset) from error
+        return QueryShape((compiled.source.name,), compiled.catalog_columns(), compiled.kind)
+
+    def check_sink(self, sink: Source, catalog: Catalog) -> None:
+        """ValidationError when the sink's columns cannot be written in its formats."""
+        try:
+            RowSerde.for_source(sink, catalog.types)
+        except SerdeError as error:
+            raise ValidationError(error.message) from error
+
+
+#: The engine's analysis of persistent queries, handed to the metastore's planner.
+QUERY_ANALYZER = _Analyzer()
+
+
+@dataclass(frozen=True, slots=True)
+class QueryDescription:
+    """What EXPLAIN shows of a persistent query: its source, output columns and steps."""
+
+    source: str
+    columns: tuple[OutputColumn, ...]
+    steps: tuple[str, ...]
+
+
+def describe_query(query: Query, catalog: Catalog, sink_name: str) -> QueryDescription:
+    """The description of a persistent query's SELECT (raises QueryCompileError when refused)."""
+    if query.group_by:
+        aggregate = compile_aggregate(query, catalog, sink_name)
+        return QueryDescription(aggregate.source.name, aggregate.columns,
+                                tuple(describe_aggregate(aggregate, sink_name)))  # fmt: skip
+    compiled = compile_query(query, catalog, sink_name)
+    return QueryDescription(compiled.source.name, compiled.columns,
+                            tuple(describe_shape(compiled, sink_name)))  # fmt: skip

@@ -1,0 +1,168 @@
+"""An aggregating query on Spark: the grouped rows of the Kafka source, shuffled by group into
+``transformWithState`` operators that keep each group's aggregates in Spark's state store. Does I/O
+(inside Spark).
+
+The plan (`aggregate_frame`)::
+
+    kafka source (stage 1: group)  --groupBy(source key)-->  ChangeProcessor   (TABLE sources only)
+                                   --groupBy(group)------->  AggregateProcessor --> the sink
+
+Spark shuffles rows by key and keeps the states (RocksDB, checkpointed with the query's offsets, so
+a restart neither loses nor double counts an update); what every stage computes is
+`headwater.engine.persistent.aggregating`'s, run on pickled rows and states. Records the operators
+skip travel through the stages as error rows (all under one empty key) to the sink, which logs them.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from headwater.engine.persistent.aggregating import (
+    AggregatePipeline,
+    GroupedRow,
+    GroupState,
+    TableChange,
+)
+from headwater.engine.persistent.operators import ProcessingError
+from headwater.metastore.codec import catalog_from_dict
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+#: Stage 1's rows: the group (or, over a table, the source key) to shuffle by, the pickled
+#: `GroupedRow` / `TableChange`, and for a skipped record its error.
+GROUPED_SCHEMA = ("group binary, row binary, source_partition int, source_offset long, "
+                  "error string, detail binary")  # fmt: skip
+#: What the aggregate stage gives the sink (`kafka_source.OUTPUT_SCHEMA` plus the input sequence).
+AGGREGATED_SCHEMA = ("key binary, value binary, timestamp long, partition int, "
+                     "source_partition int, source_offset long, source_seq int, error string")  # fmt: skip
+
+_lock = threading.Lock()
+_pipelines: dict[str, AggregatePipeline] = {}
+
+
+def pipeline_of(payload: str) -> AggregatePipeline:
+    """The aggregate pipeline of a query payload (JSON: query id, catalog, buffering), built once
+    per Python worker."""
+    with _lock:
+        found = _pipelines.get(payload)
+        if found is None:
+            body = json.loads(payload)
+            catalog = catalog_from_dict(body["catalog"])
+            found = AggregatePipeline.for_query(catalog.queries[body["queryId"]], catalog,
+                                                buffering=bool(body.get("buffering")))  # fmt: skip
+            _pipelines[payload] = found
+        return found
+
+
+def grouped_rows(items: list[GroupedRow | TableChange],
+                 errors: list[ProcessingError]) -> dict[str, list[Any]]:  # fmt: skip
+    """Stage 1's output as the columns of `GROUPED_SCHEMA`."""
+    columns: dict[str, list[Any]] = {n: [] for n in ("group", "row", "source_partition",
+                                                     "source_offset", "error", "detail")}  # fmt: skip
+    for item in items:
+        columns["group"].append(item.source_key if isinstance(item, TableChange) else item.group)
+        columns["row"].append(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
+        columns["source_partition"].append(item.partition)
+        columns["source_offset"].append(item.offset)
+        columns["error"].append(None)
+        columns["detail"].append(None)
+    for e in errors:
+        columns["group"].append(b"")
+        columns["row"].append(None)
+        columns["source_partition"].append(e.partition)
+        columns["source_offset"].append(e.offset)
+        columns["error"].append(e.kind)
+        columns["detail"].append(_detail(e.message, e.topic))
+    return columns
+
+
+def _detail(message: str, topic: str) -> bytes:
+    return json.dumps({"message": message, "topic": topic}).encode()
+
+
+class ChangeProcessor(StatefulProcessor):
+    """Stage 2 (TABLE sources): per source key, the key's last row; emits undo and add rows."""
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.pipeline = pipeline_of(self.payload)
+        self.last = handle.getValueState("row", "row binary")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        changes: list[TableChange] = []
+        for row in rows:
+            if row.error is not None:
+                yield row
+            else:
+                changes.append(pickle.loads(row.row))
+        if not changes:
+            return
+        stored = self.last.get() if self.last.exists() else None
+        previous: GroupedRow | None = pickle.loads(stored[0]) if stored and stored[0] else None
+        for change in sorted(changes, key=lambda c: (c.partition, c.offset)):
+            for out in self.pipeline.change(previous, change):
+                yield Row(group=out.group, row=pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL),
+                          source_partition=out.partition, source_offset=out.offset, error=None,
+                          detail=None)  # fmt: skip
+            previous = change.row
+        if previous is None:
+            self.last.clear()
+        else:
+            self.last.update((pickle.dumps(previous, protocol=pickle.HIGHEST_PROTOCOL),))
+
+    def close(self) -> None:
+        pass
+
+
+class AggregateProcessor(StatefulProcessor):
+    """Stage 3: per group, the aggregates' states; emits the group's updates."""
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.pipeline = pipeline_of(self.payload)
+        self.state = handle.getValueState("aggregates", "state binary")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        grouped: list[GroupedRow] = []
+        for row in rows:
+            if row.error is not None:
+                yield Row(key=None, value=row.detail, timestamp=0, partition=-1,
+                          source_partition=row.source_partition, source_offset=row.source_offset,
+                          source_seq=0, error=row.error)  # fmt: skip
+            else:
+                grouped.append(pickle.loads(row.row))
+        if not grouped:
+            return
+        stored = self.state.get() if self.state.exists() else None
+        state: GroupState | None = pickle.loads(stored[0]) if stored and stored[0] else None
+        state, outputs, errors = self.pipeline.aggregate(state, grouped)
+        self.state.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
+        for o in outputs:
+            yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
+                      source_partition=o.source_partition, source_offset=o.source_offset,
+                      source_seq=o.source_seq, error=None)  # fmt: skip
+        for e in errors:
+            yield Row(key=None, value=_detail(e.message, e.topic), timestamp=0, partition=-1,
+                      source_partition=e.partition, source_offset=e.offset, source_seq=0,
+                      error=e.kind)  # fmt: skip
+
+    def close(self) -> None:
+        pass
+
+
+def aggregate_frame(grouped: Any, payload: str, table_source: bool) -> Any:
+    """The aggregated DataFrame (`AGGREGATED_SCHEMA`) of stage 1's streaming DataFrame."""
+    frame = grouped
+    if table_source:
+        frame = frame.groupBy("group").transformWithState(
+            ChangeProcessor(payload), GROUPED_SCHEMA, "Append", "None")
+    return frame.groupBy("group").transformWithState(
+        AggregateProcessor(payload), AGGREGATED_SCHEMA, "Append", "None")

@@ -1,0 +1,201 @@
+"""Aggregating persistent queries, the pure side: CREATE TABLE ... AS SELECT ... GROUP BY planned
+with ksqlDB's rules, and the group / change / aggregate stages run in-process (as Spark runs them,
+states pickled between batches). No broker, no JVM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from headwater.engine.partitioner import partition_for
+from headwater.engine.persistent import QUERY_ANALYZER, InputRecord
+from headwater.engine.persistent.aggregate import compile_aggregate
+from headwater.engine.persistent.aggregating import (
+    AggregatePipeline,
+    LocalAggregation,
+    is_aggregate_statement,
+)
+from headwater.engine.persistent.analyzer import describe_query
+from headwater.engine.persistent.compile import QueryCompileError
+from headwater.metastore.catalog import Catalog, SourceKind
+from headwater.metastore.errors import ValidationError
+from headwater.metastore.plan import TopicFacts, plan
+from headwater.metastore.records import CommandRecord, encode
+from headwater.metastore.replay import Fold
+from headwater.sqlparse_ext import parse_one
+from headwater.sqlparse_ext import statements as ast
+
+FACTS = TopicFacts({"orders": 2, "items": 1})
+ORDERS = ("CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUBLE) "
+          "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
+ITEMS = ("CREATE TABLE items (id STRING PRIMARY KEY, kind STRING, qty INT) "
+         "WITH (kafka_topic='items', value_format='JSON');")  # fmt: skip
+
+
+def _catalog(*statements: str) -> Catalog:
+    fold = Fold()
+    for offset, text in enumerate(statements):
+        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
+        assert planned.command is not None, text
+        outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
+                                                         planned.command)))  # fmt: skip
+        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
+    return fold.catalog
+
+
+def _compile(select_text: str, *sources: str) -> object:
+    statement = parse_one(f"CREATE TABLE OUT AS {select_text};")
+    assert isinstance(statement, ast.CreateAsSelect)
+    return compile_aggregate(statement.query, _catalog(*(sources or (ORDERS,))), "OUT")
+
+
+def _run(catalog: Catalog, query_id: str, records: list[InputRecord], *,
+         buffering: bool = False, batches: int = 1) -> list[tuple[object, object]]:  # fmt: skip
+    """The (key, value) the query writes for ``records``, fed in ``batches`` batches."""
+    local = LocalAggregation(AggregatePipeline.for_query(catalog.queries[query_id], catalog,
+                                                         buffering=buffering))  # fmt: skip
+    out = []
+    size = max(1, len(records) // batches)
+    for start in range(0, len(records), size):
+        written, _errors = local.process(records[start:start + size])
+        out.extend((o.key.decode() if o.key else None,
+                    json.loads(o.value) if o.value is not None else None) for o in written)
+    return out
+
+
+def _order(offset: int, key: str | None, value: dict | None, ts: int = 0,
+           partition: int = 0) -> InputRecord:  # fmt: skip
+    return InputRecord(key.encode() if key else None,
+                       json.dumps(value).encode() if value is not None else None, ts, partition,
+                       offset)  # fmt: skip
+
+
+def test_ctas_plans_a_table_keyed_by_the_grouping_expressions() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE totals AS SELECT item, COUNT(*) AS n, SUM(qty) AS q "
+                               "FROM orders GROUP BY item;")  # fmt: skip
+    sink = catalog.source("TOTALS")
+    assert sink is not None and sink.kind is SourceKind.TABLE and sink.query_id == "CTAS_TOTALS_1"
+    assert [(c.name, c.type, c.key) for c in sink.columns] == [
+        ("ITEM", "STRING", True), ("N", "BIGINT", False), ("Q", "INTEGER", False)]
+    assert is_aggregate_statement(catalog.queries["CTAS_TOTALS_1"].statement_text)
+
+
+def test_multiple_grouping_expressions_are_key_columns_in_group_by_order() -> None:
+    compiled = _compile("SELECT qty, item, qty * 2 AS d, COUNT(*) FROM orders GROUP BY item, qty")
+    assert [(c.name, c.key) for c in compiled.columns] == [  # type: ignore[attr-defined]
+        ("ITEM", True), ("QTY", True), ("D", False), ("KSQL_COL_0", False)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SELECT item, qty, COUNT(*) FROM orders GROUP BY item",
+         "Non-aggregate SELECT expression(s) not part of GROUP BY: QTY"),
+        ("SELECT item, COUNT(*) FROM orders GROUP BY item HAVING qty > 1",
+         "Non-aggregate HAVING expression not part of GROUP BY: QTY"),
+        ("SELECT COUNT(*) AS n FROM orders GROUP BY item",
+         ("The query used to build `OUT` must include the grouping expression ITEM in its "
+          "projection (eg, SELECT ITEM...).")),
+        ("SELECT item FROM orders GROUP BY item",
+         "GROUP BY requires aggregate functions in either the SELECT or HAVING clause."),
+        ("SELECT item, COUNT(*) FROM orders GROUP BY COUNT(*)",
+         "GROUP BY does not support aggregate functions: COUNT is an aggregate function."),
+        ("SELECT item, SUM(COUNT(*)) FROM orders GROUP BY item", "can not be nested"),
+        ("SELECT item, COUNT(*) FROM orders GROUP BY item HAVING COUNT(*)",
+         "Should evaluate to boolean"),
+        ("SELECT item, COUNT(*) FROM orders WHERE COUNT(*) > 1 GROUP BY item",
+         "Aggregate functions can not be used in the WHERE clause"),
+        ("SELECT item, NOPE(qty) FROM orders GROUP BY item",
+         "Can't find any functions with the name 'NOPE'"),
+    ],
+)
+def test_ksqldb_refusals(text: str, message: str) -> None:
+    with pytest.raises(QueryCompileError) as error:
+        _compile(text)
+    assert message in error.value.message
+
+
+def test_a_table_source_refuses_functions_that_cannot_undo() -> None:
+    with pytest.raises(QueryCompileError, match="The aggregation functions LATEST_BY_OFFSET and "
+                                                "MAX cannot be applied to a table source"):
+        _compile("SELECT kind, LATEST_BY_OFFSET(qty), MAX(qty) FROM items GROUP BY kind", ITEMS)
+
+
+def test_insert_into_a_stream_from_an_aggregation_is_refused() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM copy AS SELECT * FROM orders;")
+    with pytest.raises(ValidationError, match="Incompatible data sink and query result"):
+        plan(parse_one("INSERT INTO copy SELECT id, COUNT(*) AS n FROM orders GROUP BY id;"),
+             catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
+
+
+def test_one_update_per_input_record_in_input_order_even_within_one_batch() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q "
+                               "FROM orders GROUP BY item;")  # fmt: skip
+    records = [_order(i, "k", {"ITEM": item, "QTY": q})
+               for i, (item, q) in enumerate([("a", 1), ("a", 10), ("b", 100), ("a", 1000)])]
+    expected = [("a", {"C": 1, "Q": 1}), ("a", {"C": 2, "Q": 11}), ("b", {"C": 1, "Q": 100}),
+                ("a", {"C": 3, "Q": 1011})]  # fmt: skip
+    assert _run(catalog, "CTAS_N_1", records) == expected
+    assert _run(catalog, "CTAS_N_1", records, batches=4) == expected
+
+
+def test_with_buffering_each_group_writes_its_last_update_per_batch() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
+                               "GROUP BY item;")  # fmt: skip
+    records = [_order(i, "k", {"ITEM": item}) for i, item in enumerate("aaba")]
+    assert _run(catalog, "CTAS_N_1", records, buffering=True) == [("b", {"C": 1}),
+                                                                  ("a", {"C": 3})]  # fmt: skip
+
+
+def test_null_group_values_and_missing_values_are_skipped() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
+                               "GROUP BY item;")  # fmt: skip
+    local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
+    out, errors = local.process([_order(0, "k", {"ITEM": None}), _order(1, "k", None),
+                                 _order(2, "k", {"ITEM": "a"})])  # fmt: skip
+    assert [json.loads(o.value) for o in out] == [{"C": 1}]  # type: ignore[arg-type]
+    assert [(e.kind, e.offset) for e in errors] == [("serialization", 0)]
+    assert "Group-by column with index 0 resolved to null" in errors[0].message
+
+
+def test_having_writes_a_tombstone_only_when_a_group_stops_passing() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
+                               "GROUP BY item HAVING COUNT(*) = 2;")  # fmt: skip
+    records = [_order(i, "k", {"ITEM": "bob"}, ts=i + 1) for i in range(4)]
+    assert _run(catalog, "CTAS_N_1", records) == [("bob", {"C": 2}), ("bob", None)]
+
+
+def test_a_table_source_takes_a_changed_row_out_of_its_old_group_first() -> None:
+    catalog = _catalog(ITEMS, "CREATE TABLE kinds AS SELECT kind, COUNT(*) AS c, SUM(qty) AS q "
+                              "FROM items GROUP BY kind;")  # fmt: skip
+    records = [_order(0, "1", {"KIND": "a", "QTY": 1}), _order(1, "2", {"KIND": "b", "QTY": 2}),
+               _order(2, "1", {"KIND": "b", "QTY": 3}), _order(3, "2", None),
+               _order(4, "1", {"KIND": "b", "QTY": 5})]  # fmt: skip
+    assert _run(catalog, "CTAS_KINDS_1", records) == [
+        ("a", {"C": 1, "Q": 1}), ("b", {"C": 1, "Q": 2}),
+        ("a", {"C": 0, "Q": 0}), ("b", {"C": 2, "Q": 5}),  # key 1 moves from a to b
+        ("b", {"C": 1, "Q": 3}),  # key 2 deleted
+        ("b", {"C": 1, "Q": 5}),  # key 1 updated within its group: one update
+    ]
+
+
+def test_output_partition_and_timestamp_follow_the_key_and_the_newest_input() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
+                               "GROUP BY item;")  # fmt: skip
+    local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
+    out, _ = local.process([_order(0, "k", {"ITEM": "a"}, ts=50), _order(1, "k", {"ITEM": "a"},
+                                                                         ts=20)])  # fmt: skip
+    assert [o.timestamp for o in out] == [50, 50]
+    assert {o.partition for o in out} == {partition_for(b"a", 2)}
+
+
+def test_explain_shows_the_aggregation_steps() -> None:
+    catalog = _catalog(ORDERS)
+    statement = parse_one("CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders WHERE qty > 1 "
+                          "GROUP BY item HAVING COUNT(*) > 1;")  # fmt: skip
+    assert isinstance(statement, ast.CreateAsSelect)
+    described = describe_query(statement.query, catalog, "N")
+    text = "\n".join(described.steps)
+    assert "[ AGGREGATE ] | Aggregations: COUNT(*)" in text
+    assert "[ GROUP BY ] | ORDERS.ITEM" in text or "[ GROUP BY ] | ITEM" in text
+    assert "[ FILTER ] | Condition: (COUNT(*) > 1)" in text

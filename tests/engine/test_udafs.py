@@ -1,0 +1,764 @@
+"""ksqlDB's aggregate functions: expected values from ksqlDB's functional tests (qtt/*.json) and
+its Java sources, including nulls, overflow, undo over tables and ksqlDB's error messages."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from headwater.engine._functions import (
+    BIGINT,
+    BOOLEAN,
+    BYTES,
+    DATE,
+    DOUBLE,
+    INTEGER,
+    NULL,
+    STRING,
+    TIME,
+    TIMESTAMP,
+    EvalFailure,
+)
+from headwater.engine.errors import ExpressionError
+from headwater.engine.persistent.udafs import (
+    AGGREGATE_NAMES,
+    Udaf,
+    constant_arity,
+    intermediate_type,
+    resolve_udaf,
+)
+from headwater.sqlparse_ext.sqltypes import (
+    ArrayType,
+    DecimalType,
+    MapType,
+    SqlType,
+    StructField,
+    StructType,
+)
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+STRUCT_AB = StructType((StructField("A", STRING), StructField("B", BIGINT)))
+
+
+def udaf(name: str, *types: SqlType, consts: Sequence[Any] = (), **kw: Any) -> Udaf:
+    return resolve_udaf(name, types, consts, **kw)
+
+
+def stream(u: Udaf, rows: Sequence[Any]) -> list[Any]:
+    """The result after each row; a non-tuple row is the single column argument."""
+    state, out = u.initial(), []
+    for row in rows:
+        state = u.add(state, row if isinstance(row, tuple) else (row,))
+        out.append(u.result(state))
+    return out
+
+
+def table(u: Udaf, changes: Sequence[tuple[str, Any]],
+          group: Callable[[str, Any], Any] = lambda key, row: None) -> list[tuple[Any, Any]]:  # fmt: skip
+    """A TABLE source: each change replaces its key's row (None: tombstone). The old row is undone
+    from its group, the new one added to its own; returns (group, result) per update (one per
+    change when both fall in the same group), as ksqlDB emits them."""
+    assert u.undo is not None
+    rows: dict[str, Any] = {}
+    states: dict[Any, Any] = {}
+    out: list[tuple[Any, Any]] = []
+    for key, row in changes:
+        old = rows.pop(key, None)
+        touched = []
+        if old is not None:
+            g = group(key, old)
+            states[g] = u.undo(states[g], old if isinstance(old, tuple) else (old,))
+            touched.append(g)
+        if row is not None:
+            rows[key] = row
+            g = group(key, row)
+            states[g] = u.add(states.get(g, u.initial()), row if isinstance(row, tuple) else (row,))
+            if g not in touched:
+                touched.append(g)
+        out.extend((g, u.result(states[g])) for g in touched)
+    return out
+
+
+def project(u: Udaf, columns: slice) -> Udaf:
+    """The function over some columns of a wider row (the others pick the group)."""
+    undo = u.undo
+    assert undo is not None
+    return Udaf(u.name, u.return_type, True, u.initial, lambda s, row: u.add(s, row[columns]),
+                lambda s, row: undo(s, row[columns]), u.result)  # fmt: skip
+
+
+def error(name: str, types: Sequence[SqlType], consts: Sequence[Any] = ()) -> str:
+    with pytest.raises(ExpressionError) as info:
+        resolve_udaf(name, types, consts)
+    return info.value.message
+
+
+# -- the registry ----------------------------------------------------------------------------------
+
+
+def test_aggregate_names() -> None:
+    assert AGGREGATE_NAMES == {
+        "COUNT", "COUNT_DISTINCT", "SUM", "SUM_LIST", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT",
+        "COLLECT_LIST", "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET",
+        "STDDEV_SAMP", "STDDEV_SAMPLE", "CORRELATION", "ATTR",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "total", "expected"),
+    [
+        ("COUNT", 0, 0), ("COUNT", 1, 0), ("SUM", 1, 0), ("CORRELATION", 2, 0),
+        ("TOPK", 1, 0), ("TOPK", 2, 1), ("TOPK", 3, 1), ("topkdistinct", 2, 1),
+        ("LATEST_BY_OFFSET", 1, 0), ("LATEST_BY_OFFSET", 2, 1), ("LATEST_BY_OFFSET", 3, 2),
+        ("EARLIEST_BY_OFFSET", 2, 1), ("EARLIEST_BY_OFFSET", 4, 2), ("NOPE", 3, 0),
+    ],
+)  # fmt: skip
+def test_constant_arity(name: str, total: int, expected: int) -> None:
+    assert constant_arity(name, total) == expected
+
+
+def test_table_capable_functions_are_ksqldbs_table_udafs() -> None:
+    calls = {
+        "COUNT": ((INTEGER,), ()), "COUNT_DISTINCT": ((INTEGER,), ()), "SUM": ((INTEGER,), ()),
+        "SUM_LIST": ((ArrayType(INTEGER),), ()), "AVG": ((INTEGER,), ()), "MIN": ((INTEGER,), ()),
+        "MAX": ((INTEGER,), ()), "TOPK": ((INTEGER,), (2,)), "TOPKDISTINCT": ((INTEGER,), (2,)),
+        "COLLECT_LIST": ((INTEGER,), ()), "COLLECT_SET": ((INTEGER,), ()),
+        "HISTOGRAM": ((STRING,), ()), "EARLIEST_BY_OFFSET": ((INTEGER,), ()),
+        "LATEST_BY_OFFSET": ((INTEGER,), ()), "STDDEV_SAMP": ((INTEGER,), ()),
+        "STDDEV_SAMPLE": ((INTEGER,), ()), "CORRELATION": ((INTEGER, INTEGER), ()),
+        "ATTR": ((INTEGER,), ()),
+    }  # fmt: skip
+    assert set(calls) == AGGREGATE_NAMES
+    resolved = {name: resolve_udaf(name, *call) for name, call in calls.items()}
+    assert {n for n, u in resolved.items() if u.table} == {
+        "COUNT", "SUM", "SUM_LIST", "AVG", "COLLECT_LIST", "HISTOGRAM", "STDDEV_SAMP",
+        "STDDEV_SAMPLE", "CORRELATION", "ATTR",
+    }  # fmt: skip
+    assert all((u.undo is None) != u.table for u in resolved.values())
+    assert all(u.name == name for name, u in resolved.items())
+
+
+# -- COUNT, COUNT_DISTINCT -------------------------------------------------------------------------
+
+
+def test_count_star_counts_rows_and_count_column_skips_nulls() -> None:
+    assert stream(udaf("COUNT"), [(), (), ()]) == [1, 2, 3]
+    assert stream(udaf("count", STRING), ["a", None, "b"]) == [1, 1, 2]
+    assert udaf("COUNT", STRUCT_AB).return_type == BIGINT
+
+
+def test_count_over_a_table_counts_back_to_zero() -> None:
+    # count.json "count table": SELECT NAME, count(1) ... GROUP BY name (rows: (name, 1))
+    changes = [("0", ("bob", 1)), ("0", ("john", 1)), ("100", ("john", 1)), ("100", None)]
+    count = project(udaf("COUNT", INTEGER), slice(1, 2))
+    assert table(count, changes, group=lambda key, row: row[0]) == [
+        ("bob", 1), ("bob", 0), ("john", 1), ("john", 2), ("john", 1)]  # fmt: skip
+    # count.json "should count back to zero": COUNT() over a table
+    assert table(udaf("COUNT"), [("1", ()), ("2", ()), ("1", None), ("2", None)]) == [
+        (None, 1), (None, 2), (None, 1), (None, 0)]  # fmt: skip
+
+
+def test_count_distinct_counts_distinct_non_null_values() -> None:
+    # count-distinct.json
+    assert stream(udaf("COUNT_DISTINCT", STRING), ["one", "two", "one", "two", None]) == [
+        1, 2, 2, 2, 2]  # fmt: skip
+    nested = [[1, 2], [1, 2], {"A": [1]}, {"A": [1]}, [2, 1], float("nan"), float("nan")]
+    assert stream(udaf("COUNT_DISTINCT", ArrayType(INTEGER)), nested)[-1] == 4
+    assert udaf("COUNT_DISTINCT", STRING).undo is None
+
+
+# -- SUM, SUM_LIST ---------------------------------------------------------------------------------
+
+
+def test_sum_of_integers_wraps_like_java() -> None:
+    # sum.json "sum int" and "sum with constant int arg"
+    assert stream(udaf("SUM", INTEGER), [0, 100]) == [0, 100]
+    assert stream(udaf("SUM", INTEGER), [2, 2, 2]) == [2, 4, 6]
+    assert stream(udaf("SUM", INTEGER), [INT_MAX, 1, None]) == [INT_MAX, -(2**31), -(2**31)]
+    assert stream(udaf("SUM", BIGINT), [2147483648, 100]) == [2147483648, 2147483748]
+    assert stream(udaf("SUM", BIGINT), [LONG_MAX, 2]) == [LONG_MAX, -LONG_MAX]
+    assert udaf("SUM", INTEGER).return_type == INTEGER
+    assert udaf("SUM", BIGINT).return_type == BIGINT
+
+
+def test_sum_of_doubles() -> None:
+    assert stream(udaf("SUM", DOUBLE), [5.4, 100.1]) == [5.4, 105.5]
+    assert stream(udaf("SUM", DOUBLE), [500.9, 300.8, None]) == [500.9, 801.7, 801.7]
+
+
+def test_sum_with_only_nulls_is_zero() -> None:
+    # sum.json "sum int left join of table": SUM over a missing right side is 0
+    assert stream(udaf("SUM", INTEGER), [None]) == [0]
+    assert stream(udaf("SUM", DOUBLE), [None]) == [0.0]
+
+
+def test_sum_of_decimals_keeps_the_argument_type() -> None:
+    t = DecimalType(4, 1)
+    u = udaf("SUM", t)
+    assert u.return_type == t
+    assert str(u.result(u.initial())) == "0.0"
+    assert stream(u, [Decimal("5.4"), Decimal("100.1")]) == [Decimal("5.4"), Decimal("105.5")]
+    wide = udaf("SUM", DecimalType(6, 2))  # "sum decimal should not overflow with cast ..."
+    values = [Decimal(v) for v in ("500.90", "300.80", "400.80")]
+    assert stream(wide, values)[-1] == Decimal("1202.50")
+
+
+def test_sum_of_decimals_fails_on_overflow_with_ksqldbs_message() -> None:
+    u = udaf("SUM", DecimalType(4, 1))
+    state = u.add(u.add(u.initial(), (Decimal("500.9"),)), (Decimal("300.8"),))
+    with pytest.raises(EvalFailure) as info:
+        u.add(state, (Decimal("400.8"),))
+    assert str(info.value) == (
+        "Numeric field overflow: A field with precision 4 and scale 1 must round to an absolute "
+        "value less than 10^3. Got 1203"
+    )
+    narrow = udaf("SUM", DecimalType(3, 1))  # "sum decimal should overflow with cast to lower"
+    state = narrow.add(narrow.initial(), (Decimal("50.9"),))
+    with pytest.raises(EvalFailure, match="Numeric field overflow"):
+        narrow.add(state, (Decimal("50.8"),))
+
+
+def test_sum_undo() -> None:
+    u = udaf("SUM", INTEGER)
+    assert u.undo is not None
+    assert u.undo(u.undo(5, (None,)), (7,)) == -2
+    assert u.undo(-(2**31), (1,)) == INT_MAX
+    d = udaf("SUM", DecimalType(4, 1))
+    assert d.undo is not None
+    assert d.undo(Decimal("105.5"), (Decimal("100.1"),)) == Decimal("5.4")
+    assert table(udaf("SUM", DOUBLE), [("a", 1.5), ("b", 2.0), ("a", None)]) == [
+        (None, 1.5), (None, 3.5), (None, 2.0)]  # fmt: skip
+
+
+def test_sum_list() -> None:
+    # sum.json "sum list of ..."
+    doubles = udaf("SUM_LIST", ArrayType(DOUBLE))
+    assert doubles.return_type == DOUBLE
+    assert stream(doubles, [[1.0, 1.0], [2.0, 2.0], [922337203685.0, 1.0], [1.0, 1.0, None]]) == [
+        2.0, 6.0, 922337203692.0, 922337203694.0]  # fmt: skip
+    ints = udaf("sum_list", ArrayType(INTEGER))
+    assert ints.return_type == INTEGER
+    assert stream(ints, [[1, 1], [2, 2], [100, 100], [100, 100, None], None]) == [
+        2, 6, 206, 406, 406]  # fmt: skip
+    assert stream(ints, [[INT_MAX, 1]]) == [-(2**31)]
+    assert udaf("SUM_LIST", ArrayType(BIGINT)).return_type == BIGINT
+    assert ints.undo is not None
+    assert ints.undo(406, ([100, 100, None],)) == 206
+
+
+# -- AVG -------------------------------------------------------------------------------------------
+
+
+def test_avg_is_a_double_as_ksqldb_computes_it() -> None:
+    # average-udaf.json, per key
+    assert stream(udaf("AVG", INTEGER), [1, 2, 2, None]) == [
+        1.0, 1.5, 1.6666666666666667, 1.6666666666666667]  # fmt: skip
+    assert stream(udaf("avg", INTEGER), [2, 2, 0]) == [2.0, 2.0, 1.3333333333333333]
+    assert stream(udaf("AVG", BIGINT), [-1, LONG_MAX, 1, None]) == [
+        -1.0, 4.611686018427388e18, 3.0744573456182584e18, 3.0744573456182584e18]  # fmt: skip
+    assert stream(udaf("AVG", BIGINT), [2, -2, 0]) == [2.0, 0.0, 0.0]
+    assert stream(udaf("AVG", DOUBLE), [-1.8, 9223372036854.775, 100.2, None]) == [
+        -1.8, 4611686018426.487, 3074457345651.058, 3074457345651.058]  # fmt: skip
+    assert stream(udaf("AVG", DOUBLE), [2.3, -200000.6, 0.0]) == [
+        2.3, -99999.15000000001, -66666.1]  # fmt: skip
+    assert udaf("AVG", INTEGER).return_type == DOUBLE
+
+
+def test_avg_of_nothing_is_zero_and_integer_sums_wrap() -> None:
+    u = udaf("AVG", INTEGER)
+    assert u.result(u.initial()) == 0.0
+    assert stream(u, [INT_MAX, 1]) == [float(INT_MAX), -(2.0**31) / 2]
+
+
+def test_avg_over_a_table() -> None:
+    # average-udaf.json "average udaf with table"
+    changes = [("alice", 1), ("bob", 2), ("alice", None), ("alice", 4)]
+    # a row whose VALUE is null is still a row: its undo and add skip the null
+    rows = [(k, (v,)) for k, v in changes]
+    assert [r for _, r in table(udaf("AVG", INTEGER), rows)] == [1.0, 1.5, 2.0, 3.0]
+
+
+# -- MIN, MAX --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("t", "values", "low", "high"),
+    [
+        (INTEGER, [5, None, -3, 7], -3, 7),
+        (BIGINT, [2147483648, 100, None], 100, 2147483648),
+        (DOUBLE, [5.4, -0.5, 100.1], -0.5, 100.1),
+        (DecimalType(4, 1), [Decimal("5.4"), Decimal("-1.0")], Decimal("-1.0"), Decimal("5.4")),
+        (DATE, [18000, 17000], 17000, 18000),
+        (TIME, [1000, 5], 5, 1000),
+        (TIMESTAMP, [1, 1_600_000_000_000], 1, 1_600_000_000_000),
+        (STRING, ["b", "a", "c"], "a", "c"),
+        (BYTES, [b"B", b"A"], b"A", b"B"),
+    ],
+)
+def test_min_max(t: SqlType, values: list[Any], low: Any, high: Any) -> None:
+    assert stream(udaf("MIN", t), values)[-1] == low
+    assert stream(udaf("MAX", t), values)[-1] == high
+    assert udaf("MIN", t).return_type == t
+    assert udaf("MAX", t).undo is None
+
+
+def test_min_max_of_nulls_only_is_null() -> None:
+    assert stream(udaf("MAX", BYTES), [None, None]) == [None, None]
+    assert stream(udaf("MIN", INTEGER), [None, 3]) == [None, 3]
+
+
+def test_min_max_order_like_java_compare_to() -> None:
+    # String.compareTo: UTF-16 code units (U+FF5E sorts after the surrogate pair of U+1F600)
+    assert stream(udaf("MAX", STRING), ["\U0001f600", "\uff5e"])[-1] == "\uff5e"
+    # ByteBuffer.compareTo: signed bytes (0x80 is -128)
+    assert stream(udaf("MAX", BYTES), [b"\x80", b"\x7f"])[-1] == b"\x7f"
+    assert stream(udaf("MIN", BYTES), [b"\x7f", b"\x80"])[-1] == b"\x80"
+    # Double.compareTo: NaN is the greatest, -0.0 is below 0.0
+    assert math.isnan(stream(udaf("MAX", DOUBLE), [1.0, float("nan"), 2.0])[-1])
+    assert stream(udaf("MIN", DOUBLE), [1.0, float("nan"), 2.0])[-1] == 1.0
+    assert math.copysign(1.0, stream(udaf("MIN", DOUBLE), [0.0, -0.0])[-1]) == -1.0
+    assert math.copysign(1.0, stream(udaf("MAX", DOUBLE), [-0.0, 0.0])[-1]) == 1.0
+
+
+# -- TOPK, TOPKDISTINCT ----------------------------------------------------------------------------
+
+
+def test_topk_keeps_the_k_largest_in_descending_order() -> None:
+    # topk-group-by.json
+    assert stream(udaf("TOPK", INTEGER, consts=(3,)), [0, 100, 99, 7, 100]) == [
+        [0], [100, 0], [100, 99, 0], [100, 99, 7], [100, 100, 99]]  # fmt: skip
+    assert stream(udaf("TOPK", BIGINT, consts=(3,)), [2147483648, 100, 99, 7, 100])[-1] == [
+        2147483648, 100, 100]  # fmt: skip
+    assert stream(udaf("TOPK", DOUBLE, consts=(3,)), [2147483648.9, 100.5, 99.9, 7.3, 100.5])[
+        -1] == [2147483648.9, 100.5, 100.5]  # fmt: skip
+    assert stream(udaf("TOPK", STRING, consts=(3,)), ["a", "b", "c", "b", "d"]) == [
+        ["a"], ["b", "a"], ["c", "b", "a"], ["c", "b", "b"], ["d", "c", "b"]]  # fmt: skip
+    assert stream(udaf("TOPK", INTEGER, consts=(2,)), [None, 1]) == [[], [1]]
+    assert udaf("TOPK", INTEGER, consts=(3,)).return_type == ArrayType(INTEGER)
+
+
+def test_topk_with_other_columns_returns_structs_stable_among_equal_values() -> None:
+    u = udaf("TOPK", INTEGER, STRING, consts=(3,))
+    assert u.return_type == ArrayType(
+        StructType((StructField("sort_col", INTEGER), StructField("col0", STRING)))
+    )
+    rows = [(0, "zero"), (100, "one"), (99, "two"), (None, "three"), (100, None)]
+    out = stream(u, rows)
+    assert out[2] == out[3] == [
+        {"sort_col": 100, "col0": "one"}, {"sort_col": 99, "col0": "two"},
+        {"sort_col": 0, "col0": "zero"}]  # fmt: skip
+    assert out[4] == [
+        {"sort_col": 100, "col0": "one"}, {"sort_col": 100, "col0": None},
+        {"sort_col": 99, "col0": "two"}]  # fmt: skip
+    strings = udaf("TOPK", STRING, STRING, consts=(3,))
+    rows = [("a", "zero"), (None, "one"), ("c", "two"), ("b", "three"), ("d", None)]
+    assert stream(strings, rows)[-1] == [
+        {"sort_col": "d", "col0": None}, {"sort_col": "c", "col0": "two"},
+        {"sort_col": "b", "col0": "three"}]  # fmt: skip
+    many = udaf("TOPK", DOUBLE, STRING, BIGINT, consts=(1,))
+    assert stream(many, [(1.5, "x", 7)]) == [[{"sort_col": 1.5, "col0": "x", "col1": 7}]]
+
+
+def test_topk_sizes_ksqldb_does_not_check() -> None:
+    assert stream(udaf("TOPK", INTEGER, consts=(0,)), [1, 2]) == [[], []]
+    assert stream(udaf("TOPK", INTEGER, consts=(-1,)), [1, 3, 2]) == [[1], [3, 1], [3, 2, 1]]
+
+
+def test_topk_distinct() -> None:
+    # topk-distinct.json
+    assert stream(udaf("TOPKDISTINCT", INTEGER, consts=(3,)), [0, 100, 99, 7, 100]) == [
+        [0], [100, 0], [100, 99, 0], [100, 99, 7], [100, 99, 7]]  # fmt: skip
+    assert stream(udaf("TOPKDISTINCT", STRING, consts=(3,)), ["a", "b", "c", "b", "d"])[-1] == [
+        "d", "c", "b"]  # fmt: skip
+    dec = udaf("TOPKDISTINCT", DecimalType(2, 1), consts=(3,))
+    assert dec.return_type == ArrayType(DecimalType(2, 1))
+    values = [Decimal(v) if v else None for v in ("9.8", "8.9", "", "7.8", "6.5", "9.9")]
+    assert stream(dec, values)[-1] == [Decimal("9.9"), Decimal("9.8"), Decimal("8.9")]
+    assert stream(udaf("TOPKDISTINCT", BYTES, consts=(3,)), [b"B", b"F", b"G", None, b"A", b"F"])[
+        -1] == [b"G", b"F", b"B"]  # fmt: skip
+    assert stream(udaf("TOPKDISTINCT", DATE, consts=(3,)), [0, 100, 99, None, -7, 100])[-1] == [
+        100, 99, 0]  # fmt: skip
+    assert stream(udaf("TOPKDISTINCT", TIME, consts=(3,)), [0, 100, 99, None, 7, 100])[-1] == [
+        100, 99, 7]  # fmt: skip
+    assert udaf("TOPKDISTINCT", INTEGER, consts=(3,)).undo is None
+
+
+# -- COLLECT_LIST, COLLECT_SET, HISTOGRAM ---------------------------------------------------------
+
+
+def test_collect_list_keeps_nulls_and_order() -> None:
+    # collect-list.json "collect_list string" and "... decimal"
+    u = udaf("COLLECT_LIST", STRING)
+    assert u.return_type == ArrayType(STRING)
+    assert stream(u, ["baz", "baz", "foo", None]) == [
+        ["baz"], ["baz", "baz"], ["baz", "baz", "foo"], ["baz", "baz", "foo", None]]  # fmt: skip
+    nested = udaf("collect_list", ArrayType(STRUCT_AB))
+    rows = [[{"A": "x", "B": 1}], [None], None]
+    assert stream(nested, rows)[-1] == [[{"A": "x", "B": 1}], [None], None]
+
+
+def test_collect_list_limit_comes_from_the_query_config() -> None:
+    assert stream(udaf("COLLECT_LIST", INTEGER), list(range(1500)))[-1] == list(range(1500))
+    limited = udaf("COLLECT_LIST", INTEGER, config={"ksql.functions.collect_list.limit": 1})
+    assert stream(limited, [0, 100]) == [[0], [0]]  # "collect_list with limit of 1"
+    text = udaf("COLLECT_LIST", INTEGER, config={"ksql.functions.collect_list.limit": "2"})
+    assert stream(text, [0, 1, 2])[-1] == [0, 1]
+    negative = udaf("COLLECT_LIST", INTEGER, config={"ksql.functions.collect_list.limit": -1})
+    assert stream(negative, [0, 1, 2])[-1] == [0, 1, 2]
+
+
+def test_collect_list_undo_removes_the_last_equal_value() -> None:
+    u = udaf("COLLECT_LIST", INTEGER)
+    assert u.undo is not None
+    assert u.undo([1, 2, 1, 3], (1,)) == [1, 2, 3]
+    assert u.undo([1, 2], (9,)) == [1, 2]  # never added (past the limit): nothing to take out
+    assert u.undo([None, 1, None], (None,)) == [None, 1]
+    # collect-list.json "collect_list int table"
+    changes = [("0", 0), ("0", 100), ("100", 500), ("100", 100)]
+    assert table(u, changes, group=lambda key, row: key) == [
+        ("0", [0]), ("0", [100]), ("100", [500]), ("100", [100])]  # fmt: skip
+
+
+def test_collect_results_do_not_change_with_later_rows() -> None:
+    u = udaf("COLLECT_LIST", INTEGER)
+    state = u.add(u.initial(), (1,))
+    first = u.result(state)
+    u.add(state, (2,))
+    assert first == [1]
+    h = udaf("HISTOGRAM", STRING)
+    state = h.add(h.initial(), ("a",))
+    seen = h.result(state)
+    h.add(state, ("a",))
+    assert seen == {"a": 1}
+
+
+def test_collect_set_keeps_distinct_values_in_first_seen_order() -> None:
+    # collect-set.json
+    assert stream(udaf("COLLECT_SET", STRING), ["baz", "baz", "foo", None, None])[-1] == [
+        "baz", "foo", None]  # fmt: skip
+    maps = udaf("COLLECT_SET", MapType(STRING, BIGINT))
+    assert stream(maps, [{"R0": 100, "R2": 2}, {"R2": 2, "R0": 100}])[-1] == [{"R0": 100, "R2": 2}]
+    assert stream(udaf("COLLECT_SET", ArrayType(INTEGER)), [[0, 1], [0, 1], [1, 0]])[-1] == [
+        [0, 1], [1, 0]]  # fmt: skip
+    limited = udaf("COLLECT_SET", INTEGER, config={"ksql.functions.collect_set.limit": 1})
+    assert stream(limited, [0, 100]) == [[0], [0]]
+    assert udaf("COLLECT_SET", INTEGER).undo is None
+
+
+def test_histogram() -> None:
+    u = udaf("HISTOGRAM", STRING)
+    assert u.return_type == MapType(STRING, BIGINT)
+    assert stream(u, ["baz", "baz", "foo"]) == [{"baz": 1}, {"baz": 2}, {"baz": 2, "foo": 1}]
+    capped = stream(u, [str(i) for i in range(1001)] + ["0", "1000"])[-1]
+    assert len(capped) == 1000 and capped["0"] == 2 and "1000" not in capped
+
+
+def test_histogram_on_a_table() -> None:
+    # histogram.json "histogram on a table": GROUP BY region
+    changes = [("0", ("alice", "east")), ("1", ("bob", "east")), ("2", ("carol", "west")),
+               ("3", ("dave", "west")), ("1", ("bob", "west")), ("1", None)]  # fmt: skip
+    by_name = project(udaf("HISTOGRAM", STRING), slice(0, 1))
+    assert table(by_name, changes, group=lambda key, row: row[1]) == [
+        ("east", {"alice": 1}), ("east", {"alice": 1, "bob": 1}), ("west", {"carol": 1}),
+        ("west", {"carol": 1, "dave": 1}), ("east", {"alice": 1}),
+        ("west", {"carol": 1, "dave": 1, "bob": 1}), ("west", {"carol": 1, "dave": 1}),
+    ]  # fmt: skip
+
+
+# -- EARLIEST_BY_OFFSET, LATEST_BY_OFFSET ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("consts", "rows", "expected"),
+    [
+        ((), [12, None, 13], [12, 12, 13]),
+        ((True,), [12, None, 13], [12, 12, 13]),
+        ((False,), [12, None, 13], [12, None, 13]),
+        ((2, True), [12, None, 13], [[12], [12], [12, 13]]),
+        ((2, False), [12, None, 13], [[12], [12, None], [None, 13]]),
+        ((), [None, None], [None, None]),
+        ((2,), [None, None], [[], []]),
+        ((2,), [12, None], [[12], [12]]),
+        ((2,), [1, 2, 3], [[1], [1, 2], [2, 3]]),
+    ],
+)
+def test_latest_by_offset(consts: tuple[Any, ...], rows: list[Any], expected: list[Any]) -> None:
+    assert stream(udaf("LATEST_BY_OFFSET", INTEGER, consts=consts), rows) == expected
+
+
+@pytest.mark.parametrize(
+    ("consts", "rows", "expected"),
+    [
+        ((True,), [None, 12, 13], [None, 12, 12]),
+        ((), [12, None, 13], [12, 12, 12]),
+        ((False,), [None, 12, 13], [None, None, None]),
+        ((False,), [12, None, 13], [12, 12, 12]),
+        ((2,), [None, 12, 13], [[], [12], [12, 13]]),
+        ((2,), [12, None, 13], [[12], [12], [12, 13]]),
+        ((2, False), [None, 12, 13], [[None], [None, 12], [None, 12]]),
+        ((2, False), [12, None, 13], [[12], [12, None], [12, None]]),
+        ((), [None, None], [None, None]),
+        ((2,), [None, None], [[], []]),
+    ],
+)
+def test_earliest_by_offset(consts: tuple[Any, ...], rows: list[Any], expected: list[Any]) -> None:
+    assert stream(udaf("EARLIEST_BY_OFFSET", INTEGER, consts=consts), rows) == expected
+
+
+def test_by_offset_types() -> None:
+    t = ArrayType(STRUCT_AB)
+    assert udaf("LATEST_BY_OFFSET", t).return_type == t
+    assert udaf("EARLIEST_BY_OFFSET", t, consts=(3, False)).return_type == ArrayType(t)
+    assert udaf("LATEST_BY_OFFSET", BOOLEAN, consts=(True,)).undo is None
+    value = [{"A": "Early0", "B": 1}]
+    assert stream(udaf("EARLIEST_BY_OFFSET", t), [value, [{"A": "x", "B": 2}]]) == [value, value]
+
+
+def test_by_offset_n_must_be_positive() -> None:
+    assert error("LATEST_BY_OFFSET", [INTEGER], [0]) == "latestN must be 1 or greater"
+    assert error("EARLIEST_BY_OFFSET", [INTEGER], [-2, True]) == "earliestN must be 1 or greater"
+
+
+# -- STDDEV_SAMP, STDDEV_SAMPLE, CORRELATION -----------------------------------------------------
+
+
+def test_stddev_sample() -> None:
+    # standarddeviation.json "stddev_sample ..." (per key)
+    u = udaf("STDDEV_SAMPLE", INTEGER)
+    assert u.return_type == DOUBLE
+    assert stream(u, [0, 10, 7, 6]) == [0.0, 7.0710678118654755, 5.131601439446884,
+                                        4.193248541803041]  # fmt: skip
+    assert stream(u, [50, 10, 3, None]) == [0.0, 28.284271247461902, 25.357444666211933,
+                                            25.357444666211933]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMPLE", BIGINT), [2147483648, 100, -2, None]) == [
+        0.0, 1518500179.2773468, 1239850233.9629574, 1239850233.9629574]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMPLE", BIGINT), [500, 100, 0, -6]) == [
+        0.0, 282.842712474619, 264.5751311064591, 239.32335169528832]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMPLE", DOUBLE), [-1.8, 2.3, 100.2, None]) == [
+        0.0, 2.899137802864845, 57.74256084841869, 57.74256084841869]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMPLE", DOUBLE), [9223372036854.775, 300.8, -200000.6, 0.0]) == [
+        0.0, 6521908912453.693, 5325116385962.54, 4611686051710.689]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMPLE", DOUBLE), [10.0, 12.0, 13.0, 14.0, 16.0]) == [
+        0.0, 1.4142135623730951, 1.5275252316519465, 1.707825127659933, 2.23606797749979]  # fmt: skip
+
+
+def test_stddev_samp_returns_the_variance_as_ksqldb_does() -> None:
+    # standarddeviation.json "stddev_samp ..."
+    assert stream(udaf("STDDEV_SAMP", INTEGER), [0, 10, 7, 6]) == [
+        0.0, 50.0, 26.333333333333332, 17.583333333333332]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMP", INTEGER), [50, 10, 3, None]) == [0.0, 800.0, 643.0, 643.0]
+    assert stream(udaf("STDDEV_SAMP", BIGINT), [2147483648, 100, -2, None]) == [
+        0.0, 2.3058427944653343e18, 1.5372286026580004e18, 1.5372286026580004e18]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMP", BIGINT), [500, 100, 0, -6]) == [
+        0.0, 80000.0, 70000.0, 57275.666666666664]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMP", DOUBLE), [-1.8, 2.3, 100.2]) == [
+        0.0, 8.405, 3334.2033333333347]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMP", DOUBLE), [9223372036854.775, 300.8, -200000.6, 0.0]) == [
+        0.0, 4.253529586234292e25, 2.835686452404674e25, 2.1267648239542927e25]  # fmt: skip
+    assert stream(udaf("STDDEV_SAMP", DOUBLE), [10.0, 12.0, 13.0, 14.0, 16.0]) == [
+        0.0, 2.0, 2.333333333333333, 2.9166666666666665, 5.0]  # fmt: skip
+
+
+def test_stddev_undo_follows_ksqldbs_formula() -> None:
+    u = udaf("STDDEV_SAMP", INTEGER)
+    assert u.undo is not None
+    state = u.initial()
+    for v in (0, 10, 7):
+        state = u.add(state, (v,))
+    assert u.undo(state, (None,)) == state
+    # ksqlDB removes delta**2 / (n * (n + 1)), delta = v * (count + 1) - (sum + v) with the
+    # count and sum before the undo: (17, 3, 52.666...) - 7 -> delta = 28 - 24 = 4
+    total, count, m2 = u.undo(state, (7,))
+    assert (total, count) == (10, 2) and m2 == pytest.approx(52.666666666666664 - 16 / 6)
+    one = u.add(u.initial(), (5,))
+    assert u.undo(one, (5,)) == (0, 0, 0.0)
+
+
+def test_correlation() -> None:
+    # correlation-udaf.json, per key
+    u = udaf("CORRELATION", DOUBLE, DOUBLE)
+    assert u.return_type == DOUBLE
+    out = stream(u, [(1.5, 8.0), (-1.0, -2.0), (-4.5, -1.0), (None, -6.0)])
+    assert math.isnan(out[0]) and out[1:] == [1.0, 0.7580764521133173, 0.7580764521133173]
+    out = stream(u, [(-3.5, -2.0), (13.1, None), (3.0, 11.0)])
+    assert math.isnan(out[0]) and math.isnan(out[1]) and out[2] == 1.0
+    for t in (INTEGER, BIGINT):
+        ints = stream(udaf("correlation", t, t), [(1, 8), (-1, -2), (-4, -1), (None, -6)])
+        assert math.isnan(ints[0]) and ints[1:] == [1.0, 0.7455284088780169, 0.7455284088780169]
+
+
+def test_correlation_over_a_table() -> None:
+    # correlation-udaf.json "correlation udaf with table"
+    changes = [("alice", (1.5, 8.0)), ("bob", (-3.5, -2.0)), ("alice", (-1.0, -2.0)),
+               ("charlie", (-4.5, -1.0))]  # fmt: skip
+    out = [r for _, r in table(udaf("CORRELATION", DOUBLE, DOUBLE), changes)]
+    assert math.isnan(out[0]) and out[1] == 1.0 and math.isnan(out[2])
+    assert out[3] == -0.7205766921228921
+
+
+# -- ATTR ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        (["s", "s", "s"], ["s", "s", "s"]),
+        ([None, None, None], [None, None, None]),
+        (["1", "2", "3"], ["1", None, None]),
+        (["1", None, "1"], ["1", None, None]),
+        ([None, "2", "2"], [None, None, None]),
+    ],
+)
+def test_attr(rows: list[Any], expected: list[Any]) -> None:
+    # attr.json
+    assert stream(udaf("ATTR", STRING), rows) == expected
+
+
+def test_attr_of_structured_values_and_over_a_table() -> None:
+    assert udaf("ATTR", ArrayType(INTEGER)).return_type == ArrayType(INTEGER)
+    assert stream(udaf("ATTR", ArrayType(INTEGER)), [[1, 2, 3], [1, 2, 3]])[-1] == [1, 2, 3]
+    assert stream(udaf("ATTR", STRUCT_AB), [{"A": "a", "B": 1}] * 2)[-1] == {"A": "a", "B": 1}
+    # attr.json "table attr with tombstones" (all rows in group 1)
+    changes = [("1", None), ("1", "1"), ("2", "1"), ("1", None), ("2", None), ("1", "2"),
+               ("2", "3"), ("2", None)]  # fmt: skip
+    assert [r for _, r in table(udaf("ATTR", STRING), changes)] == [
+        "1", "1", "1", None, "2", None, "2"]  # fmt: skip
+
+
+# -- resolution errors -----------------------------------------------------------------------------
+
+
+def test_unknown_function() -> None:
+    assert error("nope", [INTEGER]) == "Can not find any aggregate functions with the name 'NOPE'"
+
+
+def test_unsupported_argument_types_give_ksqldbs_message() -> None:
+    message = error("SUM", [STRING])
+    assert message.splitlines() == [
+        "Function 'SUM' does not accept parameters (STRING).",
+        "Valid alternatives are:",
+        "SUM(DECIMAL val1)",
+        "SUM(DOUBLE val1)",
+        "SUM(BIGINT val1)",
+        "SUM(INT val1)",
+        "For detailed information on a function run: DESCRIBE FUNCTION <Function-Name>;",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "types", "consts", "first_line"),
+    [
+        ("AVG", [DecimalType(4, 1)], [], "Function 'avg' does not accept parameters (DECIMAL(4, 1))."),
+        ("AVG", [], [], "Function 'avg' does not accept parameters ()."),
+        ("HISTOGRAM", [INTEGER], [], "Function 'histogram' does not accept parameters (INTEGER)."),
+        ("MIN", [BOOLEAN], [], "Function 'MIN' does not accept parameters (BOOLEAN)."),
+        ("MAX", [ArrayType(INTEGER)], [], "Function 'MAX' does not accept parameters (ARRAY<INTEGER>)."),
+        ("COUNT", [INTEGER, STRING], [], "Function 'COUNT' does not accept parameters (INTEGER, STRING)."),
+        ("STDDEV_SAMP", [DecimalType(2, 1)], [], "Function 'STDDEV_SAMP' does not accept parameters (DECIMAL(2, 1))."),
+        ("CORRELATION", [INTEGER, BIGINT], [], "Function 'correlation' does not accept parameters (INTEGER, BIGINT)."),
+        ("CORRELATION", [DOUBLE], [], "Function 'correlation' does not accept parameters (DOUBLE)."),
+        ("SUM_LIST", [ArrayType(STRING)], [], "Function 'sum_list' does not accept parameters (ARRAY<STRING>)."),
+        ("COLLECT_LIST", [MapType(STRING, STRUCT_AB)], [1], "Function 'collect_list' does not accept parameters (MAP<STRING, STRUCT<A STRING, B BIGINT>>, INTEGER)."),
+        ("TOPK", [BOOLEAN], [3], "Function 'TOPK' does not accept parameters (BOOLEAN, INTEGER)."),
+        ("TOPK", [INTEGER], ["3"], "Function 'TOPK' does not accept parameters (INTEGER, STRING)."),
+        ("TOPK", [INTEGER], [Decimal("3.5")], "Function 'TOPK' does not accept parameters (INTEGER, DECIMAL(2, 1))."),
+        ("TOPK", [INTEGER], [], "Function 'TOPK' does not accept parameters (INTEGER)."),
+        ("TOPKDISTINCT", [BOOLEAN], [3], "Function 'TOPKDISTINCT' does not accept parameters (BOOLEAN, INTEGER)."),
+        ("TOPKDISTINCT", [INTEGER, STRING], [3], "Function 'TOPKDISTINCT' does not accept parameters (INTEGER, STRING, INTEGER)."),
+        ("LATEST_BY_OFFSET", [INTEGER], [3_000_000_000], "Function 'LATEST_BY_OFFSET' does not accept parameters (INTEGER, BIGINT)."),
+        ("LATEST_BY_OFFSET", [INTEGER], [1, 2], "Function 'LATEST_BY_OFFSET' does not accept parameters (INTEGER, INTEGER, INTEGER)."),
+        ("EARLIEST_BY_OFFSET", [INTEGER], [True, 2], "Function 'EARLIEST_BY_OFFSET' does not accept parameters (INTEGER, BOOLEAN, INTEGER)."),
+        ("EARLIEST_BY_OFFSET", [INTEGER], ["x"], "Function 'EARLIEST_BY_OFFSET' does not accept parameters (INTEGER, STRING)."),
+        ("ATTR", [NULL], [], "Function 'ATTR' does not accept parameters (null)."),
+    ],
+)  # fmt: skip
+def test_no_matching_signature(name: str, types: list[SqlType], consts: list[Any],
+                               first_line: str) -> None:  # fmt: skip
+    assert error(name, types, consts).splitlines()[0] == first_line
+
+
+def test_function_names_resolve_in_any_case() -> None:
+    assert udaf("latest_by_offset", INTEGER, consts=(2, False)).name == "LATEST_BY_OFFSET"
+    assert udaf("Stddev_Sample", DOUBLE).name == "STDDEV_SAMPLE"
+
+
+# -- intermediate types ----------------------------------------------------------------------------
+
+
+def test_intermediate_types() -> None:
+    def struct(*fields: tuple[str, SqlType]) -> StructType:
+        return StructType(tuple(StructField(n, t) for n, t in fields))
+
+    assert intermediate_type("COUNT", [], []) == BIGINT
+    assert intermediate_type("SUM", [DecimalType(4, 1)], []) == DecimalType(4, 1)
+    assert intermediate_type("AVG", [INTEGER], []) == struct(("SUM", INTEGER), ("COUNT", BIGINT))
+    assert intermediate_type("TOPK", [INTEGER], [3]) == ArrayType(INTEGER)
+    assert intermediate_type("LATEST_BY_OFFSET", [STRING], []) == struct(
+        ("SEQ", BIGINT), ("VAL", STRING))  # fmt: skip
+    assert intermediate_type("LATEST_BY_OFFSET", [STRING], [2]) == ArrayType(
+        struct(("SEQ", BIGINT), ("VAL", STRING)))  # fmt: skip
+    assert intermediate_type("STDDEV_SAMPLE", [DOUBLE], []) == struct(
+        ("SUM", DOUBLE), ("COUNT", BIGINT), ("M2", DOUBLE))  # fmt: skip
+    assert intermediate_type("HISTOGRAM", [STRING], []) == MapType(STRING, BIGINT)
+    assert intermediate_type("COUNT_DISTINCT", [STRING], []) == ArrayType(INTEGER)
+    assert intermediate_type("ATTR", [BIGINT], []) == ArrayType(
+        struct(("VALUE", BIGINT), ("COUNT", INTEGER)))  # fmt: skip
+
+
+# -- pickling --------------------------------------------------------------------------------------
+
+PICKLE_CASES: list[tuple[str, tuple[SqlType, ...], tuple[Any, ...], list[Any]]] = [
+    ("COUNT", (), (), [(), ()]),
+    ("COUNT_DISTINCT", (ArrayType(INTEGER),), (), [[1], [1], [2]]),
+    ("SUM", (DecimalType(6, 2),), (), [Decimal("1.25"), Decimal("2.50")]),
+    ("SUM", (INTEGER,), (), [1, 2]),
+    ("SUM_LIST", (ArrayType(DOUBLE),), (), [[1.0, None]]),
+    ("AVG", (BIGINT,), (), [1, 2]),
+    ("MIN", (BYTES,), (), [b"a", b"b"]),
+    ("MAX", (DOUBLE,), (), [1.0, 2.0]),
+    ("TOPK", (INTEGER, STRING), (2,), [(1, "a"), (3, "b")]),
+    ("TOPKDISTINCT", (STRING,), (2,), ["a", "b"]),
+    ("COLLECT_LIST", (STRUCT_AB,), (), [{"A": "x", "B": 1}]),
+    ("COLLECT_SET", (STRING,), (), ["a", "a"]),
+    ("HISTOGRAM", (STRING,), (), ["a", "a", "b"]),
+    ("EARLIEST_BY_OFFSET", (INTEGER,), (), [1, 2]),
+    ("EARLIEST_BY_OFFSET", (INTEGER,), (2, False), [None, 2]),
+    ("LATEST_BY_OFFSET", (INTEGER,), (False,), [1, None]),
+    ("LATEST_BY_OFFSET", (INTEGER,), (2,), [1, 2, 3]),
+    ("STDDEV_SAMP", (INTEGER,), (), [1, 5]),
+    ("STDDEV_SAMPLE", (DOUBLE,), (), [1.0, 5.0]),
+    ("CORRELATION", (BIGINT, BIGINT), (), [(1, 2), (2, 5)]),
+    ("ATTR", (STRING,), (), ["a", None]),
+]
+
+
+@pytest.mark.parametrize(("name", "types", "consts", "rows"), PICKLE_CASES)
+def test_states_and_functions_survive_pickle(
+    name: str, types: tuple[SqlType, ...], consts: tuple[Any, ...], rows: list[Any]
+) -> None:
+    u = resolve_udaf(name, types, consts)
+    copy = pickle.loads(pickle.dumps(u))
+    assert (copy.name, copy.return_type, copy.table) == (u.name, u.return_type, u.table)
+    state = u.initial()
+    for row in rows:
+        state = pickle.loads(pickle.dumps(u.add(state, row if isinstance(row, tuple) else (row,))))
+    expected = stream(u, rows)[-1]
+    result = copy.result(state)
+    assert result == expected or (math.isnan(result) and math.isnan(expected))
+    more = rows[-1] if isinstance(rows[-1], tuple) else (rows[-1],)
+    snapshot = pickle.dumps(state)
+    assert copy.result(copy.add(state, more)) == u.result(u.add(pickle.loads(snapshot), more))
+
+
+def test_initial_states_are_fresh() -> None:
+    for name, types, consts, _ in PICKLE_CASES:
+        u = resolve_udaf(name, types, consts)
+        first, second = u.initial(), u.initial()
+        assert first == second
+        if isinstance(first, (list, dict, set)):
+            assert first is not second
