@@ -44,6 +44,7 @@ from headwater.engine.persistent.aggregating import (
     LocalAggregation,
     is_aggregate_statement,
 )
+from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.engine.serde import serde_of
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Source
@@ -379,8 +380,9 @@ def _decode(data: bytes | None, source: Source | None, part: str) -> Any:
 
 def _judge_outputs(world: _World, outputs: list[dict]) -> None:
     expected: dict[str, list[dict]] = defaultdict(list)
+    windowed_topics = {s.topic for s in world.catalog.sources.values() if s.windowed}
     for record in outputs:
-        if "window" in record:
+        if "window" in record and record["topic"] not in windowed_topics:
             raise Skip("windowed output")
         expected[record["topic"]].append(record)
     for topic, wanted in expected.items():
@@ -392,7 +394,15 @@ def _judge_outputs(world: _World, outputs: list[dict]) -> None:
                 raise Mismatch("missing record", f"{topic}: {len(actual)} records, expected "
                                f"{len(wanted)}; first missing: {want}")  # fmt: skip
             got = actual[index]
-            key = _decode(got.key, sink, "key")
+            key_bytes = got.key
+            if sink is not None and sink.windowed and key_bytes is not None:
+                session = sink.windowed == "SESSION"
+                key_bytes, start, end = split_windowed_key(key_bytes, session, window_size_ms(sink))
+                window = {"start": start, "end": end, "type": "session" if session else "time"}
+                if want.get("window") != window:
+                    raise Mismatch("wrong window", f"{topic}[{index}]: window {window}, expected "
+                                   f"{want.get('window')}")  # fmt: skip
+            key = _decode(key_bytes, sink, "key")
             value = _decode(got.value, sink, "value")
             if not _same(key, want.get("key")):
                 raise Mismatch("wrong key", f"{topic}[{index}]: key {key!r}, expected "

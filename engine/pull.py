@@ -44,6 +44,8 @@ __all__ = [
     "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull",
 ]  # fmt: skip
 
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+"""A windowed table's window bounds: key columns after its own, in pull queries as in ksqlDB."""
 PSEUDO_COLUMNS: Mapping[str, SqlType] = {"ROWTIME": fn.BIGINT, "ROWPARTITION": fn.INTEGER,
                                          "ROWOFFSET": fn.BIGINT}  # fmt: skip
 _REFUSED_PSEUDO = ("ROWPARTITION", "ROWOFFSET")
@@ -170,12 +172,16 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
     """
     query = select.query if isinstance(select, Select) else select
     _check_clauses(query, source)
-    columns = {c.name: resolve_type(c.type, custom_types) for c in source.columns}
+    columns = {c.name: resolve_type(c.type, custom_types) for c in source.key_columns}
+    window_bounds = WINDOW_BOUNDS if source.windowed else ()
+    columns.update({name: fn.BIGINT for name in window_bounds})  # a windowed table's key
+    columns.update({c.name: resolve_type(c.type, custom_types) for c in source.columns
+                    if not c.key})  # fmt: skip
     scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
     qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
     scope = Scope(scope_columns, qualifiers, custom_types)
     is_table = source.kind == SourceKind.TABLE
-    key_names = tuple(c.name for c in source.key_columns)
+    key_names = tuple(c.name for c in source.key_columns) + window_bounds
     items = _expand(query.select, source, columns, qualifiers)
     schema, projection = _project(items, scope, key_names if is_table else ())
     where = query.where
@@ -200,9 +206,6 @@ def _check_clauses(query: Query, source: Source) -> None:
     for clause, present in refused:
         if present:
             raise PullQueryError(f"Pull queries don't support {clause} clauses. {_PUSH_HINT}")
-    if source.windowed:
-        raise PullQueryError(f"Pull queries on windowed tables are not supported yet: "
-                             f"`{source.name}` is {source.windowed} windowed.")  # fmt: skip
 
 
 def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, SqlType],
@@ -210,8 +213,9 @@ def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, Sql
     """The SELECT list with ``*``, ``T.*`` and ``S->*`` replaced by one item per column."""
 
     def star() -> list[exp.Expr]:
-        names = [c.name for c in source.key_columns] + [c.name for c in source.columns
-                                                        if not c.key]  # fmt: skip
+        names = [c.name for c in source.key_columns] + [n for n in WINDOW_BOUNDS
+                                                        if source.windowed]  # fmt: skip
+        names += [c.name for c in source.columns if not c.key]
         return [exp.column(exp.to_identifier(n, quoted=True)) for n in names]
 
     try:

@@ -1,10 +1,11 @@
 """The tables this server materializes: which ones (from the catalog), how their rows are stored and read.
 
 Does I/O through ``store.restorer.TableRestorer`` (Kafka) and ``store.local.LocalStores`` (disk).
-The catalog decides: every TABLE source that is not windowed is materialized from its topic, every
-partition (one server holds all of them until the cluster assigns replicas); a dropped table's
-stores are deleted. The restorer stores each record under its order-preserving key
-(``store.keys.encode_key`` of the key the serde decodes) with the raw value in the store envelope;
+The catalog decides: every TABLE source is materialized from its topic, every partition (one
+server holds all of them until the cluster assigns replicas); a dropped table's stores are deleted.
+The restorer stores each record under its order-preserving key (``store.keys.encode_key`` of the
+key the serde decodes; a windowed table's key is followed by its window's start and end, so a
+key's windows are stored together, in start order) with the raw value in the store envelope;
 :class:`StoredTable` reads them back as ``engine.pull.Row`` values for the pull path.
 """
 
@@ -21,6 +22,7 @@ from headwater.engine.partitioner import partition_for
 from headwater.engine.pull import Row
 from headwater.engine.serde import serde_of
 from headwater.engine.values import resolve_type
+from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import DecimalType, PrimitiveType, SqlType
@@ -102,7 +104,9 @@ class PartitionLag:
 
 
 class StoredTable:
-    """One table's rows in this server's stores, read as ``Row`` values (``engine.pull.TableReader``)."""
+    """One table's rows in this server's stores, read as ``Row`` values (``engine.pull.TableReader``).
+
+    A windowed table's keys carry ``WINDOWSTART`` and ``WINDOWEND`` after its key columns."""
 
     def __init__(self, source: Source, catalog: Catalog, stores: LocalStores) -> None:
         self.source = source
@@ -110,7 +114,8 @@ class StoredTable:
         self._custom_types = catalog.types
         self.key_types = tuple(
             key_type_of(resolve_type(c.type, catalog.types)) for c in source.key_columns
-        )
+        ) + ((KeyType.BIGINT, KeyType.BIGINT) if source.windowed else ())
+        self._key_width = len(source.key_columns)
         self._stores = stores
 
     @property
@@ -119,8 +124,8 @@ class StoredTable:
         return self.source.partitions
 
     def partition_of(self, key: tuple[Any, ...]) -> int:
-        """Where Kafka (murmur2 of the serialized key) puts ``key``."""
-        return key_partition(self.source, self._custom_types, key)
+        """Where Kafka (murmur2 of the serialized key, without its window) puts ``key``."""
+        return key_partition(self.source, self._custom_types, key[: self._key_width])
 
     def _store(self, partition: int) -> Any:
         store = self._stores.get(self.source.name, partition)
@@ -180,12 +185,9 @@ def key_partition(source: Source, custom_types: Mapping[str, Any], key: tuple[An
 
 
 def materialized(catalog: Catalog) -> dict[str, Source]:
-    """The tables of ``catalog`` a server materializes (pure): non-windowed TABLE sources."""
-    return {
-        name: source
-        for name, source in catalog.sources.items()
-        if source.kind is SourceKind.TABLE and source.windowed is None
-    }
+    """The tables of ``catalog`` a server materializes (pure): every TABLE source."""
+    return {name: source for name, source in catalog.sources.items()
+            if source.kind is SourceKind.TABLE}  # fmt: skip
 
 
 class MaterializedTables:
@@ -334,8 +336,19 @@ class NotMaterialized(EngineError):
 
 def _key_of(table: StoredTable) -> Any:
     deserialize, types = table.serde.deserialize_key, table.key_types
+    windowed = table.source.windowed
+    if windowed:
+        session = windowed == "SESSION"
+        size = window_size_ms(table.source)
+
+        def windowed_key_of(data: bytes | None) -> bytes:
+            key, start, end = split_windowed_key(data or b"", session, size)
+            return encode_key((*deserialize(key), start, end), types)
+
+        return windowed_key_of
 
     def key_of(data: bytes | None) -> bytes:
         return encode_key(deserialize(data), types)
 
     return key_of
+

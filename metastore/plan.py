@@ -93,11 +93,15 @@ class QueryShape:
         sources: the streams and tables it reads.
         columns: its output columns, key columns first.
         kind: what it produces: a STREAM, or a TABLE (an aggregation, a query over a table).
+        windowed: a windowed aggregation's window kind (TUMBLING, HOPPING, SESSION), or None.
+        window_size_ms: a time window's size (None for sessions and unwindowed results).
     """
 
     sources: tuple[str, ...]
     columns: tuple[Column, ...]
     kind: SourceKind = SourceKind.STREAM
+    windowed: str | None = None
+    window_size_ms: int | None = None
 
 
 class QueryAnalyzer(Protocol):
@@ -435,6 +439,10 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
     wanted = properties.get("PARTITIONS", source.partitions if topic not in facts.partitions else None)
     partitions, create_topic = _topic(topic, {"PARTITIONS": wanted} if wanted else {}, facts)
     timestamp = _timestamp_column(properties, columns)
+    if shape.windowed is not None:
+        properties["WINDOW_TYPE"] = shape.windowed
+        if shape.window_size_ms is not None:
+            properties["WINDOW_SIZE"] = f"{shape.window_size_ms} MILLISECONDS"
     sink = Source(
         kind=kind,
         name=create.name,
@@ -446,6 +454,7 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
         properties=tuple(sorted(properties.items())),
         statement_text=create.text.strip(),
         timestamp_column=timestamp,
+        windowed=shape.windowed,
     )
     analyze.check_sink(sink, catalog)
     query = {"kind": "CTAS" if kind is SourceKind.TABLE else "CSAS", "statementText": create.text.strip(), "sink": create.name,

@@ -19,7 +19,7 @@ queries' expression compiler.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,8 +47,8 @@ from headwater.engine.persistent.compile import (
 from headwater.engine.persistent.udafs import AGGREGATE_NAMES, Udaf, constant_arity, resolve_udaf
 from headwater.engine.expressions import resolve_type
 from headwater.metastore.catalog import Catalog, Source, SourceKind
-from headwater.sqlparse_ext.sqltypes import SqlType
-from headwater.sqlparse_ext.statements import Query
+from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
+from headwater.sqlparse_ext.statements import Query, Window
 from sqlglot import exp
 
 
@@ -59,6 +59,56 @@ class AggregateCall:
     udaf: Udaf
     args: tuple[Evaluator, ...] = field(repr=False, compare=False)
     text: str = ""
+
+
+#: Kafka Streams' grace when a window gives none, as ksqlDB sets it: 24 hours less the window size.
+DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSpec:
+    """A WINDOW clause in milliseconds.
+
+    Attributes:
+        kind: ``TUMBLING``, ``HOPPING`` or ``SESSION``.
+        size_ms: the window size (a SESSION window's inactivity gap).
+        advance_ms: how far a hopping window advances (the size, for tumbling windows).
+        grace_ms: how long after its end a window still accepts late records.
+        retention_ms: how long the result table keeps a window, when given.
+    """
+
+    kind: str
+    size_ms: int
+    advance_ms: int
+    grace_ms: int
+    retention_ms: int | None = None
+
+    @property
+    def session(self) -> bool:
+        """Whether windows are sessions (merged by activity) rather than fixed time windows."""
+        return self.kind == "SESSION"
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        """The time windows ``[start, end)`` a record at ``timestamp`` falls in, earliest first
+        (Kafka Streams' TimeWindows: starts are multiples of the advance, none below 0)."""
+        first = max(0, timestamp - self.size_ms + self.advance_ms) // self.advance_ms
+        first *= self.advance_ms
+        return [(start, start + self.size_ms)
+                for start in range(first, timestamp + 1, self.advance_ms)]  # fmt: skip
+
+
+def window_spec(window: Window, emit_final: bool = False) -> WindowSpec:
+    """The spec of a parsed WINDOW clause (ksqlDB's default grace: 24 h less the size, or none
+    with EMIT FINAL)."""
+    size = window.size.milliseconds
+    advance = window.advance.milliseconds if window.advance is not None else size
+    if window.grace is not None:
+        grace = window.grace.milliseconds
+    else:
+        grace = 0 if emit_final else max(DEFAULT_GRACE_MS - size, 0)
+    retention = window.retention.milliseconds if window.retention is not None else None
+    return WindowSpec(window.kind, size, advance, grace, retention)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +124,8 @@ class CompiledAggregate:
         calls: the aggregate calls, in the order of their ``$AGG_i`` names.
         values: one evaluator per value column, on the aggregated row (``$GROUP_i``, ``$AGG_i``).
         having: HAVING on the aggregated row, or None.
+        window: the WINDOW clause, or None.
+        emit_final: EMIT FINAL: one record per window, once it closes.
     """
 
     source: Source
@@ -83,6 +135,8 @@ class CompiledAggregate:
     calls: tuple[AggregateCall, ...] = field(repr=False, compare=False)
     values: tuple[Evaluator, ...] = field(repr=False, compare=False)
     having: Evaluator | None = field(repr=False, compare=False)
+    window: WindowSpec | None = None
+    emit_final: bool = False
     group_by_text: tuple[str, ...] = ()
     where_text: str = ""
     having_text: str = ""
@@ -123,11 +177,9 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     if query.joins:
         raise QueryCompileError("JOIN is not supported in persistent queries yet (joins arrive "
                                 "with issue 16).", "JOIN", query.joins[0].on)  # fmt: skip
-    if query.window is not None:
-        raise QueryCompileError("WINDOW is not supported in persistent queries yet (windowed "
-                                "aggregations arrive with issue 15).", "WINDOW")  # fmt: skip
-    if query.emit == "FINAL":
-        raise QueryCompileError("EMIT FINAL is only valid for windowed aggregations.", "EMIT FINAL")
+    if query.emit == "FINAL" and query.window is None:
+        raise QueryCompileError("EMIT FINAL is only supported for windowed aggregations.",
+                                "EMIT FINAL")  # fmt: skip
     if query.limit is not None:
         raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
     if query.partition_by:
@@ -139,6 +191,10 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     if source.windowed:
         raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
                                 f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+    window = (window_spec(query.window, query.emit == "FINAL") if query.window is not None
+              else None)  # fmt: skip
+    if window is not None and source.kind is SourceKind.TABLE:
+        raise QueryCompileError("Windowing not supported for table aggregations.", "WINDOW")
     custom = dict(catalog.types)
     columns = {c.name: resolve_type(c.type, custom) for c in source.columns}
     scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
@@ -146,6 +202,9 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     scope = Scope(scope_columns, qualifiers, custom)
 
     row_filter, where_text = _where(query.where, scope)
+    if window is not None:
+        for node in (*query.group_by, *([query.having] if query.having is not None else [])):
+            _refuse_window_bounds(node)
     groups = _group_by(query.group_by, scope)
     try:
         items = expand_stars(query.select, qualifiers, columns, lambda: _star(source))
@@ -159,7 +218,8 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
             if name not in AGGREGATE_NAMES and name not in TABLE_FUNCTIONS and name not in fn.FUNCTIONS:
                 raise QueryCompileError(f"Can't find any functions with the name '{name}'", None,
                                         call)  # fmt: skip
-    splitter = _Splitter(scope, [g.normal for g in groups])
+    splitter = _Splitter(scope, [g.normal for g in groups],
+                         WINDOW_BOUNDS if window is not None else ())
     post_items = [splitter.split(_bare(item), "SELECT") for item in items]
     having_node = None if query.having is None else splitter.split(query.having, "HAVING")
     if not splitter.calls:
@@ -185,8 +245,12 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
                                     "table source, only to a stream source.")  # fmt: skip
 
     post_columns = {group_name(i): g.type for i, g in enumerate(groups)}
+    if window is not None:
+        post_columns.update({name: fn.BIGINT for name in WINDOW_BOUNDS})
     post_columns.update({agg_name(i): c.udaf.return_type for i, c in enumerate(splitter.calls)})
     post_scope = Scope(post_columns, frozenset(), custom)
+    texts = {group_name(i): g.text for i, g in enumerate(groups)}
+    texts.update({agg_name(i): c.text for i, c in enumerate(splitter.calls)})
 
     key_slots: dict[int, int] = {}  # select item -> group index
     for index, item in enumerate(items):
@@ -197,11 +261,11 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
                 break
     missing = [g for i, g in enumerate(groups) if i not in key_slots.values()]
     if missing:
-        texts = [g.text for g in missing]
-        noun = "grouping expression" + ("s" if len(texts) > 1 else "")
-        listed = texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+        wanted = [g.text for g in missing]
+        noun = "grouping expression" + ("s" if len(wanted) > 1 else "")
+        listed = wanted[0] if len(wanted) == 1 else ", ".join(wanted[:-1]) + " and " + wanted[-1]
         raise QueryCompileError(f"The query used to build `{sink_name}` must include the {noun} "
-                                f"{listed} in its projection (eg, SELECT {', '.join(texts)}...).")
+                                f"{listed} in its projection (eg, SELECT {', '.join(wanted)}...).")
 
     keys: list[OutputColumn | None] = [None] * len(groups)
     value_columns: list[OutputColumn] = []
@@ -227,7 +291,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
                                         "as an alias for a column.", None, item)  # fmt: skip
             raise QueryCompileError(f"Reserved column name in select: `{name}`. Please remove or "
                                     "alias the column.", None, item)  # fmt: skip
-        compiled = _compile_post(post, post_scope, "SELECT")
+        compiled = _compile_post(post, post_scope, "SELECT", texts)
         if compiled.type == fn.NULL:
             raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
                                     "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
@@ -238,7 +302,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     having = None
     having_text = ""
     if having_node is not None:
-        compiled_having = _compile_post(having_node, post_scope, "HAVING")
+        compiled_having = _compile_post(having_node, post_scope, "HAVING", texts)
         if compiled_having.type not in (fn.BOOLEAN, fn.NULL):
             raise QueryCompileError("Type error in HAVING expression: Should evaluate to boolean "
                                     f"but is {format_expression(query.having)} "  # type: ignore[arg-type]
@@ -253,6 +317,8 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         calls=tuple(splitter.calls),
         values=tuple(value_fns),
         having=having,
+        window=window,
+        emit_final=query.emit == "FINAL",
         group_by_text=tuple(g.text for g in groups),
         where_text=where_text,
         having_text=having_text,
@@ -326,9 +392,11 @@ def _star(source: Source) -> list[exp.Expr]:
 class _Splitter:
     """Splits post-aggregation expressions from the aggregate calls inside them."""
 
-    def __init__(self, scope: Scope, group_normals: list[str]) -> None:
+    def __init__(self, scope: Scope, group_normals: list[str],
+                 bounds: Sequence[str] = ()) -> None:  # fmt: skip
         self.scope = scope
         self.groups = group_normals
+        self.bounds = bounds
         self.calls: list[AggregateCall] = []
         self._call_texts: list[str] = []
         self.non_aggregate_select: list[str] = []
@@ -357,6 +425,8 @@ class _Splitter:
             raise QueryCompileError(f"Table function {node.name.upper()} is not supported yet.",
                                     "table function", node)  # fmt: skip
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            if identifier_name(node.this) in self.bounds:
+                return _ref(identifier_name(node.this))  # windowed: the row's window bounds
             stray.append(format_expression(node))
             return node
         for key, value in list(node.args.items()):
@@ -376,6 +446,8 @@ class _Splitter:
         if len(args) == 1 and isinstance(args[0], exp.Star):
             args = []
         for arg in args:
+            if self.bounds:
+                _refuse_window_bounds(arg)
             for inner in arg.find_all(exp.Anonymous):
                 if inner.name.upper() in AGGREGATE_NAMES:
                     raise QueryCompileError(f"Aggregate functions can not be nested: {name}("
@@ -414,17 +486,39 @@ class _Splitter:
             raise QueryCompileError(error.message, None, arg) from error
 
 
+def _refuse_window_bounds(node: exp.Expr) -> None:
+    """ksqlDB's refusal of WINDOWSTART/WINDOWEND anywhere but the SELECT of a windowed aggregation
+    (in GROUP BY, in HAVING outside aggregates, in aggregate arguments)."""
+    for column in node.find_all(exp.Column):
+        if isinstance(column.this, exp.Star):
+            continue
+        name = identifier_name(column.this)
+        if name in WINDOW_BOUNDS:
+            raise QueryCompileError(
+                f"Window bounds column {name} can only be used in the SELECT clause of windowed "
+                "aggregations and can not be passed to aggregate functions.\n"
+                "See https://github.com/confluentinc/ksql/issues/4397", None, column)  # fmt: skip
+
+
 def _ref(name: str) -> exp.Expr:
     return exp.column(exp.to_identifier(name, quoted=True))
 
 
-def _compile_post(node: exp.Expr, scope: Scope, clause: str):  # type: ignore[no-untyped-def]
+def _compile_post(node: exp.Expr, scope: Scope, clause: str,
+                  names: Mapping[str, str]):  # type: ignore[no-untyped-def]  # fmt: skip
+    """Compiles a post-aggregation expression; its errors name the grouping expressions and
+    aggregate calls as written (``names``: ``$AGG_0`` -> ``SUM(VALUE)``)."""
     try:
         return compile_expression(node, scope)
     except UnresolvedColumn as error:  # the splitter reported these already
         raise QueryCompileError(f"{clause} column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:
-        raise QueryCompileError(error.message) from error
+        message = error.message
+        for name, text in names.items():
+            message = message.replace(f"`{name}`", text)
+        if clause == "HAVING":
+            message = f"Error in HAVING expression: {message}"
+        raise QueryCompileError(message) from error
 
 
 def describe_aggregate(compiled: CompiledAggregate, sink: str) -> list[str]:

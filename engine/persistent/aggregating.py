@@ -21,8 +21,8 @@ gives the same output records in the same order.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.engine import _functions as fn
@@ -45,6 +45,7 @@ from headwater.engine.persistent.operators import (
     parse_persistent,
 )
 from headwater.engine.serde import RowSerde
+from headwater.engine.windows import windowed_key
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 
 Args = tuple[tuple[Any, ...], ...]  # per aggregate call, the values of its column arguments
@@ -71,10 +72,11 @@ class GroupedRow:
     offset: int
     seq: int = 0
     source_key: bytes | None = None
+    rank: int = 0
 
-    def order(self) -> tuple[int, int, int]:
-        """Input order: source partition, offset, then undo before add."""
-        return (self.partition, self.offset, self.seq)
+    def order(self) -> tuple[int, int, int, int]:
+        """The order rows are aggregated in (see `rank_records`), then undo before add."""
+        return (self.rank, self.partition, self.offset, self.seq)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,23 @@ class TableChange:
     timestamp: int
     partition: int
     offset: int
+    rank: int = 0
+
+
+def rank_records(records: Iterable[InputRecord], running: dict[int, int]) -> Iterator[
+        tuple[int, InputRecord]]:  # fmt: skip
+    """Each record with its rank: the highest timestamp its partition has shown so far in the
+    batch (``running`` holds it per partition, across calls).
+
+    Aggregation and the sink order a micro-batch's records by (rank, partition, offset): each
+    partition's records stay in offset order (ranks never decrease along a partition), and
+    partitions interleave by event time, as Kafka Streams picks between partitions. The order is a
+    function of each record alone, so every stage sees its share of the batch in the same order
+    and a replayed batch comes out the same."""
+    for record in records:
+        rank = max(running.get(record.partition, record.timestamp), record.timestamp)
+        running[record.partition] = rank
+        yield rank, record
 
 
 @dataclass
@@ -96,6 +115,67 @@ class GroupState:
     aggregates: list[Any]
     timestamp: int = 0
     passed: bool = False
+
+
+@dataclass
+class TaskState:
+    """What a windowed aggregation keeps per task besides its groups' windows: the task's stream
+    time, and an index of open windows (a time window's start, a session's end -> the groups
+    with such a window), by which windows are emitted and released."""
+
+    stream_time: int = -1
+    closing: dict[int, list[bytes]] = field(default_factory=dict)
+    store_time: int = -1  # the newest window start stored (Kafka's window store expires by it)
+    last_emit: int = -1  # EMIT FINAL: the close time of the last emission
+
+
+@dataclass
+class GroupWindows:
+    """One group's open windows: its grouping values and each window's state."""
+
+    keys: tuple[Any, ...]
+    windows: dict[tuple[int, int], GroupState] = field(default_factory=dict)
+
+
+class WindowedTask:
+    """One task's state during a batch: its `TaskState` and the `GroupWindows` of the groups the
+    batch touches, loaded on first use through ``load`` (Spark's state store, or a dict). After
+    the batch, ``changed`` holds the groups to write back (None: delete)."""
+
+    def __init__(self, state: TaskState,
+                 load: Callable[[bytes], GroupWindows | None]) -> None:  # fmt: skip
+        self.state = state
+        self._load = load
+        self._groups: dict[bytes, GroupWindows] = {}
+        self.changed: dict[bytes, GroupWindows | None] = {}
+
+    def _group(self, group: bytes) -> GroupWindows:
+        found = self._groups.get(group)
+        if found is None:
+            found = self._load(group) or GroupWindows(())
+            self._groups[group] = found
+        return found
+
+    def windows(self, group: bytes) -> dict[tuple[int, int], GroupState]:
+        """The group's open windows (mutable: call `touch` after changing them)."""
+        return self._group(group).windows
+
+    def keys_of(self, group: bytes) -> tuple[Any, ...]:
+        """The group's grouping values."""
+        return self._group(group).keys
+
+    def touch(self, group: bytes, keys: tuple[Any, ...]) -> None:
+        """Marks the group changed (deleted once it has no open window)."""
+        found = self._group(group)
+        found.keys = keys
+        self.changed[group] = found if found.windows else None
+
+    def closes(self, bound: int, group: bytes) -> None:
+        """Indexes one of the group's windows by ``bound`` (a time window's start, a session's
+        end)."""
+        groups = self.state.closing.setdefault(bound, [])
+        if not groups or groups[-1] != group:
+            groups.append(group)
 
 
 def is_aggregate_statement(statement_text: str) -> bool:
@@ -118,6 +198,7 @@ class AggregatePipeline:
         self._sink_serde = RowSerde.for_source(sink, custom_types)
         self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
         self._key_names = [c.name for c in compiled.key_columns]
+        self._session = compiled.window is not None and compiled.window.session
         self._value_names = [c.name for c in compiled.value_columns]
 
     @classmethod
@@ -132,31 +213,34 @@ class AggregatePipeline:
 
     # -- stage 1 ---------------------------------------------------------------------------------
 
-    def group(self, records: Iterable[InputRecord]
+    def group(self, records: Iterable[InputRecord], running: dict[int, int] | None = None
               ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:  # fmt: skip
-        """Stage 1: each record's grouped row (a `TableChange` for a TABLE source)."""
+        """Stage 1: each record's grouped row (a `TableChange` for a TABLE source).
+
+        ``running``: each partition's highest timestamp so far in the micro-batch, kept by the
+        caller when one batch's records come in several calls (see `rank_records`)."""
         out: list[GroupedRow | TableChange] = []
         errors: list[ProcessingError] = []
-        for record in records:
+        for rank, record in rank_records(records, {} if running is None else running):
             try:
-                row = self._group_one(record)
+                row = self._group_one(record, rank)
             except RecordError as exc:
                 errors.append(self._error(exc.kind, exc.message, record))
                 if self.table_source and record.key is not None:
                     # the row can no longer be read: for the table, the key's row is gone
                     out.append(TableChange(record.key, None, record.timestamp, record.partition,
-                                           record.offset))  # fmt: skip
+                                           record.offset, rank))  # fmt: skip
                 continue
             if self.table_source:
                 if record.key is None:
                     continue  # a table's record without a key: ksqlDB drops it
                 out.append(TableChange(record.key, row, record.timestamp, record.partition,
-                                       record.offset))  # fmt: skip
+                                       record.offset, rank))  # fmt: skip
             elif row is not None:
                 out.append(row)
         return out, errors
 
-    def _group_one(self, record: InputRecord) -> GroupedRow | None:
+    def _group_one(self, record: InputRecord, rank: int) -> GroupedRow | None:
         compiled = self.compiled
         try:
             value = self._reader.serde.deserialize_value(record.value)
@@ -182,7 +266,7 @@ class AggregatePipeline:
             raise RecordError("serialization", _message(exc)) from exc
         assert group is not None
         return GroupedRow(group, keys, args, None, int(view["ROWTIME"]), record.partition,
-                          record.offset, 0, record.key)  # fmt: skip
+                          record.offset, 0, record.key, rank)  # fmt: skip
 
     # -- stage 2 (TABLE sources) ------------------------------------------------------------------
 
@@ -190,16 +274,18 @@ class AggregatePipeline:
         """Stage 2: the rows a table record sends to its groups, given the key's previous row
         (the caller keeps ``change.row`` as the key's row from then on)."""
         new = change.row
-        position = (change.timestamp, change.partition, change.offset)
+        ts, partition, offset, rank = (change.timestamp, change.partition, change.offset,
+                                       change.rank)  # fmt: skip
         if previous is not None and new is not None and previous.group == new.group:
-            return [GroupedRow(new.group, new.keys, new.add, previous.add, *position, 0)]
+            return [GroupedRow(new.group, new.keys, new.add, previous.add, ts, partition, offset,
+                               0, rank=rank)]  # fmt: skip
         rows = []
         if previous is not None:
-            rows.append(GroupedRow(previous.group, previous.keys, None, previous.add,
-                                   *position, 0))  # fmt: skip
+            rows.append(GroupedRow(previous.group, previous.keys, None, previous.add, ts,
+                                   partition, offset, 0, rank=rank))  # fmt: skip
         if new is not None:
-            rows.append(GroupedRow(new.group, new.keys, new.add, None, new.timestamp,
-                                   change.partition, change.offset, 1))  # fmt: skip
+            rows.append(GroupedRow(new.group, new.keys, new.add, None, new.timestamp, partition,
+                                   offset, 1, rank=rank))  # fmt: skip
         return rows
 
     # -- stage 3 ---------------------------------------------------------------------------------
@@ -225,8 +311,9 @@ class AggregatePipeline:
                     assert undo is not None  # compile refuses such functions over tables
                     aggregates[i] = undo(aggregates[i], row.undo[i])
             if row.add is not None:
+                order = row.order()
                 for i, call in enumerate(calls):
-                    aggregates[i] = call.udaf.add(aggregates[i], row.add[i])
+                    aggregates[i] = call.udaf.add(aggregates[i], row.add[i], order)
             state.timestamp = max(state.timestamp, row.timestamp)
             try:
                 record = self._update(state, row)
@@ -241,19 +328,28 @@ class AggregatePipeline:
             out = out[-1:]
         return state, out, errors
 
-    def _update(self, state: GroupState, row: GroupedRow) -> OutputRecord | None:
+    def _update(self, state: GroupState, row: GroupedRow,
+                window: tuple[int, int] | None = None, seq: int | None = None,
+                timestamp: int | None = None) -> OutputRecord | None:  # fmt: skip
+        """The record a group's (or a group window's) new state writes: its row, a tombstone
+        when it stops passing HAVING, or None."""
         compiled = self.compiled
         view: dict[str, Any] = {group_name(i): k for i, k in enumerate(row.keys)}
         view.update({agg_name(i): call.udaf.result(a)
                      for i, (call, a) in enumerate(zip(compiled.calls, state.aggregates))})  # fmt: skip
+        key = row.group
+        if window is not None:
+            view["WINDOWSTART"], view["WINDOWEND"] = window
+            key = windowed_key(row.group, window, self._session)
         passes = compiled.having is None or compiled.having(view) is True
-        timestamp = state.timestamp
+        timestamp = state.timestamp if timestamp is None else timestamp
+        seq = row.seq if seq is None else seq
         if not passes:
             if not state.passed:
                 return None
             state.passed = False
-            return OutputRecord(row.group, None, timestamp, self._partition(row.group),
-                                row.partition, row.offset, row.seq)  # fmt: skip
+            return OutputRecord(key, None, timestamp, self._partition(row.group), row.partition,
+                                row.offset, seq, row.rank)  # fmt: skip
         try:
             values = {name: f(view) for name, f in zip(self._value_names, compiled.values)}
             value_bytes = self._sink_serde.serialize_value(values)
@@ -266,8 +362,164 @@ class AggregatePipeline:
             except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
                 raise RecordError("timestamp", _message(exc)) from exc
         state.passed = True
-        return OutputRecord(row.group, value_bytes, timestamp, self._partition(row.group),
-                            row.partition, row.offset, row.seq)  # fmt: skip
+        return OutputRecord(key, value_bytes, timestamp, self._partition(row.group),
+                            row.partition, row.offset, seq, row.rank)  # fmt: skip
+
+    # -- stage 3, windowed ------------------------------------------------------------------------
+
+    def task_of(self, group: bytes) -> int:
+        """The task a group belongs to: its partition of ksqlDB's re-partition topic (as many
+        partitions as the source). Stream time, late records and window closing are per task."""
+        return partition_for(group, self.compiled.source.partitions)
+
+    def aggregate_windowed(self, task: WindowedTask, rows: Sequence[GroupedRow]
+                           ) -> tuple[list[OutputRecord], list[ProcessingError]]:  # fmt: skip
+        """Stage 3 of a windowed aggregation: one task's rows, in input order, into their
+        windows. Stream time is the task's highest timestamp so far (the record's own included); a
+        window whose end plus grace is at or before it is closed: its late records are dropped, its
+        state released (and, with EMIT FINAL, its one result written)."""
+        window = self.compiled.window
+        assert window is not None
+        out: list[OutputRecord] = []
+        errors: list[ProcessingError] = []
+        for row in sorted(rows, key=GroupedRow.order):
+            task.state.stream_time = max(task.state.stream_time, row.timestamp)
+            produced: list[OutputRecord] = []
+            try:
+                if window.session:
+                    produced.extend(self._session_row(task, row))
+                else:
+                    produced.extend(self._time_windows_row(task, row))
+            except RecordError as exc:
+                errors.append(ProcessingError(self.query_id, exc.kind, exc.message,
+                                              self.compiled.source.topic, row.partition,
+                                              row.offset))  # fmt: skip
+            produced.extend(self._close(task, row))
+            # one input record's outputs, numbered in the order they were made
+            out.extend(replace(o, source_seq=i) for i, o in enumerate(produced))
+        return out, errors
+
+    def _time_windows_row(self, task: WindowedTask, row: GroupedRow) -> list[OutputRecord]:
+        window = self.compiled.window
+        assert window is not None and row.add is not None
+        out: list[OutputRecord] = []
+        windows = task.windows(row.group)
+        for bounds in window.windows_for(row.timestamp):
+            if bounds[1] + window.grace_ms <= task.state.stream_time:
+                continue  # the window is closed: a late record, dropped as Kafka Streams does
+            state = windows.get(bounds)
+            if state is None:
+                state = windows[bounds] = self.initial_state()
+                task.closes(bounds[0], row.group)
+            task.state.store_time = max(task.state.store_time, bounds[0])
+            order = row.order()
+            for i, call in enumerate(self.compiled.calls):
+                state.aggregates[i] = call.udaf.add(state.aggregates[i], row.add[i], order)
+            state.timestamp = max(state.timestamp, row.timestamp)
+            task.touch(row.group, row.keys)
+            if not self.compiled.emit_final:
+                record = self._update(state, row, bounds, seq=len(out))
+                if record is not None:
+                    out.append(record)
+        return out
+
+    def _session_row(self, task: WindowedTask, row: GroupedRow) -> list[OutputRecord]:
+        window = self.compiled.window
+        assert window is not None and row.add is not None
+        gap, ts = window.size_ms, row.timestamp
+        sessions = task.windows(row.group)
+        # the session store keeps sessions ending no earlier than its newest end less retention
+        visible = task.state.store_time - (window.retention_ms or gap + window.grace_ms)
+        overlapping = sorted(b for b in sessions
+                             if b[1] >= max(ts - gap, visible) and b[0] <= ts + gap)  # fmt: skip
+        merged = (min([ts, *(b[0] for b in overlapping)]), max([ts, *(b[1] for b in overlapping)]))
+        if merged[1] < task.state.stream_time - window.grace_ms - gap:
+            return []  # expired: a late record, dropped
+        out: list[OutputRecord] = []
+        state = self.initial_state()
+        for bounds in overlapping:
+            old = sessions[bounds]
+            state.aggregates = [call.udaf.merge(a, b) for call, a, b in zip(
+                self.compiled.calls, state.aggregates, old.aggregates)]
+            state.passed = state.passed or old.passed
+        if merged != (ts, ts):
+            for bounds in overlapping:
+                old = sessions.pop(bounds)
+                if old.passed and not self.compiled.emit_final:
+                    out.append(OutputRecord(windowed_key(row.group, bounds, True), None, bounds[1],
+                                            self._partition(row.group), row.partition,
+                                            row.offset, len(out), row.rank))  # fmt: skip
+                state.passed = False
+        order = row.order()
+        for i, call in enumerate(self.compiled.calls):
+            state.aggregates[i] = call.udaf.add(state.aggregates[i], row.add[i], order)
+        state.timestamp = merged[1]
+        sessions[merged] = state
+        task.state.store_time = max(task.state.store_time, merged[1])
+        task.touch(row.group, row.keys)
+        task.closes(merged[1], row.group)
+        if not self.compiled.emit_final:
+            record = self._update(state, row, merged, seq=len(out), timestamp=merged[1])
+            if record is not None:
+                out.append(record)
+        return out
+
+    def _close(self, task: WindowedTask, row: GroupedRow) -> list[OutputRecord]:
+        """After each record: with EMIT FINAL, the windows that closed since the last emission
+        (Kafka Streams' emit-on-window-close, whose rules and quirks ksqlDB's results carry);
+        then the windows no record can change any more are released."""
+        window = self.compiled.window
+        assert window is not None
+        state = task.state
+        out: list[OutputRecord] = []
+        if window.session:
+            close = state.stream_time - window.grace_ms - window.size_ms
+            if self.compiled.emit_final and (state.last_emit == -1 or state.last_emit < close):
+                upper, lower = close - 1, max(0, state.last_emit)
+                if upper >= 0 and upper >= lower:
+                    for end in sorted(e for e in state.closing if lower <= e <= upper):
+                        for group in sorted(set(state.closing[end])):
+                            out.extend(self._final(task, group, end, row, by_end=True))
+                    state.last_emit = close
+            # sessions the store no longer keeps (they can no longer merge with a record)
+            expired = state.store_time - (window.retention_ms or window.size_ms + window.grace_ms)
+        else:
+            retention = window.retention_ms or window.size_ms + window.grace_ms
+            oldest = state.store_time - retention  # the window store keeps starts >= this
+            close = state.stream_time - window.grace_ms
+            if self.compiled.emit_final and (state.last_emit == -1 or state.last_emit < close):
+                upper = close - window.size_ms
+                lower = -1 if state.last_emit == -1 else state.last_emit - window.size_ms
+                if upper >= 0 and (state.last_emit == -1 or window.windows_for(upper)
+                                   != window.windows_for(lower)):  # fmt: skip
+                    first = max(lower + 1, oldest)
+                    for start in sorted(t for t in state.closing if first <= t <= upper):
+                        for group in sorted(set(state.closing[start])):
+                            out.extend(self._final(task, group, start, row, by_end=False))
+                    state.last_emit = close
+            expired = oldest
+        for bound in sorted(t for t in state.closing if t < expired):
+            for group in set(state.closing.pop(bound)):
+                windows = task.windows(group)
+                for bounds in [b for b in windows if b[1 if window.session else 0] == bound]:
+                    del windows[bounds]
+                task.touch(group, task.keys_of(group))
+        return out
+
+    def _final(self, task: WindowedTask, group: bytes, bound: int, row: GroupedRow,
+               by_end: bool) -> list[OutputRecord]:  # fmt: skip
+        """EMIT FINAL's record of the group's window starting (or, a session, ending) at bound."""
+        out: list[OutputRecord] = []
+        for bounds, state in sorted(task.windows(group).items()):
+            if bounds[1 if by_end else 0] != bound:
+                continue
+            record = self._update(state, GroupedRow(group, task.keys_of(group), None, None,
+                                                    state.timestamp, row.partition, row.offset,
+                                                    rank=row.rank),
+                                  bounds, timestamp=bounds[1] if by_end else None)  # fmt: skip
+            if record is not None:
+                out.append(record)
+        return out
 
     def _partition(self, key: bytes) -> int:
         return partition_for(key, self.sink.partitions)
@@ -278,15 +530,17 @@ class AggregatePipeline:
 
 
 class LocalAggregation:
-    """The three stages run in one process over keyed state held in dicts: the conformance
-    runner's and the tests' way to run an aggregating query (Spark runs the same stages)."""
+    """The stages run in one process over keyed state held in dicts (pickled between batches, as
+    Spark's state store holds them): the conformance runner's and the tests' way to run an
+    aggregating query (Spark runs the same stages)."""
 
     def __init__(self, pipeline: AggregatePipeline) -> None:
         self.pipeline = pipeline
         self.compiled = pipeline.compiled
         self.sink = pipeline.sink
         self._rows: dict[bytes, GroupedRow | None] = {}
-        self._groups: dict[bytes, GroupState] = {}
+        self._groups: dict[bytes, bytes] = {}
+        self._tasks: dict[int, bytes] = {}
 
     def process(self, records: Iterable[InputRecord]
                 ) -> tuple[list[OutputRecord], list[ProcessingError]]:  # fmt: skip
@@ -300,16 +554,35 @@ class LocalAggregation:
                 self._rows[item.source_key] = item.row
             else:
                 rows.append(item)
-        by_group: dict[bytes, list[GroupedRow]] = {}
-        for row in rows:
-            by_group.setdefault(row.group, []).append(row)
         out: list[OutputRecord] = []
-        for group, members in by_group.items():
-            state = self._groups.get(group)
-            state = pickle.loads(pickle.dumps(state)) if state is not None else None  # as Spark
-            state, records_out, more_errors = self.pipeline.aggregate(state, members)
-            self._groups[group] = state
-            errors.extend(more_errors)
-            out.extend(records_out)
+        if self.compiled.window is not None:
+            by_task: dict[int, list[GroupedRow]] = {}
+            for row in rows:
+                by_task.setdefault(self.pipeline.task_of(row.group), []).append(row)
+            for task_id, members in by_task.items():
+                stored = self._tasks.get(task_id)
+                task = WindowedTask(pickle.loads(stored) if stored else TaskState(),
+                                    lambda g: pickle.loads(self._groups[g]) if g in self._groups
+                                    else None)  # fmt: skip
+                records_out, more_errors = self.pipeline.aggregate_windowed(task, members)
+                self._tasks[task_id] = pickle.dumps(task.state)
+                for group, windows in task.changed.items():
+                    if windows is None:
+                        self._groups.pop(group, None)
+                    else:
+                        self._groups[group] = pickle.dumps(windows)
+                errors.extend(more_errors)
+                out.extend(records_out)
+        else:
+            by_group: dict[bytes, list[GroupedRow]] = {}
+            for row in rows:
+                by_group.setdefault(row.group, []).append(row)
+            for group, members in by_group.items():
+                stored = self._groups.get(group)
+                state, records_out, more_errors = self.pipeline.aggregate(
+                    pickle.loads(stored) if stored else None, members)
+                self._groups[group] = pickle.dumps(state)
+                errors.extend(more_errors)
+                out.extend(records_out)
         out.sort(key=OutputRecord.order)
         return out, errors

@@ -32,9 +32,11 @@ class _Analyzer:
         try:
             if query.group_by:
                 aggregate = compile_aggregate(query, catalog, sink_name)
-                return QueryShape((aggregate.source.name,),
-                                  tuple(c.catalog_column() for c in aggregate.columns),
-                                  SourceKind.TABLE)  # fmt: skip
+                window = aggregate.window
+                return QueryShape(
+                    (aggregate.source.name,), tuple(c.catalog_column() for c in aggregate.columns),
+                    SourceKind.TABLE, window.kind if window else None,
+                    window.size_ms if window and not window.session else None)
             compiled = compile_query(query, catalog, sink_name)
         except QueryCompileError as error:
             raise ValidationError(error.message, error.offset) from error

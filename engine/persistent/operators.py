@@ -51,10 +51,11 @@ class OutputRecord:
     source_partition: int
     source_offset: int
     source_seq: int = 0  # orders several outputs of one input record (a table row's undo, add)
+    source_rank: int = 0  # an aggregate's batch order (`aggregating.rank_records`)
 
-    def order(self) -> tuple[int, int, int]:
-        """The input position it came from: the order the sink writes records in."""
-        return (self.source_partition, self.source_offset, self.source_seq)
+    def order(self) -> tuple[int, int, int, int]:
+        """The order the sink writes a batch's records in: the order they were computed in."""
+        return (self.source_rank, self.source_partition, self.source_offset, self.source_seq)
 
 
 @dataclass(frozen=True, slots=True)

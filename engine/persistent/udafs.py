@@ -3,10 +3,10 @@
 Owns what an aggregating query needs to run ``COUNT``, ``SUM``, ``AVG``, ``TOPK``, ... per group:
 `resolve_udaf` picks the implementation for a call's argument types and literal arguments the way
 ksqlDB's function index does (exact types, no implicit casts; the same error messages), and returns
-a `Udaf`: an initial state, ``add`` (and ``undo`` for functions ksqlDB allows over a TABLE), and
-``result``. States are plain Python data (ints, floats, Decimals, tuples, lists, dicts, sets) and
-every callable is a module-level function or a `functools.partial` of one, so both states and
-`Udaf` values survive `pickle`.
+a `Udaf`: an initial state, ``add`` (and ``undo`` for functions ksqlDB allows over a TABLE),
+``merge`` (for session windows) and ``result``. States are plain Python data (ints, floats,
+Decimals, tuples, lists, dicts, sets) and every callable is a module-level function or a
+`functools.partial` of one, so both states and `Udaf` values survive `pickle`.
 
 Semantics follow ksqlDB's Java sources (``io.confluent.ksql.function.udaf``), including their
 quirks: INTEGER sums wrap at 32 bits and BIGINT sums at 64 (in SUM, AVG and the STDDEV functions),
@@ -16,9 +16,15 @@ order as Java's ``compareTo`` does (strings by UTF-16 code unit, BYTES by signed
 NaN greatest). A DECIMAL SUM that outgrows its type raises `EvalFailure` with ksqlDB's message
 (ksqlDB fails the query there).
 
-Not covered: session-window merges (ksqlDB's ``merge``; EARLIEST/LATEST_BY_OFFSET order merged
-values by a process-wide sequence, which this module does not keep) and COUNT_DISTINCT's
-HyperLogLog estimate (it counts exactly, see `_count_distinct_add`).
+Session windows merge states as ksqlDB's ``merge`` methods do (also their quirks: COLLECT_LIST,
+COLLECT_SET and HISTOGRAM keep the earlier state's entries first and stop at their limits, a
+DECIMAL merge never fails, STDDEV_SAMP's merge divides INTEGER/BIGINT sums by counts in integer
+arithmetic, LATEST_BY_OFFSET(col, n) keeps the *oldest* n values of the two states).
+EARLIEST/LATEST_BY_OFFSET need to know which value came first across two states: ksqlDB stamps
+each value with a process-wide counter; here the caller passes each record's ``order`` to ``add``
+(see `Udaf`), which is deterministic and survives restarts.
+
+Not covered: COUNT_DISTINCT's HyperLogLog estimate (it counts exactly, see `_count_distinct_add`).
 `intermediate_type` gives ksqlDB's type for a function's stored state, for the check that the
 value format can hold it.
 """
@@ -30,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Context, Decimal
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, Protocol
 
 from headwater.engine._functions import (
     BIGINT,
@@ -59,6 +65,7 @@ from headwater.sqlparse_ext.sqltypes import (
 
 State = Any
 Args = tuple[Any, ...]
+Order = tuple[int, ...]
 
 _INT_MAX = (1 << 31) - 1
 COLLECT_LIST_LIMIT = "ksql.functions.collect_list.limit"
@@ -66,29 +73,50 @@ COLLECT_SET_LIMIT = "ksql.functions.collect_set.limit"
 HISTOGRAM_LIMIT = 1000
 
 
+class AddFunction(Protocol):
+    """``add(state, args)`` or ``add(state, args, order)``: see `Udaf`."""
+
+    def __call__(self, state: Any, args: tuple[Any, ...], order: Order | None = None, /) -> Any:
+        """The state with one row's column-argument values added."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Udaf:
-    """One resolved aggregate call: how to start, grow, shrink and read a group's state.
+    """One resolved aggregate call: how to start, grow, shrink, merge and read a group's state.
 
     Attributes:
         name: The function's name, upper case (``"COUNT"``).
         return_type: The type of ``result``'s values.
         table: Whether the function can undo a row, so ksqlDB allows it over a TABLE source.
         initial: A fresh state.
-        add: (state, the call's column-argument values for one row) -> the new state; may mutate
-            and return the same object. Raises `EvalFailure` where ksqlDB fails the query (a
-            DECIMAL SUM past its precision).
+        add: (state, the call's column-argument values for one row[, order]) -> the new state;
+            may mutate and return the same object. ``order`` (optional, default None) says where
+            the row falls in processing order: a tuple of ints that grows with every row the
+            caller adds to this function's states, such as the record's (partition, offset) when
+            a key's records come from one partition, or a running count. Only
+            EARLIEST/LATEST_BY_OFFSET store it (ksqlDB's SEQ), for ``merge``; the other
+            functions ignore it. Raises `EvalFailure` where ksqlDB fails the query (a DECIMAL SUM
+            past its precision).
         undo: The inverse of ``add`` for table sources; None when ``table`` is false.
         result: State -> output value; never aliases the state (lists and dicts are copies).
+        merge: (state_a, state_b) -> one state holding both, for a record that bridges two
+            session windows of a key: ksqlDB's ``merge``, with ``state_a`` the earlier session's
+            (or the states merged so far: Kafka Streams folds the sessions a record touches,
+            oldest first, into an initial state, then adds the record). Returns a fresh state
+            (or an immutable input) and mutates neither input. EARLIEST/LATEST_BY_OFFSET compare
+            the orders given to ``add``; when a value was added without one, ``state_a``'s
+            values count as the earlier.
     """
 
     name: str
     return_type: SqlType
     table: bool
     initial: Callable[[], Any]
-    add: Callable[[Any, tuple[Any, ...]], Any]
+    add: AddFunction
     undo: Callable[[Any, tuple[Any, ...]], Any] | None
     result: Callable[[Any], Any]
+    merge: Callable[[Any, Any], Any]
 
 
 # -- helpers: Java's orderings and arithmetic ------------------------------------------------------
@@ -141,6 +169,12 @@ def _java_div(a: float, b: float) -> float:
     return a / b
 
 
+def _java_long_div(a: int, b: int) -> int:
+    """Java's ``long / long``: truncates toward zero (and Long.MIN_VALUE / -1 wraps)."""
+    quotient = abs(a) // abs(b)
+    return wrap_int(quotient if (a < 0) == (b < 0) else -quotient, BIGINT)
+
+
 def _java_sqrt(x: float) -> float:
     return math.sqrt(x) if x >= 0.0 else math.nan
 
@@ -167,6 +201,15 @@ def _frozen(value: Any) -> Any:
 def _count(sign: int, state: int, args: Args) -> int:
     """COUNT(col) counts non-null values; COUNT(*) (no arguments) counts rows."""
     return state if args and args[0] is None else state + sign
+
+
+def _plus(a: Any, b: Any) -> Any:
+    return a + b
+
+
+def _count_distinct_merge(a: set[Any], b: set[Any]) -> set[Any]:
+    """ksqlDB merges the two HyperLogLog register sets; the exact sets' union."""
+    return a | b
 
 
 def _count_distinct_add(state: set[Any], args: Args) -> set[Any]:
@@ -205,6 +248,11 @@ def _sum_decimal(t: DecimalType, sign: int, state: Decimal, args: Args) -> Decim
     return value
 
 
+def _sum_decimal_merge(t: DecimalType, a: Decimal, b: Decimal) -> Decimal:
+    """ksqlDB adds in the type's precision and, unlike ``add``, never checks for overflow."""
+    return _context(t.precision).add(a, b)
+
+
 def _list_total(element: SqlType, values: list[Any]) -> Any:
     total: Any = 0.0 if element == DOUBLE else 0
     for v in values:  # in order: float sums depend on it
@@ -224,6 +272,10 @@ def _avg(t: SqlType, sign: int, state: tuple[Any, int], args: Args) -> tuple[Any
     if args[0] is None:
         return state
     return (_add_typed(t, state[0], sign * args[0]), state[1] + sign)
+
+
+def _avg_merge(t: SqlType, a: tuple[Any, int], b: tuple[Any, int]) -> tuple[Any, int]:
+    return (_add_typed(t, a[0], b[0]), a[1] + b[1])
 
 
 def _avg_result(state: tuple[Any, int]) -> float:
@@ -250,6 +302,11 @@ def _max_add(key: Callable[[Any], Any], state: Any, args: Args) -> Any:
     if state is None:
         return value
     return value if key(value) > key(state) else state
+
+
+def _min_max_merge(add: Callable[[Any, Args], Any], a: Any, b: Any) -> Any:
+    """ksqlDB merges as ``aggregate(a, b)``: ``a`` as the new value, so equal values keep ``b``."""
+    return add(b, (a,))
 
 
 # -- TOPK, TOPKDISTINCT ----------------------------------------------------------------------------
@@ -281,6 +338,26 @@ def _topk_add(
     return state
 
 
+def _topk_merge(
+    k: int, key: Callable[[Any], Any], fields: tuple[str, ...] | None, a: list[Any], b: list[Any]
+) -> list[Any]:
+    """Merges the two descending lists, ``a``'s entry first among equal values, up to k."""
+
+    def sort_key(entry: Any) -> Any:
+        return key(entry["sort_col"] if fields else entry)
+
+    merged: list[Any] = []
+    i = j = 0
+    while len(merged) != k and (i < len(a) or j < len(b)):
+        if j == len(b) or (i < len(a) and sort_key(a[i]) >= sort_key(b[j])):
+            merged.append(a[i])
+            i += 1
+        else:
+            merged.append(b[j])
+            j += 1
+    return merged
+
+
 def _topk_distinct_add(
     k: int, key: Callable[[Any], Any], state: list[Any], args: Args
 ) -> list[Any]:
@@ -298,6 +375,26 @@ def _topk_distinct_add(
         state.append(value)
     state.sort(key=key, reverse=True)
     return state
+
+
+def _topk_distinct_merge(
+    k: int, key: Callable[[Any], Any], a: list[Any], b: list[Any]
+) -> list[Any]:
+    """Merges the two descending lists up to k, a value in both taken once."""
+    merged: list[Any] = []
+    i = j = 0
+    while len(merged) != k and (i < len(a) or j < len(b)):
+        if j == len(b) or (i < len(a) and key(a[i]) > key(b[j])):
+            merged.append(a[i])
+            i += 1
+        elif i == len(a) or key(b[j]) > key(a[i]):
+            merged.append(b[j])
+            j += 1
+        else:
+            merged.append(a[i])
+            i += 1
+            j += 1
+    return merged
 
 
 # -- COLLECT_LIST, COLLECT_SET, HISTOGRAM ---------------------------------------------------------
@@ -318,10 +415,26 @@ def _collect_list_undo(state: list[Any], args: Args) -> list[Any]:
     return state
 
 
+def _collect_list_merge(limit: int, a: list[Any], b: list[Any]) -> list[Any]:
+    """``a`` then as much of ``b`` as the limit leaves room for."""
+    return [*a, *b[: max(0, limit - len(a))]]
+
+
 def _collect_set_add(limit: int, state: list[Any], args: Args) -> list[Any]:
     if len(state) < limit and args[0] not in state:
         state.append(args[0])
     return state
+
+
+def _collect_set_merge(limit: int, a: list[Any], b: list[Any]) -> list[Any]:
+    """``a`` then ``b``'s new values, until the limit."""
+    merged = list(a)
+    for value in b:
+        if len(merged) >= limit:
+            break
+        if value not in merged:
+            merged.append(value)
+    return merged
 
 
 def _histogram_add(state: dict[Any, int], args: Args) -> dict[Any, int]:
@@ -341,36 +454,100 @@ def _histogram_undo(state: dict[Any, int], args: Args) -> dict[Any, int]:
     return state
 
 
+def _histogram_merge(a: dict[Any, int], b: dict[Any, int]) -> dict[Any, int]:
+    """Adds ``b``'s counts (in its insertion order) to ``a``'s; new values only below the limit."""
+    merged = dict(a)
+    for value, count in b.items():
+        if len(merged) < HISTOGRAM_LIMIT or value in merged:
+            merged[value] = merged.get(value, 0) + count
+    return merged
+
+
 # -- EARLIEST_BY_OFFSET, LATEST_BY_OFFSET ----------------------------------------------------------
 
 
-def _earliest_add(ignore_nulls: bool, state: tuple[Any, ...], args: Args) -> tuple[Any, ...]:
-    """State: () until a value is taken, then (value,) for good."""
+# A taken value is an entry (value, order): ksqlDB's STRUCT<SEQ, VAL>, with the caller's order
+# (None when it gave none) for ksqlDB's process-wide sequence number.
+_Entry = tuple[Any, Order | None]
+
+
+def _earliest_add(
+    ignore_nulls: bool, state: tuple[Any, ...], args: Args, order: Order | None = None
+) -> tuple[Any, ...]:
+    """State: () until a value is taken, then its entry for good."""
     if state or (args[0] is None and ignore_nulls):
         return state
-    return (args[0],)
+    return (args[0], order)
 
 
-def _earliest_result(state: tuple[Any, ...]) -> Any:
+def _latest_add(
+    ignore_nulls: bool, state: tuple[Any, ...], args: Args, order: Order | None = None
+) -> tuple[Any, ...]:
+    """State: () until a value is taken, then the last taken value's entry."""
+    return state if args[0] is None and ignore_nulls else (args[0], order)
+
+
+def _entry_value(state: tuple[Any, ...]) -> Any:
     return state[0] if state else None
 
 
-def _latest_add(ignore_nulls: bool, state: Any, args: Args) -> Any:
-    return state if args[0] is None and ignore_nulls else args[0]
-
-
-def _earliest_n_add(n: int, ignore_nulls: bool, state: list[Any], args: Args) -> list[Any]:
+def _earliest_n_add(
+    n: int, ignore_nulls: bool, state: list[_Entry], args: Args, order: Order | None = None
+) -> list[_Entry]:
     if len(state) < n and not (args[0] is None and ignore_nulls):
-        state.append(args[0])
+        state.append((args[0], order))
     return state
 
 
-def _latest_n_add(n: int, ignore_nulls: bool, state: list[Any], args: Args) -> list[Any]:
+def _latest_n_add(
+    n: int, ignore_nulls: bool, state: list[_Entry], args: Args, order: Order | None = None
+) -> list[_Entry]:
     if not (args[0] is None and ignore_nulls):
-        state.append(args[0])
+        state.append((args[0], order))
         if len(state) > n:
             del state[: len(state) - n]
     return state
+
+
+def _entry_values(state: list[_Entry]) -> list[Any]:
+    return [value for value, _ in state]
+
+
+def _earliest_merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The entry added first (ksqlDB: the smaller sequence; ``b`` on a tie)."""
+    if not a or not b:
+        return a or b
+    if a[1] is None or b[1] is None:
+        return a
+    return a if a[1] < b[1] else b
+
+
+def _latest_merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The entry added last (ksqlDB: the larger sequence; ``a`` on a tie).
+
+    A state that never took a value loses. (ksqlDB's initial state holds a null with a fresh
+    sequence, so with ignoreNulls false it wins over the sessions merged into it; the record that
+    Kafka Streams then adds replaces it, so the results are the same.)
+    """
+    if not a or not b:
+        return a or b
+    if a[1] is None or b[1] is None:
+        return b
+    return a if a[1] >= b[1] else b
+
+
+def _by_offset_n_merge(n: int, a: list[_Entry], b: list[_Entry]) -> list[_Entry]:
+    """The first n of both states' entries in the order they were added (by order when every entry
+    has one, a stable sort; else ``a``'s before ``b``'s). ksqlDB does this for LATEST_BY_OFFSET's
+    n values too, keeping the oldest n where ``add`` keeps the newest."""
+    merged = [*a, *b]
+    if all(order is not None for _, order in merged):
+        merged.sort(key=_entry_order)
+    return merged[:n]
+
+
+def _entry_order(entry: _Entry) -> Order:
+    return entry[1] or ()  # only called when every entry has an order
 
 
 # -- STDDEV_SAMP, STDDEV_SAMPLE, CORRELATION -----------------------------------------------------
@@ -411,6 +588,31 @@ def _stddev_undo(t: SqlType, state: tuple[Any, int, float], args: Args) -> tuple
     return (_add_typed(t, total, -value), new_count, m2 - removed)
 
 
+def _stddev_merge(
+    t: SqlType, integral_means: bool, a: tuple[Any, int, float], b: tuple[Any, int, float]
+) -> tuple[Any, int, float]:
+    """Chan et al.'s pairwise update, as ksqlDB computes it: m2 grows by
+    ``count_a * count_b * (mean_a - mean_b)**2 / (count_a + count_b)``. ``integral_means``:
+    STDDEV_SAMP takes an INTEGER/BIGINT mean in Java's integer division, STDDEV_SAMPLE in doubles.
+    """
+    total_a, count_a, m2_a = a
+    total_b, count_b, m2_b = b
+    count = count_a + count_b
+    if count_a == 0 or count_b == 0:
+        m2 = m2_a + m2_b
+    else:
+        if t == DOUBLE:
+            gap = total_a / count_a - total_b / count_b
+        elif integral_means:
+            mean_a, mean_b = _java_long_div(total_a, count_a), _java_long_div(total_b, count_b)
+            gap = float(wrap_int(mean_a - mean_b, BIGINT))
+        else:
+            gap = float(total_a) / float(count_a) - float(total_b) / float(count_b)
+        spread = float(wrap_int(count_a * count_b, BIGINT)) * gap * gap
+        m2 = m2_a + m2_b + _java_div(spread, float(count))
+    return (_add_typed(t, total_a, total_b), count, m2)
+
+
 def _variance_result(state: tuple[Any, int, float]) -> float:
     """STDDEV_SAMP: ksqlDB returns m2 / (n - 1), the sample variance, under this name."""
     _, count, m2 = state
@@ -436,6 +638,10 @@ def _correlation(sign: int, state: _Moments, args: Args) -> _Moments:
     return (xs - x, ys - y, xxs - x * x, yys - y * y, xys - x * y, count - 1)
 
 
+def _correlation_merge(a: _Moments, b: _Moments) -> _Moments:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4], a[5] + b[5])
+
+
 def _correlation_result(state: _Moments) -> float:
     xs, ys, xxs, yys, xys, count = state
     n = float(count)
@@ -457,6 +663,14 @@ def _attr(step: int, state: list[list[Any]], args: Args) -> list[list[Any]]:
     if step > 0:
         state.append([value, step])
     return state
+
+
+def _attr_merge(a: list[list[Any]], b: list[list[Any]]) -> list[list[Any]]:
+    """``a``'s entries, each of ``b``'s counts added as ``add`` would (a copy: ``add`` mutates)."""
+    merged = [list(entry) for entry in a]
+    for value, count in b:
+        _attr(count, merged, (value,))
+    return merged
 
 
 def _attr_result(state: list[list[Any]]) -> Any:
@@ -498,33 +712,46 @@ def _limit(config: Mapping[str, Any], key: str) -> int:
     return _INT_MAX if limit < 0 else limit
 
 
+def _unordered(add: Callable[[Any, Args], Any], state: Any, args: Args,
+               order: Order | None = None) -> Any:  # fmt: skip
+    """``add`` for a function that has no use for the row's order."""
+    return add(state, args)
+
+
 def _udaf(
     name: str,
     t: SqlType,
     initial: Callable[[], Any],
-    add: Callable[[Any, Args], Any],
+    add: Callable[..., Any],
+    merge: Callable[[Any, Any], Any],
     result: Callable[[Any], Any] = _natural,
     undo: Callable[[Any, Args], Any] | None = None,
+    *,
+    ordered: bool = False,
 ) -> Udaf:
-    return Udaf(name, t, undo is not None, initial, add, undo, result)
+    """``ordered``: ``add`` takes the row's order itself; otherwise it is ``add(state, args)``."""
+    add_function: AddFunction = add if ordered else partial(_unordered, add)
+    return Udaf(name, t, undo is not None, initial, add_function, undo, result, merge)
 
 
 def _reversible(name: str, t: SqlType, zero: Any, step: Callable[..., Any],
+                merge: Callable[[Any, Any], Any],
                 result: Callable[[Any], Any] = _natural) -> Udaf:  # fmt: skip
     """A table function whose undo is its add with the sign flipped: ``step(sign, state, args)``."""
-    return _udaf(name, t, partial(_const, zero), partial(step, 1), result, partial(step, -1))
+    return _udaf(name, t, partial(_const, zero), partial(step, 1), merge, result, partial(step, -1))
 
 
 def _build_count(types: Types, consts: Consts, _: Config) -> Resolved | None:
     if len(types) > 1 or consts:
         return None
-    return _reversible("COUNT", BIGINT, 0, _count), BIGINT
+    return _reversible("COUNT", BIGINT, 0, _count, _plus), BIGINT
 
 
 def _build_count_distinct(types: Types, consts: Consts, _: Config) -> Resolved | None:
     if len(types) != 1 or consts or isinstance(types[0], NullType):
         return None
-    return _udaf("COUNT_DISTINCT", BIGINT, set, _count_distinct_add, len), ArrayType(INTEGER)
+    udaf = _udaf("COUNT_DISTINCT", BIGINT, set, _count_distinct_add, _count_distinct_merge, len)
+    return udaf, ArrayType(INTEGER)
 
 
 def _build_sum(types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -534,10 +761,12 @@ def _build_sum(types: Types, consts: Consts, _: Config) -> Resolved | None:
     if isinstance(t, DecimalType):
         zero = Decimal(0).scaleb(-t.scale)
         add, undo = partial(_sum_decimal, t, 1), partial(_sum_decimal, t, -1)
-        return _udaf("SUM", t, partial(_const, zero), add, undo=undo), t
+        merge = partial(_sum_decimal_merge, t)
+        return _udaf("SUM", t, partial(_const, zero), add, merge, undo=undo), t
     if t not in _NUMERIC_JAVA:
         return None
-    return _reversible("SUM", t, 0.0 if t == DOUBLE else 0, partial(_sum, t)), t
+    start = 0.0 if t == DOUBLE else 0
+    return _reversible("SUM", t, start, partial(_sum, t), partial(_add_typed, t)), t
 
 
 def _build_sum_list(types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -546,7 +775,8 @@ def _build_sum_list(types: Types, consts: Consts, _: Config) -> Resolved | None:
     t = types[0].element
     if t not in _NUMERIC_JAVA:
         return None
-    return _reversible("SUM_LIST", t, 0.0 if t == DOUBLE else 0, partial(_sum_list, t)), t
+    zero = 0.0 if t == DOUBLE else 0
+    return _reversible("SUM_LIST", t, zero, partial(_sum_list, t), partial(_add_typed, t)), t
 
 
 def _build_avg(types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -554,7 +784,7 @@ def _build_avg(types: Types, consts: Consts, _: Config) -> Resolved | None:
         return None
     (t,) = types
     zero = (0.0 if t == DOUBLE else 0, 0)
-    udaf = _reversible("AVG", DOUBLE, zero, partial(_avg, t), _avg_result)
+    udaf = _reversible("AVG", DOUBLE, zero, partial(_avg, t), partial(_avg_merge, t), _avg_result)
     return udaf, _struct(("SUM", t), ("COUNT", BIGINT))
 
 
@@ -564,8 +794,8 @@ def _build_min_max(name: str, types: Types, consts: Consts, _: Config) -> Resolv
     (t,) = types
     if t not in _COMPARABLE and not isinstance(t, DecimalType):
         return None
-    add = _min_add if name == "MIN" else _max_add
-    return _udaf(name, t, partial(_const, None), partial(add, _order_key(t))), t
+    add = partial(_min_add if name == "MIN" else _max_add, _order_key(t))
+    return _udaf(name, t, partial(_const, None), add, partial(_min_max_merge, add)), t
 
 
 def _build_topk(types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -578,8 +808,9 @@ def _build_topk(types: Types, consts: Consts, _: Config) -> Resolved | None:
     if len(types) > 1:  # TOPK(col, other..., k): structs {sort_col, col0, ...}
         fields = ("sort_col", *(f"col{i}" for i in range(len(types) - 1)))
         element = StructType(tuple(StructField(f, t) for f, t in zip(fields, types, strict=True)))
-    add = partial(_topk_add, consts[0], _order_key(types[0]), fields)
-    return _udaf("TOPK", ArrayType(element), list, add, list), ArrayType(element)
+    k, key = consts[0], _order_key(types[0])
+    add, merge = partial(_topk_add, k, key, fields), partial(_topk_merge, k, key, fields)
+    return _udaf("TOPK", ArrayType(element), list, add, merge, list), ArrayType(element)
 
 
 def _build_topk_distinct(types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -588,8 +819,9 @@ def _build_topk_distinct(types: Types, consts: Consts, _: Config) -> Resolved | 
     (t,) = types
     if t not in _COMPARABLE and not isinstance(t, DecimalType):
         return None
-    add = partial(_topk_distinct_add, consts[0], _order_key(t))
-    return _udaf("TOPKDISTINCT", ArrayType(t), list, add, list), ArrayType(t)
+    k, key = consts[0], _order_key(t)
+    add, merge = partial(_topk_distinct_add, k, key), partial(_topk_distinct_merge, k, key)
+    return _udaf("TOPKDISTINCT", ArrayType(t), list, add, merge, list), ArrayType(t)
 
 
 def _build_collect(name: str, types: Types, consts: Consts, config: Config) -> Resolved | None:
@@ -597,17 +829,19 @@ def _build_collect(name: str, types: Types, consts: Consts, config: Config) -> R
         return None
     t = ArrayType(types[0])
     if name == "COLLECT_LIST":
-        add = partial(_collect_list_add, _limit(config, COLLECT_LIST_LIMIT))
-        return _udaf(name, t, list, add, list, _collect_list_undo), t
-    add = partial(_collect_set_add, _limit(config, COLLECT_SET_LIMIT))
-    return _udaf(name, t, list, add, list), t
+        limit = _limit(config, COLLECT_LIST_LIMIT)
+        add, merge = partial(_collect_list_add, limit), partial(_collect_list_merge, limit)
+        return _udaf(name, t, list, add, merge, list, _collect_list_undo), t
+    limit = _limit(config, COLLECT_SET_LIMIT)
+    add, merge = partial(_collect_set_add, limit), partial(_collect_set_merge, limit)
+    return _udaf(name, t, list, add, merge, list), t
 
 
 def _build_histogram(types: Types, consts: Consts, _: Config) -> Resolved | None:
     if types != (STRING,) or consts:
         return None
     t = MapType(STRING, BIGINT)
-    return _udaf("HISTOGRAM", t, dict, _histogram_add, dict, _histogram_undo), t
+    return _udaf("HISTOGRAM", t, dict, _histogram_add, _histogram_merge, dict, _histogram_undo), t
 
 
 def _build_by_offset(name: str, types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -624,16 +858,16 @@ def _build_by_offset(name: str, types: Types, consts: Consts, _: Config) -> Reso
     entry = _struct(("SEQ", BIGINT), ("VAL", t))
     earliest = name == "EARLIEST_BY_OFFSET"
     if not consts:
-        if earliest:
-            return _udaf(
-                name, t, tuple, partial(_earliest_add, ignore_nulls), _earliest_result
-            ), entry
-        return _udaf(name, t, partial(_const, None), partial(_latest_add, ignore_nulls)), entry
+        add = partial(_earliest_add if earliest else _latest_add, ignore_nulls)
+        merge = _earliest_merge if earliest else _latest_merge
+        return _udaf(name, t, tuple, add, merge, _entry_value, ordered=True), entry
     n = consts[0]
     if n <= 0:
         raise ExpressionError(f"{'earliestN' if earliest else 'latestN'} must be 1 or greater")
-    add = partial(_earliest_n_add if earliest else _latest_n_add, n, ignore_nulls)
-    return _udaf(name, ArrayType(t), list, add, list), ArrayType(entry)
+    add_n = partial(_earliest_n_add if earliest else _latest_n_add, n, ignore_nulls)
+    merge_n = partial(_by_offset_n_merge, n)
+    udaf = _udaf(name, ArrayType(t), list, add_n, merge_n, _entry_values, ordered=True)
+    return udaf, ArrayType(entry)
 
 
 def _build_stddev(name: str, types: Types, consts: Consts, _: Config) -> Resolved | None:
@@ -642,7 +876,8 @@ def _build_stddev(name: str, types: Types, consts: Consts, _: Config) -> Resolve
     (t,) = types
     zero = (0.0 if t == DOUBLE else 0, 0, 0.0)
     result = _variance_result if name == "STDDEV_SAMP" else _stddev_result
-    udaf = _udaf(name, DOUBLE, partial(_const, zero), partial(_stddev_add, t), result,
+    merge = partial(_stddev_merge, t, name == "STDDEV_SAMP")
+    udaf = _udaf(name, DOUBLE, partial(_const, zero), partial(_stddev_add, t), merge, result,
                  partial(_stddev_undo, t))  # fmt: skip
     return udaf, _struct(("SUM", t), ("COUNT", BIGINT), ("M2", DOUBLE))
 
@@ -651,7 +886,8 @@ def _build_correlation(types: Types, consts: Consts, _: Config) -> Resolved | No
     if len(types) != 2 or consts or types[0] != types[1] or types[0] not in _NUMERIC_JAVA:
         return None
     zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0)
-    udaf = _reversible("CORRELATION", DOUBLE, zero, _correlation, _correlation_result)
+    udaf = _reversible("CORRELATION", DOUBLE, zero, _correlation, _correlation_merge,
+                       _correlation_result)  # fmt: skip
     names = ("X_SUM", "Y_SUM", "X_SQUARED_SUM", "Y_SQUARED_SUM", "XY_SUM")
     return udaf, _struct(*((n, DOUBLE) for n in names), ("COUNT", BIGINT))
 
@@ -660,7 +896,7 @@ def _build_attr(types: Types, consts: Consts, _: Config) -> Resolved | None:
     if len(types) != 1 or consts or isinstance(types[0], NullType):
         return None
     (t,) = types
-    udaf = _udaf("ATTR", t, list, partial(_attr, 1), _attr_result, partial(_attr, -1))
+    udaf = _udaf("ATTR", t, list, partial(_attr, 1), _attr_merge, _attr_result, partial(_attr, -1))
     return udaf, ArrayType(_struct(("VALUE", t), ("COUNT", INTEGER)))
 
 
@@ -868,6 +1104,8 @@ __all__ = [
     "COLLECT_LIST_LIMIT",
     "COLLECT_SET_LIMIT",
     "HISTOGRAM_LIMIT",
+    "AddFunction",
+    "Order",
     "Udaf",
     "constant_arity",
     "intermediate_type",

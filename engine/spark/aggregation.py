@@ -25,7 +25,10 @@ from headwater.engine.persistent.aggregating import (
     AggregatePipeline,
     GroupedRow,
     GroupState,
+    GroupWindows,
     TableChange,
+    TaskState,
+    WindowedTask,
 )
 from headwater.engine.persistent.operators import ProcessingError
 from headwater.metastore.codec import catalog_from_dict
@@ -38,7 +41,8 @@ GROUPED_SCHEMA = ("group binary, row binary, source_partition int, source_offset
                   "error string, detail binary")  # fmt: skip
 #: What the aggregate stage gives the sink (`kafka_source.OUTPUT_SCHEMA` plus the input sequence).
 AGGREGATED_SCHEMA = ("key binary, value binary, timestamp long, partition int, "
-                     "source_partition int, source_offset long, source_seq int, error string")  # fmt: skip
+                     "source_partition int, source_offset long, source_seq int, "
+                     "source_rank long, error string")  # fmt: skip
 
 _lock = threading.Lock()
 _pipelines: dict[str, AggregatePipeline] = {}
@@ -58,13 +62,20 @@ def pipeline_of(payload: str) -> AggregatePipeline:
         return found
 
 
-def grouped_rows(items: list[GroupedRow | TableChange],
+def grouped_rows(pipeline: AggregatePipeline, items: list[GroupedRow | TableChange],
                  errors: list[ProcessingError]) -> dict[str, list[Any]]:  # fmt: skip
-    """Stage 1's output as the columns of `GROUPED_SCHEMA`."""
+    """Stage 1's output as the columns of `GROUPED_SCHEMA`, keyed for the next stage's shuffle: by
+    source key (a table's change stage), by task (windowed), or by group."""
     columns: dict[str, list[Any]] = {n: [] for n in ("group", "row", "source_partition",
                                                      "source_offset", "error", "detail")}  # fmt: skip
+    windowed = pipeline.compiled.window is not None
     for item in items:
-        columns["group"].append(item.source_key if isinstance(item, TableChange) else item.group)
+        if isinstance(item, TableChange):
+            columns["group"].append(item.source_key)
+        elif windowed:
+            columns["group"].append(b"%d" % pipeline.task_of(item.group))
+        else:
+            columns["group"].append(item.group)
         columns["row"].append(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
         columns["source_partition"].append(item.partition)
         columns["source_offset"].append(item.offset)
@@ -134,9 +145,7 @@ class AggregateProcessor(StatefulProcessor):
         grouped: list[GroupedRow] = []
         for row in rows:
             if row.error is not None:
-                yield Row(key=None, value=row.detail, timestamp=0, partition=-1,
-                          source_partition=row.source_partition, source_offset=row.source_offset,
-                          source_seq=0, error=row.error)  # fmt: skip
+                yield _error_row(row.source_partition, row.source_offset, row.error, row.detail)
             else:
                 grouped.append(pickle.loads(row.row))
         if not grouped:
@@ -148,19 +157,74 @@ class AggregateProcessor(StatefulProcessor):
         for o in outputs:
             yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
                       source_partition=o.source_partition, source_offset=o.source_offset,
-                      source_seq=o.source_seq, error=None)  # fmt: skip
+                      source_seq=o.source_seq, source_rank=o.source_rank,
+                      error=None)  # fmt: skip
         for e in errors:
-            yield Row(key=None, value=_detail(e.message, e.topic), timestamp=0, partition=-1,
-                      source_partition=e.partition, source_offset=e.offset, source_seq=0,
-                      error=e.kind)  # fmt: skip
+            yield _error_row(e.partition, e.offset, e.kind, _detail(e.message, e.topic))
 
     def close(self) -> None:
         pass
 
 
-def aggregate_frame(grouped: Any, payload: str, table_source: bool) -> Any:
+class WindowedProcessor(StatefulProcessor):
+    """Stage 3 of a windowed aggregation: per task (ksqlDB's re-partition partition), its stream
+    time and window index, and its groups' windows; emits updates, tombstones, final results."""
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.pipeline = pipeline_of(self.payload)
+        self.task = handle.getValueState("task", "state binary")
+        self.groups = handle.getMapState("groups", "group binary", "windows binary")
+
+    def _load(self, group: bytes) -> GroupWindows | None:
+        found = self.groups.getValue((group,))
+        return pickle.loads(found[0]) if found and found[0] else None
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        grouped: list[GroupedRow] = []
+        for row in rows:
+            if row.error is not None:
+                yield _error_row(row.source_partition, row.source_offset, row.error, row.detail)
+            else:
+                grouped.append(pickle.loads(row.row))
+        if not grouped:
+            return
+        stored = self.task.get() if self.task.exists() else None
+        state: TaskState = pickle.loads(stored[0]) if stored and stored[0] else TaskState()
+        task = WindowedTask(state, self._load)
+        outputs, errors = self.pipeline.aggregate_windowed(task, grouped)
+        for group, windows in task.changed.items():
+            if windows is None:
+                self.groups.removeKey((group,))
+            else:
+                self.groups.updateValue((group,), (pickle.dumps(
+                    windows, protocol=pickle.HIGHEST_PROTOCOL),))
+        self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
+        for o in outputs:
+            yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
+                      source_partition=o.source_partition, source_offset=o.source_offset,
+                      source_seq=o.source_seq, source_rank=o.source_rank,
+                      error=None)  # fmt: skip
+        for e in errors:
+            yield _error_row(e.partition, e.offset, e.kind, _detail(e.message, e.topic))
+
+    def close(self) -> None:
+        pass
+
+
+def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
+    return Row(key=None, value=detail, timestamp=0, partition=-1, source_partition=partition,
+               source_offset=offset, source_seq=0, source_rank=0, error=kind)  # fmt: skip
+
+
+def aggregate_frame(grouped: Any, payload: str, table_source: bool, windowed: bool) -> Any:
     """The aggregated DataFrame (`AGGREGATED_SCHEMA`) of stage 1's streaming DataFrame."""
     frame = grouped
+    if windowed:
+        return frame.groupBy("group").transformWithState(
+            WindowedProcessor(payload), AGGREGATED_SCHEMA, "Append", "None")
     if table_source:
         frame = frame.groupBy("group").transformWithState(
             ChangeProcessor(payload), GROUPED_SCHEMA, "Append", "None")

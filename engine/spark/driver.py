@@ -157,7 +157,8 @@ class QueryDriver:
             if aggregate:
                 from headwater.engine.spark.aggregation import aggregate_frame
 
-                frame = aggregate_frame(frame, query_json, bool(payload.get("tableSource")))
+                frame = aggregate_frame(frame, query_json, bool(payload.get("tableSource")),
+                                        bool(payload.get("windowed")))
             target = ExactlyOnceSink(self.kafka, query_id, sink["topic"], int(sink["partitions"]),
                                      self.settings.processing_log_topic)  # fmt: skip
             writer = (frame.writeStream.queryName(query_id).foreachBatch(target)

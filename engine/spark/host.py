@@ -49,6 +49,7 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
         "catalog": body,
         "aggregate": is_aggregate_statement(query.statement_text),
         "tableSource": source.kind is SourceKind.TABLE,
+        "windowed": bool(sink is not None and sink.windowed and source.windowed is None),
         "source": {"topic": source.topic, "partitions": source.partitions},
         "sink": {"topic": sink.topic if sink else "", "partitions": sink.partitions if sink else 1},
     }

@@ -153,15 +153,16 @@ class KafkaStreamReader(DataSourceStreamReader):
 def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
     """An aggregating query's stage 1 (`AggregatePipeline.group`) over what a task reads."""
     pipeline = pipeline_of(payload)
+    running: dict[int, int] = {}  # the batch's ranks run on across chunks
     chunk: list[InputRecord] = []
     for record in records:
         chunk.append(record)
         if len(chunk) >= _POLL_BATCH:
-            yield pa.RecordBatch.from_pydict(grouped_rows(*pipeline.group(chunk)),
-                                             schema=_ARROW_GROUPED)  # fmt: skip
+            yield pa.RecordBatch.from_pydict(
+                grouped_rows(pipeline, *pipeline.group(chunk, running)), schema=_ARROW_GROUPED)
             chunk = []
     if chunk:
-        yield pa.RecordBatch.from_pydict(grouped_rows(*pipeline.group(chunk)),
+        yield pa.RecordBatch.from_pydict(grouped_rows(pipeline, *pipeline.group(chunk, running)),
                                          schema=_ARROW_GROUPED)  # fmt: skip
 
 

@@ -4,7 +4,7 @@ Broker transactions are not trusted (the embedded broker shows aborted records),
 rests on the batch itself: Spark replays the one micro-batch whose commit it did not record, with
 the same batch id and the same records (the operators are deterministic), and every record this
 sink writes carries headers ``hw.query`` (query id), ``hw.batch`` (batch id) and ``hw.seq`` (its index
-in the batch's output, ordered by input partition and offset). An idempotent producer keeps each
+in the batch's output, in the order the records were computed: see `OutputRecord.order`). An idempotent producer keeps each
 partition in ``seq`` order, so on a sink partition everything up to the last record found there was
 written. When a sink starts (a new process, a new owner) it reads the tail of every sink partition
 for this query's last record; a replayed batch then skips, per partition, what is already there.
@@ -89,8 +89,9 @@ class ExactlyOnceSink:
         wrote. Raises when the broker does not confirm every record (the batch then fails)."""
         if self._written is None:
             self._written = self._read_tails()
-        ordered = sorted(rows, key=lambda r: (r["source_partition"], r["source_offset"],
-                                              r.get("source_seq") or 0))  # fmt: skip
+        # the order the records were computed in (an aggregate's batch order, else input order)
+        ordered = sorted(rows, key=lambda r: (r.get("source_rank") or 0, r["source_partition"],
+                                              r["source_offset"], r.get("source_seq") or 0))  # fmt: skip
         failures: list[str] = []
 
         def delivered(error: KafkaError | None, _message: Any) -> None:

@@ -17,6 +17,7 @@ from headwater.engine.persistent.aggregating import (
 )
 from headwater.engine.persistent.analyzer import describe_query
 from headwater.engine.persistent.compile import QueryCompileError
+from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Catalog, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan
@@ -199,3 +200,100 @@ def test_explain_shows_the_aggregation_steps() -> None:
     assert "[ AGGREGATE ] | Aggregations: COUNT(*)" in text
     assert "[ GROUP BY ] | ORDERS.ITEM" in text or "[ GROUP BY ] | ITEM" in text
     assert "[ FILTER ] | Condition: (COUNT(*) > 1)" in text
+
+
+# -- windows -------------------------------------------------------------------------------------
+
+def _windowed(select: str, records: list[InputRecord], *, batches: int = 1,
+              sink: str = "W") -> list[tuple[object, object, tuple[int, int], int]]:  # fmt: skip
+    """(key, value, window, timestamp) of what a windowed query writes for ``records``."""
+    catalog = _catalog(ORDERS, f"CREATE TABLE {sink} AS {select};")
+    query = next(iter(catalog.queries.values()))
+    local = LocalAggregation(AggregatePipeline.for_query(query, catalog))
+    source = catalog.source(sink)
+    assert source is not None and source.windowed
+    session = source.windowed == "SESSION"
+    out = []
+    size = max(1, len(records) // batches)
+    for start in range(0, len(records), size):
+        written, _ = local.process(records[start:start + size])
+        for o in written:
+            assert o.key is not None
+            key, w_start, w_end = split_windowed_key(o.key, session, window_size_ms(source))
+            out.append((key.decode(), json.loads(o.value) if o.value is not None else None,
+                        (w_start, w_end), o.timestamp))
+    return out
+
+
+def _at(offset: int, item: str, ts: int, qty: int = 1) -> InputRecord:
+    return _order(offset, "k", {"ITEM": item, "QTY": qty}, ts=ts)
+
+
+def test_tumbling_windows_count_per_window_and_drop_records_after_grace() -> None:
+    select = ("SELECT item, COUNT(*) AS n, WINDOWSTART AS ws FROM orders "
+              "WINDOW TUMBLING (SIZE 30 SECONDS, GRACE PERIOD 1 MINUTE) GROUP BY item")
+    records = [_at(0, "a", 0), _at(1, "a", 89_999), _at(2, "a", 10_009), _at(3, "a", 90_000),
+               _at(4, "a", 10_010)]  # the last: window [0, 30 s) closed at stream time 90 s
+    assert _windowed(select, records) == [
+        ("a", {"N": 1, "WS": 0}, (0, 30_000), 0),
+        ("a", {"N": 1, "WS": 60_000}, (60_000, 90_000), 89_999),
+        ("a", {"N": 2, "WS": 0}, (0, 30_000), 10_009),
+        ("a", {"N": 1, "WS": 90_000}, (90_000, 120_000), 90_000),
+    ]
+    assert _windowed(select, records, batches=5) == _windowed(select, records)
+
+
+def test_hopping_windows_update_every_window_a_record_falls_in() -> None:
+    select = ("SELECT item, COUNT(*) AS n FROM orders "
+              "WINDOW HOPPING (SIZE 30 SECONDS, ADVANCE BY 10 SECONDS) GROUP BY item")
+    out = _windowed(select, [_at(0, "a", 25_000)])
+    assert [w for _, _, w, _ in out] == [(0, 30_000), (10_000, 40_000), (20_000, 50_000)]
+
+
+def test_sessions_merge_and_write_a_tombstone_for_each_merged_session() -> None:
+    select = ("SELECT item, COUNT(*) AS n FROM orders WINDOW SESSION (30 SECONDS) GROUP BY item")
+    out = _windowed(select, [_at(0, "a", 0), _at(1, "a", 50_000), _at(2, "a", 25_000)])
+    assert out == [
+        ("a", {"N": 1}, (0, 0), 0),
+        ("a", {"N": 1}, (50_000, 50_000), 50_000),
+        ("a", None, (0, 0), 0),  # 25 s is within 30 s of both: the sessions merge
+        ("a", None, (50_000, 50_000), 50_000),
+        ("a", {"N": 3}, (0, 50_000), 50_000),
+    ]
+
+
+def test_emit_final_writes_each_window_once_when_it_closes() -> None:
+    select = ("SELECT item, COUNT(*) AS n FROM orders WINDOW TUMBLING (SIZE 2 MILLISECONDS, "
+              "GRACE PERIOD 1 MILLISECONDS) GROUP BY item EMIT FINAL")
+    records = [_at(i, "a", ts) for i, ts in enumerate([0, 1, 3, 4, 5])]
+    # Kafka Streams' emit-on-window-close, as ksqlDB runs it: [0, 2) closes at stream time 3,
+    # [2, 4) at 5; each result carries the newest timestamp of its window
+    assert _windowed(select, records) == [("a", {"N": 2}, (0, 2), 1), ("a", {"N": 1}, (2, 4), 3)]
+    # a jump past a window's retention (size + grace) loses it, as it does there
+    jumped = [_at(i, "a", ts) for i, ts in enumerate([0, 1, 3, 4, 6])]
+    assert _windowed(select, jumped) == [("a", {"N": 2}, (0, 2), 1)]
+
+
+def test_windowed_ctas_is_a_windowed_table_in_the_catalog() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE w AS SELECT item, COUNT(*) AS n FROM orders "
+                               "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY item;")  # fmt: skip
+    sink = catalog.source("W")
+    assert sink is not None and sink.windowed == "TUMBLING"
+    assert window_size_ms(sink) == 60_000
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("SELECT item, MIN(WINDOWSTART) FROM orders WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY item",
+         "Window bounds column WINDOWSTART can only be used in the SELECT clause"),
+        (("SELECT item, COUNT(*) FROM orders WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY item, "
+          "WINDOWSTART"), "Window bounds column WINDOWSTART can only be used in the SELECT clause"),
+        ("SELECT item, COUNT(*) FROM orders GROUP BY item EMIT FINAL",
+         "EMIT FINAL is only supported for windowed aggregations."),
+    ],
+)
+def test_window_refusals(text: str, message: str) -> None:
+    with pytest.raises(QueryCompileError) as error:
+        _compile(text)
+    assert message in error.value.message

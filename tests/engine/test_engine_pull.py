@@ -300,10 +300,15 @@ def test_engine_pull_refusals(sql: str, message: str) -> None:
     assert caught.value.error_code == 40001
 
 
-def test_engine_pull_refuses_windowed_tables() -> None:
+def test_engine_pull_windowed_tables_have_window_bounds_as_key_columns() -> None:
     windowed = _source(SourceKind.TABLE, "ID STRING KEY, C BIGINT", windowed="TUMBLING")
-    with pytest.raises(PullQueryError, match="windowed tables are not supported yet"):
-        plan("SELECT * FROM T WHERE ID = 'a';", windowed)
+    planned = plan("SELECT * FROM T WHERE ID = 'a';", windowed)
+    assert planned.schema_text() == ("`ID` STRING KEY, `WINDOWSTART` BIGINT KEY, "
+                                     "`WINDOWEND` BIGINT KEY, `C` BIGINT")
+    assert planned.access == KeyRange(("a",), ("a",))  # every window of the key
+    planned = plan("SELECT C FROM T WHERE ID = 'a' AND WINDOWSTART >= 60000 AND "
+                   "WINDOWSTART < 120000;", windowed)  # fmt: skip
+    assert planned.access == KeyRange(("a", 60000), ("a", 120000), True, False)
 
 
 @pytest.mark.parametrize(("where", "source", "message"), [

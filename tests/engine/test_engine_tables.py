@@ -70,12 +70,12 @@ def test_key_types_and_unsupported_keys() -> None:
         key_type_of(parse_type("ARRAY<INT>"))
 
 
-def test_materialized_tables_are_the_unwindowed_tables() -> None:
+def test_materialized_tables_are_the_tables_windowed_or_not() -> None:
     stream = Source(SourceKind.STREAM, "S", (Column("V", "STRING"),), "s", 1)
     windowed = Source(SourceKind.TABLE, "W", (Column("K", "STRING", key=True),), "w", 1,
                       windowed="TUMBLING")  # fmt: skip
     catalog = Catalog().with_source(stream, 0).with_source(windowed, 1).with_source(_table(), 2)
-    assert list(materialized(catalog)) == ["T"]
+    assert sorted(materialized(catalog)) == ["T", "W"]
 
 
 @pytest.mark.parametrize(
@@ -115,3 +115,20 @@ def test_key_partition_matches_the_stored_tables(tmp_path: Path) -> None:
     table = _stored(tmp_path, _table(), {})
     assert all(key_partition(table.source, Catalog().types, (k,)) == table.partition_of((k,))
                for k in range(50))
+
+
+def test_windowed_tables_store_each_window_under_key_start_end(tmp_path: Path) -> None:
+    from headwater.engine.tables import _key_of
+    from headwater.engine.windows import windowed_key
+
+    source = Source(SourceKind.TABLE, "W", (Column("K", "STRING", key=True), Column("V", "STRING")),
+                    "w", 2, "KAFKA", "JSON", properties=(("WINDOW_SIZE", "60000 MILLISECONDS"),),
+                    windowed="TUMBLING")  # fmt: skip
+    table = _stored(tmp_path, source, {})
+    key_of = _key_of(table)
+    stored = {key_of(windowed_key(b"a", (w, w + 60_000), False)): w for w in (120_000, 60_000)}
+    store = table._stores.open("W", 0)
+    store.apply(WriteBatch.of([(k, pack_value(1, 1, b'{"V": "x"}')) for k in stored], 2))
+    assert [r.key for r in table.range(0, ("a",), ("a",), True, True)] == [
+        ("a", 60_000, 120_000), ("a", 120_000, 180_000)]
+    assert table.partition_of(("a", 60_000, 120_000)) == table.partition_of(("a",))

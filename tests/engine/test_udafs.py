@@ -26,6 +26,7 @@ from headwater.engine._functions import (
 from headwater.engine.errors import ExpressionError
 from headwater.engine.persistent.udafs import (
     AGGREGATE_NAMES,
+    HISTOGRAM_LIMIT,
     Udaf,
     constant_arity,
     intermediate_type,
@@ -88,8 +89,9 @@ def project(u: Udaf, columns: slice) -> Udaf:
     """The function over some columns of a wider row (the others pick the group)."""
     undo = u.undo
     assert undo is not None
-    return Udaf(u.name, u.return_type, True, u.initial, lambda s, row: u.add(s, row[columns]),
-                lambda s, row: undo(s, row[columns]), u.result)  # fmt: skip
+    return Udaf(u.name, u.return_type, True, u.initial,
+                lambda s, row, order=None: u.add(s, row[columns], order),
+                lambda s, row: undo(s, row[columns]), u.result, u.merge)  # fmt: skip
 
 
 def error(name: str, types: Sequence[SqlType], consts: Sequence[Any] = ()) -> str:
@@ -762,3 +764,355 @@ def test_initial_states_are_fresh() -> None:
         assert first == second
         if isinstance(first, (list, dict, set)):
             assert first is not second
+
+
+# -- session merges --------------------------------------------------------------------------------
+
+
+def fold(u: Udaf, rows: Sequence[Any], first: int = 0) -> Any:
+    """A session's state: the rows added in turn, the i-th with order (first + i,)."""
+    state = u.initial()
+    for i, row in enumerate(rows):
+        state = u.add(state, row if isinstance(row, tuple) else (row,), (first + i,))
+    return state
+
+
+def bridge(u: Udaf, sessions: Sequence[Any], row: Any, order: tuple[int, ...]) -> Any:
+    """What Kafka Streams does with a record that falls into existing sessions: folds them, oldest
+    first, into an initial state with the merger, then adds the record."""
+    state = u.initial()
+    for session in sessions:
+        state = u.merge(state, session)
+    return u.add(state, row if isinstance(row, tuple) else (row,), order)
+
+
+def same(x: Any, y: Any) -> bool:
+    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x)
+                      and math.isnan(y))  # fmt: skip
+
+
+SPLIT_CASES: list[tuple[str, tuple[SqlType, ...], tuple[Any, ...], list[Any]]] = [
+    ("COUNT", (), (), [(), (), ()]),
+    ("COUNT", (STRING,), (), ["a", None, "b", "c"]),
+    ("COUNT_DISTINCT", (STRING,), (), ["a", "b", None, "a", "c", "b"]),
+    ("SUM", (INTEGER,), (), [3, None, -7, 12]),
+    ("SUM", (BIGINT,), (), [LONG_MAX, 5, 1]),
+    ("SUM", (DOUBLE,), (), [1.5, 2.25, None, -8.0]),
+    ("SUM", (DecimalType(6, 2),), (), [Decimal("1.25"), Decimal("-2.50"), Decimal("10.00")]),
+    ("SUM_LIST", (ArrayType(INTEGER),), (), [[1, 2], None, [3, None], [INT_MAX]]),
+    ("AVG", (INTEGER,), (), [1, 2, None, 2, 9]),
+    ("AVG", (DOUBLE,), (), [0.5, 1.5, 4.0]),
+    ("MIN", (STRING,), (), ["b", None, "a", "c"]),
+    ("MAX", (DOUBLE,), (), [1.0, -0.0, 3.5, None, 2.0]),
+    ("MAX", (BYTES,), (), [b"\x01", b"\x80", b"\x7f"]),
+    ("TOPK", (INTEGER,), (3,), [5, 1, 9, None, 7, 2]),
+    ("TOPK", (INTEGER, STRING), (2,), [(5, "a"), (9, "b"), (1, "c"), (7, "d")]),
+    ("TOPK", (INTEGER,), (-1,), [4, 8, 6]),
+    ("TOPKDISTINCT", (INTEGER,), (3,), [5, 9, 5, 1, 9, 7, 2]),
+    ("COLLECT_LIST", (INTEGER,), (), [1, None, 2, 1]),
+    ("COLLECT_SET", (STRING,), (), ["a", "b", "a", None, "c", None]),
+    ("HISTOGRAM", (STRING,), (), ["a", "b", "a", "c", "a"]),
+    ("EARLIEST_BY_OFFSET", (INTEGER,), (), [None, 4, 5, None]),
+    ("EARLIEST_BY_OFFSET", (INTEGER,), (False,), [None, 4, 5]),
+    ("EARLIEST_BY_OFFSET", (INTEGER,), (2,), [None, 4, 5, 6]),
+    ("EARLIEST_BY_OFFSET", (INTEGER,), (3, False), [None, 4, 5, 6]),
+    ("LATEST_BY_OFFSET", (INTEGER,), (), [4, None, 5, None]),
+    ("LATEST_BY_OFFSET", (INTEGER,), (False,), [4, 5, None]),
+    ("LATEST_BY_OFFSET", (INTEGER,), (5,), [4, None, 5, 6]),
+    ("CORRELATION", (INTEGER, INTEGER), (), [(1, 8), (-1, -2), (None, 3), (-4, -1), (2, 2)]),
+    ("ATTR", (STRING,), (), ["a", "a", None]),
+    ("ATTR", (STRING,), (), ["a", "a", "a"]),
+]
+
+
+@pytest.mark.parametrize(("name", "types", "consts", "rows"), SPLIT_CASES)
+def test_merging_the_states_of_split_rows_gives_the_whole(
+    name: str, types: tuple[SqlType, ...], consts: tuple[Any, ...], rows: list[Any]
+) -> None:
+    # where ksqlDB's merge is exact (LATEST_BY_OFFSET(col, n) only up to n values, see below)
+    u = resolve_udaf(name, types, consts)
+    whole = u.result(fold(u, rows))
+    for cut in range(len(rows) + 1):
+        a, b = fold(u, rows[:cut]), fold(u, rows[cut:], first=cut)
+        assert same(u.result(u.merge(a, b)), whole), cut
+        assert same(u.result(u.merge(u.initial(), a)), u.result(a))
+        assert same(u.result(u.merge(a, u.initial())), u.result(a))
+
+
+@pytest.mark.parametrize("name", ["STDDEV_SAMP", "STDDEV_SAMPLE"])
+def test_stddev_merge_of_doubles_matches_adding_in_turn(name: str) -> None:
+    u = udaf(name, DOUBLE)
+    rows = [10.0, 12.0, None, 13.0, 14.0, 16.0]
+    whole = u.result(fold(u, rows))
+    for cut in range(len(rows) + 1):
+        merged = u.merge(fold(u, rows[:cut]), fold(u, rows[cut:]))
+        assert u.result(merged) == pytest.approx(whole, rel=1e-12)
+        assert merged[:2] == (65.0, 5)
+
+
+def test_stddev_samp_merges_integer_means_in_integer_division() -> None:
+    # ksqlDB's STDDEV_SAMP merger divides INT/BIGINT sums by counts as Java longs (truncating
+    # toward zero), STDDEV_SAMPLE's as doubles; with one side empty, m2s just add
+    samp, sample = udaf("STDDEV_SAMP", INTEGER), udaf("STDDEV_SAMPLE", BIGINT)
+    a, b = fold(samp, [1, 2]), fold(samp, [4])
+    assert samp.merge(a, b) == (7, 3, 0.5 + 2 * 1 * 9 / 3)  # means 3 / 2 = 1 and 4
+    assert samp.result(samp.merge(a, b)) == 3.25  # adding in turn: 2.333...
+    assert sample.merge(a, b) == (7, 3, 0.5 + 2 * 1 * 6.25 / 3)  # means 1.5 and 4.0
+    assert sample.result(sample.merge(a, b)) == pytest.approx(math.sqrt(7 / 3))
+    negative = samp.merge(fold(samp, [-1, -2]), fold(samp, [0]))
+    assert negative == (-3, 3, 0.5 + 2 * 1 * 1 / 3)  # -3 / 2 = -1 in Java, not -2
+    assert samp.merge(samp.initial(), a) == a and samp.merge(a, samp.initial()) == a
+    wrapped = samp.merge(fold(samp, [INT_MAX]), fold(samp, [1]))
+    assert wrapped[:2] == (-(2**31), 2)
+
+
+def test_sums_merge_in_the_arguments_java_type() -> None:
+    assert udaf("SUM", INTEGER).merge(INT_MAX, 1) == -(2**31)
+    assert udaf("SUM", BIGINT).merge(LONG_MAX, 2) == -LONG_MAX
+    assert udaf("SUM_LIST", ArrayType(INTEGER)).merge(INT_MAX, INT_MAX) == -2
+    assert udaf("AVG", INTEGER).merge((INT_MAX, 1), (1, 1)) == (-(2**31), 2)
+    assert udaf("COUNT").merge(3, 4) == 7
+    assert udaf("CORRELATION", DOUBLE, DOUBLE).merge(
+        (1.0, 2.0, 3.0, 4.0, 5.0, 1), (0.5, 0.5, 0.5, 0.5, 0.5, 2)
+    ) == (1.5, 2.5, 3.5, 4.5, 5.5, 3)
+
+
+def test_decimal_sum_merge_rounds_to_the_precision_and_never_fails() -> None:
+    # DecimalSumKudaf.merge adds in the type's MathContext without the overflow check of add
+    u = udaf("SUM", DecimalType(4, 1))
+    assert u.merge(Decimal("999.9"), Decimal("1.0")) == 1001  # 1000.9 in 4 digits, HALF_UP
+    assert u.merge(Decimal("5.4"), Decimal("100.1")) == Decimal("105.5")
+    assert str(u.merge(u.initial(), Decimal("5.4"))) == "5.4"
+
+
+def test_min_max_merge_as_ksqldb_aggregates_one_state_into_the_other() -> None:
+    # merge(a, b) is aggregate(a, b): equal values (Java's compareTo) keep b
+    high = udaf("MAX", DecimalType(3, 2))
+    one, one_again = Decimal("1.0"), Decimal("1.00")
+    assert str(high.merge(one, one_again)) == "1.00" and str(high.merge(one_again, one)) == "1.0"
+    assert high.merge(None, one) == one and high.merge(one, None) == one
+    assert high.merge(None, None) is None
+    low = udaf("MIN", DOUBLE)
+    assert math.copysign(1.0, low.merge(0.0, -0.0)) == -1.0
+    assert low.merge(float("nan"), 1.0) == 1.0
+    assert math.isnan(udaf("MAX", DOUBLE).merge(1.0, float("nan")))
+    assert udaf("MIN", STRING).merge("\uff5e", "\U0001f600") == "\U0001f600"  # UTF-16 order
+
+
+def test_topk_merge_keeps_the_top_k_earlier_state_first_among_equals() -> None:
+    u = udaf("TOPK", INTEGER, consts=(3,))
+    assert u.merge([5, 3], [5, 4, 1]) == [5, 5, 4]
+    assert u.merge([], [2, 1]) == [2, 1] and u.merge([2, 1], []) == [2, 1]
+    structs = udaf("TOPK", INTEGER, STRING, consts=(2,))
+    a = [{"sort_col": 7, "col0": "a"}]
+    b = [{"sort_col": 7, "col0": "b"}, {"sort_col": 6, "col0": "c"}]
+    assert structs.merge(a, b) == [{"sort_col": 7, "col0": "a"}, {"sort_col": 7, "col0": "b"}]
+    assert structs.merge(b, a) == [b[0], a[0]]
+    assert udaf("TOPK", INTEGER, consts=(0,)).merge([], []) == []
+    assert udaf("TOPK", INTEGER, consts=(-1,)).merge([9, 3], [5, 4, 1]) == [9, 5, 4, 3, 1]
+    strings = udaf("TOPK", STRING, consts=(2,))
+    assert strings.merge(["\U0001f600"], ["\uff5e"]) == ["\uff5e", "\U0001f600"]
+
+
+def test_topk_distinct_merge_takes_a_value_in_both_states_once() -> None:
+    u = udaf("TOPKDISTINCT", INTEGER, consts=(4,))
+    assert u.merge([5, 3, 1], [4, 3, 2]) == [5, 4, 3, 2]
+    assert u.merge([3, 2], [3, 2]) == [3, 2]
+    assert u.merge([], [3]) == [3] and u.merge([3], []) == [3]
+    assert udaf("TOPKDISTINCT", INTEGER, consts=(1,)).merge([3], [9]) == [9]
+
+
+def test_collect_merges_append_the_later_state_up_to_the_limit() -> None:
+    limited = udaf("COLLECT_LIST", INTEGER, config={"ksql.functions.collect_list.limit": 3})
+    assert limited.merge([1, 2], [3, 4, 5]) == [1, 2, 3]
+    assert limited.merge([1, 2, 3], [4]) == [1, 2, 3]
+    assert udaf("COLLECT_LIST", INTEGER).merge([1, None], [None, 1]) == [1, None, None, 1]
+    sets = udaf("COLLECT_SET", INTEGER, config={"ksql.functions.collect_set.limit": 3})
+    assert sets.merge([1, 2], [2, 1, 3, 4]) == [1, 2, 3]
+    assert sets.merge([1, 2, 3], [4]) == [1, 2, 3]
+    assert udaf("COLLECT_SET", STRING).merge(["b", None], [None, "a", "b"]) == ["b", None, "a"]
+
+
+def test_histogram_merge_sums_counts_and_adds_new_values_only_below_the_limit() -> None:
+    u = udaf("HISTOGRAM", STRING)
+    assert u.merge({"a": 1, "b": 2}, {"b": 3, "c": 1}) == {"a": 1, "b": 5, "c": 1}
+    full = {str(i): 1 for i in range(HISTOGRAM_LIMIT)}
+    merged = u.merge(full, {"new": 4, "7": 2})
+    assert len(merged) == HISTOGRAM_LIMIT and "new" not in merged and merged["7"] == 3
+    almost = {str(i): 1 for i in range(HISTOGRAM_LIMIT - 1)}
+    merged = u.merge(almost, {"x": 1, "y": 1})  # in the later state's order
+    assert "x" in merged and "y" not in merged
+
+
+def test_count_distinct_merge_is_a_union() -> None:
+    u = udaf("COUNT_DISTINCT", ArrayType(INTEGER))
+    merged = u.merge(fold(u, [[1], [2]]), fold(u, [[2], [3], None]))
+    assert u.result(merged) == 3
+
+
+def test_attr_merge_adds_the_later_states_counts() -> None:
+    u = udaf("ATTR", STRING)
+    a = [["x", 1]]
+    assert u.merge(a, [["x", 2], ["y", 0]]) == [["x", 3]]  # a zero count adds no entry
+    assert u.merge([["x", 0]], [["y", 1]]) == [["x", 0], ["y", 1]]
+    assert u.result(u.merge([["x", 0]], [["y", 1]])) == "y"
+    assert u.result(u.merge([["x", 1]], [["y", 1]])) is None
+    assert a == [["x", 1]]
+
+
+# EARLIEST/LATEST_BY_OFFSET: add stores the order the caller gives, and merge compares them
+
+
+def test_latest_by_offset_merge_takes_the_value_added_last() -> None:
+    u = udaf("LATEST_BY_OFFSET", INTEGER)
+    early, late = fold(u, [1], first=0), fold(u, [2], first=5)
+    assert u.result(u.merge(early, late)) == 2
+    assert u.result(u.merge(late, early)) == 2  # a later session whose record came first
+    assert u.merge(u.initial(), early) == early and u.merge(early, u.initial()) == early
+    assert u.merge(u.initial(), u.initial()) == u.initial()
+    tie_a, tie_b = u.add(u.initial(), (1,), (3,)), u.add(u.initial(), (2,), (3,))
+    assert u.result(u.merge(tie_a, tie_b)) == 1  # ksqlDB: compare(a, b) >= 0 keeps a
+    # without orders: the earlier session's value counts as the earlier one
+    assert u.result(u.merge(u.add(u.initial(), (1,)), u.add(u.initial(), (2,)))) == 2
+    assert u.result(u.merge(u.add(u.initial(), (1,)), late)) == 2
+    # with nulls kept, a null taken last wins; a state that took nothing never does
+    keep = udaf("LATEST_BY_OFFSET", INTEGER, consts=(False,))
+    assert keep.result(keep.merge(fold(keep, [1]), fold(keep, [None], first=1))) is None
+    assert keep.result(keep.merge(fold(keep, [1]), keep.initial())) == 1
+
+
+def test_earliest_by_offset_merge_takes_the_value_added_first() -> None:
+    u = udaf("EARLIEST_BY_OFFSET", INTEGER)
+    early, late = fold(u, [1], first=0), fold(u, [2], first=5)
+    assert u.result(u.merge(early, late)) == 1
+    assert u.result(u.merge(late, early)) == 1
+    assert u.merge(u.initial(), late) == late and u.merge(late, u.initial()) == late
+    tie_a, tie_b = u.add(u.initial(), (1,), (3,)), u.add(u.initial(), (2,), (3,))
+    assert u.result(u.merge(tie_a, tie_b)) == 2  # ksqlDB: compare(a, b) < 0 or else b
+    assert u.result(u.merge(u.add(u.initial(), (1,)), u.add(u.initial(), (2,)))) == 1
+    keep = udaf("EARLIEST_BY_OFFSET", INTEGER, consts=(False,))
+    assert keep.result(keep.merge(fold(keep, [5], first=1), fold(keep, [None]))) is None
+
+
+def test_by_offset_n_merges_keep_the_first_n_added() -> None:
+    earliest = udaf("EARLIEST_BY_OFFSET", INTEGER, consts=(2,))
+    a = earliest.add(earliest.add([], (1,), (0,)), (4,), (3,))
+    b = earliest.add(earliest.add([], (2,), (1,)), (3,), (2,))
+    assert earliest.result(earliest.merge(a, b)) == [1, 2]
+    assert earliest.result(earliest.merge(b, a)) == [1, 2]
+    x, y = earliest.add([], (5,), (1,)), earliest.add([], (6,), (1,))
+    assert earliest.result(earliest.merge(x, y)) == [5, 6]  # a stable sort, as ksqlDB's
+    assert earliest.result(earliest.merge(y, x)) == [6, 5]
+    later = fold(earliest, [7], first=9)
+    assert earliest.result(earliest.merge(later, fold(earliest, [8]))) == [8, 7]
+    assert earliest.result(earliest.merge(earliest.add([], (1,)), earliest.add([], (2,)))) == [1, 2]
+    # ksqlDB's LATEST_BY_OFFSET(col, n) merger sorts the same way and keeps the *oldest* n
+    latest = udaf("LATEST_BY_OFFSET", INTEGER, consts=(2,))
+    a, b = fold(latest, [1, 2], first=0), fold(latest, [3, 4], first=2)
+    assert latest.result(latest.merge(a, b)) == [1, 2]
+    assert latest.result(latest.merge(b, a)) == [1, 2]
+    assert latest.result(bridge(latest, [a, b], 5, (4,))) == [2, 5]
+
+
+@pytest.mark.parametrize(
+    ("consts", "rows", "expected"),
+    [
+        # (constants, values at t=0, 1500 and then 700 (bridging both), results after each)
+        ((), [1, 3, 2], [1, 3, 2]),
+        ((), [1, None, 2], [1, None, 2]),
+        ((False,), [1, None, 2], [1, None, 2]),
+        ((False,), [None, None, None], [None, None, None]),
+        ((2, True), [1, None, 2], [[1], [], [1, 2]]),
+        ((2, False), [1, None, 2], [[1], [None], [None, 2]]),
+        ((2, False), [None, None, None], [[None], [None], [None, None]]),
+    ],
+)
+def test_latest_by_offset_in_merging_session_windows(
+    consts: tuple[Any, ...], rows: list[Any], expected: list[Any]
+) -> None:
+    # latest-offset-udaf.json "merging session windows ..."
+    u = udaf("LATEST_BY_OFFSET", INTEGER, consts=consts)
+    first, second = fold(u, rows[:1]), fold(u, rows[1:2], first=1)
+    merged = bridge(u, [first, second], rows[2], (2,))
+    assert [u.result(first), u.result(second), u.result(merged)] == expected
+
+
+@pytest.mark.parametrize(
+    ("consts", "rows", "expected"),
+    [
+        ((), [1, 3, 2], [1, 3, 1]),
+        ((True,), [None, 1, None], [None, 1, 1]),
+        ((False,), [None, 1, None], [None, 1, None]),
+        ((False,), [None, None, None], [None, None, None]),
+        ((2, True), [None, 1, None], [[], [1], [1]]),
+        ((2, False), [None, 1, None], [[None], [1], [None, 1]]),
+        ((2, False), [None, None, None], [[None], [None], [None, None]]),
+    ],
+)
+def test_earliest_by_offset_in_merging_session_windows(
+    consts: tuple[Any, ...], rows: list[Any], expected: list[Any]
+) -> None:
+    # earliest-offset-udaf.json "merging session windows ..."
+    u = udaf("EARLIEST_BY_OFFSET", INTEGER, consts=consts)
+    first, second = fold(u, rows[:1]), fold(u, rows[1:2], first=1)
+    merged = bridge(u, [first, second], rows[2], (2,))
+    assert [u.result(first), u.result(second), u.result(merged)] == expected
+
+
+def test_latest_by_offset_merging_a_single_session() -> None:
+    # "... with nulls (not) ignored when merging": a record joins one session
+    ignoring = udaf("LATEST_BY_OFFSET", INTEGER)
+    assert ignoring.result(bridge(ignoring, [fold(ignoring, [1])], None, (1,))) == 1
+    keeping = udaf("LATEST_BY_OFFSET", INTEGER, consts=(False,))
+    assert keeping.result(bridge(keeping, [fold(keeping, [1])], None, (1,))) is None
+
+
+def test_count_in_merging_session_windows() -> None:
+    # session-windows.json "session start stream": each record joins the one session so far
+    u = udaf("COUNT", INTEGER)
+    state = fold(u, [5])
+    for i in range(2):
+        state = bridge(u, [state], 5, (i + 1,))
+    assert u.result(state) == 3
+
+
+@pytest.mark.parametrize(("name", "types", "consts", "rows"), PICKLE_CASES)
+def test_merge_leaves_its_inputs_alone(
+    name: str, types: tuple[SqlType, ...], consts: tuple[Any, ...], rows: list[Any]
+) -> None:
+    u = resolve_udaf(name, types, consts)
+    a, b = fold(u, rows), fold(u, rows[::-1], first=len(rows))
+    a_before, b_before = pickle.loads(pickle.dumps(a)), pickle.loads(pickle.dumps(b))
+    merged = u.merge(a, b)
+    more = rows[0] if isinstance(rows[0], tuple) else (rows[0],)
+    for _ in range(3):  # add may mutate the merged state: it must share nothing mutable
+        merged = u.add(merged, more)
+    assert a == a_before and b == b_before
+
+
+@pytest.mark.parametrize(("name", "types", "consts", "rows"), PICKLE_CASES)
+def test_merged_states_and_merge_survive_pickle(
+    name: str, types: tuple[SqlType, ...], consts: tuple[Any, ...], rows: list[Any]
+) -> None:
+    u = resolve_udaf(name, types, consts)
+    copy = pickle.loads(pickle.dumps(u))
+    a, b = fold(u, rows), fold(u, rows, first=len(rows))
+    merged = pickle.loads(pickle.dumps(u.merge(a, b)))
+    again = copy.merge(pickle.loads(pickle.dumps(a)), pickle.loads(pickle.dumps(b)))
+    assert same(copy.result(merged), u.result(again))
+    more = rows[-1] if isinstance(rows[-1], tuple) else (rows[-1],)
+    assert same(copy.result(copy.add(merged, more, (99,))), u.result(u.add(again, more, (99,))))
+
+
+@pytest.mark.parametrize(("name", "types", "consts", "rows"), PICKLE_CASES)
+def test_add_takes_an_order_that_only_by_offset_functions_keep(
+    name: str, types: tuple[SqlType, ...], consts: tuple[Any, ...], rows: list[Any]
+) -> None:
+    u = resolve_udaf(name, types, consts)
+    with_orders, without = u.initial(), u.initial()
+    for i, row in enumerate(rows):
+        args = row if isinstance(row, tuple) else (row,)
+        with_orders, without = u.add(with_orders, args, (7, i)), u.add(without, args)
+    assert same(u.result(with_orders), u.result(without))
+    if not name.endswith("_BY_OFFSET"):
+        assert with_orders == without

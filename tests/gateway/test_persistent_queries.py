@@ -245,4 +245,28 @@ def test_ctas_aggregate_is_materialized_and_answers_pull_queries(  # type: ignor
     assert rows == [[4, 38.0]]
     explained = _ok(server.ksql(f"EXPLAIN {message.rsplit(' ', 1)[-1]};"))
     assert "[ AGGREGATE ]" in explained[0]["queryDescription"]["executionPlan"]
+
+    # A windowed count per minute, queried by key and window (the stream's records carry their
+    # own event times: ROWTIME)
+    per_minute = f"PER_MINUTE_{suffix}"
+    _ok(server.ksql(f"CREATE TABLE {per_minute} AS SELECT profileId, COUNT(*) AS n FROM {rides} "
+                    "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY profileId;"))  # fmt: skip
+    minute = int(time.time() * 1000) // 60_000 * 60_000  # event times near the stream's own
+    for ts in (minute + 1_000, minute + 2_000, minute + 65_000):
+        _ok(server.ksql(f"INSERT INTO {rides} (ROWTIME, profileId, latitude, km) VALUES ({ts}, "
+                        "'w1', 1.0, 1);"))  # fmt: skip
+    wanted = [["w1", minute, minute + 60_000, 2], ["w1", minute + 60_000, minute + 120_000, 1]]
+    deadline = time.monotonic() + 60
+    while True:
+        pulled = server.query(f"SELECT * FROM {per_minute} WHERE profileId = 'w1';")
+        rows = [i["row"]["columns"] for i in pulled.json() if "row" in i] if pulled.status_code == 200 else []
+        if rows == wanted or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert rows == wanted, pulled.text
+    header = next(i["header"] for i in pulled.json() if "header" in i)
+    assert "`WINDOWSTART` BIGINT KEY" in header["schema"]
+    pulled = server.query(f"SELECT n FROM {per_minute} WHERE profileId = 'w1' AND "
+                          f"WINDOWSTART >= {minute + 30_000} AND WINDOWSTART < {minute + 90_000};")
+    assert [i["row"]["columns"] for i in pulled.json() if "row" in i] == [[1]], pulled.text
     assert server.stop() == 0

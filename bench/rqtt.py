@@ -1,0 +1,916 @@
+"""ksqlDB's REST query-validation tests (RQTT) run through a real ``headwater server``. Does I/O.
+
+Run ``python -m bench.rqtt`` (corpus: ``../shared/ksql-corpus/rqtt`` next to the repository). One
+in-memory embedded broker and one ``headwater server`` on it serve the whole run (its persistent
+queries run on Spark in the server's child process, which starts with the first query). Each case
+runs as ksqlDB's ``RestTestExecutor`` runs it: the topics its statements name are created; the
+statements before the first ``SELECT`` go to ``POST /ksql`` in one request, the case's
+``properties`` as ``streamsProperties``; the ``inputs`` are produced in the source's format (the
+encoding of ``bench.qtt``); then each ``SELECT`` goes to ``POST /query``. Where ksqlDB waits for its
+persistent queries to process the inputs, this runner polls the query until the expected answer
+appears, the answer has settled while every persistent query runs, or ``--wait-s`` passes (never
+when the case expects an error). Responses are judged as ksqlDB judges them: only the keys a case
+gives, ``key|startsWith`` as a prefix, ``{STATEMENT}`` as the statement's text, a query's items
+position by position with ``row.columns`` compared as a multiset unless ``verifyOrder``; an
+``expectedError`` by its type (``KsqlStatementErrorMessage`` = ``statement_error``), message
+substring and HTTP status; ``outputs`` read back from their topics. Between cases every query is
+terminated, every stream, table and type dropped and every topic the case made deleted (and seen
+gone), so the next case starts from an empty catalog.
+
+headwater's ``/query`` adds a ``{"servedBy": [...]}`` item (the answer's staleness, ARCHITECTURE.md);
+it is not one of ksqlDB's ``StreamedRow`` kinds and is left out before counting items.
+
+Options: ``--file NAME`` (repeatable), ``--case TEXT``, ``--json PATH``, ``--ci`` (fails when a case
+of ``bench/rqtt_ci_expected.txt`` does not pass), ``--wait-s`` (default 30), ``-v`` (every failure
+and skip). Prints ``N passed, N failed, N skipped``, the causes grouped, and the pull-query figure:
+of the cases holding a pull query (a ``SELECT`` without ``EMIT CHANGES``), how many passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from confluent_kafka import TopicPartition
+
+from bench._node import Server, versions
+from bench.qtt import (
+    _LATER,
+    _REGISTRY,
+    Mismatch,
+    Skip,
+    _decode,
+    _encode,
+    _files,
+    _same,
+    load_cases,
+)
+from headwater.engine.persistent import QUERY_ANALYZER
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import admin_client, consumer, create_topic, producer
+from headwater.metastore.apply import apply_command
+from headwater.metastore.catalog import Catalog, Source
+from headwater.metastore.plan import TopicFacts, plan, topics_named
+from headwater.metastore.records import CommandRecord
+from headwater.sqlparse_ext import parse
+from headwater.sqlparse_ext import statements as ast
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "ksql-corpus" / "rqtt"
+CI_EXPECTED = Path(__file__).with_name("rqtt_ci_expected.txt")
+
+_PUSH = re.compile(r"\bEMIT\s+CHANGES\b", re.IGNORECASE)
+_STATEMENT_MACRO = "{STATEMENT}"
+#: Statuses of an answer worth asking again (not ready, catching up, too busy).
+_RETRIABLE_STATUS = (429, 503)
+
+
+@dataclass
+class Outcome:
+    """One case's verdict; ``pull``: the case holds a pull query."""
+
+    file: str
+    name: str
+    verdict: str  # passed | failed | skipped
+    cause: str = ""
+    detail: str = ""
+    pull: bool = False
+    seconds: float = 0.0
+
+
+# -- the corpus (pure) -----------------------------------------------------------------------------
+
+
+def split_statements(statements: list[str]) -> tuple[list[str], list[str]]:
+    """(admin statements, queries): as ksqlDB's runner splits them, at the first ``SELECT ``.
+
+    Raises:
+        Mismatch: a statement that is not a query follows a query (an invalid case).
+    """
+    first = next((i for i, s in enumerate(statements) if s.startswith("SELECT ")), len(statements))
+    queries = statements[first:]
+    if any(not s.startswith("SELECT ") for s in queries):
+        raise Mismatch("invalid case", "a statement that is not a query follows a query")
+    return statements[:first], queries
+
+
+def is_pull_query(statement: str) -> bool:
+    """A ``SELECT`` without ``EMIT CHANGES``."""
+    return statement.lstrip().upper().startswith("SELECT") and not _PUSH.search(statement)
+
+
+def has_pull_query(case: Mapping[str, Any]) -> bool:
+    """Whether any statement of ``case`` is a pull query."""
+    return any(is_pull_query(s) for s in case["statements"])
+
+
+def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(cause, detail) when ``case`` needs what this runner or server does not have, else None."""
+    if case.get("enabled") is False:
+        return "disabled in the corpus", ""
+    text = "\n".join(case["statements"]).upper().replace(" ", "")
+    formats = {str(t.get(k, "")).upper() for t in case.get("topics", [])
+               for k in ("format", "keyFormat", "valueFormat")}  # fmt: skip
+    registry = [f for f in _REGISTRY if f"'{f}'" in text or f"={f}" in text or f in formats]
+    if registry or case.get("testPullWithProtoFormat"):
+        return "needs a schema registry (AVRO/PROTOBUF/JSON_SR)", ", ".join(registry) or "PROTOBUF"
+    push = [s for s in case["statements"] if s.startswith("SELECT ") and _PUSH.search(s)]
+    if push or (case.get("inputConditions") or {}).get("waitForActivePushQuery"):
+        return "push queries (EMIT CHANGES on /query) not supported yet", (push or [""])[0][:120]
+    return None
+
+
+def refusal_cause(message: str, statement: str) -> str | None:
+    """The skip cause of a refusal of what a later issue brings ("not supported yet"), else None."""
+    if not _LATER.search(message):
+        return None
+    upper = statement.upper()
+    if re.search(r"\bWINDOW\b|WINDOWSTART|WINDOWEND|WINDOW_TYPE", upper):
+        kind = "windowed"
+    elif re.search(r"\bJOIN\b", upper):
+        kind = "join"
+    else:
+        kind = "other"
+    return f"unsupported construct ({kind})"
+
+
+def topics_of(case: Mapping[str, Any]) -> dict[str, int]:
+    """Topic -> partitions of what ksqlDB's runner creates before a case: the case's ``topics``,
+    the topics its CREATE STREAM/TABLE statements name (their PARTITIONS, else 1), and the topics of
+    its inputs and outputs (1 partition)."""
+    found = {t["name"]: int(t.get("partitions") or 1) for t in case.get("topics", [])}
+    for text in case["statements"]:
+        try:
+            statements = parse(text)
+        except Exception:  # noqa: BLE001, S112 - a statement the parser refuses names no topic
+            continue
+        for statement in statements:
+            if isinstance(statement, ast.CreateSource):
+                for name in topics_named(statement):
+                    found.setdefault(name, int(statement.properties.get("PARTITIONS") or 1))
+    for record in [*case.get("inputs", []), *case.get("outputs", [])]:
+        found.setdefault(record["topic"], 1)
+    return found
+
+
+def source_catalog(statements: list[str], topics: Mapping[str, int]) -> Catalog:
+    """The sources ``statements`` declare, planned locally (to encode inputs and decode outputs in
+    their formats); a statement that does not plan is left out."""
+    catalog = Catalog()
+    for offset, text in enumerate(statements):
+        try:
+            for statement in parse(text):
+                if not isinstance(statement, (ast.CreateSource, ast.CreateAsSelect,
+                                              ast.CreateType)):  # fmt: skip
+                    continue
+                facts = TopicFacts({n: topics.get(n, 1) for n in topics_named(statement)})
+                planned = plan(statement, catalog, facts, QUERY_ANALYZER)
+                if planned.command is not None:
+                    record = CommandRecord(f"c{offset}", offset, statement.text, planned.command)
+                    catalog, _ = apply_command(catalog, record, offset)
+        except Exception:  # noqa: BLE001, S112 - the server judges it; this is only formats
+            continue
+    return catalog
+
+
+@dataclass(frozen=True)
+class _Guess:
+    """The formats of a topic no planned source names: KAFKA STRING keys, JSON values."""
+
+    key_format: str = "KAFKA"
+    value_format: str = "JSON"
+    key_columns: tuple[Any, ...] = ()
+    value_columns: tuple[Any, ...] = ()
+
+
+def source_for_topic(catalog: Catalog, topic: str) -> Source | _Guess:
+    """The first-created source on ``topic`` (its formats encode the topic's records)."""
+    found = [s for s in catalog.sources.values() if s.topic == topic]
+    return min(found, key=lambda s: s.created_offset) if found else _Guess()
+
+
+# -- judging responses as RestTestExecutor does (pure) ---------------------------------------------
+
+
+def _canon(value: Any) -> Any:
+    """A hashable form of a JSON value in which 1, 1.0 and true differ (as Jackson's do)."""
+    if isinstance(value, dict):
+        return ("o", tuple(sorted((k, _canon(v)) for k, v in value.items())))
+    if isinstance(value, list):
+        return ("a", tuple(_canon(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def same_json(actual: Any, expected: Any) -> bool:
+    """JSON equality as ``is(expected)`` sees parsed values: exact keys, order of arrays, and
+    numbers of the same kind (an integer never equals a decimal)."""
+    return _canon(actual) == _canon(expected)
+
+
+def _cause_of(path: str) -> str:
+    if "->header" in path:
+        return "wrong header"
+    if "->row" in path:
+        return "wrong rows"
+    if "->finalMessage" in path:
+        return "wrong final message"
+    if "->admin" in path:
+        return "wrong admin response"
+    return "wrong response"
+
+
+def match_fields(actual: Any, expected: Mapping[str, Any], statements: list[str], idx: int,
+                 path: str, tallies: tuple[Counter[Any], Counter[Any]], verify_order: bool
+                 ) -> None:  # fmt: skip
+    """ksqlDB's ``matchResponseFields``: every key of ``expected`` (``key|startsWith`` compares a
+    prefix) must be in ``actual`` with an equal value; nested objects recurse; unless
+    ``verify_order``, ``row.columns`` values go to ``tallies`` (actual, expected) instead.
+
+    Raises:
+        Mismatch: a key is missing or a value differs.
+    """
+    for raw_key, raw_value in expected.items():
+        key, _, operator = raw_key.partition("|")
+        want = raw_value
+        if isinstance(want, str) and idx < len(statements):
+            want = want.replace(_STATEMENT_MACRO, statements[idx])
+        here = f"{path}->{key}"
+        if not isinstance(actual, dict) or key not in actual:
+            shown = sorted(actual) if isinstance(actual, dict) else actual
+            raise Mismatch(_cause_of(here), f"{here}: missing (got {_short(shown)})")
+        got = actual[key]
+        if isinstance(want, dict):
+            if not isinstance(got, dict):
+                raise Mismatch(_cause_of(here), f"{here}: {_short(got)}, expected an object")
+            match_fields(got, want, statements, idx, here, tallies, verify_order)
+        elif operator.upper() == "STARTSWITH":
+            if not (isinstance(got, str) and isinstance(want, str) and got.startswith(want)):
+                raise Mismatch(_cause_of(here), f"{here}: {_short(got)}, expected to start "
+                               f"with {_short(want)}")  # fmt: skip
+        elif not verify_order and "query" in here and "row" in here and key.lower() == "columns":
+            tallies[0][_canon(got)] += 1
+            tallies[1][_canon(want)] += 1
+        elif not same_json(got, want):
+            raise Mismatch(_cause_of(here), f"{here}: {_short(got)}, expected {_short(want)}")
+
+
+def _check_tallies(tallies: tuple[Counter[Any], Counter[Any]], path: str) -> None:
+    actual, expected = tallies
+    if actual != expected:
+        extra = list((actual - expected).elements())
+        missing = list((expected - actual).elements())
+        raise Mismatch("wrong rows", f"{path}: rows (any order) differ; unexpected "
+                       f"{_short([_plain(c) for c in extra])}, missing "
+                       f"{_short([_plain(c) for c in missing])}")  # fmt: skip
+
+
+def _plain(canon: Any) -> Any:
+    kind, value = canon
+    if kind == "o":
+        return {k: _plain(v) for k, v in value}
+    if kind == "a":
+        return [_plain(v) for v in value]
+    return value
+
+
+def query_items(answer: Any) -> list[Any]:
+    """The ``StreamedRow`` items of a ``/query`` answer: headwater's ``servedBy`` item left out."""
+    items = answer if isinstance(answer, list) else [answer]
+    return [i for i in items if not (isinstance(i, dict) and set(i) == {"servedBy"})]
+
+
+def verify_query(items: list[Any], expected: list[Any], statements: list[str], idx: int,
+                 verify_order: bool) -> None:  # fmt: skip
+    """One ``/query`` answer against its expected items (``RqttQueryResponse.verify``).
+
+    Raises:
+        Mismatch: a different number of items, or an item that differs.
+    """
+    path = f"responses[{idx}]->query"
+    if len(items) != len(expected):
+        raise Mismatch(_count_cause(items, expected), f"{path}: {len(items)} items, expected "
+                       f"{len(expected)}: got {_short(items, 400)}, expected "
+                       f"{_short(expected, 400)}")  # fmt: skip
+    tallies: tuple[Counter[Any], Counter[Any]] = (Counter(), Counter())
+    for i, (got, want) in enumerate(zip(items, expected, strict=True)):
+        if not isinstance(want, dict):
+            raise Mismatch("invalid case", f"{path}[{i}] is not a JSON object")
+        match_fields(got, want, statements, idx, f"{path}[{i}]", tallies, verify_order)
+    _check_tallies(tallies, path)
+
+
+def _count_cause(items: list[Any], expected: list[Any]) -> str:
+    def rows(xs: list[Any]) -> int:
+        return sum(1 for x in xs if isinstance(x, dict) and "row" in x)
+
+    def final(xs: list[Any]) -> bool:
+        return any(isinstance(x, dict) and "finalMessage" in x for x in xs)
+
+    if rows(items) == rows(expected) and final(items) != final(expected):
+        return "final message missing" if final(expected) else "unexpected final message"
+    return "missing rows" if rows(items) < rows(expected) else "extra rows"
+
+
+def verify_responses(actual: list[tuple[str, Any]], expected: list[Mapping[str, Any]],
+                     statements: list[str], verify_order: bool) -> None:  # fmt: skip
+    """Every expected response against the actual ones, in order (``verifyResponses``).
+
+    Args:
+        actual: ("admin", entity) or ("query", items) per statement answered.
+        expected: the case's ``responses``.
+        statements: the case's statements (for ``{STATEMENT}``).
+        verify_order: the case's ``outputConditions.verifyOrder``.
+
+    Raises:
+        Mismatch: fewer responses than expected, or one that differs.
+    """
+    if len(actual) < len(expected):
+        raise Mismatch("not enough responses", f"{len(actual)} responses, expected {len(expected)}")
+    for idx, want in enumerate(expected):
+        if len(want) != 1:
+            raise Mismatch("invalid case", f"responses[{idx}] has {len(want)} keys")
+        kind, payload = next(iter(want.items()))
+        got_kind, got = actual[idx]
+        if kind != got_kind:
+            raise Mismatch("wrong response kind", f"responses[{idx}]: {got_kind}, expected {kind}")
+        if kind == "admin":
+            tallies: tuple[Counter[Any], Counter[Any]] = (Counter(), Counter())
+            match_fields(got, payload, statements, idx, f"responses[{idx}]->admin", tallies,
+                         verify_order)  # fmt: skip
+            _check_tallies(tallies, f"responses[{idx}]->admin")
+        else:
+            verify_query(got, payload, statements, idx, verify_order)
+
+
+def error_mismatch(expected: Mapping[str, Any], status: int, body: Any) -> str | None:
+    """Why an error answer does not match ``expectedError`` (None when it matches): the type
+    (``KsqlStatementErrorMessage`` is ksqlDB's ``statement_error``; ``KsqlErrorMessage`` any
+    error), the message as a substring, the HTTP status."""
+    message = _message(body)
+    kind = str(expected.get("type") or "")
+    got_type = body.get("@type") if isinstance(body, dict) else None
+    if kind.endswith("KsqlStatementErrorMessage") and got_type != "statement_error":
+        return f"type {got_type!r}, expected statement_error ({status}: {message[:300]!r})"
+    want = expected.get("message")
+    if want is not None and str(want) not in message:
+        return f"message {message[:500]!r}, expected it to contain {str(want)[:300]!r}"
+    if expected.get("status") is not None and int(expected["status"]) != status:
+        return f"HTTP status {status}, expected {expected['status']} ({message[:300]!r})"
+    return None
+
+
+def _message(body: Any) -> str:
+    if isinstance(body, dict):
+        return str(body.get("message") or body)
+    return str(body)
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# -- the node: one broker and one server for the whole run -----------------------------------------
+
+
+class Node:
+    """An in-memory embedded broker and one ``headwater server`` on it, plus the clients a case
+    needs. :meth:`close` stops both, by their own pids, and checks none of the server's process
+    tree (Spark's JVM, pyspark workers) outlives it."""
+
+    def __init__(self, folder: Path, log_path: Path) -> None:
+        self.log_path = log_path
+        self.broker = EmbeddedBroker(None)
+        self.broker.start()
+        self.settings = self.broker.settings()
+        self.folder = folder
+        self.server: Server | None = None
+        self.leftovers: list[str] = []
+        self.http = httpx.Client(timeout=120)
+        self.admin = admin_client(self.settings, "rqtt-admin")
+        self.producer = producer(self.settings, "rqtt")
+        self.baseline: set[str] = set()
+        try:
+            self.start_server()
+        except BaseException:
+            self.close()
+            raise
+
+    def start_server(self) -> None:
+        """Start a ``headwater server`` (a new service id: an empty catalog) and warm Spark up."""
+        self.server = Server(
+            ["-b", self.broker.bootstrap_servers, "--state-dir",
+             str(self.folder / f"node-{uuid.uuid4().hex[:6]}"),
+             "--service-id", f"rqtt_{uuid.uuid4().hex[:6]}",
+             # ksqlDB's RQTT server: one aggregate update per input record.
+             "--set", "ksql.streams.cache.max.bytes.buffering=0"],
+            self.log_path)  # fmt: skip
+        self.server.wait_healthy(120)
+        self.url = self.server.url
+        self.baseline |= set(self._topics())
+        self._warm_up()
+
+    def _warm_up(self, timeout_s: float = 180.0) -> None:
+        """One persistent query until it runs, so the first case does not wait for Spark."""
+        self.create_topics({"rqtt_warm_up": 1})
+        self.ksql("CREATE STREAM RQTT_WARM (ID STRING KEY, V INT) WITH (kafka_topic='rqtt_warm_up', "
+                  "value_format='JSON');\nCREATE STREAM RQTT_WARM_OUT AS SELECT * FROM RQTT_WARM;")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            states = self.query_states()
+            if states and all(s.startswith("RUNNING") for s in states.values()):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the warm-up query did not run in {timeout_s:g} s: {states}")
+            time.sleep(0.5)
+        self.reset()
+
+    def alive(self) -> bool:
+        return self.server is not None and self.server.process.poll() is None
+
+    # -- REST
+
+    def ksql(self, text: str, properties: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """POST /ksql: (HTTP status, parsed body)."""
+        return self._post("/ksql", text, properties)
+
+    def query(self, text: str, properties: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """POST /query: (HTTP status, parsed body)."""
+        return self._post("/query", text, properties)
+
+    def _post(self, route: str, text: str, properties: Mapping[str, Any] | None) -> tuple[int, Any]:
+        assert self.server is not None
+        self.server.check()
+        answer = self.http.post(f"{self.url}{route}",
+                                json={"ksql": text, "streamsProperties": dict(properties or {})})
+        try:
+            return answer.status_code, answer.json()
+        except ValueError:
+            return answer.status_code, answer.text
+
+    def query_states(self) -> dict[str, str]:
+        """Query id -> state (and the message of an ERROR) of the server's persistent queries."""
+        try:
+            body = self.http.get(f"{self.url}/queryStatus", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+        return {q: f"{s.get('state')}: {s.get('message') or s.get('lastError') or ''}".rstrip(": ")
+                for q, s in (body.get("queries") or {}).items()}  # fmt: skip
+
+    # -- Kafka
+
+    def _topics(self) -> list[str]:
+        return list(self.admin.list_topics(timeout=10).topics)
+
+    def create_topics(self, topics: Mapping[str, int]) -> None:
+        for name, partitions in topics.items():
+            create_topic(self.admin, self.settings, name, partitions)
+
+    def produce(self, inputs: list[dict], catalog: Catalog) -> None:
+        """The case's input records, in order, in their sources' formats."""
+        for record in inputs:
+            source = source_for_topic(catalog, record["topic"])
+            key = _encode(record.get("key"), source, "key")  # type: ignore[arg-type]
+            value = _encode(record.get("value"), source, "value")  # type: ignore[arg-type]
+            headers = [(h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
+                       for h in record.get("headers") or []]  # fmt: skip
+            # librdkafka reads a timestamp of 0 as "now": records without one get the clock's.
+            self.producer.produce(record["topic"], value, key,
+                                  timestamp=int(record.get("timestamp") or 0), headers=headers)
+        if self.producer.flush(30):
+            raise RuntimeError("input records not delivered in 30 s")
+
+    def read_topic(self, topic: str, want: int, deadline: float) -> list[Any]:
+        """Records of ``topic`` from the start, until ``want`` are read or ``deadline`` passes."""
+        reader = consumer(self.settings, f"rqtt-read-{uuid.uuid4().hex[:6]}")
+        try:
+            metadata = self.admin.list_topics(topic, timeout=10).topics.get(topic)
+            partitions = sorted(metadata.partitions) if metadata is not None else [0]
+            reader.assign([TopicPartition(topic, p, 0) for p in partitions])
+            found: list[Any] = []
+            while len(found) < want and time.monotonic() < deadline:
+                found.extend(m for m in reader.consume(100, 0.2) if m.error() is None)
+            return found
+        finally:
+            reader.close()
+
+    # -- between cases
+
+    def reset(self) -> None:
+        """Back to an empty catalog and no topic of a case: terminate, drop, delete, and wait
+        until the broker no longer lists the deleted topics.
+
+        Raises:
+            RuntimeError: something would not go away.
+        """
+        status, body = self.ksql("TERMINATE ALL;")
+        if status != 200:
+            for query_id in self._listed("SHOW QUERIES;", "queries", "id"):
+                self.ksql(f"TERMINATE {query_id};")
+        for _ in range(5):
+            sources = [("STREAM", n) for n in self._listed("SHOW STREAMS;", "streams", "name")]
+            sources += [("TABLE", n) for n in self._listed("SHOW TABLES;", "tables", "name")]
+            if not sources:
+                break
+            for kind, name in reversed(sources):
+                status, _ = self.ksql(f"DROP {kind} IF EXISTS `{name}` DELETE TOPIC;")
+                if status != 200:
+                    self.ksql(f"DROP {kind} IF EXISTS `{name}`;")
+        else:
+            raise RuntimeError(f"sources left after 5 rounds of DROP: {sources}")
+        for _ in range(3):
+            status, body = self.ksql("SHOW TYPES;")
+            types = list((body[0].get("types") or {}) if status == 200 and body else {})
+            if not types:
+                break
+            for name in types:
+                self.ksql(f"DROP TYPE IF EXISTS `{name}`;")
+        doomed = [t for t in self._topics() if t not in self.baseline and not t.startswith("_")]
+        if doomed:
+            for future in self.admin.delete_topics(doomed, operation_timeout=10).values():
+                try:
+                    future.result(15)
+                except Exception:  # noqa: BLE001, S110 - gone already is fine; the check below decides
+                    pass
+        deadline = time.monotonic() + 30
+        while True:
+            left = [t for t in self._topics() if t not in self.baseline and not t.startswith("_")]
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topics still listed 30 s after their deletion: {left}")
+            time.sleep(0.2)
+
+    def _listed(self, statement: str, key: str, field_name: str) -> list[str]:
+        status, body = self.ksql(statement)
+        if status != 200 or not body:
+            raise RuntimeError(f"{statement} answered {status}: {_short(body)}")
+        return [str(item[field_name]) for item in body[0].get(key) or []]
+
+    def close(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL of its group), kill anything of its process tree
+        still alive, then stop the broker."""
+        try:
+            self.stop_server()
+        finally:
+            self.http.close()
+            self.broker.stop()
+
+    def stop_server(self) -> None:
+        if self.server is not None:
+            tree = _process_tree(self.server.process.pid)
+            self.server.stop()
+            self.leftovers += _kill_survivors(tree)
+            self.server = None
+
+
+def _process_tree(root: int) -> dict[int, tuple[str, str]]:
+    """pid -> (start time, command line) of ``root`` and its descendants, now."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found: dict[int, tuple[str, str]] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        identity = _identity(pid)
+        if identity is not None:
+            found[pid] = identity
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def _identity(pid: int) -> tuple[str, str] | None:
+    try:
+        started = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace")  # fmt: skip
+    except (OSError, IndexError):
+        return None
+    return started, command
+
+
+def _kill_survivors(tree: dict[int, tuple[str, str]]) -> list[str]:
+    """SIGKILL every process of ``tree`` still alive 5 s after the server stopped (same pid and
+    start time); what was found."""
+
+    def alive() -> list[int]:
+        return [pid for pid, (started, _) in tree.items()
+                if (_identity(pid) or ("", ""))[0] == started]  # fmt: skip
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = []
+    for pid in alive():
+        survivors.append(f"{pid}: {tree[pid][1][:120]}")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return survivors
+
+
+# -- running one case ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """What one case has done so far."""
+
+    responses: list[tuple[str, Any]] = field(default_factory=list)
+    failed_queries: int = 0
+
+
+def run_case(node: Node, file: str, case: dict, wait_s: float) -> Outcome:
+    """One case's verdict (a crash of the case is a failure, never raised)."""
+    started = time.monotonic()
+    outcome = Outcome(file, case["name"], "passed", pull=has_pull_query(case))
+    try:
+        _run_case(node, case, wait_s)
+    except Skip as skip:
+        outcome.verdict, outcome.cause, outcome.detail = "skipped", skip.cause, skip.detail
+    except Mismatch as mismatch:
+        outcome.verdict, outcome.cause, outcome.detail = "failed", mismatch.cause, mismatch.detail
+    except Exception as exc:  # noqa: BLE001 - one case's crash is a failure to report
+        outcome.verdict, outcome.cause = "failed", "crash"
+        outcome.detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    outcome.seconds = round(time.monotonic() - started, 2)
+    return outcome
+
+
+def _run_case(node: Node, case: dict, wait_s: float) -> None:
+    skip = skip_cause(case)
+    if skip is not None:
+        raise Skip(*skip)
+    statements: list[str] = case["statements"]
+    admin, queries = split_statements(statements)
+    expected_error: Mapping[str, Any] | None = case.get("expectedError")
+    properties = case.get("properties") or {}
+    topics = topics_of(case)
+    node.create_topics(topics)
+    run = _Run()
+    if admin:
+        status, body = node.ksql("\n".join(admin), properties)
+        if status != 200:
+            _refused(body, status, expected_error, "\n".join(admin))
+            return
+        run.responses.extend(("admin", entity) for entity in body)
+    catalog = source_catalog(admin, topics)
+    node.produce(case.get("inputs", []), catalog)
+    deadline = time.monotonic() + wait_s
+    expected = case.get("responses", [])
+    verify_order = bool((case.get("outputConditions") or {}).get("verifyOrder"))
+    for offset, text in enumerate(queries):
+        idx = len(admin) + offset
+        want = expected[idx].get("query") if idx < len(expected) else None
+        wait = expected_error is None and want is not None
+        status, body = _ask(node, text, properties, want, statements, idx, verify_order,
+                            deadline if wait else 0.0)  # fmt: skip
+        if status != 200:
+            _refused(body, status, expected_error, text)
+            run.failed_queries += 1
+            continue
+        run.responses.append(("query", query_items(body)))
+    if expected_error is not None:
+        if len(run.responses) > len(admin) or not run.failed_queries:
+            raise Mismatch("error expected", f"expected {expected_error.get('message')!r}, "
+                           "the statements succeeded")  # fmt: skip
+        return
+    _verify_outputs(node, case.get("outputs", []), catalog, deadline)
+    try:
+        verify_responses(run.responses, expected, statements, verify_order)
+    except Mismatch as mismatch:
+        states = {q: s for q, s in node.query_states().items() if not s.startswith("RUNNING")}
+        if states:
+            mismatch.detail += f" (persistent queries not running: {states})"
+        raise
+
+
+def _ask(node: Node, text: str, properties: Mapping[str, Any], want: list[Any] | None,
+         statements: list[str], idx: int, verify_order: bool, deadline: float
+         ) -> tuple[int, Any]:  # fmt: skip
+    """POST /query; until ``deadline``, again while the answer is not the expected one, is
+    retriable, or has not settled while every persistent query runs (ksqlDB's runner waits until
+    its persistent queries processed the inputs)."""
+    settle_s = 6.0
+    last: tuple[int, Any] | None = None
+    since = time.monotonic()
+    while True:
+        status, body = node.query(text, properties)
+        if want is None or time.monotonic() >= deadline:
+            return status, body
+        if status == 200:
+            try:
+                verify_query(query_items(body), want, statements, idx, verify_order)
+                return status, body
+            except Mismatch:
+                pass
+        elif status not in _RETRIABLE_STATUS:
+            return status, body
+        answer = (status, _without_query_id(query_items(body)) if status == 200 else body)
+        if answer != last:
+            last, since = answer, time.monotonic()
+        elif time.monotonic() - since > settle_s:
+            states = node.query_states()
+            if all(s.startswith("RUNNING") for s in states.values()):
+                return status, body
+            if any(s.startswith("ERROR") for s in states.values()):
+                return status, body
+        time.sleep(0.25)
+
+
+def _without_query_id(items: list[Any]) -> list[Any]:
+    """The items with the header's ``queryId`` (new for every query) left out."""
+    return [{"header": {k: v for k, v in i["header"].items() if k != "queryId"}}
+            if isinstance(i, dict) and isinstance(i.get("header"), dict) else i for i in items]
+
+
+def _refused(body: Any, status: int, expected_error: Mapping[str, Any] | None, text: str) -> None:
+    """An error answer: fine when it is the expected error; a skip for what a later issue brings;
+    otherwise a failure."""
+    message = _message(body)
+    statement = str(body.get("statementText") or text) if isinstance(body, dict) else text
+    if expected_error is not None and error_mismatch(expected_error, status, body) is None:
+        return
+    later = refusal_cause(message, statement)
+    if later is not None:
+        raise Skip(later, f"{status}: {message[:300]}")
+    if expected_error is not None:
+        raise Mismatch("wrong error", error_mismatch(expected_error, status, body) or "")
+    if status >= 500:
+        raise Mismatch("server error (5xx)", f"{status}: {message[:400]} [{statement[:160]}]")
+    raise Mismatch("refused a valid statement", f"{status}: {message[:400]} [{statement[:160]}]")
+
+
+def _verify_outputs(node: Node, outputs: list[dict], catalog: Catalog, deadline: float) -> None:
+    """The records of each output topic, in order (``verifyOutput``): key, value, timestamp."""
+    by_topic: dict[str, list[dict]] = {}
+    for record in outputs:
+        by_topic.setdefault(record["topic"], []).append(record)
+    for topic, wanted in by_topic.items():
+        got = node.read_topic(topic, len(wanted), max(deadline, time.monotonic() + 5))
+        if len(got) < len(wanted):
+            raise Mismatch("missing output records", f"{topic}: {len(got)} records, expected "
+                           f"{len(wanted)}")  # fmt: skip
+        source = source_for_topic(catalog, topic)
+        for index, (message, want) in enumerate(zip(got, wanted, strict=False)):
+            key = _decode(message.key(), source, "key")  # type: ignore[arg-type]
+            value = _decode(message.value(), source, "value")  # type: ignore[arg-type]
+            stamp = message.timestamp()[1]
+            if not (_same(key, want.get("key")) and _same(value, want.get("value"))
+                    and int(want.get("timestamp", stamp)) == stamp):  # fmt: skip
+                raise Mismatch("wrong output record", f"{topic}[{index}]: <{key!r}, {value!r}> "
+                               f"at {stamp}, expected <{want.get('key')!r}, "
+                               f"{want.get('value')!r}> at {want.get('timestamp')}")  # fmt: skip
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+
+def run(files: list[Path], name_filter: str | None, wait_s: float, verbose: bool,
+        log_path: Path) -> tuple[list[Outcome], list[str], list[str]]:  # fmt: skip
+    """Every case of ``files`` on one node: (outcomes, cleanup problems, survivors of the server).
+    The server's output goes to ``log_path``."""
+    cases = list(load_cases(files, name_filter))
+    outcomes: list[Outcome] = []
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rqtt-") as scratch:
+        node = Node(Path(scratch), log_path)
+        try:
+            for number, (file, case) in enumerate(cases, 1):
+                outcome = run_case(node, file, case, wait_s)
+                outcomes.append(outcome)
+                if verbose:
+                    print(f"[{number}/{len(cases)}] {outcome.verdict:7s} {outcome.seconds:5.1f} s "
+                          f"{file}: {outcome.name}" + (f" ({outcome.cause})" if outcome.cause
+                                                       else ""), flush=True)  # fmt: skip
+                if skip_cause(case) is None:
+                    _between_cases(node, f"{file}: {case['name']}", problems)
+        except KeyboardInterrupt:
+            problems.append(f"interrupted after {len(outcomes)} of {len(cases)} cases")
+        finally:
+            node.close()
+    return outcomes, problems, node.leftovers
+
+
+def _between_cases(node: Node, after: str, problems: list[str]) -> None:
+    """Clean up after a case; a server that died is reported and replaced."""
+    if not node.alive():
+        assert node.server is not None
+        problems.append(f"the server died ({node.server.process.returncode}) during {after}; "
+                        f"its log: {node.log_path}")
+        node.stop_server()
+        node.start_server()
+    try:
+        node.reset()
+    except Exception as exc:  # noqa: BLE001 - reported; the run goes on
+        problems.append(f"after {after}: {exc}")
+
+
+def report(outcomes: list[Outcome], verbose: bool) -> str:
+    """The causes grouped (with one example each), every failure and skip with ``verbose``, the
+    totals, and the pull-query figure."""
+    counts = Counter(o.verdict for o in outcomes)
+    lines = []
+    for verdict in ("failed", "skipped"):
+        causes = Counter(o.cause for o in outcomes if o.verdict == verdict)
+        if causes:
+            lines.append(f"{verdict} by cause:")
+            for cause, n in causes.most_common():
+                example = next(o for o in outcomes if o.verdict == verdict and o.cause == cause)
+                lines.append(f"  {n:5d}  {cause}")
+                lines.append(f"         e.g. {example.file}: {example.name}: {example.detail[:240]}")
+    if verbose:
+        for o in outcomes:
+            if o.verdict != "passed":
+                lines.append(f"{o.verdict.upper()} {o.file}: {o.name}: {o.cause}: {o.detail}")
+    lines.append(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    pull = [o for o in outcomes if o.pull]
+    passed = sum(1 for o in pull if o.verdict == "passed")
+    skipped = sum(1 for o in pull if o.verdict == "skipped")
+    share = f"{100 * passed / len(pull):.1f}%" if pull else "n/a"
+    lines.append(f"pull-query cases: {passed} of {len(pull)} passed ({share}; {skipped} of them "
+                 f"skipped, {len(pull) - passed - skipped} failed)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.rqtt", description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the rqtt folder")
+    parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
+    parser.add_argument("--case", help="only cases whose name contains this text")
+    parser.add_argument("--wait-s", type=float, default=30.0,
+                        help="how long a pull query may take to show the expected rows")
+    parser.add_argument("--json", type=Path, help="write a JSON report here")
+    parser.add_argument("--server-log", type=Path, help="where the server's output goes")
+    parser.add_argument("--ci", action="store_true",
+                        help="fail if a case of bench/rqtt_ci_expected.txt does not pass")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print each case as it ends, and every failure and skip")
+    args = parser.parse_args(argv)
+    if not args.corpus.is_dir():
+        print(f"rqtt: the corpus is not at {args.corpus}", file=sys.stderr)
+        return 2
+    files = _files(args.file, args.corpus)
+    signal.signal(signal.SIGTERM, _interrupt)
+    print(versions("pyspark", "httpx"), flush=True)
+    started = time.monotonic()
+    log_path = args.server_log or Path(tempfile.gettempdir()) / f"rqtt-server-{os.getpid()}.log"
+    print(f"server log: {log_path}", flush=True)
+    outcomes, problems, leftovers = run(files, args.case, args.wait_s, args.verbose, log_path)
+    elapsed = time.monotonic() - started
+    print(report(outcomes, args.verbose))
+    print(f"({len(files)} files, {len(outcomes)} cases, {elapsed:.1f} s)")
+    for problem in problems:
+        print(f"rqtt: cleanup: {problem}", file=sys.stderr)
+    for survivor in leftovers:
+        print(f"rqtt: still running after the server stopped (killed): {survivor}", file=sys.stderr)
+    if args.json:
+        summary = Counter(o.verdict for o in outcomes)
+        args.json.write_text(json.dumps({
+            "versions": versions("pyspark", "httpx"), "seconds": round(elapsed, 1),
+            "totals": dict(summary), "problems": problems, "leftovers": leftovers,
+            "outcomes": [asdict(o) for o in outcomes]}, indent=1))  # fmt: skip
+    if args.ci:
+        return _check_ci(outcomes)
+    return 0
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _check_ci(outcomes: list[Outcome]) -> int:
+    expected = {line.strip() for line in CI_EXPECTED.read_text().splitlines()
+                if line.strip() and not line.startswith("#")}  # fmt: skip
+    ran = {f"{o.file}: {o.name}".strip() for o in outcomes}
+    passed = {f"{o.file}: {o.name}".strip() for o in outcomes if o.verdict == "passed"}
+    lost = sorted((expected & ran) - passed)
+    for line in lost:
+        print(f"rqtt --ci: expected to pass, did not: {line}", file=sys.stderr)
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
