@@ -86,13 +86,18 @@ def _rss_mb(root: int) -> float:
 
 class _Server:
     def __init__(self, bootstrap: str, folder: Path, extra: tuple[str, ...] = ()) -> None:
+        self.bootstrap, self.folder, self.extra = bootstrap, folder, extra
+        self.service_id = f"bench_{uuid.uuid4().hex[:6]}"
+        self._start()
+
+    def _start(self) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         exe = Path(sys.executable).with_name("headwater")
-        self.log = open(folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [str(exe), "server", "-b", bootstrap, "--port", str(self.port), "--state-dir",
-             str(folder / "node"), "--service-id", f"bench_{uuid.uuid4().hex[:6]}", *extra],
+            [str(exe), "server", "-b", self.bootstrap, "--port", str(self.port), "--state-dir",
+             str(self.folder / "node"), "--service-id", self.service_id, *self.extra],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -103,6 +108,11 @@ class _Server:
                 pass
             time.sleep(0.1)
         raise SystemExit("the server did not become healthy in 60 s")
+
+    def restart(self) -> None:
+        """Stop the server, then start it again on the same state folder and service id."""
+        self.stop()
+        self._start()
 
     def ksql(self, sql: str) -> list[dict]:
         answer = httpx.post(f"{self.url}/ksql", json={"ksql": sql}, timeout=60)

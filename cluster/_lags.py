@@ -54,6 +54,8 @@ def lag_body(server_id: str, lags: TableLags, now_ms: int) -> dict[str, Any]:
                     "current": info.current_offset_position,
                     "end": info.end_offset_position,
                     "lag": info.offset_lag,
+                    **({} if info.last_record_ms is None
+                       else {"lastRecordMs": info.last_record_ms}),
                 }
                 for partition, info in sorted(parts.items())
             }
@@ -63,15 +65,22 @@ def lag_body(server_id: str, lags: TableLags, now_ms: int) -> dict[str, Any]:
     }
 
 
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _lag_info(table: str, partition: str, raw: Any) -> LagInfo:
     where = f"lagInfo[{table!r}][{partition!r}]"
     if not isinstance(raw, Mapping):
         raise BadClusterMessage(f"{where} must be an object")
-    values = [raw.get(k) for k in ("current", "end", "lag")]
-    if any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+    current, end, lag, last = (raw.get(k) for k in ("current", "end", "lag", "lastRecordMs"))
+    if not (isinstance(current, int) and isinstance(end, int) and isinstance(lag, int)) or any(
+            isinstance(v, bool) for v in (current, end, lag)):  # fmt: skip
         raise BadClusterMessage(f'{where} needs integer "current", "end" and "lag"')
+    if last is not None and not _integer(last):
+        raise BadClusterMessage(f'{where}: "lastRecordMs" must be an integer')
     try:
-        return LagInfo(*values)
+        return LagInfo(current, end, lag, last)
     except ValueError as exc:
         raise BadClusterMessage(f"{where}: {exc}") from None
 
@@ -126,17 +135,29 @@ def replica_lags(
         partition: the partition number.
 
     Returns:
-        ``{host: ReplicaLag(position, end_offset)}`` for every host that reported the partition,
-        all with the same ``end_offset``: the maximum any of them saw.
+        ``{host: ReplicaLag(position, end_offset, staleness_ms)}`` for every host that reported
+        the partition, all with the same ``end_offset``: the maximum any of them saw. A replica's
+        staleness is how much older its newest record is than the newest record of a replica at
+        that end (0 at the end itself; None when no replica at the end reported its newest
+        record, or the replica did not).
     """
     end = max_end_offset(host_lags, table, partition)
     if end is None:
         return {}
-    return {
-        host: ReplicaLag(lags[table][partition].current_offset_position, end)
-        for host, lags in sorted(host_lags.items())
-        if table in lags and partition in lags[table]
-    }
+    infos = {host: lags[table][partition] for host, lags in sorted(host_lags.items())
+             if table in lags and partition in lags[table]}  # fmt: skip
+    newest = max((i.last_record_ms for i in infos.values()
+                  if i.current_offset_position >= end and i.last_record_ms is not None),
+                 default=None)  # fmt: skip
+    found = {}
+    for host, info in infos.items():
+        staleness = None
+        if info.current_offset_position >= end:
+            staleness = 0
+        elif newest is not None and info.last_record_ms is not None:
+            staleness = max(0, newest - info.last_record_ms)
+        found[host] = ReplicaLag(info.current_offset_position, end, staleness)
+    return found
 
 
 class LagBook:

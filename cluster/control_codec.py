@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.epochs import (
@@ -145,7 +145,7 @@ def _entry(entry: object) -> tuple[PartitionId, PartitionLeader]:
     )
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

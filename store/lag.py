@@ -19,11 +19,14 @@ class LagInfo:
             been applied yet).
         end_offset_position: The changelog's end offset (the offset the next record will get).
         offset_lag: Records the store is behind: end - current, never below 0.
+        last_record_ms: The newest record timestamp the store has applied (None: unknown), from
+            which peers work out how stale it is in time (``max.staleness.ms``).
     """
 
     current_offset_position: int
     end_offset_position: int
     offset_lag: int
+    last_record_ms: int | None = None
 
     def __post_init__(self) -> None:
         if self.current_offset_position < 0 or self.end_offset_position < 0:
@@ -32,7 +35,8 @@ class LagInfo:
             raise ValueError(f"offset_lag must be >= 0: {self}")
 
     @classmethod
-    def of(cls, position: int | None, end_offset: int) -> LagInfo:
+    def of(cls, position: int | None, end_offset: int,
+           last_record_ms: int | None = None) -> LagInfo:  # fmt: skip
         """Builds the lag of a store at `position` against a changelog ending at `end_offset`.
 
         The lag is clamped at 0: a store can be ahead of the end offset it is compared with when that
@@ -41,6 +45,7 @@ class LagInfo:
         Args:
             position: The store's position (`PartitionStore.position()`); None counts as 0.
             end_offset: The changelog partition's end offset.
+            last_record_ms: The newest record timestamp applied, if known.
 
         Returns:
             The LagInfo.
@@ -49,4 +54,4 @@ class LagInfo:
             ValueError: If an offset is negative.
         """
         current = 0 if position is None else position
-        return cls(current, end_offset, max(0, end_offset - current))
+        return cls(current, end_offset, max(0, end_offset - current), last_record_ms)

@@ -196,6 +196,8 @@ class PartitionStatus:
         state: RESTORING, READY or FAILED.
         skipped: Records left out since the restorer began reading this partition.
         error: Why the partition FAILED, or the last consumer error reported for it.
+        last_record_ms: The newest timestamp among the records applied since the restorer began
+            reading this partition (None: none yet); how stale the store is, in time.
     """
 
     topic: str
@@ -205,13 +207,14 @@ class PartitionStatus:
     state: PartitionState = PartitionState.RESTORING
     skipped: int = 0
     error: str | None = None
+    last_record_ms: int | None = None
 
     @property
     def lag(self) -> LagInfo | None:
         """KIP-535's LagInfo against `end_offset` (None until an end offset is known)."""
         if self.end_offset is None:
             return None
-        return LagInfo.of(self.position, self.end_offset)
+        return LagInfo.of(self.position, self.end_offset, self.last_record_ms)
 
     @property
     def ready(self) -> bool:
@@ -219,7 +222,8 @@ class PartitionStatus:
         return self.state is PartitionState.READY
 
     def advanced(
-        self, position: int, end_offset: int | None, skipped: int = 0, at_end: bool = False
+        self, position: int, end_offset: int | None, skipped: int = 0, at_end: bool = False,
+        last_record_ms: int | None = None,
     ) -> PartitionStatus:
         """The status after applying a batch up to `position` and seeing `end_offset`.
 
@@ -232,6 +236,7 @@ class PartitionStatus:
             skipped: Records the batch left out.
             at_end: The consumer reached end of partition at `position` (READY even when the end
                 offset is higher: under read_committed, records of open transactions are beyond it).
+            last_record_ms: The newest record timestamp of the batch, if it had records.
         """
         end = self.end_offset
         if end_offset is not None and (end is None or end_offset > end):
@@ -239,12 +244,16 @@ class PartitionStatus:
         state = self.state
         if state is PartitionState.RESTORING and (at_end or (end is not None and position >= end)):
             state = PartitionState.READY
+        newest = self.last_record_ms
+        if last_record_ms is not None and (newest is None or last_record_ms > newest):
+            newest = last_record_ms
         return replace(
             self,
             position=max(position, self.position),
             end_offset=end,
             state=state,
             skipped=self.skipped + skipped,
+            last_record_ms=newest,
         )
 
     def failed(self, reason: str) -> PartitionStatus:

@@ -416,8 +416,9 @@ class TableRestorer:
                         target.table, len(run.skipped) - _MAX_SKIP_LOGS, key[0], key[1], position)
         at_end = eof is not None and position >= eof
         cleared = bool(records)
-        self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end).noted(
-            None if cleared else s.error))
+        newest = max((r.timestamp()[1] for r in records if r.timestamp()[0]), default=None)
+        self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end,
+                                                  newest).noted(None if cleared else s.error))
 
     def _refresh_ends(self, reader: Consumer) -> None:
         for key in self._routes.partitions():

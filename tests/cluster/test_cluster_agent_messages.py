@@ -58,10 +58,23 @@ def test_replica_lags_use_the_highest_end_any_server_saw() -> None:
         "c:1": {"T": {0: LagInfo(8, 8, 0)}},  # an older view of the end
     }
     assert replica_lags(host_lags, "T", 0) == {
-        "a:1": ReplicaLag(5, 12), "b:1": ReplicaLag(12, 12), "c:1": ReplicaLag(8, 12),
+        "a:1": ReplicaLag(5, 12), "b:1": ReplicaLag(12, 12, 0), "c:1": ReplicaLag(8, 12),
     }  # fmt: skip
-    assert replica_lags(host_lags, "T", 1) == {"b:1": ReplicaLag(1, 1)}
+    assert replica_lags(host_lags, "T", 1) == {"b:1": ReplicaLag(1, 1, 0)}
     assert replica_lags(host_lags, "T", 2) == {} and replica_lags(host_lags, "X", 0) == {}
+
+
+def test_staleness_is_measured_from_the_record_timestamps_replicas_report() -> None:
+    host_lags = {
+        "a:1": {"T": {0: LagInfo(5, 10, 5, 1_000)}},
+        "b:1": {"T": {0: LagInfo(12, 12, 0, 4_500)}},  # at the end: its newest record is the end's
+        "c:1": {"T": {0: LagInfo(8, 8, 0)}},  # no timestamp reported: unknown
+    }
+    assert {h: r.staleness_ms for h, r in replica_lags(host_lags, "T", 0).items()} == {
+        "a:1": 3_500, "b:1": 0, "c:1": None}
+    body = lag_body("a:1", host_lags["a:1"], 7)
+    assert body["lagInfo"]["T"]["0"]["lastRecordMs"] == 1_000
+    assert parse_lag_body(body, 8)[1].lags["T"][0].last_record_ms == 1_000
 
 
 @settings(max_examples=200, derandomize=True)

@@ -155,3 +155,12 @@ def test_caught_up_to_and_noted_errors() -> None:
     noted = status.noted("broker down")
     assert noted.error == "broker down" and noted.noted("broker down") is noted
     assert noted.noted(None).error is None
+
+
+def test_status_keeps_the_newest_record_timestamp_for_staleness() -> None:
+    status = PartitionStatus("t", 0, 0)
+    status = status.advanced(5, 10, last_record_ms=2_000)
+    status = status.advanced(6, 10, last_record_ms=1_500)  # an older timestamp arrives later
+    status = status.advanced(6, 12)  # a batch without records keeps it
+    assert status.last_record_ms == 2_000
+    assert status.lag == LagInfo(6, 12, 6, 2_000)
