@@ -293,9 +293,8 @@ def _message_matches(error: Exception, expected: Mapping[str, Any]) -> bool:
     return wanted is None or wanted in _message(error)
 
 
-#: Refusals of what a later issue brings (GROUP BY, windows, joins, CTAS, table functions): skips.
+#: Refusals of what a later issue brings (joins, table functions, windowed sources): skips.
 _LATER = re.compile(r"not supported (yet|in persistent queries yet)|arrive with issue|"
-                    r"CREATE TABLE AS SELECT is not supported|needs GROUP BY|"
                     r"Table function|Windowed sources")  # fmt: skip
 #: A function the function table lacks: a failure (functions are this engine's to compute).
 _UNKNOWN_FUNCTION = re.compile(r"Can't find any functions|Unknown function|Function '\w+' does not")

@@ -154,8 +154,13 @@ class CompiledAggregate:
 
 
 def is_aggregation(query: Query) -> bool:
-    """Whether a query aggregates (GROUP BY, or aggregate calls that ksqlDB would refuse without it)."""
-    return bool(query.group_by)
+    """Whether a query aggregates: GROUP BY, or aggregate calls (refused without GROUP BY, with
+    ksqlDB's messages, by `compile_aggregate`)."""
+    if query.group_by:
+        return True
+    nodes = (*query.select, *([query.having] if query.having is not None else []))
+    return any(call.name.upper() in AGGREGATE_NAMES for node in nodes
+               for call in node.find_all(exp.Anonymous))  # fmt: skip
 
 
 def group_name(index: int) -> str:
@@ -222,6 +227,10 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
                          WINDOW_BOUNDS if window is not None else ())
     post_items = [splitter.split(_bare(item), "SELECT") for item in items]
     having_node = None if query.having is None else splitter.split(query.having, "HAVING")
+    if not groups and not splitter.non_aggregate_select:
+        calls = ", ".join(c.text.replace("COUNT(*)", "COUNT(ROWTIME)") for c in splitter.calls)
+        raise QueryCompileError(f"CREATE TABLE AS SELECT statement does not support aggregate "
+                                f"function [{calls}] without a GROUP BY clause.")  # fmt: skip
     if not splitter.calls:
         raise QueryCompileError("GROUP BY requires aggregate functions in either the SELECT or "
                                 "HAVING clause.")  # fmt: skip

@@ -33,6 +33,7 @@ from headwater.engine.persistent.aggregate import (
     agg_name,
     compile_aggregate,
     group_name,
+    is_aggregation,
 )
 from headwater.engine.persistent.operators import (
     InputRecord,
@@ -181,7 +182,7 @@ class WindowedTask:
 def is_aggregate_statement(statement_text: str) -> bool:
     """Whether a persistent query's statement aggregates (so runs as `AggregatePipeline`)."""
     select, _sink = parse_persistent(statement_text)
-    return bool(select.group_by)
+    return is_aggregation(select)
 
 
 class AggregatePipeline:

@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from headwater.engine.errors import SerdeError
-from headwater.engine.persistent.aggregate import compile_aggregate, describe_aggregate
+from headwater.engine.persistent.aggregate import (
+    compile_aggregate,
+    describe_aggregate,
+    is_aggregation,
+)
 from headwater.engine.persistent.compile import (
     OutputColumn,
     QueryCompileError,
@@ -30,7 +34,7 @@ class _Analyzer:
     def shape(self, query: Query, catalog: Catalog, sink_name: str) -> QueryShape:
         """The query's sources, output columns and result kind; ValidationError when refused."""
         try:
-            if query.group_by:
+            if is_aggregation(query):
                 aggregate = compile_aggregate(query, catalog, sink_name)
                 window = aggregate.window
                 return QueryShape(
@@ -65,7 +69,7 @@ class QueryDescription:
 
 def describe_query(query: Query, catalog: Catalog, sink_name: str) -> QueryDescription:
     """The description of a persistent query's SELECT (raises QueryCompileError when refused)."""
-    if query.group_by:
+    if is_aggregation(query):
         aggregate = compile_aggregate(query, catalog, sink_name)
         return QueryDescription(aggregate.source.name, aggregate.columns,
                                 tuple(describe_aggregate(aggregate, sink_name)))  # fmt: skip

@@ -11,8 +11,8 @@ SELECT. This module applies its rules (the messages are ksqlDB's):
   the source's value columns, then its old key columns (those not made keys);
 - every expression is compiled by `headwater.engine.expressions`, the compiler pull queries use.
 
-What later issues bring (GROUP BY, windows, joins, tables as sources, aggregate and table
-functions) is refused here with the construct named, before anything reaches the command log.
+Aggregations (GROUP BY, windows, HAVING) are `aggregate.py`'s; what later issues bring (joins,
+table functions) is refused here with the construct named, before anything reaches the command log.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ PSEUDO_COLUMNS: Mapping[str, SqlType] = {
 }  # fmt: skip
 RESERVED_NAMES = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
 
-#: ksqlDB's aggregate functions: they need GROUP BY (issue 15).
+#: ksqlDB's aggregate functions (see `udafs.py`): only in aggregations.
 AGGREGATE_FUNCTIONS = frozenset({
     "COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT", "COLLECT_LIST",
     "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET", "STDDEV_SAMP",
@@ -260,7 +260,6 @@ class _PartitionExpr:
 def _refuse_later_constructs(query: Query) -> None:
     later = (("JOIN", query.joins, query.joins[0].on if query.joins else None,
               "joins arrive with issue 16"),
-             ("WINDOW", query.window, None, "windowed aggregations arrive with issue 15"),
              ("GROUP BY", query.group_by, query.group_by[0] if query.group_by else None,
               "aggregations arrive with issue 15"),
              ("HAVING", query.having, query.having, "aggregations arrive with issue 15"))  # fmt: skip
@@ -270,8 +269,11 @@ def _refuse_later_constructs(query: Query) -> None:
                 f"{construct} is not supported in persistent queries yet ({when}).", construct,
                 node,
             )
+    if query.window is not None:
+        raise QueryCompileError("WINDOW clause requires a GROUP BY clause.", "WINDOW")
     if query.emit == "FINAL":
-        raise QueryCompileError("EMIT FINAL is only valid for windowed aggregations.", "EMIT FINAL")
+        raise QueryCompileError("EMIT FINAL is only supported for windowed aggregations.",
+                                "EMIT FINAL")  # fmt: skip
     if query.limit is not None:
         raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
 
@@ -289,8 +291,8 @@ def _refuse_functions(node: exp.Expr) -> None:
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).upper()
         if name in AGGREGATE_FUNCTIONS or isinstance(call, exp.AggFunc):
             raise QueryCompileError(
-                f"Aggregate function {name} needs GROUP BY, which persistent queries do not "
-                "support yet (issue 15).", "aggregate function", call)  # fmt: skip
+                f"Aggregate function {name} can only be used in the SELECT or HAVING of an "
+                "aggregation (a query with GROUP BY).", "aggregate function", call)  # fmt: skip
         if name in TABLE_FUNCTIONS:
             raise QueryCompileError(f"Table function {name} is not supported yet.",
                                     "table function", call)  # fmt: skip
