@@ -105,7 +105,10 @@ def _freshness(broker: EmbeddedBroker, server: _Server, samples: int) -> None:
             server.ksql(f"INSERT INTO fr_in (id, v) VALUES ('{key}', {i});")
             seen_topic = None
             while time.monotonic() - sent < 30:
-                if seen_topic is None and any(m.error() is None for m in reader.consume(100, 0)):
+                if seen_topic is None and any(
+                        m.error() is None and m.key() == key.encode()
+                        and json.loads(m.value() or b"{}").get("N", 0) > before
+                        for m in reader.consume(100, 0)):  # fmt: skip
                     seen_topic = time.monotonic() - sent
                 if (_pull_count(client, server.url, "FR", key) or 0) > before:
                     break

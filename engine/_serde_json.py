@@ -119,7 +119,7 @@ def loads(data: bytes, exact_floats: bool) -> Any:
             if exact_floats:
                 return json.loads(data, parse_float=Decimal, parse_constant=_refuse_constant)
             return json.loads(data, parse_constant=_refuse_constant)
-        return decoder.decode(text[1:] if text.startswith("\ufeff") else text)  # a UTF-8 BOM
+        return decoder.decode(text.removeprefix("\ufeff"))  # a UTF-8 BOM
     except (ValueError, UnicodeDecodeError) as exc:
         raise SerdeError(f"invalid JSON: {exc}") from None
 

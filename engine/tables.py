@@ -156,13 +156,13 @@ class StoredTable:
         """Rows with low <= key <= high (bounds may be key prefixes), in key order."""
         low_bytes = None if low is None else encode_key(low, self.key_types[: len(low)])
         high_bytes = None if high is None else encode_key(high, self.key_types[: len(high)])
-        if high_bytes is not None and high is not None and len(high) < len(self.key_types):
-            # A prefix bound: every key starting with the prefix is <= it.
-            if high_inclusive:
-                high_bytes, high_inclusive = prefix_end(high_bytes), False
-        if low_bytes is not None and low is not None and len(low) < len(self.key_types):
-            if not low_inclusive:
-                low_bytes, low_inclusive = prefix_end(low_bytes), True
+        # A prefix bound: every key starting with the prefix is <= it (and > it, exclusive).
+        prefix_high = high is not None and len(high) < len(self.key_types)
+        if high_bytes is not None and prefix_high and high_inclusive:
+            high_bytes, high_inclusive = prefix_end(high_bytes), False
+        prefix_low = low is not None and len(low) < len(self.key_types)
+        if low_bytes is not None and prefix_low and not low_inclusive:
+            low_bytes, low_inclusive = prefix_end(low_bytes), True
         for key_bytes, stored in self._store(partition).range(
             low_bytes, high_bytes, low_inclusive=low_inclusive, high_inclusive=high_inclusive
         ):

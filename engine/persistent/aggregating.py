@@ -62,6 +62,9 @@ class GroupedRow:
         add: the arguments to add to the group's aggregates (None: nothing to add).
         undo: the arguments to take out of them (a table row's previous version), or None.
         source_key: the source record's key (a TABLE source's row identity), for the change stage.
+        rank: its place in the batch's order (`rank_records`).
+        partial: instead of ``add``, the aggregates of several rows (`AggregatePipeline.combine`),
+            merged into the group's; the row's position is that of the last of them.
     """
 
     group: bytes
@@ -74,6 +77,7 @@ class GroupedRow:
     seq: int = 0
     source_key: bytes | None = None
     rank: int = 0
+    partial: list[Any] | None = None  # `combine`'s partial aggregates of several rows
 
     def order(self) -> tuple[int, int, int, int]:
         """The order rows are aggregated in (see `rank_records`), then undo before add."""
@@ -289,6 +293,32 @@ class AggregatePipeline:
                                    offset, 1, rank=rank))  # fmt: skip
         return rows
 
+    # -- stage 1b: combining before the shuffle ------------------------------------------------------
+
+    @property
+    def combines(self) -> bool:
+        """Whether stage 1 may combine a batch's rows per group before the shuffle: with
+        buffering (one update per group per batch, so per-row results are not needed), over a
+        stream, unwindowed (windows need each record's time for stream time and lateness)."""
+        return self.buffering and not self.table_source and self.compiled.window is None
+
+    def combine(self, rows: Sequence[GroupedRow]) -> list[GroupedRow]:
+        """One row per group: the partial aggregates of its rows (in batch order), to be merged
+        into the group's state (`aggregate`). Shuffles one row per group and task, not per record."""
+        calls = self.compiled.calls
+        combined: dict[bytes, tuple[GroupedRow, list[Any], int]] = {}
+        for row in sorted(rows, key=GroupedRow.order):
+            assert row.add is not None
+            found = combined.get(row.group)
+            partial = found[1] if found is not None else [c.udaf.initial() for c in calls]
+            order = row.order()
+            for i, call in enumerate(calls):
+                partial[i] = call.udaf.add(partial[i], row.add[i], order)
+            newest = max(found[2], row.timestamp) if found is not None else row.timestamp
+            combined[row.group] = (row, partial, newest)
+        return [replace(last, add=None, partial=partial, timestamp=newest)
+                for last, partial, newest in combined.values()]  # fmt: skip
+
     # -- stage 3 ---------------------------------------------------------------------------------
 
     def initial_state(self) -> GroupState:
@@ -304,7 +334,8 @@ class AggregatePipeline:
         calls = self.compiled.calls
         out: list[OutputRecord] = []
         errors: list[ProcessingError] = []
-        for row in sorted(rows, key=GroupedRow.order):
+        ordered = sorted(rows, key=GroupedRow.order)
+        for row in ordered:
             aggregates = state.aggregates
             if row.undo is not None:
                 for i, call in enumerate(calls):
@@ -315,7 +346,12 @@ class AggregatePipeline:
                 order = row.order()
                 for i, call in enumerate(calls):
                     aggregates[i] = call.udaf.add(aggregates[i], row.add[i], order)
+            if row.partial is not None:
+                for i, call in enumerate(calls):
+                    aggregates[i] = call.udaf.merge(aggregates[i], row.partial[i])
             state.timestamp = max(state.timestamp, row.timestamp)
+            if self.buffering and row is not ordered[-1]:
+                continue  # with buffering, only the batch's last update of a group is written
             try:
                 record = self._update(state, row)
             except RecordError as exc:
@@ -325,8 +361,6 @@ class AggregatePipeline:
                 continue
             if record is not None:
                 out.append(record)
-        if self.buffering and out:
-            out = out[-1:]
         return state, out, errors
 
     def _update(self, state: GroupState, row: GroupedRow,
@@ -556,6 +590,8 @@ class LocalAggregation:
             else:
                 rows.append(item)
         out: list[OutputRecord] = []
+        if self.pipeline.combines:
+            rows = self.pipeline.combine(rows)
         if self.compiled.window is not None:
             by_task: dict[int, list[GroupedRow]] = {}
             for row in rows:

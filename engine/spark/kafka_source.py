@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
+from headwater.engine.persistent.aggregating import GroupedRow
 from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.engine.persistent.operators import OutputRecord
 from headwater.metastore.codec import catalog_from_dict
@@ -55,6 +56,7 @@ _ARROW_GROUPED = pa.schema([
     ("source_offset", pa.int64()), ("error", pa.string()), ("detail", pa.binary()),
 ])  # fmt: skip
 _POLL_BATCH = 5000
+_COMBINE_CHUNK = 50_000  # an aggregate's records grouped (and combined) per Arrow batch
 _READ_FETCH_WAIT_MS = 100  # catching up: long fetches (short ones crawl over one-record batches)
 _PROBE_FETCH_WAIT_MS = 10  # the broker may hold a probe's fetch this long (Tansu always does)
 
@@ -155,15 +157,21 @@ def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Record
     pipeline = pipeline_of(payload)
     running: dict[int, int] = {}  # the batch's ranks run on across chunks
     chunk: list[InputRecord] = []
+
+    def batch() -> pa.RecordBatch:
+        items, errors = pipeline.group(chunk, running)
+        if pipeline.combines:  # one row per group of the chunk, not one per record
+            items = list(pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
+        return pa.RecordBatch.from_pydict(grouped_rows(pipeline, items, errors),
+                                          schema=_ARROW_GROUPED)  # fmt: skip
+
     for record in records:
         chunk.append(record)
-        if len(chunk) >= _POLL_BATCH:
-            yield pa.RecordBatch.from_pydict(
-                grouped_rows(pipeline, *pipeline.group(chunk, running)), schema=_ARROW_GROUPED)
+        if len(chunk) >= _COMBINE_CHUNK:
+            yield batch()
             chunk = []
     if chunk:
-        yield pa.RecordBatch.from_pydict(grouped_rows(pipeline, *pipeline.group(chunk, running)),
-                                         schema=_ARROW_GROUPED)  # fmt: skip
+        yield batch()
 
 
 def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordBatch:

@@ -12,6 +12,7 @@ from headwater.engine.persistent import QUERY_ANALYZER, InputRecord
 from headwater.engine.persistent.aggregate import compile_aggregate
 from headwater.engine.persistent.aggregating import (
     AggregatePipeline,
+    GroupedRow,
     LocalAggregation,
     is_aggregate_statement,
 )
@@ -297,3 +298,32 @@ def test_window_refusals(text: str, message: str) -> None:
     with pytest.raises(QueryCompileError) as error:
         _compile(text)
     assert message in error.value.message
+
+
+def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> None:
+    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q, "
+                               "LATEST_BY_OFFSET(price) AS p, COLLECT_LIST(qty) AS l, "
+                               "MAX(qty) AS m FROM orders GROUP BY item HAVING COUNT(*) > 1;")
+    query = catalog.queries["CTAS_N_1"]
+    records = [_order(i // 2, "k", {"ITEM": "ab"[i % 3 % 2], "QTY": i, "PRICE": i / 2},
+                      ts=1000 + i, partition=i % 2) for i in range(12)]  # fmt: skip
+    combined = AggregatePipeline.for_query(query, catalog, buffering=True)
+    assert combined.combines
+    one_by_one = AggregatePipeline.for_query(query, catalog, buffering=True)
+
+    def run(pipeline: AggregatePipeline, combine: bool) -> list[tuple[bytes | None, bytes | None]]:
+        rows = [r for r in pipeline.group(records)[0] if isinstance(r, GroupedRow)]
+        if combine:
+            rows = pipeline.combine(rows)
+        written = []
+        for group in sorted({r.group for r in rows}):
+            _state, out, _ = pipeline.aggregate(None, [r for r in rows if r.group == group])
+            written.extend((o.key, o.value) for o in out)
+        return written
+
+    assert len(combined.combine([r for r in combined.group(records)[0]
+                                 if isinstance(r, GroupedRow)])) == 2  # fmt: skip
+    assert run(combined, True) == run(one_by_one, False)
+    # "a" gets i = 0, 2, 3, 5, 6, 8, 9, 11 over both partitions; the batch order is by time
+    assert json.loads(run(combined, True)[0][1] or b"") == {
+        "C": 8, "Q": 44, "P": 5.5, "L": [0, 2, 3, 5, 6, 8, 9, 11], "M": 11}
