@@ -60,6 +60,7 @@ class PullAnswer:
     columns: tuple[OutputColumn, ...]
     rows: list[list[Any]]
     served_by: tuple[ServedBy, ...]
+    final_message: str | None = None  # a stream's scan ends with ksqlDB's "Query Completed"
 
     def schema_text(self) -> str:
         """ksqlDB's header schema: ``\\`ID\\` STRING KEY, \\`V\\` BIGINT``."""
@@ -163,7 +164,8 @@ def execute_prepared(
             records, ends = scan_stream(services.settings, source, catalog.types)
             result = execute_stream_pull(plan, records)
             served = tuple(ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items()))
-            return PullAnswer(query_id, columns, _render(plan, result.rows), served)
+            return PullAnswer(query_id, columns, _render(plan, result.rows), served,
+                              "Query Completed")  # fmt: skip
         forwarded = routed.forwarded_partitions(properties)
         if services.control is None or services.cluster is None or forwarded is not None:
             tokens = routed.read_after(properties, source.topic)

@@ -1,7 +1,8 @@
 """``POST /query`` and ``POST /query-stream``: pull queries in ksqlDB's shapes. Parses and renders only.
 
 ``/query`` answers a JSON array: ``{"header": {"queryId", "schema"}}``, one ``{"row": {"columns"}}``
-per row, then ``{"servedBy": [...]}`` (per partition: the serving host, its position and lag: the
+per row, for a stream ``{"finalMessage": "Query Completed"}`` as ksqlDB ends a stream's pull query,
+then ``{"servedBy": [...]}`` (per partition: the serving host, its position and lag: the
 staleness of the answer, never hidden). With ``Accept: application/x-ndjson`` (or
 ``application/vnd.ksqlapi.delimited.v1``) the same items come one per line. ``/query-stream`` (the
 body is ``{"sql", "properties", "sessionVariables"}``) answers a header object (``queryId``,
@@ -132,6 +133,8 @@ def query_items(answer: PullAnswer) -> Iterator[Any]:
     yield {"header": {"queryId": answer.query_id, "schema": answer.schema_text()}}
     for row in answer.rows:
         yield {"row": {"columns": row}}
+    if answer.final_message is not None:
+        yield {"finalMessage": answer.final_message}
     yield {"servedBy": [s.as_json() for s in answer.served_by]}
 
 
