@@ -2,17 +2,24 @@
 
 `engine.expressions.compile_expression` is the entry point; this module holds the node-by-node rules
 (typing, NULL handling, numeric widening, comparisons, functions through `_functions.py`).
+
+Lambda bodies (``x => x + 1``, for the functions of `_functions_lambda.py`) compile in a scope that
+adds the lambda's parameters, and with the semantics of the Java that ksqlDB generates for them:
+a comparison with NULL is false, while arithmetic on NULL, a logical operator on NULL or a failed
+operation throws (`LambdaAbort`), which makes the whole lambda function's call NULL.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections import ChainMap
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from headwater.engine import _functions as fn
+from headwater.engine import _functions_lambda as fl
 from headwater.engine._functions import NULL, EvalFailure, format_expression
 from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext import expressions as hx
@@ -55,6 +62,8 @@ def _make(t: SqlType, evaluator: Evaluator, children: Sequence[_Node], fallible:
             return _Node(t, _const_fn(evaluator({})), True, refs)
         except EvalFailure as error:
             raise ExpressionError(str(error)) from error
+        except fl.LambdaAbort:  # throws when its lambda runs, which it may never do
+            return _Node(t, evaluator, False, refs)
     if fallible:
         inner = evaluator
 
@@ -109,6 +118,8 @@ class _Compiler:
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
+        self.java = bool(scope.lambda_variables)
+        """Inside a lambda's body: Java's NULL semantics (see the module docstring)."""
 
     def compile(self, node: exp.Expr) -> _Node:
         kind = type(node)
@@ -164,9 +175,12 @@ class _Compiler:
             raise ExpressionError(f"Error processing expression: {format_expression(node)}. "
                                   f"Unsupported arithmetic type {t}")  # fmt: skip
         f = inner.fn
-        if t in fn.INTEGRAL:
-            return _make(t, lambda r: None if (v := f(r)) is None else fn.wrap_int(-v, t), [inner])
-        return _make(t, lambda r: None if (v := f(r)) is None else -v, [inner])
+        negate: Callable[[Any], Any] = (lambda v: fn.wrap_int(-v, t)) if t in fn.INTEGRAL else (
+            lambda v: -v
+        )
+        if self.java:
+            return _make(t, lambda r: negate(_unboxed(f(r))), [inner])
+        return _make(t, lambda r: None if (v := f(r)) is None else negate(v), [inner])
 
     # -- operators -------------------------------------------------------------------------
 
@@ -181,6 +195,9 @@ class _Compiler:
             )
         lf, rf = left.fn, right.fn
         if op == "+" and lt == rt == fn.STRING:
+            if self.java:  # Java's string concatenation spells NULL "null"
+                return _make(fn.STRING, lambda r: _java_str(lf(r)) + _java_str(rf(r)),
+                             [left, right])  # fmt: skip
             return _make(fn.STRING, _strict2(lf, rf, lambda a, b: a + b), [left, right])
         if not (fn.is_numeric(lt) and fn.is_numeric(rt)):
             raise ExpressionError(
@@ -196,6 +213,8 @@ class _Compiler:
         else:
             t = fn.decimal_result(op, fn.as_decimal_type(lt), fn.as_decimal_type(rt))
             operate = _decimal_op(op, t)
+        if self.java:
+            return _make(t, _unboxed2(lf, rf, operate), [left, right])
         return _make(t, _strict2(lf, rf, operate), [left, right], fallible=True)
 
     def _dpipe(self, node: exp.DPipe) -> _Node:
@@ -227,7 +246,10 @@ class _Compiler:
                 return python_op(a, b)
 
             return _make(fn.BOOLEAN, distinct, [left, right])
-        return _make(fn.BOOLEAN, _strict2(lf, rf, python_op), [left, right])
+        compare = _strict2(lf, rf, python_op)
+        if self.java:  # ksqlDB's generated code: false when either side is NULL
+            return _make(fn.BOOLEAN, lambda r: compare(r) is True, [left, right])
+        return _make(fn.BOOLEAN, compare, [left, right])
 
     def _logical(self, node: exp.Expr, word: str) -> _Node:
         left, right = self.compile(node.this), self.compile(node.expression)
@@ -238,6 +260,10 @@ class _Compiler:
                     f"{format_expression(child)} is {side.type}."
                 )
         lf, rf = left.fn, right.fn
+        if self.java:  # Java's && and || on Booleans: NULL throws, the right side may not run
+            stop = word == "OR"
+            return _make(fn.BOOLEAN, lambda r: stop if _unboxed(lf(r)) is stop else _unboxed(rf(r)),
+                         [left, right])  # fmt: skip
         if word == "AND":
 
             def evaluate(row: Row) -> Any:
@@ -271,6 +297,8 @@ class _Compiler:
                 f"{format_expression(node.this)} is {inner.type}."
             )
         f = inner.fn
+        if self.java:
+            return _make(fn.BOOLEAN, lambda r: not _unboxed(f(r)), [inner])
         return _make(fn.BOOLEAN, lambda r: None if (v := f(r)) is None else not v, [inner])
 
     def _is(self, node: exp.Is) -> _Node:
@@ -522,9 +550,15 @@ class _Compiler:
 
     def _anonymous(self, node: exp.Anonymous) -> _Node:
         name = str(node.this).upper()
+        if name in fl.LAMBDA_FUNCTIONS:
+            return self._lambda_call(node, name)
         resolver = fn.FUNCTIONS.get(name)
         if resolver is None:
             raise ExpressionError(f"Can't find any functions with the name '{name}'")
+        if any(isinstance(a, exp.Lambda) for a in node.expressions):
+            shown = ", ".join("LAMBDA" if isinstance(a, exp.Lambda)
+                              else str(self._function_argument(a).type) for a in node.expressions)
+            raise ExpressionError(f"Function '{node.this}' does not accept parameters ({shown}).")
         args = [self._function_argument(a) for a in node.expressions]
         resolved = resolver([a.type for a in args])
         if resolved is None:
@@ -547,6 +581,53 @@ class _Compiler:
             return _Node(t, call, False, frozenset())
         return _make(t, call, args, fallible=True)
 
+    def _lambda_call(self, node: exp.Anonymous, name: str) -> _Node:
+        """TRANSFORM, REDUCE or FILTER: the lambdas are typed from the other arguments."""
+        nodes = node.expressions
+        for lambda_node in nodes:  # ksqlDB checks the parameter names before any type
+            if isinstance(lambda_node, exp.Lambda):
+                names = [identifier_name(p) for p in lambda_node.expressions]
+                self.scope.with_lambda(names, [NULL] * len(names))
+        args: dict[int, _Node] = {
+            i: self._function_argument(a) for i, a in enumerate(nodes) if not isinstance(a, exp.Lambda)
+        }
+
+        def lambda_type(position: int, types: tuple[SqlType, ...]) -> SqlType:
+            lambda_node = nodes[position]
+            assert isinstance(lambda_node, exp.Lambda)
+            args[position] = self._lambda(lambda_node, types)
+            return args[position].type
+
+        shapes = [len(a.expressions) if isinstance(a, exp.Lambda) else args[i].type
+                  for i, a in enumerate(nodes)]  # fmt: skip
+        t, impl = fl.bind(name, str(node.this), shapes, lambda_type)
+        children = [args[i] for i in range(len(nodes))]
+        fns = [c.fn for c in children]
+
+        def call(row: Row) -> Any:
+            try:
+                return impl(*(f(row) for f in fns))
+            except fl.LambdaAbort:
+                return None
+
+        return _make(t, call, children, fallible=True)
+
+    def _lambda(self, node: exp.Lambda, types: tuple[SqlType, ...]) -> _Node:
+        """A lambda argument: its value, per row, is a Python function of the parameters."""
+        names = [identifier_name(p) for p in node.expressions]
+        body = _Compiler(self.scope.with_lambda(names, types)).compile(node.this)
+        refs = body.refs - set(names)
+        volatile = any(
+            f.name.upper() in fn.VOLATILE and not f.expressions for f in node.find_all(exp.Anonymous)
+        )
+        body_fn = body.fn
+
+        def bind(row: Row) -> Callable[..., Any]:
+            outer = cast(MutableMapping[str, Any], row)  # only read
+            return lambda *values: body_fn(ChainMap(dict(zip(names, values, strict=True)), outer))
+
+        return _Node(body.type, bind, not refs and not volatile, refs)
+
     def _function_argument(self, node: exp.Expr) -> _Node:
         """A call's argument; a bare time unit (``DAYS``) is an INTERVAL UNIT constant."""
         if isinstance(node, exp.Column) and not node.table and not node.this.quoted:
@@ -559,6 +640,30 @@ class _Compiler:
 def _base(t: SqlType) -> str:
     """ksqlDB's base type name: DECIMAL, ARRAY, MAP, STRUCT or the primitive's name."""
     return str(t).split("<")[0].split("(")[0]
+
+
+def _unboxed(value: Any) -> Any:
+    """A value Java unboxes inside a lambda: NULL throws."""
+    if value is None:
+        raise fl.LambdaAbort("NULL operand")
+    return value
+
+
+def _unboxed2(lf: Evaluator, rf: Evaluator, op: Callable[[Any, Any], Any]) -> Evaluator:
+    """``op`` of two operands inside a lambda: a NULL operand or a failure throws."""
+
+    def evaluate(row: Row) -> Any:
+        a, b = _unboxed(lf(row)), _unboxed(rf(row))
+        try:
+            return op(a, b)
+        except (EvalFailure, ArithmeticError, ValueError) as error:
+            raise fl.LambdaAbort(str(error)) from error
+
+    return evaluate
+
+
+def _java_str(value: Any) -> str:
+    return "null" if value is None else str(value)
 
 
 def _strict2(lf: Evaluator, rf: Evaluator, op: Callable[[Any, Any], Any]) -> Evaluator:

@@ -714,6 +714,8 @@ def format_expression(node: exp.Expr) -> str:
         return " ".join(parts) + " END)"
     if isinstance(node, exp.Anonymous):
         return f"{str(node.this).upper()}({', '.join(f(e) for e in node.expressions)})"
+    if isinstance(node, exp.Lambda):
+        return f"({', '.join(identifier_name(p) for p in node.expressions)}) => {f(node.this)}"
     if isinstance(node, exp.Star):
         return "*"
     return node.sql()

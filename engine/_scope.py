@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -39,14 +39,34 @@ class Scope:
         columns: column name (as ksqlDB resolves it) -> type, in schema order.
         qualifiers: names accepted before a dot (``T.COL``): the source's name and alias.
         custom_types: types made by CREATE TYPE, for CAST (see `resolve_type`).
+        lambda_variables: inside a lambda's body, the parameters of it and of the lambdas around
+            it -> their types; a row holds their values under these names.
     """
 
     columns: Mapping[str, SqlType]
     qualifiers: frozenset[str] = frozenset()
     custom_types: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    lambda_variables: Mapping[str, SqlType] = field(default_factory=lambda: MappingProxyType({}))
+
+    def with_lambda(self, names: Sequence[str], types: Sequence[SqlType]) -> Scope:
+        """The scope of a lambda's body: this one plus the lambda's parameters.
+
+        Raises:
+            ExpressionError: For a repeated parameter, one named as a column, or one reusing the
+                name of an enclosing lambda's parameter (ksqlDB forbids all three).
+        """
+        if len(set(names)) != len(names):
+            raise ExpressionError(f"Lambda arguments have duplicates: [{', '.join(names)}]")
+        clash = next((n for n in names if n in self.columns), None)
+        if clash is not None:
+            raise ExpressionError(f"Lambda function argument can't be a column name: {clash}")
+        if any(n in self.lambda_variables for n in names):
+            raise ExpressionError("Reusing lambda arguments in nested lambda is not allowed")
+        variables = {**self.lambda_variables, **dict(zip(names, types, strict=True))}
+        return replace(self, lambda_variables=MappingProxyType(variables))
 
     def resolve(self, node: exp.Column) -> tuple[str, SqlType]:
-        """The name and type of a column reference.
+        """The name and type of a column reference (or of a lambda parameter).
 
         Raises:
             ExpressionError: If the qualifier is not the source's name or alias.
@@ -55,6 +75,8 @@ class Scope:
         name = identifier_name(node.this)
         shown = name
         table = node.args.get("table")
+        if table is None and name in self.lambda_variables:
+            return name, self.lambda_variables[name]
         if table is not None:
             qualifier = identifier_name(table)
             if qualifier not in self.qualifiers:
