@@ -7,7 +7,7 @@ partition (ARCHITECTURE.md, "Lag reporting"); this module only does the arithmet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class LagInfo:
     current_offset_position: int
     end_offset_position: int
     offset_lag: int
-    last_record_ms: int | None = None
+    last_record_ms: int | None = field(default=None, compare=False)  # metadata, not the lag
 
     def __post_init__(self) -> None:
         if self.current_offset_position < 0 or self.end_offset_position < 0:

@@ -5,6 +5,8 @@
 - ``broker_factory``: brokers a test starts, stops, kills and restarts itself; all stopped at teardown.
 - ``kafka_settings``: client settings for each storage mode (parametrized: memory, durable).
 - ``server_factory``: ``headwater server`` child processes on free ports, stopped by pid at teardown.
+- ``no_spark_left``: fails a test whose Spark processes (JVMs, pyspark workers) outlive it, and
+  kills them so the next tests do not pay for them.
 
 A missing broker binary FAILS these fixtures with a clear message (never a skip: a skip would hide a gap).
 """
@@ -12,6 +14,7 @@ A missing broker binary FAILS these fixtures with a clear message (never a skip:
 from __future__ import annotations
 
 import gc
+import os
 import re
 import socket
 import subprocess
@@ -185,3 +188,35 @@ def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
     yield make
     for server in made:
         server.stop(10)
+
+
+def _spark_pids() -> set[int]:
+    """Processes of Spark (JVMs) and of headwater's Spark child and pyspark workers."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if (b"org.apache.spark" in cmdline or b"pyspark.daemon" in cmdline
+                or b"pyspark.worker" in cmdline or b"multiprocessing.spawn" in cmdline):  # fmt: skip
+            found.add(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def no_spark_left() -> Iterator[None]:
+    """Fails the test when a Spark process it started outlives it (checked after teardown)."""
+    before = _spark_pids()
+    yield
+    deadline = time.monotonic() + 30
+    while (left := _spark_pids() - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in left:  # do not leak into the next tests, whatever the verdict
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    assert not left, f"Spark processes outlived the server: {sorted(left)}"

@@ -8,11 +8,9 @@ tests are few and each checks a whole story.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,38 +20,6 @@ from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _spark_pids() -> set[int]:
-    """Processes of Spark (JVMs) and of headwater's Spark child and pyspark workers."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if (b"org.apache.spark" in cmdline or b"pyspark.daemon" in cmdline
-                or b"pyspark.worker" in cmdline or b"multiprocessing.spawn" in cmdline):  # fmt: skip
-            found.add(int(entry.name))
-    return found
-
-
-@pytest.fixture
-def no_spark_left() -> Iterator[None]:
-    """Fails the test when a Spark process it started outlives it (checked after teardown)."""
-    before = _spark_pids()
-    yield
-    deadline = time.monotonic() + 30
-    while (left := _spark_pids() - before) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    for pid in left:  # do not leak into the next tests, whatever the verdict
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-    assert not left, f"Spark processes outlived the server: {sorted(left)}"
 
 
 def _read_topic(broker: EmbeddedBroker, topic: str, partitions: int, want: int,
