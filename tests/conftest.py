@@ -4,9 +4,9 @@
 - ``durable_broker``: one Tansu on SeaweedFS for the whole session, in a tmp_path_factory folder.
 - ``broker_factory``: brokers a test starts, stops, kills and restarts itself; all stopped at teardown.
 - ``kafka_settings``: client settings for each storage mode (parametrized: memory, durable).
-- ``server_factory``: ``headwater server`` child processes on free ports, stopped by pid at teardown.
-- ``no_spark_left``: fails a test whose Spark processes (JVMs, pyspark workers) outlive it, and
-  kills them so the next tests do not pay for them.
+- ``server_factory``: ``headwater server`` child processes on free ports, stopped by pid at teardown;
+  the test then fails if a Spark process its servers started (JVMs, pyspark workers) outlives them,
+  and those are killed so the next tests do not pay for them.
 
 A missing broker binary FAILS these fixtures with a clear message (never a skip: a skip would hide a gap).
 """
@@ -172,24 +172,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFactory]:
-    """Make ``headwater server`` processes: ``factory(*args, start=True)``; all stopped at teardown.
-
-    Each gets a free port and a log file in ``tmp_path``; pass ``-b``, ``--state-dir`` etc. in args.
-    """
-    made: list[ServerProcess] = []
-
-    def make(*args: str, start: bool = True) -> ServerProcess:
-        server = ServerProcess(list(args), free_port(), tmp_path / f"server-{len(made)}.log")
-        made.append(server)
-        return server.start() if start else server
-
-    yield make
-    for server in made:
-        server.stop(10)
-
-
 def _spark_pids() -> set[int]:
     """Processes of Spark (JVMs) and of headwater's Spark child and pyspark workers."""
     found = set()
@@ -206,11 +188,8 @@ def _spark_pids() -> set[int]:
     return found
 
 
-@pytest.fixture
-def no_spark_left() -> Iterator[None]:
-    """Fails the test when a Spark process it started outlives it (checked after teardown)."""
-    before = _spark_pids()
-    yield
+def _no_spark_left(before: set[int]) -> None:
+    """Fails when a Spark process started since ``before`` is still alive 30 s on; kills it either way."""
     deadline = time.monotonic() + 30
     while (left := _spark_pids() - before) and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -219,4 +198,25 @@ def no_spark_left() -> Iterator[None]:
             os.kill(pid, 9)
         except ProcessLookupError:
             pass
-    assert not left, f"Spark processes outlived the server: {sorted(left)}"
+    assert not left, f"Spark processes outlived their servers: {sorted(left)}"
+
+
+@pytest.fixture
+def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFactory]:
+    """Make ``headwater server`` processes: ``factory(*args, start=True)``; all stopped at teardown,
+    after which no Spark process they started may be left.
+
+    Each gets a free port and a log file in ``tmp_path``; pass ``-b``, ``--state-dir`` etc. in args.
+    """
+    made: list[ServerProcess] = []
+    before = _spark_pids()
+
+    def make(*args: str, start: bool = True) -> ServerProcess:
+        server = ServerProcess(list(args), free_port(), tmp_path / f"server-{len(made)}.log")
+        made.append(server)
+        return server.start() if start else server
+
+    yield make
+    for server in made:
+        server.stop(10)
+    _no_spark_left(before)

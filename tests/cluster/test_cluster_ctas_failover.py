@@ -63,7 +63,7 @@ def _counts(url: str, table: str) -> dict[str, int] | str:
 
 
 def test_ctas_survives_kill_9_of_its_runner_and_of_the_active_replica(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     source, table = f"AGG_IN_{suffix}", f"AGG_N_{suffix}"

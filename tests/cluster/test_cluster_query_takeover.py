@@ -46,7 +46,7 @@ def _eventually(probe: Any, wanted: Any, timeout_s: float = 15.0) -> Any:
 
 
 def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     source, sink = f"TK_IN_{suffix}", f"TK_OUT_{suffix}"

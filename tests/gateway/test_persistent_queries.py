@@ -52,7 +52,7 @@ def _ok(response: object) -> list[dict]:
 
 
 def test_csas_lifecycle_through_the_rest_api(memory_broker: EmbeddedBroker, server_factory,  # type: ignore[no-untyped-def]
-                                             tmp_path: Path, no_spark_left: None) -> None:
+                                             tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     orders, big = f"ORDERS_{suffix}", f"BIG_{suffix}"
     server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
@@ -125,7 +125,7 @@ def test_csas_lifecycle_through_the_rest_api(memory_broker: EmbeddedBroker, serv
 
 
 def test_kill_9_while_records_flow_then_restart_writes_each_record_once(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     source, sink = f"IN_{suffix}", f"OUT_{suffix}"
@@ -167,7 +167,7 @@ def test_kill_9_while_records_flow_then_restart_writes_each_record_once(  # type
 
 
 def test_ctas_aggregate_is_materialized_and_answers_pull_queries(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     rides, current = f"RIDES_{suffix}", f"CURRENT_{suffix}"

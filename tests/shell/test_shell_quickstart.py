@@ -71,7 +71,7 @@ def _eventually(url: str, sql: str, wanted: Any, timeout_s: float = 60) -> Any:
 
 
 def test_ksqldb_quickstart_through_the_script_runner(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path, no_spark_left: None
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
     server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
