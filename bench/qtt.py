@@ -30,11 +30,11 @@ import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.parse_coverage import strip_comments
+from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
@@ -44,8 +44,9 @@ from headwater.engine.persistent.aggregating import (
     LocalAggregation,
     is_aggregate_statement,
 )
-from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
 from headwater.engine.serde import serde_of
+from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Source
 from headwater.metastore.errors import MetastoreError
@@ -54,12 +55,16 @@ from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import ParseError, parse
 from headwater.sqlparse_ext import statements as ast
 
+from bench.parse_coverage import strip_comments
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "ksql-corpus" / "qtt"
 CI_EXPECTED = Path(__file__).with_name("qtt_ci_expected.txt")
 
-#: Formats that need a schema registry headwater does not have.
-_REGISTRY = ("AVRO", "PROTOBUF", "JSON_SR", "PROTOBUF_NOSR")
+#: Formats headwater does not read yet.
+_LATER_FORMATS = ("PROTOBUF", "JSON_SR", "PROTOBUF_NOSR")
+#: Formats whose records carry a schema id of the (mock) schema registry.
+_REGISTRY_FORMATS = ("AVRO",)
 
 
 class Skip(Exception):
@@ -149,6 +154,8 @@ class _World:
         self.pipelines: dict[str, RecordPipeline | LocalAggregation] = {}
         self.offset = 0
         self.errors = 0
+        self.registry = MemorySchemaRegistry()  # a mock registry per case, as ksqlDB's runner
+        schema_registry.use(self.registry)
 
     def execute(self, statement: ast.Statement) -> None:
         if isinstance(statement, ast.InsertValues):
@@ -162,8 +169,9 @@ class _World:
             # unless PARTITIONS says otherwise), as a user would before running them.
             for name in topics_named(statement):
                 self.topics.setdefault(name, _Topic(int(statement.properties.get("PARTITIONS") or 1)))
-        facts = TopicFacts({n: self.topics[n].partitions for n in topics_named(statement)
-                            if n in self.topics})  # fmt: skip
+        named = topics_named(statement)
+        facts = TopicFacts({n: self.topics[n].partitions for n in named if n in self.topics},
+                           self._schemas(named))  # fmt: skip
         planned = plan(statement, self.catalog, facts, QUERY_ANALYZER)
         if planned.command is None:
             return
@@ -186,6 +194,15 @@ class _World:
             self.pipelines.pop(query_id, None)
         if planned.delete_topic is not None:
             self.topics.pop(planned.delete_topic, None)
+
+    def _schemas(self, topics: Any) -> dict[str, tuple[str, str]]:
+        found = {}
+        for topic in topics:
+            for part in ("key", "value"):
+                latest = self.registry.latest(f"{topic}-{part}")
+                if latest is not None:
+                    found[f"{topic}-{part}"] = (latest[1].kind, latest[1].text)
+        return found
 
     def _insert_values(self, statement: ast.InsertValues) -> None:
         source = self.catalog.source(statement.target)
@@ -248,11 +265,20 @@ def _run_case(case: dict) -> None:
         raise Skip("disabled in the corpus")
     statements_text = "\n".join(case["statements"])
     if any(f"'{f}'" in statements_text.upper() or f"={f}" in statements_text.upper().replace(" ", "")
-           for f in _REGISTRY):  # fmt: skip
-        raise Skip("needs a schema registry (AVRO/PROTOBUF/JSON_SR)")
+           for f in _LATER_FORMATS):  # fmt: skip
+        raise Skip("format PROTOBUF/JSON_SR")
     expected_error = case.get("expectedException")
     topics = {t["name"]: int(t.get("partitions", 1)) for t in case.get("topics", [])}
     world = _World(topics)
+    for topic in case.get("topics", []):
+        for part in ("key", "value"):
+            schema = topic.get(f"{part}Schema")
+            if schema is not None:
+                fmt = str(topic.get(f"{part}Format") or "AVRO").upper()
+                if fmt != "AVRO":
+                    raise Skip(f"format {fmt}")
+                world.registry.register(f"{topic['name']}-{part}",
+                                        RegisteredSchema("AVRO", json.dumps(schema)))  # fmt: skip
     try:
         statements = parse(statements_text)
     except ParseError as error:
@@ -318,8 +344,8 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
         source = _source_for_topic(world, topic)
         if source is None:
             raise Skip("input topic without a source")
-        key = _encode(record.get("key"), source, "key")
-        value = _encode(record.get("value"), source, "value")
+        key = _encode(record.get("key"), source, "key", world.registry)
+        value = _encode(record.get("value"), source, "value", world.registry)
         headers = tuple((h["KEY"], None if h.get("VALUE") is None else
                          __import__("base64").b64decode(h["VALUE"]))
                         for h in record.get("headers", []) or [])  # fmt: skip
@@ -327,10 +353,12 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
                       record.get("partition"), headers)  # fmt: skip
 
 
-def _encode(value: Any, source: Source, part: str) -> bytes | None:
+def _encode(value: Any, source: Source, part: str, registry: MemorySchemaRegistry) -> bytes | None:
     fmt = source.key_format if part == "key" else source.value_format
     if value is None or fmt == "NONE":
         return None
+    if fmt in _REGISTRY_FORMATS:
+        return _encode_registered(value, source, part, registry)
     if fmt == "JSON":
         return json.dumps(value).encode()
     if fmt == "DELIMITED":
@@ -340,6 +368,72 @@ def _encode(value: Any, source: Source, part: str) -> bytes | None:
         kind = columns[0].type if columns else "STRING"
         return _kafka_bytes(value, kind)
     raise Skip(f"format {fmt}")
+
+
+def _as_json(source: Source) -> Source:
+    return replace(source, key_format="JSON" if source.key_format != "NONE" else "NONE",
+                   value_format="JSON")  # fmt: skip
+
+
+def _encode_registered(value: Any, source: Source, part: str,
+                       registry: MemorySchemaRegistry) -> bytes | None:  # fmt: skip
+    """A record in a registry format, as ksqlDB's runner writes one: with the schema the case
+    gives for the topic, else with the source's own."""
+    given = registry.latest(f"{source.topic}-{part}")
+    if given is not None:
+        schema_id, schema = given
+        return avro_record(value, json.loads(schema.text), schema_id)
+    as_json, serde = serde_of(_as_json(source)), serde_of(source)
+    data = json.dumps(value).encode()
+    if part == "key":
+        return serde.serialize_key(as_json.deserialize_key(data))
+    return serde.serialize_value(as_json.deserialize_value(data))
+
+
+def avro_record(value: Any, schema: Any, schema_id: int) -> bytes:
+    """``value`` (JSON, as the corpus writes it) in Avro of ``schema`` behind the wire header."""
+    import io
+
+    import fastavro
+
+    buffer = io.BytesIO()
+    buffer.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(schema), _datum(value, schema))
+    return buffer.getvalue()
+
+
+def _datum(value: Any, schema: Any) -> Any:
+    """A JSON value as the Avro datum of ``schema`` (Connect's JSON-to-Avro conversion)."""
+    if isinstance(schema, list):
+        if value is None:
+            return None
+        branches = [b for b in schema if b != "null"]
+        return _datum(value, branches[0]) if len(branches) == 1 else value
+    kind = schema.get("type") if isinstance(schema, dict) else schema
+    if isinstance(kind, (dict, list)):
+        return _datum(value, kind)
+    if value is None:
+        return None
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    if logical == "decimal":
+        from decimal import Decimal
+
+        return Decimal(str(value)).quantize(Decimal(1).scaleb(-int(schema.get("scale", 0))))
+    if kind == "record":
+        folded = {str(k).upper(): v for k, v in value.items()}
+        return {f["name"]: _datum(value.get(f["name"], folded.get(f["name"].upper())), f["type"])
+                for f in schema["fields"]}  # fmt: skip
+    if kind == "array":
+        return [_datum(v, schema["items"]) for v in value]
+    if kind == "map":
+        return {k: _datum(v, schema["values"]) for k, v in value.items()}
+    if kind in ("float", "double"):
+        return float(value)
+    if kind in ("int", "long"):
+        return int(value)
+    if kind == "bytes" and isinstance(value, str):
+        return __import__("base64").b64decode(value)
+    return value
 
 
 def _kafka_bytes(value: Any, kind: str) -> bytes:
@@ -358,6 +452,11 @@ def _decode(data: bytes | None, source: Source | None, part: str) -> Any:
     if data is None:
         return None
     fmt = "JSON" if source is None else (source.key_format if part == "key" else source.value_format)
+    if fmt in _REGISTRY_FORMATS and source is not None:  # as JSON, as ksqlDB's runner compares it
+        as_json, serde = serde_of(_as_json(source)), serde_of(source)
+        if part == "key":
+            return json.loads(as_json.serialize_key(serde.deserialize_key(data)) or b"null")
+        return json.loads(as_json.serialize_value(serde.deserialize_value(data)) or b"null")
     if fmt == "JSON":
         return json.loads(data)
     if fmt == "DELIMITED":

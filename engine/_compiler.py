@@ -247,9 +247,8 @@ class _Compiler:
 
             return _make(fn.BOOLEAN, distinct, [left, right])
         compare = _strict2(lf, rf, python_op)
-        if self.java:  # ksqlDB's generated code: false when either side is NULL
-            return _make(fn.BOOLEAN, lambda r: compare(r) is True, [left, right])
-        return _make(fn.BOOLEAN, compare, [left, right])
+        # ksqlDB's generated code (and its interpreter): false, not NULL, when a side is NULL
+        return _make(fn.BOOLEAN, lambda r: compare(r) is True, [left, right])
 
     def _logical(self, node: exp.Expr, word: str) -> _Node:
         left, right = self.compile(node.this), self.compile(node.expression)

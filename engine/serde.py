@@ -12,6 +12,10 @@ precomputed, and reused for every record. Formats, as ksqlDB writes and reads th
   (8-byte IEEE 754, big-endian), STRING (UTF-8) or BYTES (raw), as Kafka's own serializers;
   BOOLEAN, DECIMAL, DATE, TIME, TIMESTAMP and containers are refused, as ksqlDB does.
 - **NONE**: no columns; the bytes are ignored (keyless sources).
+- **AVRO** (``_serde_avro``): Avro binary behind Confluent's wire header (a zero byte, the schema's
+  4-byte id); the schema derived from the columns is registered in the schema registry
+  (``engine.schema_registry``) under ``<topic>-key`` / ``<topic>-value``, and records are read with
+  their writer's schema, fetched by id. Keys and unwrapped values as for JSON.
 
 NULL rules: a key whose columns are all NULL is written as a null record key, except that several
 JSON key columns make an object of NULLs (as ksqlDB writes them); a null key reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
@@ -28,8 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from headwater.engine import _serde_avro as avro
 from headwater.engine import _serde_delimited as delimited
 from headwater.engine import _serde_json as jsonfmt
+from headwater.engine import schema_registry
 from headwater.engine.errors import SerdeError
 from headwater.engine.values import checker, mismatch, resolve_type
 from headwater.metastore.catalog import Source
@@ -38,8 +44,10 @@ from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, S
 Writer = Callable[[Sequence[Any]], "bytes | None"]
 Reader = Callable[[bytes], "list[Any] | None"]
 
-SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE")
-LATER_FORMATS = ("AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR")
+SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO")
+LATER_FORMATS = ("PROTOBUF", "PROTOBUF_NOSR", "JSON_SR")
+#: Formats whose records name a schema in a schema registry.
+REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
 
 _KAFKA_STRUCTS = {
     "INTEGER": struct.Struct(">i"),
@@ -84,12 +92,15 @@ class RowSerde:
     _value: _Side
 
     @classmethod
-    def for_source(cls, source: Source, custom_types: Mapping[str, Any] | None = None) -> RowSerde:
+    def for_source(cls, source: Source, custom_types: Mapping[str, Any] | None = None,
+                   registry: schema_registry.SchemaRegistry | None = None) -> RowSerde:  # fmt: skip
         """The serde of ``source``'s key and value formats, built once.
 
         Args:
             source: the stream or table.
             custom_types: CREATE TYPE names -> type text (the catalog's ``types`` works too).
+            registry: the schema registry of the AVRO format (default: the process's, see
+                :func:`headwater.engine.schema_registry.current`).
 
         Raises:
             SerdeError: If a format is unknown or not supported yet (AVRO, PROTOBUF, JSON_SR), a
@@ -99,8 +110,11 @@ class RowSerde:
         keys = tuple((c.name, resolve_type(c.type, custom)) for c in source.key_columns)
         values = tuple((c.name, resolve_type(c.type, custom)) for c in source.value_columns)
         wrap = _wrap_single_value(source, len(values))
-        key_side = _side(source, "key", source.key_format, keys, wrap=False)
-        value_side = _side(source, "value", source.value_format, values, wrap=wrap)
+        if registry is None:
+            registry = schema_registry.current()
+        key_side = _side(source, "key", source.key_format, keys, wrap=False, registry=registry)
+        value_side = _side(source, "value", source.value_format, values, wrap=wrap,
+                           registry=registry)  # fmt: skip
         return cls(
             source.name, source.topic, key_side.names, value_side.names, key_side, value_side
         )
@@ -228,7 +242,8 @@ def _type_name(t: SqlType) -> str:
 
 
 def _side(
-    source: Source, part: str, fmt_name: str, columns: tuple[tuple[str, SqlType], ...], wrap: bool
+    source: Source, part: str, fmt_name: str, columns: tuple[tuple[str, SqlType], ...], wrap: bool,
+    registry: schema_registry.SchemaRegistry | None = None,
 ) -> _Side:
     """The writer and reader of the key (``part="key"``) or value of ``source``."""
     fmt = fmt_name.upper()
@@ -260,10 +275,15 @@ def _side(
         prop = source.property(delimiter_prop)
         delimiter = "," if prop is None else delimited.parse_delimiter(prop, delimiter_prop)
         return _Side(names, checks, *_delimited(columns, delimiter))
+    unwrapped = len(columns) == 1 and not wrap
+    if fmt == "AVRO":
+        if not columns:
+            return _Side(names, checks, lambda values: None, lambda data: [])
+        side = avro.AvroSide(columns, unwrapped, f"{source.topic}-{part}", registry)
+        return _Side(names, checks, side.write, side.read, nulls_written=not unwrapped)
     for _, t in columns:
         if any(isinstance(x, MapType) and x.key != PrimitiveType("STRING") for x in _walk(t)):
             raise SerdeError("JSON only supports MAP types with STRING keys")
-    unwrapped = len(columns) == 1 and not wrap
     return _Side(names, checks, *_json(columns, unwrapped=unwrapped), nulls_written=not unwrapped)
 
 
@@ -364,7 +384,7 @@ def _kafka(columns: tuple[tuple[str, SqlType], ...], part: str) -> tuple[Writer,
 
 
 _CACHE_SIZE = 1024
-_cache: OrderedDict[Source, tuple[Mapping[str, Any] | None, RowSerde]] = OrderedDict()
+_cache: OrderedDict[Source, tuple[Mapping[str, Any] | None, object, RowSerde]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -374,15 +394,17 @@ def serde_of(source: Source, custom_types: Mapping[str, Any] | None = None) -> R
 
     A cached serde is reused only with the very ``custom_types`` object it was built with: the
     catalog replaces its types mapping whenever a type changes, so a changed type means a new serde.
+    Likewise for the process's schema registry.
     """
+    registry = schema_registry.current()
     with _cache_lock:
         found = _cache.get(source)
-        if found is not None and found[0] is custom_types:
+        if found is not None and found[0] is custom_types and found[1] is registry:
             _cache.move_to_end(source)
-            return found[1]
-    serde = RowSerde.for_source(source, custom_types)
+            return found[2]
+    serde = RowSerde.for_source(source, custom_types, registry)
     with _cache_lock:
-        _cache[source] = (custom_types, serde)
+        _cache[source] = (custom_types, registry, serde)
         _cache.move_to_end(source)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)

@@ -51,9 +51,11 @@ SINK_PROPERTIES = frozenset(
 TABLE_SINK_PROPERTIES = frozenset({"ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS"})
 
 #: Serialization formats headwater reads and writes today.
-SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA"})
-#: Formats ksqlDB knows that need a schema registry, which headwater does not have yet.
-REGISTRY_FORMATS = frozenset({"AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR", "NONE"})
+SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO"})
+#: Of those, the formats whose schemas live in a schema registry (and can be inferred from it).
+SCHEMA_FORMATS = frozenset({"AVRO"})
+#: Formats ksqlDB knows that headwater does not read yet.
+LATER_FORMATS = frozenset({"PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,9 @@ class TopicFacts:
     """
 
     partitions: Mapping[str, int] = field(default_factory=dict)
+    #: subject (``<topic>-key``, ``<topic>-value``) -> its newest schema as (kind, text), for
+    #: the topics the statement names; None: the server has no schema registry.
+    schemas: Mapping[str, tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +186,7 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     properties = _check_properties(create.properties)
     topic = _required(properties, "KAFKA_TOPIC", create.kind)
     key_format, value_format = _formats(properties, create.kind)
+    _check_registry(str(topic), (key_format, value_format), facts)
     columns = _columns(create, kind, catalog)
     _check_formats(columns, key_format, value_format)
     partitions, create_topic = _topic(str(topic), properties, facts)
@@ -200,6 +206,14 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     )
     command = {"type": "create_source", "source": source_to_dict(source), "replace": existing is not None}
     return Plan(command, create_topic=create_topic)
+
+
+def _check_registry(topic: str, formats: tuple[str, ...], facts: TopicFacts) -> None:
+    """Formats with schemas in a registry need one (ksqlDB's message)."""
+    for fmt in formats:
+        if fmt in SCHEMA_FORMATS and facts.schemas is None:
+            raise ValidationError(f"Cannot create topic '{topic}' with format {fmt} without "
+                                  "configuring 'ksql.schema.registry.url'")  # fmt: skip
 
 
 def _check_properties(properties: ast.Properties) -> dict[str, PropertyValue]:
@@ -247,7 +261,7 @@ def _format_name(value: PropertyValue, prop: str) -> str:
     name = str(value).upper()
     if name in SUPPORTED_FORMATS:
         return name
-    if name in REGISTRY_FORMATS:
+    if name in LATER_FORMATS:
         raise ValidationError(
             f"{prop} {name} is not supported yet: headwater reads and writes "
             f"{', '.join(sorted(SUPPORTED_FORMATS))}"
@@ -436,6 +450,7 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
             properties.setdefault(f"{side}_DELIMITER", inherited)  # as ksqlDB: the source's
     _check_formats(columns, key_format, value_format)
     topic = str(properties.get("KAFKA_TOPIC") or create.name)
+    _check_registry(topic, (key_format, value_format), facts)
     wanted = properties.get("PARTITIONS", source.partitions if topic not in facts.partitions else None)
     partitions, create_topic = _topic(topic, {"PARTITIONS": wanted} if wanted else {}, facts)
     timestamp = _timestamp_column(properties, columns)

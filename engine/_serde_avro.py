@@ -1,0 +1,314 @@
+"""The AVRO format: Avro binary behind Confluent's wire header, schemas in a schema registry.
+
+Writing, the schema is the one ksqlDB derives from the columns (:func:`avro_schema`): a record
+``io.confluent.ksql.avro_schemas.KsqlDataSourceSchema`` whose fields are the columns, each optional
+(a union with null, default null); nested structs are records named after their path
+(``KsqlDataSourceSchema_ADDRESS``); DECIMAL is ``bytes`` with the ``decimal`` logical type, DATE
+``int``/``date``, TIME ``int``/``time-millis``, TIMESTAMP ``long``/``timestamp-millis``; a MAP with
+STRING keys is an Avro map, any other an array of key/value records (as Kafka Connect writes it).
+One unwrapped column (a key, or a value with ``WRAP_SINGLE_VALUE=false``) is that column's schema
+alone. The schema is registered once per serde; every record carries its id.
+
+Reading, the writer's schema comes from the registry by the id in the record, and the datum is
+converted to the columns' types: record fields are matched to columns by name (exactly, then
+ignoring case), enums read as STRING, ``float`` as DOUBLE, ``int`` into BIGINT, and a primitive into
+STRING as its text, as ksqlDB coerces. Pure apart from the registry calls.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import struct
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+from headwater.engine.errors import SerdeError
+from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
+from headwater.engine.values import format_double
+from headwater.sqlparse_ext import (
+    ArrayType,
+    DecimalType,
+    MapType,
+    PrimitiveType,
+    SqlType,
+    StructType,
+)
+
+NAMESPACE = "io.confluent.ksql.avro_schemas"
+RECORD = "KsqlDataSourceSchema"
+_HEADER = struct.Struct(">bI")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_EPOCH_DATE = datetime.date(1970, 1, 1)
+
+_PRIMITIVES: dict[str, Any] = {
+    "BOOLEAN": "boolean",
+    "INTEGER": "int",
+    "BIGINT": "long",
+    "DOUBLE": "double",
+    "STRING": "string",
+    "BYTES": "bytes",
+    "DATE": {"type": "int", "logicalType": "date"},
+    "TIME": {"type": "int", "logicalType": "time-millis"},
+    "TIMESTAMP": {"type": "long", "logicalType": "timestamp-millis"},
+}
+
+
+def avro_type(sql_type: SqlType, name: str) -> Any:
+    """The Avro schema of one SQL type (not nullable); ``name`` names nested records."""
+    if isinstance(sql_type, DecimalType):
+        return {"type": "bytes", "logicalType": "decimal", "precision": sql_type.precision,
+                "scale": sql_type.scale, "connect.version": 1,
+                "connect.parameters": {"scale": str(sql_type.scale),
+                                       "connect.decimal.precision": str(sql_type.precision)},
+                "connect.name": "org.apache.kafka.connect.data.Decimal"}  # fmt: skip
+    if isinstance(sql_type, PrimitiveType):
+        found = _PRIMITIVES.get(sql_type.name)
+        if found is None:
+            raise SerdeError(f"The 'AVRO' format does not support type '{sql_type.name}'")
+        return found
+    if isinstance(sql_type, ArrayType):
+        return {"type": "array", "items": _optional(avro_type(sql_type.element, name))}
+    if isinstance(sql_type, MapType):
+        value = _optional(avro_type(sql_type.value, f"{name}_MapValue"))
+        if sql_type.key == PrimitiveType("STRING"):
+            return {"type": "map", "values": value}
+        entry = {"type": "record", "name": f"{name}_MapEntry", "namespace": NAMESPACE,
+                 "fields": [{"name": "key", "type": _optional(avro_type(sql_type.key, name)),
+                             "default": None},
+                            {"name": "value", "type": value, "default": None}]}  # fmt: skip
+        return {"type": "array", "items": entry}
+    if isinstance(sql_type, StructType):
+        return _record(tuple((f.name, f.type) for f in sql_type.fields), name)
+    raise SerdeError(f"The 'AVRO' format does not support type '{sql_type}'")
+
+
+def _optional(schema: Any) -> Any:
+    return ["null", schema]
+
+
+def _record(columns: Sequence[tuple[str, SqlType]], name: str) -> dict[str, Any]:
+    return {"type": "record", "name": name, "namespace": NAMESPACE, "fields": [
+        {"name": column, "type": _optional(avro_type(t, f"{name}_{column}")), "default": None}
+        for column, t in columns]}  # fmt: skip
+
+
+def avro_schema(columns: Sequence[tuple[str, SqlType]], unwrapped: bool) -> Any:
+    """The schema ksqlDB registers for these columns (one unwrapped column: its type, optional)."""
+    if unwrapped:
+        ((_, sql_type),) = columns
+        return _optional(avro_type(sql_type, RECORD))
+    return _record(columns, RECORD)
+
+
+# -- reading: an Avro datum to the value model ----------------------------------------------------
+
+
+def _string(value: Any, where: str) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return format_double(value)
+    if isinstance(value, int | Decimal):
+        return str(value)
+    raise SerdeError(f"{where}: cannot read {type(value).__name__} as STRING")
+
+
+def _number(kind: type, sql: str) -> Callable[[Any, str], Any]:
+    def read(value: Any, where: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+            raise SerdeError(f"{where}: cannot read {type(value).__name__} as {sql}")
+        return kind(value)
+
+    return read
+
+
+def _days(value: Any, where: str) -> Any:
+    if isinstance(value, datetime.date):
+        return (value - _EPOCH_DATE).days
+    return _number(int, "DATE")(value, where)
+
+
+def _millis_of_day(value: Any, where: str) -> Any:
+    if isinstance(value, datetime.time):
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + (
+            value.microsecond // 1000)
+    return _number(int, "TIME")(value, where)
+
+
+def _epoch_millis(value: Any, where: str) -> Any:
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        delta = value - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    return _number(int, "TIMESTAMP")(value, where)
+
+
+def _bool(value: Any, where: str) -> Any:
+    if not isinstance(value, bool):
+        raise SerdeError(f"{where}: cannot read {type(value).__name__} as BOOLEAN")
+    return value
+
+
+def _bytes(value: Any, where: str) -> Any:
+    if isinstance(value, str):  # an Avro 'fixed' or string read into BYTES
+        return value.encode("utf-8")
+    if not isinstance(value, bytes | bytearray):
+        raise SerdeError(f"{where}: cannot read {type(value).__name__} as BYTES")
+    return bytes(value)
+
+
+_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "BOOLEAN": _bool,
+    "INTEGER": _number(int, "INTEGER"),
+    "BIGINT": _number(int, "BIGINT"),
+    "DOUBLE": _number(float, "DOUBLE"),
+    "STRING": _string,
+    "BYTES": _bytes,
+    "DATE": _days,
+    "TIME": _millis_of_day,
+    "TIMESTAMP": _epoch_millis,
+}
+
+
+def reader(sql_type: SqlType) -> Callable[[Any, str], Any]:
+    """A converter of Avro datums (as fastavro reads them) to values of ``sql_type``."""
+    if isinstance(sql_type, DecimalType):
+        def read_decimal(value: Any, where: str) -> Any:
+            if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+                raise SerdeError(f"{where}: cannot read {type(value).__name__} as {sql_type}")
+            return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+
+        return _nullable(read_decimal)
+    if isinstance(sql_type, PrimitiveType):
+        return _nullable(_READERS[sql_type.name])
+    if isinstance(sql_type, ArrayType):
+        element = reader(sql_type.element)
+
+        def read_array(value: Any, where: str) -> Any:
+            if not isinstance(value, list):
+                raise SerdeError(f"{where}: cannot read {type(value).__name__} as ARRAY")
+            return [element(v, where) for v in value]
+
+        return _nullable(read_array)
+    if isinstance(sql_type, MapType):
+        key, val = reader(sql_type.key), reader(sql_type.value)
+
+        def read_map(value: Any, where: str) -> Any:
+            if isinstance(value, list):  # Connect's array of key/value records
+                return {key(e.get("key"), where): val(e.get("value"), where) for e in value}
+            if not isinstance(value, dict):
+                raise SerdeError(f"{where}: cannot read {type(value).__name__} as MAP")
+            return {key(k, where): val(v, where) for k, v in value.items()}
+
+        return _nullable(read_map)
+    if isinstance(sql_type, StructType):
+        fields = fields_reader(tuple((f.name, f.type) for f in sql_type.fields))
+
+        def read_struct(value: Any, where: str) -> Any:
+            if not isinstance(value, dict):
+                raise SerdeError(f"{where}: cannot read {type(value).__name__} as STRUCT")
+            return dict(zip((f.name for f in sql_type.fields), fields(value, where)))
+
+        return _nullable(read_struct)
+    raise SerdeError(f"The 'AVRO' format does not support type '{sql_type}'")
+
+
+def _nullable(read: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    def read_or_null(value: Any, where: str) -> Any:
+        return None if value is None else read(value, where)
+
+    return read_or_null
+
+
+def fields_reader(columns: Sequence[tuple[str, SqlType]]
+                  ) -> Callable[[dict[str, Any], str], list[Any]]:  # fmt: skip
+    """Reads the columns from a record (a dict) by name: exactly, else ignoring case."""
+    readers = tuple((name, name.upper(), reader(t)) for name, t in columns)
+
+    def read(record: dict[str, Any], where: str) -> list[Any]:
+        out = []
+        folded: dict[str, Any] | None = None
+        for name, upper, read_one in readers:
+            if name in record:
+                value = record[name]
+            else:
+                if folded is None:
+                    folded = {str(k).upper(): v for k, v in record.items()}
+                value = folded.get(upper)
+            out.append(read_one(value, f"{where}.{name}" if where else name))
+        return out
+
+    return read
+
+
+# -- the format ------------------------------------------------------------------------------------
+
+
+class AvroSide:
+    """The writer and reader of one side (key or value) of a source in the AVRO format."""
+
+    def __init__(self, columns: Sequence[tuple[str, SqlType]], unwrapped: bool, subject: str,
+                 registry: SchemaRegistry | None) -> None:  # fmt: skip
+        self.columns = tuple(columns)
+        self.unwrapped = unwrapped
+        self.subject = subject
+        self._registry = registry
+        self.schema = avro_schema(self.columns, unwrapped)
+        self._parsed = fastavro.parse_schema(self.schema)
+        self._id: int | None = None
+        self._writers: dict[int, Any] = {}
+        if unwrapped:
+            self._read_one = reader(self.columns[0][1])
+        else:
+            self._read_fields = fields_reader(self.columns)
+
+    def _registry_or_fail(self) -> SchemaRegistry:
+        if self._registry is None:
+            raise SerdeError(f"the AVRO format needs a schema registry: set "
+                             f"'ksql.schema.registry.url' (subject {self.subject})")  # fmt: skip
+        return self._registry
+
+    def write(self, values: Sequence[Any]) -> bytes | None:
+        if self._id is None:
+            self._id = self._registry_or_fail().register(
+                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema)))
+        datum: Any = values[0] if self.unwrapped else {
+            name: value for (name, _), value in zip(self.columns, values)}
+        buffer = io.BytesIO()
+        buffer.write(_HEADER.pack(0, self._id))
+        try:
+            fastavro.schemaless_writer(buffer, self._parsed, datum)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise SerdeError(f"cannot write AVRO: {exc}") from None
+        return buffer.getvalue()
+
+    def read(self, data: bytes) -> list[Any] | None:
+        if len(data) < 5 or data[0] != 0:
+            raise SerdeError("Unknown magic byte!")
+        schema_id = _HEADER.unpack_from(data)[1]
+        writer = self._writers.get(schema_id)
+        if writer is None:
+            registered = self._registry_or_fail().schema(schema_id)
+            if registered.kind != "AVRO":
+                raise SerdeError(f"schema {schema_id} is {registered.kind}, not AVRO")
+            writer = self._writers[schema_id] = fastavro.parse_schema(json.loads(registered.text))
+        try:
+            datum = fastavro.schemaless_reader(io.BytesIO(memoryview(data)[5:]), writer, None)
+        except (ValueError, TypeError, EOFError, IndexError) as exc:
+            raise SerdeError(f"not AVRO of schema {schema_id}: {exc}") from None
+        if self.unwrapped:
+            return [self._read_one(datum, self.columns[0][0])]
+        if datum is None:
+            return None
+        if not isinstance(datum, dict):
+            if len(self.columns) == 1:  # an anonymous value read into the one column
+                return [reader(self.columns[0][1])(datum, self.columns[0][0])]
+            raise SerdeError(f"expected an AVRO record, got {type(datum).__name__}")
+        return self._read_fields(datum, "")

@@ -1,0 +1,200 @@
+"""Schema registries: where the AVRO, PROTOBUF and JSON_SR formats keep their schemas.
+
+A record in those formats starts with Confluent's wire header: a zero byte and the 4-byte id of its
+writer's schema in a registry; readers fetch the schema by that id. headwater speaks to a registry
+through :class:`SchemaRegistry`:
+
+- :class:`HttpSchemaRegistry` talks Confluent Schema Registry's REST API (Confluent's own, Karapace,
+  Redpanda's, Apicurio's compatibility API), from ``ksql.schema.registry.url``;
+- :class:`MemorySchemaRegistry` keeps schemas in this process (ksqlDB's own tests use such a mock),
+  for tests and the conformance runners.
+
+The registry a process uses is set once at start with :func:`use` (the server from its config, the
+Spark child from the settings it is given) and read with :func:`current`. Schemas fetched by id are
+immutable, so they are cached for the life of the client.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from headwater.engine.errors import SerdeError
+
+#: The kinds of schema a registry holds, as its API names them.
+KINDS = ("AVRO", "PROTOBUF", "JSON")
+
+#: The config naming the registry, as ksqlDB names it.
+URL_CONFIG = "ksql.schema.registry.url"
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredSchema:
+    """A schema as a registry holds it: its kind (AVRO, PROTOBUF or JSON) and its text."""
+
+    kind: str
+    text: str
+
+
+class SchemaRegistryError(SerdeError):
+    """The registry could not be reached, or refused a request."""
+
+
+class SchemaRegistry(Protocol):
+    """What the serde needs of a registry."""
+
+    def register(self, subject: str, schema: RegisteredSchema) -> int:
+        """The id of ``schema`` under ``subject``, registering it if it is new there."""
+
+    def schema(self, schema_id: int) -> RegisteredSchema:
+        """The schema with this id.
+
+        Raises:
+            SchemaRegistryError: If there is none (or the registry cannot be reached).
+        """
+
+    def latest(self, subject: str) -> tuple[int, RegisteredSchema] | None:
+        """The newest schema of ``subject`` with its id; None if the subject has none."""
+
+
+class MemorySchemaRegistry:
+    """A registry in this process's memory: ids from 1, one id per distinct schema."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[int, RegisteredSchema] = {}
+        self._ids: dict[RegisteredSchema, int] = {}
+        self._subjects: dict[str, list[int]] = {}
+
+    def register(self, subject: str, schema: RegisteredSchema) -> int:
+        with self._lock:
+            schema_id = self._ids.get(schema)
+            if schema_id is None:
+                schema_id = self._ids[schema] = len(self._by_id) + 1
+                self._by_id[schema_id] = schema
+            versions = self._subjects.setdefault(subject, [])
+            if schema_id not in versions:
+                versions.append(schema_id)
+            return schema_id
+
+    def schema(self, schema_id: int) -> RegisteredSchema:
+        with self._lock:
+            found = self._by_id.get(schema_id)
+        if found is None:
+            raise SchemaRegistryError(f"Schema {schema_id} not found")
+        return found
+
+    def latest(self, subject: str) -> tuple[int, RegisteredSchema] | None:
+        with self._lock:
+            versions = self._subjects.get(subject)
+            if not versions:
+                return None
+            return versions[-1], self._by_id[versions[-1]]
+
+    def subjects(self) -> list[str]:
+        """Every subject with a schema."""
+        with self._lock:
+            return sorted(self._subjects)
+
+
+class HttpSchemaRegistry:
+    """A client of Confluent Schema Registry's REST API at ``url``."""
+
+    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, timeout=timeout_s, headers={
+            "Content-Type": "application/vnd.schemaregistry.v1+json"})  # fmt: skip
+        self._lock = threading.Lock()
+        self._by_id: dict[int, RegisteredSchema] = {}
+        self._ids: dict[tuple[str, RegisteredSchema], int] = {}
+
+    def _call(self, method: str, path: str, body: object = None) -> object:
+        import httpx
+
+        try:
+            response = self._client.request(method, path, content=None if body is None
+                                            else json.dumps(body))  # fmt: skip
+        except httpx.HTTPError as exc:
+            raise SchemaRegistryError(f"the schema registry at {self.url} cannot be reached: "
+                                      f"{exc}") from None  # fmt: skip
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            try:
+                message = response.json().get("message", response.text)
+            except ValueError:
+                message = response.text
+            raise SchemaRegistryError(f"the schema registry refused {method} {path}: "
+                                      f"{response.status_code} {message}")  # fmt: skip
+        return response.json()
+
+    def register(self, subject: str, schema: RegisteredSchema) -> int:
+        with self._lock:
+            known = self._ids.get((subject, schema))
+        if known is not None:
+            return known
+        body: dict[str, object] = {"schema": schema.text}
+        if schema.kind != "AVRO":
+            body["schemaType"] = schema.kind
+        answer = self._call("POST", f"/subjects/{subject}/versions", body)
+        if not isinstance(answer, dict) or "id" not in answer:
+            raise SchemaRegistryError(f"the schema registry at {self.url} did not register a "
+                                      f"schema for {subject}")  # fmt: skip
+        schema_id = int(answer["id"])
+        with self._lock:
+            self._ids[(subject, schema)] = schema_id
+            self._by_id[schema_id] = schema
+        return schema_id
+
+    def schema(self, schema_id: int) -> RegisteredSchema:
+        with self._lock:
+            found = self._by_id.get(schema_id)
+        if found is not None:
+            return found
+        answer = self._call("GET", f"/schemas/ids/{schema_id}")
+        if not isinstance(answer, dict):
+            raise SchemaRegistryError(f"Schema {schema_id} not found")
+        found = RegisteredSchema(str(answer.get("schemaType") or "AVRO"), str(answer["schema"]))
+        with self._lock:
+            self._by_id[schema_id] = found
+        return found
+
+    def latest(self, subject: str) -> tuple[int, RegisteredSchema] | None:
+        answer = self._call("GET", f"/subjects/{subject}/versions/latest")
+        if not isinstance(answer, dict):
+            return None
+        found = RegisteredSchema(str(answer.get("schemaType") or "AVRO"), str(answer["schema"]))
+        return int(answer["id"]), found
+
+    def close(self) -> None:
+        self._client.close()
+
+
+_current: SchemaRegistry | None = None
+
+
+def use(registry: SchemaRegistry | None) -> None:
+    """Make ``registry`` this process's registry (None: none configured)."""
+    global _current
+    _current = registry
+
+
+def current() -> SchemaRegistry | None:
+    """This process's registry, or None if none is configured."""
+    return _current
+
+
+def from_url(url: str | None) -> SchemaRegistry | None:
+    """The registry named by a ``ksql.schema.registry.url`` value; None for none ('' or None).
+
+    ``mock://`` URLs (as ksqlDB's tests use) are a registry in this process's memory.
+    """
+    if not url:
+        return None
+    if url.startswith("mock://"):
+        return MemorySchemaRegistry()
+    return HttpSchemaRegistry(url.split(",")[0].strip())

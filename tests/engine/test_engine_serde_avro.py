@@ -1,0 +1,124 @@
+"""The AVRO format: ksqlDB's schemas, Confluent's wire header, reading with the writer's schema."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+import pytest
+from headwater.engine import schema_registry
+from headwater.engine._serde_avro import avro_schema
+from headwater.engine.errors import SerdeError
+from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
+from headwater.engine.serde import RowSerde
+from headwater.metastore.catalog import Column, Source, SourceKind
+from headwater.sqlparse_ext import parse_type
+
+
+def avro_serde(*columns: str, registry: MemorySchemaRegistry | None, key_format: str = "AVRO",
+               **props: Any) -> RowSerde:  # fmt: skip
+    cols = []
+    for text in columns:
+        name, _, rest = text.partition(" ")
+        cols.append(Column(name, rest.removesuffix(" KEY"), key=rest.endswith(" KEY")))
+    source = Source(SourceKind.STREAM, "S", tuple(cols), "orders", 1, key_format, "AVRO",
+                    tuple(sorted((k.upper(), v) for k, v in props.items())))  # fmt: skip
+    return RowSerde.for_source(source, {}, registry)
+
+
+def record(schema: Any, datum: Any, schema_id: int) -> bytes:
+    out = io.BytesIO()
+    out.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), datum)
+    return out.getvalue()
+
+
+def test_ksqldb_schema_of_the_columns() -> None:
+    columns = [("ID", parse_type("BIGINT")), ("PRICE", parse_type("DECIMAL(4, 2)")),
+               ("ADDRESS", parse_type("STRUCT<CITY STRING>")), ("TAGS", parse_type("ARRAY<INT>")),
+               ("AT", parse_type("TIMESTAMP"))]  # fmt: skip
+    schema = avro_schema(columns, unwrapped=False)
+    assert schema["name"] == "KsqlDataSourceSchema"
+    assert schema["namespace"] == "io.confluent.ksql.avro_schemas"
+    fields = {f["name"]: f for f in schema["fields"]}
+    assert fields["ID"] == {"name": "ID", "type": ["null", "long"], "default": None}
+    price = fields["PRICE"]["type"][1]
+    assert (price["type"], price["logicalType"], price["precision"], price["scale"]) == (
+        "bytes", "decimal", 4, 2)
+    assert fields["ADDRESS"]["type"][1]["name"] == "KsqlDataSourceSchema_ADDRESS"
+    assert fields["TAGS"]["type"][1] == {"type": "array", "items": ["null", "int"]}
+    assert fields["AT"]["type"][1] == {"type": "long", "logicalType": "timestamp-millis"}
+    assert avro_schema([("K", parse_type("STRING"))], unwrapped=True) == ["null", "string"]
+
+
+def test_round_trip_registers_the_schema_once() -> None:
+    registry = MemorySchemaRegistry()
+    serde = avro_serde("K STRING KEY", "ID BIGINT", "PRICE DECIMAL(4, 2)", "DAY DATE",
+                       "ADDRESS STRUCT<CITY STRING>", "TAGS MAP<STRING, INT>",
+                       registry=registry)  # fmt: skip
+    row = {"ID": 7, "PRICE": Decimal("12.50"), "DAY": 19000, "ADDRESS": {"CITY": "Oslo"},
+           "TAGS": {"a": 1}}  # fmt: skip
+    data = serde.serialize_value(row)
+    assert data is not None and data[0] == 0
+    assert serde.deserialize_value(data) == row
+    assert serde.deserialize_value(serde.serialize_value({"ID": None})) == {
+        "ID": None, "PRICE": None, "DAY": None, "ADDRESS": None, "TAGS": None}
+    key = serde.serialize_key(("k1",))
+    assert serde.deserialize_key(key) == ("k1",)
+    assert registry.subjects() == ["orders-key", "orders-value"]
+    value_id, value_schema = registry.latest("orders-value")  # type: ignore[misc]
+    assert struct.unpack(">bI", data[:5]) == (0, value_id)
+    assert json.loads(value_schema.text)["name"] == "KsqlDataSourceSchema"
+
+
+def test_reads_with_the_writers_schema_by_name_and_coerces() -> None:
+    registry = MemorySchemaRegistry()
+    writer = {"type": "record", "name": "blah", "fields": [
+        {"name": "c1", "type": "float"}, {"name": "suit", "type": {
+            "type": "enum", "name": "Suit", "symbols": ["SPADES", "HEARTS"]}},
+        {"name": "n", "type": "int"}, {"name": "extra", "type": "string"}]}  # fmt: skip
+    schema_id = registry.register("orders-value", RegisteredSchema("AVRO", json.dumps(writer)))
+    serde = avro_serde("C1 DOUBLE", "SUIT STRING", "N STRING", "MISSING INT", key_format="KAFKA",
+                       registry=registry)  # fmt: skip
+    data = record(writer, {"c1": 4.0, "suit": "HEARTS", "n": 10, "extra": "x"}, schema_id)
+    assert serde.deserialize_value(data) == {"C1": 4.0, "SUIT": "HEARTS", "N": "10",
+                                             "MISSING": None}  # fmt: skip
+
+
+def test_an_anonymous_value_with_wrap_single_value_false() -> None:
+    registry = MemorySchemaRegistry()
+    schema_id = registry.register("orders-value", RegisteredSchema("AVRO", '"int"'))
+    serde = avro_serde("FOO INT", key_format="KAFKA", registry=registry, wrap_single_value=False)
+    assert serde.deserialize_value(record("int", 10, schema_id)) == {"FOO": 10}
+    assert serde.deserialize_value(serde.serialize_value({"FOO": 3})) == {"FOO": 3}
+
+
+def test_bad_bytes_and_a_missing_registry_are_clear_errors() -> None:
+    registry = MemorySchemaRegistry()
+    serde = avro_serde("ID INT", key_format="KAFKA", registry=registry)
+    with pytest.raises(SerdeError, match="Unknown magic byte"):
+        serde.deserialize_value(b'{"ID": 1}')
+    with pytest.raises(SerdeError, match="Schema 42 not found"):
+        serde.deserialize_value(struct.pack(">bI", 0, 42) + b"\x02")
+    schema_id = registry.register("orders-value", RegisteredSchema("AVRO", '"string"'))
+    with pytest.raises(SerdeError, match="cannot read str as INTEGER"):
+        serde.deserialize_value(record("string", "x", schema_id))
+    without = avro_serde("ID INT", key_format="KAFKA", registry=None)
+    with pytest.raises(SerdeError, match="ksql.schema.registry.url"):
+        without.serialize_value({"ID": 1})
+
+
+def test_the_process_registry_is_the_default() -> None:
+    registry = MemorySchemaRegistry()
+    schema_registry.use(registry)
+    try:
+        serde = avro_serde("ID INT", key_format="KAFKA", registry=None)
+        assert serde.deserialize_value(serde.serialize_value({"ID": 5})) == {"ID": 5}
+    finally:
+        schema_registry.use(None)
+    assert schema_registry.from_url("") is None
+    assert isinstance(schema_registry.from_url("mock://x"), MemorySchemaRegistry)
