@@ -20,6 +20,7 @@ causes grouped.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -31,8 +32,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError
@@ -44,6 +46,7 @@ from headwater.engine.persistent.aggregating import (
     LocalAggregation,
     is_aggregate_statement,
 )
+from headwater.engine.schema_inference import schema_facts
 from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
 from headwater.engine.serde import serde_of
 from headwater.engine.windows import split_windowed_key, window_size_ms
@@ -102,7 +105,7 @@ class Outcome:
 def load_cases(files: list[Path], name_filter: str | None = None) -> Iterator[tuple[str, dict]]:
     """(file stem, case) for every case, each ``format``/``config`` variant a case of its own."""
     for path in files:
-        body = json.loads(strip_comments(path.read_text(encoding="utf-8")))
+        body = json.loads(strip_comments(path.read_text(encoding="utf-8")), parse_float=_Number)
         for case in body.get("tests", []):
             for variant in _variants(case):
                 if name_filter and name_filter not in variant["name"]:
@@ -110,12 +113,26 @@ def load_cases(files: list[Path], name_filter: str | None = None) -> Iterator[tu
                 yield path.stem, variant
 
 
+class _Number(float):
+    """A JSON number with a fraction, remembering its text (the scale a DECIMAL must match)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> Self:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __deepcopy__(self, memo: dict) -> _Number:
+        return self  # immutable
+
+
 def _variants(case: dict) -> Iterator[dict]:
     formats = case.get("format") or [None]
     configs = case.get("config") or [None]
     for fmt in formats:
         for config in configs:
-            variant = json.loads(json.dumps(case))
+            variant = copy.deepcopy(case)
             suffix = []
             if fmt is not None:
                 variant["statements"] = [s.replace("{FORMAT}", fmt) for s in case["statements"]]
@@ -171,7 +188,7 @@ class _World:
                 self.topics.setdefault(name, _Topic(int(statement.properties.get("PARTITIONS") or 1)))
         named = topics_named(statement)
         facts = TopicFacts({n: self.topics[n].partitions for n in named if n in self.topics},
-                           self._schemas(named))  # fmt: skip
+                           schema_facts(statement, self.registry))  # fmt: skip
         planned = plan(statement, self.catalog, facts, QUERY_ANALYZER)
         if planned.command is None:
             return
@@ -194,15 +211,6 @@ class _World:
             self.pipelines.pop(query_id, None)
         if planned.delete_topic is not None:
             self.topics.pop(planned.delete_topic, None)
-
-    def _schemas(self, topics: Any) -> dict[str, tuple[str, str]]:
-        found = {}
-        for topic in topics:
-            for part in ("key", "value"):
-                latest = self.registry.latest(f"{topic}-{part}")
-                if latest is not None:
-                    found[f"{topic}-{part}"] = (latest[1].kind, latest[1].text)
-        return found
 
     def _insert_values(self, statement: ast.InsertValues) -> None:
         source = self.catalog.source(statement.target)
@@ -278,7 +286,8 @@ def _run_case(case: dict) -> None:
                 if fmt != "AVRO":
                     raise Skip(f"format {fmt}")
                 world.registry.register(f"{topic['name']}-{part}",
-                                        RegisteredSchema("AVRO", json.dumps(schema)))  # fmt: skip
+                                        RegisteredSchema("AVRO", json.dumps(schema)),
+                                        topic.get(f"{part}SchemaId"))  # fmt: skip
     try:
         statements = parse(statements_text)
     except ParseError as error:
@@ -452,11 +461,16 @@ def _decode(data: bytes | None, source: Source | None, part: str) -> Any:
     if data is None:
         return None
     fmt = "JSON" if source is None else (source.key_format if part == "key" else source.value_format)
-    if fmt in _REGISTRY_FORMATS and source is not None:  # as JSON, as ksqlDB's runner compares it
-        as_json, serde = serde_of(_as_json(source)), serde_of(source)
+    if fmt in _REGISTRY_FORMATS and source is not None:  # the values, as ksqlDB's runner has them
+        serde = serde_of(source)
         if part == "key":
-            return json.loads(as_json.serialize_key(serde.deserialize_key(data)) or b"null")
-        return json.loads(as_json.serialize_value(serde.deserialize_value(data)) or b"null")
+            key = serde.deserialize_key(data)
+            return key[0] if len(key) == 1 else dict(zip(serde.key_names, key))
+        row = serde.deserialize_value(data)
+        wrap = source.property("WRAP_SINGLE_VALUE")
+        if row is not None and len(row) == 1 and wrap is not None and str(wrap).lower() == "false":
+            return next(iter(row.values()))
+        return row
     if fmt == "JSON":
         return json.loads(data)
     if fmt == "DELIMITED":
@@ -531,6 +545,21 @@ def _same(actual: Any, expected: Any) -> bool:
     if isinstance(expected, list) and isinstance(actual, list):
         return len(actual) == len(expected) and all(
             _same(a, e) for a, e in zip(actual, expected, strict=True))
+    if isinstance(actual, Decimal):  # Java's BigDecimal.equals: the scale counts
+        if isinstance(expected, bool) or not isinstance(expected, (int, float, str)):
+            return False
+        if isinstance(expected, int):
+            return actual.as_tuple().exponent >= 0 and actual == expected  # type: ignore[operator]
+        try:
+            wanted = Decimal(expected if isinstance(expected, str) else
+                             getattr(expected, "text", repr(expected)))  # fmt: skip
+        except ArithmeticError:
+            return False
+        if isinstance(expected, str):  # new BigDecimal(text).equals(actual)
+            return wanted == actual and wanted.as_tuple().exponent == actual.as_tuple().exponent
+        return wanted == actual  # ksqlDB's runner reads the expected number at the column's scale
+    if isinstance(actual, bytes) and isinstance(expected, str):
+        return __import__("base64").b64encode(actual).decode() == expected
     if isinstance(actual, float) and isinstance(expected, (int, float)) and not isinstance(
             expected, bool):  # fmt: skip
         return abs(actual - expected) < 0.000_001 or actual == expected

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from headwater.engine import _functions as fn
 from headwater.engine import _functions_lambda as fl
 from headwater.engine._functions import NULL, EvalFailure, format_expression
+from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
@@ -34,8 +35,6 @@ from headwater.sqlparse_ext.sqltypes import (
     identifier_name,
 )
 from sqlglot import exp
-
-from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 
 if TYPE_CHECKING:
     from headwater.engine.expressions import Compiled

@@ -312,3 +312,66 @@ class AvroSide:
                 return [reader(self.columns[0][1])(datum, self.columns[0][0])]
             raise SerdeError(f"expected an AVRO record, got {type(datum).__name__}")
         return self._read_fields(datum, "")
+
+
+# -- inference: the columns of a registered schema --------------------------------------------------
+
+
+def _sql_of(schema: Any) -> str:
+    """The SQL type of an Avro schema (a union with null is its other branch), as ksqlDB infers it."""
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1:
+            raise SerdeError(f"cannot infer a column from the Avro union {json.dumps(schema)}")
+        return _sql_of(branches[0])
+    kind = schema.get("type") if isinstance(schema, dict) else schema
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    if isinstance(kind, dict | list):
+        return _sql_of(kind)
+    if logical == "decimal":
+        return f"DECIMAL({int(schema['precision'])}, {int(schema.get('scale', 0))})"
+    if logical == "date":
+        return "DATE"
+    if logical in ("time-millis", "time-micros"):
+        return "TIME"
+    if logical in ("timestamp-millis", "timestamp-micros"):
+        return "TIMESTAMP"
+    simple = {"boolean": "BOOLEAN", "int": "INTEGER", "long": "BIGINT", "float": "DOUBLE",
+              "double": "DOUBLE", "string": "STRING", "enum": "STRING", "bytes": "BYTES",
+              "fixed": "BYTES"}  # fmt: skip
+    if kind in simple:
+        return simple[kind]
+    if kind == "array":
+        items = schema["items"]
+        entry = items if isinstance(items, dict) else None
+        if entry is not None and entry.get("type") == "record" and [
+                f["name"] for f in entry["fields"]] == ["key", "value"]:  # fmt: skip
+            fields = {f["name"]: f["type"] for f in entry["fields"]}
+            return f"MAP<{_sql_of(fields['key'])}, {_sql_of(fields['value'])}>"
+        return f"ARRAY<{_sql_of(items)}>"
+    if kind == "map":
+        return f"MAP<STRING, {_sql_of(schema['values'])}>"
+    if kind == "record":
+        listed = ", ".join(f"`{f['name'].upper()}` {_sql_of(f['type'])}" for f in schema["fields"])
+        return f"STRUCT<{listed}>"
+    raise SerdeError(f"cannot infer a column from the Avro type {json.dumps(schema)}")
+
+
+def inferred_columns(schema_text: str, unwrapped_name: str) -> tuple[tuple[str, str], ...]:
+    """The columns ksqlDB infers from a registered Avro schema: a record's fields (names upper-cased),
+    or one column named ``unwrapped_name`` (ROWKEY, ROWVAL) for any other schema.
+
+    Raises:
+        SerdeError: If the schema is not Avro JSON or has a type no column can hold.
+    """
+    try:
+        schema = json.loads(schema_text)
+    except ValueError:
+        raise SerdeError("the registered schema is not Avro JSON") from None
+    top = schema
+    if isinstance(top, list):
+        branches = [b for b in top if b != "null"]
+        top = branches[0] if len(branches) == 1 else top
+    if isinstance(top, dict) and top.get("type") == "record":
+        return tuple((f["name"].upper(), _sql_of(f["type"])) for f in top["fields"])
+    return ((unwrapped_name, _sql_of(schema)),)

@@ -17,8 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from headwater.engine.errors import ExpressionError
+from headwater.engine._compiler import (
+    _Compiler,
+    comparable,
+    convert_numeric,
+    like_regex,
+)
 from headwater.engine._functions import NULL, EvalFailure, NullType, format_expression
+from headwater.engine._scope import Evaluator, Row, Scope, UnresolvedColumn, resolve_type
+from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     SqlType,
@@ -26,14 +33,6 @@ from headwater.sqlparse_ext.sqltypes import (
     identifier_name,
 )
 from sqlglot import exp
-
-from headwater.engine._compiler import (
-    _Compiler,
-    comparable,
-    convert_numeric,
-    like_regex,
-)
-from headwater.engine._scope import Evaluator, Row, Scope, UnresolvedColumn, resolve_type
 
 __all__ = [
     "NULL",

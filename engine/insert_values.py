@@ -9,7 +9,9 @@ from typing import Any
 
 from headwater.engine import _functions as fn
 from headwater.engine._functions import NULL, EvalFailure, format_expression
+from headwater.engine._scope import Scope, UnresolvedColumn, resolve_type
 from headwater.engine.errors import ExpressionError
+from headwater.engine.expressions import compile_expression
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -19,9 +21,6 @@ from headwater.sqlparse_ext.sqltypes import (
     StructType,
 )
 from headwater.sqlparse_ext.statements import InsertValues
-
-from headwater.engine._scope import Scope, UnresolvedColumn, resolve_type
-from headwater.engine.expressions import compile_expression
 
 
 @dataclass(frozen=True, slots=True)

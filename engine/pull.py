@@ -30,9 +30,9 @@ from headwater.engine.expressions import (
     Scope,
     UnresolvedColumn,
     compile_expression,
+    expand_stars,
     resolve_type,
     select_names,
-    expand_stars,
 )
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType

@@ -68,11 +68,17 @@ class MemorySchemaRegistry:
         self._ids: dict[RegisteredSchema, int] = {}
         self._subjects: dict[str, list[int]] = {}
 
-    def register(self, subject: str, schema: RegisteredSchema) -> int:
+    def register(self, subject: str, schema: RegisteredSchema, schema_id: int | None = None) -> int:
+        """As :meth:`SchemaRegistry.register`; ``schema_id`` registers it under that id (as a
+        registry in import mode does)."""
         with self._lock:
+            if schema_id is not None:
+                self._by_id[schema_id] = schema
+                self._ids.setdefault(schema, schema_id)
             schema_id = self._ids.get(schema)
             if schema_id is None:
-                schema_id = self._ids[schema] = len(self._by_id) + 1
+                schema_id = max(self._by_id, default=0) + 1
+                self._ids[schema] = schema_id
                 self._by_id[schema_id] = schema
             versions = self._subjects.setdefault(subject, [])
             if schema_id not in versions:

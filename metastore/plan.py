@@ -10,7 +10,7 @@ makes around it (create the topic before committing; delete it after the drop is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from headwater.metastore.catalog import Catalog, Column, PropertyValue, Source, SourceKind
@@ -24,7 +24,7 @@ from headwater.metastore.errors import (
     UnknownType,
     ValidationError,
 )
-from headwater.sqlparse_ext import sqltypes
+from headwater.sqlparse_ext import ParseError, parse_type, sqltypes
 from headwater.sqlparse_ext import statements as ast
 
 #: WITH properties a CREATE STREAM/TABLE accepts (ksqlDB's, plus headwater's dotted ones).
@@ -33,6 +33,7 @@ SOURCE_PROPERTIES = frozenset(
         "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
         "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
         "WINDOW_TYPE", "WINDOW_SIZE", "RETENTION_MS",
+        "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID",
         "ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS",
     }
 )  # fmt: skip
@@ -67,9 +68,10 @@ class TopicFacts:
     """
 
     partitions: Mapping[str, int] = field(default_factory=dict)
-    #: subject (``<topic>-key``, ``<topic>-value``) -> its newest schema as (kind, text), for
-    #: the topics the statement names; None: the server has no schema registry.
-    schemas: Mapping[str, tuple[str, str]] | None = None
+    #: subject (``<topic>-key``, ``<topic>-value``) or ``id:N`` -> the columns its schema gives,
+    #: as (name, type text), or why it gives none, for a CREATE STREAM/TABLE whose columns are
+    #: to be inferred (engine.schema_inference gathers them); None: there is no schema registry.
+    schemas: Mapping[str, tuple[tuple[str, str], ...] | str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,8 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     topic = _required(properties, "KAFKA_TOPIC", create.kind)
     key_format, value_format = _formats(properties, create.kind)
     _check_registry(str(topic), (key_format, value_format), facts)
+    create = _with_inferred_columns(create, str(topic), properties, (key_format, value_format),
+                                    facts)  # fmt: skip
     columns = _columns(create, kind, catalog)
     _check_formats(columns, key_format, value_format)
     partitions, create_topic = _topic(str(topic), properties, facts)
@@ -206,6 +210,53 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     )
     command = {"type": "create_source", "source": source_to_dict(source), "replace": existing is not None}
     return Plan(command, create_topic=create_topic)
+
+
+def _with_inferred_columns(create: ast.CreateSource, topic: str,
+                           properties: Mapping[str, PropertyValue], formats: tuple[str, str],
+                           facts: TopicFacts) -> ast.CreateSource:  # fmt: skip
+    """``create`` with the key and value columns it leaves out taken from the schema registry,
+    for formats with registered schemas (ksqlDB's schema inference)."""
+    declared_keys = any(c.key or c.primary_key for c in create.columns)
+    declared_values = any(not (c.key or c.primary_key or c.headers or c.header_key)
+                          for c in create.columns)  # fmt: skip
+    added: dict[str, list[ast.Column]] = {"key": [], "value": []}
+    for part, fmt, declared in (("key", formats[0], declared_keys),
+                                ("value", formats[1], declared_values)):  # fmt: skip
+        schema_id = properties.get(f"{part.upper()}_SCHEMA_ID")
+        if fmt not in SCHEMA_FORMATS or facts.schemas is None:
+            if schema_id is not None:
+                raise ValidationError(f"{part.upper()}_SCHEMA_ID is only valid with a format "
+                                      "whose schemas are in the schema registry")  # fmt: skip
+            continue
+        if declared and schema_id is None:
+            continue
+        subject = f"id:{schema_id}" if schema_id is not None else f"{topic}-{part}"
+        found = facts.schemas.get(subject)
+        if found is None:
+            if part == "key":
+                continue  # no key schema: a stream without key columns
+            raise ValidationError(
+                f"Schema for message {part}s on topic '{topic}' does not exist in the Schema "
+                f"Registry.Subject: {topic}-{part}")  # fmt: skip
+        if isinstance(found, str):
+            raise ValidationError(f"Unable to use the {part} schema of {subject}: {found}")
+        if declared:
+            raise ValidationError(f"Table or stream columns and {part.upper()}_SCHEMA_ID cannot "
+                                  "both be given")  # fmt: skip
+        for name, type_text in found:
+            try:
+                sql_type = parse_type(type_text)
+            except ParseError as exc:
+                raise ValidationError(f"Unable to use the {part} schema of {subject}: {exc}") from None
+            added[part].append(ast.Column(name, sql_type, key=part == "key" and
+                                          create.kind == "STREAM",
+                                          primary_key=part == "key" and create.kind == "TABLE"))
+    if not added["key"] and not added["value"]:
+        return create
+    keys = [c for c in create.columns if c.key or c.primary_key] + added["key"]
+    rest = [c for c in create.columns if not (c.key or c.primary_key)] + added["value"]
+    return replace(create, columns=(*keys, *rest))
 
 
 def _check_registry(topic: str, formats: tuple[str, ...], facts: TopicFacts) -> None:
@@ -271,9 +322,7 @@ def _format_name(value: PropertyValue, prop: str) -> str:
 
 def _columns(create: ast.CreateSource, kind: SourceKind, catalog: Catalog) -> tuple[Column, ...]:
     if not create.columns:
-        raise ValidationError(
-            "No columns supplied. (headwater has no schema registry to infer them from)"
-        )
+        raise ValidationError("No columns supplied.")
     seen: set[str] = set()
     keys: list[Column] = []
     values: list[Column] = []

@@ -32,6 +32,7 @@ from headwater.engine.expressions import (
     compile_expression,
     expand_stars,
     format_expression,
+    resolve_type,
     select_names,
 )
 from headwater.engine.persistent.compile import (
@@ -45,7 +46,6 @@ from headwater.engine.persistent.compile import (
     _normal,
 )
 from headwater.engine.persistent.udafs import AGGREGATE_NAMES, Udaf, constant_arity, resolve_udaf
-from headwater.engine.expressions import resolve_type
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query, Window

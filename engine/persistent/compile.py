@@ -28,11 +28,11 @@ from headwater.engine.expressions import (
     Scope,
     UnresolvedColumn,
     compile_expression,
+    expand_stars,
     format_expression,
     output_name,
     resolve_type,
     select_names,
-    expand_stars,
 )
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (

@@ -31,8 +31,8 @@ import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
 from headwater.engine.persistent.aggregating import GroupedRow
-from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.engine.persistent.operators import OutputRecord
+from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.metastore.codec import catalog_from_dict
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows

@@ -122,3 +122,32 @@ def test_the_process_registry_is_the_default() -> None:
         schema_registry.use(None)
     assert schema_registry.from_url("") is None
     assert isinstance(schema_registry.from_url("mock://x"), MemorySchemaRegistry)
+
+
+def test_columns_are_inferred_from_the_registered_schema() -> None:
+    from headwater.engine._serde_avro import inferred_columns
+    from headwater.engine.schema_inference import schema_facts
+    from headwater.sqlparse_ext import parse_one
+
+    writer = {"type": "record", "name": "blah", "fields": [
+        {"name": "c1", "type": {"type": "record", "name": "x", "fields": [
+            {"name": "f1", "type": "int"}]}},
+        {"name": "amount", "type": ["null", {"type": "bytes", "logicalType": "decimal",
+                                             "precision": 4, "scale": 2}]},
+        {"name": "tags", "type": {"type": "map", "values": "long"}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}  # fmt: skip
+    assert inferred_columns(json.dumps(writer), "ROWVAL") == (
+        ("C1", "STRUCT<`F1` INTEGER>"), ("AMOUNT", "DECIMAL(4, 2)"),
+        ("TAGS", "MAP<STRING, BIGINT>"), ("AT", "TIMESTAMP"))
+    assert inferred_columns('"int"', "ROWKEY") == (("ROWKEY", "INTEGER"),)
+    with pytest.raises(SerdeError, match="cannot infer"):
+        inferred_columns('["int", "string"]', "ROWVAL")
+
+    registry = MemorySchemaRegistry()
+    registry.register("t-value", RegisteredSchema("AVRO", json.dumps(writer)))
+    registry.register("t-key", RegisteredSchema("AVRO", '"string"'))
+    statement = parse_one("CREATE STREAM s WITH (kafka_topic='t', format='AVRO');")
+    facts = schema_facts(statement, registry)
+    assert facts is not None and facts["t-key"] == (("ROWKEY", "STRING"),)
+    assert facts["t-value"][0] == ("C1", "STRUCT<`F1` INTEGER>")
+    assert schema_facts(statement, None) is None

@@ -143,3 +143,21 @@ def test_properties_are_kept_typed_with_upper_case_names() -> None:
     source = source_from_dict(plan(parse_one(text), Catalog(), FACTS).command["source"])
     assert source.property("acceptable.offset.lag") == 100
     assert dict(source.properties)["ACCEPTABLE.OFFSET.LAG"] == 100
+
+
+def test_avro_columns_left_out_are_inferred_from_the_registry() -> None:
+    facts = TopicFacts({"users": 2}, {"users-key": (("ROWKEY", "STRING"),),
+                                      "users-value": (("NAME", "STRING"), ("AGE", "INTEGER"))})
+    planned = plan(parse_one("CREATE TABLE u WITH (kafka_topic='users', format='AVRO');"),
+                   Catalog(), facts)  # fmt: skip
+    source = source_from_dict(planned.command["source"])  # type: ignore[index]
+    assert [(c.name, c.type, c.key) for c in source.columns] == [
+        ("ROWKEY", "STRING", True), ("NAME", "STRING", False), ("AGE", "INTEGER", False)]
+    declared = plan(parse_one("CREATE STREAM s (ID INT KEY) WITH (kafka_topic='users', "
+                              "format='AVRO');"), Catalog(), facts)  # fmt: skip
+    source = source_from_dict(declared.command["source"])  # type: ignore[index]
+    assert [c.name for c in source.columns] == ["ID", "NAME", "AGE"]
+    with pytest.raises(ValidationError, match="Schema for message values on topic 'users' does "
+                                              "not exist in the Schema Registry"):  # fmt: skip
+        plan(parse_one("CREATE STREAM s WITH (kafka_topic='users', format='AVRO');"), Catalog(),
+             TopicFacts({"users": 2}, {}))  # fmt: skip

@@ -1,0 +1,73 @@
+"""The columns a CREATE STREAM/TABLE leaves out, found in the schema registry (ksqlDB's inference).
+
+``CREATE STREAM s WITH (kafka_topic='t', value_format='AVRO')`` takes its value columns from the
+newest schema of subject ``t-value`` (or the schema ``VALUE_SCHEMA_ID`` names), and its key
+columns from ``t-key`` (``KEY_SCHEMA_ID``). The submitter gathers them with :func:`schema_facts`
+before planning, so the planner (metastore.plan) stays pure: it gets, per subject (or ``id:N``),
+the columns as (name, SQL type text), or the reason they cannot be had.
+"""
+
+from __future__ import annotations
+
+from headwater.engine import _serde_avro as avro
+from headwater.engine.errors import SerdeError
+from headwater.engine.schema_registry import SchemaRegistry
+from headwater.sqlparse_ext import statements as ast
+
+#: Formats whose columns can be inferred from a registered schema.
+INFERRING_FORMATS = ("AVRO",)
+
+Columns = tuple[tuple[str, str], ...]
+
+
+def _formats(properties: ast.Properties) -> tuple[str, str]:
+    upper = {k.upper(): v for k, v in properties.items()}
+    both = upper.get("FORMAT")
+    value = str(both or upper.get("VALUE_FORMAT") or "").upper()
+    key = str(both or upper.get("KEY_FORMAT") or "KAFKA").upper()
+    return key, value
+
+
+def _columns(registry: SchemaRegistry, schema_text: str, kind: str, name: str) -> Columns | str:
+    if kind != "AVRO":
+        return f"the registered schema is {kind}, not AVRO"
+    try:
+        return avro.inferred_columns(schema_text, name)
+    except SerdeError as exc:
+        return str(exc)
+
+
+def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
+                 ) -> dict[str, Columns | str] | None:  # fmt: skip
+    """Subject (``<topic>-key``, ``<topic>-value``) or ``id:N`` -> the inferred columns, or why
+    there are none, for a CREATE STREAM/TABLE in a registry format; None without a registry.
+
+    Raises:
+        SchemaRegistryError: If the registry cannot be reached.
+    """
+    if registry is None:
+        return None
+    if not isinstance(statement, ast.CreateSource):
+        return {}
+    upper = {k.upper(): v for k, v in statement.properties.items()}
+    topic = upper.get("KAFKA_TOPIC")
+    if topic is None:
+        return {}
+    found: dict[str, Columns | str] = {}
+    for part, fmt, unwrapped in zip(("key", "value"), _formats(statement.properties),
+                                    ("ROWKEY", "ROWVAL")):  # fmt: skip
+        if fmt not in INFERRING_FORMATS:
+            continue
+        schema_id = upper.get(f"{part.upper()}_SCHEMA_ID")
+        if schema_id is not None:
+            try:
+                schema = registry.schema(int(str(schema_id)))
+            except (ValueError, SerdeError) as exc:
+                found[f"id:{schema_id}"] = str(exc)
+            else:
+                found[f"id:{schema_id}"] = _columns(registry, schema.text, schema.kind, unwrapped)
+            continue
+        latest = registry.latest(f"{topic}-{part}")
+        if latest is not None:
+            found[f"{topic}-{part}"] = _columns(registry, latest[1].text, latest[1].kind, unwrapped)
+    return found
