@@ -4,8 +4,8 @@ Writing, the schema is the one ksqlDB derives from the columns (:func:`avro_sche
 ``io.confluent.ksql.avro_schemas.KsqlDataSourceSchema`` whose fields are the columns, each optional
 (a union with null, default null); nested structs are records named after their path
 (``KsqlDataSourceSchema_ADDRESS``); DECIMAL is ``bytes`` with the ``decimal`` logical type, DATE
-``int``/``date``, TIME ``int``/``time-millis``, TIMESTAMP ``long``/``timestamp-millis``; a MAP with
-STRING keys is an Avro map, any other an array of key/value records (as Kafka Connect writes it).
+``int``/``date``, TIME ``int``/``time-millis``, TIMESTAMP ``long``/``timestamp-millis``; a MAP is
+an Avro map (STRING keys only, as ksqlDB).
 One unwrapped column (a key, or a value with ``WRAP_SINGLE_VALUE=false``) is that column's schema
 alone. The schema is registered once per serde; every record carries its id.
 
@@ -73,14 +73,9 @@ def avro_type(sql_type: SqlType, name: str) -> Any:
     if isinstance(sql_type, ArrayType):
         return {"type": "array", "items": _optional(avro_type(sql_type.element, name))}
     if isinstance(sql_type, MapType):
-        value = _optional(avro_type(sql_type.value, f"{name}_MapValue"))
-        if sql_type.key == PrimitiveType("STRING"):
-            return {"type": "map", "values": value}
-        entry = {"type": "record", "name": f"{name}_MapEntry", "namespace": NAMESPACE,
-                 "fields": [{"name": "key", "type": _optional(avro_type(sql_type.key, name)),
-                             "default": None},
-                            {"name": "value", "type": value, "default": None}]}  # fmt: skip
-        return {"type": "array", "items": entry}
+        if sql_type.key != PrimitiveType("STRING"):
+            raise SerdeError("Avro only supports MAPs with STRING keys")
+        return {"type": "map", "values": _optional(avro_type(sql_type.value, f"{name}_MapValue"))}
     if isinstance(sql_type, StructType):
         return _record(tuple((f.name, f.type) for f in sql_type.fields), name)
     raise SerdeError(f"The 'AVRO' format does not support type '{sql_type}'")

@@ -10,12 +10,13 @@ the columns as (name, SQL type text), or the reason they cannot be had.
 from __future__ import annotations
 
 from headwater.engine import _serde_avro as avro
+from headwater.engine import _serde_json_sr as json_sr
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import SchemaRegistry
 from headwater.sqlparse_ext import statements as ast
 
 #: Formats whose columns can be inferred from a registered schema.
-INFERRING_FORMATS = ("AVRO",)
+INFERRING_FORMATS = {"AVRO": "AVRO", "JSON_SR": "JSON"}
 
 Columns = tuple[tuple[str, str], ...]
 
@@ -28,11 +29,13 @@ def _formats(properties: ast.Properties) -> tuple[str, str]:
     return key, value
 
 
-def _columns(registry: SchemaRegistry, schema_text: str, kind: str, name: str) -> Columns | str:
-    if kind != "AVRO":
-        return f"the registered schema is {kind}, not AVRO"
+def _columns(fmt: str, schema_text: str, kind: str, name: str) -> Columns | str:
+    if kind != INFERRING_FORMATS[fmt]:
+        return f"the registered schema is {kind}, not {INFERRING_FORMATS[fmt]}"
     try:
-        return avro.inferred_columns(schema_text, name)
+        if kind == "AVRO":
+            return avro.inferred_columns(schema_text, name)
+        return json_sr.inferred_columns(schema_text, name)
     except SerdeError as exc:
         return str(exc)
 
@@ -65,9 +68,9 @@ def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
             except (ValueError, SerdeError) as exc:
                 found[f"id:{schema_id}"] = str(exc)
             else:
-                found[f"id:{schema_id}"] = _columns(registry, schema.text, schema.kind, unwrapped)
+                found[f"id:{schema_id}"] = _columns(fmt, schema.text, schema.kind, unwrapped)
             continue
         latest = registry.latest(f"{topic}-{part}")
         if latest is not None:
-            found[f"{topic}-{part}"] = _columns(registry, latest[1].text, latest[1].kind, unwrapped)
+            found[f"{topic}-{part}"] = _columns(fmt, latest[1].text, latest[1].kind, unwrapped)
     return found

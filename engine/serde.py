@@ -16,6 +16,7 @@ precomputed, and reused for every record. Formats, as ksqlDB writes and reads th
   4-byte id); the schema derived from the columns is registered in the schema registry
   (``engine.schema_registry``) under ``<topic>-key`` / ``<topic>-value``, and records are read with
   their writer's schema, fetched by id. Keys and unwrapped values as for JSON.
+- **JSON_SR** (``_serde_json_sr``): JSON behind the same header, its JSON Schema registered.
 
 NULL rules: a key whose columns are all NULL is written as a null record key, except that several
 JSON key columns make an object of NULLs (as ksqlDB writes them); a null key reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
@@ -35,6 +36,7 @@ from typing import Any
 from headwater.engine import _serde_avro as avro
 from headwater.engine import _serde_delimited as delimited
 from headwater.engine import _serde_json as jsonfmt
+from headwater.engine import _serde_json_sr as json_sr
 from headwater.engine import schema_registry
 from headwater.engine.errors import SerdeError
 from headwater.engine.values import checker, mismatch, resolve_type
@@ -44,8 +46,8 @@ from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, S
 Writer = Callable[[Sequence[Any]], "bytes | None"]
 Reader = Callable[[bytes], "list[Any] | None"]
 
-SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO")
-LATER_FORMATS = ("PROTOBUF", "PROTOBUF_NOSR", "JSON_SR")
+SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR")
+LATER_FORMATS = ("PROTOBUF", "PROTOBUF_NOSR")
 #: Formats whose records name a schema in a schema registry.
 REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
 
@@ -284,6 +286,12 @@ def _side(
     for _, t in columns:
         if any(isinstance(x, MapType) and x.key != PrimitiveType("STRING") for x in _walk(t)):
             raise SerdeError("JSON only supports MAP types with STRING keys")
+    if fmt == "JSON_SR":
+        if not columns:
+            return _Side(names, checks, lambda values: None, lambda data: [])
+        write, read = json_sr.with_header(*_json(columns, unwrapped=unwrapped), columns, unwrapped,
+                                          f"{source.topic}-{part}", registry)  # fmt: skip
+        return _Side(names, checks, write, read, nulls_written=not unwrapped)
     return _Side(names, checks, *_json(columns, unwrapped=unwrapped), nulls_written=not unwrapped)
 
 

@@ -52,11 +52,11 @@ SINK_PROPERTIES = frozenset(
 TABLE_SINK_PROPERTIES = frozenset({"ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS"})
 
 #: Serialization formats headwater reads and writes today.
-SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO"})
+SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR"})
 #: Of those, the formats whose schemas live in a schema registry (and can be inferred from it).
-SCHEMA_FORMATS = frozenset({"AVRO"})
+SCHEMA_FORMATS = frozenset({"AVRO", "JSON_SR"})
 #: Formats ksqlDB knows that headwater does not read yet.
-LATER_FORMATS = frozenset({"PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"})
+LATER_FORMATS = frozenset({"PROTOBUF", "PROTOBUF_NOSR"})
 
 
 @dataclass(frozen=True, slots=True)

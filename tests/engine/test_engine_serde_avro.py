@@ -151,3 +151,29 @@ def test_columns_are_inferred_from_the_registered_schema() -> None:
     assert facts is not None and facts["t-key"] == (("ROWKEY", "STRING"),)
     assert facts["t-value"][0] == ("C1", "STRUCT<`F1` INTEGER>")
     assert schema_facts(statement, None) is None
+
+
+def test_json_sr_writes_the_header_and_reads_with_or_without_it() -> None:
+    registry = MemorySchemaRegistry()
+    cols = (Column("K", "STRING", key=True), Column("ID", "BIGINT"), Column("D", "DECIMAL(4, 2)"))
+    source = Source(SourceKind.STREAM, "S", cols, "orders", 1, "KAFKA", "JSON_SR", ())
+    serde = RowSerde.for_source(source, {}, registry)
+    data = serde.serialize_value({"ID": 7, "D": Decimal("1.50")})
+    assert data is not None
+    schema_id, schema = registry.latest("orders-value")  # type: ignore[misc]
+    assert data[:5] == struct.pack(">bI", 0, schema_id) and json.loads(data[5:]) == {
+        "ID": 7, "D": 1.5}
+    assert json.loads(schema.text)["properties"]["ID"]["oneOf"][1]["connect.type"] == "int64"
+    assert serde.deserialize_value(data) == {"ID": 7, "D": Decimal("1.50")}
+    assert serde.deserialize_value(b'{"ID": 8}') == {"ID": 8, "D": None}
+
+
+def test_json_sr_columns_are_inferred_keeping_their_case() -> None:
+    from headwater.engine._serde_json_sr import inferred_columns
+
+    schema = {"type": "object", "properties": {
+        "c1": {"type": "integer", "connect.type": "int32"}, "c2": {"oneOf": [
+            {"type": "null"}, {"type": "array", "items": {"type": "string"}}]}}}  # fmt: skip
+    assert inferred_columns(json.dumps(schema), "ROWVAL") == (
+        ("c1", "INTEGER"), ("c2", "ARRAY<STRING>"))
+    assert inferred_columns('{"type": "boolean"}', "ROWKEY") == (("ROWKEY", "BOOLEAN"),)
