@@ -365,11 +365,14 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
                       record.get("partition"), headers)  # fmt: skip
 
 
-def _encode(value: Any, source: Source, part: str, registry: MemorySchemaRegistry) -> bytes | None:
+def _encode(value: Any, source: Source, part: str,
+            registry: MemorySchemaRegistry | None = None) -> bytes | None:  # fmt: skip
     fmt = source.key_format if part == "key" else source.value_format
     if value is None or fmt == "NONE":
         return None
     if fmt in _REGISTRY_FORMATS:
+        if registry is None:
+            raise Skip(f"format {fmt} without a schema registry")
         return _encode_registered(value, source, part, registry)
     if fmt == "JSON":
         return _dumps(value).encode()

@@ -52,7 +52,6 @@ from confluent_kafka import TopicPartition
 from bench._node import Server, versions
 from bench.qtt import (
     _LATER,
-    _REGISTRY,
     Mismatch,
     Skip,
     _decode,
@@ -123,6 +122,10 @@ def has_pull_query(case: Mapping[str, Any]) -> bool:
     return any(is_pull_query(s) for s in case["statements"])
 
 
+#: Formats whose records need a schema registry.
+_REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR", "PROTOBUF_NOSR")
+
+
 def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
     """(cause, detail) when ``case`` needs what this runner or server does not have, else None."""
     if case.get("enabled") is False:
@@ -130,8 +133,9 @@ def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
     text = "\n".join(case["statements"]).upper().replace(" ", "")
     formats = {str(t.get(k, "")).upper() for t in case.get("topics", [])
                for k in ("format", "keyFormat", "valueFormat")}  # fmt: skip
-    registry = [f for f in _REGISTRY if f"'{f}'" in text or f"={f}" in text or f in formats]
+    registry = [f for f in _REGISTRY_FORMATS if f"'{f}'" in text or f"={f}" in text or f in formats]
     if registry or case.get("testPullWithProtoFormat"):
+        # the runner's server has no schema registry (yet): see the closing note of issue 15
         return "needs a schema registry (AVRO/PROTOBUF/JSON_SR)", ", ".join(registry) or "PROTOBUF"
     push = [s for s in case["statements"] if s.startswith("SELECT ") and _PUSH.search(s)]
     if push or (case.get("inputConditions") or {}).get("waitForActivePushQuery"):

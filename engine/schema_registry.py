@@ -9,14 +9,16 @@ through :class:`SchemaRegistry`:
 - :class:`MemorySchemaRegistry` keeps schemas in this process (ksqlDB's own tests use such a mock),
   for tests and the conformance runners.
 
-The registry a process uses is set once at start with :func:`use` (the server from its config, the
-Spark child from the settings it is given) and read with :func:`current`. Schemas fetched by id are
+The registry a process uses is set once at start with :func:`use` (the server, from its config)
+or found in the environment variable ``HEADWATER_SCHEMA_REGISTRY_URL`` (Spark's processes, which
+inherit it from the server), and read with :func:`current`. Schemas fetched by id are
 immutable, so they are cached for the life of the client.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +30,10 @@ KINDS = ("AVRO", "PROTOBUF", "JSON")
 
 #: The config naming the registry, as ksqlDB names it.
 URL_CONFIG = "ksql.schema.registry.url"
+
+#: The registry's URL in the environment of the processes a server starts (its Spark child and
+#: Spark's Python workers), which find their registry there.
+URL_ENV = "HEADWATER_SCHEMA_REGISTRY_URL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +189,9 @@ class HttpSchemaRegistry:
 _current: SchemaRegistry | None = None
 
 
+_from_env: tuple[str, SchemaRegistry | None] | None = None
+
+
 def use(registry: SchemaRegistry | None) -> None:
     """Make ``registry`` this process's registry (None: none configured)."""
     global _current
@@ -190,8 +199,17 @@ def use(registry: SchemaRegistry | None) -> None:
 
 
 def current() -> SchemaRegistry | None:
-    """This process's registry, or None if none is configured."""
-    return _current
+    """This process's registry: the one :func:`use` set, else the one named by the environment
+    (``HEADWATER_SCHEMA_REGISTRY_URL``), else None."""
+    global _from_env
+    if _current is not None:
+        return _current
+    url = os.environ.get(URL_ENV, "")
+    if not url:
+        return None
+    if _from_env is None or _from_env[0] != url:
+        _from_env = (url, from_url(url))
+    return _from_env[1]
 
 
 def from_url(url: str | None) -> SchemaRegistry | None:

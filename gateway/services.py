@@ -25,6 +25,8 @@ from headwater.cluster.controller import ControlPlane
 from headwater.cluster.epochs import ControlState
 from headwater.cluster.settings import ClusterSettings
 from headwater.engine.persistent import QUERY_ANALYZER
+from headwater.engine.schema_inference import schema_facts
+from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.host import QueryEngine
 from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.tables import MaterializedTables, materialized
@@ -156,6 +158,7 @@ def open_services(
     advertised: str = "127.0.0.1:8088",
     cluster: ClusterSettings | None = None,
     engine: EngineSettings | None = None,
+    registry: SchemaRegistry | None = None,
 ) -> Iterator[Services]:
     """Create the command topic if needed, load the catalog, start materializing its tables.
 
@@ -177,6 +180,7 @@ def open_services(
             assignment); None: this server holds every partition of every table itself.
         engine: run persistent queries on Spark with these settings (a child process, started
             with the first query); None: this server runs no persistent queries.
+        registry: the schema registry of the AVRO and JSON_SR formats (None: they are refused).
 
     Raises:
         KafkaEdgeError: Kafka is unreachable, or the catalog did not catch up in time.
@@ -208,7 +212,8 @@ def open_services(
         writer = RowWriter(settings)
         stack.callback(writer.close)
         submitter = CommandSubmitter(settings, service_id, topic, runner, admin,
-                                     analyze=QUERY_ANALYZER)  # fmt: skip
+                                     analyze=QUERY_ANALYZER,
+                                     schema_facts=lambda s: schema_facts(s, registry))  # fmt: skip
         queries: QueryEngine | None = None
         if engine is not None:
             if engine.processing_log_topic:

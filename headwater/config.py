@@ -137,6 +137,9 @@ SETTINGS: tuple[Setting, ...] = (
             "How often an idle persistent query looks for new records (0: continuously)."),
     Setting("headwater.query.max.records.per.batch", "max_records_per_batch", _int(1),
             "Admission control: the most records one micro-batch of a query reads."),
+    Setting("ksql.schema.registry.url", "schema_registry_url", _optional_text,
+            "The schema registry of the AVRO and JSON_SR formats (Confluent's REST API); unset: "
+            "those formats are refused."),
     Setting("ksql.streams.cache.max.bytes.buffering", "cache_max_bytes_buffering", _int(0),
             "0: an aggregate writes one update per input record (ksqlDB's tests); more: one "
             "update per key per micro-batch (ksqlDB's default, 10485760)."),
@@ -181,6 +184,7 @@ class ServerConfig:
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000
     cache_max_bytes_buffering: int = 10_485_760
+    schema_registry_url: str | None = None
 
     @property
     def host(self) -> str:

@@ -27,6 +27,8 @@ import uvicorn
 
 from headwater.cluster.settings import ClusterSettings
 from headwater.config import ServerConfig, heartbeat_settings
+from headwater.engine import schema_registry
+from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
@@ -146,7 +148,20 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         max_records_per_batch=config.max_records_per_batch,
         buffering=config.cache_max_bytes_buffering > 0,
         processing_log_topic=f"{service_id}ksql_processing_log",
+        # Executors elsewhere (a standalone master) find the schema registry as local ones do.
+        extra=((f"spark.executorEnv.{schema_registry.URL_ENV}", config.schema_registry_url),)
+        if config.schema_registry_url else (),
     )
+
+
+def _schema_registry(config: ServerConfig) -> SchemaRegistry | None:
+    """The registry of ``ksql.schema.registry.url``, made this process's and handed to the
+    processes it starts (Spark's) through the environment."""
+    registry = schema_registry.from_url(config.schema_registry_url)
+    schema_registry.use(registry)
+    if config.schema_registry_url:
+        os.environ[schema_registry.URL_ENV] = config.schema_registry_url
+    return registry
 
 
 def serve(
@@ -198,6 +213,7 @@ def serve(
                 cluster=cluster_settings_of(config),
                 engine=engine_settings_of(config, state_dir or scratch, config.service_id)
                 if config.persistent_queries_enabled else None,
+                registry=_schema_registry(config),
             )
         )
         if on_ready is not None:

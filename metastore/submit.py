@@ -25,6 +25,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,9 @@ from headwater.metastore.records import CommandRecord, encode, new_command_id
 from headwater.metastore.replay import CommandState, Outcome
 from headwater.metastore.runner import CommandRunner
 from headwater.sqlparse_ext import statements as ast
+
+#: What the schema registry says of a statement's topics (see TopicFacts.schemas); None: no registry.
+SchemaFacts = Callable[[ast.Statement], Mapping[str, Any] | None]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,7 @@ class CommandSubmitter:
         submitted_by: str = "",
         limits: SubmitSettings | None = None,
         analyze: QueryAnalyzer | None = None,
+        schema_facts: SchemaFacts | None = None,
     ) -> None:
         self._settings = settings
         self._service_id = service_id
@@ -98,6 +103,7 @@ class CommandSubmitter:
         self._submitted_by = submitted_by
         self._limits = limits or SubmitSettings()
         self._analyze = analyze
+        self._schema_facts = schema_facts
         self._lock = threading.Lock()
 
     def submit(self, statement: ast.Statement) -> Submitted:
@@ -211,15 +217,17 @@ class CommandSubmitter:
 
     def _facts(self, statement: ast.Statement) -> TopicFacts:
         names = topics_named(statement)
+        schemas = None if self._schema_facts is None else self._schema_facts(statement)
         if not names:
-            return TopicFacts()
+            return TopicFacts({}, schemas)
         try:
             metadata = self._admin.list_topics(timeout=self._settings.topic_operation_timeout_ms / 1000)
         except KafkaException as exc:
             raise CommandTimeout(f"could not list Kafka topics: {exc}") from exc
         return TopicFacts(
             {n: len(metadata.topics[n].partitions) for n in names if n in metadata.topics
-             and metadata.topics[n].error is None}
+             and metadata.topics[n].error is None},
+            schemas,
         )
 
     def _prepare(self, planned: Plan) -> None:
