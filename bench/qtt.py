@@ -47,7 +47,11 @@ from headwater.engine.persistent.aggregating import (
     is_aggregate_statement,
 )
 from headwater.engine.schema_inference import schema_facts
-from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
+from headwater.engine.schema_registry import (
+    MemorySchemaRegistry,
+    RegisteredSchema,
+    SchemaRegistry,
+)
 from headwater.engine.serde import serde_of
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.apply import apply_command
@@ -366,7 +370,7 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
 
 
 def _encode(value: Any, source: Source, part: str,
-            registry: MemorySchemaRegistry | None = None) -> bytes | None:  # fmt: skip
+            registry: SchemaRegistry | None = None) -> bytes | None:  # fmt: skip
     fmt = source.key_format if part == "key" else source.value_format
     if value is None or fmt == "NONE":
         return None
@@ -391,7 +395,7 @@ def _as_json(source: Source) -> Source:
 
 
 def _encode_registered(value: Any, source: Source, part: str,
-                       registry: MemorySchemaRegistry) -> bytes | None:  # fmt: skip
+                       registry: SchemaRegistry) -> bytes | None:  # fmt: skip
     """A record in a registry format, as ksqlDB's runner writes one: with the schema the case
     gives for the topic, else with the source's own."""
     given = registry.latest(f"{source.topic}-{part}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import copy
 import json
 import os
 import re
@@ -50,6 +51,7 @@ import httpx
 from confluent_kafka import TopicPartition
 
 from bench._node import Server, versions
+from bench._registry import LocalRegistry
 from bench.qtt import (
     _LATER,
     Mismatch,
@@ -60,7 +62,10 @@ from bench.qtt import (
     _same,
     load_cases,
 )
+from headwater.engine import schema_registry
 from headwater.engine.persistent import QUERY_ANALYZER
+from headwater.engine.schema_inference import schema_facts
+from headwater.engine.schema_registry import HttpSchemaRegistry
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import admin_client, consumer, create_topic, producer
 from headwater.metastore.apply import apply_command
@@ -122,8 +127,8 @@ def has_pull_query(case: Mapping[str, Any]) -> bool:
     return any(is_pull_query(s) for s in case["statements"])
 
 
-#: Formats whose records need a schema registry.
-_REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR", "PROTOBUF_NOSR")
+#: Formats headwater does not read yet (AVRO and JSON_SR run against the runner's local registry).
+_REGISTRY_FORMATS = ("PROTOBUF", "PROTOBUF_NOSR")
 
 
 def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -135,8 +140,7 @@ def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
                for k in ("format", "keyFormat", "valueFormat")}  # fmt: skip
     registry = [f for f in _REGISTRY_FORMATS if f"'{f}'" in text or f"={f}" in text or f in formats]
     if registry or case.get("testPullWithProtoFormat"):
-        # the runner's server has no schema registry (yet): see the closing note of issue 15
-        return "needs a schema registry (AVRO/PROTOBUF/JSON_SR)", ", ".join(registry) or "PROTOBUF"
+        return "format PROTOBUF", ", ".join(registry) or "PROTOBUF"
     push = [s for s in case["statements"] if s.startswith("SELECT ") and _PUSH.search(s)]
     if push or (case.get("inputConditions") or {}).get("waitForActivePushQuery"):
         return "push queries (EMIT CHANGES on /query) not supported yet", (push or [""])[0][:120]
@@ -186,7 +190,8 @@ def source_catalog(statements: list[str], topics: Mapping[str, int]) -> Catalog:
                 if not isinstance(statement, (ast.CreateSource, ast.CreateAsSelect,
                                               ast.CreateType)):  # fmt: skip
                     continue
-                facts = TopicFacts({n: topics.get(n, 1) for n in topics_named(statement)})
+                facts = TopicFacts({n: topics.get(n, 1) for n in topics_named(statement)},
+                                   schema_facts(statement, schema_registry.current()))
                 planned = plan(statement, catalog, facts, QUERY_ANALYZER)
                 if planned.command is not None:
                     record = CommandRecord(f"c{offset}", offset, statement.text, planned.command)
@@ -242,7 +247,7 @@ def suffix_topics(case: Mapping[str, Any], suffix: str) -> tuple[dict, list[tupl
             new = (new[:sink.end()] + f"{added}, " + new[sink.end():] if sink[3]
                    else new[:sink.end(1)] + f" WITH ({added})" + new[sink.end(1):])  # fmt: skip
         statements.append(new)
-    out = json.loads(json.dumps(case))
+    out = copy.deepcopy(case)  # keeps the corpus's numbers as written (see bench.qtt._Number)
     out["statements"] = statements
     for part in ("topics", "inputs", "outputs"):
         for item in out.get(part, []):
@@ -469,6 +474,10 @@ class Node:
         self.producer = producer(self.settings, "rqtt")
         self.back: list[tuple[str, str]] = []  # the case's renamed texts (``suffix_topics``)
         self.cases = 0
+        # ksqlDB's runner mocks a schema registry; this one speaks its HTTP API to the server too
+        self.registry = LocalRegistry()
+        self.registry_client = HttpSchemaRegistry(self.registry.url)
+        schema_registry.use(self.registry_client)
         try:
             self.start_server()
         except BaseException:
@@ -482,7 +491,8 @@ class Node:
              str(self.folder / f"node-{uuid.uuid4().hex[:6]}"),
              "--service-id", f"rqtt_{uuid.uuid4().hex[:6]}",
              # ksqlDB's RQTT server: one aggregate update per input record.
-             "--set", "ksql.streams.cache.max.bytes.buffering=0"],
+             "--set", "ksql.streams.cache.max.bytes.buffering=0",
+             "--set", f"ksql.schema.registry.url={self.registry.url}"],
             self.log_path)  # fmt: skip
         self.server.wait_healthy(120)
         self.url = self.server.url
@@ -552,8 +562,10 @@ class Node:
         """The case's input records, in order, in their sources' formats."""
         for record in inputs:
             source = source_for_topic(catalog, record["topic"])
-            key = _encode(record.get("key"), source, "key")  # type: ignore[arg-type]
-            value = _encode(record.get("value"), source, "value")  # type: ignore[arg-type]
+            key = _encode(record.get("key"), source, "key",  # type: ignore[arg-type]
+                          self.registry_client)
+            value = _encode(record.get("value"), source, "value",  # type: ignore[arg-type]
+                            self.registry_client)
             headers = [(h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
                        for h in record.get("headers") or []]  # fmt: skip
             # librdkafka reads a timestamp of 0 as "now": records without one get the clock's.
@@ -623,6 +635,8 @@ class Node:
             self.stop_server()
         finally:
             self.http.close()
+            self.registry_client.close()
+            self.registry.close()
             self.broker.stop()
 
     def stop_server(self) -> None:
@@ -726,6 +740,7 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
     properties = case.get("properties") or {}
     topics = topics_of(case)
     node.create_topics(topics)
+    register_schemas(node.registry, case)
     run = _Run()
     if admin:
         status, body = node.ksql("\n".join(admin), properties)
@@ -763,6 +778,19 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
         if states:
             mismatch.detail += f" (persistent queries not running: {states})"
         raise
+
+
+def register_schemas(registry: LocalRegistry, case: Mapping[str, Any]) -> None:
+    """The schemas the case gives its topics (``keySchema``/``valueSchema``), registered as
+    ksqlDB's runner registers them before the statements run."""
+    for topic in case.get("topics", []):
+        for part in ("key", "value"):
+            schema = topic.get(f"{part}Schema")
+            fmt = str(topic.get(f"{part}Format") or topic.get("format") or "AVRO").upper()
+            if schema is None or fmt in ("JSON", "KAFKA", "DELIMITED"):
+                continue
+            registry.register(f"{topic['name']}-{part}", json.dumps(schema),
+                              "AVRO" if fmt == "AVRO" else "JSON", topic.get(f"{part}SchemaId"))
 
 
 def _ask(node: Node, text: str, properties: Mapping[str, Any], want: list[Any] | None,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from headwater.engine import _functions as fn
 from headwater.engine import _functions_lambda as fl
 from headwater.engine._functions import NULL, EvalFailure, format_expression
+from headwater.engine._functions_time import date_of_text, parse_partial_timestamp, time_of_text
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext import expressions as hx
@@ -97,11 +98,39 @@ def comparable(left: SqlType, right: SqlType, op: str) -> bool:
     """Whether ksqlDB compares values of these types with the operator (``EQUAL``, ...)."""
     if fn.is_numeric(left) and fn.is_numeric(right):
         return True
+    if _temporal_pair(left, right) is not None:
+        return True
     if left != right:
         return False
     if left in (fn.STRING, fn.BYTES) or left in fn.TEMPORAL:
         return True
     return op in _EQUALITY
+
+
+def _temporal_pair(left: SqlType, right: SqlType) -> SqlType | None:
+    """The type two different types compare as, when ksqlDB compares them as times: a TIME, DATE
+    or TIMESTAMP with a STRING (parsed), or a DATE with a TIMESTAMP (its midnight)."""
+    pair = {left, right}
+    if len(pair) != 2 or not pair & set(fn.TEMPORAL):
+        return None
+    if fn.STRING in pair:
+        return next(iter(pair - {fn.STRING}))
+    if pair == {fn.DATE, fn.TIMESTAMP}:
+        return fn.TIMESTAMP
+    return None
+
+
+def _as_temporal(node: _Node, target: SqlType) -> Evaluator:
+    """``node``'s values as ``target`` values (see :func:`_temporal_pair`)."""
+    f = node.fn
+    if node.type == target:
+        return f
+    if node.type == fn.DATE:  # a DATE compared to a TIMESTAMP: its midnight
+        return lambda r: None if (v := f(r)) is None else v * 86_400_000
+    parsers: dict[SqlType, Callable[[str], int]] = {
+        fn.TIME: time_of_text, fn.DATE: date_of_text, fn.TIMESTAMP: parse_partial_timestamp}
+    parse = parsers[target]
+    return lambda r: None if (v := f(r)) is None else parse(v)
 
 
 def compare_error(left: _Node | Compiled, right: _Node | Compiled, op: str, texts: tuple[str, str]
@@ -245,9 +274,13 @@ class _Compiler:
                 return python_op(a, b)
 
             return _make(fn.BOOLEAN, distinct, [left, right])
+        as_time = _temporal_pair(left.type, right.type)
+        if as_time is not None:  # a STRING is parsed (a bad one fails the comparison)
+            lf, rf = _as_temporal(left, as_time), _as_temporal(right, as_time)
         compare = _strict2(lf, rf, python_op)
         # ksqlDB's generated code (and its interpreter): false, not NULL, when a side is NULL
-        return _make(fn.BOOLEAN, lambda r: compare(r) is True, [left, right])
+        return _make(fn.BOOLEAN, lambda r: compare(r) is True, [left, right],
+                     fallible=as_time is not None)  # fmt: skip
 
     def _logical(self, node: exp.Expr, word: str) -> _Node:
         left, right = self.compile(node.this), self.compile(node.expression)

@@ -171,3 +171,94 @@ FUNCTIONS: dict[str, Resolver] = {
 }
 
 NULL_TOLERANT: frozenset[str] = frozenset()
+
+
+_PARTIAL_TIME = "HH:mm:ss.SSS"
+_FULL = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})")
+_ZONE = re.compile(r"([+-])(\d{2}):?(\d{2})?")
+
+
+def parse_partial_timestamp(text: str) -> int:
+    """Epoch milliseconds of a timestamp string as ksqlDB's PartialStringToTimestampParser reads
+    one (window bounds in pull queries): ``yyyy-MM-dd'T'HH:mm:ss.SSS`` with the time's missing
+    right part filled with zeros (``2020-02-22T23:45``), a date alone completed to its first day
+    (``2020``, ``2020-02``), an optional ``Z`` or numeric zone (``-0100``); hour 24 is the next
+    day's midnight.
+
+    Raises:
+        ValueError: with ksqlDB's message, if the text is none of these.
+    """
+    help_text = ("\nRequired format is: \"yyyy-MM-dd'T'HH:mm:ss.SSS\", with an optional numeric "
+                 "4-digit timezone, for example: '2020-05-26T23:59:58.000' or with tz: "
+                 "'2020-05-26T23:59:58.000+0200'. A trailing 'Z' instead of tz indicates the zero "
+                 "UTC offset. Partials are also supported, for example \"2020-05-26\"")  # fmt: skip
+    zone = ""
+    if "T" in text:
+        date, _, rest = text.partition("T")
+        for sign in "+-":
+            if sign in rest:
+                zone = rest[rest.index(sign):]
+                break
+        time_text = rest[: len(rest) - len(zone)].removesuffix("Z")
+    else:
+        parts = text.split("-")
+        date = text + ("-01-01" if len(parts) == 1 else "-01" if len(parts) == 2 else "")
+        time_text = ""
+    if len(time_text) < len(_PARTIAL_TIME):
+        filler = re.sub("[a-zA-Z]", "0", _PARTIAL_TIME[len(time_text):])
+        time_text += filler
+    found = _FULL.fullmatch(f"{date}T{time_text}")
+    offset_ms = 0
+    if zone:
+        zoned = _ZONE.fullmatch(zone)
+        if zoned is None:
+            raise ValueError(f"Failed to parse timezone '{zone}'")
+        offset_ms = (int(zoned[2]) * 60 + int(zoned[3] or 0)) * 60_000 * (-1 if zoned[1] == "-" else 1)
+    if found is None:
+        raise ValueError(f"Failed to parse timestamp '{text}': Text '{date}T{time_text}' could not "
+                         f"be parsed{help_text}")  # fmt: skip
+    year, month, day, hour, minute, second, milli = (int(g) for g in found.groups())
+    extra_day = 0
+    if hour == 24 and minute == second == milli == 0:
+        hour, extra_day = 0, 1
+    try:
+        moment = dt.datetime(year, month, day, hour, minute, second, milli * 1000,
+                             tzinfo=dt.UTC)  # fmt: skip
+    except ValueError as exc:
+        raise ValueError(f"Failed to parse timestamp '{text}': {exc}{help_text}") from None
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    millis = (moment - epoch) // dt.timedelta(milliseconds=1)
+    return millis + extra_day * 86_400_000 - offset_ms
+
+
+_LOCAL_TIME = re.compile(r"(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?")
+
+
+def time_of_text(text: str) -> int:
+    """A TIME (ms of the day) from text, as Java's ``LocalTime.parse`` (``HH:mm[:ss[.fraction]]``).
+
+    Raises:
+        ValueError: with ksqlDB's message.
+    """
+    found = _LOCAL_TIME.fullmatch(text)
+    if found is None or int(found[1]) > 23 or int(found[2]) > 59 or int(found[3] or 0) > 59:
+        raise ValueError(f"Failed to parse time '{text}': Text '{text}' could not be parsed")
+    fraction = (found[4] or "0").ljust(3, "0")[:3]
+    return ((int(found[1]) * 60 + int(found[2])) * 60 + int(found[3] or 0)) * 1000 + int(fraction)
+
+
+def date_of_text(text: str) -> int:
+    """A DATE (days since the epoch) from text, as ksqlDB's ``SqlTimeTypes.parseDate``: a partial
+    date completed to its first day (``2020``, ``2020-02``), then ``yyyy-MM-dd``.
+
+    Raises:
+        ValueError: with ksqlDB's message.
+    """
+    parts = text.split("-")
+    full = text + ("-01-01" if len(parts) == 1 else "-01" if len(parts) == 2 else "")
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", full):
+            raise ValueError(full)
+        return _days(dt.date.fromisoformat(full))
+    except ValueError:
+        raise ValueError(f"Failed to parse date '{text}': Text '{full}' could not be parsed") from None

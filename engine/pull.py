@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.engine import _functions as fn
+from headwater.engine._functions_time import parse_partial_timestamp
 from headwater.engine._pull_keys import (
     KeyAccess,
     KeyExtractor,
@@ -185,6 +186,8 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
     items = _expand(query.select, source, columns, qualifiers)
     schema, projection = _project(items, scope, key_names if is_table else ())
     where = query.where
+    if window_bounds and where is not None:
+        where = _window_bounds_in_millis(where)
     row_filter = None if where is None else _compile_where(where, scope)
     access: KeyAccess = TableScan()
     if is_table:
@@ -192,7 +195,7 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
         try:
             access = extractor.access(where)
         except ExpressionError as error:
-            raise PullQueryError(f"Error in WHERE expression: {error.message}") from error
+            raise _where_error(error, where) from error
         if not table_scan_enabled and not isinstance(access, KeyLookup):
             raise PullQueryError(explain_scan(where, extractor))
     return PullPlan(source, schema, access, query.limit, key_names, row_filter, projection)
@@ -256,13 +259,49 @@ def _refuse_pseudo(references: Collection[str], clause: str) -> None:
                              f"clauses: {', '.join(refused)}")  # fmt: skip
 
 
+_BOUND_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+
+
+def _window_bounds_in_millis(where: exp.Expr) -> exp.Expr:
+    """``where`` with timestamp strings compared to WINDOWSTART / WINDOWEND turned into epoch
+    milliseconds, as ksqlDB reads them (``WINDOWSTART >= '2020-02-23T23:45'``)."""
+
+    def is_bound(node: object) -> bool:
+        return isinstance(node, exp.Column) and node.name.upper() in WINDOW_BOUNDS
+
+    def as_millis(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Literal) and node.is_string:
+            try:
+                return exp.Literal.number(parse_partial_timestamp(node.this))
+            except ValueError as error:
+                raise PullQueryError(str(error)) from None
+        return node
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, _BOUND_COMPARISONS) and any(
+                is_bound(child) for child in (node.this, node.args.get("expression"))):  # fmt: skip
+            for arg in ("this", "expression", "low", "high"):
+                child = node.args.get(arg)
+                if isinstance(child, exp.Expr):
+                    node.set(arg, as_millis(child))
+        return node
+
+    return where.copy().transform(rewrite)
+
+
+def _where_error(error: ExpressionError, where: exp.Expr | None) -> PullQueryError:
+    """ksqlDB's words for a WHERE clause that does not compile: the cause, then the clause."""
+    clause = "" if where is None else f"\nStatement: {fn.format_expression(where)}"
+    return PullQueryError(f"Error in WHERE expression: {error.message}{clause}")
+
+
 def _compile_where(where: exp.Expr, scope: Scope) -> Evaluator:
     try:
         compiled = compile_expression(where, scope)
     except UnresolvedColumn as error:
         raise PullQueryError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:
-        raise PullQueryError(f"Error in WHERE expression: {error.message}") from error
+        raise _where_error(error, where) from error
     _refuse_pseudo(compiled.references, "WHERE")
     if compiled.type not in (fn.BOOLEAN, fn.NULL):
         raise PullQueryError("Type error in WHERE expression: Should evaluate to boolean but is "

@@ -339,3 +339,13 @@ def test_instr_pad_and_split(text: str, expected: object) -> None:
 
     item = parse_one(f"SELECT {text} FROM s;").query.select[0]  # type: ignore[attr-defined]
     assert compile_expression(item, Scope({})).evaluate({}) == expected
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("TS < '1970-01-02'", True), ("TS = '1970-01-01T00:00'", True), ("TS > '2020'", False),
+    ("'1969-12-31T23:59:59.999' < TS", True), ("TS = S", None),  # 'hello' is no timestamp
+    ("TS >= FROM_DAYS(0)", True), ("FROM_DAYS(1) > TS", True),
+    ("FROM_DAYS(10) > '1970-01-04'", True), ("PARSE_TIME('10:00', 'HH:mm') < '10:00:01'", True),
+])  # fmt: skip
+def test_times_compare_with_strings_and_dates_as_ksqldb_does(text: str, value: Any) -> None:
+    assert ev(text) is value

@@ -338,3 +338,28 @@ def test_engine_pull_scan_disabled_allows_lookups_and_streams() -> None:
         "SELECT * FROM T WHERE ID IN (1, 2);", table_scan_enabled=False
     ).access == KeyLookup(((1,), (2,)))
     assert plan("SELECT * FROM T;", EVENTS, table_scan_enabled=False).access == TableScan()
+
+
+@pytest.mark.parametrize(("text", "millis"), [
+    ("2020-02-22T23:45", 1582415100000), ("2020-02-24T24", 1582588800000),
+    ("2020-02-23T22:45:12.000-0100", 1582501512000), ("2020-02-23T23:45:12.000Z", 1582501512000),
+    ("2020", 1577836800000), ("2020-02", 1580515200000),
+])  # fmt: skip
+def test_window_bounds_read_ksqldb_partial_timestamps(text: str, millis: int) -> None:
+    from headwater.engine._functions_time import parse_partial_timestamp
+
+    assert parse_partial_timestamp(text) == millis
+
+
+def test_window_bounds_given_as_timestamp_strings() -> None:
+    from headwater.engine.pull import _window_bounds_in_millis
+    from headwater.sqlparse_ext import parse_one
+
+    where = parse_one("SELECT * FROM A WHERE ID = '10' AND '2020-02-22T23:45' <= WindowStart "
+                      "AND WINDOWEND BETWEEN '2020' AND '2021';").query.where  # fmt: skip
+    assert _window_bounds_in_millis(where).sql() == (
+        "ID = '10' AND 1582415100000 <= WindowStart AND WINDOWEND BETWEEN 1577836800000 AND "
+        "1609459200000")
+    bad = parse_one("SELECT * FROM A WHERE WINDOWSTART > 'yesterday';").query.where
+    with pytest.raises(PullQueryError, match="Failed to parse timestamp 'yesterday'"):
+        _window_bounds_in_millis(bad)

@@ -5,74 +5,27 @@ records back by schema id, and pull queries answer from them."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 
+from bench._registry import LocalRegistry
 from headwater.kafka.broker import EmbeddedBroker
 
 pytestmark = [pytest.mark.kafka]
 
 
-class _Registry(BaseHTTPRequestHandler):
-    """The part of Confluent Schema Registry's API a client of it needs."""
-
-    schemas: dict[int, dict] = {}
-    subjects: dict[str, list[int]] = {}
-
-    def _answer(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        parts = self.path.strip("/").split("/")
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if len(parts) != 3 or parts[0] != "subjects" or parts[2] != "versions":
-            return self._answer(404, {"error_code": 404, "message": "no such path"})
-        schema = {"schema": body["schema"], "schemaType": body.get("schemaType", "AVRO")}
-        found = next((i for i, s in self.schemas.items() if s == schema), None)
-        if found is None:
-            found = len(self.schemas) + 1
-            self.schemas[found] = schema
-        versions = self.subjects.setdefault(parts[1], [])
-        if found not in versions:
-            versions.append(found)
-        return self._answer(200, {"id": found})
-
-    def do_GET(self) -> None:  # noqa: N802
-        parts = self.path.strip("/").split("/")
-        if parts[:2] == ["schemas", "ids"] and int(parts[2]) in self.schemas:
-            return self._answer(200, self.schemas[int(parts[2])])
-        if parts[0] == "subjects" and parts[2:] == ["versions", "latest"] and parts[1] in self.subjects:
-            schema_id = self.subjects[parts[1]][-1]
-            return self._answer(200, {"id": schema_id, "subject": parts[1],
-                                      "version": len(self.subjects[parts[1]]),
-                                      **self.schemas[schema_id]})  # fmt: skip
-        return self._answer(404, {"error_code": 40401, "message": "Subject not found."})
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def registry_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Registry)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    registry = LocalRegistry()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield registry.url
     finally:
-        server.shutdown()
-        server.server_close()
+        registry.close()
 
 
 def _rows(response: object) -> list[list]:
@@ -88,8 +41,6 @@ def test_avro_and_json_sr_tables_through_a_registry(  # type: ignore[no-untyped-
     topic = f"users_{suffix}"
     writer = {"type": "record", "name": "User", "fields": [
         {"name": "name", "type": ["null", "string"]}, {"name": "age", "type": ["null", "int"]}]}  # fmt: skip
-    import httpx
-
     httpx.post(f"{registry_url}/subjects/{topic}-value/versions",
                json={"schema": json.dumps(writer)}).raise_for_status()  # fmt: skip
     server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
