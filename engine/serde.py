@@ -17,6 +17,8 @@ precomputed, and reused for every record. Formats, as ksqlDB writes and reads th
   (``engine.schema_registry``) under ``<topic>-key`` / ``<topic>-value``, and records are read with
   their writer's schema, fetched by id. Keys and unwrapped values as for JSON.
 - **JSON_SR** (``_serde_json_sr``): JSON behind the same header, its JSON Schema registered.
+- **PROTOBUF** / **PROTOBUF_NOSR** (``_serde_protobuf``): protobuf messages of the columns (Kafka
+  Connect's layout), behind the header with the ``.proto`` registered, or bare without a registry.
 
 NULL rules: a key whose columns are all NULL is written as a null record key, except that several
 JSON key columns make an object of NULLs (as ksqlDB writes them); a null key reads as all NULL. A value whose only column is NULL in an unwrapped format (KAFKA, unwrapped
@@ -37,6 +39,7 @@ from headwater.engine import _serde_avro as avro
 from headwater.engine import _serde_delimited as delimited
 from headwater.engine import _serde_json as jsonfmt
 from headwater.engine import _serde_json_sr as json_sr
+from headwater.engine import _serde_protobuf as protobuf
 from headwater.engine import schema_registry
 from headwater.engine.errors import SerdeError
 from headwater.engine.values import checker, mismatch, resolve_type
@@ -46,8 +49,9 @@ from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, S
 Writer = Callable[[Sequence[Any]], "bytes | None"]
 Reader = Callable[[bytes], "list[Any] | None"]
 
-SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR")
-LATER_FORMATS = ("PROTOBUF", "PROTOBUF_NOSR")
+SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF",
+                     "PROTOBUF_NOSR")
+LATER_FORMATS: tuple[str, ...] = ()
 #: Formats whose records name a schema in a schema registry.
 REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
 
@@ -221,6 +225,8 @@ def _wrap_single_value(source: Source, count: int) -> bool:
     fmt = source.value_format.upper()
     if _truthy(prop) and fmt in ("KAFKA", "DELIMITED"):
         raise SerdeError(f"Format '{fmt}' does not support 'WRAP_SINGLE_VALUE' set to 'true'.")
+    if not _truthy(prop) and fmt in ("PROTOBUF", "PROTOBUF_NOSR"):
+        raise SerdeError(f"Format '{fmt}' does not support 'WRAP_SINGLE_VALUE' set to 'false'.")
     return _truthy(prop)
 
 
@@ -278,6 +284,16 @@ def _side(
         delimiter = "," if prop is None else delimited.parse_delimiter(prop, delimiter_prop)
         return _Side(names, checks, *_delimited(columns, delimiter))
     unwrapped = len(columns) == 1 and not wrap
+    if fmt in ("PROTOBUF", "PROTOBUF_NOSR"):
+        if not columns:
+            return _Side(names, checks, lambda values: None, lambda data: [])
+        nullable = str(source.property(f"{part.upper()}_PROTOBUF_NULLABLE_REPRESENTATION") or "")
+        if nullable.upper() not in ("", "OPTIONAL", "WRAPPER"):
+            raise SerdeError(f"{part.upper()}_PROTOBUF_NULLABLE_REPRESENTATION must be OPTIONAL or "
+                             f"WRAPPER, not {nullable!r}")  # fmt: skip
+        side_pb = protobuf.ProtobufSide(columns, f"{source.topic}-{part}", registry,
+                                        with_registry=fmt == "PROTOBUF", nullable=nullable.upper())
+        return _Side(names, checks, side_pb.write, side_pb.read, nulls_written=True)
     if fmt == "AVRO":
         if not columns:
             return _Side(names, checks, lambda values: None, lambda data: [])

@@ -34,6 +34,7 @@ SOURCE_PROPERTIES = frozenset(
         "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
         "WINDOW_TYPE", "WINDOW_SIZE", "RETENTION_MS",
         "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID",
+        "KEY_PROTOBUF_NULLABLE_REPRESENTATION", "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
         "ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS",
     }
 )  # fmt: skip
@@ -44,6 +45,7 @@ SINK_PROPERTIES = frozenset(
         "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
         "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
         "RETENTION_MS",
+        "KEY_PROTOBUF_NULLABLE_REPRESENTATION", "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
     }
 )  # fmt: skip
 
@@ -52,11 +54,14 @@ SINK_PROPERTIES = frozenset(
 TABLE_SINK_PROPERTIES = frozenset({"ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS"})
 
 #: Serialization formats headwater reads and writes today.
-SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR"})
-#: Of those, the formats whose schemas live in a schema registry (and can be inferred from it).
-SCHEMA_FORMATS = frozenset({"AVRO", "JSON_SR"})
+SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF",
+                               "PROTOBUF_NOSR"})
+#: Of those, the formats whose schemas live in a schema registry.
+SCHEMA_FORMATS = frozenset({"AVRO", "JSON_SR", "PROTOBUF"})
+#: Of those, the formats whose columns headwater infers from the registry.
+INFERRED_FORMATS = frozenset({"AVRO", "JSON_SR"})
 #: Formats ksqlDB knows that headwater does not read yet.
-LATER_FORMATS = frozenset({"PROTOBUF", "PROTOBUF_NOSR"})
+LATER_FORMATS: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +229,12 @@ def _with_inferred_columns(create: ast.CreateSource, topic: str,
     for part, fmt, declared in (("key", formats[0], declared_keys),
                                 ("value", formats[1], declared_values)):  # fmt: skip
         schema_id = properties.get(f"{part.upper()}_SCHEMA_ID")
-        if fmt not in SCHEMA_FORMATS or facts.schemas is None:
+        if fmt in SCHEMA_FORMATS and fmt not in INFERRED_FORMATS and not declared:
+            if part == "key":
+                continue
+            raise ValidationError(f"No columns supplied: headwater does not infer columns from "
+                                  f"{fmt} schemas yet; declare them")  # fmt: skip
+        if fmt not in INFERRED_FORMATS or facts.schemas is None:
             if schema_id is not None:
                 raise ValidationError(f"{part.upper()}_SCHEMA_ID is only valid with a format "
                                       "whose schemas are in the schema registry")  # fmt: skip

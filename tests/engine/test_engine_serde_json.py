@@ -272,11 +272,7 @@ def test_custom_types_are_resolved() -> None:
     assert s.serialize_key((7,)) == b"7"
 
 
-@pytest.mark.parametrize("fmt", ["PROTOBUF", "PROTOBUF_NOSR"])
-def test_later_formats_are_refused_clearly(fmt: str) -> None:
-    with pytest.raises(SerdeError, match=f"The value format {fmt} of S is not supported yet: headwater reads "
-                                         "and writes JSON, DELIMITED, KAFKA, NONE, AVRO, JSON_SR"):  # fmt: skip
-        serde("K STRING KEY", "V INT", key_format="KAFKA", value_format=fmt)
+def test_unknown_formats_are_refused_clearly() -> None:
     with pytest.raises(SerdeError, match="Unknown format: FOO"):
         serde("V INT", key_format="FOO")
 

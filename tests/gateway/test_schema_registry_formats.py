@@ -1,4 +1,4 @@
-"""AVRO and JSON_SR through a real server and a schema registry speaking Confluent's REST API:
+"""AVRO, JSON_SR and PROTOBUF through a real server and a schema registry speaking Confluent's REST API:
 columns inferred from the registry, INSERT registers the schema, the table's replica reads the
 records back by schema id, and pull queries answer from them."""
 
@@ -62,6 +62,13 @@ def test_avro_and_json_sr_tables_through_a_registry(  # type: ignore[no-untyped-
                           "value_format='JSON_SR');")  # fmt: skip
     assert created.status_code == 200, created.text
     assert server.ksql("INSERT INTO scores (ID, POINTS) VALUES ('u1', 12.5);").status_code == 200
+    for fmt in ("PROTOBUF", "PROTOBUF_NOSR"):
+        created = server.ksql(f"CREATE TABLE {fmt}_t (ID STRING PRIMARY KEY, N INT, AT TIMESTAMP) "
+                              f"WITH (kafka_topic='{fmt.lower()}_{suffix}', partitions=1, "
+                              f"key_format='KAFKA', value_format='{fmt}');")  # fmt: skip
+        assert created.status_code == 200, created.text
+        inserted = server.ksql(f"INSERT INTO {fmt}_t (ID, N, AT) VALUES ('u1', 7, '1970-01-01T00:00:01.000');")
+        assert inserted.status_code == 200, inserted.text
 
     deadline = time.monotonic() + 30
     while True:
@@ -72,6 +79,11 @@ def test_avro_and_json_sr_tables_through_a_registry(  # type: ignore[no-untyped-
         time.sleep(0.2)
     assert users == [["u1", "Ann", 33]]
     assert scores == [["u1", 12.5]]
+    for fmt in ("PROTOBUF", "PROTOBUF_NOSR"):
+        while not (rows := _rows(server.query(f"SELECT * FROM {fmt}_t WHERE ID = 'u1';"))):
+            assert time.monotonic() < deadline + 10, f"no row in {fmt}_t"
+            time.sleep(0.2)
+        assert rows == [["u1", 7, "1970-01-01T00:00:01.000"]]
     subjects = httpx.get(f"{registry_url}/subjects/{json_topic}-value/versions/latest").json()
     assert subjects["schemaType"] == "JSON"
 
