@@ -24,6 +24,7 @@ from headwater.engine._compiler import (
     like_regex,
 )
 from headwater.engine._functions import NULL, EvalFailure, NullType, format_expression
+from headwater.engine._functions_time import parse_partial_timestamp
 from headwater.engine._scope import Evaluator, Row, Scope, UnresolvedColumn, resolve_type
 from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext import expressions as hx
@@ -49,6 +50,7 @@ __all__ = [
     "format_expression",
     "like_regex",
     "output_name",
+    "pseudo_timestamps_in_millis",
     "resolve_type",
     "select_names",
     "star_of",
@@ -166,6 +168,46 @@ def expand_stars(items: Sequence[exp.Expr], qualifiers: frozenset[str],
         else:
             expanded.append(item)
     return expanded
+
+
+_TIME_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+#: Pseudo columns holding epoch milliseconds that ksqlDB compares with timestamp strings.
+PSEUDO_TIMESTAMPS = ("ROWTIME", "WINDOWSTART", "WINDOWEND")
+
+
+def pseudo_timestamps_in_millis(where: exp.Expr) -> exp.Expr:
+    """``where`` with timestamp strings compared to ROWTIME, WINDOWSTART or WINDOWEND turned into
+    epoch milliseconds, as ksqlDB rewrites them (``ROWTIME >= '2020-02-23T23:45'``; see
+    :func:`parse_partial_timestamp` for the forms).
+
+    Raises:
+        ExpressionError: If such a string is not a timestamp (ksqlDB's message).
+    """
+
+    def is_pseudo(node: object) -> bool:
+        return isinstance(node, exp.Column) and not node.table and (
+            node.name.upper() in PSEUDO_TIMESTAMPS)
+
+    def as_millis(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Literal) and node.is_string:
+            try:
+                return exp.Literal.number(parse_partial_timestamp(node.this))
+            except ValueError as error:
+                raise ExpressionError(str(error)) from None
+        return node
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, _TIME_COMPARISONS) and any(
+                is_pseudo(child) for child in (node.this, node.args.get("expression"))):  # fmt: skip
+            for arg in ("this", "expression", "low", "high"):
+                child = node.args.get(arg)
+                if isinstance(child, exp.Expr):
+                    node.set(arg, as_millis(child))
+        return node
+
+    if not any(is_pseudo(c) for c in where.find_all(exp.Column)):
+        return where
+    return where.copy().transform(rewrite)
 
 
 def compile_expression(node: exp.Expr, scope: Scope, *, synthetic_index: int = 0) -> Compiled:

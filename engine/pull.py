@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from headwater.engine import _functions as fn
-from headwater.engine._functions_time import parse_partial_timestamp
 from headwater.engine._pull_keys import (
     KeyAccess,
     KeyExtractor,
@@ -32,6 +31,7 @@ from headwater.engine.expressions import (
     UnresolvedColumn,
     compile_expression,
     expand_stars,
+    pseudo_timestamps_in_millis,
     resolve_type,
     select_names,
 )
@@ -186,8 +186,11 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
     items = _expand(query.select, source, columns, qualifiers)
     schema, projection = _project(items, scope, key_names if is_table else ())
     where = query.where
-    if window_bounds and where is not None:
-        where = _window_bounds_in_millis(where)
+    if where is not None:
+        try:
+            where = pseudo_timestamps_in_millis(where)
+        except ExpressionError as error:
+            raise PullQueryError(error.message) from error
     row_filter = None if where is None else _compile_where(where, scope)
     access: KeyAccess = TableScan()
     if is_table:
@@ -257,36 +260,6 @@ def _refuse_pseudo(references: Collection[str], clause: str) -> None:
     if refused:
         raise PullQueryError(f"Pull queries don't support the following columns in {clause} "
                              f"clauses: {', '.join(refused)}")  # fmt: skip
-
-
-_BOUND_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
-
-
-def _window_bounds_in_millis(where: exp.Expr) -> exp.Expr:
-    """``where`` with timestamp strings compared to WINDOWSTART / WINDOWEND turned into epoch
-    milliseconds, as ksqlDB reads them (``WINDOWSTART >= '2020-02-23T23:45'``)."""
-
-    def is_bound(node: object) -> bool:
-        return isinstance(node, exp.Column) and node.name.upper() in WINDOW_BOUNDS
-
-    def as_millis(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Literal) and node.is_string:
-            try:
-                return exp.Literal.number(parse_partial_timestamp(node.this))
-            except ValueError as error:
-                raise PullQueryError(str(error)) from None
-        return node
-
-    def rewrite(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, _BOUND_COMPARISONS) and any(
-                is_bound(child) for child in (node.this, node.args.get("expression"))):  # fmt: skip
-            for arg in ("this", "expression", "low", "high"):
-                child = node.args.get(arg)
-                if isinstance(child, exp.Expr):
-                    node.set(arg, as_millis(child))
-        return node
-
-    return where.copy().transform(rewrite)
 
 
 def _where_error(error: ExpressionError, where: exp.Expr | None) -> PullQueryError:

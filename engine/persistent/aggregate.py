@@ -32,6 +32,7 @@ from headwater.engine.expressions import (
     compile_expression,
     expand_stars,
     format_expression,
+    pseudo_timestamps_in_millis,
     resolve_type,
     select_names,
 )
@@ -354,7 +355,7 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
             raise QueryCompileError(f"Aggregate functions can not be used in the WHERE clause: "
                                     f"{call.name.upper()}", "WHERE", call)  # fmt: skip
     try:
-        compiled = compile_expression(where, scope)
+        compiled = compile_expression(pseudo_timestamps_in_millis(where), scope)
     except UnresolvedColumn as error:
         raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:

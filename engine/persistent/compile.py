@@ -31,6 +31,7 @@ from headwater.engine.expressions import (
     expand_stars,
     format_expression,
     output_name,
+    pseudo_timestamps_in_millis,
     resolve_type,
     select_names,
 )
@@ -303,7 +304,7 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
         return None, ""
     _refuse_functions(where)
     try:
-        compiled = compile_expression(where, scope)
+        compiled = compile_expression(pseudo_timestamps_in_millis(where), scope)
     except UnresolvedColumn as error:
         raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:

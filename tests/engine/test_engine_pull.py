@@ -352,7 +352,8 @@ def test_window_bounds_read_ksqldb_partial_timestamps(text: str, millis: int) ->
 
 
 def test_window_bounds_given_as_timestamp_strings() -> None:
-    from headwater.engine.pull import _window_bounds_in_millis
+    from headwater.engine.errors import ExpressionError
+    from headwater.engine.expressions import pseudo_timestamps_in_millis as _window_bounds_in_millis
     from headwater.sqlparse_ext import parse_one
 
     where = parse_one("SELECT * FROM A WHERE ID = '10' AND '2020-02-22T23:45' <= WindowStart "
@@ -361,5 +362,7 @@ def test_window_bounds_given_as_timestamp_strings() -> None:
         "ID = '10' AND 1582415100000 <= WindowStart AND WINDOWEND BETWEEN 1577836800000 AND "
         "1609459200000")
     bad = parse_one("SELECT * FROM A WHERE WINDOWSTART > 'yesterday';").query.where
-    with pytest.raises(PullQueryError, match="Failed to parse timestamp 'yesterday'"):
+    with pytest.raises(ExpressionError, match="Failed to parse timestamp 'yesterday'"):
         _window_bounds_in_millis(bad)
+    rowtime = parse_one("SELECT * FROM A WHERE ROWTIME > '2020';").query.where
+    assert _window_bounds_in_millis(rowtime).sql() == "ROWTIME > 1577836800000"
