@@ -5,7 +5,7 @@ The message (:func:`proto_schema` gives its ``.proto`` text) is ``ConnectDefault
 per column, numbered in column order: BOOLEAN ``bool``, INTEGER ``int32``, BIGINT ``int64``, DOUBLE
 ``double``, STRING ``string``, BYTES ``bytes``, DECIMAL ``confluent.type.Decimal``, DATE
 ``google.type.Date``, TIME ``google.type.TimeOfDay``, TIMESTAMP ``google.protobuf.Timestamp``,
-ARRAY ``repeated``, MAP ``map<K, V>``, STRUCT a nested message. proto3 has no NULL for scalars: by
+ARRAY ``repeated``, MAP ``repeated`` key/value entries, STRUCT a nested message. proto3 has no NULL for scalars: by
 default a NULL is written as the type's default (0, "", false) and read back so, as in ksqlDB;
 ``<part>_PROTOBUF_NULLABLE_REPRESENTATION='OPTIONAL'`` writes ``optional`` fields (a NULL stays
 NULL) and ``'WRAPPER'`` the ``google.protobuf`` wrapper messages. Keys are always a message.
@@ -105,7 +105,8 @@ class _Builder:
             text, inner = self._field(field, sql_type, proto, indent + "  ")
             nested.extend(inner)
             body.append(f"{indent}  {text}")
-        return "." + full, [f"{indent}message {name} {{", *nested, *body, f"{indent}}}"]
+        blank = [""] if nested else []
+        return "." + full, [f"{indent}message {name} {{", *body, *blank, *nested, f"{indent}}}"]
 
     def _field(self, field: Any, sql_type: SqlType, owner: descriptor_pb2.DescriptorProto,
                indent: str, in_container: bool = False) -> tuple[str, list[str]]:  # fmt: skip
@@ -146,8 +147,12 @@ class _Builder:
             value_text, inner = self._field(value, sql_type.value, entry, indent, in_container=True)
             field.label, field.type = _F.LABEL_REPEATED, _F.TYPE_MESSAGE
             field.type_name = f".{self.names[id(entry)]}"
-            return (f"map<{key_text.split(' ')[0]}, {value_text.split(' ')[0]}> {name} = "
-                    f"{number};"), inner  # fmt: skip
+            # Connect writes a map as repeated key/value entries (the same bytes as map<K, V>)
+            self.count += 1
+            shown = f"ConnectDefault{self.count}Entry"
+            lines = [f"{indent}message {shown} {{", f"{indent}  {key_text}",
+                     f"{indent}  {value_text}", *inner, f"{indent}}}"]  # fmt: skip
+            return f"repeated {shown} {name} = {number};", lines
         if isinstance(sql_type, StructType):
             nested, lines = self.message(tuple((f.name, f.type) for f in sql_type.fields), owner,
                                          indent)  # fmt: skip
