@@ -29,7 +29,7 @@ import sys
 import time
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from headwater.engine import schema_registry
+from headwater.engine._proto_text import from_plain, message_class
 from headwater.engine.errors import EngineError
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
@@ -176,6 +177,7 @@ class _World:
         self.offset = 0
         self.errors = 0
         self.registry = MemorySchemaRegistry()  # a mock registry per case, as ksqlDB's runner
+        self.given: set[str] = set()  # the subjects whose schemas the case gives
         schema_registry.use(self.registry)
 
     def execute(self, statement: ast.Statement) -> None:
@@ -290,8 +292,10 @@ def _run_case(case: dict) -> None:
                 if fmt in ("JSON", "KAFKA", "DELIMITED"):
                     continue  # schemaless: the records are written as the source's format says
                 kind = {"AVRO": "AVRO", "JSON_SR": "JSON"}.get(fmt, "PROTOBUF")
+                world.given.add(f"{topic['name']}-{part}")
                 world.registry.register(f"{topic['name']}-{part}",
-                                        RegisteredSchema(kind, json.dumps(schema)),
+                                        RegisteredSchema(kind, schema if isinstance(schema, str) and kind == "PROTOBUF"
+                                                         else json.dumps(schema)),
                                         topic.get(f"{part}SchemaId"))  # fmt: skip
     try:
         statements = parse(statements_text)
@@ -358,8 +362,8 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
         source = _source_for_topic(world, topic)
         if source is None:
             raise Skip("input topic without a source")
-        key = _encode(record.get("key"), source, "key", world.registry)
-        value = _encode(record.get("value"), source, "value", world.registry)
+        key = _encode(record.get("key"), source, "key", world.registry, world.given)
+        value = _encode(record.get("value"), source, "value", world.registry, world.given)
         headers = tuple((h["KEY"], None if h.get("VALUE") is None else
                          __import__("base64").b64decode(h["VALUE"]))
                         for h in record.get("headers", []) or [])  # fmt: skip
@@ -367,15 +371,17 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
                       record.get("partition"), headers)  # fmt: skip
 
 
-def _encode(value: Any, source: Source, part: str,
-            registry: SchemaRegistry | None = None) -> bytes | None:  # fmt: skip
+def _encode(value: Any, source: Source, part: str, registry: SchemaRegistry | None = None,
+            given: Collection[str] = ()) -> bytes | None:  # fmt: skip
+    """``value`` (JSON, as the corpus writes it) as a record key or value of ``source``'s format;
+    ``given``: the subjects whose schemas the case gives (records are written with those)."""
     fmt = source.key_format if part == "key" else source.value_format
     if value is None or fmt == "NONE":
         return None
     if fmt in _REGISTRY_FORMATS:
         if registry is None:
             raise Skip(f"format {fmt} without a schema registry")
-        return _encode_registered(value, source, part, registry)
+        return _encode_registered(value, source, part, registry, given)
     if fmt == "JSON":
         return _dumps(value).encode()
     if fmt == "DELIMITED":
@@ -392,18 +398,21 @@ def _as_json(source: Source) -> Source:
                    value_format="JSON")  # fmt: skip
 
 
-def _encode_registered(value: Any, source: Source, part: str,
-                       registry: SchemaRegistry) -> bytes | None:  # fmt: skip
+def _encode_registered(value: Any, source: Source, part: str, registry: SchemaRegistry,
+                       given: Collection[str]) -> bytes | None:  # fmt: skip
     """A record in a registry format, as ksqlDB's runner writes one: with the schema the case
     gives for the topic, else with the source's own."""
-    given = registry.latest(f"{source.topic}-{part}")
-    if given is not None:
-        schema_id, schema = given
+    subject = f"{source.topic}-{part}"
+    latest = registry.latest(subject) if subject in given else None
+    if latest is not None:
+        schema_id, schema = latest
         if schema.kind == "JSON":
             return struct.pack(">bI", 0, schema_id) + _dumps(value).encode()
         if schema.kind == "AVRO":
             return avro_record(value, json.loads(schema.text), schema_id)
-        # PROTOBUF: written with the source's own message (this runner parses no .proto text)
+        if isinstance(value, dict):  # PROTOBUF: the given message, behind the header
+            message = from_plain(message_class(schema.text)(), value)
+            return struct.pack(">bI", 0, schema_id) + b"\x00" + message.SerializeToString()
     as_json, serde = serde_of(_as_json(source)), serde_of(source)
     data = _dumps(value).encode()
     if part == "key":

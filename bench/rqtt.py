@@ -127,20 +127,12 @@ def has_pull_query(case: Mapping[str, Any]) -> bool:
     return any(is_pull_query(s) for s in case["statements"])
 
 
-#: Formats headwater does not read yet (AVRO and JSON_SR run against the runner's local registry).
-_REGISTRY_FORMATS = ("PROTOBUF", "PROTOBUF_NOSR")
-
-
 def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
     """(cause, detail) when ``case`` needs what this runner or server does not have, else None."""
     if case.get("enabled") is False:
         return "disabled in the corpus", ""
-    text = "\n".join(case["statements"]).upper().replace(" ", "")
-    formats = {str(t.get(k, "")).upper() for t in case.get("topics", [])
-               for k in ("format", "keyFormat", "valueFormat")}  # fmt: skip
-    registry = [f for f in _REGISTRY_FORMATS if f"'{f}'" in text or f"={f}" in text or f in formats]
-    if registry or case.get("testPullWithProtoFormat"):
-        return "format PROTOBUF", ", ".join(registry) or "PROTOBUF"
+    if case.get("testPullWithProtoFormat"):
+        return "pull answers in protobuf (application/vnd.ksql.v1+protobuf)", ""
     push = [s for s in case["statements"] if s.startswith("SELECT ") and _PUSH.search(s)]
     if push or (case.get("inputConditions") or {}).get("waitForActivePushQuery"):
         return "push queries (EMIT CHANGES on /query) not supported yet", (push or [""])[0][:120]
@@ -477,6 +469,7 @@ class Node:
         # ksqlDB's runner mocks a schema registry; this one speaks its HTTP API to the server too
         self.registry = LocalRegistry()
         self.registry_client = HttpSchemaRegistry(self.registry.url)
+        self.given: set[str] = set()  # subjects whose schemas the running case gives
         schema_registry.use(self.registry_client)
         try:
             self.start_server()
@@ -563,9 +556,9 @@ class Node:
         for record in inputs:
             source = source_for_topic(catalog, record["topic"])
             key = _encode(record.get("key"), source, "key",  # type: ignore[arg-type]
-                          self.registry_client)
+                          self.registry_client, self.given)
             value = _encode(record.get("value"), source, "value",  # type: ignore[arg-type]
-                            self.registry_client)
+                            self.registry_client, self.given)
             headers = [(h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
                        for h in record.get("headers") or []]  # fmt: skip
             # librdkafka reads a timestamp of 0 as "now": records without one get the clock's.
@@ -740,7 +733,7 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
     properties = case.get("properties") or {}
     topics = topics_of(case)
     node.create_topics(topics)
-    register_schemas(node.registry, case)
+    node.given = register_schemas(node.registry, case)
     run = _Run()
     if admin:
         status, body = node.ksql("\n".join(admin), properties)
@@ -780,17 +773,21 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
         raise
 
 
-def register_schemas(registry: LocalRegistry, case: Mapping[str, Any]) -> None:
+def register_schemas(registry: LocalRegistry, case: Mapping[str, Any]) -> set[str]:
     """The schemas the case gives its topics (``keySchema``/``valueSchema``), registered as
-    ksqlDB's runner registers them before the statements run."""
+    ksqlDB's runner registers them before the statements run; their subjects."""
+    subjects = set()
     for topic in case.get("topics", []):
         for part in ("key", "value"):
             schema = topic.get(f"{part}Schema")
             fmt = str(topic.get(f"{part}Format") or topic.get("format") or "AVRO").upper()
             if schema is None or fmt in ("JSON", "KAFKA", "DELIMITED"):
                 continue
-            registry.register(f"{topic['name']}-{part}", json.dumps(schema),
-                              "AVRO" if fmt == "AVRO" else "JSON", topic.get(f"{part}SchemaId"))
+            kind = {"AVRO": "AVRO", "JSON_SR": "JSON"}.get(fmt, "PROTOBUF")
+            text = schema if isinstance(schema, str) and kind == "PROTOBUF" else json.dumps(schema)
+            registry.register(f"{topic['name']}-{part}", text, kind, topic.get(f"{part}SchemaId"))
+            subjects.add(f"{topic['name']}-{part}")
+    return subjects
 
 
 def _ask(node: Node, text: str, properties: Mapping[str, Any], want: list[Any] | None,

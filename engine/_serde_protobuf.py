@@ -25,6 +25,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
+from headwater.engine._proto_text import message_class, to_plain
+from headwater.engine._serde_avro import fields_reader
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (
@@ -51,7 +53,7 @@ _HEADER = struct.Struct(">bI")
 _EPOCH = date(1970, 1, 1)
 
 #: The well-known messages the columns' messages use, defined here (wire-compatible).
-_SUPPORT_FILES = (
+SUPPORT_FILES = (
     ("google/protobuf/timestamp.proto", "google.protobuf",
      {"Timestamp": [("seconds", _F.TYPE_INT64), ("nanos", _F.TYPE_INT32)]}),
     ("google/protobuf/wrappers.proto", "google.protobuf",
@@ -67,9 +69,10 @@ _SUPPORT_FILES = (
 )  # fmt: skip
 
 
-def _pool() -> descriptor_pool.DescriptorPool:
+def support_pool() -> descriptor_pool.DescriptorPool:
+    """A descriptor pool holding the well-known messages the columns' messages use."""
     pool = descriptor_pool.DescriptorPool()
-    for name, package, messages in _SUPPORT_FILES:
+    for name, package, messages in SUPPORT_FILES:
         file = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto3")
         for message, fields in messages.items():
             added = file.message_type.add(name=message)
@@ -85,7 +88,7 @@ class _Builder:
     def __init__(self, nullable: str) -> None:
         self.nullable = nullable  # "" (proto3 defaults), "OPTIONAL" or "WRAPPER"
         self.file = descriptor_pb2.FileDescriptorProto(name="ksql.proto", syntax="proto3",
-                                                       dependency=[f[0] for f in _SUPPORT_FILES])
+                                                       dependency=[f[0] for f in SUPPORT_FILES])
         self.count = 0
         self.names: dict[int, str] = {}
 
@@ -165,14 +168,14 @@ def proto_schema(columns: Sequence[tuple[str, SqlType]], nullable: str = "") -> 
     """The ``.proto`` text ksqlDB registers for these columns, and the message class."""
     builder = _Builder(nullable)
     _, lines = builder.message(columns, None, "")
-    pool = _pool()
+    pool = support_pool()
     try:
         pool.Add(builder.file)
     except (TypeError, ValueError) as exc:  # a column name protobuf does not allow, say
         raise SerdeError(f"The 'PROTOBUF' format cannot hold these columns: {exc}") from None
     descriptor = pool.FindMessageTypeByName(builder.file.message_type[0].name)
     body = "\n".join(lines)
-    imports = "".join(f'import "{f[0]}";\n' for f in _SUPPORT_FILES
+    imports = "".join(f'import "{f[0]}";\n' for f in SUPPORT_FILES
                       if any(f"{f[1]}.{m} " in body for m in f[2]))  # fmt: skip
     text = 'syntax = "proto3";\n\n' + (imports + "\n" if imports else "") + body + "\n"
     return text, message_factory.GetMessageClass(descriptor)
@@ -374,6 +377,8 @@ class ProtobufSide:
         self._setters = tuple((name, _setter(t, nullable)) for name, t in self.columns)
         self._getters = tuple((name, _getter(t, nullable)) for name, t in self.columns)
         self._id: int | None = None
+        self._writers: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._by_name = fields_reader(self.columns)
 
     def write(self, values: Sequence[Any]) -> bytes | None:
         msg = self._message()
@@ -396,9 +401,14 @@ class ProtobufSide:
         if self._with_registry:
             if len(data) < 6 or data[0] != 0:
                 raise SerdeError("Unknown magic byte!")
+            schema_id = _HEADER.unpack_from(data)[1]
             count, pos = _varint(data, 5)
+            path = []
             for _ in range(count):
-                _, pos = _varint(data, pos)
+                index, pos = _varint(data, pos)
+                path.append(index)
+            if schema_id != self._id:  # another writer's schema: read by field names
+                return self._read_with(schema_id, tuple(path) or (0,), data[pos:])
             data = data[pos:]
         msg = self._message()
         try:
@@ -406,3 +416,23 @@ class ProtobufSide:
         except DecodeError as exc:
             raise SerdeError(f"not a PROTOBUF message of these columns: {exc}") from None
         return [get(msg, name) for name, get in self._getters]
+
+    def _read_with(self, schema_id: int, path: tuple[int, ...], payload: bytes) -> list[Any]:
+        """A record of a schema the registry holds: decoded with it, its fields matched to the
+        columns by name (exactly, else ignoring case), as the AVRO format reads."""
+        key = (schema_id, path)
+        reader = self._writers.get(key)
+        if reader is None:
+            if self._registry is None:
+                raise SerdeError(f"the PROTOBUF format needs a schema registry: set "
+                                 f"'ksql.schema.registry.url' (subject {self.subject})")  # fmt: skip
+            registered = self._registry.schema(schema_id)
+            if registered.kind != "PROTOBUF":
+                raise SerdeError(f"schema {schema_id} is {registered.kind}, not PROTOBUF")
+            reader = self._writers[key] = message_class(registered.text, index=path)
+        msg = reader()
+        try:
+            msg.ParseFromString(payload)
+        except DecodeError as exc:
+            raise SerdeError(f"not a PROTOBUF message of schema {schema_id}: {exc}") from None
+        return self._by_name(to_plain(msg), "")

@@ -10,13 +10,14 @@ the columns as (name, SQL type text), or the reason they cannot be had.
 from __future__ import annotations
 
 from headwater.engine import _serde_avro as avro
+from headwater.engine import _proto_text as proto
 from headwater.engine import _serde_json_sr as json_sr
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import SchemaRegistry
 from headwater.sqlparse_ext import statements as ast
 
 #: Formats whose columns can be inferred from a registered schema.
-INFERRING_FORMATS = {"AVRO": "AVRO", "JSON_SR": "JSON"}
+INFERRING_FORMATS = {"AVRO": "AVRO", "JSON_SR": "JSON", "PROTOBUF": "PROTOBUF"}
 
 Columns = tuple[tuple[str, str], ...]
 
@@ -29,12 +30,15 @@ def _formats(properties: ast.Properties) -> tuple[str, str]:
     return key, value
 
 
-def _columns(fmt: str, schema_text: str, kind: str, name: str) -> Columns | str:
+def _columns(fmt: str, schema_text: str, kind: str, name: str,
+             full_name: str | None = None) -> Columns | str:  # fmt: skip
     if kind != INFERRING_FORMATS[fmt]:
         return f"the registered schema is {kind}, not {INFERRING_FORMATS[fmt]}"
     try:
         if kind == "AVRO":
             return avro.inferred_columns(schema_text, name)
+        if kind == "PROTOBUF":
+            return proto.inferred_columns(schema_text, name, full_name)
         return json_sr.inferred_columns(schema_text, name)
     except SerdeError as exc:
         return str(exc)
@@ -62,15 +66,17 @@ def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
         if fmt not in INFERRING_FORMATS:
             continue
         schema_id = upper.get(f"{part.upper()}_SCHEMA_ID")
+        full_name = upper.get(f"{part.upper()}_SCHEMA_FULL_NAME")
+        full_name = None if full_name is None else str(full_name)
         if schema_id is not None:
             try:
                 schema = registry.schema(int(str(schema_id)))
             except (ValueError, SerdeError) as exc:
                 found[f"id:{schema_id}"] = str(exc)
             else:
-                found[f"id:{schema_id}"] = _columns(fmt, schema.text, schema.kind, unwrapped)
+                found[f"id:{schema_id}"] = _columns(fmt, schema.text, schema.kind, unwrapped, full_name)
             continue
         latest = registry.latest(f"{topic}-{part}")
         if latest is not None:
-            found[f"{topic}-{part}"] = _columns(fmt, latest[1].text, latest[1].kind, unwrapped)
+            found[f"{topic}-{part}"] = _columns(fmt, latest[1].text, latest[1].kind, unwrapped, full_name)
     return found

@@ -33,7 +33,7 @@ SOURCE_PROPERTIES = frozenset(
         "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
         "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
         "WINDOW_TYPE", "WINDOW_SIZE", "RETENTION_MS",
-        "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID",
+        "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID", "KEY_SCHEMA_FULL_NAME", "VALUE_SCHEMA_FULL_NAME",
         "KEY_PROTOBUF_NULLABLE_REPRESENTATION", "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
         "ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS",
     }
@@ -59,7 +59,7 @@ SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JS
 #: Of those, the formats whose schemas live in a schema registry.
 SCHEMA_FORMATS = frozenset({"AVRO", "JSON_SR", "PROTOBUF"})
 #: Of those, the formats whose columns headwater infers from the registry.
-INFERRED_FORMATS = frozenset({"AVRO", "JSON_SR"})
+INFERRED_FORMATS = frozenset({"AVRO", "JSON_SR", "PROTOBUF"})
 #: Formats ksqlDB knows that headwater does not read yet.
 LATER_FORMATS: frozenset[str] = frozenset()
 

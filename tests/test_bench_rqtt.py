@@ -45,9 +45,9 @@ def test_pull_queries_are_selects_without_emit_changes() -> None:
 @pytest.mark.parametrize(("fields", "cause"), [
     ({"enabled": False}, "disabled in the corpus"),
     ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='AVRO');"]}, None),
-    ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='PROTOBUF');"]},
-     "format PROTOBUF"),
-    ({"topics": [{"name": "t", "valueFormat": "PROTOBUF"}]}, "format PROTOBUF"),
+    ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='PROTOBUF');"]}, None),
+    ({"testPullWithProtoFormat": True},
+     "pull answers in protobuf (application/vnd.ksql.v1+protobuf)"),
     ({"statements": ["CREATE STREAM S (A INT) WITH (kafka_topic='t', value_format='JSON');",
                      "SELECT * FROM S EMIT CHANGES;"]},
      "push queries (EMIT CHANGES on /query) not supported yet"),

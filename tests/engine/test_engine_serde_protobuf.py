@@ -63,3 +63,33 @@ def test_protobuf_nosr_is_the_bare_message_and_errors_are_clear() -> None:
         pb_serde("I INTEGER", fmt="PROTOBUF_NOSR", wrap_single_value="false")
     with pytest.raises(SerdeError, match="ksql.schema.registry.url"):
         pb_serde("I INTEGER").serialize_value({"I": 1})
+
+
+WRITER = ('syntax = "proto3"; import "google/protobuf/wrappers.proto"; message ConfluentDefault1 {'
+          'enum Suit {SPADES = 0; HEARTS = 1;} Suit c1 = 1; google.protobuf.Int32Value c2 = 2; '
+          'message N {int32 f1 = 1;} N c3 = 3; map<string, int64> c4 = 4;}')
+
+
+def test_records_of_another_writer_are_read_by_field_name() -> None:
+    from headwater.engine._proto_text import from_plain, message_class
+    from headwater.engine.schema_registry import RegisteredSchema
+
+    registry = MemorySchemaRegistry()
+    schema_id = registry.register("orders-value", RegisteredSchema("PROTOBUF", WRITER))
+    written = from_plain(message_class(WRITER)(), {"c1": "HEARTS", "c2": 7, "c3": {"f1": 1},
+                                                   "c4": {"a": 2}})  # fmt: skip
+    data = struct.pack(">bI", 0, schema_id) + b"\x00" + written.SerializeToString()
+    serde = pb_serde("C1 STRING", "C2 INTEGER", "C3 STRUCT<F1 INT>", "C4 MAP<STRING, BIGINT>",
+                     "C5 STRING", registry=registry)  # fmt: skip
+    assert serde.deserialize_value(data) == {"C1": "HEARTS", "C2": 7, "C3": {"F1": 1},
+                                             "C4": {"a": 2}, "C5": None}  # fmt: skip
+
+
+def test_columns_are_inferred_from_a_proto_schema() -> None:
+    from headwater.engine._proto_text import inferred_columns
+
+    assert inferred_columns(WRITER, "ROWVAL") == (
+        ("C1", "STRING"), ("C2", "INTEGER"), ("C3", "STRUCT<`F1` INTEGER>"),
+        ("C4", "MAP<STRING, BIGINT>"))
+    with pytest.raises(SerdeError, match="schema references are not supported"):
+        inferred_columns('syntax = "proto3"; import "other.proto"; message M {int32 a = 1;}', "V")
