@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -95,6 +95,21 @@ Conjunction = dict[str, _Bounds]
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
 
 
+def _unique(items: Iterable[Any]) -> list[Any]:
+    """``items`` without repeats, in order; ARRAY and STRUCT keys (lists, dicts) included."""
+    seen: set[Any] = set()
+    out = []
+    for item in items:
+        try:
+            mark: Any = ("value", item, hash(item))
+        except TypeError:  # a list or dict inside
+            mark = ("repr", repr(item))
+        if mark not in seen:
+            seen.add(mark)
+            out.append(item)
+    return out
+
+
 def key_value(value: Any, t: SqlType) -> Any:
     """A literal's value as a value of the key column type, or None when it can never be equal."""
     if value is None:
@@ -132,8 +147,8 @@ class KeyExtractor:
             return TableScan()
         accesses = [self._conjunction_access(c) for c in disjuncts]
         if all(isinstance(a, KeyLookup) for a in accesses):
-            keys = dict.fromkeys(k for a in accesses if isinstance(a, KeyLookup) for k in a.keys)
-            return KeyLookup(tuple(keys))
+            return KeyLookup(tuple(_unique(k for a in accesses if isinstance(a, KeyLookup)
+                                           for k in a.keys)))  # fmt: skip
         return accesses[0] if len(accesses) == 1 else TableScan()
 
     def _key_of(self, node: exp.Expr) -> str | None:
@@ -194,7 +209,7 @@ class KeyExtractor:
                         f"type of the key column: {key} {self.types[key]} KEY"
                     )
                 values.append(key_value(value, self.types[key]))
-            return {key: _Bounds(values=list(dict.fromkeys(v for v in values if v is not None)))}
+            return {key: _Bounds(values=_unique(v for v in values if v is not None))}
         if isinstance(node, exp.Between):
             key = self._key_of(node.this)
             if key is None:

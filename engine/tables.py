@@ -24,7 +24,14 @@ from headwater.engine.serde import serde_of
 from headwater.engine.values import resolve_type
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Catalog, Source, SourceKind
-from headwater.sqlparse_ext.sqltypes import DecimalType, PrimitiveType, SqlType
+from headwater.sqlparse_ext.sqltypes import (
+    ArrayType,
+    DecimalType,
+    MapType,
+    PrimitiveType,
+    SqlType,
+    StructType,
+)
 from headwater.store.errors import StoreError
 from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
 from headwater.store.lag import LagInfo
@@ -44,7 +51,7 @@ _KEY_TYPES: dict[str, KeyType] = {
 
 
 class UnsupportedKey(EngineError):
-    """A table whose key columns cannot be stored in key order (ARRAY, MAP or STRUCT keys)."""
+    """A table whose key columns cannot be stored (MAP keys, as ksqlDB refuses them)."""
 
     error_code = 40001
 
@@ -53,13 +60,25 @@ def key_type_of(sql_type: SqlType) -> KeyType:
     """The store key type of a key column's SQL type.
 
     Raises:
-        UnsupportedKey: for ARRAY, MAP and STRUCT key columns.
+        UnsupportedKey: for MAP key columns (and ARRAY or STRUCT ones holding a MAP).
     """
     if isinstance(sql_type, DecimalType):
         return KeyType.DECIMAL
     if isinstance(sql_type, PrimitiveType):
         return _KEY_TYPES[sql_type.name]
-    raise UnsupportedKey(f"key columns of type {sql_type.sql()} cannot be materialized yet")
+    if isinstance(sql_type, ArrayType | StructType) and not _has_map(sql_type):
+        return KeyType.CONTAINER
+    raise UnsupportedKey(f"key columns of type {sql_type.sql()} cannot be materialized")
+
+
+def _has_map(sql_type: SqlType) -> bool:
+    if isinstance(sql_type, MapType):
+        return True
+    if isinstance(sql_type, ArrayType):
+        return _has_map(sql_type.element)
+    if isinstance(sql_type, StructType):
+        return any(_has_map(f.type) for f in sql_type.fields)
+    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ class KeyType(enum.Enum):
     DATE = "DATE"
     TIME = "TIME"
     TIMESTAMP = "TIMESTAMP"
+    CONTAINER = "CONTAINER"  # ARRAY, STRUCT: self-describing; equal values give equal bytes
 
 
 NULL_TAG = 0x00
@@ -295,6 +296,67 @@ def _take(data: bytes, pos: int, size: int) -> bytes:
     return data[pos : pos + size]
 
 
+_C_NULL, _C_FALSE, _C_TRUE, _C_INT, _C_FLOAT, _C_DECIMAL = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
+_C_STR, _C_BYTES, _C_LIST, _C_DICT, _C_END = 0x07, 0x08, 0x09, 0x0A, 0x0B
+
+
+def _enc_container(value: Any, key_type: KeyType) -> bytes:
+    """A value of any shape (lists, dicts, scalars, nested), each part tagged. A dict's entries
+    are written in their order: a STRUCT's declared order, so equal values give equal bytes
+    (MAP keys, whose order is not theirs, are refused above this layer, as ksqlDB refuses them)."""
+    if value is None:
+        return bytes([_C_NULL])
+    if value is True or value is False:
+        return bytes([_C_TRUE if value else _C_FALSE])
+    if isinstance(value, int):
+        return bytes([_C_INT]) + _enc_int64(value, KeyType.BIGINT)
+    if isinstance(value, float):
+        return bytes([_C_FLOAT]) + _enc_double(value, KeyType.DOUBLE)
+    if isinstance(value, Decimal):
+        return bytes([_C_DECIMAL]) + _enc_decimal(value, KeyType.DECIMAL)
+    if isinstance(value, str):
+        return bytes([_C_STR]) + _enc_string(value, KeyType.STRING)
+    if isinstance(value, bytes | bytearray):
+        return bytes([_C_BYTES]) + _enc_bytes(bytes(value), KeyType.BYTES)
+    if isinstance(value, list | tuple):
+        return bytes([_C_LIST]) + b"".join(_enc_container(v, key_type) for v in value) + bytes(
+            [_C_END])
+    if isinstance(value, dict):
+        entries = [_enc_container(k, key_type) + _enc_container(v, key_type)
+                   for k, v in value.items()]  # fmt: skip
+        return bytes([_C_DICT]) + b"".join(entries) + bytes([_C_END])
+    raise KeyEncodingError(f"cannot encode {type(value).__name__} in a container key")
+
+
+def _dec_container(data: bytes, pos: int) -> tuple[Any, int]:
+    tag = _take(data, pos, 1)[0]
+    pos += 1
+    if tag == _C_NULL:
+        return None, pos
+    if tag in (_C_FALSE, _C_TRUE):
+        return tag == _C_TRUE, pos
+    if tag == _C_INT:
+        return _dec_int64(data, pos)
+    if tag == _C_FLOAT:
+        return _dec_double(data, pos)
+    if tag == _C_DECIMAL:
+        return _dec_decimal(data, pos)
+    if tag == _C_STR:
+        return _dec_string(data, pos)
+    if tag == _C_BYTES:
+        return _dec_bytes(data, pos)
+    if tag in (_C_LIST, _C_DICT):
+        items: list[Any] = []
+        while _take(data, pos, 1)[0] != _C_END:
+            item, pos = _dec_container(data, pos)
+            items.append(item)
+        pos += 1
+        if tag == _C_LIST:
+            return items, pos
+        return dict(zip(items[::2], items[1::2], strict=True)), pos
+    raise KeyDecodingError(f"bad container tag 0x{tag:02x} at byte {pos - 1}")
+
+
 _CODECS: dict[KeyType, tuple[Encoder, Decoder]] = {
     KeyType.BOOLEAN: (_enc_bool, _dec_bool),
     KeyType.INT: (_enc_int32, _dec_int32),
@@ -306,4 +368,5 @@ _CODECS: dict[KeyType, tuple[Encoder, Decoder]] = {
     KeyType.DATE: (_enc_int32, _dec_int32),
     KeyType.TIME: (_enc_int32, _dec_int32),
     KeyType.TIMESTAMP: (_enc_int64, _dec_int64),
+    KeyType.CONTAINER: (_enc_container, _dec_container),
 }

@@ -46,7 +46,7 @@ class MemoryReader:
         self.data: list[dict[tuple[Any, ...], Row]] = [{} for _ in range(partitions)]
         for offset, (key, value) in enumerate(rows):
             p = self.partition_of(key)
-            self.data[p][key] = Row(key, value, 1000 + offset, p, offset)
+            self.data[p][_hashable(key)] = Row(key, value, 1000 + offset, p, offset)
         self.calls: list[tuple[Any, ...]] = []
 
     def partition_of(self, key: tuple[Any, ...]) -> int:
@@ -54,7 +54,7 @@ class MemoryReader:
 
     def get(self, partition: int, key: tuple[Any, ...]) -> Row | None:
         self.calls.append(("get", partition, key))
-        return self.data[partition].get(key)
+        return self.data[partition].get(_hashable(key))
 
     def range(
         self,
@@ -78,8 +78,17 @@ class MemoryReader:
 
     def scan(self, partition: int) -> Iterator[Row]:
         self.calls.append(("scan", partition))
-        for key in sorted(self.data[partition]):
+        for key in sorted(self.data[partition], key=repr):
             yield self.data[partition][key]
+
+
+def _hashable(key: tuple[Any, ...]) -> Any:
+    """The dict key of a table key: ARRAY and STRUCT key values (lists, dicts) by their repr."""
+    try:
+        hash(key)
+    except TypeError:
+        return repr(key)
+    return key
 
 
 def _users() -> MemoryReader:
@@ -366,3 +375,16 @@ def test_window_bounds_given_as_timestamp_strings() -> None:
         _window_bounds_in_millis(bad)
     rowtime = parse_one("SELECT * FROM A WHERE ROWTIME > '2020';").query.where
     assert _window_bounds_in_millis(rowtime).sql() == "ROWTIME > 1577836800000"
+
+
+def test_array_and_struct_keys_are_looked_up() -> None:
+    arrays = _source(SourceKind.TABLE, "ID ARRAY<INTEGER> KEY, V INTEGER")
+    structs = _source(SourceKind.TABLE, "ID STRUCT<`A` INTEGER> KEY, V INTEGER")
+    reader = MemoryReader([((x,), {"V": i}) for i, x in enumerate(([1, 2], [3, 4]))])
+    got = execute_pull(plan("SELECT * FROM T WHERE ID = ARRAY[3, 4];", arrays), reader).rows
+    assert got == [[[3, 4], 1]]
+    assert sorted(execute_pull(plan("SELECT * FROM T;", arrays), reader).rows) == [
+        [[1, 2], 0], [[3, 4], 1]]
+    reader = MemoryReader([(({"A": 1},), {"V": 5})])
+    got = execute_pull(plan("SELECT V FROM T WHERE ID = STRUCT(A := 1);", structs), reader).rows
+    assert got == [[5]]

@@ -66,8 +66,12 @@ def test_partition_of_is_kafkas(tmp_path: Path) -> None:
 def test_key_types_and_unsupported_keys() -> None:
     assert key_type_of(parse_type("DECIMAL(4, 2)")) is KeyType.DECIMAL
     assert key_type_of(parse_type("TIMESTAMP")) is KeyType.TIMESTAMP
-    with pytest.raises(UnsupportedKey, match="ARRAY<INTEGER>"):
-        key_type_of(parse_type("ARRAY<INT>"))
+    assert key_type_of(parse_type("ARRAY<INT>")) is KeyType.CONTAINER
+    assert key_type_of(parse_type("STRUCT<A INT, B ARRAY<STRING>>")) is KeyType.CONTAINER
+    with pytest.raises(UnsupportedKey, match="MAP<STRING, INTEGER>"):
+        key_type_of(parse_type("MAP<STRING, INT>"))
+    with pytest.raises(UnsupportedKey, match="ARRAY<MAP<STRING, INTEGER>>"):
+        key_type_of(parse_type("ARRAY<MAP<STRING, INT>>"))
 
 
 def test_materialized_tables_are_the_tables_windowed_or_not() -> None:
