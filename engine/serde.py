@@ -230,8 +230,9 @@ def _wrap_single_value(source: Source, count: int) -> bool:
     return _truthy(prop)
 
 
-def _describe_columns(columns: tuple[tuple[str, SqlType], ...]) -> str:
-    return "[" + ", ".join(f"`{name}` {t}" for name, t in columns) + "]"
+def _describe_columns(columns: tuple[tuple[str, SqlType], ...], part: str = "value") -> str:
+    suffix = " KEY" if part == "key" else ""
+    return "[" + ", ".join(f"`{name}` {t}{suffix}" for name, t in columns) + "]"
 
 
 def _walk(t: SqlType) -> list[SqlType]:
@@ -253,7 +254,22 @@ def _side(
     source: Source, part: str, fmt_name: str, columns: tuple[tuple[str, SqlType], ...], wrap: bool,
     registry: schema_registry.SchemaRegistry | None = None,
 ) -> _Side:
-    """The writer and reader of the key (``part="key"``) or value of ``source``."""
+    """The writer and reader of the key (``part="key"``) or value of ``source``; a key format
+    that cannot hold the key columns says so as ksqlDB's key serde does."""
+    try:
+        return _side_of(source, part, fmt_name, columns, wrap, registry)
+    except SerdeError as exc:
+        if part != "key" or exc.message.startswith("Key format"):
+            raise
+        raise SerdeError(f"Key format does not support schema.\nformat: {fmt_name.upper()}\n"
+                         f"schema: Persistence{{columns={_describe_columns(columns, part)}, "
+                         f"features=[]}}\nreason: {exc.message}") from None
+
+
+def _side_of(
+    source: Source, part: str, fmt_name: str, columns: tuple[tuple[str, SqlType], ...], wrap: bool,
+    registry: schema_registry.SchemaRegistry | None = None,
+) -> _Side:
     fmt = fmt_name.upper()
     delimiter_prop = f"{part.upper()}_DELIMITER"
     if fmt != "DELIMITED" and source.property(delimiter_prop) is not None:
@@ -271,15 +287,16 @@ def _side(
         if columns:
             raise SerdeError(
                 "The 'NONE' format can only be used when no columns are defined. "
-                f"Got: {_describe_columns(columns)}"
+                f"Got: {_describe_columns(columns, part)}"
             )
         return _Side(names, checks, lambda values: None, lambda data: [])
     if fmt == "KAFKA":
         return _Side(names, checks, *_kafka(columns, part))
     if fmt == "DELIMITED":
-        for _, t in columns:
+        for name, t in columns:
             if not delimited.supports(t):
-                raise SerdeError(f"The 'DELIMITED' format does not support type '{_type_name(t)}'")
+                raise SerdeError(f"The 'DELIMITED' format does not support type '{_type_name(t)}', "
+                                 f"column: `{name}`")  # fmt: skip
         prop = source.property(delimiter_prop)
         delimiter = "," if prop is None else delimited.parse_delimiter(prop, delimiter_prop)
         return _Side(names, checks, *_delimited(columns, delimiter))

@@ -389,16 +389,33 @@ class _Defined(sqltypes.SqlType):
 def _check_formats(columns: tuple[Column, ...], key_format: str, value_format: str) -> None:
     keys = [c for c in columns if c.key]
     values = [c for c in columns if c.in_value]
-    # ksqlDB's words: the columns listed in brackets, a type named by its base name.
+    for key in keys:
+        if "MAP<" in key.type:
+            raise ValidationError(
+                "Map keys, including types that contain maps, are not supported as they may lead "
+                "to unexpected behavior due to inconsistent serialization. Key column name: "
+                f"`{key.name}`. Column type: {key.type}. See "
+                "https://github.com/confluentinc/ksql/issues/6621 for more.")  # fmt: skip
+    # ksqlDB's words: the columns listed in brackets, a type named by its base name; a key
+    # format's refusal comes wrapped in what the key serde was asked to hold.
     for fmt, group in ((key_format, keys), (value_format, values)):
+        listed = ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "") for c in group)
+        reason = None
         if fmt == "KAFKA" and len(group) > 1:
-            listed = ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "") for c in group)
-            raise ValidationError(f"The 'KAFKA' format only supports a single field. Got: [{listed}]")
-    for column in (*keys, *values) if "KAFKA" in (key_format, value_format) else ():
-        fmt = key_format if column.key else value_format
-        if fmt == "KAFKA" and not _kafka_primitive(column.type):
-            base = column.type.split("<", 1)[0].split("(", 1)[0]
-            raise ValidationError(f"The 'KAFKA' format does not support type '{base}'")
+            reason = f"The 'KAFKA' format only supports a single field. Got: [{listed}]"
+        elif fmt == "KAFKA":
+            for column in group:
+                if not _kafka_primitive(column.type):
+                    base = column.type.split("<", 1)[0].split("(", 1)[0]
+                    reason = f"The 'KAFKA' format does not support type '{base}'"
+                    break
+        if reason is None:
+            continue
+        if group is keys:
+            raise ValidationError(f"Key format does not support schema.\nformat: {fmt}\nschema: "
+                                  f"Persistence{{columns=[{listed}], features=[]}}\nreason: "
+                                  f"{reason}")  # fmt: skip
+        raise ValidationError(reason)
 
 
 def _kafka_primitive(type_text: str) -> bool:

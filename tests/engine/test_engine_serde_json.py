@@ -284,7 +284,9 @@ def test_none_key_format() -> None:
     with pytest.raises(
         SerdeError,
         match=re.escape(
-            "The 'NONE' format can only be used when no columns are defined. Got: [`K` INTEGER]"
+            "Key format does not support schema.\nformat: NONE\nschema: Persistence{columns=[`K` "
+            "INTEGER KEY], features=[]}\nreason: The 'NONE' format can only be used when no "
+            "columns are defined. Got: [`K` INTEGER KEY]"
         ),
     ):
         serde("K INT KEY", "V INT", key_format="NONE")
