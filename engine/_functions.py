@@ -212,7 +212,43 @@ def to_string(value: Any, t: SqlType) -> str:
         return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value % 1000:03d}"
     if t == BYTES:
         return base64.b64encode(value).decode("ascii")
+    if isinstance(t, ArrayType):  # Java's List.toString
+        return "[" + ", ".join(_java_text(v, t.element) for v in value) + "]"
+    if isinstance(t, MapType):  # Java's HashMap.toString, in its iteration order
+        keys = _java_hash_order(list(value))
+        return "{" + ", ".join(f"{_java_text(k, t.key)}={_java_text(value[k], t.value)}"
+                               for k in keys) + "}"  # fmt: skip
+    if isinstance(t, StructType):  # Kafka Connect's Struct.toString: NULL fields left out
+        return "Struct{" + ",".join(f"{f.name}={_java_text(value.get(f.name), f.type)}"
+                                    for f in t.fields if value.get(f.name) is not None) + "}"
     return str(value)
+
+
+def _java_text(value: Any, t: SqlType) -> str:
+    return "null" if value is None else to_string(value, t)
+
+
+def _java_string_hash(text: str) -> int:
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h
+
+
+def _java_hash_order(keys: list[Any]) -> list[Any]:
+    """``keys`` in the order a java.util.HashMap built from them iterates (STRING keys; others
+    keep their order)."""
+    if not all(isinstance(k, str) for k in keys):
+        return keys
+    capacity = 16
+    while len(keys) > capacity * 0.75:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = _java_string_hash(key)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(keys, key=bucket)  # stable: a bucket's keys keep their insertion order
 
 
 _TRUE = frozenset({"true", "t", "yes", "y"})
@@ -263,7 +299,7 @@ def parse_string(text: str, t: SqlType) -> Any:
 def castable(source: SqlType, target: SqlType) -> bool:
     """Whether ksqlDB allows ``CAST(x AS target)`` for ``x`` of type ``source``."""
     if source == target or source == NULL or target == STRING and source != BYTES:
-        return not isinstance(source, (ArrayType, MapType, StructType)) or source == target
+        return True
     if is_numeric(source) and is_numeric(target):
         return True
     if source == STRING:

@@ -252,3 +252,18 @@ def test_engine_functions_errors(text: str, message: str) -> None:
     with pytest.raises(ExpressionError) as error:
         compiled(text)
     assert error.value.message == message
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("CAST(ARRAY[1, 3] AS STRING)", "[1, 3]"),
+    ("CAST(MAP('this' := 1) AS STRING)", "{this=1}"),
+    ("CAST(MAP('b' := 1, 'a' := 2, 'zz' := 4) AS STRING)", "{zz=4, a=2, b=1}"),  # HashMap order
+    ("CAST(STRUCT(F0 := 1, `f1` := CAST(NULL AS INT), G := 'x') AS STRING)", "Struct{F0=1,G=x}"),
+    ("CAST(ARRAY[1.5e0, NULL] AS STRING)", "[1.5, null]"),
+])  # fmt: skip
+def test_containers_cast_to_strings_as_java_prints_them(text: str, value: str) -> None:
+    from headwater.engine.expressions import Scope, compile_expression
+    from headwater.sqlparse_ext import parse_one
+
+    node = parse_one(f"SELECT {text} FROM T;").query.select[0]
+    assert compile_expression(node, Scope({}, frozenset({"T"}), {})).evaluate({}) == value
