@@ -73,6 +73,8 @@ CI_EXPECTED = Path(__file__).with_name("qtt_ci_expected.txt")
 _LATER_FORMATS: tuple[str, ...] = ()
 #: Formats whose records carry a schema id of the (mock) schema registry.
 _REGISTRY_FORMATS = ("AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
+#: Key formats whose keys are always a message of the key columns, even a single one.
+_MESSAGE_KEYS = ("PROTOBUF", "PROTOBUF_NOSR")
 
 
 class Skip(Exception):
@@ -414,6 +416,11 @@ def _encode_registered(value: Any, source: Source, part: str, registry: SchemaRe
             message = from_plain(message_class(schema.text)(), value)
             return struct.pack(">bI", 0, schema_id) + b"\x00" + message.SerializeToString()
     as_json, serde = serde_of(_as_json(source)), serde_of(source)
+    if part == "key" and source.key_format in _MESSAGE_KEYS and isinstance(value, dict):
+        folded = {str(k).upper(): v for k, v in value.items()}  # a message of the key columns
+        value = {n: value.get(n, folded.get(n.upper())) for n in serde.key_names}
+        if len(serde.key_names) == 1:
+            value = next(iter(value.values()))
     data = _dumps(value).encode()
     if part == "key":
         return serde.serialize_key(as_json.deserialize_key(data))
@@ -497,7 +504,9 @@ def _decode(data: bytes | None, source: Source | None, part: str) -> Any:
         serde = serde_of(source)
         if part == "key":
             key = serde.deserialize_key(data)
-            return key[0] if len(key) == 1 else dict(zip(serde.key_names, key))
+            if len(key) == 1 and source.key_format not in _MESSAGE_KEYS:
+                return key[0]
+            return dict(zip(serde.key_names, key))
         row = serde.deserialize_value(data)
         wrap = source.property("WRAP_SINGLE_VALUE")
         if row is not None and len(row) == 1 and wrap is not None and str(wrap).lower() == "false":

@@ -16,7 +16,6 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import FieldDescriptor
-
 from headwater.engine.errors import SerdeError
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -40,10 +39,9 @@ def parse_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
     Raises:
         SerdeError: If the text does not parse, or imports a file this module does not know.
     """
+    from headwater.engine._serde_protobuf import SUPPORT_FILES
     from proto_schema_parser import ast as past
     from proto_schema_parser.parser import Parser
-
-    from headwater.engine._serde_protobuf import SUPPORT_FILES
 
     try:
         tree = Parser().parse(text)
@@ -220,16 +218,16 @@ _WRAPPED = {"BoolValue": "BOOLEAN", "Int32Value": "INTEGER", "UInt32Value": "BIG
             "DoubleValue": "DOUBLE", "StringValue": "STRING", "BytesValue": "BYTES"}  # fmt: skip
 
 
-def _sql_of(field: FieldDescriptor, params: dict[str, str]) -> str:
+def _sql_of(field: FieldDescriptor, params: dict[str, str], upper: bool = True) -> str:
     entry = field.message_type
     if entry is not None and entry.GetOptions().map_entry:
         key, value = entry.fields_by_name["key"], entry.fields_by_name["value"]
-        return f"MAP<{_one(key, {})}, {_one(value, {})}>"
-    inner = _one(field, params)
+        return f"MAP<{_one(key, {}, upper)}, {_one(value, {}, upper)}>"
+    inner = _one(field, params, upper)
     return f"ARRAY<{inner}>" if field.is_repeated else inner
 
 
-def _one(field: FieldDescriptor, params: dict[str, str]) -> str:
+def _one(field: FieldDescriptor, params: dict[str, str], upper: bool = True) -> str:
     if field.message_type is None:
         return _SQL[field.type]
     name = field.message_type.full_name
@@ -243,14 +241,16 @@ def _one(field: FieldDescriptor, params: dict[str, str]) -> str:
         return f"DECIMAL({params.get('precision', '64')}, {params.get('scale', '0')})"
     if name.startswith("google.protobuf.") and name.rsplit(".", 1)[1] in _WRAPPED:
         return _WRAPPED[name.rsplit(".", 1)[1]]
-    listed = ", ".join(f"`{f.name.upper()}` {_sql_of(f, {})}" for f in field.message_type.fields)
+    listed = ", ".join(f"`{f.name.upper() if upper else f.name}` {_sql_of(f, {}, upper)}"
+                       for f in field.message_type.fields)  # fmt: skip
     return f"STRUCT<{listed}>"
 
 
-def inferred_columns(text: str, unwrapped_name: str, full_name: str | None = None
-                     ) -> tuple[tuple[str, str], ...]:  # fmt: skip
+def inferred_columns(text: str, unwrapped_name: str, full_name: str | None = None,
+                     upper: bool = True) -> tuple[tuple[str, str], ...]:  # fmt: skip
     """The columns ksqlDB infers from a registered ``.proto`` schema: the message's fields, names
-    upper-cased (DECIMAL's precision and scale from Confluent's ``field_meta`` parameters).
+    upper-cased unless ``upper`` is False (a schema named by id keeps its names), DECIMAL's
+    precision and scale from Confluent's ``field_meta`` parameters.
 
     Raises:
         SerdeError: If the schema does not parse, or a field has a type no column can hold.
@@ -259,7 +259,7 @@ def inferred_columns(text: str, unwrapped_name: str, full_name: str | None = Non
     params = _decimal_params(text)
     descriptor = message_class(text, full_name).DESCRIPTOR
     try:
-        return tuple((f.name.upper(), _sql_of(f, params.get(f.name, {})))
+        return tuple((f.name.upper() if upper else f.name, _sql_of(f, params.get(f.name, {}), upper))
                      for f in descriptor.fields)  # fmt: skip
     except KeyError as exc:
         raise SerdeError(f"cannot infer a column from the .proto field type {exc}") from None

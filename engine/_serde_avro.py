@@ -312,17 +312,17 @@ class AvroSide:
 # -- inference: the columns of a registered schema --------------------------------------------------
 
 
-def _sql_of(schema: Any) -> str:
+def _sql_of(schema: Any, upper: bool = True) -> str:
     """The SQL type of an Avro schema (a union with null is its other branch), as ksqlDB infers it."""
     if isinstance(schema, list):
         branches = [b for b in schema if b != "null"]
         if len(branches) != 1:
             raise SerdeError(f"cannot infer a column from the Avro union {json.dumps(schema)}")
-        return _sql_of(branches[0])
+        return _sql_of(branches[0], upper)
     kind = schema.get("type") if isinstance(schema, dict) else schema
     logical = schema.get("logicalType") if isinstance(schema, dict) else None
     if isinstance(kind, dict | list):
-        return _sql_of(kind)
+        return _sql_of(kind, upper)
     if logical == "decimal":
         return f"DECIMAL({int(schema['precision'])}, {int(schema.get('scale', 0))})"
     if logical == "date":
@@ -342,19 +342,22 @@ def _sql_of(schema: Any) -> str:
         if entry is not None and entry.get("type") == "record" and [
                 f["name"] for f in entry["fields"]] == ["key", "value"]:  # fmt: skip
             fields = {f["name"]: f["type"] for f in entry["fields"]}
-            return f"MAP<{_sql_of(fields['key'])}, {_sql_of(fields['value'])}>"
-        return f"ARRAY<{_sql_of(items)}>"
+            return f"MAP<{_sql_of(fields['key'], upper)}, {_sql_of(fields['value'], upper)}>"
+        return f"ARRAY<{_sql_of(items, upper)}>"
     if kind == "map":
-        return f"MAP<STRING, {_sql_of(schema['values'])}>"
+        return f"MAP<STRING, {_sql_of(schema['values'], upper)}>"
     if kind == "record":
-        listed = ", ".join(f"`{f['name'].upper()}` {_sql_of(f['type'])}" for f in schema["fields"])
+        listed = ", ".join(f"`{f['name'].upper() if upper else f['name']}` "
+                           f"{_sql_of(f['type'], upper)}" for f in schema["fields"])
         return f"STRUCT<{listed}>"
     raise SerdeError(f"cannot infer a column from the Avro type {json.dumps(schema)}")
 
 
-def inferred_columns(schema_text: str, unwrapped_name: str) -> tuple[tuple[str, str], ...]:
-    """The columns ksqlDB infers from a registered Avro schema: a record's fields (names upper-cased),
-    or one column named ``unwrapped_name`` (ROWKEY, ROWVAL) for any other schema.
+def inferred_columns(schema_text: str, unwrapped_name: str,
+                     upper: bool = True) -> tuple[tuple[str, str], ...]:  # fmt: skip
+    """The columns ksqlDB infers from a registered Avro schema: a record's fields (names upper-cased,
+    unless ``upper`` is False: a schema named by id keeps its names), or one column named
+    ``unwrapped_name`` (ROWKEY, ROWVAL) for any other schema.
 
     Raises:
         SerdeError: If the schema is not Avro JSON or has a type no column can hold.
@@ -368,5 +371,6 @@ def inferred_columns(schema_text: str, unwrapped_name: str) -> tuple[tuple[str, 
         branches = [b for b in top if b != "null"]
         top = branches[0] if len(branches) == 1 else top
     if isinstance(top, dict) and top.get("type") == "record":
-        return tuple((f["name"].upper(), _sql_of(f["type"])) for f in top["fields"])
-    return ((unwrapped_name, _sql_of(schema)),)
+        return tuple((f["name"].upper() if upper else f["name"], _sql_of(f["type"], upper))
+                     for f in top["fields"])  # fmt: skip
+    return ((unwrapped_name, _sql_of(schema, upper)),)

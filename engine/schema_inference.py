@@ -9,8 +9,8 @@ the columns as (name, SQL type text), or the reason they cannot be had.
 
 from __future__ import annotations
 
-from headwater.engine import _serde_avro as avro
 from headwater.engine import _proto_text as proto
+from headwater.engine import _serde_avro as avro
 from headwater.engine import _serde_json_sr as json_sr
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import SchemaRegistry
@@ -31,14 +31,16 @@ def _formats(properties: ast.Properties) -> tuple[str, str]:
 
 
 def _columns(fmt: str, schema_text: str, kind: str, name: str,
-             full_name: str | None = None) -> Columns | str:  # fmt: skip
+             full_name: str | None = None, by_id: bool = False) -> Columns | str:  # fmt: skip
+    """A schema named by id keeps its field names (ksqlDB writes with that very schema); one
+    inferred from a subject gets them upper-cased (JSON Schema's keep their case either way)."""
     if kind != INFERRING_FORMATS[fmt]:
         return f"the registered schema is {kind}, not {INFERRING_FORMATS[fmt]}"
     try:
         if kind == "AVRO":
-            return avro.inferred_columns(schema_text, name)
+            return avro.inferred_columns(schema_text, name, upper=not by_id)
         if kind == "PROTOBUF":
-            return proto.inferred_columns(schema_text, name, full_name)
+            return proto.inferred_columns(schema_text, name, full_name, upper=not by_id)
         return json_sr.inferred_columns(schema_text, name)
     except SerdeError as exc:
         return str(exc)
@@ -74,7 +76,7 @@ def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
             except (ValueError, SerdeError) as exc:
                 found[f"id:{schema_id}"] = str(exc)
             else:
-                found[f"id:{schema_id}"] = _columns(fmt, schema.text, schema.kind, unwrapped, full_name)
+                found[f"id:{schema_id}"] = _columns(fmt, schema.text, schema.kind, unwrapped, full_name, by_id=True)
             continue
         latest = registry.latest(f"{topic}-{part}")
         if latest is not None:
