@@ -85,7 +85,7 @@ def encoder(sql_type: SqlType) -> Encoder:
     if isinstance(sql_type, MapType):
         value = encoder(sql_type.value)
         return lambda v: "null" if v is None else "{" + ",".join(
-            f"{encode_string(str(k))}:{value(x)}" for k, x in v.items()
+            f"{encode_string('null' if k is None else str(k))}:{value(x)}" for k, x in v.items()
         ) + "}"  # fmt: skip
     if isinstance(sql_type, StructType):
         return object_encoder(tuple((f.name, encoder(f.type)) for f in sql_type.fields))

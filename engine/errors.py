@@ -31,6 +31,11 @@ class ExpressionError(EngineError):
     error_code = 40001
 
 
+class StatementPrepareError(ExpressionError):
+    """A statement that does not fit its target before anything is evaluated (ksqlDB refuses these
+    while preparing it: 'Failed to prepare statement: ...')."""
+
+
 class PullQueryError(EngineError):
     """A pull query ksqlDB would refuse (unsupported clause, disabled table scan, unknown column)."""
 

@@ -10,7 +10,7 @@ from typing import Any
 from headwater.engine import _functions as fn
 from headwater.engine._functions import NULL, EvalFailure, format_expression
 from headwater.engine._scope import Scope, UnresolvedColumn, resolve_type
-from headwater.engine.errors import ExpressionError
+from headwater.engine.errors import ExpressionError, StatementPrepareError
 from headwater.engine.expressions import compile_expression
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.sqltypes import (
@@ -128,8 +128,8 @@ def evaluate_insert_values(
     if statement.columns:
         columns = list(statement.columns)
         if len(columns) != len(statement.values):
-            raise ExpressionError("Expected number columns and values to match: "
-                                  f"{len(columns)}, {len(statement.values)}")  # fmt: skip
+            raise StatementPrepareError("Expected number columns and values to match: "
+                                        f"{len(columns)}, {len(statement.values)}")  # fmt: skip
     else:
         columns = [c.name for c in source.key_columns] + [
             c.name for c in source.columns if not c.key
@@ -162,6 +162,8 @@ def evaluate_insert_values(
     except UnresolvedColumn:
         raise
     except ExpressionError as error:
+        if "is not a valid stream/table name or alias" in error.message:  # a column reference
+            raise StatementPrepareError(error.message) from error
         raise ExpressionError(f"Failed to insert values into '{name}'. {error.message}") from error
     key = tuple(given.get(c.name) for c in source.key_columns)
     missing = [c.name for c, v in zip(source.key_columns, key, strict=True) if v is None]

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from headwater.engine.errors import EngineError
+from headwater.engine.errors import EngineError, StatementPrepareError
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import serde_of
@@ -312,9 +312,12 @@ def _insert_values(services: Services, statement: ast.Statement) -> Entity:
         serde = serde_of(source, catalog.types)
         key = serde.serialize_key(record.key)
         value = serde.serialize_value(record.value)
+    except StatementPrepareError as exc:
+        raise KsqlError(f"Failed to prepare statement: {exc.message}", exc.error_code) from exc
     except EngineError as exc:
-        raise KsqlError(f"Failed to insert values into '{source.name}'. {exc.message}",
-                        exc.error_code) from exc  # fmt: skip
+        prefix = f"Failed to insert values into '{source.name}'. "
+        message = exc.message if exc.message.startswith(prefix) else prefix + exc.message
+        raise KsqlError(message, exc.error_code) from exc
     partition = partition_for(key, source.partitions) if key is not None else None
     written = services.writer.write(source.topic, key, value, partition=partition,
                                     timestamp_ms=record.rowtime)  # fmt: skip
