@@ -181,6 +181,9 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     if existing is not None:
         if create.if_not_exists:
             return Plan(None, f"Cannot add {noun} {create.name}: it already exists.")
+        if create.or_replace and (create.source or existing.read_only):
+            raise ValidationError(f"Cannot add {noun} '{create.name}': CREATE OR REPLACE is not "
+                                  f"supported on source {noun}s.")  # fmt: skip
         if not create.or_replace or existing.kind is not kind:
             raise SourceExists(
                 f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
@@ -340,6 +343,10 @@ def _columns(create: ast.CreateSource, kind: SourceKind, catalog: Catalog) -> tu
         if column.name in seen:
             raise ValidationError(f"Duplicate column names: {column.name}")
         seen.add(column.name)
+        if column.name.upper() in ("ROWPARTITION", "ROWOFFSET"):
+            raise ValidationError(f"'{column.name.upper()}' is a reserved column name. You cannot "
+                                  "use it as a name for a column.")  # fmt: skip
+        _check_header_type(column, catalog)
         resolved = Column(
             name=column.name,
             type=_resolve_type(column.type, catalog).sql(),
@@ -351,6 +358,22 @@ def _columns(create: ast.CreateSource, kind: SourceKind, catalog: Catalog) -> tu
     if kind is SourceKind.TABLE and not keys:
         raise ValidationError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
     return (*keys, *values)
+
+
+_HEADERS_TYPE = "ARRAY<STRUCT<`KEY` STRING, `VALUE` BYTES>>"
+
+
+def _check_header_type(column: ast.Column, catalog: Catalog) -> None:
+    """HEADERS columns hold every header, HEADER('k') columns one header's bytes (ksqlDB's words)."""
+    if not (column.headers or column.header_key):
+        return
+    text = _resolve_type(column.type, catalog).sql()
+    if column.headers and text.upper() != _HEADERS_TYPE.upper():
+        raise ValidationError(f"Invalid type for HEADERS column: expected {_HEADERS_TYPE}, got "
+                              f"{text}")  # fmt: skip
+    if column.header_key and text != "BYTES":
+        raise ValidationError(f"Invalid type for HEADER('{column.header_key}') column: expected "
+                              f"BYTES, got {text}")  # fmt: skip
 
 
 def _resolve_type(sql_type: sqltypes.SqlType, catalog: Catalog) -> sqltypes.SqlType:
