@@ -203,6 +203,7 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
     _check_formats(columns, key_format, value_format)
     partitions, create_topic = _topic(str(topic), properties, facts)
     timestamp = _timestamp_column(properties, columns)
+    windowed = _declared_window(properties, columns)
     source = Source(
         kind=kind,
         name=create.name,
@@ -215,6 +216,7 @@ def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> 
         statement_text=create.text.strip(),
         read_only=create.source,
         timestamp_column=timestamp,
+        windowed=windowed,
     )
     command = {"type": "create_source", "source": source_to_dict(source), "replace": existing is not None}
     return Plan(command, create_topic=create_topic)
@@ -270,6 +272,36 @@ def _with_inferred_columns(create: ast.CreateSource, topic: str,
     keys = [c for c in create.columns if c.key or c.primary_key] + added["key"]
     rest = [c for c in create.columns if not (c.key or c.primary_key)] + added["value"]
     return replace(create, columns=(*keys, *rest))
+
+
+def _declared_window(properties: Mapping[str, PropertyValue],
+                     columns: tuple[Column, ...]) -> str | None:  # fmt: skip
+    """A declared source's window (``WINDOW_TYPE``, with ``WINDOW_SIZE`` for time windows): its
+    record keys are windowed keys."""
+    kind = properties.get("WINDOW_TYPE")
+    if kind is None:
+        if properties.get("WINDOW_SIZE") is not None:
+            raise ValidationError("'WINDOW_SIZE' is only valid with 'WINDOW_TYPE'")
+        return None
+    window = str(kind).upper()
+    if window not in ("TUMBLING", "HOPPING", "SESSION"):
+        raise ValidationError(f"Invalid value for 'WINDOW_TYPE': {kind}. Valid values: "
+                              "[SESSION, HOPPING, TUMBLING]")  # fmt: skip
+    size = properties.get("WINDOW_SIZE")
+    if window == "SESSION" and size is not None:
+        raise ValidationError("'WINDOW_SIZE' should not be set for SESSION windows.")
+    if window != "SESSION" and size is None:
+        raise ValidationError(f"{window} windows require 'WINDOW_SIZE' to be provided in the "
+                              "WITH clause. For example: 'WINDOW_SIZE'='10 SECONDS'")  # fmt: skip
+    if window != "SESSION":
+        parts = str(size).split()
+        try:
+            ast.Duration(int(parts[0]), parts[1].upper()).milliseconds  # noqa: B018 - a check
+        except (ValueError, IndexError, KeyError):
+            raise ValidationError(f"Invalid WINDOW_SIZE: {size!r} (for example '10 SECONDS')") from None
+    if not any(c.key for c in columns):
+        raise ValidationError("Windowed sources require a key column.")
+    return window
 
 
 def _check_registry(topic: str, formats: tuple[str, ...], facts: TopicFacts) -> None:

@@ -194,9 +194,14 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     source = catalog.source(query.source.name)
     if source is None:
         raise QueryCompileError(f"{query.source.name} does not exist.")
+    if source.windowed and source.kind is SourceKind.TABLE:
+        raise QueryCompileError("KSQL does not support persistent queries on windowed tables.")
     if source.windowed:
         raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
                                 f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+    if source.value_format == "KAFKA" and query.group_by:
+        raise QueryCompileError(f"Source(s) {source.name} are using the 'KAFKA' value format. This "
+                                "format does not yet support GROUP BY.")  # fmt: skip
     window = (window_spec(query.window, query.emit == "FINAL") if query.window is not None
               else None)  # fmt: skip
     if window is not None and source.kind is SourceKind.TABLE:

@@ -152,9 +152,8 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     if source.kind is SourceKind.TABLE and query.partition_by:
         raise QueryCompileError("PARTITION BY is not supported on tables: a table is keyed by its "
                                 "PRIMARY KEY.", "PARTITION BY", query.partition_by[0])  # fmt: skip
-    if source.windowed:
-        raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
-                                f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+    if source.windowed and source.kind is SourceKind.TABLE:
+        raise QueryCompileError("KSQL does not support persistent queries on windowed tables.")
     custom = dict(catalog.types)
     columns = {c.name: resolve_type(c.type, custom) for c in source.columns}
     scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
@@ -218,6 +217,9 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     if not values:
         raise QueryCompileError("The projection contains no value columns.")
     chosen = [k for k in keys if k is not None]
+    if source.windowed:  # after ksqlDB's own checks of the query, so its refusals come first
+        raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
+                                f"{source.windowed} windowed.", "windowed source")  # fmt: skip
     return CompiledQuery(
         source=source,
         columns=tuple(k for k, _ in chosen) + tuple(v for v, _ in values),

@@ -19,6 +19,7 @@ from headwater.engine.persistent.aggregating import (
 from headwater.engine.persistent.analyzer import describe_query
 from headwater.engine.persistent.compile import QueryCompileError
 from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan
@@ -327,3 +328,19 @@ def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> Non
     # "a" gets i = 0, 2, 3, 5, 6, 8, 9, 11 over both partitions; the batch order is by time
     assert json.loads(run(combined, True)[0][1] or b"") == {
         "C": 8, "Q": 44, "P": 5.5, "L": [0, 2, 3, 5, 6, 8, 9, 11], "M": 11}
+
+
+def test_group_by_refusals_ksqldb_makes() -> None:
+    catalog = Catalog()
+    for text in ("CREATE STREAM raw (V STRING) WITH (kafka_topic='orders', value_format='KAFKA');",
+                 ("CREATE TABLE per_min (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='items', "
+                  "value_format='JSON', window_type='TUMBLING', window_size='1 MINUTE');")):  # fmt: skip
+        planned = plan(parse_one(text), catalog, FACTS, QUERY_ANALYZER)
+        catalog, _ = apply_command(catalog, CommandRecord("c", 0, text, planned.command), 0)
+    with pytest.raises((ValidationError, QueryCompileError), match="Source\\(s\\) RAW are using the 'KAFKA' value "
+                                             "format. This format does not yet support GROUP BY."):
+        plan(parse_one("CREATE TABLE t AS SELECT V, COUNT(*) FROM raw GROUP BY V;"), catalog,
+             FACTS, QUERY_ANALYZER)  # fmt: skip
+    with pytest.raises((ValidationError, QueryCompileError), match="does not support persistent queries on windowed "
+                                             "tables"):
+        plan(parse_one("CREATE TABLE t2 AS SELECT * FROM per_min;"), catalog, FACTS, QUERY_ANALYZER)

@@ -162,3 +162,25 @@ def test_avro_columns_left_out_are_inferred_from_the_registry() -> None:
                                               "not exist in the Schema Registry"):  # fmt: skip
         plan(parse_one("CREATE STREAM s WITH (kafka_topic='users', format='AVRO');"), Catalog(),
              TopicFacts({"users": 2}, {}))  # fmt: skip
+
+
+@pytest.mark.parametrize(("with_clause", "message"), [
+    ("window_type='TUMBLING'", "TUMBLING windows require 'WINDOW_SIZE'"),
+    ("window_type='SLIDING', window_size='1 MINUTE'", "Invalid value for 'WINDOW_TYPE': SLIDING"),
+    ("window_size='1 MINUTE'", "'WINDOW_SIZE' is only valid with 'WINDOW_TYPE'"),
+])  # fmt: skip
+def test_declared_windowed_sources_are_checked(with_clause: str, message: str) -> None:
+    text = (f"CREATE TABLE w (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='users', "
+            f"value_format='JSON', {with_clause});")  # fmt: skip
+    with pytest.raises(ValidationError, match=message):
+        plan(parse_one(text), Catalog(), FACTS)
+
+
+def test_declared_windowed_table_is_windowed() -> None:
+    text = ("CREATE TABLE w (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='users', "
+            "value_format='JSON', window_type='hopping', window_size='30 SECONDS');")  # fmt: skip
+    source = source_from_dict(plan(parse_one(text), Catalog(), FACTS).command["source"])  # type: ignore[index]
+    assert source.windowed == "HOPPING"
+    with pytest.raises(ValidationError, match="Windowed sources require a key column."):
+        plan(parse_one("CREATE STREAM s (C BIGINT) WITH (kafka_topic='users', value_format='JSON',"
+                       " window_type='SESSION');"), Catalog(), FACTS)  # fmt: skip
