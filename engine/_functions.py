@@ -432,6 +432,7 @@ def _fixed(params: Sequence[SqlType], result: SqlType, impl: Impl) -> Resolver:
                 return None
         return result, impl
 
+    resolve.signatures = ((tuple(params), result),)  # type: ignore[attr-defined]  # DESCRIBE FUNCTION
     return resolve
 
 
@@ -439,6 +440,8 @@ def _overloads(*resolvers: Resolver) -> Resolver:
     def resolve(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
         return next((r for r in (f(args) for f in resolvers) if r is not None), None)
 
+    resolve.signatures = tuple(s for r in resolvers  # type: ignore[attr-defined]
+                               for s in getattr(r, "signatures", ()))  # fmt: skip
     return resolve
 
 

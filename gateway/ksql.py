@@ -21,7 +21,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+import headwater
 from headwater.engine.errors import EngineError, StatementPrepareError
+from headwater.engine.function_catalog import all_functions, describe_function
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import serde_of
@@ -134,7 +136,7 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
     entities: list[Entity] = []
     for statement in statements:
         try:
-            entities.append(run_statement(services, statement))
+            entities.append(run_statement(services, statement, request.streams_properties))
         except KsqlError as exc:
             exc.statement_text = exc.statement_text or statement.text
             exc.entities = tuple(entities)
@@ -167,12 +169,15 @@ def _position(statement: ast.Statement, offset: int | None) -> tuple[int, int]:
     return statement.line + newlines, offset - before.rfind("\n")
 
 
-def run_statement(services: Services, statement: ast.Statement) -> Entity:
-    """The entity answering one statement."""
+def run_statement(services: Services, statement: ast.Statement,
+                  overrides: Mapping[str, Any] | None = None) -> Entity:  # fmt: skip
+    """The entity answering one statement (``overrides``: the request's session properties)."""
     if isinstance(statement, CATALOG_STATEMENTS):
         return _submit(services, statement)
     if isinstance(statement, ast.Select):
         raise KsqlError("SELECT statements must be sent to the /query endpoint", 40002)
+    if isinstance(statement, ast.Show) and statement.what.upper() == "PROPERTIES":
+        return show_properties(services, statement, overrides or {})
     handler = _HANDLERS.get(type(statement))
     if handler is None:
         raise _unsupported(statement)
@@ -261,7 +266,30 @@ def _topics(services: Services, *, internal: bool) -> Entity:
     }
 
 
+def _functions(services: Services) -> Entity:
+    return {"functions": [{"name": f.name, "type": f.kind, "category": f.category}
+                          for f in all_functions()]}  # fmt: skip
+
+
+def show_properties(services: Services, statement: ast.Statement,
+                    overrides: Mapping[str, Any]) -> Entity:  # fmt: skip
+    """SHOW PROPERTIES in ksqlDB's shape: the server's settings, then the session's overrides
+    (which win), each with its scope; which were overridden, which are at their default."""
+    values = {**services.properties, **{k: str(v) for k, v in overrides.items()}}
+    return {
+        "@type": "properties",
+        "statementText": statement.text,
+        "properties": [{"name": k, "scope": "KSQL" if k.startswith(("ksql.", "headwater."))
+                        else "SERVER", "value": v} for k, v in sorted(values.items())],
+        "overwrittenProperties": sorted(overrides),
+        "defaultProperties": sorted(k for k, v in services.properties.items()
+                                    if k not in overrides and services.defaults.get(k) == v),
+        "warnings": [],
+    }  # fmt: skip
+
+
 _SHOWS: dict[str, tuple[str, Callable[[Services], Entity]]] = {
+    "FUNCTIONS": ("function_names", _functions),
     "STREAMS": ("streams", _sources(SourceKind.STREAM)),
     "TABLES": ("tables", _sources(SourceKind.TABLE)),
     "TYPES": ("type_list", _types),
@@ -270,8 +298,26 @@ _SHOWS: dict[str, tuple[str, Callable[[Services], Entity]]] = {
 }
 
 
+def _describe_function(statement: ast.Describe) -> Entity:
+    """DESCRIBE FUNCTION in ksqlDB's shape; a generic function (types from its arguments) has no
+    declared variants."""
+    found = describe_function(statement.name or "")
+    if found is None:
+        raise KsqlError(f"Can't find any functions with the name '{statement.name}'", 40001)
+    variants = [{"arguments": [{"name": f"arg{i}", "type": t, "description": "",
+                                "isVariadic": False} for i, t in enumerate(params, 1)],
+                 "returnType": result, "description": "", "argumentTypes": list(params)}
+                for params, result in found.signatures]  # fmt: skip
+    return {"@type": "describe_function", "statementText": statement.text, "name": found.name,
+            "description": "" if variants else "its parameter and result types follow its "
+            "arguments", "author": "headwater", "version": headwater.__version__,
+            "path": "internal", "functions": variants, "type": found.kind, "warnings": []}  # fmt: skip
+
+
 def _describe(services: Services, statement: ast.Statement) -> Entity:
     describe: ast.Describe = statement  # type: ignore[assignment]
+    if describe.what == "FUNCTION":
+        return _describe_function(describe)
     if describe.what != "SOURCE" or describe.name is None:
         raise _unsupported(statement)
     catalog = services.runner.catalog

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +102,8 @@ class Services:
         cluster: membership, liveness and lag reports (None: a server on its own).
         control: the controller's assignment (None: this server holds every partition).
         queries: runs this server's persistent queries on Spark (None: it runs none).
+        properties: the server's settings as text, by key (what SHOW PROPERTIES lists).
+        defaults: the settings' defaults as text, by key.
     """
 
     settings: KafkaSettings
@@ -119,6 +121,8 @@ class Services:
     cluster: ClusterAgent | None = None
     control: ControlPlane | None = None
     queries: QueryEngine | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    defaults: Mapping[str, str] = field(default_factory=dict)
 
 
 class CatalogNotReady(KafkaEdgeError):
@@ -159,6 +163,8 @@ def open_services(
     cluster: ClusterSettings | None = None,
     engine: EngineSettings | None = None,
     registry: SchemaRegistry | None = None,
+    properties: Mapping[str, str] | None = None,
+    defaults: Mapping[str, str] | None = None,
 ) -> Iterator[Services]:
     """Create the command topic if needed, load the catalog, start materializing its tables.
 
@@ -181,6 +187,7 @@ def open_services(
         engine: run persistent queries on Spark with these settings (a child process, started
             with the first query); None: this server runs no persistent queries.
         registry: the schema registry of the AVRO and JSON_SR formats (None: they are refused).
+        properties: the server's settings as text (SHOW PROPERTIES), and ``defaults`` theirs.
 
     Raises:
         KafkaEdgeError: Kafka is unreachable, or the catalog did not catch up in time.
@@ -226,7 +233,7 @@ def open_services(
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
             Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
-            control, queries,
+            control, queries, dict(properties or {}), dict(defaults or {}),
         )  # fmt: skip
 
 

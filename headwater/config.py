@@ -209,7 +209,11 @@ assert all(s.field in _FIELDS for s in SETTINGS), "every setting names a ServerC
 
 def defaults() -> dict[str, str]:
     """Each key with its default as text (for ``--help`` and the README)."""
-    config = ServerConfig()
+    return as_text(ServerConfig())
+
+
+def as_text(config: ServerConfig) -> dict[str, str]:
+    """Each key with its value in ``config`` as text, as a properties file writes it."""
     shown: dict[str, str] = {}
     for setting in SETTINGS:
         value = getattr(config, setting.field)

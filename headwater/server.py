@@ -26,7 +26,7 @@ from typing import IO
 import uvicorn
 
 from headwater.cluster.settings import ClusterSettings
-from headwater.config import ServerConfig, heartbeat_settings
+from headwater.config import ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.settings import EngineSettings
@@ -214,6 +214,8 @@ def serve(
                 engine=engine_settings_of(config, state_dir or scratch, config.service_id)
                 if config.persistent_queries_enabled else None,
                 registry=_schema_registry(config),
+                properties=as_text(config),
+                defaults=defaults(),
             )
         )
         if on_ready is not None:

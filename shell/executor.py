@@ -6,8 +6,9 @@ session's variables, so `${name}` works as on the server), then each statement r
 - client-side statements, as ksqlDB's CLI handles them itself: SET/UNSET change the connection's
   streams properties (sent as `streamsProperties` on later requests); DEFINE/UNDEFINE change its
   session variables (sent as `sessionVariables`, substituted by the server with the same
-  `sqlparse_ext` rules the local check uses); SHOW PROPERTIES/VARIABLES are answered from the
-  session; RUN SCRIPT 'file' runs a file (relative to the working folder) the same way;
+  `sqlparse_ext` rules the local check uses); SHOW VARIABLES is answered from the session (SHOW
+  PROPERTIES by the server, which merges the session's properties sent with it); RUN SCRIPT 'file'
+  runs a file (relative to the working folder) the same way;
 - SELECT goes to `/query`; its rows, header and `servedBy` come back as one `Rows` result
   (a push query, `EMIT CHANGES`, as a `RowStream` read while it runs);
 - everything else goes to `/ksql`; each entity becomes an `Entity` result.
@@ -259,19 +260,6 @@ class Executor:
 
     # -- answered from the session -------------------------------------------------------------------
 
-    def _properties(self, statement_text: str) -> dict[str, Any]:
-        props = self.connection.properties
-        return {
-            "@type": "properties",
-            "statementText": statement_text,
-            "properties": [
-                {"name": k, "scope": "SESSION", "value": str(v)} for k, v in sorted(props.items())
-            ],
-            "overwrittenProperties": sorted(props),
-            "defaultProperties": [],
-            "warnings": [],
-        }
-
     def _variables(self, statement_text: str) -> dict[str, Any]:
         return {
             "@type": "variables",
@@ -281,7 +269,7 @@ class Executor:
         }
 
 
-_LOCAL_SHOWS = {"PROPERTIES": Executor._properties, "VARIABLES": Executor._variables}
+_LOCAL_SHOWS = {"VARIABLES": Executor._variables}
 
 
 def _closing(cursor: dbapi.Cursor) -> Iterator[tuple[Any, ...]]:

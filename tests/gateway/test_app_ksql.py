@@ -35,7 +35,10 @@ def services(
     service_id = f"app-ksql-{uuid.uuid4().hex[:8]}"
     data_dir: Path = tmp_path_factory.mktemp("app-ksql")
     limits = Limits(max_body_bytes=64 * 1024, catch_up_timeout_s=1.0)
-    with open_services(settings, service_id, data_dir, limits=limits) as built:
+    properties = {"ksql.service.id": service_id, "ksql.streams.cache.max.bytes.buffering": "10485760"}
+    defaults = {"ksql.service.id": "default_", "ksql.streams.cache.max.bytes.buffering": "10485760"}
+    with open_services(settings, service_id, data_dir, limits=limits, properties=properties,
+                       defaults=defaults) as built:  # fmt: skip
         yield built
 
 
@@ -232,3 +235,32 @@ def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client:
     assert "JOIN is not supported" in body["message"]
     assert (body["line"], body["column"]) == (5, 36)  # the join condition
     assert ksql(client, "SHOW QUERIES;").json()[0]["queries"] == []  # nothing reached the log
+
+
+def test_show_functions_and_describe_function(client: TestClient) -> None:
+    listed = ksql(client, "SHOW FUNCTIONS;").json()[0]
+    assert listed["@type"] == "function_names"
+    by_name = {f["name"]: f for f in listed["functions"]}
+    assert by_name["SUBSTRING"] == {"name": "SUBSTRING", "type": "SCALAR", "category": "STRING"}
+    assert by_name["COUNT"]["type"] == "AGGREGATE"
+    assert by_name["TRANSFORM"]["category"] == "LAMBDA"
+    described = ksql(client, "DESCRIBE FUNCTION substring;").json()[0]
+    assert (described["@type"], described["name"], described["type"]) == (
+        "describe_function", "SUBSTRING", "SCALAR")
+    assert [v["argumentTypes"] for v in described["functions"]] == [
+        ["STRING", "INTEGER"], ["STRING", "INTEGER", "INTEGER"]]
+    assert described["functions"][0]["returnType"] == "STRING"
+    missing = ksql(client, "DESCRIBE FUNCTION nope;")
+    assert missing.status_code == 400
+    assert "Can't find any functions with the name 'NOPE'" in missing.json()["message"]
+
+
+def test_show_properties_lists_server_and_session_values(client: TestClient) -> None:
+    answer = ksql(client, "SHOW PROPERTIES;",
+                  streamsProperties={"auto.offset.reset": "earliest"}).json()[0]  # fmt: skip
+    assert answer["@type"] == "properties"
+    values = {p["name"]: (p["scope"], p["value"]) for p in answer["properties"]}
+    assert values["auto.offset.reset"] == ("SERVER", "earliest")
+    assert values["ksql.streams.cache.max.bytes.buffering"] == ("KSQL", "10485760")
+    assert answer["overwrittenProperties"] == ["auto.offset.reset"]
+    assert answer["defaultProperties"] == ["ksql.streams.cache.max.bytes.buffering"]

@@ -82,6 +82,14 @@ class FakeKsql:
                              "valueFormat": "JSON", "isWindowed": False}
                             for n, (k, _) in sorted(self.sources.items()) if k == kind],
                         "warnings": []})  # fmt: skip
+        if upper[:2] == ["SHOW", "PROPERTIES"]:  # the server's settings and the session's
+            session = self.bodies[-1].get("streamsProperties") or {}
+            values = {"ksql.service.id": "default_", **session}
+            return _ok({"@type": "properties", "statementText": text, "warnings": [],
+                        "properties": [{"name": k, "scope": "KSQL", "value": str(v)}
+                                       for k, v in sorted(values.items())],
+                        "overwrittenProperties": sorted(session),
+                        "defaultProperties": ["ksql.service.id"]})  # fmt: skip
         if upper[:2] in (["SHOW", "TOPICS"], ["LIST", "TOPICS"]):
             return _ok({"@type": "kafka_topics", "statementText": text, "warnings": [],
                         "topics": [{"name": "orders", "replicaInfo": [1, 1]}]})  # fmt: skip

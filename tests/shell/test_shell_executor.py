@@ -51,16 +51,17 @@ def test_define_is_sent_as_session_variables_and_checked_locally(
     assert caught.value.column == 15
 
 
-def test_show_properties_and_variables_are_answered_locally(
+def test_show_properties_asks_the_server_and_variables_are_local(
     executor: Executor, fake: FakeKsql
 ) -> None:
     out = results(executor, "SET 'a.b'='1'; DEFINE x='y'; SHOW PROPERTIES; SHOW VARIABLES;")
     props, variables = out[1], out[2]
     assert isinstance(props, Entity) and props.table is not None
-    assert props.table.rows == (("a.b", "SESSION", "SESSION", "1"),)
+    assert [row[0] for row in props.table.rows] == ["a.b", "ksql.service.id"]
+    assert [b["ksql"] for b in fake.bodies] == ["SHOW PROPERTIES;"]
+    assert fake.bodies[0]["streamsProperties"] == {"a.b": "1"}
     assert isinstance(variables, Entity) and variables.table is not None
     assert variables.table.rows == (("x", "y"),)
-    assert fake.bodies == []
 
 
 def test_pull_query_rows_with_served_by(executor: Executor) -> None:

@@ -1,0 +1,75 @@
+"""What SHOW FUNCTIONS and DESCRIBE FUNCTION tell: every function the engine computes, its kind
+(SCALAR, AGGREGATE), its category (the family it belongs to, as ksqlDB groups them) and, where the
+function table declares them, its parameter and result types. Pure (no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from headwater.engine import (
+    _functions,
+    _functions_array,
+    _functions_json,
+    _functions_lambda,
+    _functions_math,
+    _functions_string,
+    _functions_time,
+)
+from headwater.engine.persistent.udafs import AGGREGATE_NAMES
+
+_CATEGORIES = (
+    (_functions_array.FUNCTIONS, "ARRAY"),
+    (_functions_json.FUNCTIONS, "JSON"),
+    (_functions_math.FUNCTIONS, "MATHEMATICAL"),
+    (_functions_string.FUNCTIONS, "STRING"),
+    (_functions_time.FUNCTIONS, "DATE / TIME"),
+)
+_BASE = {
+    **dict.fromkeys(("ABS", "ROUND", "FLOOR", "CEIL", "SQRT", "SIGN", "GREATEST", "LEAST"),
+                    "MATHEMATICAL"),
+    **dict.fromkeys(("TIMESTAMPTOSTRING", "STRINGTOTIMESTAMP", "FORMAT_TIMESTAMP",
+                     "PARSE_TIMESTAMP"), "DATE / TIME"),
+    **dict.fromkeys(("COALESCE", "IFNULL", "NULLIF"), "CONDITIONAL"),
+    "ARRAY_LENGTH": "ARRAY", "AS_VALUE": "OTHER",
+}  # the functions of the base table; the others there are STRING functions
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionInfo:
+    """One function: ``signatures`` are (parameter types, result type) texts, empty when the
+    function's types depend on its arguments (generic)."""
+
+    name: str
+    kind: str
+    category: str
+    signatures: tuple[tuple[tuple[str, ...], str], ...] = ()
+
+
+def _category(name: str) -> str:
+    for table, category in _CATEGORIES:
+        if name in table:
+            return category
+    return _BASE.get(name, "STRING" if name in _functions.FUNCTIONS else "OTHER")
+
+
+def all_functions() -> list[FunctionInfo]:
+    """Every function, by name."""
+    found = {name: describe_function(name) for name in (*_functions.FUNCTIONS,
+                                                         *_functions_lambda.LAMBDA_FUNCTIONS,
+                                                         *AGGREGATE_NAMES)}  # fmt: skip
+    return [found[name] for name in sorted(found) if found[name] is not None]  # type: ignore[misc]
+
+
+def describe_function(name: str) -> FunctionInfo | None:
+    """The function called ``name`` (any case), or None."""
+    upper = name.upper()
+    if upper in AGGREGATE_NAMES:
+        return FunctionInfo(upper, "AGGREGATE", "AGGREGATE")
+    if upper in _functions_lambda.LAMBDA_FUNCTIONS:
+        return FunctionInfo(upper, "SCALAR", "LAMBDA")
+    resolver = _functions.FUNCTIONS.get(upper)
+    if resolver is None:
+        return None
+    signatures = tuple((tuple(str(p) for p in params), str(result))
+                       for params, result in getattr(resolver, "signatures", ()))  # fmt: skip
+    return FunctionInfo(upper, "SCALAR", _category(upper), signatures)
