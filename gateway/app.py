@@ -24,7 +24,8 @@ from headwater.gateway.errors import KsqlError
 from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
 from headwater.gateway.queries import query_status_endpoint
-from headwater.gateway.query import query_endpoint, query_stream_endpoint
+from headwater.gateway.push import PushQueries
+from headwater.gateway.query import close_query_endpoint, query_endpoint, query_stream_endpoint
 from headwater.gateway.status import command_status_endpoint, status_endpoint
 from headwater.gateway.services import Services
 from headwater.kafka.errors import KafkaEdgeError
@@ -41,6 +42,7 @@ ROUTES = [
     Route("/ksql", ksql_endpoint, methods=["POST"]),
     Route("/query", query_endpoint, methods=["POST"]),
     Route("/query-stream", query_stream_endpoint, methods=["POST"]),
+    Route("/close-query", close_query_endpoint, methods=["POST"]),
     Route("/info", info_endpoint, methods=["GET"]),
     Route("/healthcheck", healthcheck_endpoint, methods=["GET"]),
     Route("/status", status_endpoint, methods=["GET"]),
@@ -155,4 +157,5 @@ def create_app(
     """
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
     app.state.services = services
+    app.state.push_queries = PushQueries()
     return app

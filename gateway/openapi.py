@@ -81,12 +81,19 @@ PATHS: dict[str, dict[str, Any]] = {
                       **_errors(400, 413, 429, 503)},
     }},
     "/query-stream": {"post": {
-        "summary": "Run a pull query (ksqlDB's HTTP/2-era API): a header line, then one array per row",
+        "summary": "Run a pull or push query (ksqlDB's HTTP/2-era API): a header line, then one "
+                   "array per row (streamed as they arrive for a push query)",
         "requestBody": {"content": {_JSON: {"schema": {
             "$ref": "#/components/schemas/QueryStreamRequest"}}}},
         "responses": {"200": {"description": "a header object, then one JSON array per row",
                               "content": {_DELIMITED: {}, _JSON: {}}},
                       **_errors(400, 413, 429, 503)},
+    }},
+    "/close-query": {"post": {
+        "summary": "End a push query (EMIT CHANGES) started on any connection to this server",
+        "requestBody": {"content": {_JSON: {"schema": {"type": "object", "properties": {
+            "queryId": {"type": "string"}}, "required": ["queryId"]}}}},
+        "responses": {"200": {"description": "the query ends"}, **_errors(400, 404)},
     }},
     "/info": {"get": {"summary": "Server version, service id, status and catalog digest",
                       "responses": {"200": _json("KsqlServerInfo")}}},

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from headwater.gateway.jsonout import dumps
-from headwater.gateway import routed
+from headwater.gateway import push, routed
 from headwater.gateway.cluster_api import check_internal_auth
 from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.ksql import decode_request, read_body, variables_text
@@ -70,6 +70,8 @@ async def query_endpoint(request: Request) -> Response:
     if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
         _check_internal(services, request, body)
     statement = _one_select(decoded.ksql, decoded.session_variables)
+    if statement.query.emit == "CHANGES":
+        return _push(request, services, statement, decoded.streams_properties, "array")
     async with services.admission.slot():
         answer = await _answer(services, statement, decoded.streams_properties)
     items = query_items(answer)
@@ -84,12 +86,36 @@ async def query_stream_endpoint(request: Request) -> Response:
     body = await read_body(request, services.limits.max_body_bytes)
     sql, properties, variables = _decode_stream_request(body)
     statement = _one_select(sql, variables)
+    if statement.query.emit == "CHANGES":
+        return _push(request, services, statement, properties, "lines")
     async with services.admission.slot():
         answer = await _answer(services, statement, properties)
     items = stream_items(answer)
     if _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON):
         return Response(_array(items), media_type=JSON)
     return StreamingResponse(_lines(items), media_type=DELIMITED)
+
+
+def _push(request: Request, services: Services, statement: ast.Select,
+          properties: Mapping[str, Any], shape: str) -> Response:  # fmt: skip
+    registry = push.registry_of(request)
+    query_id, plan, follower, stop = push.start_push(services, registry, statement, properties)
+    body = push.stream_push(request, registry, query_id, plan, follower, stop, shape=shape)
+    return StreamingResponse(body, media_type=JSON if shape == "array" else DELIMITED)
+
+
+async def close_query_endpoint(request: Request) -> Response:
+    """``POST /close-query`` with ``{"queryId": ...}``: ends a push query (started on any
+    connection to this server)."""
+    services = services_of(request)
+    body = await read_body(request, services.limits.max_body_bytes)
+    try:
+        query_id = json.loads(body or b"{}").get("queryId")
+    except (ValueError, AttributeError):
+        raise bad_request("the body must be a JSON object with a queryId") from None
+    if not isinstance(query_id, str) or not push.registry_of(request).close(query_id):
+        raise KsqlError(f"No query with id {query_id} exists on this server", 40400)
+    return Response(status_code=200)
 
 
 async def _answer(services: Services, statement: ast.Select, properties: Mapping[str, Any]

@@ -1,0 +1,97 @@
+"""Push queries that need no state: a filter and projection over one source's topic, served from a
+Kafka consumer with the pull queries' compiler (no Spark query). Does I/O (Kafka) in `TopicFollower`
+only; the planning is pure.
+
+``SELECT ... FROM s [WHERE ...] EMIT CHANGES [LIMIT n]`` reads ``s``'s topic from its end (ksqlDB's
+``auto.offset.reset=latest``, the default) or from its beginning (``earliest``), every partition,
+without a consumer group or commits, and yields each record that passes the WHERE, projected, as it
+arrives. A table's changelog is read the same way (each change is a row). What needs state (GROUP BY,
+WINDOW, JOIN, PARTITION BY, HAVING) is refused here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+from headwater.engine.errors import EngineError, PullQueryError
+from headwater.engine.pull import PullPlan, Row, plan_pull, run_plan
+from headwater.engine.serde import RowSerde
+from headwater.metastore.catalog import Source, SourceKind
+from headwater.sqlparse_ext.statements import Select
+
+from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
+
+log = logging.getLogger(__name__)
+
+_STATEFUL = ("JOIN", "WINDOW", "GROUP BY", "PARTITION BY", "HAVING")
+
+
+def plan_push(select: Select, source: Source, custom_types: Mapping[str, Any]) -> PullPlan:
+    """Checks a push query (``EMIT CHANGES``) that needs no state and plans it as a filter and
+    projection over the source's records.
+
+    Raises:
+        PullQueryError: a clause that needs state (not supported yet), or what a pull query over
+            the same source would refuse.
+    """
+    query = select.query
+    present = dict(zip(_STATEFUL, (query.joins, query.window, query.group_by, query.partition_by,
+                                   query.having), strict=True))  # fmt: skip
+    needing_state = [clause for clause, given in present.items() if given]
+    if needing_state:
+        raise PullQueryError(f"Push queries with {', '.join(needing_state)} need state, which "
+                             "headwater does not run for push queries yet (it will, as transient "
+                             "Spark queries): create a table or stream AS SELECT and query it")  # fmt: skip
+    as_stream = dataclasses.replace(source, kind=SourceKind.STREAM)
+    return plan_pull(dataclasses.replace(query, emit=None), as_stream, custom_types)
+
+
+class TopicFollower:
+    """A consumer of every partition of ``source``'s topic, from its end or its beginning."""
+
+    def __init__(self, settings: KafkaSettings, source: Source, custom_types: Mapping[str, Any],
+                 *, from_beginning: bool) -> None:  # fmt: skip
+        self.source = source
+        self._serde = RowSerde.for_source(source, custom_types)
+        self._consumer = consumer(settings, "push-query", fetch_wait_max_ms=20)
+        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+        self._consumer.assign([TopicPartition(source.topic, p, start)
+                               for p in range(source.partitions)])  # fmt: skip
+        self.skipped = 0
+
+    def poll(self, timeout_s: float) -> list[Row]:
+        """The records that arrived within ``timeout_s`` (tombstones and undecodable ones left out)."""
+        rows: list[Row] = []
+        for message in poll_batch(self._consumer, 500, timeout_s):
+            if message.error() is not None:
+                continue
+            try:
+                key = self._serde.deserialize_key(message.key())
+                value = self._serde.deserialize_value(message.value())
+            except EngineError as exc:
+                self.skipped += 1
+                log.debug("push query on %s skips a record: %s", self.source.topic, exc.message)
+                continue
+            if value is None:
+                continue
+            _kind, timestamp = message.timestamp()
+            rows.append(Row(key, value, int(timestamp), int(message.partition() or 0),
+                            int(message.offset() or 0)))  # fmt: skip
+        return rows
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def push_rows(plan: PullPlan, rows: list[Row], sent: int) -> tuple[list[list[Any]], bool]:
+    """The rows of ``rows`` that pass the WHERE, projected, up to the LIMIT (``sent`` rows were
+    sent before); and whether the LIMIT is reached."""
+    if plan.limit is None:
+        return run_plan(plan, iter(rows))
+    left = plan.limit - sent
+    out, reached = run_plan(dataclasses.replace(plan, limit=max(left, 0)), iter(rows))
+    return out, reached or len(out) >= left

@@ -1,0 +1,151 @@
+"""Push queries (``EMIT CHANGES``) over ``POST /query`` and ``POST /query-stream``, and
+``POST /close-query``. Parses, streams and renders; the engine follows the topic.
+
+A push query's answer is streamed as it runs: on ``/query`` a JSON array (the header, then one
+``{"row": ...}`` per row, then ``{"finalMessage": "Limit Reached"}`` when a LIMIT ends it); on
+``/query-stream`` a header line then one JSON array per row. It ends with its LIMIT, when the client
+closes the connection, or with ``/close-query``. Each server runs at most
+``PushQueries.max_running`` at once (429 beyond); a slow client holds only its own consumer, which
+stops fetching while its rows wait to be sent.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from headwater.engine.errors import EngineError
+from headwater.engine.push import TopicFollower, plan_push, push_rows
+from headwater.engine.values import to_json_output
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.jsonout import dumps
+from headwater.gateway.services import Services
+from headwater.sqlparse_ext import statements as ast
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+_POLL_S = 0.2
+
+
+class PushQueries:
+    """The push queries a server runs: their ids and stop flags, at most ``max_running``."""
+
+    def __init__(self, max_running: int = 100) -> None:
+        self.max_running = max_running
+        self._lock = threading.Lock()
+        self._running: dict[str, threading.Event] = {}
+
+    def start(self) -> tuple[str, threading.Event]:
+        """A new query id and its stop flag.
+
+        Raises:
+            KsqlError: 429 when ``max_running`` queries run already.
+        """
+        with self._lock:
+            if len(self._running) >= self.max_running:
+                raise KsqlError(f"this server runs {self.max_running} push queries already "
+                                "(the most it runs at once): retry later", 42900,
+                                retriable=True)  # fmt: skip
+            query_id = f"transient_{uuid.uuid4().hex[:16]}"
+            stop = self._running[query_id] = threading.Event()
+            return query_id, stop
+
+    def end(self, query_id: str) -> None:
+        with self._lock:
+            self._running.pop(query_id, None)
+
+    def close(self, query_id: str) -> bool:
+        """Stops a running query; whether it was running."""
+        with self._lock:
+            stop = self._running.get(query_id)
+        if stop is None:
+            return False
+        stop.set()
+        return True
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return sorted(self._running)
+
+
+def _from_beginning(properties: Mapping[str, Any]) -> bool:
+    value = str(properties.get("auto.offset.reset", properties.get(
+        "ksql.streams.auto.offset.reset", "latest"))).lower()  # fmt: skip
+    if value not in ("earliest", "latest"):
+        raise KsqlError(f"Invalid value {value!r} for 'auto.offset.reset': earliest or latest",
+                        40000)  # fmt: skip
+    return value == "earliest"
+
+
+def start_push(services: Services, registry: PushQueries, statement: ast.Select,
+               properties: Mapping[str, Any]) -> tuple[str, Any, TopicFollower, threading.Event]:  # fmt: skip
+    """Plans the push query and starts following its topic: (query id, plan, follower, stop).
+
+    Raises:
+        KsqlError: what ksqlDB (or headwater, for push queries needing state) refuses.
+    """
+    catalog = services.runner.catalog
+    source = catalog.source(statement.query.source.name)
+    if source is None:
+        raise KsqlError(f"{statement.query.source.name} does not exist.", 40001,
+                        statement_text=statement.text)  # fmt: skip
+    try:
+        plan = plan_push(statement, source, catalog.types)
+    except EngineError as exc:
+        raise KsqlError(exc.message, exc.error_code, statement_text=statement.text) from exc
+    from_beginning = _from_beginning(properties)
+    query_id, stop = registry.start()
+    try:
+        follower = TopicFollower(services.settings, source, catalog.types,
+                                 from_beginning=from_beginning)  # fmt: skip
+    except Exception:
+        registry.end(query_id)
+        raise
+    return query_id, plan, follower, stop
+
+
+async def stream_push(request: Request, registry: PushQueries, query_id: str, plan: Any,
+                      follower: TopicFollower, stop: threading.Event, *,
+                      shape: str) -> AsyncIterator[bytes]:  # fmt: skip
+    """The bytes of a push query's answer, as rows arrive; ends with the LIMIT, the client's
+    going, or ``/close-query``. ``shape``: ``array`` (/query) or ``lines`` (/query-stream)."""
+    types = [c.type for c in plan.schema]
+    columns = [c.name for c in plan.schema]
+    schema = ", ".join(f"`{c.name}` {c.type.sql()}" + (" KEY" if c.key else "")
+                       for c in plan.schema)  # fmt: skip
+    sent = 0
+    try:
+        if shape == "array":  # each item is followed by ",\n" as soon as it is sent (ksqlDB's)
+            yield ("[" + dumps({"header": {"queryId": query_id, "schema": schema}}) + ",\n"
+                   ).encode()  # fmt: skip
+        else:
+            yield (dumps({"queryId": query_id, "columnNames": columns,
+                          "columnTypes": [t.sql() for t in types]}) + "\n").encode()  # fmt: skip
+        reached = plan.limit == 0
+        while not reached and not stop.is_set():
+            if await request.is_disconnected():
+                return
+            batch = await run_in_threadpool(follower.poll, _POLL_S)
+            rows, reached = push_rows(plan, batch, sent)
+            sent += len(rows)
+            chunk = []
+            for row in rows:
+                values = [to_json_output(v, t) for v, t in zip(row, types, strict=True)]
+                chunk.append(dumps({"row": {"columns": values}}) + ",\n" if shape == "array"
+                             else dumps(values) + "\n")  # fmt: skip
+            if chunk:
+                yield "".join(chunk).encode()
+        if shape == "array":
+            final = "Limit Reached" if reached else "Query Completed"
+            yield (dumps({"finalMessage": final}) + "]\n").encode()
+    finally:  # also when the client went (the stream is cancelled)
+        registry.end(query_id)
+        follower.close()
+
+
+def registry_of(request: Request) -> PushQueries:
+    """The app's push queries."""
+    registry: PushQueries = request.app.state.push_queries
+    return registry

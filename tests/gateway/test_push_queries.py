@@ -1,0 +1,93 @@
+"""Push queries that need no state, through a real server: rows arrive live over /query and
+/query-stream, LIMIT ends them with ksqlDB's final message, /close-query ends one from another
+connection, and a client that goes ends its query."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from headwater.kafka.broker import EmbeddedBroker
+
+pytestmark = [pytest.mark.kafka]
+
+
+def _insert_later(url: str, statements: list[str], delay_s: float = 1.0) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay_s)
+        for text in statements:
+            httpx.post(f"{url}/ksql", json={"ksql": text}, timeout=30).raise_for_status()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"push_{suffix}")  # fmt: skip
+    created = server.ksql(f"CREATE STREAM clicks (ID STRING KEY, N INT) WITH (kafka_topic="
+                          f"'clicks_{suffix}', partitions=2, value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    assert server.ksql("INSERT INTO clicks (ID, N) VALUES ('old', 0);").status_code == 200
+
+    # /query: from the end (latest), a filter and projection, two rows then "Limit Reached"
+    inserts = _insert_later(server.url, [f"INSERT INTO clicks (ID, N) VALUES ('k{i}', {i});"
+                                         for i in range(1, 5)])  # fmt: skip
+    started = time.monotonic()
+    answer = httpx.post(f"{server.url}/query", timeout=60, json={
+        "ksql": "SELECT ID, N * 10 AS TEN FROM clicks WHERE N > 1 EMIT CHANGES LIMIT 2;"})
+    inserts.join()
+    assert answer.status_code == 200, answer.text
+    items = json.loads(answer.text)
+    assert items[0]["header"]["schema"] == "`ID` STRING, `TEN` INTEGER"  # ksqlDB marks no KEY here
+    assert items[0]["header"]["queryId"].startswith("transient_")
+    assert sorted(i["row"]["columns"] for i in items[1:3]) == [["k2", 20], ["k3", 30]]
+    assert items[3] == {"finalMessage": "Limit Reached"}
+    assert time.monotonic() - started < 30
+
+    # /query-stream from the beginning: the header line, then one array per row
+    with httpx.stream("POST", f"{server.url}/query-stream", timeout=60, json={
+            "sql": "SELECT * FROM clicks EMIT CHANGES LIMIT 3;",
+            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+        lines = [json.loads(line) for line in streamed.iter_lines() if line]
+    assert lines[0]["columnNames"] == ["ID", "N"]
+    assert len(lines) == 4 and all(isinstance(row, list) for row in lines[1:])
+
+    # /close-query ends a query started on another connection
+    seen: list[str] = []
+
+    def follow() -> None:
+        with httpx.stream("POST", f"{server.url}/query-stream", timeout=60,
+                          json={"sql": "SELECT * FROM clicks EMIT CHANGES;"}) as streamed:  # fmt: skip
+            for line in streamed.iter_lines():
+                if line:
+                    seen.append(line)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query_id = json.loads(seen[0])["queryId"]
+    closed = httpx.post(f"{server.url}/close-query", json={"queryId": query_id}, timeout=10)
+    assert closed.status_code == 200
+    follower.join(10)
+    assert not follower.is_alive(), "the closed push query kept streaming"
+    unknown = httpx.post(f"{server.url}/close-query", json={"queryId": "nope"}, timeout=10)
+    assert unknown.status_code == 404
+
+    # what needs state is refused clearly, before anything streams
+    refused = httpx.post(f"{server.url}/query", timeout=10, json={
+        "ksql": "SELECT ID, COUNT(*) FROM clicks GROUP BY ID EMIT CHANGES;"})
+    assert refused.status_code == 400
+    assert "Push queries with GROUP BY need state" in refused.json()["message"]
