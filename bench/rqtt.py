@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import concurrent.futures
 import copy
 import json
 import os
@@ -80,6 +81,8 @@ CORPUS = REPO.parent / "shared" / "ksql-corpus" / "rqtt"
 CI_EXPECTED = Path(__file__).with_name("rqtt_ci_expected.txt")
 
 _PUSH = re.compile(r"\bEMIT\s+CHANGES\b", re.IGNORECASE)
+_STATEFUL = re.compile(r"\b(GROUP\s+BY|WINDOW|JOIN)\b", re.IGNORECASE)
+_LIMIT = re.compile(r"\bLIMIT\s+\d+", re.IGNORECASE)
 _STATEMENT_MACRO = "{STATEMENT}"
 #: Statuses of an answer worth asking again (not ready, catching up, too busy).
 _RETRIABLE_STATUS = (429, 503)
@@ -134,8 +137,12 @@ def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
     if case.get("testPullWithProtoFormat"):
         return "pull answers in protobuf (application/vnd.ksql.v1+protobuf)", ""
     push = [s for s in case["statements"] if s.startswith("SELECT ") and _PUSH.search(s)]
-    if push or (case.get("inputConditions") or {}).get("waitForActivePushQuery"):
-        return "push queries (EMIT CHANGES on /query) not supported yet", (push or [""])[0][:120]
+    stateful = [s for s in push if _STATEFUL.search(s)]
+    if stateful:
+        return "push queries with state (GROUP BY, WINDOW, JOIN) not supported yet", stateful[0][:120]
+    unlimited = [s for s in push if not _LIMIT.search(s)]
+    if unlimited:
+        return "push queries without LIMIT (this runner cannot end them)", unlimited[0][:120]
     return None
 
 
@@ -553,6 +560,30 @@ class Node:
             body = answer.text
         return answer.status_code, restore_names(body, self.back)
 
+    def push(self, text: str, properties: Mapping[str, Any], timeout_s: float
+             ) -> tuple[int, Any]:  # fmt: skip
+        """POST /query with a push query: the items streamed until it ends (its LIMIT) or
+        ``timeout_s`` passes (then the items so far)."""
+        assert self.server is not None
+        deadline = time.monotonic() + timeout_s
+        items: list[Any] = []
+        try:
+            with self.http.stream("POST", f"{self.url}/query", timeout=timeout_s,
+                                  json={"ksql": text, "streamsProperties": dict(properties)}
+                                  ) as answer:  # fmt: skip
+                if answer.status_code != 200:
+                    answer.read()
+                    return answer.status_code, restore_names(answer.json(), self.back)
+                for line in answer.iter_lines():
+                    item = line.strip().lstrip("[").rstrip("]").rstrip(",").strip()
+                    if item:
+                        items.append(json.loads(item))
+                    if time.monotonic() > deadline:
+                        break
+        except httpx.ReadTimeout:
+            pass
+        return 200, restore_names(items, self.back)
+
     def query_statuses(self) -> dict[str, dict[str, Any]]:
         """Query id -> status (state, message, batches, ...) of the server's persistent queries."""
         try:
@@ -765,16 +796,33 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
         run.responses.extend(("admin", entity) for entity in body)
     catalog = source_catalog(admin, topics)
     batches = {q: int(s.get("batches") or 0) for q, s in node.query_statuses().items()}
-    node.produce(case.get("inputs", []), catalog)
-    deadline = time.monotonic() + wait_s
     expected = case.get("responses", [])
     verify_order = bool((case.get("outputConditions") or {}).get("verifyOrder"))
+    # Push queries: ksqlDB's runner reads from the beginning (auto.offset.reset=earliest), or
+    # starts them first when the case waits for them to be active, then produces the inputs.
+    pushed: dict[int, concurrent.futures.Future[tuple[int, Any]]] = {}
+    wait_active = bool((case.get("inputConditions") or {}).get("waitForActivePushQuery"))
+    push_properties = {"auto.offset.reset": "earliest", **properties}
+    if wait_active:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(queries)))
+        for offset, text in enumerate(queries):
+            if _PUSH.search(text):
+                pushed[offset] = pool.submit(node.push, text, dict(properties), wait_s)
+        pool.shutdown(wait=False)
+        time.sleep(1.5)  # the consumers take their positions before the inputs are written
+    node.produce(case.get("inputs", []), catalog)
+    deadline = time.monotonic() + wait_s
     for offset, text in enumerate(queries):
         idx = len(admin) + offset
         want = expected[idx].get("query") if idx < len(expected) else None
         wait = expected_error is None and want is not None
-        status, body = _ask(node, text, properties, want, original, idx, verify_order,
-                            deadline if wait else 0.0, batches)  # fmt: skip
+        if offset in pushed:
+            status, body = pushed[offset].result()
+        elif _PUSH.search(text):
+            status, body = node.push(text, push_properties, wait_s)
+        else:
+            status, body = _ask(node, text, properties, want, original, idx, verify_order,
+                                deadline if wait else 0.0, batches)  # fmt: skip
         if status != 200:
             _refused(body, status, expected_error, text)
             run.failed_queries += 1

@@ -155,7 +155,7 @@ class PullResult:
 
 
 def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str, Any], *,
-              table_scan_enabled: bool = True) -> PullPlan:  # fmt: skip
+              table_scan_enabled: bool = True, push: bool = False) -> PullPlan:  # fmt: skip
     """Checks a pull query against its source and plans it.
 
     Args:
@@ -164,6 +164,8 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
         custom_types: the catalog's custom types (see `expressions.resolve_type`).
         table_scan_enabled: ``ksql.query.pull.table.scan.enabled``: when False a table query must
             be a key lookup.
+        push: planning a push query's filter and projection (``ROWPARTITION``/``ROWOFFSET``
+            allowed).
 
     Returns:
         The plan.
@@ -184,14 +186,14 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
     is_table = source.kind == SourceKind.TABLE
     key_names = tuple(c.name for c in source.key_columns) + window_bounds
     items = _expand(query.select, source, columns, qualifiers)
-    schema, projection = _project(items, scope, key_names if is_table else ())
+    schema, projection = _project(items, scope, key_names if is_table else (), push)
     where = query.where
     if where is not None:
         try:
             where = pseudo_timestamps_in_millis(where)
         except ExpressionError as error:
             raise PullQueryError(error.message) from error
-    row_filter = None if where is None else _compile_where(where, scope)
+    row_filter = None if where is None else _compile_where(where, scope, push)
     access: KeyAccess = TableScan()
     if is_table:
         extractor = KeyExtractor(key_names, [columns[k] for k in key_names], scope)
@@ -230,8 +232,8 @@ def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, Sql
         raise PullQueryError(error.message) from error
 
 
-def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...]
-             ) -> tuple[tuple[OutputColumn, ...], tuple[Evaluator, ...]]:  # fmt: skip
+def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
+             push: bool = False) -> tuple[tuple[OutputColumn, ...], tuple[Evaluator, ...]]:  # fmt: skip
     names = select_names(items)
     schema: list[OutputColumn] = []
     projection: list[Evaluator] = []
@@ -242,7 +244,8 @@ def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...]
             raise PullQueryError(f"SELECT column '{error.column}' cannot be resolved.") from error
         except ExpressionError as error:
             raise PullQueryError(error.message) from error
-        _refuse_pseudo(compiled.references, "SELECT")
+        if not push:
+            _refuse_pseudo(compiled.references, "SELECT")
         if compiled.type == fn.NULL:
             raise PullQueryError("Can't infer a type of null. Please explicitly cast it to a "
                                  "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
@@ -268,14 +271,15 @@ def _where_error(error: ExpressionError, where: exp.Expr | None) -> PullQueryErr
     return PullQueryError(f"Error in WHERE expression: {error.message}{clause}")
 
 
-def _compile_where(where: exp.Expr, scope: Scope) -> Evaluator:
+def _compile_where(where: exp.Expr, scope: Scope, push: bool = False) -> Evaluator:
     try:
         compiled = compile_expression(where, scope)
     except UnresolvedColumn as error:
         raise PullQueryError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:
         raise _where_error(error, where) from error
-    _refuse_pseudo(compiled.references, "WHERE")
+    if not push:
+        _refuse_pseudo(compiled.references, "WHERE")
     if compiled.type not in (fn.BOOLEAN, fn.NULL):
         raise PullQueryError("Type error in WHERE expression: Should evaluate to boolean but is "
                              f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
@@ -358,6 +362,7 @@ def _run(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:
         view = dict(row.value)
         view.update(zip(keys, row.key))
         view["ROWTIME"] = row.rowtime
+        view["ROWPARTITION"], view["ROWOFFSET"] = row.partition, row.offset
         if keep is not None and keep(view) is not True:
             continue
         out.append([f(view) for f in projection])

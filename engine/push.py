@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 from headwater.engine.errors import EngineError, PullQueryError
+from headwater.engine.persistent.aggregate import is_aggregation
 from headwater.engine.pull import PullPlan, Row, plan_pull, run_plan
 from headwater.engine.serde import RowSerde
+from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.statements import Select
 
@@ -42,12 +45,14 @@ def plan_push(select: Select, source: Source, custom_types: Mapping[str, Any]) -
     present = dict(zip(_STATEFUL, (query.joins, query.window, query.group_by, query.partition_by,
                                    query.having), strict=True))  # fmt: skip
     needing_state = [clause for clause, given in present.items() if given]
+    if not needing_state and is_aggregation(query):
+        needing_state = ["aggregate functions"]
     if needing_state:
         raise PullQueryError(f"Push queries with {', '.join(needing_state)} need state, which "
                              "headwater does not run for push queries yet (it will, as transient "
                              "Spark queries): create a table or stream AS SELECT and query it")  # fmt: skip
     as_stream = dataclasses.replace(source, kind=SourceKind.STREAM)
-    return plan_pull(dataclasses.replace(query, emit=None), as_stream, custom_types)
+    return plan_pull(dataclasses.replace(query, emit=None), as_stream, custom_types, push=True)
 
 
 class TopicFollower:
@@ -57,6 +62,7 @@ class TopicFollower:
                  *, from_beginning: bool) -> None:  # fmt: skip
         self.source = source
         self._serde = RowSerde.for_source(source, custom_types)
+        self._window_size = window_size_ms(source)
         self._consumer = consumer(settings, "push-query", fetch_wait_max_ms=20)
         start = OFFSET_BEGINNING if from_beginning else OFFSET_END
         self._consumer.assign([TopicPartition(source.topic, p, start)
@@ -70,11 +76,11 @@ class TopicFollower:
             if message.error() is not None:
                 continue
             try:
-                key = self._serde.deserialize_key(message.key())
+                key = self._key(message.key())
                 value = self._serde.deserialize_value(message.value())
-            except EngineError as exc:
+            except (EngineError, struct.error) as exc:
                 self.skipped += 1
-                log.debug("push query on %s skips a record: %s", self.source.topic, exc.message)
+                log.debug("push query on %s skips a record: %s", self.source.topic, exc)
                 continue
             if value is None:
                 continue
@@ -82,6 +88,16 @@ class TopicFollower:
             rows.append(Row(key, value, int(timestamp), int(message.partition() or 0),
                             int(message.offset() or 0)))  # fmt: skip
         return rows
+
+    def _key(self, data: bytes | None) -> tuple[Any, ...]:
+        """The key columns, and a windowed source's window bounds after them."""
+        if not self.source.windowed:
+            return self._serde.deserialize_key(data)
+        if data is None:
+            return (*self._serde.deserialize_key(None), None, None)
+        inner, start, end = split_windowed_key(data, self.source.windowed == "SESSION",
+                                               self._window_size)  # fmt: skip
+        return (*self._serde.deserialize_key(inner), start, end)
 
     def close(self) -> None:
         self._consumer.close()

@@ -11,6 +11,7 @@ stops fetching while its rows wait to be sent.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 _POLL_S = 0.2
+log = logging.getLogger(__name__)
 
 
 class PushQueries:
@@ -125,10 +127,18 @@ async def stream_push(request: Request, registry: PushQueries, query_id: str, pl
                           "columnTypes": [t.sql() for t in types]}) + "\n").encode()  # fmt: skip
         reached = plan.limit == 0
         while not reached and not stop.is_set():
+            try:
+                batch = await run_in_threadpool(follower.poll, _POLL_S)
+                rows, reached = push_rows(plan, batch, sent)
+            except Exception as exc:  # reported in the stream, which then ends
+                log.exception("push query %s failed", query_id)
+                error = {"@type": "generic_error", "error_code": 50000,
+                         "message": f"the push query failed: {exc}"}  # fmt: skip
+                yield ((dumps({"errorMessage": error}) + "]\n") if shape == "array"
+                       else dumps({"errorMessage": error}) + "\n").encode()  # fmt: skip
+                return
             if await request.is_disconnected():
                 return
-            batch = await run_in_threadpool(follower.poll, _POLL_S)
-            rows, reached = push_rows(plan, batch, sent)
             sent += len(rows)
             chunk = []
             for row in rows:

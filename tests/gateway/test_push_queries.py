@@ -91,3 +91,18 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
         "ksql": "SELECT ID, COUNT(*) FROM clicks GROUP BY ID EMIT CHANGES;"})
     assert refused.status_code == 400
     assert "Push queries with GROUP BY need state" in refused.json()["message"]
+
+
+def test_push_query_planning_refuses_state_and_allows_offsets() -> None:
+    from headwater.engine.errors import PullQueryError
+    from headwater.engine.push import plan_push
+    from headwater.metastore.catalog import Column, Source, SourceKind
+    from headwater.sqlparse_ext import parse_one
+
+    source = Source(SourceKind.STREAM, "S", (Column("K", "STRING", key=True), Column("V", "INT")),
+                    "s", 1)  # fmt: skip
+    plan = plan_push(parse_one("SELECT ROWPARTITION, ROWOFFSET, K FROM S EMIT CHANGES LIMIT 1;"),
+                     source, {})  # fmt: skip
+    assert [c.name for c in plan.schema] == ["ROWPARTITION", "ROWOFFSET", "K"]
+    with pytest.raises(PullQueryError, match="aggregate functions need state"):
+        plan_push(parse_one("SELECT COUNT(*) FROM S EMIT CHANGES;"), source, {})
