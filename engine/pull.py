@@ -42,7 +42,7 @@ from sqlglot import exp
 
 __all__ = [
     "KeyAccess", "KeyLookup", "KeyRange", "OutputColumn", "PullPlan", "PullResult", "Row",
-    "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull", "run_plan",
+    "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull",
 ]  # fmt: skip
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
@@ -344,12 +344,6 @@ def execute_stream_pull(plan: PullPlan, records: Iterable[Row]) -> PullResult:
 
     result, limited = _run(plan, rows())
     return PullResult(plan.schema, result, frozenset(touched), limited)
-
-
-def run_plan(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:
-    """Filters and projects rows until the LIMIT; returns them and whether the LIMIT stopped it
-    (push queries run their batches through it)."""
-    return _run(plan, rows)
 
 
 def _run(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:

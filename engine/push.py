@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 from headwater.engine.errors import EngineError, PullQueryError
 from headwater.engine.persistent.aggregate import is_aggregation
-from headwater.engine.pull import PullPlan, Row, plan_pull, run_plan
+from headwater.engine.pull import PullPlan, Row, plan_pull
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Source, SourceKind
@@ -69,9 +69,12 @@ class TopicFollower:
                                for p in range(source.partitions)])  # fmt: skip
         self.skipped = 0
 
-    def poll(self, timeout_s: float) -> list[Row]:
-        """The records that arrived within ``timeout_s`` (tombstones and undecodable ones left out)."""
-        rows: list[Row] = []
+    def poll(self, timeout_s: float) -> list[tuple[Row, bool]]:
+        """The records that arrived within ``timeout_s``, each with whether it is a table's
+        tombstone (a deleted row: its value columns NULL). A stream's tombstones, a table's
+        records without a key and undecodable records are left out."""
+        rows: list[tuple[Row, bool]] = []
+        table = self.source.kind is SourceKind.TABLE
         for message in poll_batch(self._consumer, 500, timeout_s):
             if message.error() is not None:
                 continue
@@ -82,11 +85,15 @@ class TopicFollower:
                 self.skipped += 1
                 log.debug("push query on %s skips a record: %s", self.source.topic, exc)
                 continue
-            if value is None:
+            if table and all(k is None for k in key):
+                continue  # ksqlDB drops a table's records without a key
+            tombstone = value is None
+            if tombstone and not table:
                 continue
+            columns = dict.fromkeys(self._serde.value_names) if value is None else value
             _kind, timestamp = message.timestamp()
-            rows.append(Row(key, value, int(timestamp), int(message.partition() or 0),
-                            int(message.offset() or 0)))  # fmt: skip
+            rows.append((Row(key, columns, int(timestamp), int(message.partition() or 0),
+                             int(message.offset() or 0)), tombstone))  # fmt: skip
         return rows
 
     def _key(self, data: bytes | None) -> tuple[Any, ...]:
@@ -103,11 +110,22 @@ class TopicFollower:
         self._consumer.close()
 
 
-def push_rows(plan: PullPlan, rows: list[Row], sent: int) -> tuple[list[list[Any]], bool]:
-    """The rows of ``rows`` that pass the WHERE, projected, up to the LIMIT (``sent`` rows were
-    sent before); and whether the LIMIT is reached."""
-    if plan.limit is None:
-        return run_plan(plan, iter(rows))
-    left = plan.limit - sent
-    out, reached = run_plan(dataclasses.replace(plan, limit=max(left, 0)), iter(rows))
-    return out, reached or len(out) >= left
+def push_rows(plan: PullPlan, rows: list[tuple[Row, bool]], sent: int
+              ) -> tuple[list[tuple[list[Any], bool]], bool]:  # fmt: skip
+    """The rows that pass the WHERE (a tombstone always passes: the row it deletes may have),
+    projected, each with its tombstone flag, up to the LIMIT (``sent`` rows were sent before); and
+    whether the LIMIT is reached."""
+    left = None if plan.limit is None else plan.limit - sent
+    out: list[tuple[list[Any], bool]] = []
+    keep, projection, keys = plan.filter, plan.projection, plan.key_names
+    for row, tombstone in rows:
+        if left is not None and len(out) >= left:
+            break
+        view = dict(row.value)
+        view.update(zip(keys, row.key))
+        view["ROWTIME"] = row.rowtime
+        view["ROWPARTITION"], view["ROWOFFSET"] = row.partition, row.offset
+        if not tombstone and keep is not None and keep(view) is not True:
+            continue
+        out.append(([f(view) for f in projection], tombstone))
+    return out, left is not None and len(out) >= left

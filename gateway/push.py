@@ -141,9 +141,12 @@ async def stream_push(request: Request, registry: PushQueries, query_id: str, pl
                 return
             sent += len(rows)
             chunk = []
-            for row in rows:
+            for row, tombstone in rows:
                 values = [to_json_output(v, t) for v, t in zip(row, types, strict=True)]
-                chunk.append(dumps({"row": {"columns": values}}) + ",\n" if shape == "array"
+                item: dict[str, Any] = {"columns": values}
+                if tombstone:
+                    item["tombstone"] = True
+                chunk.append(dumps({"row": item}) + ",\n" if shape == "array"
                              else dumps(values) + "\n")  # fmt: skip
             if chunk:
                 yield "".join(chunk).encode()

@@ -106,3 +106,29 @@ def test_push_query_planning_refuses_state_and_allows_offsets() -> None:
     assert [c.name for c in plan.schema] == ["ROWPARTITION", "ROWOFFSET", "K"]
     with pytest.raises(PullQueryError, match="aggregate functions need state"):
         plan_push(parse_one("SELECT COUNT(*) FROM S EMIT CHANGES;"), source, {})
+
+
+def test_table_push_queries_show_tombstones(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    suffix = uuid.uuid4().hex[:6]
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"pusht_{suffix}")  # fmt: skip
+    topic = f"users_{suffix}"
+    created = server.ksql(f"CREATE TABLE users (K INT PRIMARY KEY, ID INT) WITH (kafka_topic="
+                          f"'{topic}', partitions=1, key_format='JSON', value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    producer = Producer({"bootstrap.servers": memory_broker.bootstrap_servers})
+    for key, value in ((b"10", b'{"ID": 110}'), (b"10", None), (None, b'{"ID": 123}'),
+                       (b"11", b'{"ID": 111}')):  # fmt: skip
+        producer.produce(topic, value, key)
+    producer.flush(10)
+    answer = httpx.post(f"{server.url}/query", timeout=60, json={
+        "ksql": "SELECT * FROM users EMIT CHANGES LIMIT 3;",
+        "streamsProperties": {"auto.offset.reset": "earliest"}})
+    items = json.loads(answer.text)
+    assert items[1:] == [{"row": {"columns": [10, 110]}},
+                         {"row": {"columns": [10, None], "tombstone": True}},
+                         {"row": {"columns": [11, 111]}}, {"finalMessage": "Limit Reached"}]
