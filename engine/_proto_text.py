@@ -155,7 +155,9 @@ def message_class(text: str, full_name: str | None = None, index: tuple[int, ...
 # -- messages to plain values ------------------------------------------------------------------------
 
 
-def _well_known(name: str) -> Callable[[Any], Any] | None:
+def well_known_reader(name: str) -> Callable[[Any], Any] | None:
+    """The plain value of a well-known message (see the module docstring) by its full name
+    (``google.protobuf.Timestamp``); None for any other message."""
     if name == "google.protobuf.Timestamp":
         return lambda m: m.seconds * 1000 + m.nanos // 1_000_000
     if name == "google.type.Date":
@@ -168,6 +170,36 @@ def _well_known(name: str) -> Callable[[Any], Any] | None:
     if name.startswith("google.protobuf.") and name.endswith("Value"):
         return lambda m: m.value
     return None
+
+
+def fill_well_known(msg: Any, name: str, value: Any, *, precision: int | None = None,
+                    scale: int | None = None) -> bool:  # fmt: skip
+    """Fills a Timestamp, Date, TimeOfDay or Decimal message (``name`` its full name) from its
+    plain value; whether ``name`` is one of them. A Decimal takes ``scale`` (default: the
+    value's own) and ``precision`` (default: unset)."""
+    if name == "google.protobuf.Timestamp":
+        msg.seconds, millis = divmod(int(value), 1000)
+        msg.nanos = millis * 1_000_000
+    elif name == "google.type.Date":
+        day = date.fromordinal(_EPOCH.toordinal() + int(value))
+        msg.year, msg.month, msg.day = day.year, day.month, day.day
+    elif name == "google.type.TimeOfDay":
+        seconds, millis = divmod(int(value), 1000)
+        msg.hours, rest = divmod(seconds, 3600)
+        msg.minutes, msg.seconds = divmod(rest, 60)
+        msg.nanos = millis * 1_000_000
+    elif name == "confluent.type.Decimal":
+        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
+        if scale is None:
+            scale = max(0, -int(number.as_tuple().exponent))
+        unscaled = int(number.scaleb(scale).to_integral_value())
+        msg.value = unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)
+        msg.scale = scale
+        if precision is not None:
+            msg.precision = precision
+    else:
+        return False
+    return True
 
 
 def to_plain(msg: Any) -> dict[str, Any]:
@@ -192,7 +224,7 @@ def _single(field: FieldDescriptor, value: Any, present: bool) -> Any:
     if not present:
         return None
     if field.message_type is not None:
-        convert = _well_known(field.message_type.full_name)
+        convert = well_known_reader(field.message_type.full_name)
         return convert(value) if convert is not None else to_plain(value)
     if field.enum_type is not None:
         found = field.enum_type.values_by_number.get(value)
@@ -340,25 +372,10 @@ def _scalar(field: FieldDescriptor, value: Any) -> Any:
 
 def _fill(msg: Any, field: FieldDescriptor, value: Any) -> None:
     name = field.message_type.full_name
-    if name == "google.protobuf.Timestamp":
-        msg.seconds, millis = divmod(int(value), 1000)
-        msg.nanos = millis * 1_000_000
-    elif name == "confluent.type.Decimal":
-        number = Decimal(str(value))
-        scale = max(0, -int(number.as_tuple().exponent))
-        unscaled = int(number.scaleb(scale))
-        msg.value = unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)
-        msg.scale = scale
-    elif name.startswith("google.protobuf.") and name.endswith("Value"):
+    if fill_well_known(msg, name, value):
+        return
+    if name.startswith("google.protobuf.") and name.endswith("Value"):
         msg.value = _scalar(field.message_type.fields_by_name["value"], value)
-    elif name == "google.type.Date":
-        day = date.fromordinal(_EPOCH.toordinal() + int(value))
-        msg.year, msg.month, msg.day = day.year, day.month, day.day
-    elif name == "google.type.TimeOfDay":
-        seconds, millis = divmod(int(value), 1000)
-        msg.hours, rest = divmod(seconds, 3600)
-        msg.minutes, msg.seconds = divmod(rest, 60)
-        msg.nanos = millis * 1_000_000
     else:
         msg.SetInParent()
         from_plain(msg, value)

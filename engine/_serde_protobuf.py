@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
-from headwater.engine._proto_text import message_class, to_plain
+from headwater.engine._proto_text import (
+    fill_well_known,
+    message_class,
+    to_plain,
+    well_known_reader,
+)
 from headwater.engine._serde_avro import fields_reader
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
@@ -50,7 +54,6 @@ _SCALARS = {
 _MESSAGES = {"DATE": ".google.type.Date", "TIME": ".google.type.TimeOfDay",
              "TIMESTAMP": ".google.protobuf.Timestamp"}  # fmt: skip
 _HEADER = struct.Struct(">bI")
-_EPOCH = date(1970, 1, 1)
 
 #: The well-known messages the columns' messages use, defined here (wire-compatible).
 SUPPORT_FILES = (
@@ -184,12 +187,6 @@ def proto_schema(columns: Sequence[tuple[str, SqlType]], nullable: str = "") -> 
 # -- values to and from messages -------------------------------------------------------------------
 
 
-def _unscaled(value: Decimal, scale: int) -> bytes:
-    """The big-endian two's complement bytes of ``value``'s unscaled integer at ``scale``."""
-    number = int(value.scaleb(scale).to_integral_value())
-    return number.to_bytes(max(1, (number.bit_length() + 8) // 8), "big", signed=True)
-
-
 def _setter(sql_type: SqlType, nullable: str) -> Callable[[Any, str, Any], None]:
     """Sets field ``name`` of message ``msg`` to a value of ``sql_type`` (None: left unset)."""
     if isinstance(sql_type, PrimitiveType) and sql_type.name in _SCALARS:
@@ -261,35 +258,15 @@ _SCALAR_DEFAULTS = {"BOOLEAN": False, "INTEGER": 0, "BIGINT": 0, "DOUBLE": 0.0, 
                     "BYTES": b""}  # fmt: skip
 
 
-def _to_message(sql_type: SqlType) -> Callable[[Any, Any], None]:
+def _to_message(sql_type: SqlType) -> Callable[[Any, Any], object]:
     """Fills a sub-message from a value of ``sql_type`` (not None)."""
     if isinstance(sql_type, DecimalType):
-        def fill_decimal(msg: Any, value: Decimal) -> None:
-            msg.value = _unscaled(value, sql_type.scale)
-            msg.precision = sql_type.precision
-            msg.scale = sql_type.scale
-
-        return fill_decimal
-    if isinstance(sql_type, PrimitiveType) and sql_type.name == "TIMESTAMP":
-        def fill_timestamp(msg: Any, value: int) -> None:
-            msg.seconds, millis = divmod(value, 1000)
-            msg.nanos = millis * 1_000_000
-
-        return fill_timestamp
-    if isinstance(sql_type, PrimitiveType) and sql_type.name == "DATE":
-        def fill_date(msg: Any, value: int) -> None:
-            day = _EPOCH + timedelta(days=value)
-            msg.year, msg.month, msg.day = day.year, day.month, day.day
-
-        return fill_date
-    if isinstance(sql_type, PrimitiveType) and sql_type.name == "TIME":
-        def fill_time(msg: Any, value: int) -> None:
-            seconds, millis = divmod(value, 1000)
-            msg.hours, rest = divmod(seconds, 3600)
-            msg.minutes, msg.seconds = divmod(rest, 60)
-            msg.nanos = millis * 1_000_000
-
-        return fill_time
+        precision, scale = sql_type.precision, sql_type.scale
+        return lambda msg, value: fill_well_known(msg, "confluent.type.Decimal", value,
+                                                  precision=precision, scale=scale)  # fmt: skip
+    if isinstance(sql_type, PrimitiveType) and sql_type.name in _MESSAGES:
+        name = _MESSAGES[sql_type.name][1:]
+        return lambda msg, value: fill_well_known(msg, name, value)
     if isinstance(sql_type, StructType):
         setters = tuple((f.name, _setter(f.type, "")) for f in sql_type.fields)
 
@@ -328,19 +305,13 @@ def _getter(sql_type: SqlType, nullable: str) -> Callable[[Any, str], Any]:
 
 def _from_message(sql_type: SqlType) -> Callable[[Any], Any]:
     if isinstance(sql_type, DecimalType):
-        def read_decimal(msg: Any) -> Decimal:
-            unscaled = int.from_bytes(msg.value, "big", signed=True) if msg.value else 0
-            return Decimal(unscaled).scaleb(-msg.scale).quantize(
-                Decimal(1).scaleb(-sql_type.scale))
-
-        return read_decimal
-    if isinstance(sql_type, PrimitiveType) and sql_type.name == "TIMESTAMP":
-        return lambda msg: msg.seconds * 1000 + msg.nanos // 1_000_000
-    if isinstance(sql_type, PrimitiveType) and sql_type.name == "DATE":
-        return lambda msg: (date(msg.year, msg.month, msg.day) - _EPOCH).days
-    if isinstance(sql_type, PrimitiveType) and sql_type.name == "TIME":
-        return lambda msg: ((msg.hours * 60 + msg.minutes) * 60 + msg.seconds) * 1000 + (
-            msg.nanos // 1_000_000)
+        read = well_known_reader("confluent.type.Decimal")
+        quantum = Decimal(1).scaleb(-sql_type.scale)
+        return lambda msg: read(msg).quantize(quantum)  # type: ignore[misc]
+    if isinstance(sql_type, PrimitiveType) and sql_type.name in _MESSAGES:
+        found = well_known_reader(_MESSAGES[sql_type.name][1:])
+        assert found is not None
+        return found
     if isinstance(sql_type, StructType):
         getters = tuple((f.name, _getter(f.type, "")) for f in sql_type.fields)
         return lambda msg: {name: get(msg, name) for name, get in getters}

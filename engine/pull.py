@@ -43,6 +43,7 @@ from sqlglot import exp
 __all__ = [
     "KeyAccess", "KeyLookup", "KeyRange", "OutputColumn", "PullPlan", "PullResult", "Row",
     "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull",
+    "row_view",
 ]  # fmt: skip
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
@@ -346,6 +347,16 @@ def execute_stream_pull(plan: PullPlan, records: Iterable[Row]) -> PullResult:
     return PullResult(plan.schema, result, frozenset(touched), limited)
 
 
+def row_view(row: Row, key_names: tuple[str, ...]) -> dict[str, Any]:
+    """What a plan's WHERE and projection read of a row: its value columns, key columns (and a
+    windowed table's bounds) and pseudo columns."""
+    view = dict(row.value)
+    view.update(zip(key_names, row.key))
+    view["ROWTIME"] = row.rowtime
+    view["ROWPARTITION"], view["ROWOFFSET"] = row.partition, row.offset
+    return view
+
+
 def _run(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:
     """Filters and projects rows until the LIMIT; returns them and whether the LIMIT stopped it."""
     limit, keep, projection, keys = plan.limit, plan.filter, plan.projection, plan.key_names
@@ -353,10 +364,7 @@ def _run(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:
     if limit == 0:
         return out, True
     for row in rows:
-        view = dict(row.value)
-        view.update(zip(keys, row.key))
-        view["ROWTIME"] = row.rowtime
-        view["ROWPARTITION"], view["ROWOFFSET"] = row.partition, row.offset
+        view = row_view(row, keys)
         if keep is not None and keep(view) is not True:
             continue
         out.append([f(view) for f in projection])

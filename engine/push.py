@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 from headwater.engine.errors import EngineError, PullQueryError
 from headwater.engine.persistent.aggregate import is_aggregation
-from headwater.engine.pull import PullPlan, Row, plan_pull
+from headwater.engine.pull import PullPlan, Row, plan_pull, row_view
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Source, SourceKind
@@ -121,10 +121,7 @@ def push_rows(plan: PullPlan, rows: list[tuple[Row, bool]], sent: int
     for row, tombstone in rows:
         if left is not None and len(out) >= left:
             break
-        view = dict(row.value)
-        view.update(zip(keys, row.key))
-        view["ROWTIME"] = row.rowtime
-        view["ROWPARTITION"], view["ROWOFFSET"] = row.partition, row.offset
+        view = row_view(row, keys)
         if not tombstone and keep is not None and keep(view) is not True:
             continue
         out.append(([f(view) for f in projection], tombstone))

@@ -21,13 +21,12 @@ from headwater.engine.errors import EngineError
 from headwater.engine.partitioner import partition_for
 from headwater.engine.pull import Row
 from headwater.engine.serde import serde_of
-from headwater.engine.values import resolve_type
+from headwater.engine.values import has_map, resolve_type
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     DecimalType,
-    MapType,
     PrimitiveType,
     SqlType,
     StructType,
@@ -66,19 +65,10 @@ def key_type_of(sql_type: SqlType) -> KeyType:
         return KeyType.DECIMAL
     if isinstance(sql_type, PrimitiveType):
         return _KEY_TYPES[sql_type.name]
-    if isinstance(sql_type, ArrayType | StructType) and not _has_map(sql_type):
+    if isinstance(sql_type, ArrayType | StructType) and not has_map(sql_type):
         return KeyType.CONTAINER
     raise UnsupportedKey(f"key columns of type {sql_type.sql()} cannot be materialized")
 
-
-def _has_map(sql_type: SqlType) -> bool:
-    if isinstance(sql_type, MapType):
-        return True
-    if isinstance(sql_type, ArrayType):
-        return _has_map(sql_type.element)
-    if isinstance(sql_type, StructType):
-        return any(_has_map(f.type) for f in sql_type.fields)
-    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,6 +129,17 @@ def _resolve(t: SqlType, custom: Mapping[str, Any], seen: tuple[str, ...]) -> Sq
     return t
 
 
+def has_map(sql_type: SqlType) -> bool:
+    """Whether ``sql_type`` is a MAP or holds one (in an ARRAY or a STRUCT field, at any depth)."""
+    if isinstance(sql_type, MapType):
+        return True
+    if isinstance(sql_type, ArrayType):
+        return has_map(sql_type.element)
+    if isinstance(sql_type, StructType):
+        return any(has_map(f.type) for f in sql_type.fields)
+    return False
+
+
 def check_value(value: Any, sql_type: SqlType, where: str) -> Any:
     """``value`` coerced to the value model of ``sql_type``, or SerdeError.
 

@@ -43,10 +43,10 @@ from headwater.engine.persistent.compile import (
     OutputColumn,
     QueryCompileError,
     _bare,
-    _has_map,
     _normal,
 )
 from headwater.engine.persistent.udafs import AGGREGATE_NAMES, Udaf, constant_arity, resolve_udaf
+from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query, Window
@@ -292,7 +292,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         seen.add(name)
         slot = key_slots.get(index)
         if slot is not None:
-            if _has_map(groups[slot].type):
+            if has_map(groups[slot].type):
                 raise QueryCompileError(
                     "Map keys, including types that contain maps, are not supported as they may "
                     f"lead to unexpected behavior due to inconsistent serialization. Key column "

@@ -35,14 +35,9 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
-from headwater.sqlparse_ext.sqltypes import (
-    ArrayType,
-    MapType,
-    SqlType,
-    StructType,
-    identifier_name,
-)
+from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query
 from sqlglot import exp
 
@@ -187,7 +182,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     key_of_item = _match_keys(compiled, source, partition, sink_name, qualifiers)
     for index in key_of_item:
         _item, name, c = compiled[index]
-        if _has_map(c.type):
+        if has_map(c.type):
             raise QueryCompileError(
                 "Map keys, including types that contain maps, are not supported as they may lead "
                 f"to unexpected behavior due to inconsistent serialization. Key column name: "
@@ -371,15 +366,6 @@ def _star(source: Source, partition: list[_PartitionExpr]) -> list[exp.Expr]:
     items.extend(column(c.name) for c in source.key_columns if c.name not in as_columns)
     return items
 
-
-def _has_map(t: SqlType) -> bool:
-    if isinstance(t, MapType):
-        return True
-    if isinstance(t, ArrayType):
-        return _has_map(t.element)
-    if isinstance(t, StructType):
-        return any(_has_map(f.type) for f in t.fields)
-    return False
 
 
 def _column_name(node: exp.Expr) -> str | None:

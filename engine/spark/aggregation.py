@@ -142,12 +142,8 @@ class AggregateProcessor(StatefulProcessor):
         self.state = handle.getValueState("aggregates", "state binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        grouped: list[GroupedRow] = []
-        for row in rows:
-            if row.error is not None:
-                yield _error_row(row.source_partition, row.source_offset, row.error, row.detail)
-            else:
-                grouped.append(pickle.loads(row.row))
+        failed, grouped = _grouped_rows(rows)
+        yield from failed
         if not grouped:
             return
         stored = self.state.get() if self.state.exists() else None
@@ -183,12 +179,8 @@ class WindowedProcessor(StatefulProcessor):
         return pickle.loads(found[0]) if found and found[0] else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        grouped: list[GroupedRow] = []
-        for row in rows:
-            if row.error is not None:
-                yield _error_row(row.source_partition, row.source_offset, row.error, row.detail)
-            else:
-                grouped.append(pickle.loads(row.row))
+        failed, grouped = _grouped_rows(rows)
+        yield from failed
         if not grouped:
             return
         stored = self.task.get() if self.task.exists() else None
@@ -212,6 +204,19 @@ class WindowedProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Row], list[GroupedRow]]:
+    """A stage-3 batch: its error rows (passed on as output rows) and its grouped records."""
+    errors: list[Row] = []
+    grouped: list[GroupedRow] = []
+    for row in rows:
+        if row.error is not None:
+            errors.append(_error_row(row.source_partition, row.source_offset, row.error,
+                                     row.detail))  # fmt: skip
+        else:
+            grouped.append(pickle.loads(row.row))
+    return errors, grouped
 
 
 def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
