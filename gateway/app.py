@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
+from headwater.gateway.inserts import inserts_stream_endpoint
 from headwater.engine.errors import EngineError
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
 from headwater.gateway.errors import KsqlError
@@ -43,6 +44,7 @@ ROUTES = [
     Route("/query", query_endpoint, methods=["POST"]),
     Route("/query-stream", query_stream_endpoint, methods=["POST"]),
     Route("/close-query", close_query_endpoint, methods=["POST"]),
+    Route("/inserts-stream", inserts_stream_endpoint, methods=["POST"]),
     Route("/info", info_endpoint, methods=["GET"]),
     Route("/healthcheck", healthcheck_endpoint, methods=["GET"]),
     Route("/status", status_endpoint, methods=["GET"]),

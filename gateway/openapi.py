@@ -95,6 +95,18 @@ PATHS: dict[str, dict[str, Any]] = {
             "queryId": {"type": "string"}}, "required": ["queryId"]}}}},
         "responses": {"200": {"description": "the query ends"}, **_errors(400, 404)},
     }},
+    "/inserts-stream": {"post": {
+        "summary": "Insert a stream of rows (ksqlDB's inserts-stream): the body is a first line "
+                   '{"target": "NAME", "properties": {...}} then one JSON object per row, each '
+                   "ended by a newline; each row is acknowledged as soon as the broker has it",
+        "requestBody": {"content": {_DELIMITED: {"schema": {"type": "string"}}}},
+        "responses": {"200": {"description": 'one item per row, in order: {"status": "ok", '
+                                             '"seq": N} or {"status": "error", "seq": N, '
+                                             '"error_code": 40000, "message": ...}; one per line, '
+                                             "or a JSON array with Accept: application/json",
+                              "content": {_DELIMITED: {}, _JSON: {"schema": {"type": "array"}}}},
+                      **_errors(400, 413)},
+    }},
     "/info": {"get": {"summary": "Server version, service id, status and catalog digest",
                       "responses": {"200": _json("KsqlServerInfo")}}},
     "/healthcheck": {"get": {"summary": "Health of the metastore, Kafka and the command runner",
