@@ -1,4 +1,4 @@
-"""``headwater server``: one node: the HTTP API (``headwater.gateway``) on uvicorn, over one Kafka.
+"""``headwater server``: one node: the HTTP API (``headwater.gateway``) over one Kafka.
 
 Does I/O. With no ``bootstrap.servers`` the node starts the embedded broker itself, durable in
 ``<state dir>/broker`` (in memory with ``--in-memory``), and stops it on exit. It locks its state
@@ -14,16 +14,14 @@ import fcntl
 import logging
 import os
 import shutil
-import signal
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import uvicorn
+from starlette.applications import Starlette
 
 from headwater.cluster.settings import ClusterSettings
 from headwater.config import ServerConfig, as_text, defaults, heartbeat_settings
@@ -32,6 +30,7 @@ from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
+from headwater.http_server import serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings
 
@@ -57,27 +56,6 @@ class Node:
     state_dir: Path | None
     embedded_broker: str | None
     services: Services
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, minus re-raising the stop signal after a graceful shutdown.
-
-    uvicorn re-raises SIGTERM/SIGINT once it has shut down, which kills the process before the
-    services can stop the runner (final catalog snapshot) and the embedded broker.
-    """
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        stops = (signal.SIGINT, signal.SIGTERM)
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
-        try:
-            yield
-        finally:
-            for sig, handler in original.items():
-                signal.signal(sig, handler)
 
 
 @contextmanager
@@ -164,6 +142,14 @@ def _schema_registry(config: ServerConfig) -> SchemaRegistry | None:
     return registry
 
 
+def _end_push_queries(app: Starlette) -> None:
+    """Ends the running push queries, so that their responses finish (their clients see the
+    stream end) instead of being cut when the HTTP server's graceful wait runs out."""
+    registry = app.state.push_queries
+    for query_id in registry.running():
+        registry.close(query_id)
+
+
 def serve(
     config: ServerConfig,
     *,
@@ -175,13 +161,19 @@ def serve(
     Args:
         config: the node's settings (``state_dir`` None: :func:`default_state_dir`).
         in_memory: keep nothing: the embedded broker in memory, stores in memory, no snapshots.
-        on_ready: called once the catalog is loaded, before uvicorn starts listening.
+        on_ready: called once the catalog is loaded, before the HTTP server starts listening.
+
+    The HTTP server is ``HEADWATER_HTTP_SERVER``'s (default hypercorn: HTTP/1.1 and HTTP/2
+    cleartext on one port; see :func:`headwater.http_server.settings_from_env`). It stops
+    gracefully on SIGINT/SIGTERM: the running push queries end, open requests get 5 s.
 
     Raises:
+        UnknownHttpServer: an ``HEADWATER_HTTP_*`` variable names no known choice.
         StateDirInUse: another server holds the state folder.
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
     """
+    http = settings_from_env(os.environ, host=config.host, port=config.port)
     with ExitStack() as stack:
         state_dir: Path | None = None
         if in_memory:
@@ -222,6 +214,4 @@ def serve(
             on_ready(Node(f"http://{config.host}:{config.port}", bootstrap, state_dir, embedded,
                           services))
         app = create_app(services)
-        uv_config = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                   timeout_graceful_shutdown=5)
-        _Server(uv_config).run()
+        serve_app(app, http, on_stopping=lambda: _end_push_queries(app))
