@@ -74,10 +74,13 @@ PATHS: dict[str, dict[str, Any]] = {
                       **_errors(400, 413, 503)},
     }},
     "/query": {"post": {
-        "summary": "Run a pull query: a JSON array of a header, rows and an optional finalMessage",
+        "summary": "Run a pull or push query: a JSON array of a header, rows and an optional "
+                   "finalMessage; or PRINT a topic: text lines (text/plain) as records arrive",
         "requestBody": {"content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}},
         "responses": {"200": _json("[{header}, {row}..., {finalMessage}?]; with Accept: "
-                                   "application/x-ndjson one item per line", {"type": "array"}),
+                                   "application/x-ndjson one item per line; PRINT: "
+                                   "'Key format: ...', 'Value format: ...' and 'rowtime: ..., "
+                                   "key: ..., value: ..., partition: N' lines", {"type": "array"}),
                       **_errors(400, 413, 429, 503)},
     }},
     "/query-stream": {"post": {

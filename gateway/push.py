@@ -1,5 +1,10 @@
-"""Push queries (``EMIT CHANGES``) over ``POST /query`` and ``POST /query-stream``, and
-``POST /close-query``. Parses, streams and renders; the engine follows the topic.
+"""Push queries (``EMIT CHANGES``) over ``POST /query`` and ``POST /query-stream``, PRINT over
+``POST /query``, and ``POST /close-query``. Parses, streams and renders; the engine follows the
+topic (PRINT's consumer is here: ``TopicReader``; its text comes from ``printtopic``).
+
+PRINT answers plain text, as ksqlDB does: one line per record, ``Key format: ...`` / ``Value
+format: ...`` lines whenever the guessed formats change, and an empty line after each second without
+records (so a client that went is noticed).
 
 A push query's answer is streamed as it runs: on ``/query`` a JSON array (the header, then one
 ``{"row": ...}`` per row, then ``{"finalMessage": "Limit Reached"}`` when a LIMIT ends it); on
@@ -13,21 +18,28 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError
 from headwater.engine.push import TopicFollower, plan_push, push_rows
 from headwater.engine.values import to_json_output
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.jsonout import dumps
+from headwater.gateway.printtopic import TopicPrint, TopicRecord
 from headwater.gateway.services import Services
 from headwater.sqlparse_ext import statements as ast
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from headwater.kafka.clients import consumer, poll_batch
+
 _POLL_S = 0.2
+_KEEPALIVE_S = 1.0
 log = logging.getLogger(__name__)
 
 
@@ -162,3 +174,99 @@ def registry_of(request: Request) -> PushQueries:
     """The app's push queries."""
     registry: PushQueries = request.app.state.push_queries
     return registry
+
+
+# -- PRINT -----------------------------------------------------------------------------------------
+
+
+class TopicReader:
+    """A consumer of every partition of a topic, from its end or its beginning: raw records."""
+
+    def __init__(self, services: Services, topic: str, partitions: int, *,
+                 from_beginning: bool) -> None:  # fmt: skip
+        self.topic = topic
+        self._consumer = consumer(services.settings, "print-topic", fetch_wait_max_ms=20)
+        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+        self._consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+
+    def poll(self, timeout_s: float) -> list[TopicRecord]:
+        records = []
+        for message in poll_batch(self._consumer, 500, timeout_s):
+            if message.error() is not None:
+                continue
+            kind, timestamp = message.timestamp()
+            records.append(TopicRecord(int(timestamp) if kind else None, message.key(),
+                                       message.value(), int(message.partition() or 0)))  # fmt: skip
+        return records
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def topic_partitions(services: Services, topic: str) -> int:
+    """The partition count of ``topic`` (blocks on Kafka).
+
+    Raises:
+        KsqlError: 40000 with ksqlDB's message when there is no such topic (and the topics whose
+            names differ only in case, as ksqlDB suggests them).
+    """
+    metadata = services.admin.list_topics(timeout=services.limits.kafka_probe_timeout_s)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        similar = sorted(t for t in metadata.topics if t.lower() == topic.lower() and t != topic)
+        hint = "".join(f"\n\tprint {t};" for t in similar)
+        raise KsqlError(f"Could not find topic '{topic}', or the KSQL user does not have "
+                        "permissions to list the topic. Topic names are case-sensitive."
+                        + (f"\nDid you mean:{hint}" if hint else ""), 40000)  # fmt: skip
+    return len(found.partitions)
+
+
+def start_print(services: Services, registry: PushQueries, statement: ast.Print,
+                properties: Mapping[str, Any]) -> tuple[str, TopicPrint, TopicReader, threading.Event]:  # fmt: skip
+    """Checks the topic and starts reading it: (query id, printer, reader, stop). Blocks on Kafka.
+
+    Raises:
+        KsqlError: no such topic, a bad INTERVAL, or too many push queries running.
+    """
+    try:
+        interval = 1 if statement.interval is None else statement.interval
+        printer = TopicPrint(schema_registry.current(), interval, statement.limit)
+    except ValueError as exc:
+        raise KsqlError(str(exc), 40000, statement_text=statement.text) from exc
+    partitions = topic_partitions(services, statement.topic)
+    from_beginning = statement.from_beginning or _from_beginning(properties)
+    query_id, stop = registry.start()
+    try:
+        reader = TopicReader(services, statement.topic, partitions, from_beginning=from_beginning)
+    except Exception:
+        registry.end(query_id)
+        raise
+    log.info("Printing topic '%s' (%s)", statement.topic, query_id)
+    return query_id, printer, reader, stop
+
+
+async def stream_print(request: Request, registry: PushQueries, query_id: str, printer: TopicPrint,
+                       reader: TopicReader, stop: threading.Event) -> AsyncIterator[bytes]:  # fmt: skip
+    """PRINT's text as records arrive; ends with the LIMIT, the client's going, or
+    ``/close-query``."""
+    quiet_since = time.monotonic()
+    try:
+        while not printer.done and not stop.is_set():
+            try:
+                records = await run_in_threadpool(reader.poll, _POLL_S)
+                lines = printer.lines(records)
+            except Exception as exc:  # reported in the stream, which then ends (as ksqlDB does)
+                log.exception("PRINT %s failed", reader.topic)
+                yield f"{exc}\n".encode()
+                return
+            if await request.is_disconnected():
+                return
+            if lines:
+                quiet_since = time.monotonic()
+                yield ("\n".join(lines) + "\n").encode()
+            elif time.monotonic() - quiet_since >= _KEEPALIVE_S:
+                quiet_since = time.monotonic()
+                yield b"\n"
+    finally:  # also when the client went (the stream is cancelled)
+        registry.end(query_id)
+        reader.close()

@@ -1,4 +1,5 @@
 """``POST /query`` and ``POST /query-stream``: pull queries in ksqlDB's shapes. Parses and renders only.
+(Push queries and PRINT, which ``/query`` also answers, stream from ``push.py``.)
 
 ``/query`` answers a JSON array: ``{"header": {"queryId", "schema"}}``, one ``{"row": {"columns"}}``
 per row, for a stream ``{"finalMessage": "Query Completed"}`` as ksqlDB ends a stream's pull query,
@@ -35,9 +36,10 @@ from headwater.sqlparse_ext import statements as ast
 NDJSON = "application/x-ndjson"
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
 
 
-def _one_select(text: str, variables: Mapping[str, str]) -> ast.Select:
+def _one_statement(text: str, variables: Mapping[str, str]) -> ast.Statement:
     statements = parse(text, variables)
     if len(statements) != 1:
         raise KsqlError(
@@ -45,7 +47,14 @@ def _one_select(text: str, variables: Mapping[str, str]) -> ast.Select:
             40001,
             statement_text=text,
         )
-    statement = statements[0]
+    return statements[0]
+
+
+def _one_select(text: str, variables: Mapping[str, str]) -> ast.Select:
+    return _only_select(_one_statement(text, variables))
+
+
+def _only_select(statement: ast.Statement) -> ast.Select:
     if not isinstance(statement, ast.Select):
         raise KsqlError(
             "only SELECT statements can be sent to the /query endpoint; use /ksql for others",
@@ -69,7 +78,10 @@ async def query_endpoint(request: Request) -> Response:
     decoded = decode_request(body)
     if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
         _check_internal(services, request, body)
-    statement = _one_select(decoded.ksql, decoded.session_variables)
+    parsed = _one_statement(decoded.ksql, decoded.session_variables)
+    if isinstance(parsed, ast.Print):
+        return await _print(request, services, parsed, decoded.streams_properties)
+    statement = _only_select(parsed)
     if statement.query.emit == "CHANGES":
         return _push(request, services, statement, decoded.streams_properties, "array")
     async with services.admission.slot():
@@ -102,6 +114,16 @@ def _push(request: Request, services: Services, statement: ast.Select,
     query_id, plan, follower, stop = push.start_push(services, registry, statement, properties)
     body = push.stream_push(request, registry, query_id, plan, follower, stop, shape=shape)
     return StreamingResponse(body, media_type=JSON if shape == "array" else DELIMITED)
+
+
+async def _print(request: Request, services: Services, statement: ast.Print,
+                 properties: Mapping[str, Any]) -> Response:  # fmt: skip
+    """PRINT: the topic's records as text lines, as they arrive."""
+    registry = push.registry_of(request)
+    query_id, printer, reader, stop = await run_in_threadpool(
+        push.start_print, services, registry, statement, properties)
+    body = push.stream_print(request, registry, query_id, printer, reader, stop)
+    return StreamingResponse(body, media_type=TEXT, headers={"X-Query-Id": query_id})
 
 
 async def close_query_endpoint(request: Request) -> Response:

@@ -1,0 +1,262 @@
+"""PRINT: the pure formatter against ksqlDB's own expectations (RecordFormatterTest,
+TopicStreamWriterTest), then ``POST /query`` with PRINT on a real runner (embedded broker)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import struct
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
+from headwater.gateway.app import create_app
+from headwater.gateway.printtopic import (
+    NO_DATA,
+    Deserializers,
+    RecordFormatter,
+    TopicPrint,
+    TopicRecord,
+    formats,
+    raw_bytes,
+    rowtime_text,
+)
+from headwater.gateway.services import Limits, Services, open_services
+
+from headwater.kafka.broker import EmbeddedBroker
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
+    from starlette.testclient import TestClient
+
+
+def keys() -> Deserializers:
+    return Deserializers(formats(None, key=True))
+
+
+def values(registry: MemorySchemaRegistry | None = None) -> Deserializers:
+    return Deserializers(formats(registry, key=False))
+
+
+def test_rowtime_and_line_shape() -> None:
+    assert rowtime_text(1588344313111) == "2020/05/01 14:45:13.111 Z"
+    assert rowtime_text(None) == rowtime_text(-1) == "N/A"
+    line = RecordFormatter().format([TopicRecord(1588344313111, b"k", None, 1)])[0]
+    assert line == "rowtime: 2020/05/01 14:45:13.111 Z, key: k, value: <null>, partition: 1"
+
+
+@pytest.mark.parametrize("text", ['{"a":1}', "[10,22,44]", '"Yes this is valid json"', "24.987",
+                                  "true", "null"])  # fmt: skip
+def test_json_is_printed_as_written(text: str) -> None:
+    side = values()
+    assert side.format(text.encode()) == text
+    assert "JSON" in side.possible_formats()
+
+
+def test_kafka_primitives_and_strings() -> None:
+    side = values()
+    assert side.format(struct.pack(">i", 10)) == "10"
+    assert side.possible_formats() == ["KAFKA_INT", "KAFKA_STRING"]  # 00 00 00 0A is UTF-8 too
+    side = values()
+    assert side.format(struct.pack(">q", -(2**40))) == str(-(2**40))
+    assert side.possible_formats() == ["KAFKA_BIGINT", "KAFKA_DOUBLE"]
+    side = values()
+    side.format(struct.pack(">d", -1.5))
+    assert side.possible_formats() == ["KAFKA_BIGINT", "KAFKA_DOUBLE"]  # both decode 8 bytes
+    assert values().format(struct.pack(">d", 1.5)) == str(struct.unpack(">q", struct.pack(">d", 1.5))[0])
+    assert dict(formats(None, key=False))["KAFKA_DOUBLE"](struct.pack(">d", 1.5)) == "1.5"
+    side = values()
+    assert side.format("κόσμε".encode()) == "κόσμε"
+    assert side.possible_formats() == ["KAFKA_STRING"]
+
+
+def test_windowed_keys() -> None:
+    side = keys()
+    data = "κόσμε".encode() + struct.pack(">q", 1234567890123)
+    assert side.format(data) == "[κόσμε@1234567890123/-]"
+    assert {"HOPPING(KAFKA_STRING)", "TUMBLING(KAFKA_STRING)"} <= set(side.possible_formats())
+    side = keys()
+    data = "κόσμε".encode() + struct.pack(">qq", 1534567899999, 1534567890123)
+    assert side.format(data) == "[κόσμε@1534567890123/1534567899999]"
+    assert "SESSION(KAFKA_STRING)" in side.possible_formats()
+
+
+def test_unrecognised_bytes_and_nulls() -> None:
+    side = keys()
+    data = bytes([0xFF, 0xFF]) + b"is invalid" + bytes([0xFF, 0xFF])
+    assert side.format(data) == "\\xFF\\xFFis invalid\\xFF\\xFF" == raw_bytes(data)
+    assert side.possible_formats() == []
+    fresh = keys()
+    assert fresh.format(None) == "<null>" and fresh.possible_formats() == [NO_DATA]
+
+
+def test_a_format_ruled_out_later_stays_out() -> None:
+    side = values()
+    side.format(b"abcd")  # KAFKA_INT and KAFKA_STRING both fit 4 bytes
+    assert side.possible_formats() == ["KAFKA_INT", "KAFKA_STRING"]
+    assert side.format(b"abcdef") == "abcdef"
+    assert side.possible_formats() == ["KAFKA_STRING"]
+    assert side.format(b"abcd") == "abcd"
+
+
+def test_a_batch_is_formatted_again_when_it_rules_out_the_format_in_use() -> None:
+    formatter = RecordFormatter()
+    lines = formatter.format([TopicRecord(None, b"k", b"abcd", 0),
+                              TopicRecord(None, b"k", b"abcdef", 0)])  # fmt: skip
+    assert lines[0].endswith("value: abcd, partition: 0")  # not 1633837924 (as KAFKA_INT)
+
+
+def test_registered_formats() -> None:
+    import fastavro
+
+    registry = MemorySchemaRegistry()
+    avro = {"type": "record", "name": "R", "fields": [{"name": "str1", "type": "string"}]}
+    avro_id = registry.register("a", RegisteredSchema("AVRO", json.dumps(avro)))
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(avro), {"str1": "My first string"})
+    side = values(registry)
+    assert side.format(b"\0" + avro_id.to_bytes(4, "big") + out.getvalue()) == \
+        '{"str1": "My first string"}'  # fmt: skip
+    assert side.possible_formats()[0] == "AVRO"
+
+    json_id = registry.register("j", RegisteredSchema("JSON", '{"type": "object"}'))
+    side = values(registry)
+    data = b"\0" + json_id.to_bytes(4, "big") + b'{"str1": "My first string", "str2": "x"}'
+    assert side.format(data) == '{"str1":"My first string","str2":"x"}'
+    assert side.possible_formats()[0] == "JSON_SR"
+
+    proto = 'syntax = "proto3";\nmessage M { string str1 = 1; string str2 = 2; }\n'
+    proto_id = registry.register("p", RegisteredSchema("PROTOBUF", proto))
+    payload = b"\x0a\x0fMy first string\x12\x10My second string"
+    side = values(registry)
+    assert side.format(b"\0" + proto_id.to_bytes(4, "big") + b"\0" + payload) == \
+        'str1: "My first string" str2: "My second string"'  # fmt: skip
+    assert side.possible_formats()[0] == "PROTOBUF"
+    # without a registry, none of the three is possible
+    side = values()
+    side.format(b"\0" + proto_id.to_bytes(4, "big") + b"\0" + payload)
+    assert not {"AVRO", "PROTOBUF", "JSON_SR"} & set(side.possible_formats())
+
+
+def _records(count: int) -> list[TopicRecord]:
+    return [TopicRecord(None, f"key-{i}".encode(), f"value-{i}".encode(), 0) for i in range(count)]
+
+
+def test_interval_and_limit_as_ksqldb_applies_them() -> None:
+    printer = TopicPrint(None, interval=1, limit=2)
+    assert printer.lines(_records(3)) == [
+        "Key format: KAFKA_STRING", "Value format: KAFKA_STRING",
+        "rowtime: N/A, key: key-0, value: value-0, partition: 0",
+        "rowtime: N/A, key: key-1, value: value-1, partition: 0",
+    ]  # fmt: skip
+    assert printer.done and printer.lines(_records(1)) == []
+    printer = TopicPrint(None, interval=2, limit=2)
+    lines = printer.lines(_records(2)) + printer.lines(_records(5)[2:])
+    assert [line.split(",")[1] for line in lines if line.startswith("rowtime")] == \
+        [" key: key-0", " key: key-2"]  # fmt: skip
+    with pytest.raises(ValueError, match="INTERVAL must be greater than one, but was: 0"):
+        TopicPrint(None, interval=0)
+
+
+def test_format_lines_only_when_the_formats_change() -> None:
+    printer = TopicPrint(None)
+    first = printer.lines([TopicRecord(None, None, b"abcd", 0)])
+    assert first[:2] == [f"Key format: {NO_DATA}", "Value format: KAFKA_INT or KAFKA_STRING"]
+    again = printer.lines([TopicRecord(None, None, b"abce", 0)])
+    assert len(again) == 1 and again[0].startswith("rowtime")
+    changed = printer.lines([TopicRecord(None, None, b"abcdef", 0)])
+    assert changed[0] == "Value format: KAFKA_STRING"
+    gone = printer.lines([TopicRecord(None, None, bytes([0xFF] * 5), 0)])
+    assert gone[0] == ("Value format:  does not match any supported format. It may be a STRING "
+                       "with encoding other than UTF8, or some other format.")  # fmt: skip
+
+
+# -- PRINT over /query ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Services]:  # fmt: skip
+    folder: Path = tmp_path_factory.mktemp("print")
+    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
+                                   commit_transaction_timeout_ms=1500)  # fmt: skip
+    with open_services(settings, f"print-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
+                       stores_in_memory=True, limits=Limits()) as built:  # fmt: skip
+        yield built
+
+
+@pytest.fixture(scope="module")
+def client(services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def _stream_with_rows(client: TestClient, count: int) -> str:
+    name = f"P_{uuid.uuid4().hex[:6].upper()}"
+    created = client.post("/ksql", json={"ksql": (
+        f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
+        "partitions=1, value_format='JSON');")})
+    assert created.status_code == 200, created.text
+    for i in range(count):
+        inserted = client.post("/ksql", json={"ksql": f"INSERT INTO {name} (ID, N) VALUES "
+                                                      f"('k{i}', {i});"})  # fmt: skip
+        assert inserted.status_code == 200, inserted.text
+    return name.lower()
+
+
+@pytest.mark.kafka
+def test_print_from_beginning_with_limit(client: TestClient) -> None:
+    topic = _stream_with_rows(client, 3)
+    answer = client.post("/query", json={"ksql": f"PRINT '{topic}' FROM BEGINNING LIMIT 2;"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("text/plain")
+    lines = [line for line in answer.text.splitlines() if line]
+    assert lines[:2] == ["Key format: KAFKA_STRING", "Value format: JSON or KAFKA_STRING"]
+    assert len(lines) == 4
+    assert lines[2].startswith("rowtime: ") and lines[2].endswith(
+        ', key: k0, value: {"N":0}, partition: 0')
+    assert lines[3].endswith(', key: k1, value: {"N":1}, partition: 0')
+
+
+@pytest.mark.kafka
+def test_print_shows_rows_as_they_arrive(client: TestClient) -> None:
+    topic = _stream_with_rows(client, 1)
+    answers: list[str] = []
+
+    def run() -> None:
+        answers.append(client.post("/query", json={"ksql": f"PRINT {topic} LIMIT 1;"}).text)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while thread.is_alive() and time.monotonic() < deadline:  # from the end: insert until seen
+        client.post("/ksql", json={"ksql": f"INSERT INTO {topic} (ID, N) VALUES ('new', 7);"})
+        thread.join(1.0)
+    assert not thread.is_alive(), "PRINT did not see a row inserted after it started"
+    printed = [line for line in answers[0].splitlines() if line.startswith("rowtime")]
+    assert len(printed) == 1 and 'key: new, value: {"N":7}' in printed[0]
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("PRINT 'no-such-topic';", ("Could not find topic 'no-such-topic', or the KSQL user does not "
+                               "have permissions to list the topic. Topic names are case-sensitive.")),
+    ("PRINT 'x' INTERVAL 0;", "INTERVAL must be greater than one"),
+])  # fmt: skip
+def test_print_errors(client: TestClient, text: str, fragment: str) -> None:
+    answer = client.post("/query", json={"ksql": text})
+    assert answer.status_code == 400 and fragment in answer.json()["message"], answer.text
+
+
+@pytest.mark.kafka
+def test_print_suggests_the_topic_in_another_case(client: TestClient) -> None:
+    topic = _stream_with_rows(client, 0)
+    answer = client.post("/query", json={"ksql": f"PRINT {topic.upper()};"})
+    assert answer.status_code == 400
+    assert answer.json()["message"].endswith(f"Did you mean:\n\tprint {topic};")
