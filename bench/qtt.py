@@ -47,6 +47,7 @@ from headwater.engine.persistent.aggregating import (
     LocalAggregation,
     is_aggregate_statement,
 )
+from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
 from headwater.engine.schema_inference import schema_facts
 from headwater.engine.schema_registry import (
     MemorySchemaRegistry,
@@ -175,7 +176,8 @@ class _World:
     def __init__(self, topics: Mapping[str, int]) -> None:
         self.catalog = Catalog()
         self.topics: dict[str, _Topic] = {n: _Topic(p) for n, p in topics.items()}
-        self.pipelines: dict[str, RecordPipeline | LocalAggregation] = {}
+        self.pipelines: dict[str, RecordPipeline | LocalAggregation | LocalJoin] = {}
+        self.log: list[tuple[str, InputRecord]] = []  # every record written, in order
         self.offset = 0
         self.errors = 0
         self.registry = MemorySchemaRegistry()  # a mock registry per case, as ksqlDB's runner
@@ -209,11 +211,16 @@ class _World:
         self.offset += 1
         for query_id in set(self.catalog.queries) - before:
             query = self.catalog.queries[query_id]
+            after: RecordPipeline | LocalAggregation
             if is_aggregate_statement(query.statement_text):
-                self.pipelines[query_id] = LocalAggregation(
-                    AggregatePipeline.for_query(query, self.catalog))
+                after = LocalAggregation(AggregatePipeline.for_query(query, self.catalog))
             else:
-                self.pipelines[query_id] = RecordPipeline.for_query(query, self.catalog)
+                after = RecordPipeline.for_query(query, self.catalog)
+            if after.compiled.join is not None:
+                self.pipelines[query_id] = LocalJoin(
+                    JoinPipeline(query_id, after.compiled.join, self.catalog.types), after)
+            else:
+                self.pipelines[query_id] = after
             self._catch_up(query_id)
         for query_id in before - set(self.catalog.queries):
             self.pipelines.pop(query_id, None)
@@ -234,11 +241,9 @@ class _World:
     def _catch_up(self, query_id: str) -> None:
         """A query started after records were written reads them from the beginning."""
         pipeline = self.pipelines[query_id]
-        topic = self.topics.get(pipeline.compiled.source.topic)
-        if topic is None:
-            return
-        for _, record in list(topic.records):
-            self._run(pipeline, record)
+        for topic, record in list(self.log):
+            if topic in _topics_of(pipeline):
+                self._run(pipeline, record, topic)
 
     def produce(self, topic_name: str, key: bytes | None, value: bytes | None, timestamp: int,
                 partition: int | None, headers: tuple[tuple[str, bytes | None], ...] = ()
@@ -247,18 +252,29 @@ class _World:
         if partition is None:
             partition = 0 if key is None else partition_for(key, topic.partitions)
         record = topic.append(partition, key, value, timestamp, headers)
+        self.log.append((topic_name, record))
         for pipeline in list(self.pipelines.values()):
-            if pipeline.compiled.source.topic == topic_name:
-                self._run(pipeline, record)
+            if topic_name in _topics_of(pipeline):
+                self._run(pipeline, record, topic_name)
 
-    def _run(self, pipeline: RecordPipeline | LocalAggregation, record: InputRecord) -> None:
-        outputs, errors = pipeline.process([record])
+    def _run(self, pipeline: RecordPipeline | LocalAggregation | LocalJoin, record: InputRecord,
+             topic: str) -> None:  # fmt: skip
+        if isinstance(pipeline, LocalJoin):
+            outputs, errors = pipeline.process_topic(topic, [record])
+        else:
+            outputs, errors = pipeline.process([record])
         self.errors += len(errors)
         for out in outputs:
             self._emit(pipeline.sink.topic, out)
 
     def _emit(self, topic: str, out: OutputRecord) -> None:
         self.produce(topic, out.key, out.value, out.timestamp, out.partition)
+
+
+def _topics_of(pipeline: RecordPipeline | LocalAggregation | LocalJoin) -> Collection[str]:
+    if isinstance(pipeline, LocalJoin):
+        return pipeline.topics
+    return (pipeline.compiled.source.topic,)
 
 
 def run_case(file: str, case: dict) -> Outcome:

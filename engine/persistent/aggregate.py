@@ -20,7 +20,7 @@ queries' expression compiler.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.engine import _functions as fn
@@ -140,6 +140,7 @@ class CompiledAggregate:
     emit_final: bool = False
     group_by_text: tuple[str, ...] = ()
     where_text: str = ""
+    join: Any = field(default=None, repr=False, compare=False)  # a `join_plan.JoinPlan`
     having_text: str = ""
     projection_text: tuple[str, ...] = ()
 
@@ -181,8 +182,12 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         QueryCompileError: ksqlDB would refuse the query, or it needs what is not built yet.
     """
     if query.joins:
-        raise QueryCompileError("JOIN is not supported in persistent queries yet (joins arrive "
-                                "with issue 16).", "JOIN", query.joins[0].on)  # fmt: skip
+        from headwater.engine.persistent.compile import plan_query_joins
+        from headwater.engine.persistent.join_plan import joined_catalog
+
+        plan = plan_query_joins(query, catalog, sink_name)
+        return replace(compile_aggregate(plan.query, joined_catalog(plan, catalog), sink_name),
+                       join=plan)  # fmt: skip
     if query.emit == "FINAL" and query.window is None:
         raise QueryCompileError("EMIT FINAL is only supported for windowed aggregations.",
                                 "EMIT FINAL")  # fmt: skip

@@ -248,7 +248,7 @@ class AggregatePipeline:
     def _group_one(self, record: InputRecord, rank: int) -> GroupedRow | None:
         compiled = self.compiled
         try:
-            value = self._reader.serde.deserialize_value(record.value)
+            value = self._reader.value(record)
         except (EngineError, ValueError, TypeError) as exc:
             raise RecordError("deserialization", _message(exc)) from exc
         if value is None:

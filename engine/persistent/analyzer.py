@@ -38,13 +38,14 @@ class _Analyzer:
                 aggregate = compile_aggregate(query, catalog, sink_name)
                 window = aggregate.window
                 return QueryShape(
-                    (aggregate.source.name,), tuple(c.catalog_column() for c in aggregate.columns),
+                    aggregate.join.sources if aggregate.join else (aggregate.source.name,), tuple(c.catalog_column() for c in aggregate.columns),
                     SourceKind.TABLE, window.kind if window else None,
                     window.size_ms if window and not window.session else None)
             compiled = compile_query(query, catalog, sink_name)
         except QueryCompileError as error:
             raise ValidationError(error.message, error.offset) from error
-        return QueryShape((compiled.source.name,), compiled.catalog_columns(), compiled.kind)
+        sources = compiled.join.sources if compiled.join else (compiled.source.name,)
+        return QueryShape(sources, compiled.catalog_columns(), compiled.kind)
 
     def check_sink(self, sink: Source, catalog: Catalog) -> None:
         """ValidationError when the sink's columns cannot be written in its formats."""

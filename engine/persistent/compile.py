@@ -18,7 +18,7 @@ table functions) is refused here with the construct named, before anything reach
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.engine import _functions as fn
@@ -35,6 +35,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.persistent.join_plan import JoinError, JoinPlan, joined_catalog, plan_joins
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
@@ -108,6 +109,7 @@ class CompiledQuery:
     partition_by: tuple[str, ...] = ()
     where_text: str = ""
     projection_text: tuple[str, ...] = ()
+    join: Any = field(default=None, repr=False, compare=False)  # a `join_plan.JoinPlan`
 
     @property
     def key_columns(self) -> tuple[OutputColumn, ...]:
@@ -140,6 +142,10 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     Raises:
         QueryCompileError: ksqlDB would refuse the query, or it needs a later construct.
     """
+    if query.joins:
+        plan = plan_query_joins(query, catalog, sink_name)
+        return replace(compile_query(plan.query, joined_catalog(plan, catalog), sink_name),
+                       join=plan)  # fmt: skip
     _refuse_later_constructs(query)
     source = catalog.source(query.source.name)
     if source is None:
@@ -229,6 +235,22 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     )
 
 
+def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan:
+    """The join plan of a query with JOINs (`join_plan.plan_joins`), refusals as compile errors."""
+    try:
+        return plan_joins(query, catalog, sink_name)
+    except JoinError as error:
+        if error.later:
+            raise QueryCompileError(f"{error.message} (not supported yet)", "JOIN",
+                                    error.node) from error  # fmt: skip
+        raise QueryCompileError(error.message, "JOIN", error.node) from error
+    except UnresolvedColumn as error:
+        raise QueryCompileError(f"JOIN ON column '{error.column}' cannot be resolved.",
+                                "JOIN") from error  # fmt: skip
+    except ExpressionError as error:
+        raise QueryCompileError(error.message, "JOIN") from error
+
+
 def describe_shape(compiled: CompiledQuery, sink: str) -> list[str]:
     """The query's steps, one line each, for EXPLAIN (ksqlDB's step names)."""
     steps = [f"> [ SINK ] | Schema: {_schema(compiled.columns)} | Logger: {sink}"]
@@ -256,9 +278,7 @@ class _PartitionExpr:
 
 
 def _refuse_later_constructs(query: Query) -> None:
-    later = (("JOIN", query.joins, query.joins[0].on if query.joins else None,
-              "joins arrive with issue 16"),
-             ("GROUP BY", query.group_by, query.group_by[0] if query.group_by else None,
+    later = (("GROUP BY", query.group_by, query.group_by[0] if query.group_by else None,
               "aggregations arrive with issue 15"),
              ("HAVING", query.having, query.having, "aggregations arrive with issue 15"))  # fmt: skip
     for construct, present, node, when in later:
@@ -415,7 +435,7 @@ def _match_keys(compiled: list[tuple[exp.Expr, str, Any]], source: Source,
         if len(names) > 1:
             key = wanted[slot].strip('"')
             raise QueryCompileError(f"The projection contains a key column (`{key}`) more than "
-                                    f"once, aliased as: {' and '.join(names)}.")  # fmt: skip
+                                    f"once, aliased as: {' and '.join(sorted(names))}.")  # fmt: skip
     missing = [slot for slot in range(len(wanted)) if slot not in by_slot]
     if missing:
         qualifier = source.name

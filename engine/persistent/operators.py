@@ -38,6 +38,8 @@ class InputRecord:
     partition: int
     offset: int
     headers: tuple[tuple[str, bytes | None], ...] = ()
+    #: the row already decoded (a join's output): then ``value`` is only None (deleted) or not
+    row: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,7 @@ class RecordPipeline:
             if table and record.key is None:
                 continue  # a table's record without a key: ksqlDB drops it
             try:
-                value = self._source_serde.deserialize_value(record.value)
+                value = self._reader.value(record)
                 if value is None and keep is not None and not table:
                     continue  # WHERE drops records without a value, as ksqlDB's filter does
                 view = self._reader.view(record, value)
@@ -183,6 +185,12 @@ class RowReader:
                                 if c.headers or c.header_key is not None]  # fmt: skip
         self._time = _timestamp_reader(source)
 
+    def value(self, record: InputRecord) -> Mapping[str, Any] | None:
+        """The decoded value of ``record`` (None: it has none)."""
+        if record.row is not None:
+            return None if record.value is None else record.row
+        return self.serde.deserialize_value(record.value)
+
     def view(self, record: InputRecord, value: Mapping[str, Any] | None) -> dict[str, Any]:
         """The row of ``record``, whose value ``value`` is already decoded.
 
@@ -190,6 +198,8 @@ class RowReader:
             RecordError: the key cannot be decoded (``deserialization``) or the timestamp not
                 read (``timestamp``).
         """
+        if record.row is not None:
+            return dict(record.row)
         try:
             key = self.serde.deserialize_key(record.key)
         except (EngineError, ValueError, TypeError) as exc:
