@@ -5,6 +5,7 @@ number seen) and the HTTP transport it sends through. Does I/O via `_http.py`.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Self
@@ -58,6 +59,7 @@ class Connection:
         self._sequence: int | None = None
         self._written: dict[tuple[str, int], int] = {}
         self._closed = False
+        self._cursors: weakref.WeakSet[Cursor] = weakref.WeakSet()
 
     # -- session state -----------------------------------------------------------------------------
 
@@ -112,8 +114,11 @@ class Connection:
     def close(self) -> None:
         """PEP 249: "Close the connection now"; "the connection will be unusable from this point
         forward; an Error (or subclass) exception will be raised if any operation is attempted".
-        Closing twice is harmless."""
+        Closing twice is harmless. Its cursors are closed first, which ends their push queries
+        and PRINTs on the server."""
         if not self._closed:
+            for cursor in list(self._cursors):
+                cursor.close()
             self._closed = True
             self._transport.close()
 
@@ -131,7 +136,9 @@ class Connection:
     def cursor(self) -> Cursor:
         """PEP 249: "Return a new Cursor Object using the connection"."""
         self._check_open()
-        return Cursor(self)
+        cursor = Cursor(self)
+        self._cursors.add(cursor)
+        return cursor
 
     def __enter__(self) -> Self:
         return self

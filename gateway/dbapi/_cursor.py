@@ -1,6 +1,12 @@
 """The PEP 249 cursor. Does I/O through its connection's transport; keeps all iteration state
 (the current result set, rows already read but not yet fetched) on itself, so a fetch that fails
 part-way loses nothing already received.
+
+A push query (`SELECT ... EMIT CHANGES`) and PRINT are read lazily, with no read timeout: execute
+returns once the server has answered (the header, for a push query), each fetch reads only as many
+rows as it returns (waiting for them to arrive), and closing the cursor (or its connection, or
+executing another statement on it) ends the query on the server: `POST /close-query` to the server
+that runs it, then the connection is dropped.
 """
 
 from __future__ import annotations
@@ -11,7 +17,15 @@ from typing import TYPE_CHECKING, Any, Self
 from headwater.sqlparse_ext.params import ParameterError, bind, leading_keyword
 
 from ._errors import Error, InterfaceError, ProgrammingError, Warning
-from ._results import ColumnDescription, QueryResult, ResultSet, ServedBy, TableResult
+from ._http import Streamed
+from ._results import (
+    ColumnDescription,
+    LinesResult,
+    QueryResult,
+    ResultSet,
+    ServedBy,
+    TableResult,
+)
 from .entities import entity_table
 
 if TYPE_CHECKING:
@@ -45,6 +59,7 @@ class Cursor:
         self._stalled = False
         self._rowcount_total: int | None = None
         self._closed = False
+        self._running: tuple[Streamed, QueryResult | LinesResult] | None = None
 
     # -- PEP 249 attributes ------------------------------------------------------------------------
 
@@ -86,9 +101,11 @@ class Cursor:
 
     @property
     def query_id(self) -> str | None:
-        """The queryId of the current `/query` header."""
-        query = self._query()
-        return query.query_id if query else None
+        """The queryId of the current `/query` header (for PRINT, the id the server gave it)."""
+        current = self._results[0] if self._results else None
+        if isinstance(current, QueryResult | LinesResult):
+            return current.query_id
+        return None
 
     @property
     def served_by(self) -> tuple[ServedBy, ...]:
@@ -138,9 +155,20 @@ class Cursor:
         sql = self._bind(operation, parameters)
         connection = self._connection
         body = connection._request_body(sql)
-        if leading_keyword(sql) == "SELECT":
-            items = connection._transport.stream_items("/query", body)
-            self._results = [QueryResult(items)]
+        keyword = leading_keyword(sql)
+        if keyword == "SELECT":
+            push = _emits_changes(sql, connection.session_variables)
+            items = connection._transport.stream_items("/query", body, follow=push)
+            result = QueryResult(items)
+            self._results = [result]
+            if push:
+                self._running = (items, result)
+            return self
+        if keyword == "PRINT":
+            lines = connection._transport.stream_lines("/query", body)
+            printed = LinesResult(lines, lines.headers.get("x-query-id"))
+            self._results = [printed]
+            self._running = (lines, printed)
             return self
         try:
             answer = connection._transport.request_json("POST", "/ksql", body, idempotent=False)
@@ -197,6 +225,8 @@ class Cursor:
         self._check_open()
         if not self._results:
             raise ProgrammingError("no result set: execute a statement first")
+        if self._running is not None and self._running[1] is self._results[0]:
+            self._end_running()
         self._results.pop(0).close()
         self._pending.clear()
         self._stalled = False
@@ -235,6 +265,7 @@ class Cursor:
             raise InterfaceError("the connection is closed")
 
     def _discard(self) -> None:
+        self._end_running()
         for result in self._results:
             result.close()
         self._results = []
@@ -242,6 +273,17 @@ class Cursor:
         self._stalled = False
         self.entities = ()
         self.messages = []
+
+    def _end_running(self) -> None:
+        """End a push query or PRINT that may still run on the server: `/close-query` to its
+        server (it then ends its answer), and drop the connection either way."""
+        running, self._running = self._running, None
+        if running is None:
+            return
+        stream, result = running
+        if result.running and result.query_id:
+            self._connection._transport.close_query(stream.server_url, result.query_id)
+        result.close()
 
     @staticmethod
     def _bind(operation: str, parameters: Sequence[Any] | None) -> str:
@@ -276,3 +318,17 @@ class Cursor:
         rows, self._pending = self._pending[:count], self._pending[count:]
         self._stalled = self._stalled and bool(self._pending)
         return rows
+
+
+def _emits_changes(sql: str, variables: Mapping[str, Any]) -> bool:
+    """Whether `sql` is one push query (`EMIT CHANGES`), as the parser reads it (False when it
+    does not parse: the server then says why)."""
+    from headwater.sqlparse_ext import ParseError, parse
+    from headwater.sqlparse_ext import statements as st
+
+    try:
+        statements = parse(sql, {k: str(v) for k, v in variables.items()})
+    except (ParseError, ValueError):
+        return False
+    return (len(statements) == 1 and isinstance(statements[0], st.Select)
+            and statements[0].query.emit == "CHANGES")  # fmt: skip

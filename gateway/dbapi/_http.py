@@ -26,7 +26,7 @@ from ._errors import (
 from ._jsonstream import JsonStreamError, iter_json_items
 from ._retry import Failure, FailureKind, RetryPolicy, plan_retry
 
-__all__ = ["KSQL_MEDIA_TYPE", "HttpTransport"]
+__all__ = ["KSQL_MEDIA_TYPE", "HttpTransport", "Streamed"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,27 @@ def _decode_error_body(response: httpx.Response) -> object:
         return response.json()
     except ValueError:
         return response.text
+
+
+class Streamed:
+    """An answer read as it arrives: an iterator (of JSON items or text lines) that also knows
+    which server sends it and the response's headers; `close()` drops the connection."""
+
+    def __init__(self, items: Iterator[Any], server_url: str, headers: Mapping[str, str]) -> None:
+        self._items = items
+        self.server_url = server_url
+        self.headers = headers
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._items)
+
+    def close(self) -> None:
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
 
 
 class HttpTransport:
@@ -81,6 +102,8 @@ class HttpTransport:
                 raise InterfaceError(f"server URL {url!r} must start with http:// or https://")
         self.urls = tuple(u.rstrip("/") for u in urls)
         self._retry = retry or RetryPolicy()
+        # A push query or PRINT may wait for its next row for ever: no read timeout once it runs.
+        self._follow_timeout = httpx.Timeout(timeout_s, connect=connect_timeout_s, read=None)
         self._sleep = sleep
         self._lock = threading.Lock()
         self._current = 0
@@ -114,14 +137,48 @@ class HttpTransport:
         except ValueError as exc:
             raise InterfaceError(f"the server's answer to {path} is not JSON: {exc}") from exc
 
-    def stream_items(self, path: str, body: Mapping[str, Any]) -> Iterator[Any]:
+    def stream_items(self, path: str, body: Mapping[str, Any], *, follow: bool = False) -> Streamed:
         """Send a POST whose answer is a streamed JSON array; yield its elements as they arrive.
 
         The request is sent (with failover and retries) before the first element is asked for;
         a failure while reading the body raises ConnectionFailedError from the iterator.
+
+        Args:
+            follow: the answer runs until it is closed (a push query): no read timeout.
         """
-        response = self._send("POST", path, body, stream=True, idempotent=True)
-        return self._iterate(response, path)
+        response = self._send("POST", path, body, stream=True, idempotent=True,
+                              timeout=self._follow_timeout if follow else None)  # fmt: skip
+        return Streamed(self._iterate(response, path), self._origin(response), response.headers)
+
+    def stream_lines(self, path: str, body: Mapping[str, Any]) -> Streamed:
+        """Send a POST whose answer is text read until it is closed (PRINT); yield its lines as
+        they arrive (without their line ends; empty ones too), with no read timeout."""
+        response = self._send("POST", path, body, stream=True, idempotent=True,
+                              timeout=self._follow_timeout)  # fmt: skip
+        return Streamed(self._lines(response, path), self._origin(response), response.headers)
+
+    def close_query(self, server_url: str, query_id: str) -> bool:
+        """`POST /close-query` to the server running `query_id`; whether it answered 2xx. Never
+        raises (the query may have ended already, or the server be gone)."""
+        try:
+            response = self._client.post(f"{server_url}/close-query", json={"queryId": query_id})
+            response.close()
+        except httpx.HTTPError as exc:
+            log.debug("close-query %s on %s failed: %r", query_id, server_url, exc)
+            return False
+        return response.is_success
+
+    def _origin(self, response: httpx.Response) -> str:
+        url = response.request.url
+        return str(url.copy_with(path="/", query=None, fragment=None)).rstrip("/")
+
+    def _lines(self, response: httpx.Response, path: str) -> Iterator[str]:
+        try:
+            yield from response.iter_lines()
+        except httpx.HTTPError as exc:
+            raise ConnectionFailedError(f"the answer to {path} was cut off: {exc}") from exc
+        finally:
+            response.close()
 
     def _iterate(self, response: httpx.Response, path: str) -> Iterator[Any]:
         try:
@@ -141,6 +198,7 @@ class HttpTransport:
         *,
         stream: bool,
         idempotent: bool,
+        timeout: httpx.Timeout | None = None,
     ) -> httpx.Response:
         try:
             content = None if body is None else json.dumps(body).encode("utf-8")
@@ -154,7 +212,9 @@ class HttpTransport:
             failure: Failure
             last: Error
             try:
-                request = self._client.build_request(method, url, content=content)
+                request = self._client.build_request(
+                    method, url, content=content,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)  # fmt: skip
                 response = self._client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 failure = Failure(FailureKind.CONNECT)

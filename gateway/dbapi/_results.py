@@ -1,4 +1,5 @@
-"""Result sets behind a cursor: a `/query` answer read item by item, or a `/ksql` entity table.
+"""Result sets behind a cursor: a `/query` answer read item by item, PRINT's text read line by
+line, or a `/ksql` entity table.
 No I/O of its own: a `QueryResult` pulls from an iterator of decoded JSON items (which may read
 the network lazily, see `_http.HttpTransport.stream_items`).
 """
@@ -14,7 +15,8 @@ from ._errors import DataError, Error, InterfaceError, error_from_body
 from ._schema import Column, parse_schema
 from .entities import EntityTable
 
-__all__ = ["ColumnDescription", "QueryResult", "ResultSet", "ServedBy", "TableResult"]
+__all__ = ["ColumnDescription", "LinesResult", "QueryResult", "ResultSet", "ServedBy",
+           "TableResult"]
 
 
 class ColumnDescription(NamedTuple):
@@ -161,6 +163,11 @@ class QueryResult:
             raise self._broken
         return None
 
+    @property
+    def running(self) -> bool:
+        """Whether the answer may still send rows (it has not ended and was not closed)."""
+        return not self._done
+
     def close(self) -> None:
         if not self._done:
             self._done = True
@@ -217,3 +224,51 @@ class QueryResult:
         self.close()
         self._broken = error_from_body(None, body)
         raise self._broken
+
+
+class LinesResult:
+    """PRINT's answer: one row, the text, per line (the empty lines a server sends to check that
+    its client is still there are skipped), read as each arrives.
+
+    Attributes:
+        query_id: the id the server gave the PRINT (its `X-Query-Id` header), if any.
+    """
+
+    description = (ColumnDescription("PRINT", "STRING", None, None, None, None, None),)
+
+    def __init__(self, lines: Iterator[str], query_id: str | None = None) -> None:
+        self._lines = lines
+        self._done = False
+        self._read = 0
+        self.query_id = query_id
+
+    @property
+    def rowcount(self) -> int:
+        return self._read if self._done else -1
+
+    @property
+    def running(self) -> bool:
+        """Whether more lines may come."""
+        return not self._done
+
+    def next_row(self) -> tuple[Any, ...] | None:
+        while not self._done:
+            try:
+                line = next(self._lines)
+            except StopIteration:
+                self._done = True
+                return None
+            except Error:
+                self._done = True
+                raise
+            if line:
+                self._read += 1
+                return (line,)
+        return None
+
+    def close(self) -> None:
+        if not self._done:
+            self._done = True
+            close = getattr(self._lines, "close", None)
+            if close is not None:
+                close()
