@@ -11,8 +11,14 @@ h11, log level warning; one process) that parses the same request and answers a 
 same shape, drives it with the same client, and prints the ratio. Issue target: >= 40% of the bare
 endpoint's throughput, p99 <= 10 ms.
 
+The HTTP server under both (headwater's and the bare endpoint) is ``--http-server`` (hypercorn,
+uvicorn or granian; ``--http-loop``, ``--uvicorn-http`` choose the event loop and uvicorn's parser),
+passed to them as ``HEADWATER_HTTP_*`` variables (``headwater.http_server.settings_from_env``).
+
 The load generator (``--client raw``: one asyncio loop writing HTTP/1.1 requests on 8 sockets, the
-cheapest client Python has; ``--client httpx``: 8 threads, each with its own ``httpx.Client``) runs
+cheapest client Python has; ``--client h2``: the same over HTTP/2 cleartext with prior knowledge,
+one connection per client, framed by the ``h2`` package; ``--client httpx``: 8 threads, each with
+its own ``httpx.Client``) runs
 on the same machine and competes with the server for its CPUs: on a 2-CPU machine both numbers are
 lower than on a machine where client and server have a core each. ``--py-spy PATH`` then samples the
 server for --profile-seconds under the same load and prints where its time goes.
@@ -44,6 +50,9 @@ if __package__ in (None, ""):
 
 import httpx  # noqa: E402
 
+from headwater.http_server import (
+    DEFAULT_KIND, ENV_VAR, LOOP_ENV_VAR, UVICORN_HTTP_ENV_VAR, HttpServerKind, LoopKind,
+)  # fmt: skip
 from headwater.kafka.clients import KafkaSettings  # noqa: E402
 
 from bench._node import (  # noqa: E402
@@ -62,19 +71,20 @@ BARE_MODES = ("plain", "threadpool", "parse", "parse+threadpool")
 
 
 def serve_bare(port: int, mode: str = "plain") -> None:
-    """A bare Starlette JSON endpoint on uvicorn, configured as ``headwater.server.serve`` does.
+    """A bare Starlette JSON endpoint on the HTTP server ``headwater.server.serve`` would use (the
+    ``HEADWATER_HTTP_*`` variables), configured as it does.
 
     ``mode`` adds one piece of headwater's pull path at a time (for ``--breakdown``): the hop to
     the worker threads (``run_in_threadpool``, as ``gateway.query`` does), the SQL parse on the
     event loop (``headwater.sqlparse_ext.parse``), or both.
     """
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
+    from headwater.http_server import serve_app, settings_from_env
     from headwater.sqlparse_ext import parse
 
     def answer(key: str) -> bytes:
@@ -93,9 +103,7 @@ def serve_bare(port: int, mode: str = "plain") -> None:
         return Response(body, media_type="application/json")
 
     app = Starlette(routes=[Route("/query", query, methods=["POST"])])
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            timeout_graceful_shutdown=5)  # fmt: skip
-    uvicorn.Server(config).run()
+    serve_app(app, settings_from_env(os.environ, host="127.0.0.1", port=port))
 
 
 class Bare:
@@ -261,7 +269,72 @@ def run_httpx(port: int, clients: int, rows: int, seconds: float, seed: int) -> 
     return load
 
 
-CLIENTS = {"raw": run_raw, "httpx": run_httpx}
+async def _h2_worker(port: int, rows: int, seed: int, stop_at: float, load: Load) -> None:
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    rng = random.Random(seed)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    writer.write(connection.data_to_send())
+    clock = time.perf_counter
+    try:
+        while clock() < stop_at:
+            body = _body(_key(rows, rng))
+            stream = connection.get_next_available_stream_id()
+            headers = [(":method", "POST"), (":path", "/query"), (":scheme", "http"),
+                       (":authority", f"127.0.0.1:{port}"), ("content-type", "application/json"),
+                       ("content-length", str(len(body)))]  # fmt: skip
+            start = clock()
+            connection.send_headers(stream, headers)
+            connection.send_data(stream, body, end_stream=True)
+            writer.write(connection.data_to_send())
+            status, answer, ended = b"", bytearray(), False
+            while not ended:
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError("the server closed the HTTP/2 connection")
+                for event in connection.receive_data(data):
+                    if isinstance(event, h2.events.ResponseReceived):
+                        status = dict(event.headers).get(b":status", b"")
+                    elif isinstance(event, h2.events.DataReceived):
+                        answer += event.data
+                        connection.acknowledge_received_data(event.flow_controlled_length, stream)
+                    elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream:
+                        ended = True
+                    elif isinstance(event, h2.events.StreamReset):
+                        raise ConnectionError(f"stream reset: {event.error_code}")
+                writer.write(connection.data_to_send())
+            elapsed = clock() - start
+            if status != b"200":
+                load.errors[f"HTTP {status.decode()}"] += 1
+            elif b'"row"' not in answer:
+                load.errors["no row"] += 1
+            else:
+                load.latencies.append(elapsed)
+    finally:
+        writer.close()
+
+
+def run_h2(port: int, clients: int, rows: int, seconds: float, seed: int) -> Load:
+    """``clients`` HTTP/2 cleartext connections (prior knowledge) on one asyncio loop, one
+    request in flight on each."""
+    load = Load()
+
+    async def main() -> None:
+        stop_at = time.perf_counter() + seconds
+        start = time.perf_counter()
+        await asyncio.gather(*(_h2_worker(port, rows, seed + i, stop_at, load)
+                               for i in range(clients)))  # fmt: skip
+        load.seconds = time.perf_counter() - start
+
+    asyncio.run(main())
+    return load
+
+
+CLIENTS = {"raw": run_raw, "h2": run_h2, "httpx": run_httpx}
 
 
 def cpu_seconds(pid: int, thread: int | None = None) -> float:
@@ -410,6 +483,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw")
     parser.add_argument("--store", choices=("lmdb", "memory"), default="lmdb")
+    parser.add_argument("--http-server", choices=[k.value for k in HttpServerKind],
+                        default=DEFAULT_KIND.value, help="the HTTP server under both endpoints")
+    parser.add_argument("--http-loop", choices=[k.value for k in LoopKind], default="auto",
+                        help="its event loop (auto: uvloop when installed)")
+    parser.add_argument("--uvicorn-http", choices=("auto", "h11", "httptools"), default="auto",
+                        help="uvicorn's HTTP/1.1 parser (auto: httptools when installed)")
+    parser.add_argument("--no-bare", dest="bare", action="store_false",
+                        help="skip the bare endpoint (headwater's numbers only)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--py-spy", default=shutil.which("py-spy"),
                         help="py-spy executable: profile the server afterwards (default: on PATH)")
@@ -428,7 +509,14 @@ def main() -> None:
 
     from headwater.kafka.broker import EmbeddedBroker
 
-    print(versions("starlette", "uvicorn", "h11", "httpx", "lmdb"))
+    # The servers started below (child processes) read these.
+    os.environ[ENV_VAR] = args.http_server
+    os.environ[LOOP_ENV_VAR] = args.http_loop
+    os.environ[UVICORN_HTTP_ENV_VAR] = args.uvicorn_http
+    print(versions("starlette", "uvicorn", "hypercorn", "granian", "h11", "h2", "httptools",
+                   "uvloop", "httpx", "lmdb"))
+    print(f"HTTP server: {args.http_server} (loop {args.http_loop}, uvicorn parser "
+          f"{args.uvicorn_http}); client {args.client}")
     print(f"{args.clients} concurrent clients ({args.client}) on the same machine as the server: "
           "client and server share the CPUs")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="bench-pull-"))
@@ -451,13 +539,15 @@ def main() -> None:
                       f"produced in {seconds:.1f} s, restored {time.perf_counter() - start:.1f} s later")
                 served = measure(server.port, server.process.pid, args)
                 print(served.line("headwater /query  "))
-                with Bare("plain") as bare:
-                    baseline = measure(bare.port, bare.process.pid, args)
-                print(baseline.line("bare Starlette   "))
-                ratio = served.qps / baseline.qps if baseline.qps else float("nan")
                 p99 = percentile(sorted(served.latencies), 99) * 1000
-                print(f"ratio: headwater at {100 * ratio:.0f}% of the bare endpoint's throughput "
-                      f"(target >= 40%); headwater p99 {p99:.2f} ms (target <= 10 ms)")
+                if args.bare:
+                    with Bare("plain") as bare:
+                        baseline = measure(bare.port, bare.process.pid, args)
+                    print(baseline.line("bare Starlette   "))
+                    ratio = served.qps / baseline.qps if baseline.qps else float("nan")
+                    print(f"ratio: headwater at {100 * ratio:.0f}% of the bare endpoint's "
+                          f"throughput (target >= 40%); headwater p99 {p99:.2f} ms "
+                          "(target <= 10 ms)")  # fmt: skip
                 if args.breakdown:
                     for mode in BARE_MODES[1:]:
                         with Bare(mode) as bare:

@@ -240,6 +240,9 @@ async def _hypercorn(server: HttpServer, ready: OnStarted) -> None:
     config.accesslog = None
     config.graceful_timeout = settings.graceful_timeout_s
     config.backlog = settings.backlog
+    # hypercorn closes a connection after 1,000 requests by default; ksqlDB's clients send every
+    # request of a session over one HTTP/2 connection (and uvicorn has no such limit).
+    config.keep_alive_max_requests = 2**62
     # Bound here so that port 0 tells its port; hypercorn serves a duplicate of the descriptor
     # (and closes that one), this function closes its own.
     sockets = config.create_sockets()

@@ -1,0 +1,157 @@
+"""HTTP/2 cleartext and HTTP/1.1 on the server's one port (issue 16, item 3), through a real
+``headwater server`` (``server_factory``): ksqlDB's clients send ``/query-stream`` over h2c with
+prior knowledge and everything else over HTTP/1.1. Also the choice of HTTP server
+(``HEADWATER_HTTP_SERVER``), pure, and uvicorn still selectable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from headwater.http_server import (
+    DEFAULT_KIND,
+    HttpServerKind,
+    LoopKind,
+    UnknownHttpServer,
+    settings_from_env,
+)
+from headwater.kafka.broker import EmbeddedBroker
+
+pytestmark = [pytest.mark.kafka]
+
+
+def _h2() -> httpx.Client:
+    """An HTTP/2-only client: over http:// that is h2c with prior knowledge."""
+    return httpx.Client(http1=False, http2=True, timeout=30)
+
+
+def _stream_with_rows(server: Any, name: str) -> None:
+    created = server.ksql(f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
+                          f"'{name}_{uuid.uuid4().hex[:6]}', partitions=1, value_format='JSON');")
+    assert created.status_code == 200, created.text
+    for i in range(3):
+        inserted = server.ksql(f"INSERT INTO {name} (ID, N) VALUES ('k{i}', {i});")
+        assert inserted.status_code == 200, inserted.text
+
+
+def _push(name: str, limit: str = "") -> dict[str, Any]:
+    return {"sql": f"SELECT * FROM {name} EMIT CHANGES{limit};",
+            "properties": {"auto.offset.reset": "earliest"}}  # fmt: skip
+
+
+def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory
+) -> None:
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
+                            "--service-id", f"h2_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    # HTTP/1.1 clients work unchanged
+    with httpx.Client(timeout=30) as h1:
+        info = h1.get(f"{server.url}/info")
+        assert info.http_version == "HTTP/1.1"
+        assert info.json()["KsqlServerInfo"]["serverStatus"] == "RUNNING"
+        listed = h1.post(f"{server.url}/ksql", json={"ksql": "LIST STREAMS;"})
+        assert listed.status_code == 200 and listed.json()[0]["@type"] == "streams"
+    _stream_with_rows(server, "s")
+
+    # HTTP/2 prior knowledge on the same port: a push query streams its header line and rows
+    with _h2() as h2, h2.stream("POST", f"{server.url}/query-stream",
+                                json=_push("s", " LIMIT 2")) as streamed:  # fmt: skip
+        assert streamed.http_version == "HTTP/2" and streamed.status_code == 200
+        lines = [json.loads(line) for line in streamed.iter_lines() if line]
+    assert lines[0]["columnNames"] == ["ID", "N"]
+    assert lines[0]["queryId"].startswith("transient_")
+    assert lines[1:] == [["k0", 0], ["k1", 1]]  # then the LIMIT ends the stream
+
+    # /close-query from another (HTTP/1.1) connection ends an HTTP/2 push query
+    seen: list[str] = []
+
+    def follow() -> None:
+        with _h2() as h2, h2.stream("POST", f"{server.url}/query-stream",
+                                    json=_push("s")) as streamed:  # fmt: skip
+            for line in streamed.iter_lines():
+                if line:
+                    seen.append(line)
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    deadline = time.monotonic() + 20
+    while len(seen) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(seen) == 4, seen  # the header and the three rows so far
+    query_id = json.loads(seen[0])["queryId"]
+    closed = httpx.post(f"{server.url}/close-query", json={"queryId": query_id}, timeout=10)
+    assert closed.status_code == 200, closed.text
+    follower.join(15)
+    assert not follower.is_alive(), "the closed HTTP/2 push query kept streaming"
+
+    # an HTTP/2 client that goes ends its push query (the server no longer knows its id)
+    with _h2() as h2, h2.stream("POST", f"{server.url}/query-stream", json=_push("s")) as gone:
+        query_id = json.loads(next(gone.iter_lines()))["queryId"]
+    deadline = time.monotonic() + 15
+    while True:
+        answer = httpx.post(f"{server.url}/close-query", json={"queryId": query_id}, timeout=10)
+        if answer.status_code == 404:
+            break
+        assert time.monotonic() < deadline, "the push query outlived its HTTP/2 client"
+        time.sleep(0.2)
+    assert server.stop() == 0, server.log()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_http2_prior_knowledge_and_upgrade(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory
+) -> None:
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
+                            "--service-id", f"h2c_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    _stream_with_rows(server, "c")
+    done = subprocess.run(
+        ["curl", "-sS", "--http2-prior-knowledge", "-X", "POST", "-w", "\\n%{http_version}",
+         f"{server.url}/query-stream", "-d", json.dumps(_push("c", " LIMIT 3"))],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    *lines, version = [line for line in done.stdout.splitlines() if line]
+    assert version == "2"
+    assert json.loads(lines[0])["columnNames"] == ["ID", "N"]
+    assert [json.loads(line) for line in lines[1:]] == [["k0", 0], ["k1", 1], ["k2", 2]]
+    # Upgrade: h2c from an HTTP/1.1 start, and plain HTTP/1.1, on the same port
+    for flag, expected in (("--http2", "2"), ("--http1.1", "1.1")):
+        info = subprocess.run(["curl", "-sS", flag, "-w", "\\n%{http_version}",
+                               f"{server.url}/info"],
+                              capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+        body, version = info.stdout.strip().rsplit("\n", 1)
+        assert version == expected and json.loads(body)["KsqlServerInfo"]
+
+
+def test_uvicorn_stays_selectable(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HEADWATER_HTTP_SERVER", "uvicorn")  # the child process inherits it
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
+                            "--service-id", f"uv_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    info = httpx.get(f"{server.url}/info", timeout=10)
+    assert info.http_version == "HTTP/1.1" and info.status_code == 200
+    with pytest.raises(httpx.HTTPError), _h2() as h2:  # uvicorn speaks no HTTP/2
+        h2.get(f"{server.url}/info")
+    assert server.stop() == 0, server.log()
+    assert "server stopped" in server.log()
+
+
+def test_settings_from_env() -> None:
+    default = settings_from_env({}, host="0.0.0.0", port=8088)
+    assert (default.kind, default.loop, default.host, default.port) == (
+        DEFAULT_KIND, LoopKind.AUTO, "0.0.0.0", 8088)
+    assert DEFAULT_KIND is HttpServerKind.HYPERCORN
+    chosen = settings_from_env({"HEADWATER_HTTP_SERVER": " Uvicorn ", "HEADWATER_HTTP_LOOP":
+                                "asyncio", "HEADWATER_UVICORN_HTTP": "h11"}, host="h", port=1)
+    assert (chosen.kind, chosen.loop, chosen.uvicorn_http) == (
+        HttpServerKind.UVICORN, LoopKind.ASYNCIO, "h11")
+    with pytest.raises(UnknownHttpServer, match="HEADWATER_HTTP_SERVER='tornado'"):
+        settings_from_env({"HEADWATER_HTTP_SERVER": "tornado"}, host="h", port=1)
