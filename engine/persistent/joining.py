@@ -111,6 +111,7 @@ class TaskState:
     """What a task keeps besides its keys' states."""
 
     steps: dict[int, StepState] = field(default_factory=dict)
+    emitted: int = 0  # joined records so far (numbers them, so a replayed batch numbers alike)
 
 
 class JoinTask:
@@ -494,6 +495,26 @@ class JoinPipeline:
             key, row, which, _ = timeline.outer.pop(ident)
             outs.append(_Out(key, key_bytes, self._pair(step, which, row, None), t))
         return outs
+
+
+def merge_order(records: Sequence[SideRecord], pipeline: JoinPipeline) -> list[SideRecord]:
+    """A batch's records in the order Kafka Streams would join them: each source partition's in
+    offset order, the next one always from the partition whose head has the smallest timestamp
+    (a table's before a stream's on a tie, so a stream record sees the table as of its time)."""
+    queues: dict[tuple[int, int], list[SideRecord]] = {}
+    for record in sorted(records, key=lambda r: (r.leaf, r.partition, r.offset)):
+        queues.setdefault((record.leaf, record.partition), []).append(record)
+    tables = {leaf.index for leaf in pipeline.leaves if leaf.kind is SourceKind.TABLE}
+    heads = {ident: 0 for ident in queues}
+    ordered: list[SideRecord] = []
+    while heads:
+        ident = min(heads, key=lambda i: (queues[i][heads[i]].timestamp,
+                                          0 if i[0] in tables else 1, i))  # fmt: skip
+        ordered.append(queues[ident][heads[ident]])
+        heads[ident] += 1
+        if heads[ident] == len(queues[ident]):
+            del heads[ident]
+    return ordered
 
 
 def _flag(side: int) -> int:

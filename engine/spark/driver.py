@@ -130,7 +130,6 @@ class QueryDriver:
             self._spark = None
 
     def _start(self, query_id: str) -> None:
-        from headwater.engine.spark.kafka_source import NAME
         from headwater.engine.spark.sink import ExactlyOnceSink
 
         running = self._queries[query_id]
@@ -142,18 +141,18 @@ class QueryDriver:
             aggregate = bool(payload.get("aggregate"))
             query_json = json.dumps({"queryId": query_id, "catalog": payload["catalog"],
                                      "buffering": self.settings.buffering}, sort_keys=True)
-            frame = (
-                spark.readStream.format(NAME)
-                .option("bootstrap.servers", self.kafka.bootstrap_servers)
-                .option("kafka.config", json.dumps(dict(self.kafka.client_config)))
-                .option("topic", source["topic"])
-                .option("partitions", str(source["partitions"]))
-                .option("maxRecordsPerBatch", str(self.settings.max_records_per_batch))
-                .option("queryId", query_id)
-                .option("query", query_json)
-                .option("output", "grouped" if aggregate else "records")
-                .load()
-            )  # fmt: skip
+            if payload.get("join"):
+                if aggregate:
+                    raise RuntimeError("aggregations over joins do not run on Spark yet")
+                from headwater.engine.spark.joins import join_frame
+
+                entries = [self._read(spark, leaf["topic"], int(leaf["partitions"]), query_id,
+                                      query_json, "join", leaf=index)
+                           for index, leaf in enumerate(payload["leaves"])]  # fmt: skip
+                frame = join_frame(entries, query_json)
+            else:
+                frame = self._read(spark, source["topic"], int(source["partitions"]), query_id,
+                                   query_json, "grouped" if aggregate else "records")  # fmt: skip
             if aggregate:
                 from headwater.engine.spark.aggregation import aggregate_frame
 
@@ -177,6 +176,25 @@ class QueryDriver:
             running.retry_at = time.monotonic() + running.retry_pause
             running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
             log.exception("query %s could not start", query_id)
+
+    def _read(self, spark: Any, topic: str, partitions: int, query_id: str, query_json: str,
+              output: str, leaf: int = 0) -> Any:  # fmt: skip
+        """The streaming DataFrame of one source topic, run through the query's first stage."""
+        from headwater.engine.spark.kafka_source import NAME
+
+        return (
+            spark.readStream.format(NAME)
+            .option("bootstrap.servers", self.kafka.bootstrap_servers)
+            .option("kafka.config", json.dumps(dict(self.kafka.client_config)))
+            .option("topic", topic)
+            .option("partitions", str(partitions))
+            .option("maxRecordsPerBatch", str(self.settings.max_records_per_batch))
+            .option("queryId", query_id)
+            .option("query", query_json)
+            .option("output", output)
+            .option("leaf", str(leaf))
+            .load()
+        )  # fmt: skip
 
     def _stop(self, query_id: str) -> None:
         running = self._queries.get(query_id)

@@ -45,8 +45,11 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
     body["lastOffset"] = -1
     source = catalog.sources[query.sources[0]]
     sink = catalog.sources[query.sink] if query.sink else None
+    leaves = [catalog.sources[n] for n in query.sources if n in catalog.sources]
     return {
         "catalog": body,
+        "join": len(query.sources) > 1,
+        "leaves": [{"topic": s.topic, "partitions": s.partitions} for s in leaves],
         "aggregate": is_aggregate_statement(query.statement_text),
         "tableSource": source.kind is SourceKind.TABLE,
         "windowed": bool(sink is not None and sink.windowed and source.windowed is None),

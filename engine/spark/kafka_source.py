@@ -33,6 +33,7 @@ from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipe
 from headwater.engine.persistent.aggregating import GroupedRow
 from headwater.engine.persistent.operators import OutputRecord
 from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
+from headwater.engine.spark.joins import ENTRY_SCHEMA, entry_rows
 from headwater.metastore.codec import catalog_from_dict
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
@@ -53,6 +54,10 @@ _ARROW_OUTPUT = pa.schema([
 ])  # fmt: skip
 _ARROW_GROUPED = pa.schema([
     ("group", pa.binary()), ("row", pa.binary()), ("source_partition", pa.int32()),
+    ("source_offset", pa.int64()), ("error", pa.string()), ("detail", pa.binary()),
+])  # fmt: skip
+_ARROW_ENTRY = pa.schema([
+    ("task", pa.int32()), ("row", pa.binary()), ("source_partition", pa.int32()),
     ("source_offset", pa.int64()), ("error", pa.string()), ("detail", pa.binary()),
 ])  # fmt: skip
 _POLL_BATCH = 5000
@@ -82,6 +87,8 @@ class KafkaDataSource(DataSource):
             return RAW_SCHEMA
         if self.options.get("output") == "grouped":
             return GROUPED_SCHEMA
+        if self.options.get("output") == "join":
+            return ENTRY_SCHEMA
         return OUTPUT_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
@@ -141,6 +148,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self.options.get("output") == "grouped":
             yield from _grouped(payload, records)
             return
+        if self.options.get("output") == "join":
+            yield from _entering(payload, int(self.options.get("leaf") or 0), records)
+            return
         pipeline = _pipeline(payload)
         chunk: list[InputRecord] = []
         for record in records:
@@ -172,6 +182,18 @@ def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Record
             chunk = []
     if chunk:
         yield batch()
+
+
+def _entering(payload: str, leaf: int, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
+    """A join query's first stage (`JoinPipeline.enter`) over what a task reads."""
+    chunk: list[InputRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) >= _POLL_BATCH:
+            yield pa.RecordBatch.from_pydict(entry_rows(payload, leaf, chunk), schema=_ARROW_ENTRY)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pydict(entry_rows(payload, leaf, chunk), schema=_ARROW_ENTRY)
 
 
 def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordBatch:

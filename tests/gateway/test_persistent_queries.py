@@ -236,3 +236,43 @@ def test_ctas_aggregate_is_materialized_and_answers_pull_queries(  # type: ignor
                           f"WINDOWSTART >= {minute + 30_000} AND WINDOWSTART < {minute + 90_000};")
     assert [i["row"]["columns"] for i in pulled.json() if "row" in i] == [[1]], pulled.text
     assert server.stop() == 0
+
+
+def test_joins_run_on_spark_stream_table_and_table_table(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:6].upper()
+    clicks, users, items = f"CLICKS_{suffix}", f"USERS_{suffix}", f"ITEMS_{suffix}"
+    enriched, both = f"ENRICHED_{suffix}", f"BOTH_{suffix}"
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"join_{suffix}")  # fmt: skip
+    _ok(server.ksql(f"CREATE STREAM {clicks} (user_id VARCHAR KEY, page VARCHAR) WITH "
+                    f"(kafka_topic='{clicks}', partitions=2, value_format='JSON');"))  # fmt: skip
+    _ok(server.ksql(f"CREATE TABLE {users} (id VARCHAR PRIMARY KEY, name VARCHAR) WITH "
+                    f"(kafka_topic='{users}', partitions=2, value_format='JSON');"))  # fmt: skip
+    _ok(server.ksql(f"CREATE TABLE {items} (id VARCHAR PRIMARY KEY, label VARCHAR) WITH "
+                    f"(kafka_topic='{items}', partitions=2, value_format='JSON');"))  # fmt: skip
+    for key, name in (("u1", "ann"), ("u2", "bob")):
+        _ok(server.ksql(f"INSERT INTO {users} (id, name) VALUES ('{key}', '{name}');"))
+    _ok(server.ksql(f"CREATE STREAM {enriched} AS SELECT c.user_id, page, name FROM {clicks} c "
+                    f"LEFT JOIN {users} u ON c.user_id = u.id;"))  # fmt: skip
+    _ok(server.ksql(f"CREATE TABLE {both} AS SELECT u.id, name, label FROM {users} u "
+                    f"JOIN {items} i ON u.id = i.id;"))  # fmt: skip
+    time.sleep(1)  # the table's rows are read before the clicks (they are older)
+    for key, page in (("u1", "/a"), ("u2", "/b"), ("u3", "/c")):
+        _ok(server.ksql(f"INSERT INTO {clicks} (user_id, page) VALUES ('{key}', '{page}');"))
+    _ok(server.ksql(f"INSERT INTO {items} (id, label) VALUES ('u2', 'pen');"))
+
+    records = _read_topic(memory_broker, enriched, 2, want=3)
+    assert sorted((k, v["PAGE"], v["NAME"]) for k, v, _ in records) == [
+        (b"u1", "/a", "ann"), (b"u2", "/b", "bob"), (b"u3", "/c", None)]
+    joined = _read_topic(memory_broker, both, 2, want=1)
+    assert [(k, v) for k, v, _ in joined] == [(b"u2", {"NAME": "bob", "LABEL": "pen"})]
+    deadline = time.monotonic() + 30
+    while True:  # the table-table join's result is a table: materialized and queryable
+        pulled = server.query(f"SELECT * FROM {both} WHERE u_id = 'u2';")
+        rows = [i["row"]["columns"] for i in pulled.json() if "row" in i] if pulled.status_code == 200 else []
+        if rows == [["u2", "bob", "pen"]] or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert rows == [["u2", "bob", "pen"]], pulled.text

@@ -1,0 +1,153 @@
+"""A join query on Spark: each source's records enter the join in its Kafka source's tasks, are
+shuffled by join task into one ``transformWithState`` operator that keeps the join's states, and
+leave it as the sink's records. Does I/O (inside Spark).
+
+The plan (`join_frame`)::
+
+    kafka source of leaf 0 (enter) --+
+    kafka source of leaf 1 (enter) --+--union--groupBy(task)--> JoinProcessor --> the sink
+    ...                              --+
+
+A task is the partition a record is joined in (ksqlDB's co-partitioned task): the record's own
+partition, or its new key's for a re-keyed side. What the stages compute is
+`headwater.engine.persistent.joining`'s, on pickled records and states; the query's own operators
+(projection, WHERE, PARTITION BY) run in the processor on the joined records. A batch's records are
+joined in Kafka Streams' order (per source partition in offset order, the partition heads by
+timestamp), so a replayed batch gives the same records in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from headwater.engine.persistent import RecordPipeline
+from headwater.engine.persistent.joining import (
+    JoinPipeline,
+    JoinTask,
+    KeyState,
+    SideRecord,
+    TaskState,
+    merge_order,
+)
+from headwater.engine.persistent.operators import InputRecord
+from headwater.engine.spark.aggregation import AGGREGATED_SCHEMA
+from headwater.metastore.codec import catalog_from_dict
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+#: What a source's task gives the join: the join task, the pickled `SideRecord`, and for a skipped
+#: record its error.
+ENTRY_SCHEMA = ("task int, row binary, source_partition int, source_offset long, error string, "
+                "detail binary")  # fmt: skip
+
+_lock = threading.Lock()
+_pipelines: dict[str, tuple[JoinPipeline, RecordPipeline]] = {}
+
+
+def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline]:
+    """The join stages and the query's own operators of a query payload, built once per worker."""
+    with _lock:
+        found = _pipelines.get(payload)
+        if found is None:
+            body = json.loads(payload)
+            catalog = catalog_from_dict(body["catalog"])
+            query = catalog.queries[body["queryId"]]
+            after = RecordPipeline.for_query(query, catalog)
+            if after.compiled.join is None:
+                raise ValueError(f"query {query.id} has no join")
+            found = (JoinPipeline(query.id, after.compiled.join, catalog.types), after)
+            _pipelines[payload] = found
+        return found
+
+
+def entry_rows(payload: str, leaf: int, records: list[InputRecord]) -> dict[str, list[Any]]:
+    """The first stage over what one source task read: its records as they enter the join."""
+    join, _after = pipelines_of(payload)
+    entering, errors = join.enter(leaf, records)
+    columns: dict[str, list[Any]] = {n: [] for n in ("task", "row", "source_partition",
+                                                     "source_offset", "error", "detail")}  # fmt: skip
+    for side in entering:
+        columns["task"].append(side.task)
+        columns["row"].append(pickle.dumps(side, protocol=pickle.HIGHEST_PROTOCOL))
+        columns["source_partition"].append(side.partition)
+        columns["source_offset"].append(side.offset)
+        columns["error"].append(None)
+        columns["detail"].append(None)
+    for e in errors:
+        columns["task"].append(-1)
+        columns["row"].append(None)
+        columns["source_partition"].append(e.partition)
+        columns["source_offset"].append(e.offset)
+        columns["error"].append(e.kind)
+        columns["detail"].append(json.dumps({"message": e.message, "topic": e.topic}).encode())
+    return columns
+
+
+class JoinProcessor(StatefulProcessor):
+    """Per join task: the join's states; emits the sink's records of the joined rows."""
+
+    def __init__(self, payload: str) -> None:
+        self.payload = payload
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.join, self.after = pipelines_of(self.payload)
+        self.task = handle.getValueState("task", "state binary")
+        self.keys = handle.getMapState("keys", "ident binary", "state binary")
+
+    def _load(self, ident: tuple[int, str, bytes]) -> KeyState | None:
+        found = self.keys.getValue((pickle.dumps(ident, protocol=pickle.HIGHEST_PROTOCOL),))
+        return pickle.loads(found[0]) if found and found[0] else None
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        entering: list[SideRecord] = []
+        for row in rows:
+            if row.error is not None:
+                yield _error_row(row.source_partition, row.source_offset, row.error, row.detail)
+            else:
+                entering.append(pickle.loads(row.row))
+        if not entering:
+            return
+        task_id = int(key[0])
+        stored = self.task.get() if self.task.exists() else None
+        state: TaskState = pickle.loads(stored[0]) if stored and stored[0] else TaskState()
+        task = JoinTask(state, self._load)
+        joined = self.join.join(task, merge_order(entering, self.join), task_id, state.emitted)
+        state.emitted += len(joined)
+        for ident, value in task.changed.items():
+            packed = (pickle.dumps(ident, protocol=pickle.HIGHEST_PROTOCOL),)
+            if value is None:
+                self.keys.removeKey(packed)
+            else:
+                self.keys.updateValue(packed, (pickle.dumps(value,
+                                                            protocol=pickle.HIGHEST_PROTOCOL),))
+        self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
+        outputs, errors = self.after.process(joined)
+        for o in outputs:
+            yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
+                      source_partition=o.source_partition, source_offset=o.source_offset,
+                      source_seq=o.source_seq, source_rank=o.source_rank,
+                      error=None)  # fmt: skip
+        for e in errors:
+            yield _error_row(e.partition, e.offset, e.kind,
+                             json.dumps({"message": e.message, "topic": e.topic}).encode())
+
+    def close(self) -> None:
+        pass
+
+
+def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
+    return Row(key=None, value=detail, timestamp=0, partition=-1, source_partition=partition,
+               source_offset=offset, source_seq=0, source_rank=0, error=kind)  # fmt: skip
+
+
+def join_frame(entries: list[Any], payload: str) -> Any:
+    """The joined DataFrame (`AGGREGATED_SCHEMA`) of the sources' entry DataFrames."""
+    frame = entries[0]
+    for other in entries[1:]:
+        frame = frame.unionByName(other)
+    return frame.groupBy("task").transformWithState(JoinProcessor(payload), AGGREGATED_SCHEMA,
+                                                    "Append", "None")  # fmt: skip
