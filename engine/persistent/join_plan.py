@@ -572,13 +572,21 @@ def _sources_of(node: exp.Expr, names: Mapping[str, JoinLeaf], leaves: Sequence[
 
 def _qualified_text(node: exp.Expr, names: Mapping[str, JoinLeaf]) -> str:
     """ksqlDB's text of an expression with its column references qualified by alias."""
+    leaves = list({id(leaf): leaf for leaf in names.values()}.values())
     copy = node.copy()
-    for column in list(copy.find_all(exp.Column)):
+    columns = [copy] if isinstance(copy, exp.Column) else list(copy.find_all(exp.Column))
+    for column in columns:
+        if isinstance(column.this, exp.Star):
+            continue
         table = column.args.get("table")
         if table is not None:
             leaf = names.get(identifier_name(table))
-            if leaf is not None:
-                column.set("table", exp.to_identifier(leaf.alias))
+        else:
+            name = identifier_name(column.this)
+            owners = [leaf for leaf in leaves if any(c == name for c, _p, _t in leaf.columns)]
+            leaf = owners[0] if len(owners) == 1 else None
+        if leaf is not None:
+            column.set("table", exp.to_identifier(leaf.alias))
     if isinstance(copy, exp.Column) and copy.args.get("table") is not None:
         return f"{identifier_name(copy.args['table'])}.{identifier_name(copy.this)}"
     return format_expression(copy)
