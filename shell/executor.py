@@ -10,7 +10,8 @@ session's variables, so `${name}` works as on the server), then each statement r
   PROPERTIES by the server, which merges the session's properties sent with it); RUN SCRIPT 'file'
   runs a file (relative to the working folder) the same way;
 - SELECT goes to `/query`; its rows, header and `servedBy` come back as one `Rows` result
-  (a push query, `EMIT CHANGES`, as a `RowStream` read while it runs);
+  (a push query, `EMIT CHANGES`, as a `RowStream` read while it runs); PRINT goes to `/query`
+  too, its text lines coming back as a `TextStream` read while it runs;
 - everything else goes to `/ksql`; each entity becomes an `Entity` result.
 The first failure raises `StatementFailed` (after the results of the statements before it).
 """
@@ -36,6 +37,7 @@ __all__ = [
     "RowStream",
     "Rows",
     "StatementFailed",
+    "TextStream",
 ]
 
 MAX_SCRIPT_DEPTH = 8
@@ -83,7 +85,15 @@ class RowStream:
     query_id: str | None = None
 
 
-Result = Message | Entity | Rows | RowStream
+@dataclass(frozen=True, slots=True)
+class TextStream:
+    """A running PRINT: an iterator of its text lines (closed when left)."""
+
+    lines: Iterator[str] = field(compare=False)
+    query_id: str | None = None
+
+
+Result = Message | Entity | Rows | RowStream | TextStream
 
 
 class StatementFailed(Exception):
@@ -221,6 +231,14 @@ class Executor:
             yield from self._run_script(statement.path)
         elif isinstance(statement, st.Select):
             yield self._query(statement)
+        elif isinstance(statement, st.Print):
+            cursor = conn.cursor()
+            try:
+                cursor.execute(statement.text)
+            except BaseException:
+                cursor.close()
+                raise
+            yield TextStream(_closing_lines(cursor), cursor.query_id)
         else:
             cursor = conn.cursor()
             try:
@@ -276,5 +294,14 @@ def _closing(cursor: dbapi.Cursor) -> Iterator[tuple[Any, ...]]:
     """The cursor's rows, closing it when the iterator is closed or exhausted."""
     try:
         yield from cursor
+    finally:
+        cursor.close()
+
+
+def _closing_lines(cursor: dbapi.Cursor) -> Iterator[str]:
+    """PRINT's lines, closing the cursor (which ends the PRINT on the server) when left."""
+    try:
+        for (line,) in cursor:
+            yield str(line)
     finally:
         cursor.close()

@@ -18,7 +18,7 @@ import click
 from headwater.gateway import dbapi
 from headwater.sqlparse_ext import statements as st
 
-from .executor import CATALOG_CHANGES, Executor, Result, RowStream, StatementFailed
+from .executor import CATALOG_CHANGES, Executor, Result, RowStream, StatementFailed, TextStream
 from .format import (
     OutputFormat,
     needs_pager,
@@ -98,6 +98,9 @@ class Runner:
         if isinstance(result, RowStream):
             self._stream(result)
             return
+        if isinstance(result, TextStream):
+            self._print_topic(result)
+            return
         rendered = render(result, self.output)
         if rendered.text:
             if self._should_page(rendered.text):
@@ -131,3 +134,19 @@ class Runner:
             close = getattr(result.rows, "close", None)
             if close is not None:
                 close()
+
+    def _print_topic(self, result: TextStream) -> None:
+        """PRINT: its lines as they arrive (whatever the output format), until it ends or
+        Ctrl-C; then "Topic printing ceased", as ksqlDB's CLI says."""
+        try:
+            for line in result.lines:
+                self._echo(line)
+        except KeyboardInterrupt:
+            pass
+        except dbapi.Error as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+        finally:
+            close = getattr(result.lines, "close", None)
+            if close is not None:
+                close()
+        click.echo("Topic printing ceased", err=True)
