@@ -5,6 +5,7 @@ HTTP/1.1 server with a chunked body whose rows are acknowledged before the body 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import socket
@@ -362,55 +363,108 @@ def test_a_client_that_goes_ends_the_request(client: TestClient, services: Servi
     asyncio.run(run())
 
 
-# -- over a real HTTP/1.1 server ------------------------------------------------------------------
+# -- over real servers: HTTP/1.1 chunked (uvicorn, hypercorn) and HTTP/2 (hypercorn, h2c) -----------
+
+
+@contextlib.contextmanager
+def _serving(services: Services, kind: str) -> Iterator[int]:
+    """The app on a real server of that kind (headwater/http_server.py); yields its port."""
+    from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+
+    server = HttpServer(create_app(services), HttpServerSettings(
+        port=0, kind=HttpServerKind(kind), graceful_timeout_s=1.0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert server.started.wait(10), "the server did not start"
+    try:
+        yield server.port
+    finally:
+        server.stop()
+        thread.join(10)
+
+
+@pytest.fixture(params=["uvicorn", "hypercorn"])
+def served(request: pytest.FixtureRequest, services: Services) -> Iterator[tuple[int, str]]:
+    with _serving(services, request.param) as port:
+        yield port, request.param
 
 
 @pytest.mark.kafka
 def test_chunked_request_over_http11_is_acked_row_by_row(client: TestClient,
-                                                         services: Services) -> None:  # fmt: skip
-    import uvicorn
+                                                         served: tuple[int, str]) -> None:  # fmt: skip
+    name = _stream(client)
+    port, _kind = served
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
+            sock.makefile("rb") as reader:
 
-    from headwater.kafka._ports import free_port
+        def chunk(data: bytes) -> None:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+
+        sock.sendall(b"POST /inserts-stream HTTP/1.1\r\nHost: x\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+        chunk(json.dumps({"target": name}).encode() + b"\n")
+        chunk(b'{"ID": "a", "N": 1}\n')
+        status = reader.readline()
+        assert status.startswith(b"HTTP/1.1 200"), status
+        while reader.readline() not in (b"\r\n", b""):
+            pass  # headers
+
+        def next_item() -> Any:
+            size = int(reader.readline().strip(), 16)
+            data = reader.read(size)
+            reader.readline()
+            return json.loads(data) if data else next_item()
+
+        assert next_item() == {"status": "ok", "seq": 0}  # before the body has ended
+        chunk(b'{"ID": "b", "N": "x"}\n')
+        assert next_item()["status"] == "error"
+        chunk(b'{"ID": "c", "N": 3}\n')
+        assert next_item() == {"status": "ok", "seq": 2}
+        sock.sendall(b"0\r\n\r\n")
+        assert reader.readline().strip() == b"0"  # the answer ends with the body
+
+
+@pytest.mark.kafka
+def test_http2_stream_is_acked_row_by_row(client: TestClient, services: Services) -> None:
+    import h2.config
+    import h2.connection
+    import h2.events
 
     name = _stream(client)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(services), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="off"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            reader = sock.makefile("rb")
+    with _serving(services, "hypercorn") as port, \
+            socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        stream = conn.get_next_available_stream_id()
+        conn.send_headers(stream, [(":method", "POST"), (":path", "/inserts-stream"),
+                                   (":scheme", "http"), (":authority", "x")])  # fmt: skip
+        conn.send_data(stream, json.dumps({"target": name}).encode() + b"\n" + b'{"ID": "a"}\n')
+        sock.sendall(conn.data_to_send())
+        received = bytearray()
+        status: list[bytes] = []
+        ended = False
 
-            def chunk(data: bytes) -> None:
-                sock.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+        def until(condition: Any) -> None:
+            nonlocal ended
+            deadline = time.monotonic() + 10
+            while not condition():
+                assert time.monotonic() < deadline, bytes(received)
+                data = sock.recv(65536)
+                assert data, "the server closed the connection"
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.ResponseReceived):
+                        status.extend(v for k, v in event.headers if k == b":status")
+                    elif isinstance(event, h2.events.DataReceived):
+                        received.extend(event.data)
+                        conn.acknowledge_received_data(event.flow_controlled_length, stream)
+                    elif isinstance(event, h2.events.StreamEnded):
+                        ended = True
+                sock.sendall(conn.data_to_send())
 
-            sock.sendall(b"POST /inserts-stream HTTP/1.1\r\nHost: x\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
-            chunk(json.dumps({"target": name}).encode() + b"\n")
-            chunk(b'{"ID": "a", "N": 1}\n')
-            status = reader.readline()
-            assert status.startswith(b"HTTP/1.1 200"), status
-            while reader.readline() not in (b"\r\n", b""):
-                pass  # headers
-
-            def next_item() -> Any:
-                size = int(reader.readline().strip(), 16)
-                data = reader.read(size)
-                reader.readline()
-                return json.loads(data)
-
-            assert next_item() == {"status": "ok", "seq": 0}  # before the body has ended
-            chunk(b'{"ID": "b", "N": "x"}\n')
-            assert next_item()["status"] == "error"
-            chunk(b'{"ID": "c", "N": 3}\n')
-            assert next_item() == {"status": "ok", "seq": 2}
-            sock.sendall(b"0\r\n\r\n")
-            assert reader.readline().strip() == b"0"  # the answer ends with the body
-    finally:
-        server.should_exit = True
-        thread.join(10)
+        until(lambda: received.count(b"\n") >= 1)  # the first ack, the request still open
+        assert status == [b"200"] and not ended
+        conn.send_data(stream, b'{"ID": "b"}\n', end_stream=True)
+        sock.sendall(conn.data_to_send())
+        until(lambda: ended)
+        acks = [json.loads(line) for line in bytes(received).splitlines()]
+        assert acks == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
