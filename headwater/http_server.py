@@ -7,7 +7,7 @@ both on one port: a connection opening with HTTP/2's preface is HTTP/2, any othe
 (hypercorn also honours ``Upgrade: h2c``). ``bench/pull_qps.py --http-server`` measures each;
 ``HEADWATER_HTTP_SERVER`` chooses one (:func:`kind_from_env`).
 
-Every kind runs on an event loop this module makes (uvloop when installed and ``loop`` allows),
+Every kind runs on an event loop this module makes (asyncio's unless ``loop`` says uvloop),
 stops gracefully on SIGINT/SIGTERM (received in the main thread; never re-raised, so the caller
 can stop its services afterwards) or :meth:`HttpServer.stop`, calls ``on_started`` once the
 socket is listening and ``on_stopping`` when a stop begins (so that endless responses, push
@@ -72,7 +72,8 @@ class HttpServerSettings:
         host: the address to listen on.
         port: the TCP port (0: any free port; :attr:`HttpServer.port` tells which).
         kind: which server.
-        loop: which event loop.
+        loop: which event loop (asyncio's by default: uvloop measured no faster under
+            hypercorn, bench/pull_qps.py, and is not a dependency).
         log_level: the servers' own loggers' level (``warning``: errors and warnings only).
         graceful_timeout_s: how long a stop waits for open requests (push queries) before
             cancelling them.
@@ -83,7 +84,7 @@ class HttpServerSettings:
     host: str = "127.0.0.1"
     port: int = 8088
     kind: HttpServerKind = DEFAULT_KIND
-    loop: LoopKind = LoopKind.AUTO
+    loop: LoopKind = LoopKind.ASYNCIO
     log_level: str = "warning"
     graceful_timeout_s: float = 5.0
     backlog: int = 2048
@@ -107,7 +108,7 @@ def settings_from_env(environ: Mapping[str, str], *, host: str, port: int
     return HttpServerSettings(
         host=host, port=port,
         kind=HttpServerKind(_choice(environ, ENV_VAR, tuple(HttpServerKind), DEFAULT_KIND)),
-        loop=LoopKind(_choice(environ, LOOP_ENV_VAR, tuple(LoopKind))),
+        loop=LoopKind(_choice(environ, LOOP_ENV_VAR, tuple(LoopKind), LoopKind.ASYNCIO)),
         uvicorn_http=uvicorn_http,
     )  # fmt: skip
 
