@@ -206,33 +206,33 @@ def test_print_lines_are_rows_read_as_they_arrive(push_server: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def live(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[tuple[str, Any]]:  # fmt: skip
-    import uvicorn
-
-    from headwater.kafka._ports import free_port
-
+def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Services]:  # fmt: skip
     folder: Path = tmp_path_factory.mktemp("dbapi-push")
     settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
                                    commit_transaction_timeout_ms=1500)  # fmt: skip
-    services: Services
     with open_services(settings, f"dbapi-push-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True, limits=Limits()) as services:  # fmt: skip
-        app = create_app(services)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning", lifespan="off"))  # fmt: skip
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        try:
-            yield f"http://127.0.0.1:{port}", app.state.push_queries
-        finally:
-            server.should_exit = True
-            thread.join(10)
+                       stores_in_memory=True, limits=Limits()) as built:  # fmt: skip
+        yield built
+
+
+@pytest.fixture(params=["hypercorn", "uvicorn"])
+def live(request: pytest.FixtureRequest, services: Services) -> Iterator[tuple[str, Any]]:
+    """The app on a real server of each kind (headwater/http_server.py): its URL and its push
+    queries."""
+    from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+
+    app = create_app(services)
+    server = HttpServer(app, HttpServerSettings(port=0, kind=HttpServerKind(request.param),
+                                                graceful_timeout_s=1.0))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert server.started.wait(10), "the server did not start"
+    try:
+        yield f"http://127.0.0.1:{server.port}", app.state.push_queries
+    finally:
+        server.stop()
+        thread.join(10)
 
 
 def _until_none_running(registry: Any, timeout_s: float = 5.0) -> None:
