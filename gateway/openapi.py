@@ -80,7 +80,9 @@ PATHS: dict[str, dict[str, Any]] = {
         "responses": {"200": _json("[{header}, {row}..., {finalMessage}?]; with Accept: "
                                    "application/x-ndjson one item per line; PRINT: "
                                    "'Key format: ...', 'Value format: ...' and 'rowtime: ..., "
-                                   "key: ..., value: ..., partition: N' lines", {"type": "array"}),
+                                   "key: ..., value: ..., partition: N' lines, the PRINT's id "
+                                   "(for /close-query) in the X-Query-Id header",
+                                   {"type": "array"}),
                       **_errors(400, 413, 429, 503)},
     }},
     "/query-stream": {"post": {
@@ -93,7 +95,8 @@ PATHS: dict[str, dict[str, Any]] = {
                       **_errors(400, 413, 429, 503)},
     }},
     "/close-query": {"post": {
-        "summary": "End a push query (EMIT CHANGES) started on any connection to this server",
+        "summary": "End a push query (EMIT CHANGES) or a PRINT started on any connection to this "
+                   "server",
         "requestBody": {"content": {_JSON: {"schema": {"type": "object", "properties": {
             "queryId": {"type": "string"}}, "required": ["queryId"]}}}},
         "responses": {"200": {"description": "the query ends"}, **_errors(400, 404)},
