@@ -142,14 +142,12 @@ class QueryDriver:
             query_json = json.dumps({"queryId": query_id, "catalog": payload["catalog"],
                                      "buffering": self.settings.buffering}, sort_keys=True)
             if payload.get("join"):
-                if aggregate:
-                    raise RuntimeError("aggregations over joins do not run on Spark yet")
                 from headwater.engine.spark.joins import join_frame
 
                 entries = [self._read(spark, leaf["topic"], int(leaf["partitions"]), query_id,
                                       query_json, "join", leaf=index)
                            for index, leaf in enumerate(payload["leaves"])]  # fmt: skip
-                frame = join_frame(entries, query_json)
+                frame = join_frame(entries, query_json, aggregate)
             else:
                 frame = self._read(spark, source["topic"], int(source["partitions"]), query_id,
                                    query_json, "grouped" if aggregate else "records")  # fmt: skip

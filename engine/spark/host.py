@@ -51,7 +51,7 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
         "join": len(query.sources) > 1,
         "leaves": [{"topic": s.topic, "partitions": s.partitions} for s in leaves],
         "aggregate": is_aggregate_statement(query.statement_text),
-        "tableSource": source.kind is SourceKind.TABLE,
+        "tableSource": all(s.kind is SourceKind.TABLE for s in leaves),
         "windowed": bool(sink is not None and sink.windowed and source.windowed is None),
         "source": {"topic": source.topic, "partitions": source.partitions},
         "sink": {"topic": sink.topic if sink else "", "partitions": sink.partitions if sink else 1},

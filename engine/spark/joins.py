@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from headwater.engine.persistent import RecordPipeline
+from headwater.engine.persistent.aggregating import AggregatePipeline, is_aggregate_statement
 from headwater.engine.persistent.joining import (
     JoinPipeline,
     JoinTask,
@@ -34,7 +35,7 @@ from headwater.engine.persistent.joining import (
     merge_order,
 )
 from headwater.engine.persistent.operators import InputRecord
-from headwater.engine.spark.aggregation import AGGREGATED_SCHEMA
+from headwater.engine.spark.aggregation import AGGREGATED_SCHEMA, GROUPED_SCHEMA, grouped_rows
 from headwater.metastore.codec import catalog_from_dict
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
@@ -45,18 +46,23 @@ ENTRY_SCHEMA = ("task int, row binary, source_partition int, source_offset long,
                 "detail binary")  # fmt: skip
 
 _lock = threading.Lock()
-_pipelines: dict[str, tuple[JoinPipeline, RecordPipeline]] = {}
+_pipelines: dict[str, tuple[JoinPipeline, RecordPipeline | AggregatePipeline]] = {}
 
 
-def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline]:
-    """The join stages and the query's own operators of a query payload, built once per worker."""
+def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline | AggregatePipeline]:
+    """The join stages and the query's own operators of a query payload (the record pipeline, or
+    an aggregation's pipeline whose group stage runs here), built once per worker."""
     with _lock:
         found = _pipelines.get(payload)
         if found is None:
             body = json.loads(payload)
             catalog = catalog_from_dict(body["catalog"])
             query = catalog.queries[body["queryId"]]
-            after = RecordPipeline.for_query(query, catalog)
+            after: RecordPipeline | AggregatePipeline
+            if is_aggregate_statement(query.statement_text):
+                after = AggregatePipeline.for_query(query, catalog, bool(body.get("buffering")))
+            else:
+                after = RecordPipeline.for_query(query, catalog)
             if after.compiled.join is None:
                 raise ValueError(f"query {query.id} has no join")
             found = (JoinPipeline(query.id, after.compiled.join, catalog.types), after)
@@ -88,7 +94,8 @@ def entry_rows(payload: str, leaf: int, records: list[InputRecord]) -> dict[str,
 
 
 class JoinProcessor(StatefulProcessor):
-    """Per join task: the join's states; emits the sink's records of the joined rows."""
+    """Per join task: the join's states; emits the sink's records of the joined rows, or for an
+    aggregation over the join, the grouped rows of its first stage (`GROUPED_SCHEMA`)."""
 
     def __init__(self, payload: str) -> None:
         self.payload = payload
@@ -104,9 +111,12 @@ class JoinProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         entering: list[SideRecord] = []
+        grouping = isinstance(self.after, AggregatePipeline)
         for row in rows:
             if row.error is not None:
-                yield _error_row(row.source_partition, row.source_offset, row.error, row.detail)
+                yield (_grouped_error(row.source_partition, row.source_offset, row.error,
+                                      row.detail) if grouping else
+                       _error_row(row.source_partition, row.source_offset, row.error, row.detail))
             else:
                 entering.append(pickle.loads(row.row))
         if not entering:
@@ -125,6 +135,12 @@ class JoinProcessor(StatefulProcessor):
                 self.keys.updateValue(packed, (pickle.dumps(value,
                                                             protocol=pickle.HIGHEST_PROTOCOL),))
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
+        if isinstance(self.after, AggregatePipeline):
+            items, failed = self.after.group(joined, {})
+            columns = grouped_rows(self.after, items, failed)
+            for values in zip(*columns.values(), strict=True):
+                yield Row(**dict(zip(columns, values, strict=True)))
+            return
         outputs, errors = self.after.process(joined)
         for o in outputs:
             yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
@@ -144,10 +160,17 @@ def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> 
                source_offset=offset, source_seq=0, source_rank=0, error=kind)  # fmt: skip
 
 
-def join_frame(entries: list[Any], payload: str) -> Any:
-    """The joined DataFrame (`AGGREGATED_SCHEMA`) of the sources' entry DataFrames."""
+def _grouped_error(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
+    return Row(group=b"", row=None, source_partition=partition, source_offset=offset, error=kind,
+               detail=detail)  # fmt: skip
+
+
+def join_frame(entries: list[Any], payload: str, aggregate: bool = False) -> Any:
+    """The joined DataFrame of the sources' entry DataFrames: the sink's records
+    (`AGGREGATED_SCHEMA`), or an aggregation's grouped rows (`GROUPED_SCHEMA`)."""
     frame = entries[0]
     for other in entries[1:]:
         frame = frame.unionByName(other)
-    return frame.groupBy("task").transformWithState(JoinProcessor(payload), AGGREGATED_SCHEMA,
-                                                    "Append", "None")  # fmt: skip
+    schema = GROUPED_SCHEMA if aggregate else AGGREGATED_SCHEMA
+    return frame.groupBy("task").transformWithState(JoinProcessor(payload), schema, "Append",
+                                                    "None")  # fmt: skip

@@ -258,6 +258,9 @@ def test_joins_run_on_spark_stream_table_and_table_table(  # type: ignore[no-unt
                     f"LEFT JOIN {users} u ON c.user_id = u.id;"))  # fmt: skip
     _ok(server.ksql(f"CREATE TABLE {both} AS SELECT u.id, name, label FROM {users} u "
                     f"JOIN {items} i ON u.id = i.id;"))  # fmt: skip
+    per_name = f"PER_NAME_{suffix}"  # an aggregation over a join: two stateful stages
+    _ok(server.ksql(f"CREATE TABLE {per_name} AS SELECT name, COUNT(*) AS n FROM {clicks} c "
+                    f"JOIN {users} u ON c.user_id = u.id GROUP BY name;"))  # fmt: skip
     time.sleep(1)  # the table's rows are read before the clicks (they are older)
     for key, page in (("u1", "/a"), ("u2", "/b"), ("u3", "/c")):
         _ok(server.ksql(f"INSERT INTO {clicks} (user_id, page) VALUES ('{key}', '{page}');"))
@@ -266,6 +269,8 @@ def test_joins_run_on_spark_stream_table_and_table_table(  # type: ignore[no-unt
     records = _read_topic(memory_broker, enriched, 2, want=3)
     assert sorted((k, v["PAGE"], v["NAME"]) for k, v, _ in records) == [
         (b"u1", "/a", "ann"), (b"u2", "/b", "bob"), (b"u3", "/c", None)]
+    counted = _read_topic(memory_broker, per_name, 2, want=2)
+    assert sorted((k, v["N"]) for k, v, _ in counted)[-2:] == [(b"ann", 1), (b"bob", 1)]
     joined = _read_topic(memory_broker, both, 2, want=1)
     assert [(k, v) for k, v, _ in joined] == [(b"u2", {"NAME": "bob", "LABEL": "pen"})]
     deadline = time.monotonic() + 30
