@@ -338,17 +338,19 @@ class BodyLines:
         self._chunks = chunks
         self._max = max_line_bytes
         self._buffer = bytearray()
+        self._scan_from = 0  # no newline before this offset of the buffer
         self._ended = False
 
     def _complete(self, limit: int | None) -> list[bytes]:
         lines: list[bytes] = []
         start = 0
         while limit is None or len(lines) < limit:
-            end = self._buffer.find(b"\n", start)
+            end = self._buffer.find(b"\n", max(start, self._scan_from))
             if end < 0:
                 if self._ended and start < len(self._buffer):
                     end = len(self._buffer)  # a last line without its newline
-                else:
+                else:  # a partial line: never scanned again (tiny chunks stay linear)
+                    self._scan_from = len(self._buffer)
                     break
             if end - start > self._max:
                 if lines:
@@ -357,6 +359,7 @@ class BodyLines:
             lines.append(bytes(self._buffer[start:end]))
             start = end + 1
         del self._buffer[:start]
+        self._scan_from = max(self._scan_from - start, 0)
         return [line for line in lines if line.strip()]
 
     async def next_batch(self, limit: int = _BATCH_ROWS) -> list[bytes] | None:

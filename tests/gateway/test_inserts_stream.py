@@ -468,3 +468,20 @@ def test_http2_stream_is_acked_row_by_row(client: TestClient, services: Services
         until(lambda: ended)
         acks = [json.loads(line) for line in bytes(received).splitlines()]
         assert acks == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
+
+
+def test_body_lines_in_tiny_chunks() -> None:
+    async def run() -> None:
+        text = b'{"target": "S"}\n' + b"".join(b'{"a": %d}\n' % i for i in range(300))
+        lines = BodyLines(_chunks(*(text[i:i + 1] for i in range(len(text)))), 100)
+        assert await lines.first_line() == b'{"target": "S"}'
+        got = []
+        while (batch := await lines.next_batch(7)) is not None:
+            got += batch
+        assert got == [b'{"a": %d}' % i for i in range(300)]
+        started = time.monotonic()
+        big = BodyLines(_chunks(*([b"x"] * 200_000), b"\n"), 300_000)
+        assert await big.next_batch() == [b"x" * 200_000]
+        assert time.monotonic() - started < 5  # linear, not a scan of the buffer per chunk
+
+    asyncio.run(run())
