@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine.schema_registry import SchemaRegistry
+from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.engine.values import format_double
 
 NO_DATA = "¯\\_(ツ)_/¯ - no data processed"
@@ -129,11 +129,14 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-class _Registered:
-    """The formats whose records carry a schema id (Confluent's wire header)."""
+class Registered:
+    """The formats whose records carry a schema id (Confluent's wire header). Each id is asked of
+    the registry once (a failure too: an unreachable registry costs one timeout per id, not one
+    per record and format)."""
 
     def __init__(self, registry: SchemaRegistry | None) -> None:
         self._registry = registry
+        self._ids: dict[int, RegisteredSchema | Exception] = {}
         self._cache: dict[tuple[str, int, tuple[int, ...]], Any] = {}
 
     def _schema(self, data: bytes, kind: str) -> tuple[int, str]:
@@ -142,7 +145,15 @@ class _Registered:
         if len(data) < 5 or data[0] != 0:
             raise NotThisFormat("Unknown magic byte!")
         schema_id = int.from_bytes(data[1:5], "big")
-        registered = self._registry.schema(schema_id)  # not found, unreachable: not this format
+        registered = self._ids.get(schema_id)
+        if registered is None:
+            try:
+                registered = self._registry.schema(schema_id)
+            except Exception as exc:  # noqa: BLE001 - not found, unreachable: not this format
+                registered = exc
+            self._ids[schema_id] = registered
+        if isinstance(registered, Exception):
+            raise NotThisFormat(str(registered))
         if registered.kind.upper() != kind:
             raise NotThisFormat(f"schema {schema_id} is {registered.kind}")
         return schema_id, registered.text
@@ -247,9 +258,10 @@ def _session_windowed(inner: Decoder) -> Decoder:
     return read
 
 
-def formats(registry: SchemaRegistry | None, *, key: bool) -> list[tuple[str, Decoder]]:
+def formats(registry: SchemaRegistry | Registered | None, *, key: bool
+            ) -> list[tuple[str, Decoder]]:  # fmt: skip
     """ksqlDB's formats in its order; for keys each also windowed (SESSION, HOPPING, TUMBLING)."""
-    registered = _Registered(registry)
+    registered = registry if isinstance(registry, Registered) else Registered(registry)
     plain: list[tuple[str, Decoder]] = [
         ("AVRO", registered.avro), ("PROTOBUF", registered.protobuf), ("JSON", json_text),
         ("JSON_SR", registered.json_sr), ("KAFKA_INT", kafka_int), ("KAFKA_BIGINT", kafka_bigint),
@@ -313,8 +325,9 @@ class RecordFormatter:
     """Formats records, narrowing the possible key and value formats as it sees them."""
 
     def __init__(self, registry: SchemaRegistry | None = None) -> None:
-        self.keys = Deserializers(formats(registry, key=True))
-        self.values = Deserializers(formats(registry, key=False))
+        registered = Registered(registry)  # one lookup per schema id for keys and values
+        self.keys = Deserializers(formats(registered, key=True))
+        self.values = Deserializers(formats(registered, key=False))
 
     def _line(self, record: TopicRecord) -> str:
         return (f"rowtime: {rowtime_text(record.timestamp_ms)}, "

@@ -260,3 +260,18 @@ def test_print_suggests_the_topic_in_another_case(client: TestClient) -> None:
     answer = client.post("/query", json={"ksql": f"PRINT {topic.upper()};"})
     assert answer.status_code == 400
     assert answer.json()["message"].endswith(f"Did you mean:\n\tprint {topic};")
+
+
+def test_each_schema_id_is_asked_of_the_registry_once() -> None:
+    class Unreachable(MemorySchemaRegistry):
+        calls = 0
+
+        def schema(self, schema_id: int) -> RegisteredSchema:
+            Unreachable.calls += 1
+            raise OSError("connection refused")
+
+    formatter = RecordFormatter(Unreachable())
+    data = b"\0\0\0\0\x07" + b"payload"
+    formatter.format([TopicRecord(None, data, data, 0) for _ in range(5)])
+    assert Unreachable.calls == 1
+    assert "KAFKA_STRING" in formatter.values.possible_formats()
