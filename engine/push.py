@@ -24,7 +24,7 @@ from headwater.engine.pull import PullPlan, Row, plan_pull, row_view
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.catalog import Source, SourceKind
-from headwater.sqlparse_ext.statements import Select
+from headwater.sqlparse_ext.statements import Query, Select
 
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 
@@ -42,17 +42,23 @@ def plan_push(select: Select, source: Source, custom_types: Mapping[str, Any]) -
             the same source would refuse.
     """
     query = select.query
-    present = dict(zip(_STATEFUL, (query.joins, query.window, query.group_by, query.partition_by,
-                                   query.having), strict=True))  # fmt: skip
-    needing_state = [clause for clause, given in present.items() if given]
-    if not needing_state and is_aggregation(query):
-        needing_state = ["aggregate functions"]
+    needing_state = stateful_clauses(query)
     if needing_state:
         raise PullQueryError(f"Push queries with {', '.join(needing_state)} need state, which "
                              "headwater does not run for push queries yet (it will, as transient "
                              "Spark queries): create a table or stream AS SELECT and query it")  # fmt: skip
     as_stream = dataclasses.replace(source, kind=SourceKind.STREAM)
     return plan_pull(dataclasses.replace(query, emit=None), as_stream, custom_types, push=True)
+
+
+def stateful_clauses(query: Query) -> list[str]:
+    """What makes a push query need state (then it runs as a transient Spark query), or []."""
+    present = dict(zip(_STATEFUL, (query.joins, query.window, query.group_by, query.partition_by,
+                                   query.having), strict=True))  # fmt: skip
+    found = [clause for clause, given in present.items() if given]
+    if not found and is_aggregation(query):
+        found = ["aggregate functions"]
+    return found
 
 
 class TopicFollower:

@@ -26,12 +26,13 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError
-from headwater.engine.push import TopicFollower, plan_push, push_rows
+from headwater.engine.push import TopicFollower, plan_push, push_rows, stateful_clauses
 from headwater.engine.values import to_json_output
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.printtopic import TopicPrint, TopicRecord
 from headwater.gateway.services import Services
+from headwater.gateway.transient import start_transient
 from headwater.sqlparse_ext import statements as ast
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -94,7 +95,7 @@ def _from_beginning(properties: Mapping[str, Any]) -> bool:
 
 
 def start_push(services: Services, registry: PushQueries, statement: ast.Select,
-               properties: Mapping[str, Any]) -> tuple[str, Any, TopicFollower, threading.Event]:  # fmt: skip
+               properties: Mapping[str, Any]) -> tuple[str, Any, Any, threading.Event]:  # fmt: skip
     """Plans the push query and starts following its topic: (query id, plan, follower, stop).
 
     Raises:
@@ -105,11 +106,20 @@ def start_push(services: Services, registry: PushQueries, statement: ast.Select,
     if source is None:
         raise KsqlError(f"{statement.query.source.name} does not exist.", 40001,
                         statement_text=statement.text)  # fmt: skip
+    from_beginning = _from_beginning(properties)
+    follower: Any
+    if stateful_clauses(statement.query):  # a transient Spark query, its result followed
+        query_id, stop = registry.start()
+        try:
+            plan, follower = start_transient(services, statement, properties, from_beginning)
+        except Exception:
+            registry.end(query_id)
+            raise
+        return query_id, plan, follower, stop
     try:
         plan = plan_push(statement, source, catalog.types)
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=statement.text) from exc
-    from_beginning = _from_beginning(properties)
     query_id, stop = registry.start()
     try:
         follower = TopicFollower(services.settings, source, catalog.types,
@@ -121,7 +131,7 @@ def start_push(services: Services, registry: PushQueries, statement: ast.Select,
 
 
 async def stream_push(request: Request, registry: PushQueries, query_id: str, plan: Any,
-                      follower: TopicFollower, stop: threading.Event, *,
+                      follower: Any, stop: threading.Event, *,
                       shape: str) -> AsyncIterator[bytes]:  # fmt: skip
     """The bytes of a push query's answer, as rows arrive; ends with the LIMIT, the client's
     going, or ``/close-query``. ``shape``: ``array`` (/query) or ``lines`` (/query-stream)."""
@@ -245,6 +255,10 @@ def start_print(services: Services, registry: PushQueries, statement: ast.Print,
     return query_id, printer, reader, stop
 
 
+def _print_lines(reader: TopicReader, printer: TopicPrint) -> list[str]:
+    return printer.lines(reader.poll(_POLL_S))
+
+
 async def stream_print(request: Request, registry: PushQueries, query_id: str, printer: TopicPrint,
                        reader: TopicReader, stop: threading.Event) -> AsyncIterator[bytes]:  # fmt: skip
     """PRINT's text as records arrive; ends with the LIMIT, the client's going, or
@@ -253,8 +267,8 @@ async def stream_print(request: Request, registry: PushQueries, query_id: str, p
     try:
         while not printer.done and not stop.is_set():
             try:
-                records = await run_in_threadpool(reader.poll, _POLL_S)
-                lines = printer.lines(records)
+                # in a worker thread: formatting may ask the schema registry
+                lines = await run_in_threadpool(_print_lines, reader, printer)
             except Exception as exc:  # reported in the stream, which then ends (as ksqlDB does)
                 log.exception("PRINT %s failed", reader.topic)
                 yield f"{exc}\n".encode()

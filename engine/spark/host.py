@@ -82,6 +82,7 @@ class QueryEngine:
         self._spark_state = "DOWN"
         self._sent: dict[str, Any] | None = None
         self._payloads: dict[str, dict[str, Any]] = {}
+        self._transient: dict[str, dict[str, Any]] = {}  # push queries with state
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._reader: threading.Thread | None = None
@@ -99,6 +100,27 @@ class QueryEngine:
                      "waiting for Spark to start" if self._spark_state != "UP" else ""})
                      for q in sent}  # fmt: skip
         return found
+
+    def run_transient(self, query_id: str, payload: dict[str, Any]) -> None:
+        """Runs a transient query (a push query's) beside the catalog's, until `stop_transient`."""
+        with self._lock:
+            self._transient[query_id] = payload
+
+    def stop_transient(self, query_id: str) -> None:
+        """Stops a transient query; its checkpoint is deleted once it has stopped."""
+        with self._lock:
+            self._transient.pop(query_id, None)
+
+    def wait_stopped(self, query_id: str, timeout_s: float) -> bool:
+        """Waits until the child no longer reports ``query_id`` (True) or ``timeout_s`` passed."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                gone = query_id not in (self._sent or {}) and query_id not in self._statuses
+            if gone:
+                return True
+            time.sleep(0.2)
+        return False
 
     @property
     def spark_state(self) -> str:
@@ -120,11 +142,12 @@ class QueryEngine:
                                                                    catalog)  # fmt: skip
             wanted[query_id] = payload
         with self._lock:
+            wanted.update(self._transient)
             if wanted == self._sent:
                 return
             # Terminated (gone from the catalog) rather than moved: the server that ran it
             # deletes its checkpoint once it has stopped.
-            terminated = sorted(set(self._sent or {}) - set(catalog.queries))
+            terminated = sorted(set(self._sent or {}) - set(catalog.queries) - set(wanted))
             if wanted and self._process is None:
                 self._spawn()
             if self._conn is not None:

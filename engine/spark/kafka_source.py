@@ -107,7 +107,10 @@ class KafkaStreamReader(DataSourceStreamReader):
     # -- driver side (Spark's Python planner process) --------------------------------------------
 
     def initialOffset(self) -> dict:
-        return {str(p): 0 for p in range(self.partition_count)}
+        start = {str(p): 0 for p in range(self.partition_count)}
+        if self.options.get("startingOffsets") == "latest":  # a push query's, from now on
+            return _probe(self.options).ends(self.topic, self.partition_count, start)
+        return start
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()

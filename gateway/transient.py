@@ -1,0 +1,125 @@
+"""Push queries that need state (GROUP BY, WINDOW, JOIN, PARTITION BY, HAVING), run as transient
+Spark queries. Does I/O (Kafka topics, the server's Spark engine).
+
+``SELECT ... GROUP BY ... EMIT CHANGES`` is run as ksqlDB runs a transient query: the same query a
+``CREATE TABLE ... AS SELECT`` would run, writing to a hidden topic of its own, never recorded in the
+command log (it belongs to one client). The engine runs it beside the server's persistent queries;
+its result topic is followed like a stateless push query's source (`TopicFollower`), from its
+beginning. When the client goes (LIMIT reached, disconnect, ``/close-query``), the Spark query is
+stopped, its checkpoint deleted, and its topic deleted.
+
+The transient query reads its sources from their end (``auto.offset.reset=latest``, the default) or
+from their beginning (``earliest``), as a push query does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from headwater.engine.persistent import QUERY_ANALYZER
+from headwater.engine.push import TopicFollower, plan_push
+from headwater.engine.spark.host import query_payload
+from headwater.gateway.errors import KsqlError
+from headwater.gateway.services import Services
+from headwater.metastore.apply import apply_command
+from headwater.metastore.errors import MetastoreError
+from headwater.metastore.plan import TopicFacts, plan
+from headwater.metastore.records import CommandRecord
+from headwater.sqlparse_ext import parse_one
+from headwater.sqlparse_ext import statements as ast
+
+from headwater.kafka.clients import create_topic
+
+log = logging.getLogger(__name__)
+
+#: The hidden topics of transient queries start with this (never a source's name).
+TOPIC_PREFIX = "_headwater-transient-"
+_LIMIT = re.compile(r"\s+LIMIT\s+\d+\s*$", re.IGNORECASE)
+
+
+class TransientFollower:
+    """A transient Spark query and the follower of its result topic; `close` ends both."""
+
+    def __init__(self, services: Services, query_id: str, topic: str,
+                 follower: TopicFollower) -> None:  # fmt: skip
+        self._services = services
+        self.query_id = query_id
+        self.topic = topic
+        self._follower = follower
+        self._closed = threading.Event()
+
+    def poll(self, timeout_s: float) -> list[Any]:
+        return self._follower.poll(timeout_s)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._follower.close()
+        engine = self._services.queries
+        if engine is not None:
+            engine.stop_transient(self.query_id)
+        threading.Thread(target=self._delete_topic, name="transient-cleanup", daemon=True).start()
+
+    def _delete_topic(self) -> None:
+        engine = self._services.queries
+        if engine is not None:
+            engine.wait_stopped(self.query_id, timeout_s=30)
+        try:
+            for future in self._services.admin.delete_topics([self.topic]).values():
+                future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - a leftover hidden topic is logged, not raised
+            log.warning("could not delete the transient topic %s: %s", self.topic, exc)
+
+
+def start_transient(services: Services, statement: ast.Select, properties: Mapping[str, Any],
+                    from_beginning: bool) -> tuple[Any, TransientFollower]:  # fmt: skip
+    """Starts a push query that needs state: (its plan over the result, its follower).
+
+    Raises:
+        KsqlError: the query is refused (ksqlDB's messages, as for CREATE ... AS SELECT), or the
+            server runs no Spark engine.
+    """
+    engine = services.queries
+    if engine is None:
+        raise KsqlError("Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
+                        "Spark, and this server runs no Spark engine.", 40000,
+                        statement_text=statement.text)  # fmt: skip
+    catalog = services.runner.catalog
+    name = f"HW_TRANSIENT_{uuid.uuid4().hex[:12].upper()}"
+    topic = f"{TOPIC_PREFIX}{name.lower()}"
+    select_text = _LIMIT.sub("", statement.text.strip().rstrip(";").rstrip())
+    try:
+        shape = QUERY_ANALYZER.shape(dataclasses.replace(statement.query, limit=None), catalog,
+                                     name)  # fmt: skip
+        kind = shape.kind.value
+        create = parse_one(f"CREATE {kind} {name} WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
+                           f"KEY_FORMAT='JSON', VALUE_FORMAT='JSON') AS {select_text};")
+        planned = plan(create, catalog, TopicFacts({}, None), QUERY_ANALYZER)
+        assert planned.command is not None
+        offset = catalog.last_offset + 1
+        local, _ = apply_command(catalog, CommandRecord(name, offset, create.text,
+                                                        planned.command), offset)  # fmt: skip
+    except MetastoreError as exc:
+        raise KsqlError(exc.message, 40001, statement_text=statement.text) from exc
+    sink = local.source(name)
+    assert sink is not None and sink.query_id is not None
+    query = local.queries[sink.query_id]
+    limit = "" if statement.query.limit is None else f" LIMIT {statement.query.limit}"
+    reader = parse_one(f"SELECT * FROM {name} EMIT CHANGES{limit};")
+    assert isinstance(reader, ast.Select)
+    push_plan = plan_push(reader, sink, local.types)
+    create_topic(services.admin, services.settings, topic, sink.partitions)
+    follower = TopicFollower(services.settings, sink, local.types, from_beginning=True)
+    payload = query_payload(query, local)
+    payload["startingOffsets"] = "earliest" if from_beginning else "latest"
+    query_id = query.id
+    engine.run_transient(query_id, payload)
+    log.info("push query with state: transient query %s over topic %s", query_id, topic)
+    return push_plan, TransientFollower(services, query_id, topic, follower)
