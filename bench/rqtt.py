@@ -81,7 +81,6 @@ CORPUS = REPO.parent / "shared" / "ksql-corpus" / "rqtt"
 CI_EXPECTED = Path(__file__).with_name("rqtt_ci_expected.txt")
 
 _PUSH = re.compile(r"\bEMIT\s+CHANGES\b", re.IGNORECASE)
-_STATEFUL = re.compile(r"\b(GROUP\s+BY|WINDOW|JOIN)\b", re.IGNORECASE)
 _LIMIT = re.compile(r"\bLIMIT\s+\d+", re.IGNORECASE)
 _STATEMENT_MACRO = "{STATEMENT}"
 #: Statuses of an answer worth asking again (not ready, catching up, too busy).
@@ -137,9 +136,6 @@ def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
     if case.get("testPullWithProtoFormat"):
         return "pull answers in protobuf (application/vnd.ksql.v1+protobuf)", ""
     push = [s for s in case["statements"] if s.startswith("SELECT ") and _PUSH.search(s)]
-    stateful = [s for s in push if _STATEFUL.search(s)]
-    if stateful:
-        return "push queries with state (GROUP BY, WINDOW, JOIN) not supported yet", stateful[0][:120]
     unlimited = [s for s in push if not _LIMIT.search(s)]
     if unlimited:
         return "push queries without LIMIT (this runner cannot end them)", unlimited[0][:120]
