@@ -12,6 +12,7 @@ keeps them). A ``ParseError`` already carries its statement and position and is 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext import parse, parse_one
 from headwater.sqlparse_ext import sqltypes
 from headwater.sqlparse_ext import statements as ast
+
+log = logging.getLogger(__name__)
 
 
 #: Statements that go through the command log.
@@ -210,6 +213,13 @@ def _show(services: Services, statement: ast.Statement) -> Entity:
     if what == "QUERIES":
         kind, body = queries.show_queries(services, show.extended)
         return {"@type": kind, "statementText": statement.text, **body, "warnings": []}
+    if show.extended and what in ("STREAMS", "TABLES"):  # as DESCRIBE STREAMS|TABLES EXTENDED
+        of_kind = SourceKind.STREAM if what == "STREAMS" else SourceKind.TABLE
+        return _source_descriptions(services, statement, of_kind, extended=True)
+    if show.extended and what in ("TOPICS", "ALL TOPICS"):
+        return {"@type": "kafka_topics_extended", "statementText": statement.text,
+                **_topics(services, internal=what == "ALL TOPICS", extended=True),
+                "warnings": []}  # fmt: skip
     if show.extended or what not in _SHOWS:
         raise _unsupported(statement)
     return {"@type": _SHOWS[what][0], "statementText": statement.text,
@@ -245,7 +255,7 @@ def _types(services: Services) -> Entity:
     return {"types": {name: type_schema(t.type, catalog) for name, t in types}}
 
 
-def _topics(services: Services, *, internal: bool) -> Entity:
+def _topics(services: Services, *, internal: bool, extended: bool = False) -> Entity:
     timeout = services.settings.topic_operation_timeout_ms / 1000
     try:
         metadata = services.admin.list_topics(timeout=timeout)
@@ -255,15 +265,41 @@ def _topics(services: Services, *, internal: bool) -> Entity:
         (t for name, t in metadata.topics.items() if internal or not name.startswith("_")),
         key=lambda t: t.topic or "",
     )
-    return {
-        "topics": [
-            {
-                "name": t.topic,
-                "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())],
-            }
-            for t in topics
-        ]
-    }
+    consumers = _consumers_by_topic(services, timeout) if extended else {}
+    listed = []
+    for t in topics:
+        entry: dict[str, Any] = {
+            "name": t.topic,
+            "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())],
+        }
+        if extended:
+            members, groups = consumers.get(t.topic or "", (0, 0))
+            entry.update(consumerCount=members, consumerGroupCount=groups)
+        listed.append(entry)
+    return {"topics": listed}
+
+
+def _consumers_by_topic(services: Services, timeout: float) -> dict[str, tuple[int, int]]:
+    """Topic -> (consumers assigned some of its partitions, their groups), from the broker's
+    consumer groups (headwater's own readers use none); empty when the broker cannot say."""
+    try:
+        groups = services.admin.list_consumer_groups(request_timeout=timeout).result(timeout)
+        ids = [g.group_id for g in groups.valid]
+        if not ids:
+            return {}
+        described = services.admin.describe_consumer_groups(ids, request_timeout=timeout)
+        found: dict[str, tuple[int, set[str]]] = {}
+        for group_id, future in described.items():
+            for member in future.result(timeout).members:
+                assigned = {tp.topic for tp in (member.assignment.topic_partitions
+                                                if member.assignment else [])}  # fmt: skip
+                for topic in assigned:
+                    count, owners = found.get(topic, (0, set()))
+                    found[topic] = (count + 1, owners | {group_id})
+        return {t: (count, len(owners)) for t, (count, owners) in found.items()}
+    except Exception as exc:  # noqa: BLE001 - the counts are extra: the listing stands without them
+        log.warning("could not describe consumer groups for SHOW TOPICS EXTENDED: %s", exc)
+        return {}
 
 
 def _functions(services: Services) -> Entity:
@@ -314,10 +350,29 @@ def _describe_function(statement: ast.Describe) -> Entity:
             "path": "internal", "functions": variants, "type": found.kind, "warnings": []}  # fmt: skip
 
 
+def _source_descriptions(services: Services, statement: ast.Statement, kind: SourceKind,
+                         extended: bool) -> Entity:  # fmt: skip
+    """DESCRIBE STREAMS|TABLES [EXTENDED], SHOW STREAMS|TABLES EXTENDED: every source's
+    description, in ksqlDB's ``source_descriptions`` shape."""
+    catalog = services.runner.catalog
+    described = []
+    for source in sorted((s for s in catalog.sources.values() if s.kind is kind),
+                         key=lambda s: s.name):  # fmt: skip
+        description = source_description(source, catalog)
+        if extended:
+            description = queries.extended_source(services, source, catalog, description)
+        described.append(description)
+    return {"@type": "source_descriptions", "statementText": statement.text,
+            "sourceDescriptions": described, "warnings": []}  # fmt: skip
+
+
 def _describe(services: Services, statement: ast.Statement) -> Entity:
     describe: ast.Describe = statement  # type: ignore[assignment]
     if describe.what == "FUNCTION":
         return _describe_function(describe)
+    if describe.what in ("STREAMS", "TABLES"):
+        kind = SourceKind.STREAM if describe.what == "STREAMS" else SourceKind.TABLE
+        return _source_descriptions(services, statement, kind, describe.extended)
     if describe.what != "SOURCE" or describe.name is None:
         raise _unsupported(statement)
     catalog = services.runner.catalog

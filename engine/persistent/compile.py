@@ -240,10 +240,11 @@ def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan
     try:
         return plan_joins(query, catalog, sink_name)
     except JoinError as error:
+        node = error.node if error.node is not None else query.joins[0].on  # where the join is
         if error.later:
             raise QueryCompileError(f"{error.message} (not supported yet)", "JOIN",
-                                    error.node) from error  # fmt: skip
-        raise QueryCompileError(error.message, "JOIN", error.node) from error
+                                    node) from error  # fmt: skip
+        raise QueryCompileError(error.message, "JOIN", node) from error
     except UnresolvedColumn as error:
         raise QueryCompileError(f"JOIN ON column '{error.column}' cannot be resolved.",
                                 "JOIN") from error  # fmt: skip

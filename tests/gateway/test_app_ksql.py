@@ -97,6 +97,16 @@ def test_create_show_describe_drop(client: TestClient) -> None:
         {"name": "TAGS", "schema": {"type": "ARRAY", "fields": None, "memberSchema": string}},
     ]
 
+    extended = ksql(client, "SHOW STREAMS EXTENDED; DESCRIBE TABLES;").json()
+    assert [e["@type"] for e in extended] == ["source_descriptions", "source_descriptions"]
+    assert stream in [d["name"] for d in extended[0]["sourceDescriptions"]]
+    assert table in [d["name"] for d in extended[1]["sourceDescriptions"]]
+    assert stream not in [d["name"] for d in extended[1]["sourceDescriptions"]]
+    (topics_extended,) = ksql(client, "SHOW TOPICS EXTENDED;").json()
+    assert topics_extended["@type"] == "kafka_topics_extended"
+    assert {"name": stream.lower(), "replicaInfo": [1, 1], "consumerCount": 0,
+            "consumerGroupCount": 0} in topics_extended["topics"]  # fmt: skip
+
     topics = ksql(client, "LIST TOPICS;").json()[0]
     assert topics["@type"] == "kafka_topics"
     by_name = {t["name"]: t for t in topics["topics"]}
@@ -152,7 +162,7 @@ def test_validation_error_keeps_earlier_entities(client: TestClient) -> None:
         ("EXPLAIN NO_SUCH_QUERY;", 40001, "Query with id:NO_SUCH_QUERY does not exist"),
         ("INSERT INTO X (A) VALUES (1);", 40001, "Cannot insert values into an unknown stream/table: X"),
         ("DESCRIBE NO_SUCH_SOURCE;", 40001, "NO_SUCH_SOURCE"),
-        ("SHOW STREAMS EXTENDED;", 40001, "not supported"),
+        ("SHOW CONNECTORS;", 40001, "not supported"),
     ],
 )
 def test_statements_not_handled_here(
@@ -232,7 +242,7 @@ def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client:
     answer = ksql(client, text)
     assert answer.status_code == 400, answer.text
     body = answer.json()
-    assert "JOIN is not supported" in body["message"]
+    assert "self joins are not yet supported" in body["message"]
     assert (body["line"], body["column"]) == (5, 36)  # the join condition
     assert ksql(client, "SHOW QUERIES;").json()[0]["queries"] == []  # nothing reached the log
 
