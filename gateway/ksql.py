@@ -29,6 +29,7 @@ from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import serde_of
 from headwater.gateway import queries
+from headwater.gateway.asserts import assert_schema, assert_topic
 from headwater.gateway.errors import Entity, KsqlError, bad_request
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
@@ -442,6 +443,8 @@ _HANDLERS: dict[type[ast.Statement], Callable[[Services, ast.Statement], Entity]
     ast.Describe: _describe,
     ast.InsertValues: _insert_values,
     ast.Explain: _explain,
+    ast.AssertTopic: assert_topic,
+    ast.AssertSchema: assert_schema,
 }
 
 

@@ -274,3 +274,28 @@ def test_show_properties_lists_server_and_session_values(client: TestClient) -> 
     assert values["ksql.streams.cache.max.bytes.buffering"] == ("KSQL", "10485760")
     assert answer["overwrittenProperties"] == ["auto.offset.reset"]
     assert answer["defaultProperties"] == ["ksql.streams.cache.max.bytes.buffering"]
+
+
+def test_assert_topic_and_schema_as_ksqldb_answers_them(client: TestClient) -> None:
+    topic = _name("ASSERTED").lower()
+    created = ksql(client, f"CREATE STREAM {topic.upper()} (ID STRING KEY, V INT) WITH "
+                           f"(kafka_topic='{topic}', partitions=2, value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    (found,) = ksql(client, f"ASSERT TOPIC {topic} WITH (PARTITIONS=2, REPLICAS=1);").json()
+    assert found == {"@type": "assert_topic", "statementText": found["statementText"],
+                     "topicName": topic, "exists": True, "warnings": []}  # fmt: skip
+    missing = ksql(client, "ASSERT TOPIC no_such_topic_here TIMEOUT 200 MILLISECONDS;")
+    assert missing.status_code == 417
+    assert missing.json()["error_code"] == 41700
+    assert missing.json()["message"] == "Topic no_such_topic_here does not exist"
+    mismatch = ksql(client, f"ASSERT TOPIC {topic} WITH (PARTITIONS=3) TIMEOUT 100 MILLISECONDS;")
+    assert mismatch.status_code == 417
+    assert mismatch.json()["message"] == (f"Mismatched configuration for topic {topic}: For config "
+                                          "partitions, expected 3 got 2")  # fmt: skip
+    (absent,) = ksql(client, "ASSERT NOT EXISTS TOPIC no_such_topic_here;").json()
+    assert absent["@type"] == "assert_topic" and absent["exists"] is False
+    exists = ksql(client, f"ASSERT NOT EXISTS TOPIC {topic} TIMEOUT 100 MILLISECONDS;")
+    assert exists.status_code == 417 and exists.json()["message"] == f"Topic {topic} exists"
+    schema = ksql(client, "ASSERT SCHEMA SUBJECT 'nope-value' TIMEOUT 100 MILLISECONDS;")
+    assert schema.status_code == 417  # (this server has no registry: it says so)
+    assert "schema registry" in schema.json()["message"]
