@@ -1,11 +1,14 @@
-"""The HTTP server under the gateway's ASGI app: one seam over hypercorn, uvicorn and granian.
+"""The HTTP server under the gateway's ASGI app: one seam over granian, hypercorn and uvicorn.
 
 Does I/O (a listening socket, an event loop, signal handlers). ksqlDB's clients speak HTTP/2
 cleartext with prior knowledge (h2c) to ``/query-stream`` and ``/inserts-stream`` and HTTP/1.1 to
-the rest, on one port; uvicorn speaks HTTP/1.1 only. hypercorn (the default) and granian answer
+the rest, on one port; uvicorn speaks HTTP/1.1 only. granian (the default) and hypercorn answer
 both on one port: a connection opening with HTTP/2's preface is HTTP/2, any other is HTTP/1.1
-(hypercorn also honours ``Upgrade: h2c``). ``bench/pull_qps.py --http-server`` measures each;
-``HEADWATER_HTTP_SERVER`` chooses one (:func:`kind_from_env`).
+(hypercorn also honours ``Upgrade: h2c``, granian answers such a request over HTTP/1.1).
+granian won ``bench/pull_qps.py`` among the two (HTTP/1.1 as fast as uvicorn, HTTP/2 about a
+quarter less CPU per query than hypercorn's); its embedded server (the one an app built in this
+process needs) is still marked experimental upstream, so hypercorn and uvicorn stay one
+environment variable away: ``HEADWATER_HTTP_SERVER`` (:func:`settings_from_env`).
 
 Every kind runs on an event loop this module makes (asyncio's unless ``loop`` says uvloop),
 stops gracefully on SIGINT/SIGTERM (received in the main thread; never re-raised, so the caller
@@ -34,7 +37,7 @@ log = logging.getLogger(__name__)
 ENV_VAR = "HEADWATER_HTTP_SERVER"
 """The environment variable that chooses the HTTP server (``hypercorn``, ``uvicorn``, ``granian``)."""
 LOOP_ENV_VAR = "HEADWATER_HTTP_LOOP"
-"""... the event loop (``auto``, ``asyncio``, ``uvloop``)."""
+"""... the event loop (``asyncio``, the default; ``uvloop``; ``auto``: uvloop when installed)."""
 UVICORN_HTTP_ENV_VAR = "HEADWATER_UVICORN_HTTP"
 """... uvicorn's HTTP/1.1 parser (``auto``: httptools when installed, ``h11``, ``httptools``)."""
 
@@ -53,11 +56,11 @@ class HttpServerKind(enum.StrEnum):
     """HTTP/1.1 and h2c prior knowledge on one port; Rust (hyper), embedded mode."""
 
 
-DEFAULT_KIND = HttpServerKind.HYPERCORN
+DEFAULT_KIND = HttpServerKind.GRANIAN
 
 
 class LoopKind(enum.StrEnum):
-    """The event loop: ``auto`` is uvloop when it is installed, else asyncio's."""
+    """The event loop (``auto``: uvloop when it is installed, else asyncio's)."""
 
     AUTO = "auto"
     ASYNCIO = "asyncio"
@@ -72,8 +75,8 @@ class HttpServerSettings:
         host: the address to listen on.
         port: the TCP port (0: any free port; :attr:`HttpServer.port` tells which).
         kind: which server.
-        loop: which event loop (asyncio's by default: uvloop measured no faster under
-            hypercorn, bench/pull_qps.py, and is not a dependency).
+        loop: which event loop (asyncio's by default: uvloop is not a dependency, and measured
+            no faster under hypercorn in bench/pull_qps.py).
         log_level: the servers' own loggers' level (``warning``: errors and warnings only).
         graceful_timeout_s: how long a stop waits for open requests (push queries) before
             cancelling them.
@@ -134,7 +137,7 @@ class HttpServer:
         self.app = app
         self.settings = settings
         self.started = threading.Event()
-        self.port = settings.port
+        self.port = settings.port  # with port 0: the bound port once started (not granian's)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._stop_requested = threading.Event()
@@ -323,6 +326,7 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
                       log_level=LogLevels(settings.log_level), log_access=False,
                       websockets=False)  # fmt: skip
     instance.workers_kill_timeout = max(1, round(settings.graceful_timeout_s))
+    logging.getLogger("_granian").addFilter(_not_experimental)  # after granian's own log setup
 
     def on_startup() -> None:
         ready()
@@ -344,6 +348,12 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
                     settings.graceful_timeout_s)  # fmt: skip
     finally:
         watcher.cancel()
+
+
+def _not_experimental(record: logging.LogRecord) -> bool:
+    """Drops granian's "Embedded server is experimental!" warning, logged at every start (the
+    choice is documented here and in the README; it would read as a fault in a server's log)."""
+    return "experimental" not in record.getMessage()
 
 
 _BACKENDS: dict[HttpServerKind, Callable[[HttpServer, OnStarted], Coroutine[Any, Any, None]]] = {

@@ -163,7 +163,7 @@ def serve(
         in_memory: keep nothing: the embedded broker in memory, stores in memory, no snapshots.
         on_ready: called once the catalog is loaded, before the HTTP server starts listening.
 
-    The HTTP server is ``HEADWATER_HTTP_SERVER``'s (default hypercorn: HTTP/1.1 and HTTP/2
+    The HTTP server is ``HEADWATER_HTTP_SERVER``'s (default granian: HTTP/1.1 and HTTP/2
     cleartext on one port; see :func:`headwater.http_server.settings_from_env`). It stops
     gracefully on SIGINT/SIGTERM: the running push queries end, open requests get 5 s.
 

@@ -1,7 +1,8 @@
 """HTTP/2 cleartext and HTTP/1.1 on the server's one port (issue 16, item 3), through a real
 ``headwater server`` (``server_factory``): ksqlDB's clients send ``/query-stream`` over h2c with
-prior knowledge and everything else over HTTP/1.1. Also the choice of HTTP server
-(``HEADWATER_HTTP_SERVER``), pure, and uvicorn still selectable."""
+prior knowledge and everything else over HTTP/1.1. Run on both servers that speak h2c (granian,
+the default, and hypercorn, its fallback); uvicorn, HTTP/1.1 only, still selectable. Also the
+choice of HTTP server (``HEADWATER_HTTP_SERVER``), pure."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from headwater.kafka.broker import EmbeddedBroker
 
 pytestmark = [pytest.mark.kafka]
 
+H2C_SERVERS = pytest.mark.parametrize("http_server", ["granian", "hypercorn"])
+
 
 def _h2() -> httpx.Client:
     """An HTTP/2-only client: over http:// that is h2c with prior knowledge."""
@@ -47,9 +50,12 @@ def _push(name: str, limit: str = "") -> dict[str, Any]:
             "properties": {"auto.offset.reset": "earliest"}}  # fmt: skip
 
 
+@H2C_SERVERS
 def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory
+    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    http_server: str,
 ) -> None:
+    monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)  # the child process inherits it
     server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
                             "--service-id", f"h2_{uuid.uuid4().hex[:6]}")  # fmt: skip
     # HTTP/1.1 clients work unchanged
@@ -106,9 +112,12 @@ def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-de
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+@H2C_SERVERS
 def test_curl_http2_prior_knowledge_and_upgrade(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory
+    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    http_server: str,
 ) -> None:
+    monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)
     server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
                             "--service-id", f"h2c_{uuid.uuid4().hex[:6]}")  # fmt: skip
     _stream_with_rows(server, "c")
@@ -121,8 +130,10 @@ def test_curl_http2_prior_knowledge_and_upgrade(  # type: ignore[no-untyped-def]
     assert version == "2"
     assert json.loads(lines[0])["columnNames"] == ["ID", "N"]
     assert [json.loads(line) for line in lines[1:]] == [["k0", 0], ["k1", 1], ["k2", 2]]
-    # Upgrade: h2c from an HTTP/1.1 start, and plain HTTP/1.1, on the same port
-    for flag, expected in (("--http2", "2"), ("--http1.1", "1.1")):
+    # Upgrade: h2c from an HTTP/1.1 start (hypercorn upgrades, granian answers in HTTP/1.1; ksqlDB's
+    # clients use prior knowledge), and plain HTTP/1.1, on the same port
+    upgraded = "2" if http_server == "hypercorn" else "1.1"
+    for flag, expected in (("--http2", upgraded), ("--http1.1", "1.1")):
         info = subprocess.run(["curl", "-sS", flag, "-w", "\\n%{http_version}",
                                f"{server.url}/info"],
                               capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
@@ -148,7 +159,7 @@ def test_settings_from_env() -> None:
     default = settings_from_env({}, host="0.0.0.0", port=8088)
     assert (default.kind, default.loop, default.host, default.port) == (
         DEFAULT_KIND, LoopKind.ASYNCIO, "0.0.0.0", 8088)
-    assert DEFAULT_KIND is HttpServerKind.HYPERCORN
+    assert DEFAULT_KIND is HttpServerKind.GRANIAN
     chosen = settings_from_env({"HEADWATER_HTTP_SERVER": " Uvicorn ", "HEADWATER_HTTP_LOOP":
                                 "asyncio", "HEADWATER_UVICORN_HTTP": "h11"}, host="h", port=1)
     assert (chosen.kind, chosen.loop, chosen.uvicorn_http) == (
