@@ -485,3 +485,35 @@ def test_body_lines_in_tiny_chunks() -> None:
         assert time.monotonic() - started < 5  # linear, not a scan of the buffer per chunk
 
     asyncio.run(run())
+
+
+@pytest.mark.kafka
+def test_inserts_stream_on_headwater_server_over_http1_and_http2(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory
+) -> None:
+    import httpx
+
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
+                            "--service-id", f"ins_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    name = f"S_{uuid.uuid4().hex[:6].upper()}"
+    created = server.ksql(f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
+                          f"'{name.lower()}', partitions=1, value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+
+    def body(first: int) -> Iterator[bytes]:  # a chunked request body
+        yield json.dumps({"target": name}).encode() + b"\n"
+        for i in range(first, first + 3):
+            yield json.dumps({"ID": f"k{i}", "N": i}).encode() + b"\n"
+
+    clients = [httpx.Client(timeout=30), httpx.Client(http1=False, http2=True, timeout=30)]
+    for n, client in enumerate(clients):
+        with client, client.stream("POST", f"{server.url}/inserts-stream",
+                                   content=body(3 * n)) as answer:  # fmt: skip
+            assert answer.status_code == 200
+            assert answer.http_version == ("HTTP/1.1", "HTTP/2")[n]
+            acks = [json.loads(line) for line in answer.iter_lines() if line]
+        assert acks == [{"status": "ok", "seq": i} for i in range(3)]
+    pulled = server.query(f"SELECT ID, N FROM {name};")
+    assert pulled.status_code == 200, pulled.text
+    rows = sorted(item["row"]["columns"] for item in pulled.json() if "row" in item)
+    assert rows == sorted([f"k{i}", i] for i in range(6))
