@@ -275,3 +275,35 @@ def test_each_schema_id_is_asked_of_the_registry_once() -> None:
     formatter.format([TopicRecord(None, data, data, 0) for _ in range(5)])
     assert Unreachable.calls == 1
     assert "KAFKA_STRING" in formatter.values.possible_formats()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("kind", ["hypercorn", "uvicorn"])
+def test_a_client_that_goes_ends_its_print(client: TestClient, services: Services,
+                                           kind: str) -> None:  # fmt: skip
+    import httpx
+
+    from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+
+    topic = _stream_with_rows(client, 2)
+    app = create_app(services)
+    server = HttpServer(app, HttpServerSettings(port=0, kind=HttpServerKind(kind),
+                                                graceful_timeout_s=1.0))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert server.started.wait(10)
+        url = f"http://127.0.0.1:{server.port}/query"
+        with httpx.Client(timeout=30) as http, http.stream(
+                "POST", url, json={"ksql": f"PRINT '{topic}' FROM BEGINNING;"}) as answer:
+            assert answer.status_code == 200
+            lines = answer.iter_lines()
+            assert next(lines) == "Key format: KAFKA_STRING"
+            assert app.state.push_queries.running() == [answer.headers["x-query-id"]]
+        deadline = time.monotonic() + 10  # the client went: the PRINT ends
+        while app.state.push_queries.running():
+            assert time.monotonic() < deadline, "the PRINT outlived its client"
+            time.sleep(0.05)
+    finally:
+        server.stop()
+        thread.join(10)
