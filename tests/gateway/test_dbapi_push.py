@@ -216,14 +216,15 @@ def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFac
         yield built
 
 
-@pytest.fixture(params=["hypercorn", "uvicorn"])
+@pytest.fixture(params=["granian", "hypercorn", "uvicorn"])
 def live(request: pytest.FixtureRequest, services: Services) -> Iterator[tuple[str, Any]]:
     """The app on a real server of each kind (headwater/http_server.py): its URL and its push
     queries."""
     from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+    from headwater.kafka._ports import free_port
 
     app = create_app(services)
-    server = HttpServer(app, HttpServerSettings(port=0, kind=HttpServerKind(request.param),
+    server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind(request.param),
                                                 graceful_timeout_s=1.0))  # fmt: skip
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -363,16 +363,17 @@ def test_a_client_that_goes_ends_the_request(client: TestClient, services: Servi
     asyncio.run(run())
 
 
-# -- over real servers: HTTP/1.1 chunked (uvicorn, hypercorn) and HTTP/2 (hypercorn, h2c) -----------
+# -- over real servers: HTTP/1.1 chunked and HTTP/2 (h2c) ---------------------
 
 
 @contextlib.contextmanager
 def _serving(services: Services, kind: str) -> Iterator[int]:
     """The app on a real server of that kind (headwater/http_server.py); yields its port."""
     from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+    from headwater.kafka._ports import free_port
 
     server = HttpServer(create_app(services), HttpServerSettings(
-        port=0, kind=HttpServerKind(kind), graceful_timeout_s=1.0))
+        port=free_port(), kind=HttpServerKind(kind), graceful_timeout_s=1.0))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.started.wait(10), "the server did not start"
@@ -383,7 +384,7 @@ def _serving(services: Services, kind: str) -> Iterator[int]:
         thread.join(10)
 
 
-@pytest.fixture(params=["uvicorn", "hypercorn"])
+@pytest.fixture(params=["uvicorn", "hypercorn", "granian"])
 def served(request: pytest.FixtureRequest, services: Services) -> Iterator[tuple[int, str]]:
     with _serving(services, request.param) as port:
         yield port, request.param
@@ -425,13 +426,15 @@ def test_chunked_request_over_http11_is_acked_row_by_row(client: TestClient,
 
 
 @pytest.mark.kafka
-def test_http2_stream_is_acked_row_by_row(client: TestClient, services: Services) -> None:
+@pytest.mark.parametrize("kind", ["granian", "hypercorn"])
+def test_http2_stream_is_acked_row_by_row(client: TestClient, services: Services, kind: str
+                                          ) -> None:  # fmt: skip
     import h2.config
     import h2.connection
     import h2.events
 
     name = _stream(client)
-    with _serving(services, "hypercorn") as port, \
+    with _serving(services, kind) as port, \
             socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         conn.initiate_connection()

@@ -278,16 +278,17 @@ def test_each_schema_id_is_asked_of_the_registry_once() -> None:
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("kind", ["hypercorn", "uvicorn"])
+@pytest.mark.parametrize("kind", ["granian", "hypercorn", "uvicorn"])
 def test_a_client_that_goes_ends_its_print(client: TestClient, services: Services,
                                            kind: str) -> None:  # fmt: skip
     import httpx
 
     from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+    from headwater.kafka._ports import free_port
 
     topic = _stream_with_rows(client, 2)
     app = create_app(services)
-    server = HttpServer(app, HttpServerSettings(port=0, kind=HttpServerKind(kind),
+    server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind(kind),
                                                 graceful_timeout_s=1.0))  # fmt: skip
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
