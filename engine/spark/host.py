@@ -143,6 +143,18 @@ class QueryEngine:
             wanted[query_id] = payload
         with self._lock:
             wanted.update(self._transient)
+            if self._process is not None and not self._process.is_alive():
+                # The child died (killed, out of memory): its queries resume from their
+                # checkpoints in a new one, as after a restart of the server.
+                log.error("the Spark engine process %d died (exit code %s); starting a new one",
+                          self._process.pid, self._process.exitcode)  # fmt: skip
+                if self._conn is not None:
+                    self._conn.close()
+                _kill_group(self._process.pid)  # what it left: its JVM, its Python workers
+                self._process = self._conn = None
+                self._sent = None
+                self._statuses = {}
+                self._spark_state = "DOWN"
             if wanted == self._sent:
                 return
             # Terminated (gone from the catalog) rather than moved: the server that ran it

@@ -8,6 +8,7 @@ tests are few and each checks a whole story.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -281,3 +282,40 @@ def test_joins_run_on_spark_stream_table_and_table_table(  # type: ignore[no-unt
             break
         time.sleep(0.3)
     assert rows == [["u2", "bob", "pen"]], pulled.text
+
+
+def _spark_child(server_pid: int) -> int | None:
+    """The server's Spark engine child (a multiprocessing spawn child), by /proc."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == server_pid and b"spawn_main" in cmdline:
+            return int(entry.name)
+    return None
+
+
+def test_a_killed_spark_engine_is_started_again_and_its_queries_resume(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    suffix = uuid.uuid4().hex[:6].upper()
+    source, sink = f"IN_{suffix}", f"OUT_{suffix}"
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"respawn_{suffix}")  # fmt: skip
+    _ok(server.ksql(f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
+                    "partitions=1, value_format='JSON');"))  # fmt: skip
+    _ok(server.ksql(f"CREATE STREAM {sink} AS SELECT id, v * 2 AS w FROM {source};"))
+    _ok(server.ksql(f"INSERT INTO {source} (id, v) VALUES ('a', 1);"))
+    assert len(_read_topic(memory_broker, sink, 1, want=1)) == 1
+    assert server.process is not None
+    child = _spark_child(server.process.pid)
+    assert child is not None, "no Spark engine child found"
+    os.killpg(child, 9)  # the child and its JVM and workers (its own process group)
+    _ok(server.ksql(f"INSERT INTO {source} (id, v) VALUES ('b', 2);"))
+    records = _read_topic(memory_broker, sink, 1, want=2, timeout_s=180)
+    assert [(k, v) for k, v, _ in records] == [(b"a", {"W": 2}), (b"b", {"W": 4})]
+    assert "died" in server.log()
