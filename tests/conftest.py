@@ -22,6 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -201,6 +202,24 @@ def _no_spark_left(before: set[int]) -> None:
     assert not left, f"Spark processes outlived their servers: {sorted(left)}"
 
 
+@contextmanager
+def _making_servers(folder: Path) -> Iterator[ServerFactory]:
+    made: list[ServerProcess] = []
+    before = _spark_pids()
+
+    def make(*args: str, start: bool = True) -> ServerProcess:
+        server = ServerProcess(list(args), free_port(), folder / f"server-{len(made)}.log")
+        made.append(server)
+        return server.start() if start else server
+
+    try:
+        yield make
+    finally:
+        for server in made:
+            server.stop(10)
+    _no_spark_left(before)
+
+
 @pytest.fixture
 def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFactory]:
     """Make ``headwater server`` processes: ``factory(*args, start=True)``; all stopped at teardown,
@@ -208,15 +227,12 @@ def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
 
     Each gets a free port and a log file in ``tmp_path``; pass ``-b``, ``--state-dir`` etc. in args.
     """
-    made: list[ServerProcess] = []
-    before = _spark_pids()
+    with _making_servers(tmp_path) as make:
+        yield make
 
-    def make(*args: str, start: bool = True) -> ServerProcess:
-        server = ServerProcess(list(args), free_port(), tmp_path / f"server-{len(made)}.log")
-        made.append(server)
-        return server.start() if start else server
 
-    yield make
-    for server in made:
-        server.stop(10)
-    _no_spark_left(before)
+@pytest.fixture(scope="module")
+def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
+    """As ``server_factory``, for servers every test of a module shares (stopped after the last)."""
+    with _making_servers(tmp_path_factory.mktemp("servers")) as make:
+        yield make
