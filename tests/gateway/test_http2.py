@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import threading
 import time
 import uuid
 from typing import Any
 
+import h2.config
+import h2.connection
+import h2.events
 import httpx
 import pytest
 
@@ -109,6 +113,75 @@ def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-de
         assert time.monotonic() < deadline, "the push query outlived its HTTP/2 client"
         time.sleep(0.2)
     assert server.stop() == 0, server.log()
+
+
+class _H2Stream:
+    """One HTTP/2 request on its own h2c connection (prior knowledge), driven frame by frame, so
+    that the body can go on while the answer is read (httpx sends the whole body first)."""
+
+    def __init__(self, port: int, path: str, content_type: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        self.conn.send_headers(1, [(":method", "POST"), (":path", path), (":scheme", "http"),
+                                   (":authority", f"127.0.0.1:{port}"),
+                                   ("content-type", content_type)])  # fmt: skip
+        self.sock.sendall(self.conn.data_to_send())
+        self.status = b""
+        self.ended = False
+        self._pending = b""
+
+    def send(self, data: bytes, *, end: bool = False) -> None:
+        self.conn.send_data(1, data, end_stream=end)
+        self.sock.sendall(self.conn.data_to_send())
+
+    def line(self) -> bytes:
+        """The answer's next line (b"" once the answer has ended)."""
+        while b"\n" not in self._pending and not self.ended:
+            data = self.sock.recv(65536)
+            assert data, "the server closed the connection"
+            for event in self.conn.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    self.status = dict(event.headers)[b":status"]
+                elif isinstance(event, h2.events.DataReceived):
+                    self._pending += event.data
+                    self.conn.acknowledge_received_data(event.flow_controlled_length, 1)
+                elif isinstance(event, h2.events.StreamEnded):
+                    self.ended = True
+            self.sock.sendall(self.conn.data_to_send())
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@H2C_SERVERS
+def test_inserts_stream_over_http2_acks_each_row_while_the_body_goes_on(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    http_server: str,
+) -> None:
+    monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
+                            "--service-id", f"h2i_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    created = server.ksql("CREATE STREAM i (ID STRING KEY, N INT) WITH (kafka_topic="
+                          f"'i_{uuid.uuid4().hex[:6]}', partitions=1, value_format='JSON');")
+    assert created.status_code == 200, created.text
+    stream = _H2Stream(server.port, "/inserts-stream", "application/vnd.ksqlapi.delimited.v1")
+    try:
+        stream.send(b'{"target": "I"}\n{"ID": "a", "N": 1}\n')
+        assert json.loads(stream.line()) == {"status": "ok", "seq": 0}  # the body is still open
+        assert stream.status == b"200"
+        stream.send(b'{"ID": "b", "N": 2}\n')
+        assert json.loads(stream.line()) == {"status": "ok", "seq": 1}
+        stream.send(b"", end=True)
+        assert stream.line() == b"" and stream.ended
+    finally:
+        stream.close()
+    with _h2() as h2c, h2c.stream("POST", f"{server.url}/query-stream",
+                                  json=_push("i", " LIMIT 2")) as streamed:  # fmt: skip
+        rows = [json.loads(line) for line in streamed.iter_lines() if line][1:]
+    assert rows == [["a", 1], ["b", 2]]
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
