@@ -6,9 +6,9 @@ store), creates ``T (ID STRING PRIMARY KEY, V BIGINT)`` over a 4-partition topic
 rows straight to the topic, and waits until the last row of every partition answers. Then --clients
 concurrent keep-alive connections send ``SELECT * FROM T WHERE ID = '<random key>';`` to /query for
 --duration seconds after a --warmup, and it prints QPS and the latency percentiles seen by the client.
-In the same run it serves a bare Starlette JSON endpoint (uvicorn, the same settings as the server:
-h11, log level warning; one process) that parses the same request and answers a JSON array of the
-same shape, drives it with the same client, and prints the ratio. Issue target: >= 40% of the bare
+In the same run it serves a bare Starlette JSON endpoint (on the same HTTP server with the same
+settings as the server's, through ``headwater.http_server``; one process) that parses the same
+request and answers a JSON array of the same shape, drives it with the same client, and prints the ratio. Issue target: >= 40% of the bare
 endpoint's throughput, p99 <= 10 ms.
 
 The HTTP server under both (headwater's and the bare endpoint) is ``--http-server`` (hypercorn,
