@@ -8,8 +8,9 @@ its result topic is followed like a stateless push query's source (`TopicFollowe
 beginning. When the client goes (LIMIT reached, disconnect, ``/close-query``), the Spark query is
 stopped, its checkpoint deleted, and its topic deleted.
 
-The transient query reads its sources from their end (``auto.offset.reset=latest``, the default) or
-from their beginning (``earliest``), as a push query does.
+The transient query reads its sources from their ends as of the request (``auto.offset.reset=latest``,
+the default: the offsets are taken before Spark starts, so nothing written after the request is
+missed however long Spark takes), or from their beginning (``earliest``), as a push query does.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
 from headwater.kafka.clients import create_topic
+from headwater.kafka.offsets import end_offsets
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +120,13 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     create_topic(services.admin, services.settings, topic, sink.partitions)
     follower = TopicFollower(services.settings, sink, local.types, from_beginning=True)
     payload = query_payload(query, local)
-    payload["startingOffsets"] = "earliest" if from_beginning else "latest"
+    if not from_beginning:  # from the sources' ends as of now: what arrives after the request
+        payload["startingOffsets"] = {
+            leaf["topic"]: {str(p): o for p, o in end_offsets(
+                services.settings, leaf["topic"], range(int(leaf["partitions"]))).items()}
+            for leaf in payload["leaves"]}  # fmt: skip
     query_id = query.id
     engine.run_transient(query_id, payload)
-    log.info("push query with state: transient query %s over topic %s", query_id, topic)
+    log.info("push query with state: transient query %s over topic %s, from %s", query_id, topic,
+             payload.get("startingOffsets", "the beginning"))
     return push_plan, TransientFollower(services, query_id, topic, follower)

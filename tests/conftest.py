@@ -173,19 +173,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: Every server this test run starts carries this in its environment, and so do the processes it
+#: starts (Spark's JVM, Python workers): the leftover check counts only this run's.
+_MARK = "HEADWATER_TEST_RUN"
+_RUN_MARK = os.environ.setdefault(_MARK, uuid.uuid4().hex)  # inherited by all this run starts
+
+
 def _spark_pids() -> set[int]:
-    """Processes of Spark (JVMs) and of headwater's Spark child and pyspark workers."""
+    """This test run's processes of Spark (JVMs), of headwater's Spark child and pyspark workers."""
     found = set()
+    wanted = f"{_MARK}={_RUN_MARK}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            if not (b"org.apache.spark" in cmdline or b"pyspark.daemon" in cmdline
+                    or b"pyspark.worker" in cmdline or b"multiprocessing.spawn" in cmdline):  # fmt: skip
+                continue
+            if wanted not in (entry / "environ").read_bytes().split(b"\0"):
+                continue  # another run's (a benchmark, another checkout's tests)
         except OSError:
             continue
-        if (b"org.apache.spark" in cmdline or b"pyspark.daemon" in cmdline
-                or b"pyspark.worker" in cmdline or b"multiprocessing.spawn" in cmdline):  # fmt: skip
-            found.add(int(entry.name))
+        found.add(int(entry.name))
     return found
 
 

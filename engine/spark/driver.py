@@ -139,20 +139,22 @@ class QueryDriver:
             source, sink = payload["source"], payload["sink"]
             spark.conf.set("spark.sql.shuffle.partitions", str(max(1, int(source["partitions"]))))
             aggregate = bool(payload.get("aggregate"))
-            start = str(payload.get("startingOffsets") or "earliest")  # a push query's: latest
+            starts = payload.get("startingOffsets") or {}  # a push query's: topic -> offsets
             query_json = json.dumps({"queryId": query_id, "catalog": payload["catalog"],
                                      "buffering": self.settings.buffering}, sort_keys=True)
             if payload.get("join"):
                 from headwater.engine.spark.joins import join_frame
 
-                entries = [self._read(spark, leaf["topic"], int(leaf["partitions"]), query_id,
-                                      query_json, "join", leaf=index, start=start)
-                           for index, leaf in enumerate(payload["leaves"])]  # fmt: skip
+                entries = [
+                    self._read(spark, leaf["topic"], int(leaf["partitions"]), query_id,
+                               query_json, "join", leaf=index, start=starts.get(leaf["topic"]))
+                    for index, leaf in enumerate(payload["leaves"])
+                ]
                 frame = join_frame(entries, query_json, aggregate)
             else:
                 frame = self._read(spark, source["topic"], int(source["partitions"]), query_id,
                                    query_json, "grouped" if aggregate else "records",
-                                   start=start)  # fmt: skip
+                                   start=starts.get(source["topic"]))  # fmt: skip
             if aggregate:
                 from headwater.engine.spark.aggregation import aggregate_frame
 
@@ -178,7 +180,8 @@ class QueryDriver:
             log.exception("query %s could not start", query_id)
 
     def _read(self, spark: Any, topic: str, partitions: int, query_id: str, query_json: str,
-              output: str, leaf: int = 0, start: str = "earliest") -> Any:  # fmt: skip
+              output: str, leaf: int = 0,
+              start: dict[str, int] | None = None) -> Any:  # fmt: skip
         """The streaming DataFrame of one source topic, run through the query's first stage."""
         from headwater.engine.spark.kafka_source import NAME
 
@@ -193,7 +196,7 @@ class QueryDriver:
             .option("query", query_json)
             .option("output", output)
             .option("leaf", str(leaf))
-            .option("startingOffsets", start)
+            .option("startingOffsets", json.dumps(start or {}))
             .load()
         )  # fmt: skip
 

@@ -92,7 +92,9 @@ class KafkaDataSource(DataSource):
         return OUTPUT_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return KafkaStreamReader(dict(self.options))
+        # Spark hands options in a case-insensitive dict that keeps its keys lower-cased: plain
+        # data for the workers, read by lower-case names.
+        return KafkaStreamReader({k.lower(): v for k, v in self.options.items()})
 
 
 class KafkaStreamReader(DataSourceStreamReader):
@@ -102,15 +104,15 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = dict(options)
         self.topic = options["topic"]
         self.partition_count = int(options["partitions"])
-        self.max_records = int(options.get("maxRecordsPerBatch", "0") or 0)
+        self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
 
     # -- driver side (Spark's Python planner process) --------------------------------------------
 
     def initialOffset(self) -> dict:
-        start = {str(p): 0 for p in range(self.partition_count)}
-        if self.options.get("startingOffsets") == "latest":  # a push query's, from now on
-            return _probe(self.options).ends(self.topic, self.partition_count, start)
-        return start
+        """Each partition's beginning, or the offsets the query was given (a push query's: the
+        ends as of its request)."""
+        given = json.loads(self.options.get("startingoffsets") or "{}")
+        return {str(p): int(given.get(str(p), 0)) for p in range(self.partition_count)}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
@@ -356,7 +358,7 @@ class _EndProbe:
 
 
 def _probe(options: Mapping[str, str]) -> _EndProbe:
-    key = json.dumps([options["bootstrap.servers"], options["topic"], options.get("queryId", "")])
+    key = json.dumps([options["bootstrap.servers"], options["topic"], options.get("queryid", "")])
     with _lock:
         probe = _probes.get(key)
         if probe is None:
@@ -365,7 +367,7 @@ def _probe(options: Mapping[str, str]) -> _EndProbe:
 
 
 def _close_probe(options: Mapping[str, str]) -> None:
-    key = json.dumps([options["bootstrap.servers"], options["topic"], options.get("queryId", "")])
+    key = json.dumps([options["bootstrap.servers"], options["topic"], options.get("queryid", "")])
     with _lock:
         probe = _probes.pop(key, None)
     if probe is not None:

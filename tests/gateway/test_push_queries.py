@@ -94,6 +94,14 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
         lines = [json.loads(line) for line in streamed.iter_lines() if line]
     assert lines[0].get("columnNames") == ["ID", "N"], lines
     assert len(lines) == 4 and all(row[1] == 1 for row in lines[1:]), lines
+    # from now on (latest): a record written while Spark starts the query is counted
+    inserts = _insert_later(server.url, ["INSERT INTO clicks (ID, N) VALUES ('late', 9);"], 0.5)
+    with httpx.stream("POST", f"{server.url}/query-stream", timeout=180, json={
+            "sql": "SELECT ID, COUNT(*) AS n FROM clicks GROUP BY ID EMIT CHANGES LIMIT 1;"
+            }) as streamed:  # fmt: skip
+        late = [json.loads(line) for line in streamed.iter_lines() if line]
+    inserts.join()
+    assert late[1:] == [["late", 1]], late
     deadline = time.monotonic() + 60
     topics: set[str] = {"?"}
     while time.monotonic() < deadline:  # its hidden topic is deleted once its query stopped
