@@ -178,8 +178,11 @@ def run_statement(services: Services, statement: ast.Statement,
     """The entity answering one statement (``overrides``: the request's session properties)."""
     if isinstance(statement, CATALOG_STATEMENTS):
         return _submit(services, statement)
-    if isinstance(statement, ast.Select):
-        raise KsqlError("SELECT statements must be sent to the /query endpoint", 40002)
+    if isinstance(statement, (ast.Select, ast.Print)):
+        kind = "SELECT" if isinstance(statement, ast.Select) else "PRINT"
+        raise KsqlError(f"{kind} statements must be sent to the /query endpoint (ksqlDB: The "
+                        "following statement types should be issued to the websocket endpoint "
+                        "'/query': * PRINT * SELECT)", 40002)  # fmt: skip
     if isinstance(statement, ast.Show) and statement.what.upper() == "PROPERTIES":
         return show_properties(services, statement, overrides or {})
     handler = _HANDLERS.get(type(statement))
