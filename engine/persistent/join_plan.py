@@ -342,16 +342,17 @@ def _check_windowed(leaves: Sequence[JoinLeaf], steps: Sequence[JoinStep]) -> No
         w, p = windowed[0], plain[0]
         first, second = (w, p) if w.index < p.index else (p, w)
         describe = {id(w): f"is {w.source.windowed} windowed", id(p): "is not windowed"}
-        raise JoinError(f"Can not join windowed source to non-windowed source. "
-                        f"`{first.source.name}` {describe[id(first)]} "
+        raise JoinError(f"Can not join windowed source to non-windowed source.\n"
+                        f"`{first.source.name}` {describe[id(first)]}\n"
                         f"`{second.source.name}` {describe[id(second)]}")  # fmt: skip
     kinds = {leaf.source.windowed for leaf in leaves}
     if "SESSION" in kinds and len(kinds) > 1:
         a, b = leaves[0].source.windowed, leaves[1].source.windowed
-        raise JoinError(f"Incompatible windowed sources. Left source: {a} Right source: {b} "
+        raise JoinError(f"Incompatible windowed sources.\nLeft source: {a}\nRight source: {b}\n"
                         "Session windowed sources can only be joined to other session windowed "
                         "sources, and may still not result in expected behaviour as session "
-                        "bounds must be an exact match for the join to work")  # fmt: skip
+                        "bounds must be an exact match for the join to work\nHopping and tumbling windowed "
+                        "sources can only be joined to other hopping and tumbling windowed sources")  # fmt: skip
     if any(s.left_rekey or s.right_rekey for s in steps):
         raise JoinError("Implicit repartitioning of windowed sources is not supported. See "
                         "https://github.com/confluentinc/ksql/issues/4385.")  # fmt: skip
@@ -453,8 +454,11 @@ def _joined_source(root: JoinStep, leaves: Sequence[JoinLeaf]) -> Source:
     values = [Column(p, t.sql()) for leaf in root.leaves for _c, p, t in leaf.columns
               if p not in key_names]  # fmt: skip
     first = leaves[0].source
+    # ksqlDB's join key format: the first source's that has one (KLIP-33), else KAFKA
+    key_format = next((leaf.source.key_format for leaf in leaves
+                       if leaf.source.key_format != "NONE"), "KAFKA")  # fmt: skip
     return Source(root.result, JOINED, (*keys, *values), topic=first.topic,
-                  partitions=first.partitions, key_format=first.key_format,
+                  partitions=first.partitions, key_format=key_format,
                   value_format=first.value_format)  # fmt: skip
 
 
