@@ -48,6 +48,7 @@ from headwater.engine.persistent.join_plan import (
     JoinStep,
 )
 from headwater.engine.persistent.operators import (
+    OLD_ROW,
     InputRecord,
     ProcessingError,
     RecordError,
@@ -151,6 +152,7 @@ class _Out:
     key_bytes: bytes
     row: Mapping[str, Any] | None
     timestamp: int
+    old: Mapping[str, Any] | None = None  # a table join's previous row for the key (old value)
 
 
 class JoinPipeline:
@@ -284,20 +286,28 @@ class JoinPipeline:
                           origin.partition, origin.offset)  # fmt: skip
 
     def _record(self, out: _Out, task_id: int, offset: int) -> InputRecord:
+        view = self._view(out.row, out.key, out.timestamp, task_id, offset)
+        if self.plan.root.result is SourceKind.TABLE:
+            view[OLD_ROW] = (None if out.old is None else
+                             self._view(out.old, out.key, out.timestamp, task_id, offset))
+        return InputRecord(out.key_bytes or None, None if out.row is None else b"",
+                           out.timestamp, task_id, offset, (), view)  # fmt: skip
+
+    def _view(self, row: Mapping[str, Any] | None, key: Any, timestamp: int, task_id: int,
+              offset: int) -> dict[str, Any]:  # fmt: skip
         root = self.plan.root
-        view: dict[str, Any] = dict(out.row) if out.row is not None else {}
-        if out.row is None:
+        view: dict[str, Any] = dict(row) if row is not None else {}
+        if row is None:
             view.update(self._nulls[root.index][0])
             view.update(self._nulls[root.index][1])
         if root.key_name:
-            view[root.key_name] = out.key
-        elif isinstance(out.key, dict):  # a foreign-key join's tombstone: the left table's key
-            view.update(out.key)
-        view["ROWTIME"] = out.timestamp
+            view[root.key_name] = key
+        elif isinstance(key, dict):  # a foreign-key join's tombstone: the left table's key
+            view.update(key)
+        view["ROWTIME"] = timestamp
         view["ROWPARTITION"] = task_id
         view["ROWOFFSET"] = offset
-        return InputRecord(out.key_bytes or None, None if out.row is None else b"",
-                           out.timestamp, task_id, offset, (), view)  # fmt: skip
+        return view
 
     def _step(self, task: JoinTask, step: JoinStep, side: int, record: SideRecord) -> list[_Out]:
         if record.key is None and not step.foreign_key:
@@ -349,6 +359,7 @@ class JoinPipeline:
         keeps_other = kind == "FULL" or (kind == "LEFT" and side == _RIGHT) or (
             kind == "RIGHT" and side == _LEFT)  # fmt: skip
         timestamp = record.timestamp if other is None else max(record.timestamp, other[0])
+        previous = self._table_row(step, side, old, other, keeps_this, keeps_other)
         if other is None:
             if not keeps_this or (record.row is None and old is None):
                 return []  # nothing to join with, nothing that was joined
@@ -358,7 +369,19 @@ class JoinPipeline:
             row = self._pair(step, side, None, other[1]) if keeps_other else None
         else:
             row = self._pair(step, side, record.row, other[1])
-        return [_Out(record.key, record.key_bytes, row, timestamp)]
+        return [_Out(record.key, record.key_bytes, row, timestamp, previous)]
+
+    def _table_row(self, step: JoinStep, side: int, this: tuple[int, Mapping[str, Any]] | None,
+                   other: tuple[int, Mapping[str, Any]] | None, keeps_this: bool,
+                   keeps_other: bool) -> dict[str, Any] | None:  # fmt: skip
+        """The joined row a table join holds for a key given each side's row (None: none)."""
+        if this is not None and other is not None:
+            return self._pair(step, side, this[1], other[1])
+        if this is not None and keeps_this:
+            return self._pair(step, side, this[1], None)
+        if other is not None and keeps_other:
+            return self._pair(step, side, None, other[1])
+        return None
 
     def _pair(self, step: JoinStep, side: int, this: Mapping[str, Any] | None,
               other: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip

@@ -27,6 +27,9 @@ from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
+#: In a joined table's row: the key's previous joined row (its view), or None (see `joining`).
+OLD_ROW = "\0old"
+
 
 @dataclass(frozen=True, slots=True)
 class InputRecord:
@@ -127,11 +130,17 @@ class RecordPipeline:
                 if value is None and keep is not None and not table:
                     continue  # WHERE drops records without a value, as ksqlDB's filter does
                 view = self._reader.view(record, value)
+                old = view.pop(OLD_ROW, None) if record.row is not None else None
                 if keep is not None and value is not None and keep(view) is not True:
                     if table:  # a row filtered out of a table is a row deleted from it
                         value = None
                     else:
                         continue
+                if (keep is not None and table and value is None and record.row is not None
+                        and (old is None or keep(old) is not True)):  # fmt: skip
+                    # a join's table sends its old rows too (ksqlDB enables it): a row that did
+                    # not pass before and does not now changes nothing downstream
+                    continue
                 rowtime = view["ROWTIME"]
                 stage = "serialization"
                 if value is None:  # key expressions over the (missing) value give NULL
