@@ -288,34 +288,50 @@ def write_record(services: Services, source: Source, serde: RowSerde, key: tuple
                                  timestamp_ms=timestamp_ms)  # fmt: skip
 
 
-def _insert_one(services: Services, source: Source, serde: RowSerde, line: bytes) -> None:
-    """Raises RowError for anything wrong with this row."""
+def _prepare(services: Services, source: Source, serde: RowSerde, line: bytes
+             ) -> tuple[bytes | None, bytes | None, int | None]:  # fmt: skip
+    """A line's record: serialized key and value and its partition. Raises RowError."""
     row = parse_row(line)
     key, value = row_values(row, source, services.runner.catalog.types)
     try:
-        write_record(services, source, serde, key, value)
+        key_bytes = serde.serialize_key(key)
+        value_bytes = serde.serialize_value(value)
     except EngineError as exc:
         raise RowError(f"Failed to insert values into '{source.name}'. {exc.message}",
                        exc.error_code) from exc  # fmt: skip
-    except KafkaEdgeError as exc:
-        raise RowError(str(exc), exc.error_code) from exc
+    partition = partition_for(key_bytes, source.partitions) if key_bytes is not None else None
+    return key_bytes, value_bytes, partition
 
 
 def insert_rows(services: Services, source: Source, serde: RowSerde, lines: list[bytes],
                 first_seq: int) -> list[dict[str, Any]]:  # fmt: skip
-    """Write each line's row in order; one ack or error per line. Blocks (run in a thread)."""
-    answers = []
+    """Write each line's row in order; one ack or error per line. Blocks (run in a thread).
+
+    The batch's records are produced together and acknowledged by one wait for the broker (as
+    ``INSERT ... VALUES`` writes one), each ack saying what became of its own record."""
+    assert services.writer is not None  # resolve_target checked it
+    answers: list[dict[str, Any] | None] = []
+    records = []
     for seq, line in enumerate(lines, first_seq):
         try:
-            _insert_one(services, source, serde, line)
+            key, value, partition = _prepare(services, source, serde, line)
         except RowError as exc:
             answers.append(insert_error(seq, exc.error_code, exc.message))
+            continue
         except Exception as exc:  # never a broken stream for one row
             log.exception("inserts-stream row %d into %s failed", seq, source.name)
             answers.append(insert_error(seq, 50000, f"Error in processing inserts: {exc}"))
+            continue
+        answers.append(None)
+        records.append((seq, (source.topic, key, value, partition, None, None)))
+    written = services.writer.write_many([r for _, r in records]) if records else []
+    for (seq, _record), outcome in zip(records, written, strict=True):
+        index = seq - first_seq
+        if isinstance(outcome, KafkaEdgeError):
+            answers[index] = insert_error(seq, outcome.error_code, str(outcome))
         else:
-            answers.append(ack(seq))
-    return answers
+            answers[index] = ack(seq)
+    return [a for a in answers if a is not None]
 
 
 # -- the request body as lines ---------------------------------------------------------------------

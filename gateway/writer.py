@@ -7,10 +7,10 @@ and offset it was written at: the offsets are what a later read-your-writes toke
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
+from typing import Any
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from headwater.kafka.clients import KafkaSettings, producer
 from headwater.kafka.errors import ProduceFailed
@@ -59,36 +59,57 @@ class RowWriter:
         Raises:
             ProduceFailed: the broker refused the record, or did not acknowledge it in time.
         """
-        done = threading.Event()
-        outcome: list[tuple[KafkaError | None, Message | None]] = []
+        (found,) = self.write_many([(topic, key, value, partition, timestamp_ms, headers)])
+        if isinstance(found, ProduceFailed):
+            raise found
+        return found
 
-        def delivered(error: KafkaError | None, message: Message | None) -> None:
-            outcome.append((error, message))
-            done.set()
+    def write_many(self, records: list[tuple[str, bytes | None, bytes | None, int | None,
+                                             int | None, list[tuple[str, bytes | None]] | None]]
+                   ) -> list[Written | ProduceFailed]:  # fmt: skip
+        """Write records (topic, key, value, partition, timestamp, headers) in order and wait
+        once for all their acknowledgements: where each landed, or why it did not."""
+        outcomes: list[tuple[KafkaError | None, Message | None] | ProduceFailed | None] = []
+        for topic, key, value, partition, timestamp_ms, headers in records:
+            index = len(outcomes)
+            outcomes.append(None)
 
-        extra: dict[str, object] = {}
-        if partition is not None:
-            extra["partition"] = partition
-        if timestamp_ms is not None:
-            extra["timestamp"] = timestamp_ms
-        if headers:
-            extra["headers"] = headers
-        try:
-            self._producer.produce(topic, value=value, key=key, on_delivery=delivered, **extra)
-        except BufferError as exc:
-            raise ProduceFailed(topic, f"the producer's queue is full ({exc})") from exc
-        except Exception as exc:  # KafkaException from librdkafka: bad topic, too large, ...
-            raise ProduceFailed(topic, str(exc), retriable=False) from exc
-        self._producer.poll(0)
+            def delivered(error: KafkaError | None, message: Message | None,
+                          index: int = index) -> None:  # fmt: skip
+                outcomes[index] = (error, message)
+
+            extra: dict[str, Any] = {}
+            if partition is not None:
+                extra["partition"] = partition
+            if timestamp_ms is not None:
+                extra["timestamp"] = timestamp_ms
+            if headers:
+                extra["headers"] = headers
+            try:
+                self._producer.produce(topic, value=value, key=key, on_delivery=delivered, **extra)
+            except BufferError as exc:
+                outcomes[index] = ProduceFailed(topic, f"the producer's queue is full ({exc})")
+            except (KafkaException, TypeError, ValueError) as exc:  # bad topic, too large, ...
+                outcomes[index] = ProduceFailed(topic, str(exc), retriable=False)
+            self._producer.poll(0)
         self._producer.flush(self._timeout_s)
-        if not done.wait(0):
-            raise ProduceFailed(topic, f"no acknowledgement within {self._timeout_s:g} s "
-                                       "(the record may still have been written)")
-        error, message = outcome[0]
-        if error is not None or message is None:
-            retriable = bool(error.retriable()) if error is not None else True
-            raise ProduceFailed(topic, error.str() if error else "no message", retriable=retriable)
-        return Written(topic, int(message.partition() or 0), int(message.offset() or 0))
+        found: list[Written | ProduceFailed] = []
+        for (topic, *_rest), outcome in zip(records, outcomes, strict=True):
+            if isinstance(outcome, ProduceFailed):
+                found.append(outcome)
+            elif outcome is None:
+                found.append(ProduceFailed(topic, f"no acknowledgement within {self._timeout_s:g} "
+                                                  "s (the record may still have been written)"))
+            else:
+                error, message = outcome
+                if error is not None or message is None:
+                    retriable = bool(error.retriable()) if error is not None else True
+                    found.append(ProduceFailed(topic, error.str() if error else "no message",
+                                               retriable=retriable))  # fmt: skip
+                else:
+                    found.append(Written(topic, int(message.partition() or 0),
+                                         int(message.offset() or 0)))  # fmt: skip
+        return found
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Send what is queued (up to ``timeout_s``)."""
