@@ -123,27 +123,34 @@ class JoinTask:
                  load: Callable[[tuple[int, str, bytes]], KeyState | None]) -> None:  # fmt: skip
         self.state = state
         self._load = load
+        self._loaded: dict[tuple[int, str, bytes], KeyState] = {}
+        self._stored: set[tuple[int, str, bytes]] = set()  # those the store had
         self.changed: dict[tuple[int, str, bytes], KeyState | None] = {}
 
     def step(self, index: int) -> StepState:
         return self.state.steps.setdefault(index, StepState())
 
-    def key(self, step: int, space: str, key: bytes) -> KeyState:
+    def key(self, step: int, space: str, key: bytes, write: bool = True) -> KeyState:
+        """A key's state; ``write=False`` for a look-up that changes nothing (not stored back)."""
         ident = (step, space, key)
-        if ident in self.changed:
-            found = self.changed[ident]
-            if found is None:
-                found = self.changed[ident] = KeyState()
-            return found
-        found = self._load(ident) or KeyState()
-        self.changed[ident] = found
+        found = self._loaded.get(ident)
+        if found is None:
+            stored = self._load(ident)
+            if stored is not None:
+                self._stored.add(ident)
+            found = self._loaded[ident] = stored or KeyState()
+        if write:
+            self.changed[ident] = found
         return found
 
     def done(self) -> None:
-        """Marks empty key states for deletion."""
-        for ident, found in self.changed.items():
+        """Marks emptied key states for deletion (and forgets those that never were stored)."""
+        for ident, found in list(self.changed.items()):
             if found is not None and found.empty():
-                self.changed[ident] = None
+                if ident in self._stored:
+                    self.changed[ident] = None
+                else:
+                    del self.changed[ident]
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +339,7 @@ class JoinPipeline:
 
     def _stream_table(self, task: JoinTask, step: JoinStep, side: int,
                       record: SideRecord) -> list[_Out]:  # fmt: skip
-        state = task.key(step.index, "K", record.key_bytes)
+        state = task.key(step.index, "K", record.key_bytes, write=side == _RIGHT)
         if side == _RIGHT:
             state.rows[_RIGHT] = None if record.row is None else (record.timestamp, record.row)
             return []
@@ -424,7 +431,7 @@ class JoinPipeline:
         target.rows[_RIGHT] = None if record.row is None else (record.timestamp, record.row)
         outs: list[_Out] = []
         for own in sorted(target.pointed):
-            left = task.key(step.index, "L", own).rows[_LEFT]
+            left = task.key(step.index, "L", own, write=False).rows[_LEFT]
             if left is None:
                 continue
             row = {k: v for k, v in left[1].items() if k != "\0fk"}

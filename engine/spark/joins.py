@@ -40,8 +40,8 @@ from headwater.metastore.codec import catalog_from_dict
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-#: What a source's task gives the join: the join task, the pickled `SideRecord`, and for a skipped
-#: record its error.
+#: What a source's task gives the join: the join task, a pickled list of its `SideRecord`s, and
+#: for a skipped record its error.
 ENTRY_SCHEMA = ("task int, row binary, source_partition int, source_offset long, error string, "
                 "detail binary")  # fmt: skip
 
@@ -71,16 +71,21 @@ def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline | Aggregate
 
 
 def entry_rows(payload: str, leaf: int, records: list[InputRecord]) -> dict[str, list[Any]]:
-    """The first stage over what one source task read: its records as they enter the join."""
+    """The first stage over what one source task read: its records as they enter the join, one
+    row per join task (a pickled list of `SideRecord`: the shuffle moves a few rows, not one per
+    record), and one per skipped record."""
     join, _after = pipelines_of(payload)
     entering, errors = join.enter(leaf, records)
+    by_task: dict[int, list[SideRecord]] = {}
+    for side in entering:
+        by_task.setdefault(side.task, []).append(side)
     columns: dict[str, list[Any]] = {n: [] for n in ("task", "row", "source_partition",
                                                      "source_offset", "error", "detail")}  # fmt: skip
-    for side in entering:
-        columns["task"].append(side.task)
-        columns["row"].append(pickle.dumps(side, protocol=pickle.HIGHEST_PROTOCOL))
-        columns["source_partition"].append(side.partition)
-        columns["source_offset"].append(side.offset)
+    for task, sides in by_task.items():
+        columns["task"].append(task)
+        columns["row"].append(pickle.dumps(sides, protocol=pickle.HIGHEST_PROTOCOL))
+        columns["source_partition"].append(sides[-1].partition)
+        columns["source_offset"].append(sides[-1].offset)
         columns["error"].append(None)
         columns["detail"].append(None)
     for e in errors:
@@ -118,7 +123,7 @@ class JoinProcessor(StatefulProcessor):
                                       row.detail) if grouping else
                        _error_row(row.source_partition, row.source_offset, row.error, row.detail))
             else:
-                entering.append(pickle.loads(row.row))
+                entering.extend(pickle.loads(row.row))
         if not entering:
             return
         task_id = int(key[0])
