@@ -442,7 +442,7 @@ class _Splitter:
         if isinstance(node, exp.Anonymous) and node.name.upper() in AGGREGATE_NAMES:
             return _ref(agg_name(self._call(node)))
         if isinstance(node, exp.Anonymous) and node.name.upper() in TABLE_FUNCTIONS:
-            raise QueryCompileError(f"Table function {node.name.upper()} is not supported yet.",
+            raise QueryCompileError("Table functions cannot be used with aggregations.",
                                     "table function", node)  # fmt: skip
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             if identifier_name(node.this) in self.bounds:

@@ -38,7 +38,7 @@ from headwater.engine.expressions import (
 from headwater.engine.persistent.join_plan import JoinError, JoinPlan, joined_catalog, plan_joins
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
-from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
+from headwater.sqlparse_ext.sqltypes import ArrayType, SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query
 from sqlglot import exp
 
@@ -110,6 +110,7 @@ class CompiledQuery:
     where_text: str = ""
     projection_text: tuple[str, ...] = ()
     join: Any = field(default=None, repr=False, compare=False)  # a `join_plan.JoinPlan`
+    table_functions: tuple[TableFunction, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key_columns(self) -> tuple[OutputColumn, ...]:
@@ -166,8 +167,12 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     partition = _partition_by(query.partition_by, scope, aliases)
     items = _expand(query.select, source, columns, qualifiers, partition)
     for item in items:
-        _refuse_functions(item)
+        _refuse_functions(item, allow_table=True)
     names = select_names(items)
+    items, table_functions = _table_functions(items, scope, source)
+    if table_functions:
+        scope = Scope({**scope.columns, **{f.name: f.type for f in table_functions}}, qualifiers,
+                      custom)  # fmt: skip
     compiled = []
     for item, name in zip(items, names, strict=True):
         try:
@@ -232,7 +237,90 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
                            for p in partition),
         where_text=where_text,
         projection_text=tuple(format_expression(_bare(item)) for item, _, _ in compiled),
+        table_functions=tuple(table_functions),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TableFunction:
+    """A table function of the SELECT (``EXPLODE(a)``, ``CUBE_EXPLODE(a)``): its argument's
+    evaluator, and the column (``name``, ``type``) its values take in each output row."""
+
+    kind: str
+    argument: Evaluator = field(repr=False, compare=False)
+    name: str = ""
+    type: SqlType = fn.NULL
+
+    def rows(self, row: Mapping[str, Any]) -> list[Any]:
+        """The values it gives for one input row (none for a NULL or empty array)."""
+        values = self.argument(row)
+        if not values:
+            return []
+        return list(values) if self.kind == "EXPLODE" else cube(list(values))
+
+
+def cube(columns: list[Any]) -> list[list[Any]]:
+    """ksqlDB's CUBE_EXPLODE: every combination of the columns and NULLs, in its order (a NULL
+    column gives one possibility, not two)."""
+    size = len(columns)
+    if size > 30:
+        raise ValueError(f"cube_explode: too many columns ({size}); max is 30")
+    present = 0
+    for index, value in enumerate(columns):
+        if value is not None:
+            present |= 1 << (size - 1 - index)
+    found = []
+    for mask in range(1 << size):
+        if mask & present != mask:
+            continue  # the same row as another (a NULL column stays NULL)
+        found.append([columns[size - 1 - bit] if mask & (1 << bit) else None
+                      for bit in reversed(range(size))])  # fmt: skip
+    return found
+
+
+def _table_functions(items: list[exp.Expr], scope: Scope, source: Source
+                     ) -> tuple[list[exp.Expr], list[TableFunction]]:  # fmt: skip
+    """The SELECT items with each table function call replaced by the column of its values, and
+    the table functions (ksqlDB's rules: streams only, array arguments)."""
+    found: list[TableFunction] = []
+    rewritten: list[exp.Expr] = []
+    for item in items:
+        copy = item.copy()
+        for call in list(copy.find_all(exp.Anonymous)):
+            kind = call.name.upper()
+            if kind not in TABLE_FUNCTIONS:
+                continue
+            if source.kind is SourceKind.TABLE:
+                raise QueryCompileError("Table source is not supported with table functions",
+                                        "table function", call)  # fmt: skip
+            if len(call.expressions) != 1:
+                raise QueryCompileError(f"Function '{kind.lower()}' takes one argument.", None,
+                                        call)  # fmt: skip
+            try:
+                argument = compile_expression(call.expressions[0], scope)
+            except UnresolvedColumn as error:
+                raise QueryCompileError(f"SELECT column '{error.column}' cannot be resolved.",
+                                        None, call) from error  # fmt: skip
+            except ExpressionError as error:
+                raise QueryCompileError(error.message, None, call) from error
+            if not isinstance(argument.type, ArrayType):
+                alternatives = ("explode(ARRAY<DECIMAL> input)\nexplode(ARRAY<T> list)"
+                                if kind == "EXPLODE" else "cube_explode(ARRAY<T> columns)")
+                raise QueryCompileError(
+                    f"Function '{kind.lower()}' does not accept parameters "
+                    f"({argument.type.sql()}).\nValid alternatives are:\n{alternatives}", None,
+                    call)  # fmt: skip
+            name = f"$TF_{len(found)}"
+            element = argument.type.element
+            found.append(TableFunction(kind, argument.evaluate, name,
+                                       element if kind == "EXPLODE" else argument.type))
+            replacement = exp.column(exp.to_identifier(name, quoted=True))
+            if call is copy:
+                copy = replacement
+            else:
+                call.replace(replacement)
+        rewritten.append(copy)
+    return rewritten, found
 
 
 def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan:
@@ -305,15 +393,15 @@ def _offset(node: exp.Expr | None) -> int | None:
     return min(starts) if starts else None
 
 
-def _refuse_functions(node: exp.Expr) -> None:
+def _refuse_functions(node: exp.Expr, allow_table: bool = False) -> None:
     for call in node.find_all(exp.Func):
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).upper()
         if name in AGGREGATE_FUNCTIONS or isinstance(call, exp.AggFunc):
             raise QueryCompileError(
                 f"Aggregate function {name} can only be used in the SELECT or HAVING of an "
                 "aggregation (a query with GROUP BY).", "aggregate function", call)  # fmt: skip
-        if name in TABLE_FUNCTIONS:
-            raise QueryCompileError(f"Table function {name} is not supported yet.",
+        if name in TABLE_FUNCTIONS and not allow_table:
+            raise QueryCompileError(f"Table functions are only allowed in the SELECT list: {name}.",
                                     "table function", call)  # fmt: skip
 
 

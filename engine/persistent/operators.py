@@ -102,6 +102,7 @@ class RecordPipeline:
         self._sink_serde = RowSerde.for_source(sink, custom_types)
         self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
         self._value_names = [c.name for c in compiled.value_columns]
+        self._table_functions = compiled.table_functions
 
     @classmethod
     def for_query(cls, query: Query, catalog: Catalog) -> RecordPipeline:
@@ -119,7 +120,6 @@ class RecordPipeline:
         errors: list[ProcessingError] = []
         source = self.compiled.source
         keep = self.compiled.row_filter
-        keys, values, names = self.compiled.keys, self.compiled.values, self._value_names
         table = self.compiled.kind is SourceKind.TABLE
         for record in records:
             stage = "deserialization"
@@ -141,37 +141,65 @@ class RecordPipeline:
                     # a join's table sends its old rows too (ksqlDB enables it): a row that did
                     # not pass before and does not now changes nothing downstream
                     continue
-                rowtime = view["ROWTIME"]
-                stage = "serialization"
-                if value is None:  # key expressions over the (missing) value give NULL
-                    new_key = [None if reads else f(view)
-                               for f, reads in zip(keys, self.compiled.key_reads_value)]
+                if self._table_functions:
+                    if value is None:
+                        continue  # nothing to explode
+                    views = self._exploded(view)
                 else:
-                    new_key = [f(view) for f in keys]
-                if record.key is None and not self.compiled.partition_by:
-                    key_bytes = None  # a null key stays null (not an object of NULLs)
-                else:
-                    key_bytes = self._sink_serde.serialize_key(new_key)
-                if value is None:
-                    # A record without a value goes on, still without one, under its new key
-                    out.append(OutputRecord(key_bytes, None, rowtime, self._partition(
-                        key_bytes, record.partition), record.partition, record.offset))
-                    continue
-                row = {name: f(view) for name, f in zip(names, values)}
-                value_bytes = self._sink_serde.serialize_value(row)
-                if self._sink_time is not None:
-                    stage = "timestamp"
-                    row.update(zip([c.name for c in self.compiled.key_columns], new_key))
-                    rowtime = self._sink_time(row)
+                    views = [view]
+                records_out = []
+                for seq, each in enumerate(views):
+                    stage = "serialization"
+                    records_out.append(self._output(record, each, value, seq))
             except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
                 kind = exc.kind if isinstance(exc, RecordError) else stage
                 errors.append(ProcessingError(self.query_id, kind, _message(exc), source.topic,
                                               record.partition, record.offset))  # fmt: skip
                 continue
-            out.append(OutputRecord(key_bytes, value_bytes, rowtime,
-                                    self._partition(key_bytes, record.partition),
-                                    record.partition, record.offset))  # fmt: skip
+            out.extend(records_out)
         return out, errors
+
+    def _output(self, record: InputRecord, view: Mapping[str, Any],
+                value: Mapping[str, Any] | None, seq: int) -> OutputRecord:  # fmt: skip
+        """The sink record of one (decoded, filtered) row. Raises for a row it cannot write."""
+        keys, values, names = self.compiled.keys, self.compiled.values, self._value_names
+        rowtime = view["ROWTIME"]
+        if value is None:  # key expressions over the (missing) value give NULL
+            new_key = [None if reads else f(view)
+                       for f, reads in zip(keys, self.compiled.key_reads_value)]
+        else:
+            new_key = [f(view) for f in keys]
+        if record.key is None and not self.compiled.partition_by:
+            key_bytes = None  # a null key stays null (not an object of NULLs)
+        else:
+            key_bytes = self._sink_serde.serialize_key(new_key)
+        if value is None:
+            # A record without a value goes on, still without one, under its new key
+            return OutputRecord(key_bytes, None, rowtime, self._partition(
+                key_bytes, record.partition), record.partition, record.offset, seq)
+        row = {name: f(view) for name, f in zip(names, values)}
+        value_bytes = self._sink_serde.serialize_value(row)
+        if self._sink_time is not None:
+            row.update(zip([c.name for c in self.compiled.key_columns], new_key))
+            try:
+                rowtime = self._sink_time(row)
+            except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+                raise RecordError("timestamp", _message(exc)) from exc
+        return OutputRecord(key_bytes, value_bytes, rowtime,
+                            self._partition(key_bytes, record.partition),
+                            record.partition, record.offset, seq)  # fmt: skip
+
+    def _exploded(self, view: dict[str, Any]) -> list[dict[str, Any]]:
+        """The rows of the table functions (ksqlDB's flat map: the i-th output row has each
+        function's i-th value, NULL for those with fewer; none when all are empty)."""
+        produced = [f.rows(view) for f in self._table_functions]
+        rows = []
+        for i in range(max((len(p) for p in produced), default=0)):
+            each = dict(view)
+            for function, values in zip(self._table_functions, produced, strict=True):
+                each[function.name] = values[i] if i < len(values) else None
+            rows.append(each)
+        return rows
 
     def _partition(self, key: bytes | None, source_partition: int) -> int:
         """Keyed records go where Kafka's partitioner puts them; keyless ones stay in step with

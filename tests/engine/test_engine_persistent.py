@@ -228,3 +228,41 @@ def test_new_sources_are_checked_by_the_engines_serde(columns: str, with_: str,
     plan(parse_one(text), Catalog(), FACTS)  # without the engine: not checked here
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan(parse_one(text), Catalog(), FACTS, QUERY_ANALYZER)
+
+
+def test_table_functions_give_one_row_per_element_zipped_and_padded() -> None:
+    catalog = _catalog(
+        "CREATE STREAM arrs (id STRING KEY, a ARRAY<INT>, b ARRAY<STRING>) "
+        "WITH (kafka_topic='orders', value_format='JSON');",
+        "CREATE STREAM flat AS SELECT id, EXPLODE(a) AS x, EXPLODE(b) AS y FROM arrs;",
+        "CREATE STREAM cubed AS SELECT id, CUBE_EXPLODE(a) AS c FROM arrs;")  # fmt: skip
+    pipeline = _pipeline(catalog, "CSAS_FLAT_1")
+    out, errors = pipeline.process([
+        InputRecord(b"k", b'{"A": [1, 2, 3], "B": ["x"]}', 10, 0, 0),
+        InputRecord(b"e", b'{"A": [], "B": null}', 11, 0, 1),
+    ])  # fmt: skip
+    assert not errors
+    assert [json.loads(o.value or b"") for o in out] == [
+        {"X": 1, "Y": "x"}, {"X": 2, "Y": None}, {"X": 3, "Y": None}]
+    assert [o.source_seq for o in out] == [0, 1, 2]  # one input record, its rows in order
+    cubed, _ = _pipeline(catalog, "CSAS_CUBED_2").process([
+        InputRecord(b"k", b'{"A": [1, null]}', 10, 0, 0)])  # fmt: skip
+    assert [json.loads(o.value or b"")["C"] for o in cubed] == [[None, None], [1, None]]
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("CREATE TABLE t2 AS SELECT id, EXPLODE(a) AS x FROM tab;",
+     "Table source is not supported with table functions"),
+    ("CREATE STREAM s2 AS SELECT id, EXPLODE(m) AS x FROM arrs;",
+     "Function 'explode' does not accept parameters (MAP<STRING, INTEGER>)"),
+    ("CREATE TABLE s3 AS SELECT id, EXPLODE(a), COUNT(*) FROM arrs GROUP BY id;",
+     "Table functions cannot be used with aggregations."),
+])  # fmt: skip
+def test_table_function_refusals(statement: str, message: str) -> None:
+    catalog = _catalog(
+        "CREATE STREAM arrs (id STRING KEY, a ARRAY<INT>, m MAP<STRING, INT>) "
+        "WITH (kafka_topic='orders', value_format='JSON');",
+        "CREATE TABLE tab (id STRING PRIMARY KEY, a ARRAY<INT>) "
+        "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
+    with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan(parse_one(statement), catalog, FACTS, QUERY_ANALYZER)
