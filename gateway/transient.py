@@ -15,7 +15,6 @@ missed however long Spark takes), or from their beginning (``earliest``), as a p
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import threading
@@ -23,6 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from headwater.engine.expressions import format_expression, select_names
 from headwater.engine.persistent import QUERY_ANALYZER
 from headwater.engine.push import TopicFollower, plan_push
 from headwater.engine.spark.host import query_payload
@@ -34,6 +34,7 @@ from headwater.metastore.plan import TopicFacts, plan
 from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
+from sqlglot import exp
 
 from headwater.kafka.clients import create_topic
 from headwater.kafka.offsets import end_offsets
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 #: The hidden topics of transient queries start with this (never a source's name).
 TOPIC_PREFIX = "_headwater-transient-"
 _LIMIT = re.compile(r"\s+LIMIT\s+\d+\s*$", re.IGNORECASE)
+_FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
 
 
 class TransientFollower:
@@ -80,6 +82,32 @@ class TransientFollower:
             log.warning("could not delete the transient topic %s: %s", self.topic, exc)
 
 
+def _output_names(query: ast.Query) -> list[str] | None:
+    """The push query's column names as a CREATE ... AS SELECT would name them (None with ``*``)."""
+    if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
+           for i in query.select):  # fmt: skip
+        return None
+    return select_names(list(query.select))
+
+
+def _with_grouping_selected(statement: ast.Select) -> str:
+    """The SELECT (without LIMIT) with every GROUP BY expression it does not select added as a
+    hidden column (``HW_KEY_n``), as the CREATE TABLE ... AS SELECT needs them."""
+    text = _LIMIT.sub("", statement.text.strip().rstrip(";").rstrip())
+    query = statement.query
+    selected = {format_expression(i.this if isinstance(i, exp.Alias) else i) for i in query.select}
+    missing = [g for g in query.group_by if format_expression(g) not in selected]
+    if not missing:
+        return text
+    ends = [int(n.meta["end"]) for item in query.select for n in item.walk() if "end" in n.meta]
+    found = _FROM.search(text, (max(ends) + 1) if ends else 0)
+    if found is None:
+        return text
+    hidden = [f"HW_KEY_{i}" for i in range(len(missing))]
+    added = "".join(f", {format_expression(g)} AS {h}" for g, h in zip(missing, hidden, strict=True))
+    return text[:found.start()] + added + " " + text[found.start():]
+
+
 def start_transient(services: Services, statement: ast.Select, properties: Mapping[str, Any],
                     from_beginning: bool) -> tuple[Any, TransientFollower]:  # fmt: skip
     """Starts a push query that needs state: (its plan over the result, its follower).
@@ -96,10 +124,11 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     catalog = services.runner.catalog
     name = f"HW_TRANSIENT_{uuid.uuid4().hex[:12].upper()}"
     topic = f"{TOPIC_PREFIX}{name.lower()}"
-    select_text = _LIMIT.sub("", statement.text.strip().rstrip(";").rstrip())
+    select_text = _with_grouping_selected(statement)
     try:
-        shape = QUERY_ANALYZER.shape(dataclasses.replace(statement.query, limit=None), catalog,
-                                     name)  # fmt: skip
+        parsed = parse_one(f"{select_text};")
+        assert isinstance(parsed, ast.Select)
+        shape = QUERY_ANALYZER.shape(parsed.query, catalog, name)
         kind = shape.kind.value
         create = parse_one(f"CREATE {kind} {name} WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
                            f"KEY_FORMAT='JSON', VALUE_FORMAT='JSON') AS {select_text};")
@@ -114,7 +143,11 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     assert sink is not None and sink.query_id is not None
     query = local.queries[sink.query_id]
     limit = "" if statement.query.limit is None else f" LIMIT {statement.query.limit}"
-    reader = parse_one(f"SELECT * FROM {name} EMIT CHANGES{limit};")
+    # the push query's own columns, in its order (a CTAS puts keys first, window bounds in, and
+    # needs the grouping expressions it selects for it)
+    shown = _output_names(statement.query)
+    listed = ", ".join(f"`{n}`" for n in shown) if shown else "*"
+    reader = parse_one(f"SELECT {listed} FROM {name} EMIT CHANGES{limit};")
     assert isinstance(reader, ast.Select)
     push_plan = plan_push(reader, sink, local.types)
     create_topic(services.admin, services.settings, topic, sink.partitions)
