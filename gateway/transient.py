@@ -24,6 +24,7 @@ from typing import Any
 
 from headwater.engine.expressions import format_expression, select_names
 from headwater.engine.persistent import QUERY_ANALYZER
+from headwater.engine.persistent.aggregate import is_aggregation
 from headwater.engine.push import TopicFollower, plan_push
 from headwater.engine.spark.host import query_payload
 from headwater.gateway.errors import KsqlError
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 TOPIC_PREFIX = "_headwater-transient-"
 _LIMIT = re.compile(r"\s+LIMIT\s+\d+\s*$", re.IGNORECASE)
 _FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
+_HAVING = re.compile(r"\bHAVING\b", re.IGNORECASE)
+_EMIT = re.compile(r"\bEMIT\s+(CHANGES|FINAL)\b", re.IGNORECASE)
 
 
 class TransientFollower:
@@ -96,7 +99,11 @@ def _with_grouping_selected(statement: ast.Select) -> str:
     text = _LIMIT.sub("", statement.text.strip().rstrip(";").rstrip())
     query = statement.query
     selected = {format_expression(i.this if isinstance(i, exp.Alias) else i) for i in query.select}
-    missing = [g for g in query.group_by if format_expression(g) not in selected]
+    missing = [format_expression(g) for g in query.group_by
+               if format_expression(g) not in selected]  # fmt: skip
+    one_group = not query.group_by and is_aggregation(query)
+    if one_group:  # an aggregate over the whole stream: ksqlDB's transient queries allow it
+        missing = ["1"]
     if not missing:
         return text
     ends = [int(n.meta["end"]) for item in query.select for n in item.walk() if "end" in n.meta]
@@ -104,8 +111,14 @@ def _with_grouping_selected(statement: ast.Select) -> str:
     if found is None:
         return text
     hidden = [f"HW_KEY_{i}" for i in range(len(missing))]
-    added = "".join(f", {format_expression(g)} AS {h}" for g, h in zip(missing, hidden, strict=True))
-    return text[:found.start()] + added + " " + text[found.start():]
+    added = "".join(f", {g} AS {h}" for g, h in zip(missing, hidden, strict=True))
+    text = text[:found.start()] + added + " " + text[found.start():]
+    if one_group:  # GROUP BY goes before HAVING, or before the final EMIT
+        having = _HAVING.search(text) if query.having is not None else None
+        emit = list(_EMIT.finditer(text))
+        at = having.start() if having else (emit[-1].start() if emit else len(text))
+        text = f"{text[:at].rstrip()} GROUP BY 1 {text[at:]}"
+    return text
 
 
 def start_transient(services: Services, statement: ast.Select, properties: Mapping[str, Any],

@@ -108,6 +108,12 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
             "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
         counted = [json.loads(line) for line in streamed.iter_lines() if line]
     assert counted[0].get("columnNames") == ["N"] and counted[1] == [1], counted
+    # an aggregate without GROUP BY: one group, the whole stream
+    with httpx.stream("POST", f"{server.url}/query-stream", timeout=180, json={
+            "sql": "SELECT COUNT(*) AS total FROM clicks EMIT CHANGES LIMIT 1;",
+            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+        whole = [json.loads(line) for line in streamed.iter_lines() if line]
+    assert whole[0].get("columnNames") == ["TOTAL"] and whole[1][0] >= 1, whole
     deadline = time.monotonic() + 60
     topics: set[str] = {"?"}
     while time.monotonic() < deadline:  # its hidden topic is deleted once its query stopped
