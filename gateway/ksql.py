@@ -37,6 +37,7 @@ from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext import parse, parse_one
 from headwater.sqlparse_ext import sqltypes
+from headwater.sqlparse_ext.params import ParameterError, from_json
 from headwater.sqlparse_ext import statements as ast
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,22 @@ class KsqlRequest:
     streams_properties: Mapping[str, Any] = field(default_factory=dict)
     session_variables: Mapping[str, str] = field(default_factory=dict)
     command_sequence_number: int | None = None
+    parameters: tuple[object, ...] | None = None
+
+    def statements(self) -> list[ast.Statement]:
+        """The request's statements: ``${name}`` substituted from its session variables (unless
+        ``ksql.variable.substitution.enable`` is false), then its ``parameters`` bound.
+
+        Raises:
+            ParseError: the text does not parse, or the parameters do not fit its placeholders.
+        """
+        enabled = str(self.streams_properties.get(SUBSTITUTION, "true")).lower() != "false"
+        return parse(self.ksql, self.session_variables, parameters=self.parameters,
+                     substitution=enabled)  # fmt: skip
+
+
+#: ksqlDB's switch for ``${name}`` substitution (forwarded queries, already substituted, turn it off).
+SUBSTITUTION = "ksql.variable.substitution.enable"
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -95,7 +112,21 @@ def decode_request(body: bytes) -> KsqlRequest:
     sequence = raw.get("commandSequenceNumber")
     if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)):
         raise bad_request('"commandSequenceNumber" must be an integer')
-    return KsqlRequest(ksql, properties, variables_text(variables), sequence)
+    return KsqlRequest(ksql, properties, variables_text(variables), sequence,
+                       decode_parameters(raw.get("parameters")))  # fmt: skip
+
+
+def decode_parameters(raw: Any) -> tuple[object, ...] | None:
+    """A request's ``parameters`` (headwater's extension: values for the statement's ``?``
+    placeholders, bound as data after variable substitution), 40000 when malformed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise bad_request('"parameters" must be a JSON array (one value per \'?\' placeholder)')
+    try:
+        return tuple(from_json(value) for value in raw)
+    except ParameterError as exc:
+        raise bad_request(f'"parameters": {exc}') from exc
 
 
 def variables_text(variables: Mapping[str, Any]) -> dict[str, str]:
@@ -134,7 +165,7 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
                 kind="generic_error",
                 retriable=True,
             )
-    statements = parse(request.ksql, request.session_variables)
+    statements = request.statements()
     if not statements:
         raise bad_request("the request holds no statement")
     entities: list[Entity] = []

@@ -27,6 +27,13 @@ _ERROR = {
     },
 }
 
+_PARAMETERS = {
+    "type": "array",
+    "description": "headwater: one value per '?' placeholder, bound as data after ${name} "
+                   'substitution ({"decimal": "1.5"}, {"bytes": "<base64>"}, {"map": [[k, v]]} '
+                   "for the types JSON lacks)",
+}
+
 _KSQL_REQUEST = {
     "type": "object",
     "required": ["ksql"],
@@ -34,6 +41,7 @@ _KSQL_REQUEST = {
         "ksql": {"type": "string", "description": "one or more statements, each ended by ';'"},
         "streamsProperties": {"type": "object", "description": "per-request properties"},
         "sessionVariables": {"type": "object", "description": "values for ${name} substitution"},
+        "parameters": _PARAMETERS,
         "commandSequenceNumber": {
             "type": "integer",
             "description": "wait until this command has been executed here first",
@@ -48,6 +56,7 @@ _QUERY_STREAM_REQUEST = {
         "sql": {"type": "string"},
         "properties": {"type": "object"},
         "sessionVariables": {"type": "object"},
+        "parameters": _PARAMETERS,
     },
 }
 

@@ -27,10 +27,11 @@ from headwater.gateway.jsonout import dumps
 from headwater.gateway import push, routed
 from headwater.gateway.cluster_api import check_internal_auth
 from headwater.gateway.errors import KsqlError, bad_request
-from headwater.gateway.ksql import decode_request, read_body, variables_text
+from headwater.gateway.ksql import (
+    KsqlRequest, decode_parameters, decode_request, read_body, variables_text,
+)
 from headwater.gateway.pull import NeedsForwarding, PullAnswer, execute_prepared, prepare_pull
 from headwater.gateway.services import Services, services_of
-from headwater.sqlparse_ext import parse
 from headwater.sqlparse_ext import statements as ast
 
 NDJSON = "application/x-ndjson"
@@ -39,19 +40,15 @@ JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
 
 
-def _one_statement(text: str, variables: Mapping[str, str]) -> ast.Statement:
-    statements = parse(text, variables)
+def _one_statement(request: KsqlRequest) -> ast.Statement:
+    statements = request.statements()
     if len(statements) != 1:
         raise KsqlError(
             f"/query runs exactly one SELECT statement; this request has {len(statements)}",
             40001,
-            statement_text=text,
+            statement_text=request.ksql,
         )
     return statements[0]
-
-
-def _one_select(text: str, variables: Mapping[str, str]) -> ast.Select:
-    return _only_select(_one_statement(text, variables))
 
 
 def _only_select(statement: ast.Statement) -> ast.Select:
@@ -78,7 +75,7 @@ async def query_endpoint(request: Request) -> Response:
     decoded = decode_request(body)
     if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
         _check_internal(services, request, body)
-    parsed = _one_statement(decoded.ksql, decoded.session_variables)
+    parsed = _one_statement(decoded)
     if isinstance(parsed, ast.Print):
         return await _print(request, services, parsed, decoded.streams_properties)
     statement = _only_select(parsed)
@@ -96,8 +93,9 @@ async def query_stream_endpoint(request: Request) -> Response:
     """``POST /query-stream``: a header object, then one JSON array per row."""
     services = services_of(request)
     body = await read_body(request, services.limits.max_body_bytes)
-    sql, properties, variables = _decode_stream_request(body)
-    statement = _one_select(sql, variables)
+    decoded = _decode_stream_request(body)
+    properties = decoded.streams_properties
+    statement = _only_select(_one_statement(decoded))
     if statement.query.emit == "CHANGES":
         return _push(request, services, statement, properties, "lines")
     async with services.admission.slot():
@@ -159,7 +157,7 @@ def _check_internal(services: Services, request: Request, body: bytes) -> None:
     check_internal_auth(request, secret or None, body)
 
 
-def _decode_stream_request(body: bytes) -> tuple[str, Mapping[str, Any], Mapping[str, str]]:
+def _decode_stream_request(body: bytes) -> KsqlRequest:
     try:
         raw = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -170,7 +168,8 @@ def _decode_stream_request(body: bytes) -> tuple[str, Mapping[str, Any], Mapping
     variables = raw.get("sessionVariables") or {}
     if not isinstance(properties, dict) or not isinstance(variables, dict):
         raise bad_request('"properties" and "sessionVariables" must be JSON objects')
-    return raw["sql"], properties, variables_text(variables)
+    return KsqlRequest(raw["sql"], properties, variables_text(variables),
+                       parameters=decode_parameters(raw.get("parameters")))  # fmt: skip
 
 
 # -- rendering -------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from headwater.cluster.routing import NoReplica, RoutingBound, route
 from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.tables import key_partition
 from headwater.gateway.errors import KsqlError
+from headwater.gateway.ksql import SUBSTITUTION
 from headwater.gateway.services import Services
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,9 @@ def forward(
     """
     body = json.dumps({
         "ksql": text,
-        "streamsProperties": {**properties, INTERNAL_PARTITIONS: list(partitions)},
+        # the text was substituted and bound where the query arrived: never again
+        "streamsProperties": {**properties, INTERNAL_PARTITIONS: list(partitions),
+                              SUBSTITUTION: False},
     }).encode()  # fmt: skip
     headers = {"Content-Type": "application/json"}
     cluster = services.cluster

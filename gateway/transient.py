@@ -139,12 +139,13 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     topic = f"{TOPIC_PREFIX}{name.lower()}"
     select_text = _with_grouping_selected(statement)
     try:
-        parsed = parse_one(f"{select_text};")
+        parsed = parse_one(f"{select_text};", substitution=False)
         assert isinstance(parsed, ast.Select)
         shape = QUERY_ANALYZER.shape(parsed.query, catalog, name)
         kind = shape.kind.value
         create = parse_one(f"CREATE {kind} {name} WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
-                           f"KEY_FORMAT='JSON', VALUE_FORMAT='JSON') AS {select_text};")
+                           f"KEY_FORMAT='JSON', VALUE_FORMAT='JSON') AS {select_text};",
+                           substitution=False)
         planned = plan(create, catalog, TopicFacts({}, None), QUERY_ANALYZER)
         assert planned.command is not None
         offset = catalog.last_offset + 1
@@ -160,7 +161,7 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     # needs the grouping expressions it selects for it)
     shown = _output_names(statement.query)
     listed = ", ".join(f"`{n}`" for n in shown) if shown else "*"
-    reader = parse_one(f"SELECT {listed} FROM {name} EMIT CHANGES{limit};")
+    reader = parse_one(f"SELECT {listed} FROM {name} EMIT CHANGES{limit};", substitution=False)
     assert isinstance(reader, ast.Select)
     push_plan = plan_push(reader, sink, local.types)
     create_topic(services.admin, services.settings, topic, sink.partitions)

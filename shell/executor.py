@@ -234,7 +234,7 @@ class Executor:
         elif isinstance(statement, st.Print):
             cursor = conn.cursor()
             try:
-                cursor.execute(statement.text)
+                cursor.execute(statement.written)
             except BaseException:
                 cursor.close()
                 raise
@@ -242,7 +242,7 @@ class Executor:
         else:
             cursor = conn.cursor()
             try:
-                cursor.execute(statement.text)
+                cursor.execute(statement.written)
                 for entity in cursor.entities:
                     yield Entity(entity, entity_table(entity))
             finally:
@@ -250,7 +250,7 @@ class Executor:
 
     def _query(self, statement: st.Select) -> Rows | RowStream:
         cursor = self.connection.cursor()
-        cursor.execute(statement.text)
+        cursor.execute(statement.written)
         description = cursor.description or ()
         columns = tuple(d.name for d in description)
         types = tuple(d.type_code for d in description)

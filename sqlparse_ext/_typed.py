@@ -228,16 +228,20 @@ def _describe(node: hx.DescribeObject) -> tuple[type[st.Statement], Fields]:
     }  # fmt: skip
 
 
-def build(node: exp.Expr, text: str, line: int, column: int, offset: int) -> st.Statement:
-    """The typed statement of a parsed node, placed at ``line:column`` (``offset``)."""
+def build(node: exp.Expr, text: str, line: int, column: int, offset: int,
+          written: str | None = None) -> st.Statement:  # fmt: skip
+    """The typed statement of a parsed node, placed at ``line:column`` (``offset``); ``written``
+    is its text before substitution (when that differs from ``text``)."""
     position: Fields = {
         "text": text, "line": line, "column": column, "offset": offset, "expression": node,
+        "written": text if written is None else written,
     }  # fmt: skip
     if isinstance(node, hx.ExplainStatement):
         inner = node.args.get("expression")
         return st.Explain(
             query_id=_optional_name(node.this) if inner is None else None,
-            statement=build(inner, text, line, column, offset) if inner is not None else None,
+            statement=build(inner, text, line, column, offset, written)
+            if inner is not None else None,
             **position,
         )
     if isinstance(node, hx.DropObject):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -20,7 +20,10 @@ from headwater.sqlparse_ext._typed import build
 from headwater.sqlparse_ext.dialect import Headwater
 from headwater.sqlparse_ext.errors import ParseError
 from headwater.sqlparse_ext.sqltypes import SqlType, from_datatype
-from headwater.sqlparse_ext.script import LineIndex, Segment, Substituted, split, substitute
+from headwater.sqlparse_ext.params import ParameterError, literal
+from headwater.sqlparse_ext.script import (
+    Bound, LineIndex, Segment, Substituted, split, substitute,
+)
 
 DIALECT = Headwater()
 CACHE_SIZE = 4096
@@ -94,27 +97,46 @@ def _fail(
 
 
 def _statement(
-    segment: Segment, variables: Mapping[str, str], index: LineIndex
+    segment: Segment, variables: Mapping[str, str] | None, index: LineIndex, bound: Bound | None
 ) -> st.Statement:
-    substituted = substitute(segment.text, variables, segment, index)
+    substituted = substitute(segment.text, variables, segment, index, bound)
     try:
         node = _parse_node(substituted.text)
-        return build(node, segment.text, segment.line, segment.column, segment.offset)
+        # The statement's text is what was parsed (variables and parameters in place): it is
+        # what the command log keeps, and it is never substituted again.
+        return build(node, substituted.text, segment.line, segment.column, segment.offset,
+                     segment.text)
     except ParseError:
         raise
     except Exception as error:  # noqa: BLE001 - the package edge: everything becomes ParseError
         raise _fail(error, substituted, segment, index) from error
 
 
-def parse(text: str, variables: Mapping[str, str] | None = None) -> list[st.Statement]:
+def parse(
+    text: str,
+    variables: Mapping[str, str] | None = None,
+    *,
+    parameters: Sequence[object] | None = None,
+    substitution: bool = True,
+) -> list[st.Statement]:
     """Parse a script: statements separated by ``;``.
 
     ``DEFINE name = 'value';`` defines ``${name}`` for the statements after it (UNDEFINE
-    removes it); ``variables`` defines some up front. Names are case-insensitive.
+    removes it); ``variables`` defines some up front. Names are case-insensitive. ``${name}`` is
+    replaced everywhere outside comments, inside string literals too, as ksqlDB does.
+
+    With ``parameters``, each ``?`` outside literals, identifiers and comments stands for the next
+    parameter, bound as a literal *after* the statement's own text has been read for variables:
+    a bound value is data whatever it contains (``${x}``, quotes, comment markers).
 
     Args:
         text: The script.
         variables: Variables defined before the script's first statement.
+        parameters: Values for the ``?`` placeholders, in order (see
+            :func:`headwater.sqlparse_ext.params.literal` for the types); None when the text has
+            no placeholders.
+        substitution: False to leave ``${...}`` as written (ksqlDB's
+            ``ksql.variable.substitution.enable``; texts that were substituted once already).
 
     Returns:
         The statements, in order; empty statements and comment-only tails are dropped.
@@ -126,14 +148,20 @@ def parse(text: str, variables: Mapping[str, str] | None = None) -> list[st.Stat
         segments = split(text)
         index = LineIndex(text)
         defined = {name.upper(): value for name, value in (variables or {}).items()}
+        bound = None if parameters is None else Bound(_literals(parameters, text))
         statements: list[st.Statement] = []
         for segment in segments:
-            statement = _statement(segment, defined, index)
+            statement = _statement(segment, defined if substitution else None, index, bound)
             if isinstance(statement, st.DefineVariable):
                 defined[statement.name.upper()] = statement.value
             elif isinstance(statement, st.UndefineVariable):
                 defined.pop(statement.name.upper(), None)
             statements.append(statement)
+        if bound is not None and bound.used < len(bound.literals):
+            line, column = index.position(len(text.rstrip()))
+            raise ParseError(
+                f"line {line}:{column}: expected {len(bound.literals)} '?' placeholder(s) for the "
+                f"bound parameters, found {bound.used}", line, column, text)
         return statements
     except ParseError:
         raise
@@ -144,13 +172,32 @@ def parse(text: str, variables: Mapping[str, str] | None = None) -> list[st.Stat
         ) from error  # fmt: skip
 
 
-def parse_one(text: str, variables: Mapping[str, str] | None = None) -> st.Statement:
-    """Parse exactly one statement (a trailing ``;`` is optional).
+def _literals(parameters: Sequence[object], text: str) -> list[str]:
+    """The literal text of each parameter (ParseError for one that has none)."""
+    if isinstance(parameters, (str, bytes, bytearray, Mapping)):
+        raise ParseError("line 1:1: expected the bound parameters as a list", 1, 1, text)
+    literals = []
+    for number, value in enumerate(parameters, 1):
+        try:
+            literals.append(literal(value))
+        except ParameterError as exc:
+            raise ParseError(f"line 1:1: bound parameter {number}: {exc}", 1, 1, text) from exc
+    return literals
+
+
+def parse_one(
+    text: str,
+    variables: Mapping[str, str] | None = None,
+    *,
+    parameters: Sequence[object] | None = None,
+    substitution: bool = True,
+) -> st.Statement:
+    """Parse exactly one statement (a trailing ``;`` is optional); arguments as :func:`parse`.
 
     Raises:
         ParseError: ``text`` holds no statement, several, or an invalid one.
     """
-    statements = parse(text, variables)
+    statements = parse(text, variables, parameters=parameters, substitution=substitution)
     if len(statements) == 1:
         return statements[0]
     if not statements:

@@ -1,4 +1,8 @@
-"""Client-side parameter binding for the DB-API driver (qmark style): a lexical scanner, no I/O.
+"""Parameter binding (qmark style): placeholders, literals and the parameters' wire form. No I/O.
+
+The DB-API driver sends parameters apart from the statement (`to_json`); the server turns them back
+into values (`from_json`) and the parser binds each one's `literal` in place of its `?`, after the
+text was read for `${...}` variables (`headwater.sqlparse_ext.parse`).
 
 `bind` replaces each `?` that stands outside string literals ('...' with '' escapes), quoted
 identifiers (`...` and "...", with doubled-quote escapes) and comments (`-- ...` to end of line,
@@ -18,7 +22,7 @@ float                                   repr(); NaN and infinities are refused
 decimal.Decimal                         plain digits, no exponent; NaN/infinity refused
 str                                     '...' with every ' doubled
 datetime.datetime / date / time         ISO 8601 string literal ('2024-05-01T12:00:00')
-bytes / bytearray / memoryview          TO_BYTES('<base64>', 'base64')
+bytes / bytearray / memoryview          TO_BYTES('<base64>', 'base64') (a BYTES value)
 list / tuple                            ARRAY[v, ...]
 dict (any Mapping)                      MAP(k := v, ...)
 ======================================  =============================================
@@ -36,7 +40,10 @@ import decimal
 import math
 from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["MAX_DEPTH", "ParameterError", "bind", "leading_keyword", "literal", "placeholders"]
+__all__ = [
+    "MAX_DEPTH", "ParameterError", "bind", "from_json", "leading_keyword", "literal",
+    "placeholders", "to_json",
+]
 
 MAX_DEPTH = 32
 """How deeply lists and maps may nest inside one parameter (guards against cycles)."""
@@ -206,3 +213,83 @@ def literal(value: object, _depth: int = 0) -> str:
 def _signed(text: str) -> str:
     """Parenthesise a negative number so a preceding `-` cannot turn it into a `--` comment."""
     return f"({text})" if text.startswith("-") else text
+
+
+# -- parameters on the wire ------------------------------------------------------------------------
+#
+# The driver sends the statement with its `?` placeholders and the values apart, in the request's
+# "parameters" list; the server binds them after reading the statement for ${...} variables, so a
+# bound value can never be read as SQL or as a variable reference. JSON carries null, booleans,
+# numbers, strings and lists as themselves; the other types travel as one-key objects:
+# {"decimal": "12.50"}, {"bytes": "<base64>"}, {"map": [[key, value], ...]}. Dates and times
+# travel as their ISO 8601 strings (the literal the driver always bound them to).
+
+
+def to_json(value: object, _depth: int = 0) -> object:
+    """One parameter as the JSON value the server's :func:`from_json` reads back.
+
+    Raises:
+        ParameterError: the value has no ksqlDB literal (checked here, before anything is sent).
+    """
+    if _depth > MAX_DEPTH:
+        raise ParameterError(f"parameter nests deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        literal(value)  # NaN and infinities are refused
+        return value
+    if isinstance(value, decimal.Decimal):
+        literal(value)
+        return {"decimal": format(value, "f")}
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v, _depth + 1) for v in value]
+    if isinstance(value, Mapping):
+        return {"map": [[to_json(k, _depth + 1), to_json(v, _depth + 1)] for k, v in value.items()]}
+    raise ParameterError(f"cannot bind a parameter of type {type(value).__name__}")
+
+
+def from_json(value: object, _depth: int = 0) -> object:
+    """The Python value of one parameter as a request carries it (see :func:`to_json`).
+
+    Raises:
+        ParameterError: the JSON is not a parameter (an object of another shape, bad base64 or
+            decimal text, nesting deeper than MAX_DEPTH).
+    """
+    if _depth > MAX_DEPTH:
+        raise ParameterError(f"parameter nests deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [from_json(v, _depth + 1) for v in value]
+    if isinstance(value, dict) and len(value) == 1:
+        (kind, inner), = value.items()
+        if kind == "decimal" and isinstance(inner, str):
+            try:
+                return decimal.Decimal(inner)
+            except decimal.InvalidOperation:
+                raise ParameterError(f"{inner!r} is not a decimal number") from None
+        if kind == "bytes" and isinstance(inner, str):
+            try:
+                return base64.b64decode(inner, validate=True)
+            except ValueError:
+                raise ParameterError("a bytes parameter must be base64 text") from None
+        if kind == "map" and isinstance(inner, list) and all(
+            isinstance(e, list) and len(e) == 2 for e in inner
+        ):
+            return {_key(from_json(k, _depth + 1)): from_json(v, _depth + 1) for k, v in inner}
+    raise ParameterError(
+        'a parameter is null, a boolean, a number, a string, a list, or one of {"decimal": "..."}, '
+        '{"bytes": "<base64>"}, {"map": [[key, value], ...]}'
+    )
+
+
+def _key(value: object) -> object:
+    if isinstance(value, (list, dict, bytes)):
+        raise ParameterError("a map key must be a scalar")
+    return value

@@ -1,4 +1,4 @@
-"""Scripts: splitting into statements, and ``${name}`` variable substitution.
+"""Scripts: splitting into statements, ``${name}`` variable substitution and ``?`` parameters.
 
 Pure: no I/O. The splitter is a lexical scan, not a parser: it knows only quotes ('strings',
 `identifiers`, "identifiers"), comments (``--`` and ``/* */``) and ``;``. Substitution runs on
@@ -154,43 +154,64 @@ class Substituted:
         return orig_start + (offset - sub_start)
 
 
-def substitute(text: str, variables: Mapping[str, str], segment: Segment,
-               index: LineIndex) -> Substituted:
-    """Replace every ``${name}`` outside comments with its value (names case-insensitive).
+class Bound:
+    """Bound parameters' literal texts, handed out to the ``?`` placeholders in text order."""
+
+    __slots__ = ("literals", "used")
+
+    def __init__(self, literals: list[str]) -> None:
+        self.literals = literals
+        self.used = 0
+
+
+def substitute(text: str, variables: Mapping[str, str] | None, segment: Segment,
+               index: LineIndex, bound: Bound | None = None) -> Substituted:
+    """Replace every ``${name}`` outside comments with its value (names case-insensitive), and,
+    when ``bound`` is given, every ``?`` outside literals, identifiers and comments with the next
+    bound parameter's literal.
+
+    One scan over the statement as written: a variable's value is never searched for ``?`` and a
+    bound literal is never searched for ``${...}`` (a parameter is data, whatever it contains).
 
     Args:
         text: The statement's original text.
-        variables: Defined variables, keyed by upper-cased name.
+        variables: Defined variables, keyed by upper-cased name; None when substitution is off
+            (``${...}`` then stays as written).
         segment: Where the statement starts in the script (for error positions).
         index: The script's line index.
+        bound: The request's bound parameters, or None when it has none.
 
     Raises:
-        ParseError: a variable is not defined.
+        ParseError: a variable is not defined, or more placeholders than parameters.
     """
-    if "${" not in text:
+    if (variables is None or "${" not in text) and (bound is None or "?" not in text):
         return Substituted(text, ())
     pieces: list[str] = []
     spans: list[tuple[int, int, int]] = []
     state = [0, 0]  # [original offset copied so far, length of the output so far]
 
-    def replace(match: re.Match[str]) -> None:
+    def fail(at: int, message: str) -> ParseError:
+        line, column = index.position(segment.offset + at)
+        return ParseError(f"line {line}:{column}: {message}", line, column, segment.text)
+
+    def replace(start: int, end: int, value: str) -> None:
+        copied, length = state
+        pieces.append(text[copied:start])
+        length += start - copied
+        spans.append((length, start, len(value)))
+        pieces.append(value)
+        length += len(value)
+        spans.append((length, end, 0))
+        state[:] = [end, length]
+
+    def variable(match: re.Match[str]) -> None:
+        assert variables is not None
         name = match.group(1)
         value = variables.get(name.upper())
         if value is None:
-            line, column = index.position(segment.offset + match.start())
-            raise ParseError(
-                f"line {line}:{column}: variable '{name}' is not defined "
-                f"(expected DEFINE {name} = '...' before it)",
-                line, column, segment.text,
-            )  # fmt: skip
-        copied, length = state
-        pieces.append(text[copied : match.start()])
-        length += match.start() - copied
-        spans.append((length, match.start(), len(value)))
-        pieces.append(value)
-        length += len(value)
-        spans.append((length, match.end(), 0))
-        state[:] = [match.end(), length]
+            raise fail(match.start(),
+                       f"variable '{name}' is not defined (expected DEFINE {name} = '...' before it)")
+        replace(match.start(), match.end(), value)
 
     i, n = 0, len(text)
     while i < n:
@@ -201,12 +222,20 @@ def substitute(text: str, variables: Mapping[str, str], segment: Segment,
         elif c in _CLOSERS:
             end = _skip_quoted(text, i)
             end = n if end < 0 else end
-            for match in _VARIABLE.finditer(text, i, end):
-                replace(match)
+            if variables is not None:
+                for match in _VARIABLE.finditer(text, i, end):
+                    variable(match)
             i = end
-        elif c == "$" and (match := _VARIABLE.match(text, i)):
-            replace(match)
+        elif c == "$" and variables is not None and (match := _VARIABLE.match(text, i)):
+            variable(match)
             i = match.end()
+        elif c == "?" and bound is not None:
+            if bound.used >= len(bound.literals):
+                raise fail(i, f"expected {len(bound.literals)} bound parameter(s), found more "
+                              "'?' placeholders than that")
+            replace(i, i + 1, bound.literals[bound.used])
+            bound.used += 1
+            i += 1
         else:
             i += 1
     pieces.append(text[state[0] :])

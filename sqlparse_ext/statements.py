@@ -149,11 +149,12 @@ class Column:
 class Statement:
     """Fields every statement has."""
 
-    text: str = field(compare=False)
+    text: str = field(compare=False)  # as parsed: ${...} substituted, parameters bound
     line: int = field(compare=False)
     column: int = field(compare=False)
     offset: int = field(compare=False)
     expression: exp.Expr = field(compare=False, repr=False)
+    written: str = field(default="", compare=False, repr=False)  # as written (before either)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

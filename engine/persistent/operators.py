@@ -81,7 +81,7 @@ class ProcessingError:
 
 def parse_persistent(statement_text: str) -> tuple[ast.Query, str]:
     """The SELECT and the sink name of a CREATE ... AS SELECT or INSERT INTO ... SELECT."""
-    statement = parse_one(statement_text)
+    statement = parse_one(statement_text, substitution=False)  # substituted when submitted
     if isinstance(statement, ast.CreateAsSelect):
         return statement.query, statement.name
     if isinstance(statement, ast.InsertInto):

@@ -9,8 +9,9 @@
         print(cur.description, cur.fetchall(), cur.served_by)
 
 SELECT goes to `POST /query`, every other statement to `POST /ksql` (whose entities become tables
-with the ksqlDB CLI's headers, see `entities.py`). Parameters use the qmark style and are bound on
-the client into ksqlDB literals (`headwater.sqlparse_ext.params`). Several server URLs give
+with the ksqlDB CLI's headers, see `entities.py`). Parameters use the qmark style; they travel apart
+from the text (`"parameters"`) and the server binds them after `${...}` substitution, so a value is
+always data (`headwater.sqlparse_ext.params`). Several server URLs give
 failover; 429 and 503 answers are retried (see `_retry.py`). This package imports httpx but never
 the server (no starlette, no uvicorn).
 """

@@ -180,14 +180,17 @@ class Connection:
         if self._closed:
             raise InterfaceError("the connection is closed")
 
-    def _request_body(self, sql: str) -> dict[str, Any]:
-        """The JSON body of a `/ksql` or `/query` request for `sql` in this session."""
+    def _request_body(self, sql: str, parameters: list[Any] | None = None) -> dict[str, Any]:
+        """The JSON body of a `/ksql` or `/query` request for `sql` in this session (with the
+        values for its `?` placeholders, bound by the server)."""
         with self._lock:
             body: dict[str, Any] = {
                 "ksql": sql,
                 "streamsProperties": dict(self._properties),
                 "sessionVariables": dict(self._variables),
             }
+            if parameters is not None:
+                body["parameters"] = parameters
             if self._sequence is not None:
                 body["commandSequenceNumber"] = self._sequence
             if self._written:

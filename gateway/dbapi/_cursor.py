@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from headwater.sqlparse_ext.params import ParameterError, bind, leading_keyword
+from headwater.sqlparse_ext.params import ParameterError, bind, leading_keyword, to_json
 
 from ._errors import Error, InterfaceError, ProgrammingError, Warning
 from ._http import Streamed
@@ -152,12 +152,13 @@ class Cursor:
         self._check_open()
         self._discard()
         self._rowcount_total = None
-        sql = self._bind(operation, parameters)
+        bound = self._parameters(operation, parameters)
+        sql = operation
         connection = self._connection
-        body = connection._request_body(sql)
+        body = connection._request_body(sql, bound)
         keyword = leading_keyword(sql)
         if keyword == "SELECT":
-            push = _emits_changes(sql, connection.session_variables)
+            push = _emits_changes(sql, connection.session_variables, parameters)
             items = connection._transport.stream_items("/query", body, follow=push)
             result = QueryResult(items)
             self._results = [result]
@@ -286,13 +287,16 @@ class Cursor:
         result.close()
 
     @staticmethod
-    def _bind(operation: str, parameters: Sequence[Any] | None) -> str:
+    def _parameters(operation: str, parameters: Sequence[Any] | None) -> list[Any] | None:
+        """The parameters as the request carries them, apart from the text: the server binds
+        them after substituting `${...}` variables, so a value is data whatever it contains."""
         if not isinstance(operation, str):
             raise ProgrammingError(f"the operation must be a str, not {type(operation).__name__}")
         if parameters is None:
-            return operation
+            return None
         try:
-            return bind(operation, parameters)
+            bind(operation, parameters)  # the count and every value checked before sending
+            return [to_json(value) for value in parameters]
         except ParameterError as exc:
             raise ProgrammingError(str(exc)) from exc
 
@@ -320,14 +324,15 @@ class Cursor:
         return rows
 
 
-def _emits_changes(sql: str, variables: Mapping[str, Any]) -> bool:
+def _emits_changes(sql: str, variables: Mapping[str, Any],
+                   parameters: Sequence[Any] | None = None) -> bool:  # fmt: skip
     """Whether `sql` is one push query (`EMIT CHANGES`), as the parser reads it (False when it
     does not parse: the server then says why)."""
     from headwater.sqlparse_ext import ParseError, parse
     from headwater.sqlparse_ext import statements as st
 
     try:
-        statements = parse(sql, {k: str(v) for k, v in variables.items()})
+        statements = parse(sql, {k: str(v) for k, v in variables.items()}, parameters=parameters)
     except (ParseError, ValueError):
         return False
     return (len(statements) == 1 and isinstance(statements[0], st.Select)

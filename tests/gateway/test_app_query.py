@@ -259,3 +259,92 @@ def test_kip535_local_api(client: TestClient, services: Services, users: str) ->
     assert set(lags) == {0, 1, 2} and all(lag.offset_lag == 0 for lag in lags.values())
     row = local.store(users).get(meta.partition, ("u3",))
     assert row is not None and row.value["NAME"] == "n3"
+
+
+# -- bound parameters are data (issue 21, item 0) ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def notes(client: TestClient) -> str:
+    name = f"NOTES_{uuid.uuid4().hex[:6].upper()}"
+    created = ksql(client, f"CREATE TABLE {name} (ID STRING PRIMARY KEY, BODY STRING, RAW BYTES, "
+                           f"AMOUNT DECIMAL(6, 2)) WITH (kafka_topic='{name.lower()}', partitions=2, "
+                           "value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    for key in ("bob", "carol"):
+        assert ksql(client, f"INSERT INTO {name} (ID, BODY) VALUES ('{key}', 'x');").status_code == 200
+    until_rows(client, f"SELECT * FROM {name};", 2)
+    return name
+
+
+def test_a_bound_parameter_is_never_read_as_a_variable_over_http(client: TestClient, notes: str
+                                                                 ) -> None:  # fmt: skip
+    hostile = {"who": "bob' OR ID <> '"}
+    answer = query(client, f"SELECT ID FROM {notes} WHERE ID = ?;", sessionVariables=hostile,
+                   parameters=["${who}"])  # fmt: skip
+    assert rows_of(answer) == []  # no row has the id '${who}'; textual expansion returned them all
+    stored = ksql(client, f"INSERT INTO {notes} (ID, BODY) VALUES (?, ?);",
+                  sessionVariables={"tag": "SECRET"}, parameters=["${HOME}", "my ${tag}"])
+    assert stored.status_code == 200, stored.text
+    assert until_rows(client, f"SELECT BODY FROM {notes} WHERE ID = ?;", 1,
+                      parameters=["${HOME}"]) == [["my ${tag}"]]  # fmt: skip
+    # ${...} written in the statement itself is still substituted, as ksqlDB does
+    assert rows_of(query(client, f"SELECT ID FROM {notes} WHERE ID = '${{who}}';",
+                         sessionVariables={"who": "carol"})) == [["carol"]]  # fmt: skip
+
+
+def test_the_query_stream_endpoint_binds_parameters_too(client: TestClient, notes: str) -> None:
+    answer = client.post("/query-stream", json={"sql": f"SELECT ID FROM {notes} WHERE ID = ?;",
+                                                "parameters": ["carol"]})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert [json.loads(line) for line in answer.text.splitlines()][1:] == [["carol"]]
+
+
+@pytest.mark.parametrize(("parameters", "fragment"), [
+    ({"a": 1}, "must be a JSON array"),
+    ([{"x": 1}], "a parameter is null"),
+    ([1, 2], "placeholder"),
+    ([], "bound parameter"),
+])  # fmt: skip
+def test_malformed_parameters_are_400(client: TestClient, notes: str, parameters: Any,
+                                      fragment: str) -> None:  # fmt: skip
+    answer = query(client, f"SELECT ID FROM {notes} WHERE ID = ?;", parameters=parameters)
+    assert answer.status_code == 400, answer.text
+    assert fragment in answer.json()["message"]
+
+
+def test_the_driver_binds_every_type_as_data(client: TestClient, notes: str) -> None:
+    import decimal
+
+    from headwater import dbapi
+
+    with dbapi.connect("http://testserver", transport=client._transport,
+                       session_variables={"who": "bob' OR ID <> '"}) as connection:  # fmt: skip
+        cursor = connection.cursor()
+        cursor.execute(f"SELECT ID FROM {notes} WHERE ID = ?;", ["${who}"])
+        assert cursor.fetchall() == []
+        cursor.execute(f"INSERT INTO {notes} (ID, BODY, RAW, AMOUNT) VALUES (?, ?, ?, ?);",
+                       ["b1", "it's ${who} -- /*", b"\x00\xff", decimal.Decimal("12.50")])
+        cursor.execute(f"SELECT BODY, RAW, AMOUNT FROM {notes} WHERE ID = ?;", ["b1"])
+        assert cursor.fetchall() == [("it's ${who} -- /*", b"\x00\xff", decimal.Decimal("12.50"))]
+
+
+def test_random_strings_round_trip_and_never_widen_a_lookup(client: TestClient, notes: str) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from headwater import dbapi
+
+    connection = dbapi.connect("http://testserver", transport=client._transport,
+                               session_variables={"x": "' OR '1' = '1"})  # fmt: skip
+    cursor = connection.cursor()
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.text(min_size=1, max_size=40))
+    def round_trip(value: str) -> None:
+        cursor.execute(f"INSERT INTO {notes} (ID, BODY) VALUES (?, ?);", [value, value])
+        cursor.execute(f"SELECT ID, BODY FROM {notes} WHERE ID = ?;", [value])
+        assert cursor.fetchall() == [(value, value)]
+
+    with connection:
+        round_trip()

@@ -122,9 +122,10 @@ def test_ddl_goes_to_ksql_and_returns_a_status_row() -> None:
     assert "application/vnd.ksql.v1+json" in request.headers["accept"]
     assert server.bodies() == [
         {
-            "ksql": "CREATE STREAM orders (id STRING KEY, x INT) WITH (kafka_topic='orders');",
+            "ksql": "CREATE STREAM orders (id STRING KEY, x INT) WITH (kafka_topic=?);",
             "streamsProperties": {},
             "sessionVariables": {},
+            "parameters": ["orders"],
         }
     ]
 
@@ -163,10 +164,11 @@ def test_session_state_travels_with_every_request() -> None:
     assert first["sessionVariables"] == {"t": "o"}
     assert "commandSequenceNumber" not in first
     assert second == {
-        "ksql": "SELECT * FROM orders WHERE id = 'a';",
+        "ksql": "SELECT * FROM orders WHERE id = ?;",
         "streamsProperties": {"ksql.streams.auto.offset.reset": "earliest"},
         "sessionVariables": {"env": "prod"},
         "commandSequenceNumber": 5,
+        "parameters": ["a"],
     }
     assert third["commandSequenceNumber"] == 5
     assert dict(conn.properties) == {"ksql.streams.auto.offset.reset": "earliest"}
@@ -214,11 +216,25 @@ def test_unserialisable_property_is_a_programming_error() -> None:
         conn.cursor().execute("SHOW STREAMS;")
 
 
-def test_injection_attempt_stays_inside_the_literal() -> None:
+def test_parameters_travel_apart_from_the_text() -> None:
+    # the server binds them after substituting ${...}: a value is never read as SQL or a variable
     server = FakeServer(query=[ok(PULL)])
+    with connect(server, session_variables={"who": "bob' OR id <> '"}) as conn:
+        conn.cursor().execute("SELECT * FROM t WHERE id = ?;", ["x'; DROP STREAM t; --${who}"])
+    body = server.bodies()[0]
+    assert body["ksql"] == "SELECT * FROM t WHERE id = ?;"
+    assert body["parameters"] == ["x'; DROP STREAM t; --${who}"]
+
+
+def test_every_pep249_type_has_a_wire_form() -> None:
+    server = FakeServer(ksql=[ok([CREATED])])
+    values = [None, True, 3, 1.5, decimal.Decimal("1.10"), "s", b"\x00\x01",
+              datetime.date(2024, 5, 1), datetime.datetime(2024, 5, 1, 10, 0), [1, 2], {"k": "v"}]
     with connect(server) as conn:
-        conn.cursor().execute("SELECT * FROM t WHERE id = ?;", ["x'; DROP STREAM t; --"])
-    assert server.bodies()[0]["ksql"] == "SELECT * FROM t WHERE id = 'x''; DROP STREAM t; --';"
+        conn.cursor().execute("INSERT INTO t VALUES (" + ", ".join("?" * len(values)) + ");", values)
+    assert server.bodies()[0]["parameters"] == [
+        None, True, 3, 1.5, {"decimal": "1.10"}, "s", {"bytes": "AAE="}, "2024-05-01",
+        "2024-05-01T10:00:00", [1, 2], {"map": [["k", "v"]]}]
 
 
 # -- /query results ---------------------------------------------------------------------------------
@@ -442,9 +458,9 @@ def test_executemany_runs_each_parameter_set() -> None:
     with connect(server) as conn:
         cur = conn.cursor()
         cur.executemany("INSERT INTO orders (id, x) VALUES (?, ?);", [("a", 1), ("b", -2)])
-        assert [b["ksql"] for b in server.bodies()] == [
-            "INSERT INTO orders (id, x) VALUES ('a', 1);",
-            "INSERT INTO orders (id, x) VALUES ('b', (-2));",
+        assert [(b["ksql"], b["parameters"]) for b in server.bodies()] == [
+            ("INSERT INTO orders (id, x) VALUES (?, ?);", ["a", 1]),
+            ("INSERT INTO orders (id, x) VALUES (?, ?);", ["b", -2]),
         ]
         assert cur.rowcount == 2
 

@@ -63,7 +63,15 @@ def test_define_and_substitute():
     assert isinstance(create, CreateSource)
     assert create.name == "ORDERS_S" and create.properties["kafka_topic"] == "orders"
     assert create.properties["FORMAT"] == "JSON"
-    assert "${topic}" in create.text  # the text stays the original source
+    # the text is what was parsed: the command log keeps it, and it is never substituted again
+    assert create.text.startswith("CREATE STREAM orders_s ") and "${" not in create.text
+    assert (create.line, create.column) == (3, 1)  # positions stay those of the source
+
+
+def test_substitution_can_be_turned_off():
+    text = "SELECT * FROM t WHERE name = '${x}';"
+    statement = parse_one(text, substitution=False)
+    assert statement.text == text
 
 
 def test_variables_argument_and_undefine():
