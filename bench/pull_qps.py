@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -412,6 +413,12 @@ def _short(frame: str) -> str:
     return f"{name} ({path})"
 
 
+def _one_select(text: str) -> Any:
+    from headwater.gateway.ksql import KsqlRequest
+
+    return KsqlRequest(text).statements()[0]
+
+
 def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Namespace) -> None:
     """The pull path without HTTP, one thread: a second node's services on the same catalog (its
     own LMDB stores, restored from the topic), then parse / run_pull / render timed per query and
@@ -420,7 +427,7 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
     import pstats
 
     from headwater.gateway.pull import run_pull
-    from headwater.gateway.query import _array, _one_select, query_items
+    from headwater.gateway.query import _array, query_items
     from headwater.gateway.services import open_services
 
     rng = random.Random(args.seed + 99)
@@ -429,7 +436,7 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
         deadline = time.monotonic() + 300
         while True:  # until this node's stores have restored the table
             try:
-                answers = [run_pull(services, _one_select(t, {}), {}) for t in texts[-50:]]
+                answers = [run_pull(services, _one_select(t), {}) for t in texts[-50:]]
                 if all(a.rows for a in answers):
                     break
             except Exception:  # noqa: BLE001  (still restoring: 50302)
@@ -441,7 +448,7 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
         stages = [0.0, 0.0, 0.0]
         for text in texts:
             start = clock()
-            statement = _one_select(text, {})
+            statement = _one_select(text)
             parsed = clock()
             answer = run_pull(services, statement, {})
             pulled = clock()
@@ -457,7 +464,7 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
         profiler = cProfile.Profile()
         profiler.enable()
         for text in texts:
-            _array(query_items(run_pull(services, _one_select(text, {}), {})))
+            _array(query_items(run_pull(services, _one_select(text), {})))
         profiler.disable()
     stats = pstats.Stats(profiler)
     total = sum(entry[2] for entry in stats.stats.values())  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from headwater.engine import _functions as fn
 from headwater.engine import _functions_lambda as fl
+from headwater.engine._bound import BoundValue, building_slots
 from headwater.engine._functions import NULL, EvalFailure, format_expression
 from headwater.engine._functions_time import date_of_text, parse_partial_timestamp, time_of_text
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
@@ -47,6 +48,7 @@ class _Node:
     fn: Evaluator
     const: bool
     refs: frozenset[str]
+    bound: bool = False  # constant but for a cached plan's bound values: folded per execution
 
 
 def _constant(t: SqlType, value: Any) -> _Node:
@@ -64,6 +66,10 @@ def _make(t: SqlType, evaluator: Evaluator, children: Sequence[_Node], fallible:
             raise ExpressionError(str(error)) from error
         except fl.LambdaAbort:  # throws when its lambda runs, which it may never do
             return _Node(t, evaluator, False, refs)
+    if all(c.const or c.bound for c in children) and (slots := building_slots()) is not None:
+        # what the line above folds now, a cached plan folds once per execution (unwrapped: a
+        # failure makes the execution fall back to the uncached path, which reports it)
+        return _Node(t, slots.subtree(evaluator), False, refs, True)
     if fallible:
         inner = evaluator
 
@@ -171,6 +177,13 @@ class _Compiler:
             raise ExpressionError(f"'{format_expression(node)}' is only allowed in a SELECT list")
         name, t = self.scope.resolve(node)
         return _Node(t, lambda row: row.get(name), False, frozenset({name}))
+
+    def _boundvalue(self, node: BoundValue) -> _Node:
+        slots = building_slots()
+        if slots is None:
+            raise ExpressionError("a bound value outside a cached plan")
+        reader = slots.leaf(int(node.this), bool(node.meta.get("negate")))
+        return _Node(node.meta["type"], reader, False, frozenset(), True)
 
     def _null(self, node: exp.Null) -> _Node:
         return _constant(NULL, None)

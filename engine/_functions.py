@@ -757,4 +757,6 @@ def format_expression(node: exp.Expr) -> str:
         return f"({', '.join(identifier_name(p) for p in node.expressions)}) => {f(node.this)}"
     if isinstance(node, exp.Star):
         return "*"
+    if type(node).__name__ == "BoundValue":  # a cached plan's literal (engine._bound)
+        return "?"
     return node.sql()

@@ -132,13 +132,42 @@ def key_value(value: Any, t: SqlType) -> Any:
     return value
 
 
+class TemplateMiss(Exception):
+    """A cached plan met a WHERE node it did not prepare for (the caller plans afresh)."""
+
+
 class KeyExtractor:
-    """Finds the key access of WHERE trees for one table's key columns."""
+    """Finds the key access of WHERE trees for one table's key columns.
+
+    A cached plan prepares its extractor once (:meth:`prepare`): it compiles the constants the access
+    reads (bound values among them) ahead, and then reads only those, per execution.
+    """
 
     def __init__(self, keys: Sequence[str], types: Sequence[SqlType], scope: Scope) -> None:
         self.keys = tuple(keys)
         self.types = dict(zip(keys, types, strict=True))
         self.scope = scope
+        self._prepared: dict[int, Any] | None = None  # id(node) -> Compiled (or the error)
+
+    def prepare(self, where: exp.Expr | None) -> None:
+        """Compile every operand :meth:`access` may read as a constant, ahead (in a cached plan's
+        building block: bound values get their slots now)."""
+        prepared: dict[int, Any] = {}
+        for node in () if where is None else where.walk():
+            if type(node) in _FLIP:
+                operands = [node.this, node.expression]
+            elif isinstance(node, exp.In):
+                operands = list(node.expressions)
+            elif isinstance(node, exp.Between):
+                operands = [node.args["low"], node.args["high"]]
+            else:
+                continue
+            for operand in operands:
+                try:
+                    prepared[id(operand)] = compile_expression(operand, self.scope)
+                except Exception as error:  # noqa: BLE001 - met again (and raised) by access()
+                    prepared[id(operand)] = error
+        self._prepared = prepared
 
     def access(self, where: exp.Expr | None) -> KeyAccess:
         """The narrowest access this extraction can prove covers every row the WHERE admits."""
@@ -161,9 +190,15 @@ class KeyExtractor:
         return None
 
     def _constant(self, node: exp.Expr) -> tuple[bool, Any, SqlType]:
-        compiled = compile_expression(node, self.scope)
-        return compiled.constant, compiled.evaluate({}) if compiled.constant else None, \
-            compiled.type  # fmt: skip
+        compiled: Any
+        if self._prepared is None:
+            compiled = compile_expression(node, self.scope)
+        else:
+            compiled = self._prepared.get(id(node))
+            if compiled is None or isinstance(compiled, Exception):
+                raise TemplateMiss(format_expression(node))
+        known = compiled.constant or compiled.bound
+        return known, compiled.evaluate({}) if known else None, compiled.type
 
     def _disjuncts(self, node: exp.Expr) -> list[Conjunction] | None:
         """The WHERE as an OR of per-key-column conjunctions; None: no key restriction."""

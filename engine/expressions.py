@@ -69,6 +69,8 @@ class Compiled:
         references: the column names it reads.
         constant: True when it reads no column (then ``evaluate({})`` is its value).
         text: ksqlDB's rendering of the expression, for messages.
+        bound: True when it reads no column but a cached plan's bound values (then
+            ``evaluate({})`` is its value while an execution's values are active).
     """
 
     type: SqlType
@@ -77,6 +79,7 @@ class Compiled:
     references: frozenset[str]
     constant: bool
     text: str
+    bound: bool = False
 
 
 def output_name(node: exp.Expr) -> str | None:
@@ -229,7 +232,7 @@ def compile_expression(node: exp.Expr, scope: Scope, *, synthetic_index: int = 0
     inner = node.this if isinstance(node, exp.Alias) else node
     result = _Compiler(scope).compile(inner)
     return Compiled(result.type, name, result.fn, result.refs, result.const,
-                    format_expression(inner))  # fmt: skip
+                    format_expression(inner), result.bound)  # fmt: skip
 
 
 

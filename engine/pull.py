@@ -175,6 +175,54 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
         PullQueryError: With ksqlDB's message for anything ksqlDB refuses in a pull query.
     """
     query = select.query if isinstance(select, Select) else select
+    parts = _plan_parts(query, source, custom_types, push)
+    access: KeyAccess = TableScan()
+    if parts.extractor is not None:
+        try:
+            access = parts.extractor.access(parts.where)
+        except ExpressionError as error:
+            raise _where_error(error, parts.where) from error
+        if not table_scan_enabled and not isinstance(access, KeyLookup):
+            raise PullQueryError(explain_scan(parts.where, parts.extractor))
+    return parts.plan(access)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanParts:
+    """A pull query planned but for its key access (which a cached plan derives per execution).
+
+    Attributes:
+        where: the WHERE clause as the filter and the key extraction read it.
+        extractor: the key extractor of a table (None for a stream: always scanned).
+    """
+
+    source: Source
+    schema: tuple[OutputColumn, ...]
+    projection: tuple[Evaluator, ...]
+    row_filter: Evaluator | None
+    limit: int | None
+    key_names: tuple[str, ...]
+    where: exp.Expr | None
+    extractor: KeyExtractor | None
+
+    def plan(self, access: KeyAccess) -> PullPlan:
+        """The plan with this key access."""
+        return PullPlan(self.source, self.schema, access, self.limit, self.key_names,
+                        self.row_filter, self.projection)  # fmt: skip
+
+
+def plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any]) -> PlanParts:
+    """Everything :func:`plan_pull` plans but the key access (for a cached plan: see
+    ``engine.pull_template``).
+
+    Raises:
+        PullQueryError: as :func:`plan_pull`.
+    """
+    return _plan_parts(query, source, custom_types, False)
+
+
+def _plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any], push: bool
+                ) -> PlanParts:  # fmt: skip
     _check_clauses(query, source)
     columns = {c.name: resolve_type(c.type, custom_types) for c in source.key_columns}
     window_bounds = WINDOW_BOUNDS if source.windowed else ()
@@ -195,16 +243,10 @@ def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str,
         except ExpressionError as error:
             raise PullQueryError(error.message) from error
     row_filter = None if where is None else _compile_where(where, scope, push)
-    access: KeyAccess = TableScan()
-    if is_table:
-        extractor = KeyExtractor(key_names, [columns[k] for k in key_names], scope)
-        try:
-            access = extractor.access(where)
-        except ExpressionError as error:
-            raise _where_error(error, where) from error
-        if not table_scan_enabled and not isinstance(access, KeyLookup):
-            raise PullQueryError(explain_scan(where, extractor))
-    return PullPlan(source, schema, access, query.limit, key_names, row_filter, projection)
+    extractor = KeyExtractor(key_names, [columns[k] for k in key_names], scope) if is_table \
+        else None  # fmt: skip
+    return PlanParts(source, schema, projection, row_filter, query.limit, key_names, where,
+                     extractor)  # fmt: skip
 
 
 def _check_clauses(query: Query, source: Source) -> None:

@@ -68,9 +68,12 @@ class KsqlRequest:
         Raises:
             ParseError: the text does not parse, or the parameters do not fit its placeholders.
         """
-        enabled = str(self.streams_properties.get(SUBSTITUTION, "true")).lower() != "false"
         return parse(self.ksql, self.session_variables, parameters=self.parameters,
-                     substitution=enabled)  # fmt: skip
+                     substitution=self.substitutes())  # fmt: skip
+
+    def substitutes(self) -> bool:
+        """Whether ``${name}`` is substituted (``ksql.variable.substitution.enable``)."""
+        return str(self.streams_properties.get(SUBSTITUTION, "true")).lower() != "false"
 
 
 #: ksqlDB's switch for ``${name}`` substitution (forwarded queries, already substituted, turn it off).

@@ -17,6 +17,7 @@ from typing import Any
 from headwater.engine.errors import EngineError
 from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.pull import PullPlan, execute_pull, execute_stream_pull, plan_pull
+from headwater.engine.pull_template import BoundPull
 from headwater.engine.streams import scan_stream
 from headwater.engine.tables import PartitionLag
 from headwater.engine.values import to_json_output
@@ -78,12 +79,19 @@ def _source(services: Services, statement: ast.Select) -> Source:
 
 @dataclass(frozen=True, slots=True)
 class PreparedPull:
-    """A pull query checked and planned, not yet run."""
+    """A pull query checked and planned, not yet run.
 
-    statement: ast.Select
+    Attributes:
+        text: the statement as parsed (variables substituted, parameters bound): what errors
+            show and what is forwarded.
+        bound: the cached plan's execution values when the plan came from the plan cache.
+    """
+
+    text: str
     source: Source
     plan: PullPlan
     options: PullOptions
+    bound: BoundPull | None = None
 
     @property
     def point_lookup(self) -> bool:
@@ -125,7 +133,7 @@ def prepare_pull(
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=statement.text,
                         retriable=exc.retriable) from exc  # fmt: skip
-    return PreparedPull(statement, source, plan, options)
+    return PreparedPull(statement.text, source, plan, options)
 
 
 class NeedsForwarding(Exception):
@@ -174,7 +182,7 @@ def execute_prepared(
             return PullAnswer(query_id, columns, _render(plan, result.rows), served)
         return _routed(services, prepared, properties, query_id, columns, local_only)
     except EngineError as exc:
-        raise KsqlError(exc.message, exc.error_code, statement_text=prepared.statement.text,
+        raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
                         retriable=exc.retriable) from exc  # fmt: skip
 
 
@@ -204,7 +212,7 @@ def _routed(
                                     [s.as_json() for s in served])  # fmt: skip
 
     lookup = isinstance(prepared.plan.access, KeyLookup)
-    answers = routed.gather(services, plans, run_local, prepared.statement.text, properties,
+    answers = routed.gather(services, plans, run_local, prepared.text, properties,
                             forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None)
     rows = [row for answer in answers for row in answer.rows]
     if prepared.plan.limit is not None:
@@ -255,7 +263,10 @@ def _pull_table(
             raise NeedsForwarding
         tables.restorer.wait_until_caught_up(source.name, RESTORE_WAIT_S)
         before = tables.lags(source.name)
-    result = execute_pull(plan, reader, partitions=partitions)
+    if prepared.bound is not None:
+        result = prepared.bound.execute(reader, partitions)
+    else:
+        result = execute_pull(plan, reader, partitions=partitions)
     touched = sorted(result.partitions)
     _check_bound(source.name, before, touched, max_lag)
     served = tuple(

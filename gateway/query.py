@@ -30,7 +30,10 @@ from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.ksql import (
     KsqlRequest, decode_parameters, decode_request, read_body, variables_text,
 )
-from headwater.gateway.pull import NeedsForwarding, PullAnswer, execute_prepared, prepare_pull
+from headwater.gateway.plan_cache import Lookup
+from headwater.gateway.pull import (
+    NeedsForwarding, PreparedPull, PullAnswer, execute_prepared, prepare_pull,
+)
 from headwater.gateway.services import Services, services_of
 from headwater.sqlparse_ext import statements as ast
 
@@ -75,6 +78,11 @@ async def query_endpoint(request: Request) -> Response:
     decoded = decode_request(body)
     if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
         _check_internal(services, request, body)
+    lookup = services.plans.lookup(decoded, services)
+    if lookup.prepared is not None:  # a pull query of a known shape: no parse, no planning
+        async with services.admission.slot():
+            answer = await _run(services, lookup.prepared, decoded.streams_properties)
+        return _pull_response(request, query_items(answer))
     parsed = _one_statement(decoded)
     if isinstance(parsed, ast.Print):
         return await _print(request, services, parsed, decoded.streams_properties)
@@ -82,8 +90,11 @@ async def query_endpoint(request: Request) -> Response:
     if statement.query.emit == "CHANGES":
         return _push(request, services, statement, decoded.streams_properties, "array")
     async with services.admission.slot():
-        answer = await _answer(services, statement, decoded.streams_properties)
-    items = query_items(answer)
+        answer = await _answer(services, statement, decoded.streams_properties, lookup)
+    return _pull_response(request, query_items(answer))
+
+
+def _pull_response(request: Request, items: Iterator[Any]) -> Response:
     if _wants(request, NDJSON, DELIMITED):
         return StreamingResponse(_lines(items), media_type=NDJSON)
     return Response(_array(items), media_type=JSON)
@@ -95,11 +106,16 @@ async def query_stream_endpoint(request: Request) -> Response:
     body = await read_body(request, services.limits.max_body_bytes)
     decoded = _decode_stream_request(body)
     properties = decoded.streams_properties
-    statement = _only_select(_one_statement(decoded))
-    if statement.query.emit == "CHANGES":
-        return _push(request, services, statement, properties, "lines")
-    async with services.admission.slot():
-        answer = await _answer(services, statement, properties)
+    lookup = services.plans.lookup(decoded, services)
+    if lookup.prepared is not None:
+        async with services.admission.slot():
+            answer = await _run(services, lookup.prepared, properties)
+    else:
+        statement = _only_select(_one_statement(decoded))
+        if statement.query.emit == "CHANGES":
+            return _push(request, services, statement, properties, "lines")
+        async with services.admission.slot():
+            answer = await _answer(services, statement, properties, lookup)
     items = stream_items(answer)
     if _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON):
         return Response(_array(items), media_type=JSON)
@@ -138,11 +154,18 @@ async def close_query_endpoint(request: Request) -> Response:
     return Response(status_code=200)
 
 
-async def _answer(services: Services, statement: ast.Select, properties: Mapping[str, Any]
-                  ) -> PullAnswer:  # fmt: skip
-    """Plan on the event loop; run key lookups there too (a few store reads: a thread hop would
-    cost more than the query, bench/pull_qps.py), everything else in a worker thread."""
+async def _answer(services: Services, statement: ast.Select, properties: Mapping[str, Any],
+                  lookup: Lookup) -> PullAnswer:  # fmt: skip
+    """Plan (and teach the plan cache the statement's shape), then run."""
     prepared = prepare_pull(services, statement, properties)
+    services.plans.learn(lookup, statement, prepared, services)
+    return await _run(services, prepared, properties)
+
+
+async def _run(services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
+               ) -> PullAnswer:  # fmt: skip
+    """Run key lookups on the event loop (a few store reads: a thread hop would cost more than
+    the query, bench/pull_qps.py), everything else in a worker thread."""
     if prepared.point_lookup:
         try:
             return execute_prepared(services, prepared, properties, local_only=True)

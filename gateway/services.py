@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient
 from starlette.requests import Request
@@ -40,6 +41,9 @@ from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter
 from headwater.store.lmdb import LmdbEngine
+
+if TYPE_CHECKING:
+    from headwater.gateway.plan_cache import PlanCache
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
 
@@ -104,6 +108,7 @@ class Services:
         queries: runs this server's persistent queries on Spark (None: it runs none).
         properties: the server's settings as text, by key (what SHOW PROPERTIES lists).
         defaults: the settings' defaults as text, by key.
+        plans: the pull-plan cache (``gateway.plan_cache``).
     """
 
     settings: KafkaSettings
@@ -123,6 +128,7 @@ class Services:
     queries: QueryEngine | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, str] = field(default_factory=dict)
+    plans: PlanCache = field(default_factory=lambda: _plan_cache())
 
 
 class CatalogNotReady(KafkaEdgeError):
@@ -130,6 +136,12 @@ class CatalogNotReady(KafkaEdgeError):
 
     error_code = 50302
     retriable = True
+
+
+def _plan_cache() -> PlanCache:
+    from headwater.gateway.plan_cache import PlanCache  # it reads Services: imported late
+
+    return PlanCache()
 
 
 def services_of(request: Request) -> Services:

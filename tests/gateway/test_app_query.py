@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from headwater.gateway.app import ROUTES, create_app
 from headwater.gateway.openapi import PATHS
@@ -348,3 +350,78 @@ def test_random_strings_round_trip_and_never_widen_a_lookup(client: TestClient, 
 
     with connection:
         round_trip()
+
+
+# -- the pull-plan cache (issue 17) ---------------------------------------------------------------
+
+
+def test_repeated_shapes_are_answered_from_the_plan_cache(client: TestClient, services: Services,
+                                                          users: str) -> None:  # fmt: skip
+    before = services.plans.hits
+    for i in (1, 2, 3, 4):
+        assert rows_of(query(client, f"SELECT ID, AGE FROM {users} WHERE ID = 'u{i}';")) == \
+            [[f"u{i}", 20 + i]]  # fmt: skip
+    assert services.plans.hits >= before + 3
+    # parameters bind into the same shapes
+    assert rows_of(query(client, f"SELECT ID, AGE FROM {users} WHERE ID = ?;",
+                         parameters=["u5"])) == [["u5", 25]]  # fmt: skip
+    assert services.plans.hits >= before + 4
+
+
+def test_a_literal_of_another_type_is_another_plan(client: TestClient, users: str) -> None:
+    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID = 'u1';")) == [["u1"]]
+    answer = query(client, f"SELECT ID FROM {users} WHERE ID = 1;")
+    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID = 'u2';")) == [["u2"]]
+    assert answer.status_code == 400 and "Cannot compare" in answer.json()["message"]
+
+
+def test_settings_that_shape_a_plan_are_respected(client: TestClient, users: str) -> None:
+    text = f"SELECT ID FROM {users} WHERE AGE = 23;"
+    assert rows_of(query(client, text)) == [["u3"]]
+    refused = query(client, text.replace("23", "24"),
+                    streamsProperties={"ksql.query.pull.table.scan.enabled": False})
+    assert refused.status_code == 400 and "table scans" in refused.json()["message"]
+    assert rows_of(query(client, text.replace("23", "25"))) == [["u5"]]
+
+
+def test_a_changed_table_is_planned_afresh(client: TestClient, services: Services) -> None:
+    name = f"RECREATED_{uuid.uuid4().hex[:6].upper()}"
+    topic = name.lower()
+
+    def create(columns: str) -> None:
+        created = ksql(client, f"CREATE TABLE {name} ({columns}) WITH (kafka_topic='{topic}', "
+                               "partitions=1, value_format='JSON');")  # fmt: skip
+        assert created.status_code == 200, created.text
+
+    create("K STRING PRIMARY KEY, A INT")
+    assert ksql(client, f"INSERT INTO {name} (K, A) VALUES ('x', 1);").status_code == 200
+    assert until_rows(client, f"SELECT * FROM {name} WHERE K = 'x';", 1) == [["x", 1]]
+    assert rows_of(query(client, f"SELECT * FROM {name} WHERE K = 'y';")) == []
+    assert ksql(client, f"DROP TABLE {name};").status_code == 200
+    create("K STRING PRIMARY KEY, A INT, B STRING")
+    answer = query(client, f"SELECT * FROM {name} WHERE K = 'x';")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()[0]["header"]["schema"] == "`K` STRING KEY, `A` INTEGER, `B` STRING"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(keys=st.lists(st.sampled_from(["u0", "u3", "u9", "z", "nope", "it's"]), min_size=1,
+                     max_size=4),
+       age=st.integers(-5, 40), shape=st.sampled_from(range(4)))  # fmt: skip
+def test_cached_and_uncached_answers_are_equal(client: TestClient, users: str, keys: list[str],
+                                               age: int, shape: int) -> None:  # fmt: skip
+    listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
+    text = [
+        f"SELECT * FROM {users} WHERE ID = {listed.split(', ')[0]};",
+        f"SELECT ID, AGE * 2 AS A FROM {users} WHERE ID IN ({listed});",
+        f"SELECT ID FROM {users} WHERE ID IN ({listed}) AND AGE > {age};",
+        f"SELECT ID FROM {users} WHERE AGE >= {age} AND AGE < {age + 3};",
+    ][shape]
+    cached = query(client, text)
+    # the same statement with the cache out of play: ${...} substitution goes through the parser
+    uncached = query(client, text.replace(users, "${t}"), sessionVariables={"t": users})
+    assert cached.status_code == uncached.status_code
+    if cached.status_code == 200:
+        assert sorted(rows_of(cached)) == sorted(rows_of(uncached))
+    else:
+        assert cached.json()["message"] == uncached.json()["message"]
