@@ -421,17 +421,31 @@ def _one_select(text: str) -> Any:
 
 def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Namespace) -> None:
     """The pull path without HTTP, one thread: a second node's services on the same catalog (its
-    own LMDB stores, restored from the topic), then parse / run_pull / render timed per query and
-    profiled with cProfile."""
+    own LMDB stores, restored from the topic), then the request decoded, looked up in the plan
+    cache (parsed and planned on a miss), run and rendered, timed per stage and profiled with
+    cProfile; and the same queries through the parser and planner every time, for comparison."""
     import cProfile
     import pstats
 
-    from headwater.gateway.pull import run_pull
+    from headwater.gateway.ksql import decode_request
+    from headwater.gateway.pull import execute_prepared, prepare_pull, run_pull
     from headwater.gateway.query import _array, query_items
     from headwater.gateway.services import open_services
 
     rng = random.Random(args.seed + 99)
-    texts = [json.loads(_body(_key(args.rows, rng)))["ksql"] for _ in range(args.profile_queries)]
+    bodies = [_body(_key(args.rows, rng)) for _ in range(args.profile_queries)]
+    texts = [json.loads(b)["ksql"] for b in bodies]
+
+    def serve(body: bytes) -> bytes:  # what gateway.query does for a pull query, synchronously
+        decoded = decode_request(body)
+        lookup = services.plans.lookup(decoded, services)
+        prepared = lookup.prepared
+        if prepared is None:
+            statement = decoded.statements()[0]
+            prepared = prepare_pull(services, statement, {})
+            services.plans.learn(lookup, statement, prepared, services)
+        return _array(query_items(execute_prepared(services, prepared, {})))
+
     with open_services(settings, "bench", folder, stores_dir=folder) as services:
         deadline = time.monotonic() + 300
         while True:  # until this node's stores have restored the table
@@ -445,38 +459,36 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
                 raise TimeoutError("the in-process node did not restore the table")
             time.sleep(0.2)
         clock = time.perf_counter
-        stages = [0.0, 0.0, 0.0]
-        for text in texts:
-            start = clock()
-            statement = _one_select(text)
-            parsed = clock()
-            answer = run_pull(services, statement, {})
-            pulled = clock()
-            _array(query_items(answer))
-            done = clock()
-            stages[0] += parsed - start
-            stages[1] += pulled - parsed
-            stages[2] += done - pulled
-        n = len(texts)
-        print(f"in process, one thread, no HTTP ({n:,} queries): parse {stages[0] / n * 1e6:.0f} us, "
-              f"run_pull {stages[1] / n * 1e6:.0f} us, render {stages[2] / n * 1e6:.0f} us per query "
-              f"= {sum(stages) / n * 1e6:.0f} us ({n / sum(stages):,.0f} queries/s on one core)")
-        profiler = cProfile.Profile()
-        profiler.enable()
+        n = len(bodies)
+        start = clock()
         for text in texts:
             _array(query_items(run_pull(services, _one_select(text), {})))
+        uncached = (clock() - start) / n
+        start = clock()
+        for body in bodies:
+            serve(body)
+        cached = (clock() - start) / n
+        print(f"in process, one thread, no HTTP ({n:,} queries): {cached * 1e6:.0f} us per query "
+              f"through the plan cache ({1 / cached:,.0f} queries/s on one core), "
+              f"{uncached * 1e6:.0f} us parsed and planned every time; plan cache "
+              f"{services.plans.stats()}")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for body in bodies:
+            serve(body)
         profiler.disable()
     stats = pstats.Stats(profiler)
     total = sum(entry[2] for entry in stats.stats.values())  # type: ignore[attr-defined]
     rows = []
-    for (path, line, name), (_cc, calls, _tt, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+    for (path, line, name), (_cc, calls, tottime, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         if "/site-packages/" in path or not path.startswith(str(Path(__file__).resolve().parents[1])):
             continue
-        rows.append((cumulative, calls, f"{name} ({'/'.join(Path(path).parts[-2:])}:{line})"))
+        rows.append((cumulative, calls, tottime, f"{name} ({'/'.join(Path(path).parts[-2:])}:{line})"))
     print(f"  cProfile, headwater's own functions by cumulative time (profiled total "
           f"{total / n * 1e6:.0f} us/query; profiling inflates small calls):")
-    for cumulative, calls, label in sorted(rows, reverse=True)[:args.profile_top]:
-        print(f"    {cumulative / n * 1e6:6.0f} us/query  {calls / n:4.1f} calls  {label}")
+    for cumulative, calls, tottime, label in sorted(rows, reverse=True)[:args.profile_top]:
+        print(f"    {cumulative / n * 1e6:6.0f} us/query (self {tottime / n * 1e6:4.0f})  "
+              f"{calls / n:4.1f} calls  {label}")
 
 
 # -- the run -------------------------------------------------------------------------------------

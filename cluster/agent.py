@@ -329,6 +329,11 @@ class ClusterAgent:
             for host, report in self.lag_reports().items()
         }
 
+    def host_lag_tables(self) -> dict[str, Any]:
+        """``{host: {table: {partition: LagInfo}}}`` from the newest reports (this server's read
+        now): what :func:`replica_lags_in` merges for routing."""
+        return {host: report.lags for host, report in self.lag_reports().items()}
+
     def replica_lags(self, table: str, partition: int) -> dict[str, ReplicaLag]:
         """Each replica's position against the highest end offset any server reported.
 
@@ -347,3 +352,10 @@ class ClusterAgent:
         body = lag_body(self.self_id, self._local_lags(), self._clock_ms())
         for peer in sorted(live_hosts(self._heartbeats.statuses()) - {self.self_id}):
             self._poster.post(peer, LAG_PATH, body)
+
+
+def replica_lags_in(host_lags: Mapping[str, Any], table: str, partition: int
+                    ) -> dict[str, ReplicaLag]:  # fmt: skip
+    """Each replica's lag of ``table``'s ``partition`` in ``host_lags`` (see
+    :meth:`ClusterAgent.host_lag_tables`; the merge :meth:`ClusterAgent.replica_lags` does)."""
+    return merge_replica_lags(host_lags, table, partition)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, ClassVar
 
 from sqlglot import exp
@@ -97,6 +97,17 @@ def active(folded: list[Any]) -> Iterator[None]:
         yield
     finally:
         _FOLDED.reset(token)
+
+
+def activate(folded: list[Any]) -> Token[list[Any]]:
+    """:func:`active` without a context manager (the per-query hot path): pass the token to
+    :func:`deactivate` in a ``finally``."""
+    return _FOLDED.set(folded)
+
+
+def deactivate(token: Token[list[Any]]) -> None:
+    """End what :func:`activate` began."""
+    _FOLDED.reset(token)
 
 
 def building_slots() -> BoundSlots | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -179,6 +179,42 @@ class KeyExtractor:
             return KeyLookup(tuple(_unique(k for a in accesses if isinstance(a, KeyLookup)
                                            for k in a.keys)))  # fmt: skip
         return accesses[0] if len(accesses) == 1 else TableScan()
+
+    def quick_access(self, where: exp.Expr | None) -> Callable[[], KeyAccess] | None:
+        """For a prepared extractor and the commonest WHERE of a single-column key, ``K = x`` or
+        ``K IN (x, y, ...)``: a function giving what :meth:`access` gives, without walking the
+        tree (None for any other WHERE)."""
+        if self._prepared is None or len(self.keys) != 1 or where is None:
+            return None
+        key = self.keys[0]
+        key_type = self.types[key]
+        if isinstance(where, exp.EQ):
+            operand = where.expression if self._key_of(where.this) == key else \
+                where.this if self._key_of(where.expression) == key else None  # fmt: skip
+            operands = None if operand is None else [operand]
+        elif isinstance(where, exp.In) and self._key_of(where.this) == key and not where.args.get(
+                "query") and where.expressions:  # fmt: skip
+            operands = list(where.expressions)
+        else:
+            return None
+        found = [self._prepared.get(id(node)) for node in operands or ()]
+        compiled = [c for c in found if c is not None and not isinstance(c, Exception)
+                    and (c.constant or c.bound)]  # fmt: skip
+        if not compiled or len(compiled) != len(found):
+            return None
+        if isinstance(where, exp.In) and any(c.type == fn.STRING for c in compiled) \
+                and key_type != fn.STRING:  # fmt: skip
+            return None  # access() refuses it, with ksqlDB's message
+        evaluators = [c.evaluate for c in compiled]
+        if len(evaluators) > MAX_KEYS:
+            return None
+
+        def quick() -> KeyAccess:
+            values = _unique(v for v in (key_value(f({}), key_type) for f in evaluators)
+                             if v is not None)  # fmt: skip
+            return KeyLookup(tuple((v,) for v in values))
+
+        return quick
 
     def _key_of(self, node: exp.Expr) -> str | None:
         while isinstance(node, exp.Paren):

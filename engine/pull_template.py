@@ -20,10 +20,10 @@ execution runs through the uncached planner, which reports errors exactly as alw
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from headwater.engine._bound import BoundSlots, BoundValue, active
+from headwater.engine._bound import BoundSlots, BoundValue, activate, deactivate
 from headwater.engine._pull_keys import KeyAccess, KeyLookup, TableScan, TemplateMiss
 from headwater.engine.expressions import PSEUDO_TIMESTAMPS, Scope, compile_expression
 from headwater.engine.pull import (
@@ -53,8 +53,11 @@ class BoundPull:
 
     def execute(self, reader: TableReader, partitions: Collection[int] | None = None) -> PullResult:
         """:func:`~headwater.engine.pull.execute_pull` with this execution's values active."""
-        with active(self.folded):
+        token = activate(self.folded)
+        try:
             return execute_pull(self.plan, reader, partitions=partitions)
+        finally:
+            deactivate(token)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class PullTemplate:
     fixed: tuple[tuple[int, object], ...]
     parts: PlanParts
     slots: BoundSlots
+    quick_access: Callable[[], KeyAccess] | None = None
 
     def matches(self, values: Sequence[object], source: Source | None,
                 custom_types: Mapping[str, Any], table_scan_enabled: bool) -> bool:  # fmt: skip
@@ -94,8 +98,12 @@ class PullTemplate:
         parts = self.parts
         access: KeyAccess = TableScan()
         if parts.extractor is not None:
-            with active(folded):
-                access = parts.extractor.access(parts.where)
+            token = activate(folded)
+            try:
+                quick = self.quick_access
+                access = quick() if quick is not None else parts.extractor.access(parts.where)
+            finally:
+                deactivate(token)
             if not self.table_scan_enabled and not isinstance(access, KeyLookup):
                 raise TemplateMiss("a scan, and table scans are disabled")
         return BoundPull(parts.plan(access), folded)
@@ -149,12 +157,14 @@ def build_template(
         where=None if query.where is None else bind_literals(query.where),
     )
     slots = BoundSlots()
+    quick = None
     with slots.building():
         parts = plan_parts(bound_query, source, custom_types)
         if parts.extractor is not None:
             parts.extractor.prepare(parts.where)
+            quick = parts.extractor.quick_access(parts.where)
     fixed = tuple((i, values[i]) for i in range(len(values)) if i not in used)
-    return PullTemplate(source, custom_types, table_scan_enabled, fixed, parts, slots)
+    return PullTemplate(source, custom_types, table_scan_enabled, fixed, parts, slots, quick)
 
 
 def _kept(literal: exp.Literal) -> bool:

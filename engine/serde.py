@@ -427,6 +427,8 @@ def _kafka(columns: tuple[tuple[str, SqlType], ...], part: str) -> tuple[Writer,
 _CACHE_SIZE = 1024
 _cache: OrderedDict[Source, tuple[Mapping[str, Any] | None, object, RowSerde]] = OrderedDict()
 _cache_lock = threading.Lock()
+# id(source) -> (source, custom_types, registry, serde); the Source held keeps its id unique
+_by_identity: dict[int, tuple[Any, Any, Any, RowSerde]] = {}
 
 
 def serde_of(source: Source, custom_types: Mapping[str, Any] | None = None) -> RowSerde:
@@ -438,13 +440,23 @@ def serde_of(source: Source, custom_types: Mapping[str, Any] | None = None) -> R
     Likewise for the process's schema registry.
     """
     registry = schema_registry.current()
+    known = _by_identity.get(id(source))  # no hashing of the whole Source on the hot path
+    if known is not None and known[0] is source and known[1] is custom_types \
+            and known[2] is registry:  # fmt: skip
+        return known[3]
     with _cache_lock:
         found = _cache.get(source)
         if found is not None and found[0] is custom_types and found[1] is registry:
             _cache.move_to_end(source)
+            if len(_by_identity) >= _CACHE_SIZE:
+                _by_identity.clear()
+            _by_identity[id(source)] = (source, custom_types, registry, found[2])
             return found[2]
     serde = RowSerde.for_source(source, custom_types, registry)
     with _cache_lock:
+        if len(_by_identity) >= _CACHE_SIZE:
+            _by_identity.clear()
+        _by_identity[id(source)] = (source, custom_types, registry, serde)
         _cache[source] = (custom_types, registry, serde)
         _cache.move_to_end(source)
         while len(_cache) > _CACHE_SIZE:

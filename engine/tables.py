@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,10 @@ def key_type_of(sql_type: SqlType) -> KeyType:
 
 
 
+_READY = PartitionState.READY.value
+_FAILED = PartitionState.FAILED.value
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
     """A table partition's freshness here, as the pull path checks it."""
@@ -89,7 +93,7 @@ class PartitionLag:
     @property
     def ready(self) -> bool:
         """Whether the partition has caught up with its topic once (and follows it since)."""
-        return self.state == PartitionState.READY.value
+        return self.state == _READY
 
     def servable(self, max_lag: int, bounded: bool) -> bool:
         """Whether an answer may read this partition under the offset-lag bound ``max_lag``.
@@ -97,9 +101,10 @@ class PartitionLag:
         A partition still restoring is served only when the query states a bound (``bounded``)
         and the partition is within it; with no bound it must have caught up once.
         """
-        if self.state == PartitionState.FAILED.value or self.end_offset is None:
+        end = self.end_offset
+        if end is None or self.state == _FAILED:
             return False
-        return self.lag <= max_lag and (self.ready or bounded)
+        return max(0, end - self.position) <= max_lag and (self.state == _READY or bounded)
 
     def describe(self) -> str:
         """For error messages: state, position, end and lag."""
@@ -189,9 +194,30 @@ class StoredTable:
 
 def key_partition(source: Source, custom_types: Mapping[str, Any], key: tuple[Any, ...]) -> int:
     """The partition of ``source``'s topic that holds ``key``: murmur2 of the serialized key, as
-    every Kafka client places it."""
+    every Kafka client places it.
+
+    The last few thousand answers are remembered (a pull query by key asks twice: to route, then
+    to read), by the very Source and types objects they were computed for.
+    """
+    try:
+        known = _placed.get((id(source), key))
+    except TypeError:  # an ARRAY or MAP key: not hashable, computed every time
+        known = None
+    if known is not None and known[0] is source and known[1] is custom_types:
+        return known[2]
     data = serde_of(source, custom_types).serialize_key(key)
-    return partition_for(data or b"", source.partitions)
+    partition = partition_for(data or b"", source.partitions)
+    try:
+        if len(_placed) >= _PLACED_SIZE:
+            _placed.clear()
+        _placed[(id(source), key)] = (source, custom_types, partition)
+    except TypeError:
+        pass
+    return partition
+
+
+_PLACED_SIZE = 4096
+_placed: dict[tuple[int, tuple[Any, ...]], tuple[Source, Mapping[str, Any], int]] = {}
 
 
 def materialized(catalog: Catalog) -> dict[str, Source]:
@@ -324,12 +350,15 @@ class MaterializedTables:
             raise NotMaterialized(f"table {source.name} is not materialized on this server yet")
         return table
 
-    def lags(self, table: str) -> dict[int, PartitionLag]:
-        """Each partition's freshness here (empty when the table is not held here)."""
+    def lags(self, table: str, partitions: Collection[int] | None = None) -> dict[int, PartitionLag]:
+        """Each partition's freshness here (only ``partitions``, when given; empty when the table
+        is not held here)."""
         try:
             statuses = self.restorer.status(table)
         except StoreError:  # dropped meanwhile, or never materialized
             return {}
+        if partitions is not None:
+            return {p: PartitionLag.of(statuses[p]) for p in partitions if p in statuses}
         return {p: PartitionLag.of(s) for p, s in statuses.items()}
 
     def local_lags(self) -> dict[str, dict[int, LagInfo]]:

@@ -400,6 +400,13 @@ def to_json_output(value: Any, sql_type: SqlType) -> Any:
     return _output(sql_type)(value)
 
 
+def _double_output(value: float) -> Any:
+    """A DOUBLE as ksqlDB's REST API prints it: a number, or "NaN"/"Infinity"/"-Infinity"."""
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+
+
 @lru_cache(maxsize=4096)
 def _output(sql_type: SqlType) -> Callable[[Any], Any]:
     def keep(v: Any) -> Any:
@@ -410,6 +417,7 @@ def _output(sql_type: SqlType) -> Callable[[Any], Any]:
 
     if isinstance(sql_type, PrimitiveType):
         simple: dict[str, Callable[[Any], Any]] = {
+            "DOUBLE": _double_output,
             "BYTES": lambda v: base64.b64encode(v).decode("ascii"),
             "DATE": format_date,
             "TIME": format_time,

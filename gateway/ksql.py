@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from confluent_kafka import KafkaException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -98,7 +99,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 def decode_request(body: bytes) -> KsqlRequest:
     """Check and decode a ``/ksql`` body (40000 for anything malformed)."""
     try:
-        raw = json.loads(body)
+        raw = orjson.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(raw, dict):

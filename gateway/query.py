@@ -19,11 +19,12 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from headwater.gateway.jsonout import dumps
+from headwater.gateway.jsonout import dumpb
 from headwater.gateway import push, routed
 from headwater.gateway.cluster_api import check_internal_auth
 from headwater.gateway.errors import KsqlError, bad_request
@@ -80,8 +81,7 @@ async def query_endpoint(request: Request) -> Response:
         _check_internal(services, request, body)
     lookup = services.plans.lookup(decoded, services)
     if lookup.prepared is not None:  # a pull query of a known shape: no parse, no planning
-        async with services.admission.slot():
-            answer = await _run(services, lookup.prepared, decoded.streams_properties)
+        answer = await _run(services, lookup.prepared, decoded.streams_properties)
         return _pull_response(request, query_items(answer))
     parsed = _one_statement(decoded)
     if isinstance(parsed, ast.Print):
@@ -89,8 +89,7 @@ async def query_endpoint(request: Request) -> Response:
     statement = _only_select(parsed)
     if statement.query.emit == "CHANGES":
         return _push(request, services, statement, decoded.streams_properties, "array")
-    async with services.admission.slot():
-        answer = await _answer(services, statement, decoded.streams_properties, lookup)
+    answer = await _answer(services, statement, decoded.streams_properties, lookup)
     return _pull_response(request, query_items(answer))
 
 
@@ -108,14 +107,12 @@ async def query_stream_endpoint(request: Request) -> Response:
     properties = decoded.streams_properties
     lookup = services.plans.lookup(decoded, services)
     if lookup.prepared is not None:
-        async with services.admission.slot():
-            answer = await _run(services, lookup.prepared, properties)
+        answer = await _run(services, lookup.prepared, properties)
     else:
         statement = _only_select(_one_statement(decoded))
         if statement.query.emit == "CHANGES":
             return _push(request, services, statement, properties, "lines")
-        async with services.admission.slot():
-            answer = await _answer(services, statement, properties, lookup)
+        answer = await _answer(services, statement, properties, lookup)
     items = stream_items(answer)
     if _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON):
         return Response(_array(items), media_type=JSON)
@@ -165,13 +162,15 @@ async def _answer(services: Services, statement: ast.Select, properties: Mapping
 async def _run(services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
                ) -> PullAnswer:  # fmt: skip
     """Run key lookups on the event loop (a few store reads: a thread hop would cost more than
-    the query, bench/pull_qps.py), everything else in a worker thread."""
+    the query, bench/pull_qps.py; they never wait, so they need no admission), everything else
+    in a worker thread, admitted by the bounded queue (429 when it is full)."""
     if prepared.point_lookup:
         try:
             return execute_prepared(services, prepared, properties, local_only=True)
         except NeedsForwarding:
             pass
-    return await run_in_threadpool(execute_prepared, services, prepared, properties)
+    async with services.admission.slot():
+        return await run_in_threadpool(execute_prepared, services, prepared, properties)
 
 
 def _check_internal(services: Services, request: Request, body: bytes) -> None:
@@ -182,7 +181,7 @@ def _check_internal(services: Services, request: Request, body: bytes) -> None:
 
 def _decode_stream_request(body: bytes) -> KsqlRequest:
     try:
-        raw = json.loads(body)
+        raw = orjson.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("sql"), str):
@@ -220,9 +219,9 @@ def stream_items(answer: PullAnswer) -> Iterator[Any]:
 
 
 def _array(items: Iterator[Any]) -> bytes:
-    return ("[" + ",\n".join(dumps(item) for item in items) + "]\n").encode("utf-8")
+    return b"[" + b",\n".join(dumpb(item) for item in items) + b"]\n"
 
 
 def _lines(items: Iterator[Any]) -> Iterator[bytes]:
     for item in items:
-        yield (dumps(item) + "\n").encode("utf-8")
+        yield dumpb(item) + b"\n"

@@ -28,10 +28,12 @@ import httpx
 
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.auth import HEADER, sign
-from headwater.cluster.routing import NoReplica, RoutingBound, route
+from headwater.cluster.agent import replica_lags_in
+from headwater.cluster.routing import NoReplica, RoutePlan, RoutingBound, route
 from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.tables import key_partition
 from headwater.gateway.errors import KsqlError
+from headwater.gateway.forwarding import RoutingInputs
 from headwater.gateway.ksql import SUBSTITUTION
 from headwater.gateway.services import Services
 
@@ -61,7 +63,7 @@ class PartialAnswer:
     host: str
     partitions: tuple[int, ...]
     rows: list[list[Any]]
-    served_by: list[dict[str, Any]]
+    served_by: list[tuple[int, str, int, int]]  # (partition, host, position, lag)
 
 
 def forwarded_partitions(properties: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -139,30 +141,62 @@ def plan_hosts(
     assert cluster is not None and control is not None
     table = prepared.source.name
     wanted = [PartitionId(table, p) for p in partitions]
-    state = control.state()
-    if any(pid not in state.partitions for pid in wanted):
+    inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services))
+    if any(pid not in inputs.state.partitions for pid in wanted):
         # A table created a moment ago: the controller assigns it within a decide interval.
         control.wait_for(lambda s: all(pid in s.partitions for pid in wanted), ASSIGNMENT_WAIT_S)
-        state = control.state()
-    alive = {host: status.alive for host, status in cluster.statuses().items()}
+        inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services), fresh=True)
+    state = inputs.state
     lag_bound = prepared.options.max_offset_lag
     staleness = max_staleness(properties)
     tokens = read_after(properties, prepared.source.topic)
     plans: dict[int, list[str]] = {}
     for partition in partitions:
         pid = PartitionId(table, partition)
-        leader = state.partitions.get(pid)
-        if leader is None:
+        if state.partitions.get(pid) is None:
             raise KsqlError(f"{table} partition {partition} has no replica assigned yet; retry "
                             "shortly", 50302, kind="generic_error", retriable=True)  # fmt: skip
-        bound = RoutingBound(None if lag_bound >= UNBOUNDED else lag_bound, staleness,
-                             tokens.get(partition))  # fmt: skip
-        decided = route(pid, leader.replicas, alive, cluster.replica_lags(table, partition), bound,
-                        services.advertised)  # fmt: skip
+        token = tokens.get(partition)
+        decided = _decide(services, inputs, pid, lag_bound, staleness, token)
+        if isinstance(decided, NoReplica):  # the inputs may be a few ms old: decide on today's
+            inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services),
+                                                        fresh=True)  # fmt: skip
+            decided = _decide(services, inputs, pid, lag_bound, staleness, token)
         if isinstance(decided, NoReplica):
             raise KsqlError(decided.message(), 50302, kind="generic_error", retriable=True)
         plans[partition] = list(decided.hosts)
     return plans
+
+
+def _decide(services: Services, inputs: RoutingInputs, pid: PartitionId, lag_bound: int,
+            staleness: int | None, token: int | None) -> RoutePlan | NoReplica:  # fmt: skip
+    """The routing decision for one partition, made once per inputs and bound."""
+    key = (pid.table, pid.partition, lag_bound, staleness, token)
+    decided = inputs.routes.get(key)
+    if decided is None:
+        leader = inputs.state.partitions.get(pid)
+        if leader is None:
+            raise KsqlError(f"{pid.table} partition {pid.partition} has no replica assigned yet; "
+                            "retry shortly", 50302, kind="generic_error", retriable=True)  # fmt: skip
+        bound = RoutingBound(None if lag_bound >= UNBOUNDED else lag_bound, staleness, token)
+        lags = inputs.replica_lags.get((pid.table, pid.partition))
+        if lags is None:
+            lags = inputs.replica_lags[(pid.table, pid.partition)] = replica_lags_in(
+                inputs.host_lags, pid.table, pid.partition)  # fmt: skip
+        decided = route(pid, leader.replicas, inputs.alive, lags, bound, services.advertised)
+        inputs.routes[key] = decided
+    return decided
+
+
+def _routing_inputs(services: Services) -> RoutingInputs:
+    cluster, control = services.cluster, services.control
+    assert cluster is not None and control is not None
+    return RoutingInputs(
+        control.state(),
+        {host: status.alive for host, status in cluster.statuses().items()},
+        cluster.host_lag_tables(),
+        time.monotonic(),
+    )
 
 
 def forward(
@@ -200,21 +234,16 @@ def forward(
         raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
                         retriable=response.status_code in (429, 503))  # fmt: skip
     rows = [item["row"]["columns"] for item in items if "row" in item]
-    served = [s for item in items if "servedBy" in item for s in item["servedBy"]]
+    served = [(int(s["partition"]), str(s.get("host", host)), int(s.get("position") or 0),
+               int(s.get("lag") or 0))
+              for item in items if "servedBy" in item for s in item["servedBy"]]  # fmt: skip
     return PartialAnswer(host, tuple(partitions), rows, served)
 
 
-_clients: dict[int, httpx.Client] = {}
-
-
 def _client(services: Services) -> httpx.Client:
-    client = _clients.get(id(services))
-    if client is None:
-        timeout_s = (services.cluster.settings.request_timeout_ms / 1000
-                     if services.cluster is not None else 2.0)  # fmt: skip
-        client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 0.5)))
-        _clients[id(services)] = client
-    return client
+    timeout_s = (services.cluster.settings.request_timeout_ms / 1000
+                 if services.cluster is not None else 2.0)  # fmt: skip
+    return services.forwarding.client(timeout_s)
 
 
 def gather(

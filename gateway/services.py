@@ -32,6 +32,7 @@ from headwater.engine.spark.host import QueryEngine
 from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.tables import MaterializedTables, materialized
 from headwater.gateway.admission import Admission
+from headwater.gateway.forwarding import Forwarding
 from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
 from headwater.kafka.errors import KafkaEdgeError
@@ -109,6 +110,7 @@ class Services:
         properties: the server's settings as text, by key (what SHOW PROPERTIES lists).
         defaults: the settings' defaults as text, by key.
         plans: the pull-plan cache (``gateway.plan_cache``).
+        forwarding: the peers' HTTP client and the routing inputs (``gateway.forwarding``).
     """
 
     settings: KafkaSettings
@@ -129,6 +131,7 @@ class Services:
     properties: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, str] = field(default_factory=dict)
     plans: PlanCache = field(default_factory=lambda: _plan_cache())
+    forwarding: Forwarding = field(default_factory=Forwarding)
 
 
 class CatalogNotReady(KafkaEdgeError):
@@ -242,10 +245,13 @@ def open_services(
             queries.start()
             stack.callback(queries.close)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
+        forwarding = Forwarding()
+        stack.callback(forwarding.close)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
             Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
             control, queries, dict(properties or {}), dict(defaults or {}),
+            forwarding=forwarding,
         )  # fmt: skip
 
 

@@ -20,16 +20,15 @@ from decimal import Decimal
 
 __all__ = ["Shape", "literal_shape"]
 
+# Only what matters is matched (finditer skips the rest): literals, what hides text from the scan
+# (quoted identifiers, comments), and what makes it give up. A number never continues a word.
 _TOKEN = re.compile(
     r"""
       (?P<string>'(?:[^'\\]|'')*')
-    | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-    | (?P<word>[A-Za-z_][A-Za-z0-9_@$]*)
     | (?P<quoted>`(?:[^`]|``)*`|"(?:[^"]|"")*")
     | (?P<comment>--[^\n]*|/\*.*?\*/)
-    | (?P<space>\s+)
+    | (?P<number>(?<![\w@$.])(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
     | (?P<refuse>['`"?\\$]|/\*)
-    | (?P<other>.)
     """,
     re.VERBOSE | re.DOTALL,
 )

@@ -23,7 +23,15 @@ def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
     assert dumps(Decimal("1.50")) == "1.50"
     assert dumps(Decimal("1E+3")) == "1000"
     assert dumps((1, (2,))) == "[1,[2]]"
-    assert dumps(float("nan")) == '"NaN"' and dumps(float("-inf")) == '"-Infinity"'
+    # ksqlDB's strings for non-finite DOUBLEs come from the value renderer, before JSON
+    from headwater.engine._functions import DOUBLE
+    from headwater.engine.values import to_json_output
+
+    assert dumps(to_json_output(float("nan"), DOUBLE)) == '"NaN"'
+    assert dumps([to_json_output(float("-inf"), DOUBLE)]) == '["-Infinity"]'
+    # what orjson refuses goes through the pure-Python writer, ASCII-escaped
+    assert dumps(["a\ud800", 2**70, "é"]) == '["a\\ud800",1180591620717411303424,"\\u00e9"]'
+    assert dumps(["é"]) == '["é"]'
     with pytest.raises(TypeError, match="not JSON-writable: set"):
         dumps({1, 2})
     with pytest.raises(TypeError):
