@@ -504,8 +504,8 @@ def main() -> None:
     parser.add_argument("--store", choices=("lmdb", "memory"), default="lmdb")
     parser.add_argument("--http-server", choices=[k.value for k in HttpServerKind],
                         default=DEFAULT_KIND.value, help="the HTTP server under both endpoints")
-    parser.add_argument("--http-loop", choices=[k.value for k in LoopKind], default="asyncio",
-                        help="its event loop (auto: uvloop when installed)")
+    parser.add_argument("--http-loop", choices=[k.value for k in LoopKind], default="auto",
+                        help="its event loop (auto: uvloop when installed, as headwater server)")
     parser.add_argument("--uvicorn-http", choices=("auto", "h11", "httptools"), default="auto",
                         help="uvicorn's HTTP/1.1 parser (auto: httptools when installed)")
     parser.add_argument("--no-bare", dest="bare", action="store_false",

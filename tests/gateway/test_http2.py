@@ -231,7 +231,7 @@ def test_uvicorn_stays_selectable(  # type: ignore[no-untyped-def]
 def test_settings_from_env() -> None:
     default = settings_from_env({}, host="0.0.0.0", port=8088)
     assert (default.kind, default.loop, default.host, default.port) == (
-        DEFAULT_KIND, LoopKind.ASYNCIO, "0.0.0.0", 8088)
+        DEFAULT_KIND, LoopKind.AUTO, "0.0.0.0", 8088)
     assert DEFAULT_KIND is HttpServerKind.GRANIAN
     chosen = settings_from_env({"HEADWATER_HTTP_SERVER": " Uvicorn ", "HEADWATER_HTTP_LOOP":
                                 "asyncio", "HEADWATER_UVICORN_HTTP": "h11"}, host="h", port=1)
