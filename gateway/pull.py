@@ -139,7 +139,16 @@ def prepare_pull(
 
 
 class NeedsForwarding(Exception):
-    """A query that ``local_only`` execution cannot answer here (some partition is served elsewhere)."""
+    """A query that ``local_only`` execution cannot answer here (some partition is served
+    elsewhere, or it would have to wait).
+
+    Attributes:
+        plans: when routing sent a partition elsewhere, the hosts to try per partition.
+    """
+
+    def __init__(self, plans: dict[int, list[str]] | None = None) -> None:
+        super().__init__()
+        self.plans = plans
 
 
 def execute_prepared(
@@ -148,6 +157,7 @@ def execute_prepared(
     properties: Mapping[str, Any] | None = None,
     *,
     local_only: bool = False,
+    skip: frozenset[str] = frozenset(),
 ) -> PullAnswer:
     """Run a prepared pull query: streams by scanning their topic, tables from the replicas the
     cluster routes each partition to (here or forwarded), or from this server alone.
@@ -158,6 +168,7 @@ def execute_prepared(
         properties: the request's properties (bounds, read-your-writes token, forwarded partitions).
         local_only: raise :class:`NeedsForwarding` instead of forwarding (the event loop calls
             this for cheap lookups and must never block on another server).
+        skip: hosts not to ask (they failed this query already).
 
     Raises:
         KsqlError: a bound not met (50302, retriable), or the source changed meanwhile.
@@ -182,7 +193,7 @@ def execute_prepared(
             result, served = _pull_table(services, prepared, forwarded, tokens,
                                          may_wait=not local_only)  # fmt: skip
             return PullAnswer(query_id, columns, _render(plan, result.rows), served)
-        return _routed(services, prepared, properties, query_id, columns, local_only)
+        return _routed(services, prepared, properties, query_id, columns, local_only, skip)
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
                         retriable=exc.retriable) from exc  # fmt: skip
@@ -214,12 +225,19 @@ def _routed(
     query_id: str,
     columns: tuple[OutputColumn, ...],
     local_only: bool,
+    skip: frozenset[str] = frozenset(),
 ) -> PullAnswer:
     catalog = services.runner.catalog
     partitions = routed.needed_partitions(prepared, catalog.types)
     plans = routed.plan_hosts(services, prepared, partitions, properties)
+    if skip:
+        plans = {p: [h for h in hosts if h not in skip] for p, hosts in plans.items()}
+        if any(not hosts for hosts in plans.values()):
+            raise KsqlError(f"no replica answered: {', '.join(sorted(skip))} failed, and no other "
+                            "replica is within the bounds", 50302, kind="generic_error",
+                            retriable=True)  # fmt: skip
     if local_only and any(hosts[0] != services.advertised for hosts in plans.values()):
-        raise NeedsForwarding
+        raise NeedsForwarding(plans)
     tokens = routed.read_after(properties, prepared.source.topic)
 
     def run_local(parts: tuple[int, ...]) -> routed.PartialAnswer:
@@ -230,11 +248,19 @@ def _routed(
     lookup = isinstance(prepared.plan.access, KeyLookup)
     answers = routed.gather(services, plans, run_local, prepared.text, properties,
                             forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None)
+    return answer_of(prepared, answers, query_id, columns)
+
+
+def answer_of(prepared: PreparedPull, answers: list[routed.PartialAnswer],
+              query_id: str | None = None, columns: tuple[OutputColumn, ...] | None = None
+              ) -> PullAnswer:  # fmt: skip
+    """The answer put together from the hosts' partial answers."""
     rows = [row for answer in answers for row in answer.rows]
     if prepared.plan.limit is not None:
         rows = rows[: prepared.plan.limit]
     served = sorted(s for answer in answers for s in answer.served_by)
-    return PullAnswer(query_id, columns, rows, tuple(ServedBy(*s) for s in served))
+    return PullAnswer(query_id or _query_id(), columns or _columns(prepared.plan.schema), rows,
+                      tuple(ServedBy(*s) for s in served))  # fmt: skip
 
 
 def run_pull(services: Services, statement: ast.Select, properties: Mapping[str, Any]) -> PullAnswer:

@@ -32,8 +32,9 @@ from headwater.gateway.ksql import (
     KsqlRequest, decode_parameters, decode_request, read_body, variables_text,
 )
 from headwater.gateway.plan_cache import Lookup
+from headwater.gateway.forwarding import ExchangeFailed
 from headwater.gateway.pull import (
-    NeedsForwarding, PreparedPull, PullAnswer, execute_prepared, prepare_pull,
+    NeedsForwarding, PreparedPull, PullAnswer, answer_of, execute_prepared, prepare_pull,
 )
 from headwater.gateway.services import Services, services_of
 from headwater.sqlparse_ext import statements as ast
@@ -162,15 +163,31 @@ async def _answer(services: Services, statement: ast.Select, properties: Mapping
 async def _run(services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
                ) -> PullAnswer:  # fmt: skip
     """Run key lookups on the event loop (a few store reads: a thread hop would cost more than
-    the query, bench/pull_qps.py; they never wait, so they need no admission), everything else
-    in a worker thread, admitted by the bounded queue (429 when it is full)."""
+    the query, bench/pull_qps.py; they never wait, so they need no admission), and forward
+    there those that one other server answers; everything else runs in a worker thread,
+    admitted by the bounded queue (429 when it is full), with replica failover."""
+    skip: frozenset[str] = frozenset()
     if prepared.point_lookup:
         try:
             return execute_prepared(services, prepared, properties, local_only=True)
-        except NeedsForwarding:
-            pass
+        except NeedsForwarding as needs:
+            hosts = {hosts[0] for hosts in (needs.plans or {}).values()}
+            if len(hosts) == 1 and services.advertised not in hosts:
+                host = hosts.pop()
+                try:
+                    partial = await routed.forward_async(
+                        services, host, prepared.text, properties, sorted(needs.plans or ()),
+                        routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
+                    return answer_of(prepared, [partial])
+                except ExchangeFailed:
+                    skip = frozenset({host})  # the next replica, from a worker thread
+                except KsqlError as error:
+                    if not error.retriable and error.error_code // 100 == 400:
+                        raise  # the query is wrong, wherever it runs
+                    skip = frozenset({host})
     async with services.admission.slot():
-        return await run_in_threadpool(execute_prepared, services, prepared, properties)
+        return await run_in_threadpool(execute_prepared, services, prepared, properties,
+                                       skip=skip)  # fmt: skip
 
 
 def _check_internal(services: Services, request: Request, body: bytes) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.auth import HEADER, sign
@@ -33,7 +34,7 @@ from headwater.cluster.routing import NoReplica, RoutePlan, RoutingBound, route
 from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.tables import key_partition
 from headwater.gateway.errors import KsqlError
-from headwater.gateway.forwarding import RoutingInputs
+from headwater.gateway.forwarding import ExchangeFailed, RoutingInputs
 from headwater.gateway.ksql import SUBSTITUTION
 from headwater.gateway.services import Services
 
@@ -199,6 +200,46 @@ def _routing_inputs(services: Services) -> RoutingInputs:
     )
 
 
+def forward_request(services: Services, text: str, properties: Mapping[str, Any],
+                    partitions: Sequence[int]) -> tuple[bytes, dict[str, str]]:  # fmt: skip
+    """The body and headers that ask a peer to answer ``text`` for ``partitions`` (signed when
+    the cluster has a secret)."""
+    body = orjson.dumps({
+        "ksql": text,
+        # the text was substituted and bound where the query arrived: never again
+        "streamsProperties": {**properties, INTERNAL_PARTITIONS: list(partitions),
+                              SUBSTITUTION: False},
+    })  # fmt: skip
+    headers = {"Content-Type": "application/json"}
+    cluster = services.cluster
+    secret = cluster.settings.auth_secret if cluster is not None else None
+    if secret:
+        headers[HEADER] = sign(secret, int(time.time() * 1000), "POST", "/query", body)
+    return body, headers
+
+
+def partial_answer(host: str, partitions: Sequence[int], status: int, content: bytes
+                   ) -> PartialAnswer:  # fmt: skip
+    """What a peer answered to :func:`forward_request`.
+
+    Raises:
+        KsqlError: the peer answered an error (kept as is: code and message).
+        ValueError: the answer is not JSON.
+    """
+    items = orjson.loads(content)
+    if status != 200:
+        text = content.decode("utf-8", "replace")
+        message = items.get("message", text) if isinstance(items, dict) else text
+        code = items.get("error_code", status * 100) if isinstance(items, dict) else 50000
+        raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
+                        retriable=status in (429, 503))  # fmt: skip
+    rows = [item["row"]["columns"] for item in items if "row" in item]
+    served = [(int(s["partition"]), str(s.get("host", host)), int(s.get("position") or 0),
+               int(s.get("lag") or 0))
+              for item in items if "servedBy" in item for s in item["servedBy"]]  # fmt: skip
+    return PartialAnswer(host, tuple(partitions), rows, served)
+
+
 def forward(
     services: Services,
     host: str,
@@ -207,37 +248,34 @@ def forward(
     partitions: Sequence[int],
     timeout_s: float | None = None,
 ) -> PartialAnswer:
-    """Ask ``host`` to answer the query for ``partitions`` (its own replicas only).
+    """Ask ``host`` to answer the query for ``partitions`` (its own replicas only), from a worker
+    thread.
 
     Raises:
         httpx.HTTPError: the host did not answer.
         KsqlError: the host answered an error (kept as is: code and message).
     """
-    body = json.dumps({
-        "ksql": text,
-        # the text was substituted and bound where the query arrived: never again
-        "streamsProperties": {**properties, INTERNAL_PARTITIONS: list(partitions),
-                              SUBSTITUTION: False},
-    }).encode()  # fmt: skip
-    headers = {"Content-Type": "application/json"}
-    cluster = services.cluster
-    secret = cluster.settings.auth_secret if cluster is not None else None
-    if secret:
-        headers[HEADER] = sign(secret, int(time.time() * 1000), "POST", "/query", body)
+    body, headers = forward_request(services, text, properties, partitions)
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
     response = _client(services).post(f"http://{host}/query", content=body, headers=headers,
                                       **extra)  # fmt: skip
-    items = response.json()
-    if response.status_code != 200:
-        message = items.get("message", response.text) if isinstance(items, dict) else response.text
-        code = items.get("error_code", response.status_code * 100) if isinstance(items, dict) else 50000
-        raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
-                        retriable=response.status_code in (429, 503))  # fmt: skip
-    rows = [item["row"]["columns"] for item in items if "row" in item]
-    served = [(int(s["partition"]), str(s.get("host", host)), int(s.get("position") or 0),
-               int(s.get("lag") or 0))
-              for item in items if "servedBy" in item for s in item["servedBy"]]  # fmt: skip
-    return PartialAnswer(host, tuple(partitions), rows, served)
+    return partial_answer(host, partitions, response.status_code, response.content)
+
+
+async def forward_async(services: Services, host: str, text: str, properties: Mapping[str, Any],
+                        partitions: Sequence[int], timeout_s: float) -> PartialAnswer:  # fmt: skip
+    """:func:`forward` on the event loop, over the server's kept-alive peer connections.
+
+    Raises:
+        ExchangeFailed: the host did not answer.
+        KsqlError: the host answered an error.
+    """
+    body, headers = forward_request(services, text, properties, partitions)
+    status, content = await services.forwarding.exchange(host, "/query", body, headers, timeout_s)
+    try:
+        return partial_answer(host, partitions, status, content)
+    except ValueError as error:
+        raise ExchangeFailed(f"{host}: the answer is not JSON ({error})") from None
 
 
 def _client(services: Services) -> httpx.Client:
