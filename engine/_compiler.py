@@ -82,6 +82,15 @@ def _make(t: SqlType, evaluator: Evaluator, children: Sequence[_Node], fallible:
     return _Node(t, evaluator, False, refs)
 
 
+def _members(values: list[Any]) -> tuple[Any, bool]:
+    """An IN list's non-NULL members (a set when they hash) and whether it holds a NULL."""
+    has_null = any(v is None for v in values)
+    try:
+        return frozenset(v for v in values if v is not None), has_null
+    except TypeError:  # lists and dicts (ARRAY, MAP, STRUCT) do not hash
+        return [v for v in values if v is not None], has_null
+
+
 def _const_fn(value: Any) -> Evaluator:
     return lambda row: value
 
@@ -373,18 +382,25 @@ class _Compiler:
         value = self.compile(node.this)
         items = [self.in_item(value, item) for item in node.expressions]
         vf = value.fn
+        slots = building_slots()
         if all(i.const for i in items):
-            values = [i.fn({}) for i in items]
-            has_null = any(v is None for v in values)
-            try:
-                members: Any = frozenset(v for v in values if v is not None)
-            except TypeError:  # lists and dicts (ARRAY, MAP, STRUCT) do not hash
-                members = [v for v in values if v is not None]
+            members, has_null = _members([i.fn({}) for i in items])
 
             def evaluate(row: Row) -> Any:
                 v = vf(row)
                 if v is None:
                     return None
+                return True if v in members else None if has_null else False
+        elif slots is not None and all(i.const or i.bound for i in items):
+            # a cached plan's IN list: its members folded once per execution, as above
+            item_fns = [i.fn for i in items]
+            folded = slots.subtree(lambda row: _members([f(row) for f in item_fns]))
+
+            def evaluate(row: Row) -> Any:
+                v = vf(row)
+                if v is None:
+                    return None
+                members, has_null = folded(row)
                 return True if v in members else None if has_null else False
         else:
             fns = [i.fn for i in items]

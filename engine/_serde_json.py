@@ -24,6 +24,8 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import orjson
+
 from headwater.engine.errors import SerdeError
 from headwater.engine.values import (
     BIGINT_MAX,
@@ -105,12 +107,23 @@ def object_encoder(fields: tuple[tuple[str, Encoder], ...]) -> Encoder:
     return encode_object
 
 
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
+
 def loads(data: bytes, exact_floats: bool) -> Any:
     """Parse JSON bytes; fractions become Decimal when ``exact_floats`` (DECIMAL/STRING present).
 
     Raises:
         SerdeError: If the bytes are not UTF-8 JSON (NaN/Infinity literals are refused, as Jackson).
     """
+    if not exact_floats and not _LONG_NUMBER.search(data):
+        # the common case, ~3x faster; what orjson refuses (BOMs, lone surrogates, infinities,
+        # other encodings) takes the careful path below, and so do integers of 19 digits or more
+        # (orjson reads those beyond 64 bits as floats)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
     decoder = _EXACT if exact_floats else _PLAIN
     try:
         try:

@@ -329,7 +329,10 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
     logging.getLogger("_granian").addFilter(_not_experimental)  # after granian's own log setup
 
     def on_startup() -> None:
-        ready()
+        # granian calls its startup hooks before its socket accepts connections (under uvloop
+        # a client could be refused in between): ready once a connection goes through
+        asyncio.get_running_loop().create_task(_when_listening(settings.host, settings.port,
+                                                               ready))  # fmt: skip
 
     instance.on_startup(on_startup)
 
@@ -348,6 +351,21 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
                     settings.graceful_timeout_s)  # fmt: skip
     finally:
         watcher.cancel()
+
+
+async def _when_listening(host: str, port: int, ready: OnStarted, timeout_s: float = 10.0) -> None:
+    """Call ``ready`` once ``host:port`` accepts a TCP connection (or after ``timeout_s``)."""
+    address = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            _, writer = await asyncio.open_connection(address, port)
+        except OSError:
+            await asyncio.sleep(0.005)
+            continue
+        writer.close()
+        break
+    ready()
 
 
 def _not_experimental(record: logging.LogRecord) -> bool:
