@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+pytestmark = pytest.mark.corpus
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "ksql-corpus"
 GAPS = Path(__file__).with_name("known_gaps.txt")

@@ -21,6 +21,7 @@ def _corpus() -> list[str]:
     return [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+# without the corpus (a user's clone), the corpus-based tests below are deselected (-m corpus runs them)
 STATEMENTS = _corpus() if CORPUS.is_file() else ["SELECT * FROM s;"]
 FUZZ = settings(
     derandomize=True,
@@ -41,6 +42,7 @@ def _only_parse_error(text: str) -> None:
     assert time.perf_counter() - start < MAX_SECONDS, f"too slow on {text[:200]!r}"
 
 
+@pytest.mark.corpus
 def test_corpus_is_present():
     assert len(_corpus()) == 3155
 
@@ -58,12 +60,14 @@ def test_random_bytes_decoded(data):
     _only_parse_error(data.decode("latin-1"))
 
 
+@pytest.mark.corpus
 @FUZZ
 @given(st.sampled_from(STATEMENTS), st.floats(min_value=0.0, max_value=1.0))
 def test_truncated_corpus_statements(statement, fraction):
     _only_parse_error(statement[: int(len(statement) * fraction)])
 
 
+@pytest.mark.corpus
 @FUZZ
 @given(
     st.sampled_from(STATEMENTS),
@@ -75,6 +79,7 @@ def test_unbalanced_insertions(statement, position, fragment):
     _only_parse_error(statement[:at] + fragment + statement[at:])
 
 
+@pytest.mark.corpus
 @FUZZ
 @given(st.lists(st.sampled_from(STATEMENTS), min_size=1, max_size=4), st.text(max_size=20))
 def test_scripts_of_statements(statements, glue):
