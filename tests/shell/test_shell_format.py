@@ -5,13 +5,18 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+from decimal import Decimal
+
+import pytest
 
 from headwater.gateway import dbapi
 from headwater.gateway.dbapi.entities import entity_table
 from headwater.shell.executor import Entity, Message, Rows, StatementFailed
 from headwater.shell.format import (
     OutputFormat,
+    _table,
     cell,
+    java_double,
     needs_pager,
     render,
     render_error,
@@ -164,3 +169,19 @@ def test_show_queries_extended_is_a_table() -> None:
         {**EXPLAINED["queryDescription"], "state": "RUNNING"}]}  # type: ignore[dict-item]
     text = render(Entity(shown, entity_table(shown)), OutputFormat.TABLE).text
     assert "CSAS_BIG_1" in text and "RUNNING" in text and "bad JSON" in text
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (-122.4205, "-122.4205"), (1.0, "1.0"), (0.1 + 0.2, "0.30000000000000004"), (1e7, "1.0E7"),
+    (1234567.0, "1234567.0"), (0.001, "0.001"), (1e-4, "1.0E-4"), (123456789.0, "1.23456789E8"),
+    (1e21, "1.0E21"), (-0.0, "-0.0"), (float("nan"), "NaN"), (float("-inf"), "-Infinity"),
+])  # fmt: skip
+def test_doubles_show_as_javas_double_to_string(value: float, shown: str) -> None:
+    assert java_double(value) == shown
+    assert cell(value) == shown
+
+
+def test_the_table_shows_values_exactly() -> None:
+    table = _table(["D", "N"], [[-122.4205, Decimal("12.50")], [1.0, Decimal("0.00000001")]])
+    assert "-122.4205" in table and "12.50" in table and "0.00000001" in table
+    assert "| 1.0 " in table  # not rounded, not shortened to 1
