@@ -229,7 +229,11 @@ def _routed(
 ) -> PullAnswer:
     catalog = services.runner.catalog
     partitions = routed.needed_partitions(prepared, catalog.types)
-    plans = routed.plan_hosts(services, prepared, partitions, properties)
+    try:
+        plans = routed.plan_hosts(services, prepared, partitions, properties,
+                                  may_wait=not local_only)  # fmt: skip
+    except routed.NeedsWait:
+        raise NeedsForwarding from None  # from a worker thread, which may wait
     if skip:
         plans = {p: [h for h in hosts if h not in skip] for p, hosts in plans.items()}
         if any(not hosts for hosts in plans.values()):

@@ -130,7 +130,8 @@ def needed_partitions(prepared: Any, catalog_types: Mapping[str, Any]) -> list[i
 
 
 def plan_hosts(
-    services: Services, prepared: Any, partitions: Sequence[int], properties: Mapping[str, Any]
+    services: Services, prepared: Any, partitions: Sequence[int], properties: Mapping[str, Any],
+    *, may_wait: bool = True,
 ) -> dict[int, list[str]]:
     """For each partition, the hosts to try in order.
 
@@ -163,10 +164,33 @@ def plan_hosts(
             inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services),
                                                         fresh=True)  # fmt: skip
             decided = _decide(services, inputs, pid, lag_bound, staleness, token)
+        if isinstance(decided, NoReplica) and token is not None and _holds(services, inputs, pid):
+            # Read-your-writes: the write is on its way into this server's replica (a few ms,
+            # usually); wait for it here, briefly and bounded, rather than answer 503 at once.
+            if not may_wait:
+                raise NeedsWait
+            tables = services.tables
+            assert tables is not None
+            tables.restorer.wait_for_positions(table, {partition: token}, READ_AFTER_WAIT_S)
+            inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services),
+                                                        fresh=True)  # fmt: skip
+            decided = _decide(services, inputs, pid, lag_bound, staleness, token)
         if isinstance(decided, NoReplica):
             raise KsqlError(decided.message(), 50302, kind="generic_error", retriable=True)
         plans[partition] = list(decided.hosts)
     return plans
+
+
+class NeedsWait(Exception):
+    """Routing would wait (for a written offset to arrive here): not on the event loop."""
+
+
+def _holds(services: Services, inputs: RoutingInputs, pid: PartitionId) -> bool:
+    """Whether this server holds a replica of ``pid`` (and materializes tables at all)."""
+    leader = inputs.state.partitions.get(pid)
+    if leader is None or services.tables is None:
+        return False
+    return services.advertised in (leader.replicas.active, *leader.replicas.standbys)
 
 
 def _decide(services: Services, inputs: RoutingInputs, pid: PartitionId, lag_bound: int,

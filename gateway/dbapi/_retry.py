@@ -4,7 +4,8 @@ count. No I/O, no clock: `_http.py` measures, calls `plan_retry`, sleeps and sen
 Rules:
 - The request never reached a server (connection refused, connect timeout) or the server said
   503 (catch-up timeout, not ready, shutting down): try the next server. Between full rounds over
-  the server list, wait `backoff_s` (doubling, capped at `max_backoff_s`).
+  the server list, wait `backoff_s` (doubling, capped at `max_backoff_s`, and for a 503 at most
+  its Retry-After).
 - The request was sent but no answer came (read timeout, dropped connection): the same, but only
   for idempotent requests (pull queries, GET); a statement sent to `/ksql` may have run.
 - 429: wait the server's Retry-After (or the backoff), then try the same server again; give up at
@@ -85,5 +86,11 @@ def plan_retry(
         return Step(hinted if hinted is not None else _backoff(policy, attempts), failover=False)
     if attempts % servers:  # servers left to try in this round: go on at once
         return Step(0.0, failover=True)
-    delay = hinted if hinted is not None else _backoff(policy, attempts // servers)
+    delay = _backoff(policy, attempts // servers)
+    if hinted is not None and failure.kind is not FailureKind.UNAVAILABLE:
+        delay = hinted
+    elif hinted is not None:
+        # a 503's Retry-After (whole seconds) is an upper bound: a replica catching up, a write
+        # on its way in, is usually a matter of milliseconds; back off from 0.1 s up to it
+        delay = min(delay, hinted)
     return Step(delay, failover=True)
