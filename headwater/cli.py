@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from headwater.shell.main import (
-    open_shell, parse_defines, run_command, run_text, settings_for, shell_command, shell_options,
+    Hooks, open_shell, parse_defines, run_command, run_text, settings_for, shell_command, shell_options,
 )
 
 
@@ -19,16 +19,26 @@ from headwater.shell.main import (
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="State folder of the local node started when none runs  "
                    "[default: $XDG_DATA_HOME/headwater/node]")
+@click.option("--execute", "-e", "statements", multiple=True, metavar="SQL",
+              help="Run these statements without a prompt and exit, as `ksql -e` (repeatable).")
+@click.option("--file", "-f", "file_", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Run this script without a prompt and exit, as `ksql -f`.")
 @click.pass_context
 def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tuple[str, ...],
-         state_dir: Path | None) -> None:
+         state_dir: Path | None, statements: tuple[str, ...], file_: str | None) -> None:
     """headwater: a SQL-first streaming database for Kafka.
 
     With no command: open the shell on the local node (http://127.0.0.1:8088), starting the node
     first if none is running (it is stopped again when the shell exits), or on the --server URLs.
+    With -e SQL or -f FILE: run them there without a prompt, as `headwater run` does, and exit.
     """
     if ctx.invoked_subcommand is not None:
+        if statements or file_:
+            raise click.UsageError("-e and -f go without a command (or after `headwater run`)")
         return
+    if statements and file_:
+        raise click.UsageError("give -e SQL or -f FILE, not both")
+    script = _script(statements, file_)
     node = None
     if not servers:
         from headwater.localnode import LocalNodeError, answering, ensure_local_node
@@ -45,7 +55,13 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
         for hangup in (signal.SIGHUP, signal.SIGTERM):
             signal.signal(hangup, _exit_for_signal)
     try:
-        if sys.stdin.isatty():
+        if script is not None:
+            text, name = script
+            hooks = ctx.find_object(Hooks) or Hooks()
+            code = run_text(text, name, settings_for(servers, output, defines=parse_defines(defines),
+                                                     history_file=None),
+                            transport=hooks.transport)  # fmt: skip
+        elif sys.stdin.isatty():
             code = open_shell(list(servers), output, defines=parse_defines(defines))
         else:  # `headwater < script.sql`: run it as `headwater run -` would
             code = run_text(sys.stdin.read(), "<stdin>",
@@ -59,6 +75,20 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
                 pass
             node.stop()
     ctx.exit(code)
+
+
+def _script(statements: tuple[str, ...], file_: str | None) -> tuple[str, str] | None:
+    """The text and name of what -e or -f asks to run (None: neither)."""
+    if statements:
+        return "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in statements), \
+            "<command line>"  # fmt: skip
+    if file_ is None:
+        return None
+    try:
+        with click.open_file(file_, encoding="utf-8") as stream:
+            return stream.read(), "<stdin>" if file_ == "-" else file_
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.FileError(file_, str(exc)) from None
 
 
 def _exit_for_signal(signum: int, _frame: object) -> None:

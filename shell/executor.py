@@ -108,6 +108,7 @@ class StatementFailed(Exception):
         statement_text: the failing statement.
         error_code: ksqlDB's code, when there is one.
         has_position: the position is the error's own (a parse error), not just the statement's.
+        ran_nothing: the text did not parse, so none of its statements ran.
     """
 
     def __init__(
@@ -121,8 +122,10 @@ class StatementFailed(Exception):
         statement_text: str,
         error_code: int | None = None,
         has_position: bool = False,
+        ran_nothing: bool = False,
     ) -> None:
         super().__init__(message)
+        self.ran_nothing = ran_nothing
         self.message = message
         self.source_name = source_name
         self.source_text = source_text
@@ -170,7 +173,7 @@ class Executor:
             raise StatementFailed(
                 exc.message, source_name=source_name, source_text=text, line=exc.line,
                 column=exc.column, statement_text=exc.statement_text, error_code=exc.error_code,
-                has_position=True,
+                has_position=True, ran_nothing=True,
             ) from exc  # fmt: skip
 
     def run(self, text: str, source_name: str = "<input>") -> Iterator[tuple[st.Statement, Result]]:

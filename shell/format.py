@@ -290,7 +290,9 @@ def render_error(error: StatementFailed, *, script: bool = False) -> str:
     """An error for people: the message, and where it is (the line and a caret under the column
     for parse errors; the statement otherwise). In a script, which statement failed comes first."""
     out: list[str] = []
-    if script:
+    if script and error.ran_nothing:
+        out.append(f"{error.source_name}: does not parse (line {error.line}); nothing ran")
+    elif script:
         out.append(f"{error.source_name}: the statement at line {error.line} failed")
     code = f" (error {error.error_code})" if error.error_code and not error.has_position else ""
     out.append(f"Error: {error.message}{code}")

@@ -57,7 +57,7 @@ def test_exit_1_with_a_caret_at_the_first_bad_statement(tmp_path: Path) -> None:
     result = CliRunner().invoke(run_command, [str(script)], obj=Hooks(fake.transport()))
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        f"{script}: the statement at line 2 failed",
+        f"{script}: does not parse (line 2); nothing ran",
         "Error: line 2:15: expected ',' or FROM, found 't'",
         "  SELECT * FORM t;",
         "                ^",
@@ -170,3 +170,22 @@ def test_no_server_answers_is_an_error_not_a_traceback() -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("<command line>: the statement at line 1 failed\nError: ")
     assert "Traceback" not in result.output
+
+
+def test_headwater_e_and_f_run_without_a_prompt_as_ksql_does(tmp_path: Path) -> None:
+    from headwater.cli import main
+
+    fake = FakeKsql()
+    ran = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-o", "csv"],
+                             obj=Hooks(fake.transport()))  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert fake.bodies[-1]["ksql"] == "SHOW STREAMS;"
+    script = tmp_path / "s.sql"
+    script.write_text(SCRIPT, encoding="utf-8")
+    ran = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-f", str(script)],
+                             obj=Hooks(fake.transport()))  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert fake.bodies[-1]["ksql"].startswith("SELECT * FROM orders")
+    both = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-f",
+                                     str(script)], obj=Hooks(fake.transport()))  # fmt: skip
+    assert both.exit_code == 2 and "not both" in both.output
