@@ -13,9 +13,11 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
 from headwater.gateway.inserts import inserts_stream_endpoint
@@ -146,6 +148,37 @@ EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
 """Each package's root error (and the gateway's own) -> its ksqlDB error body."""
 
 
+KSQL_V1 = "application/vnd.ksql.v1+json"
+
+
+class KsqlMediaType:
+    """JSON answers go out as ``application/vnd.ksql.v1+json`` when the request asks for that
+    media type in Accept, as ksqlDB answers its clients (a pure ASGI middleware: a request that
+    does not ask passes straight through)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not any(
+            name == b"accept" and b"application/vnd.ksql.v1+json" in value
+            for name, value in scope["headers"]
+        ):
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [
+                    (name, KSQL_V1.encode()) if name == b"content-type"
+                    and value.startswith(b"application/json") else (name, value)
+                    for name, value in message.get("headers", ())
+                ]}  # fmt: skip
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 def create_app(
     services: Services,
     *,
@@ -157,7 +190,8 @@ def create_app(
         services: what the handlers use.
         lifespan: an optional lifespan (e.g. one that stops the runner on shutdown).
     """
-    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan,
+                    middleware=[Middleware(KsqlMediaType)])  # fmt: skip
     app.state.services = services
     app.state.push_queries = PushQueries()
     return app

@@ -16,16 +16,23 @@ from headwater.gateway.services import Services, services_of
 from headwater.metastore.runner import RunnerState
 
 
+KSQLDB_VERSION = "0.29.0"
+"""The ksqlDB release whose statements and REST API headwater answers as: ``/info``'s ``version``,
+which ksqlDB's clients read to decide what a server supports (headwater's own version is beside
+it, in ``headwaterVersion``)."""
+
+
 def server_info(services: Services) -> dict[str, Any]:
-    """ksqlDB's ``/info`` body, plus headwater's ``catalogDigest``."""
+    """ksqlDB's ``/info`` body, plus headwater's ``headwaterVersion`` and ``catalogDigest``."""
     running = services.runner.state is RunnerState.RUNNING
     return {
         "KsqlServerInfo": {
-            "version": services.info.version,
+            "version": KSQLDB_VERSION,
             "kafkaClusterId": services.info.kafka_cluster_id,
             "ksqlServiceId": services.info.service_id,
             "serverStatus": "RUNNING" if running else "DEGRADED",
         },
+        "headwaterVersion": services.info.version,
         "catalogDigest": services.runner.catalog.digest(),
     }
 

@@ -191,7 +191,7 @@ def _banner(connection: dbapi.Connection) -> None:
                    f"{', '.join(connection.urls)} when you run them.", err=True)  # fmt: skip
         return
     click.echo(f"headwater shell, connected to {connection.server_url} "
-               f"(server version {info.get('version', '?')}, "
+               f"(ksqlDB {info.get('version', '?')} API, "
                f"service id {info.get('ksqlServiceId', '?')}). Type 'help' for help.")  # fmt: skip
 
 

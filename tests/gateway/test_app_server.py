@@ -72,12 +72,13 @@ def test_info_and_healthcheck(services: Services) -> None:
         info = client.get("/info").json()
         health = client.get("/healthcheck")
     assert info["KsqlServerInfo"] == {
-        "version": services.info.version,
+        "version": "0.29.0",  # the ksqlDB release whose API this is: clients gate features on it
         "kafkaClusterId": services.info.kafka_cluster_id,
         "ksqlServiceId": services.info.service_id,
         "serverStatus": "RUNNING",
     }
     assert info["catalogDigest"] == services.runner.catalog.digest()
+    assert info["headwaterVersion"] == services.info.version
     assert health.status_code == 200
     assert health.json() == {
         "isHealthy": True,
@@ -126,3 +127,15 @@ def test_driver_and_server_agree(server_url: str) -> None:
         assert caught.value.line == 2
         cursor.execute(f"DROP STREAM {stream} DELETE TOPIC;")
         assert cursor.fetchall()[0][1] == "SUCCESS"
+
+
+def test_answers_in_the_media_type_asked_for(services: Services) -> None:
+    ksql_v1 = "application/vnd.ksql.v1+json"
+    with TestClient(create_app(services)) as client:
+        asked = client.get("/info", headers={"Accept": ksql_v1})
+        plain = client.get("/info")
+        statement = client.post("/ksql", json={"ksql": "SHOW STREAMS;"},
+                                headers={"Accept": f"{ksql_v1}, application/json"})
+    assert asked.headers["content-type"] == ksql_v1 and asked.json()["KsqlServerInfo"]
+    assert plain.headers["content-type"] == "application/json"
+    assert statement.status_code == 200 and statement.headers["content-type"] == ksql_v1
