@@ -32,6 +32,7 @@ from headwater.engine.serde import serde_of
 from headwater.gateway import queries
 from headwater.gateway.asserts import assert_schema, assert_topic
 from headwater.gateway.errors import Entity, KsqlError, bad_request
+from headwater.gateway.locate import line_column, offset_in_message
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
@@ -183,7 +184,10 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
             exc.column = exc.column if exc.column is not None else statement.column
             raise
         except (MetastoreError, KafkaEdgeError, EngineError) as exc:
-            line, column = _position(statement, getattr(exc, "offset", None))
+            offset = getattr(exc, "offset", None)
+            if offset is None:
+                offset = offset_in_message(statement, getattr(exc, "message", None) or str(exc))
+            line, column = _position(statement, offset)
             raise KsqlError(
                 getattr(exc, "message", None) or str(exc),
                 exc.error_code,
@@ -197,15 +201,7 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
 
 
 def _position(statement: ast.Statement, offset: int | None) -> tuple[int, int]:
-    """The script line and column of ``offset`` in the statement's text (the statement's own
-    position when the fault has none)."""
-    if offset is None or not 0 <= offset <= len(statement.text):
-        return statement.line, statement.column
-    before = statement.text[:offset]
-    newlines = before.count("\n")
-    if newlines == 0:
-        return statement.line, statement.column + offset
-    return statement.line + newlines, offset - before.rfind("\n")
+    return line_column(statement, offset)
 
 
 def run_statement(services: Services, statement: ast.Statement,
@@ -453,11 +449,14 @@ def _insert_values(services: Services, statement: ast.Statement) -> Entity:
         key = serde.serialize_key(record.key)
         value = serde.serialize_value(record.value)
     except StatementPrepareError as exc:
-        raise KsqlError(f"Failed to prepare statement: {exc.message}", exc.error_code) from exc
+        line, column = line_column(statement, offset_in_message(statement, exc.message))
+        raise KsqlError(f"Failed to prepare statement: {exc.message}", exc.error_code,
+                        line=line, column=column) from exc  # fmt: skip
     except EngineError as exc:
         prefix = f"Failed to insert values into '{source.name}'. "
         message = exc.message if exc.message.startswith(prefix) else prefix + exc.message
-        raise KsqlError(message, exc.error_code) from exc
+        line, column = line_column(statement, offset_in_message(statement, exc.message))
+        raise KsqlError(message, exc.error_code, line=line, column=column) from exc
     partition = partition_for(key, source.partitions) if key is not None else None
     written = services.writer.write(source.topic, key, value, partition=partition,
                                     timestamp_ms=record.rowtime)  # fmt: skip

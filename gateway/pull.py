@@ -25,6 +25,7 @@ from headwater.engine.tables import PartitionLag
 from headwater.engine.values import to_json_output
 from headwater.gateway import routed
 from headwater.gateway.errors import KsqlError
+from headwater.gateway.locate import keyword_offset, line_column, offset_in_message
 from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import Services
 from headwater.metastore.catalog import Source, SourceKind
@@ -117,11 +118,13 @@ def prepare_pull(
         KsqlError: a query ksqlDB would refuse (40001), a bad property (40000).
     """
     query = statement.query
-    if query.emit is not None:
+    if query.emit is not None:  # EMIT CHANGES went to the push path: this is EMIT FINAL
+        line, column = line_column(statement, keyword_offset(statement, "EMIT"))
         raise KsqlError(
-            "push queries (EMIT CHANGES) are not supported by headwater yet; drop EMIT CHANGES "
-            "to ask a pull query",
-            40001, statement_text=statement.text, line=statement.line, column=statement.column,
+            f"EMIT {query.emit} is only supported in persistent queries (CREATE TABLE ... AS "
+            "SELECT ... WINDOW ... EMIT FINAL); drop it to ask a pull query, or use EMIT CHANGES "
+            "for a push query",
+            40001, statement_text=statement.text, line=line, column=column,
         )  # fmt: skip
     if query.joins:
         raise KsqlError("Pull queries don't support JOIN clauses.", 40001,
@@ -133,9 +136,19 @@ def prepare_pull(
         plan = plan_pull(statement, source, catalog.types,
                          table_scan_enabled=options.table_scan_enabled)  # fmt: skip
     except EngineError as exc:
+        offset = offset_in_message(statement, exc.message)
+        if offset is None and "WHERE" in exc.message and query.where is not None:
+            offset = query.where.meta.get("start") or _first_start(query.where)
+        line, column = line_column(statement, offset)
         raise KsqlError(exc.message, exc.error_code, statement_text=statement.text,
-                        retriable=exc.retriable) from exc  # fmt: skip
+                        retriable=exc.retriable, line=line, column=column) from exc  # fmt: skip
     return PreparedPull(statement.text, source, plan, options)
+
+
+def _first_start(node: Any) -> int | None:
+    """The smallest start offset in a tree (where a clause's text begins)."""
+    starts = [int(n.meta["start"]) for n in node.walk() if "start" in n.meta]
+    return min(starts) if starts else None
 
 
 class NeedsForwarding(Exception):

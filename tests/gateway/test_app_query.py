@@ -425,3 +425,25 @@ def test_cached_and_uncached_answers_are_equal(client: TestClient, users: str, k
         assert sorted(rows_of(cached)) == sorted(rows_of(uncached))
     else:
         assert cached.json()["message"] == uncached.json()["message"]
+
+
+@pytest.mark.parametrize(("text", "token", "fragment"), [
+    ("SELECT * FROM {t} WHERE NOPE = 1;", "NOPE", "WHERE column 'NOPE'"),
+    ("SELECT NOPE FROM {t} WHERE ID = 'a';", "NOPE", "SELECT column 'NOPE'"),
+    ("SELECT * FROM {t} WHERE ID = 'a' EMIT FINAL;", "EMIT", "EMIT FINAL is only supported"),
+])  # fmt: skip
+def test_query_errors_point_at_what_is_wrong(client: TestClient, users: str, text: str,
+                                            token: str, fragment: str) -> None:  # fmt: skip
+    statement = text.format(t=users)
+    answer = query(client, statement)
+    body = answer.json()
+    assert answer.status_code == 400 and fragment in body["message"]
+    assert (body["line"], body["column"]) == (1, statement.index(token) + 1), body
+
+
+def test_insert_errors_point_at_the_value_or_column(client: TestClient, users: str) -> None:
+    bad_value = ksql(client, f"INSERT INTO {users} (ID, AGE) VALUES ('a', 'x');").json()
+    assert "Expected type INTEGER for field AGE" in bad_value["message"]
+    assert bad_value["column"] == len(f"INSERT INTO {users} (ID, AGE) VALUES ('a', ") + 1
+    bad_column = ksql(client, f"INSERT INTO {users} (ID, NOPE) VALUES ('a', 1);").json()
+    assert bad_column["column"] == len(f"INSERT INTO {users} (ID, ") + 1

@@ -1,0 +1,77 @@
+"""Where in a statement an error is: the offset of the node a message names. Pure.
+
+The planners' messages name what is wrong in ksqlDB's words (``WHERE column 'NOPE' cannot be
+resolved.``, ``Expected type BIGINT for field V``); the caret of the error should stand under that
+thing, not at the statement's first column. These helpers find it in the parsed tree (sqlglot
+nodes carry their start offset in the statement's text).
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from headwater.sqlparse_ext import statements as ast
+
+__all__ = ["keyword_offset", "line_column", "named_offset", "offset_in_message"]
+
+_QUOTED = re.compile(r"(?:column|field|Column name|name) [`'\"]?([A-Za-z_][A-Za-z0-9_@$]*)[`'\"]?")
+
+
+def named_offset(statement: ast.Statement, name: str) -> int | None:
+    """The offset of the first column or identifier called ``name`` (any case), or None."""
+    wanted = name.upper()
+    for node in statement.expression.walk():
+        if isinstance(node, exp.Column | exp.Identifier) and node.name.upper() == wanted:
+            start = node.meta.get("start")
+            if start is None and isinstance(node, exp.Column):
+                start = node.this.meta.get("start") if isinstance(node.this, exp.Expression) \
+                    else None  # fmt: skip
+            if start is not None:
+                return int(start)
+    return None
+
+
+def keyword_offset(statement: ast.Statement, keyword: str) -> int | None:
+    """The offset of ``keyword`` as a word of the statement's text outside quotes, or None."""
+    for match in re.finditer(rf"'(?:[^']|'')*'|`[^`]*`|\"[^\"]*\"|\b{keyword}\b", statement.text,
+                             re.IGNORECASE):  # fmt: skip
+        if match.group()[0] not in "'`\"":
+            return match.start()
+    return None
+
+
+def offset_in_message(statement: ast.Statement, message: str) -> int | None:
+    """Where the thing a message names is: for an INSERT, the value given for the field named
+    (or the column named); otherwise the column named, when the message names one."""
+    found = _QUOTED.search(message)
+    if found is None:  # "Unknown format: NOPE": the value as the statement quotes it
+        value = re.search(r": '?([A-Za-z0-9_.-]+)'?\.?$", message)
+        if value is not None:
+            quoted = re.search(rf"'{re.escape(value.group(1))}'", statement.text, re.IGNORECASE)
+            if quoted is not None:
+                return quoted.start()
+        return None
+    name = found.group(1)
+    if isinstance(statement, ast.InsertValues):
+        columns = [c.upper() for c in statement.columns]
+        if "field" in found.group(0) and name.upper() in columns:
+            index = columns.index(name.upper())
+            if index < len(statement.values):
+                start = statement.values[index].meta.get("start")
+                if start is not None:
+                    return int(start)
+    return named_offset(statement, name)
+
+
+def line_column(statement: ast.Statement, offset: int | None) -> tuple[int, int]:
+    """The script line and column of ``offset`` in the statement's text (the statement's own
+    position when the fault has none)."""
+    if offset is None or not 0 <= offset <= len(statement.text):
+        return statement.line, statement.column
+    before = statement.text[:offset]
+    newlines = before.count("\n")
+    if newlines == 0:
+        return statement.line, statement.column + offset
+    return statement.line + newlines, offset - before.rfind("\n")
