@@ -41,7 +41,9 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
     script = _script(statements, file_)
     node = None
     if not servers:
-        from headwater.localnode import LocalNodeError, answering, ensure_local_node
+        from headwater.localnode import (
+            LocalNodeError, announcement, answering, ensure_local_node,
+        )
         from headwater.server import default_state_dir
 
         if not answering("http://127.0.0.1:8088"):
@@ -50,6 +52,9 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
             node = ensure_local_node(state_dir or default_state_dir())
         except LocalNodeError as exc:
             raise click.ClickException(str(exc)) from None
+        where = announcement(node, state_dir or default_state_dir())
+        if where is not None:  # where its Kafka listens: kcat and console producers need it
+            click.echo(f"local node: {where}", err=True)
         servers = (node.url,)
         # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the node we started.
         for hangup in (signal.SIGHUP, signal.SIGTERM):
@@ -70,10 +75,11 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
     finally:
         if node is not None and node.process is not None:
             try:
-                click.echo("stopping the local node ...", err=True)
+                click.echo(f"stopping the local node (pid {node.process.pid}; it finishes in the "
+                           "background) ...", err=True)  # fmt: skip
             except OSError:  # the terminal is gone (closed window): stop the node all the same
                 pass
-            node.stop()
+            node.stop(wait=False)
     ctx.exit(code)
 
 

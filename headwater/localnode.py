@@ -9,6 +9,7 @@ process id) when the shell exits.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -33,11 +34,17 @@ class LocalNode:
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop the node if this process started it (SIGTERM, then SIGKILL after ``timeout_s``)."""
+    def stop(self, timeout_s: float = 30.0, *, wait: bool = True) -> None:
+        """Stop the node if this process started it (SIGTERM, then SIGKILL after ``timeout_s``).
+
+        With ``wait=False`` the node finishes its graceful stop on its own (its broker takes a few
+        seconds to close its store) while the caller goes on; starting it again waits for it.
+        """
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)
+        if not wait:
+            return
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -73,6 +80,7 @@ def ensure_local_node(
     """
     if answering(url):
         return LocalNode(url)
+    _wait_for_previous(state_dir, start_timeout_s)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "server.log"
     port = url.rsplit(":", 1)[-1]
@@ -94,6 +102,36 @@ def ensure_local_node(
             )
         time.sleep(0.1)
     return node
+
+
+def _wait_for_previous(state_dir: Path, timeout_s: float) -> None:
+    """Wait while a node that is stopping (its HTTP server gone, its process not yet) still holds
+    the state folder (``server.lock`` names its pid)."""
+    try:
+        pid = int((state_dir / "server.lock").read_text(encoding="utf-8").strip() or "0")
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + timeout_s
+    while pid > 0 and time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # someone else's process: not ours to wait for
+            return
+        time.sleep(0.1)
+
+
+def announcement(node: LocalNode, state_dir: Path) -> str | None:
+    """The node's own line about where it serves, where its Kafka listens and where its state
+    is (from the log of a node started here, or found running on this state folder)."""
+    log_path = node.log_path or state_dir / "server.log"
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    found = [line for line in lines if line.startswith("catalog loaded; serving ")]
+    return found[-1].removeprefix("catalog loaded; ") if found else None
 
 
 def _tail(path: Path, lines: int = 15) -> str:

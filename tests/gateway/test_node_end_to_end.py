@@ -4,6 +4,7 @@ and DB-API against it; stopping and starting it keeps every stream, table and ro
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -109,3 +110,29 @@ def test_local_node_started_for_the_shell_and_stopped(tmp_path: Path) -> None:
         node.stop()
     assert node.process.returncode == 0, (tmp_path / "node" / "server.log").read_text()
     assert (tmp_path / "node" / "broker").is_dir(), "the node keeps its broker's data in its state dir"
+
+
+def test_a_local_node_says_where_kafka_listens_and_stops_in_the_background(tmp_path: Path
+                                                                           ) -> None:  # fmt: skip
+    from headwater.localnode import announcement
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    node = ensure_local_node(tmp_path / "node", url)
+    assert node.process is not None
+    try:
+        said = announcement(node, tmp_path / "node")
+        assert said is not None and said.startswith(f"serving {url} (embedded broker 127.0.0.1:")
+        assert str(tmp_path / "node") in said
+        began = time.monotonic()
+        node.stop(wait=False)  # what leaving the shell does: no wait for the broker to close
+        assert time.monotonic() - began < 1.0
+        # starting it again at once waits for the stopping node to let go of its state folder
+        again = ensure_local_node(tmp_path / "node", url)
+        assert again.process is not None and httpx.get(f"{url}/healthcheck").status_code == 200
+        again.stop()
+        assert again.process.returncode == 0
+    finally:
+        node.stop()
