@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 
 #: Statements that go through the command log.
-CATALOG_STATEMENTS = (ast.CreateSource, ast.Drop, ast.CreateType, ast.DropType,
+CATALOG_STATEMENTS = (ast.CreateSource, ast.AlterSource, ast.Drop, ast.CreateType, ast.DropType,
                       ast.CreateAsSelect, ast.InsertInto, ast.Terminate)  # fmt: skip
 
 

@@ -41,7 +41,7 @@ def _create_source(catalog: Catalog, command: Mapping[str, Any], offset: int) ->
     if source.created_offset < 0:
         source = replace(source, created_offset=offset)
     noun = "Stream" if source.kind is SourceKind.STREAM else "Table"
-    return catalog.with_source(source, offset), f"{noun} created"
+    return catalog.with_source(source, offset), f"{noun} {'altered' if command.get('altered') else 'created'}"
 
 
 def _drop_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:

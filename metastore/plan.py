@@ -698,8 +698,46 @@ def _plan_drop_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan
     return Plan({"type": "drop_type", "name": drop.name})
 
 
+def _plan_alter_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+    """ALTER STREAM|TABLE name ADD [COLUMN] c type, ...: the source again, with value columns
+    added (ksqlDB's rules and messages); its tables are materialized afresh from their topic,
+    so rows written before read the new columns as NULL or, when their values hold them, as
+    written."""
+    alter: ast.AlterSource = statement
+    kind = SourceKind(alter.kind)
+    existing = catalog.source(alter.name)
+    if existing is None:
+        raise UnknownSource(f"Source {alter.name} does not exist.")
+    if existing.kind is not kind:
+        raise ValidationError(f"Incompatible data source type is {existing.kind.value}, but "
+                              f"statement was ALTER {kind.value}")  # fmt: skip
+    if existing.query_id is not None or catalog.writers_of(alter.name):
+        raise ValidationError("ALTER command is not supported for CREATE ... AS statements.")
+    if existing.read_only:
+        raise ValidationError(f"ALTER command is not supported for source {kind.value.lower()}s: "
+                              f"{alter.name} is read-only.")  # fmt: skip
+    taken = {c.name for c in existing.columns}
+    added: list[Column] = []
+    for column in alter.columns:
+        if column.name in taken:
+            raise ValidationError(f"Cannot add column `{column.name}` to schema. A column with "
+                                  "the same name already exists.")  # fmt: skip
+        if column.key or column.primary_key or column.headers:
+            raise ValidationError(f"Cannot add column `{column.name}`: ALTER adds value columns "
+                                  "only.")  # fmt: skip
+        taken.add(column.name)
+        added.append(Column(name=column.name, type=_resolve_type(column.type, catalog).sql()))
+    columns = (*existing.columns, *added)
+    _check_formats(columns, existing.key_format, existing.value_format)
+    source = replace(existing, columns=columns, created_offset=-1)
+    command = {"type": "create_source", "source": source_to_dict(source), "replace": True,
+               "altered": True}  # fmt: skip
+    return Plan(command)
+
+
 _PLANNERS = {
     ast.CreateSource: _plan_create_source,
+    ast.AlterSource: _plan_alter_source,
     ast.Drop: _plan_drop,
     ast.CreateType: _plan_create_type,
     ast.DropType: _plan_drop_type,

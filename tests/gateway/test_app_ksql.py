@@ -299,3 +299,4 @@ def test_assert_topic_and_schema_as_ksqldb_answers_them(client: TestClient) -> N
     schema = ksql(client, "ASSERT SCHEMA SUBJECT 'nope-value' TIMEOUT 100 MILLISECONDS;")
     assert schema.status_code == 417  # (this server has no registry: it says so)
     assert "schema registry" in schema.json()["message"]
+

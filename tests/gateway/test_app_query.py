@@ -447,3 +447,38 @@ def test_insert_errors_point_at_the_value_or_column(client: TestClient, users: s
     assert bad_value["column"] == len(f"INSERT INTO {users} (ID, AGE) VALUES ('a', ") + 1
     bad_column = ksql(client, f"INSERT INTO {users} (ID, NOPE) VALUES ('a', 1);").json()
     assert bad_column["column"] == len(f"INSERT INTO {users} (ID, ") + 1
+
+
+def test_alter_adds_value_columns_as_ksqldb_does(client: TestClient) -> None:
+    table, stream = f"ALTERED_{uuid.uuid4().hex[:6].upper()}", f"ALTERED_S_{uuid.uuid4().hex[:6].upper()}"
+    created = ksql(client, f"CREATE TABLE {table} (ID STRING PRIMARY KEY, V BIGINT) WITH "
+                           f"(kafka_topic='{table.lower()}', partitions=1, value_format='JSON');")
+    assert created.status_code == 200, created.text
+    assert ksql(client, f"INSERT INTO {table} (ID, V) VALUES ('a', 1);").status_code == 200
+    altered = ksql(client, f"ALTER TABLE {table} ADD COLUMN W STRING, ADD COLUMN X INT;")
+    assert altered.status_code == 200, altered.text
+    assert altered.json()[0]["commandStatus"]["message"] == "Table altered"
+    assert ksql(client, f"INSERT INTO {table} (ID, V, W) VALUES ('b', 2, 'two');").status_code == 200
+    deadline = time.monotonic() + 15
+    while True:  # the table is materialized afresh with its new columns
+        answer = client.post("/query", json={"ksql": f"SELECT * FROM {table};"})
+        rows = [i["row"]["columns"] for i in answer.json() if "row" in i] \
+            if answer.status_code == 200 else []  # fmt: skip
+        if len(rows) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()[0]["header"]["schema"] == \
+        "`ID` STRING KEY, `V` BIGINT, `W` STRING, `X` INTEGER"  # fmt: skip
+    assert sorted(rows) == [["a", 1, None, None], ["b", 2, "two", None]]
+    assert ksql(client, f"CREATE STREAM {stream} (ID STRING KEY) WITH (kafka_topic='{table.lower()}',"
+                        " value_format='JSON');").status_code == 200  # fmt: skip
+    for text, message in [
+        (f"ALTER TABLE {table} ADD COLUMN W STRING;", "Cannot add column `W` to schema. A column "
+                                                       "with the same name already exists."),
+        (f"ALTER STREAM {table} ADD COLUMN Z INT;", "Incompatible data source type is TABLE"),
+        ("ALTER TABLE NOPE_X ADD COLUMN Z INT;", "Source NOPE_X does not exist."),
+    ]:  # fmt: skip
+        refused = ksql(client, text)
+        assert refused.status_code == 400 and message in refused.json()["message"], refused.text
+    assert ksql(client, f"ALTER STREAM {stream} ADD COLUMN Z INT;").status_code == 200
