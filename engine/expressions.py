@@ -230,9 +230,13 @@ def compile_expression(node: exp.Expr, scope: Scope, *, synthetic_index: int = 0
     """
     name = output_name(node) or f"KSQL_COL_{synthetic_index}"
     inner = node.this if isinstance(node, exp.Alias) else node
-    result = _Compiler(scope).compile(inner)
-    return Compiled(result.type, name, result.fn, result.refs, result.const,
-                    format_expression(inner), result.bound)  # fmt: skip
+    try:
+        result = _Compiler(scope).compile(inner)
+        text = format_expression(inner)
+    except RecursionError:
+        raise ExpressionError("The expression is nested too deeply to compile; split it into "
+                              "smaller expressions.") from None  # fmt: skip
+    return Compiled(result.type, name, result.fn, result.refs, result.const, text, result.bound)
 
 
 

@@ -84,7 +84,7 @@ async def query_endpoint(request: Request) -> Response:
     if lookup.prepared is not None:  # a pull query of a known shape: no parse, no planning
         answer = await _run(services, lookup.prepared, decoded.streams_properties)
         return _pull_response(request, query_items(answer))
-    parsed = _one_statement(decoded)
+    parsed = await run_in_threadpool(_one_statement, decoded)  # a big text must not stall the loop
     if isinstance(parsed, ast.Print):
         return await _print(request, services, parsed, decoded.streams_properties)
     statement = _only_select(parsed)
@@ -110,7 +110,7 @@ async def query_stream_endpoint(request: Request) -> Response:
     if lookup.prepared is not None:
         answer = await _run(services, lookup.prepared, properties)
     else:
-        statement = _only_select(_one_statement(decoded))
+        statement = _only_select(await run_in_threadpool(_one_statement, decoded))
         if statement.query.emit == "CHANGES":
             return _push(request, services, statement, properties, "lines")
         answer = await _answer(services, statement, properties, lookup)
@@ -154,10 +154,14 @@ async def close_query_endpoint(request: Request) -> Response:
 
 async def _answer(services: Services, statement: ast.Select, properties: Mapping[str, Any],
                   lookup: Lookup) -> PullAnswer:  # fmt: skip
-    """Plan (and teach the plan cache the statement's shape), then run."""
-    prepared = prepare_pull(services, statement, properties)
-    services.plans.learn(lookup, statement, prepared, services)
-    return await _run(services, prepared, properties)
+    """Plan (and teach the plan cache the statement's shape) in a worker thread, then run."""
+
+    def planned() -> PreparedPull:
+        prepared = prepare_pull(services, statement, properties)
+        services.plans.learn(lookup, statement, prepared, services)
+        return prepared
+
+    return await _run(services, await run_in_threadpool(planned), properties)
 
 
 async def _run(services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
