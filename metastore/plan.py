@@ -10,6 +10,7 @@ makes around it (create the topic before committing; delete it after the drop is
 from __future__ import annotations
 
 from collections.abc import Mapping
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -483,6 +484,14 @@ def _topic(
     wanted = properties.get("PARTITIONS")
     if wanted is not None and (not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1):
         raise ValidationError(f"Invalid number of partitions in WITH clause: {wanted}")
+    if wanted is not None and wanted > MAX_PARTITIONS:
+        raise ValidationError(f"Invalid number of partitions in WITH clause: {wanted} (at most "
+                              f"{MAX_PARTITIONS:,} partitions per topic)")  # fmt: skip
+    replicas = properties.get("REPLICAS")
+    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool)
+                                 or replicas < 1 and replicas != -1):  # fmt: skip
+        raise ValidationError(f"Invalid number of replicas in WITH clause: {replicas}")
+    _check_topic_name(topic)
     existing = facts.partitions.get(topic)
     if existing is None:
         if wanted is None:
@@ -494,6 +503,24 @@ def _topic(
             f"configuration than required. KSQL expects {wanted} partitions (topic has {existing})."
         )
     return existing, None
+
+
+MAX_PARTITIONS = 10_000
+"""Most partitions a statement may ask a new topic to have (Kafka clusters cap partitions per
+broker; far more would only fail later, after a long wait, inside the admin client)."""
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def _check_topic_name(topic: str) -> None:
+    """Kafka's rules for topic names (``Topic.validate``), in its words."""
+    if topic in ("", ".", ".."):
+        raise ValidationError(f"Topic name is illegal, it can't be empty, '.' or '..': {topic!r}")
+    if len(topic) > 249:
+        raise ValidationError("Topic name is illegal, it can't be longer than 249 characters, "
+                              f"topic name: {topic}")  # fmt: skip
+    if not _TOPIC_NAME.fullmatch(topic):
+        raise ValidationError(f"Topic name \"{topic}\" is illegal, it contains a character other "
+                              "than ASCII alphanumerics, '.', '_' and '-'")  # fmt: skip
 
 
 def _timestamp_column(

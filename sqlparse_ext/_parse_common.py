@@ -115,7 +115,8 @@ class CommonParser(parser.Parser):
             self._expected(what)
         self._advance()
         text = ("-" if negative else "") + self._prev.text
-        return exp.Literal.number(text)
+        # one literal with its sign (Literal.number would make a Neg node whose name drops it)
+        return exp.Literal(this=text, is_string=False)
 
     def _parse_integer(self, what: str) -> exp.Literal:
         """A non-negative integer literal."""

@@ -300,3 +300,20 @@ def test_assert_topic_and_schema_as_ksqldb_answers_them(client: TestClient) -> N
     assert schema.status_code == 417  # (this server has no registry: it says so)
     assert "schema registry" in schema.json()["message"]
 
+
+
+@pytest.mark.parametrize(("with_clause", "fragment"), [
+    ("kafka_topic='../../etc', value_format='JSON', partitions=1", 'Topic name "../../etc" is illegal'),
+    ("kafka_topic='q'';--', value_format='JSON', partitions=1", "is illegal"),
+    ("kafka_topic='ok_topic', value_format='JSON', partitions=-3", "Invalid number of partitions"),
+    ("kafka_topic='ok_topic', value_format='JSON', partitions=0", "Invalid number of partitions"),
+    ("kafka_topic='ok_topic', value_format='JSON', partitions=100000000", "at most 10,000"),
+    ("kafka_topic='ok_topic', value_format='JSON', partitions=1, replicas=-5", "number of replicas"),
+])  # fmt: skip
+def test_kafka_rules_are_checked_before_the_command_log(client: TestClient, with_clause: str,
+                                                        fragment: str) -> None:  # fmt: skip
+    answer = ksql(client, f"CREATE STREAM {_name('BAD')} (A INT) WITH ({with_clause});")
+    assert answer.status_code == 400, answer.text
+    assert fragment in answer.json()["message"]
+    # and the next statement is not held up by anything the refused one did
+    assert ksql(client, "SHOW STREAMS;").status_code == 200
