@@ -22,8 +22,9 @@ from starlette.routing import Route
 from headwater.cluster import auth
 from headwater.cluster.agent import BadClusterMessage, ClusterAgent, LagReport, wall_clock_ms
 from headwater.cluster.epochs import ControlState
+from headwater.gateway.ksql import read_body
 from headwater.gateway.errors import KsqlError, bad_request
-from headwater.gateway.services import services_of
+from headwater.gateway.services import Limits, services_of
 
 UNAUTHORIZED = 40100
 
@@ -85,6 +86,15 @@ def check_internal_auth(
                         kind="generic_error")  # fmt: skip
 
 
+async def _bounded(request: Request) -> None:
+    """Read the body once, refusing one larger than the server's body limit (413) before it is
+    buffered whole; Starlette then hands the same bytes to ``request.body()``."""
+    if not hasattr(request, "_body"):
+        limits = getattr(services_of(request), "limits", None) or Limits()
+        limit = limits.max_body_bytes
+        request._body = await read_body(request, limit)
+
+
 async def _json_object(request: Request) -> Mapping[str, Any]:
     try:
         body = json.loads(await request.body())
@@ -98,6 +108,7 @@ async def _json_object(request: Request) -> Mapping[str, Any]:
 async def heartbeat_endpoint(request: Request) -> Response:
     """``POST /heartbeat``: a peer's heartbeat (ksqlDB's ``HeartbeatMessage``)."""
     agent = _agent(request)
+    await _bounded(request)
     await require_internal_auth(request, agent.settings.auth_secret)
     body = await _json_object(request)
     try:
@@ -110,6 +121,7 @@ async def heartbeat_endpoint(request: Request) -> Response:
 async def lag_endpoint(request: Request) -> Response:
     """``POST /lag``: a peer's store lags."""
     agent = _agent(request)
+    await _bounded(request)
     await require_internal_auth(request, agent.settings.auth_secret)
     body = await _json_object(request)
     try:

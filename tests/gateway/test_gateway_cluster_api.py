@@ -240,3 +240,11 @@ def test_no_cluster_agent_is_404() -> None:
         answers = [client.post("/heartbeat", json=heartbeat()), client.get("/clusterStatus")]
     assert [a.status_code for a in answers] == [404, 404]
     assert answers[0].json()["error_code"] == 40400
+
+
+@pytest.mark.parametrize("path", ["/heartbeat", "/lag"])
+def test_oversized_bodies_are_413_before_they_are_buffered(client: TestClient, agent: ClusterAgent,
+                                                           path: str) -> None:  # fmt: skip
+    answer = client.post(path, content=b"{" + b" " * (2 * 1024 * 1024) + b"}")
+    assert answer.status_code == 413 and answer.json()["error_code"] == 41300
+    assert agent.peers() == frozenset()
