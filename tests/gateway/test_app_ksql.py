@@ -183,6 +183,11 @@ def test_statements_not_handled_here(
         (b'{"streamsProperties": {}}', '"ksql"'),
         (b'{"ksql": "SHOW STREAMS;", "commandSequenceNumber": "x"}', "commandSequenceNumber"),
         (b'{"ksql": "  "}', "no statement"),
+        # found by probing (issue 21): each was a 500 or held the request
+        (b'{"ksql": "SHOW STREAMS;", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid JSON"),
+        (b'{"ksql": "SELECT \\ud800 FROM x;"}', "not valid JSON"),
+        (b'{"ksql": "SHOW STREAMS;", "commandSequenceNumber": 1' + b"0" * 40 + b"}",
+         "commandSequenceNumber"),
     ],
 )
 def test_bad_bodies(client: TestClient, content: bytes, fragment: str) -> None:
