@@ -382,6 +382,14 @@ def test_settings_that_shape_a_plan_are_respected(client: TestClient, users: str
                     streamsProperties={"ksql.query.pull.table.scan.enabled": False})
     assert refused.status_code == 400 and "table scans" in refused.json()["message"]
     assert rows_of(query(client, text.replace("23", "25"))) == [["u5"]]
+    # per-request bounds are read per request on the cached path too
+    key_text = f"SELECT ID FROM {users} WHERE ID = 'u6';"
+    assert rows_of(query(client, key_text)) == [["u6"]]
+    for bad in ({"acceptable.offset.lag": "lots"}, {"ksql.query.pull.table.scan.enabled": "x"}):
+        answer = query(client, key_text.replace("u6", "u7"), streamsProperties=bad)
+        assert answer.status_code == 400, (bad, answer.text)
+    bounded = query(client, key_text, streamsProperties={"acceptable.offset.lag": 0})
+    assert rows_of(bounded) == [["u6"]] and bounded.json()[-1]["servedBy"][0]["lag"] == 0
 
 
 def test_a_changed_table_is_planned_afresh(client: TestClient, services: Services) -> None:
