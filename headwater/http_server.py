@@ -82,6 +82,10 @@ class HttpServerSettings:
             cancelling them.
         backlog: the listening socket's queue of connections not yet accepted.
         uvicorn_http: uvicorn's HTTP/1.1 parser (``auto``, ``h11``, ``httptools``).
+        header_read_timeout_s: how long a client may take to send a request's headers before
+            the connection is closed (granian; half-open requests must not pile up).
+        max_requests: requests served at once before new ones wait (granian's backpressure).
+        max_header_bytes: the largest header block an HTTP/2 client may send (granian).
     """
 
     host: str = "127.0.0.1"
@@ -92,6 +96,9 @@ class HttpServerSettings:
     graceful_timeout_s: float = 5.0
     backlog: int = 2048
     uvicorn_http: str = "auto"
+    header_read_timeout_s: float = 5.0
+    max_requests: int = 2048
+    max_header_bytes: int = 64 * 1024
 
 
 class UnknownHttpServer(ValueError):
@@ -317,6 +324,7 @@ def _uvicorn_class() -> type[Any]:
 
 async def _granian(server: HttpServer, ready: OnStarted) -> None:
     from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings, HTTP2Settings
     from granian.log import LogLevels
     from granian.server.embed import Server
 
@@ -324,7 +332,11 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
     instance = Server(server.app, address=settings.host, port=settings.port,
                       interface=Interfaces.ASGI, http=HTTPModes.auto, backlog=settings.backlog,
                       log_level=LogLevels(settings.log_level), log_access=False,
-                      websockets=False)  # fmt: skip
+                      websockets=False, backpressure=settings.max_requests,
+                      http1_settings=HTTP1Settings(
+                          header_read_timeout=round(settings.header_read_timeout_s * 1000)),
+                      http2_settings=HTTP2Settings(max_headers_size=settings.max_header_bytes),
+                      )  # fmt: skip
     instance.workers_kill_timeout = max(1, round(settings.graceful_timeout_s))
     logging.getLogger("_granian").addFilter(_not_experimental)  # after granian's own log setup
 

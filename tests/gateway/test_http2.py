@@ -239,3 +239,35 @@ def test_settings_from_env() -> None:
         HttpServerKind.UVICORN, LoopKind.ASYNCIO, "h11")
     with pytest.raises(UnknownHttpServer, match="HEADWATER_HTTP_SERVER='tornado'"):
         settings_from_env({"HEADWATER_HTTP_SERVER": "tornado"}, host="h", port=1)
+
+
+def test_a_client_that_never_finishes_its_headers_is_dropped() -> None:
+    """Half-open requests must not pile up (issue 21, connection hygiene): granian closes a
+    connection whose headers do not arrive within header_read_timeout_s."""
+    import socket
+    import threading
+
+    from starlette.applications import Starlette
+
+    from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+    from headwater.kafka._ports import free_port
+
+    server = HttpServer(Starlette(), HttpServerSettings(
+        port=free_port(), kind=HttpServerKind.GRANIAN, header_read_timeout_s=0.5,
+        graceful_timeout_s=1.0))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert server.started.wait(10)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"POST /query HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            began = time.monotonic()
+            try:
+                while sock.recv(1024):
+                    pass
+            except ConnectionResetError:
+                pass
+            assert time.monotonic() - began < 3.0  # closed by the server, not by our timeout
+    finally:
+        server.stop()
+        thread.join(10)
