@@ -293,8 +293,8 @@ class Load:
                         served = tuple(
                             (s["partition"], s["host"], s["lag"])
                             for i in items
-                            if "servedBy" in i
-                            for s in i["servedBy"]
+                            if "header" in i
+                            for s in i["header"].get("servedBy", ())
                         )
                     else:
                         error = f"{items.get('error_code')}: {items.get('message')}"

@@ -103,9 +103,10 @@ def serve_bare(port: int, mode: str = "plain") -> None:
 
     def answer(keys: list[str]) -> bytes:
         return json.dumps([
-            {"header": {"queryId": "query_0123456789abcdef", "schema": "`ID` STRING KEY, `V` BIGINT"}},
+            {"header": {"queryId": "query_0123456789abcdef", "schema": "`ID` STRING KEY, `V` BIGINT",
+                        "servedBy": [{"partition": 0, "host": f"127.0.0.1:{port}",
+                                      "position": 25000, "lag": 0}]}},
             *({"row": {"columns": [key, 1]}} for key in keys),
-            {"servedBy": [{"partition": 0, "host": f"127.0.0.1:{port}", "position": 25000, "lag": 0}]},
         ]).encode()  # fmt: skip
 
     def keys_of(text: str) -> list[str]:
@@ -730,7 +731,8 @@ def _split_keys(client: httpx.Client, first: Server, others: Sequence[Server], r
             answer = client.post(f"{first.url}/query",
                                  json={"ksql": f"SELECT * FROM {TABLE} WHERE ID = '{key}';"})  # fmt: skip
             items = answer.json() if answer.status_code == 200 else []
-            hosts = {s["host"] for i in items if "servedBy" in i for s in i["servedBy"]}
+            hosts = {s["host"] for i in items if "header" in i
+                     for s in i["header"].get("servedBy", ())}  # fmt: skip
             if answer.status_code == 200 and any("row" in i for i in items) and hosts:
                 split[hosts != {f"127.0.0.1:{first.port}"}].append(key)
         if split[1] and previous == split and len(split[0]) + len(split[1]) == sample:

@@ -1,10 +1,11 @@
 """``POST /query`` and ``POST /query-stream``: pull queries in ksqlDB's shapes. Parses and renders only.
 (Push queries and PRINT, which ``/query`` also answers, stream from ``push.py``.)
 
-``/query`` answers a JSON array: ``{"header": {"queryId", "schema"}}``, one ``{"row": {"columns"}}``
-per row, for a stream ``{"finalMessage": "Query Completed"}`` as ksqlDB ends a stream's pull query,
-then ``{"servedBy": [...]}`` (per partition: the serving host, its position and lag: the
-staleness of the answer, never hidden). With ``Accept: application/x-ndjson`` (or
+``/query`` answers a JSON array: ``{"header": {"queryId", "schema", "servedBy"}}``, one
+``{"row": {"columns"}}`` per row, for a stream ``{"finalMessage": "Query Completed"}`` as ksqlDB
+ends a stream's pull query. ``servedBy`` (per partition: the serving host, its position and lag:
+the staleness of the answer, never hidden) is an extra field of the header, where ksqlDB's clients
+ignore it; every item is one of ksqlDB's kinds. With ``Accept: application/x-ndjson`` (or
 ``application/vnd.ksqlapi.delimited.v1``) the same items come one per line. ``/query-stream`` (the
 body is ``{"sql", "properties", "sessionVariables"}``) answers a header object (``queryId``,
 ``columnNames``, ``columnTypes``, ``servedBy``) then one JSON array per row, one per line; with
@@ -220,12 +221,12 @@ def _decode_stream_request(body: bytes) -> KsqlRequest:
 
 def query_items(answer: PullAnswer) -> Iterator[Any]:
     """The items of a ``/query`` answer."""
-    yield {"header": {"queryId": answer.query_id, "schema": answer.schema_text()}}
+    yield {"header": {"queryId": answer.query_id, "schema": answer.schema_text(),
+                      "servedBy": [s.as_json() for s in answer.served_by]}}  # fmt: skip
     for row in answer.rows:
         yield {"row": {"columns": row}}
     if answer.final_message is not None:
         yield {"finalMessage": answer.final_message}
-    yield {"servedBy": [s.as_json() for s in answer.served_by]}
 
 
 def stream_items(answer: PullAnswer) -> Iterator[Any]:

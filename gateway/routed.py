@@ -258,10 +258,22 @@ def partial_answer(host: str, partitions: Sequence[int], status: int, content: b
         raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
                         retriable=status in (429, 503))  # fmt: skip
     rows = [item["row"]["columns"] for item in items if "row" in item]
+    reports = [s for item in items for s in _served_by_of(item)]
     served = [(int(s["partition"]), str(s.get("host", host)), int(s.get("position") or 0),
-               int(s.get("lag") or 0))
-              for item in items if "servedBy" in item for s in item["servedBy"]]  # fmt: skip
+               int(s.get("lag") or 0)) for s in reports]  # fmt: skip
     return PartialAnswer(host, tuple(partitions), rows, served)
+
+
+def _served_by_of(item: Any) -> list[Any]:
+    """An answer item's servedBy reports: in the header (or, from a server of an earlier
+    version, an item of its own)."""
+    if not isinstance(item, dict):
+        return []
+    header = item.get("header")
+    if isinstance(header, dict) and isinstance(header.get("servedBy"), list):
+        return list(header["servedBy"])
+    served = item.get("servedBy")
+    return list(served) if isinstance(served, list) else []
 
 
 def forward(

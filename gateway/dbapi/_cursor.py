@@ -110,7 +110,7 @@ class Cursor:
     @property
     def served_by(self) -> tuple[ServedBy, ...]:
         """Per partition, which server answered the pull query, at what position and lag
-        (headwater's `servedBy` item; complete once every row has been fetched)."""
+        (headwater's `servedBy`, from the answer's header)."""
         query = self._query()
         return query.served_by if query else ()
 

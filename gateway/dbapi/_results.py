@@ -114,7 +114,8 @@ class QueryResult:
 
     Attributes:
         query_id: the header's queryId.
-        served_by: headwater's per-partition serving report (complete once the rows are read).
+        served_by: headwater's per-partition serving report (from the header; a server of an
+            earlier version sent it as an item after the rows).
         extras: items of kinds this driver does not know, kept as they came.
         final_message: the server's finalMessage, once read.
     """
@@ -200,6 +201,8 @@ class QueryResult:
             raise InterfaceError(f"unexpected header in the /query answer: {header!r}")
         self.query_id = header.get("queryId")
         self._columns = parse_schema(str(header.get("schema", "")))
+        if "servedBy" in header:  # headwater's staleness report, an extra field of the header
+            self.served_by += _served_by(header["servedBy"])
 
     def _on_row(self, row: Any) -> tuple[Any, ...] | None:
         if self._columns is None:

@@ -262,7 +262,7 @@ class Load:
                     items = answer.json()
                     if status == 200:
                         rows = tuple(tuple(i["row"]["columns"]) for i in items if "row" in i)
-                        served = tuple(s for i in items if "servedBy" in i for s in i["servedBy"])
+                        served = tuple(s for i in items if "header" in i for s in i["header"].get("servedBy", ()))
                     else:
                         error = f"{items.get('error_code')}: {items.get('message')}"
                 except (httpx.HTTPError, ValueError) as exc:
@@ -578,7 +578,8 @@ def test_internal_endpoints_refuse_unsigned_requests(
                 assert answer.status_code == 200, answer.text
                 items = answer.json()
                 assert [i["row"]["columns"] for i in items if "row" in i] == [[key, int(key[1:])]]
-                hosts_seen |= {s["host"] for i in items if "servedBy" in i for s in i["servedBy"]}
+                hosts_seen |= {s["host"] for i in items if "header" in i
+                               for s in i["header"].get("servedBy", ())}
         assert hosts_seen == {_host(s) for s in servers}
 
 

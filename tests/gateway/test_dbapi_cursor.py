@@ -677,3 +677,15 @@ def test_basic_auth_is_sent() -> None:
     with connect(server, auth=("user", "secret")) as conn:
         conn.cursor().execute("SHOW STREAMS;")
     assert server.requests[0].headers["authorization"].startswith("Basic ")
+
+
+def test_served_by_is_read_from_the_header() -> None:
+    # headwater's answers carry servedBy as an extra field of ksqlDB's header object
+    header = {"header": {"queryId": "q", "schema": "`ID` STRING KEY",
+                         "servedBy": [{"partition": 1, "host": "h:1", "position": 5, "lag": 2}]}}
+    server = FakeServer(query=[ok([header, {"row": {"columns": ["a"]}}])])
+    with connect(server) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT * FROM t WHERE id = 'a';")
+        assert cur.fetchall() == [("a",)]
+        assert [(s.partition, s.host, s.position, s.lag) for s in cur.served_by] == [(1, "h:1", 5, 2)]
