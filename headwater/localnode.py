@@ -119,7 +119,24 @@ def _wait_for_previous(state_dir: Path, timeout_s: float) -> None:
             return
         except PermissionError:  # someone else's process: not ours to wait for
             return
+        if _ended(pid):
+            return
         time.sleep(0.1)
+
+
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` has exited but not been reaped (a zombie: our own child, stopped without
+    waiting, is one until we reap it here)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:  # not our child
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state == "Z"
 
 
 def announcement(node: LocalNode, state_dir: Path) -> str | None:
