@@ -115,10 +115,13 @@ class PlanCache:
         if source.kind is not SourceKind.TABLE:
             self._refuse(shape.key)
             return
+        types = services.runner.catalog.types
+        scan = prepared.options.table_scan_enabled
+        if any(t.matches(shape.values, source, types, scan) for t in self._shapes.get(shape.key, ())):
+            return  # one matches already: these values did not bind (planned afresh, as they must)
         try:
-            template = build_template(statement, shape.starts, shape.values, source,
-                                      services.runner.catalog.types,
-                                      prepared.options.table_scan_enabled)  # fmt: skip
+            template = build_template(statement, shape.starts, shape.values, source, types,
+                                      scan)  # fmt: skip
         except Exception:  # noqa: BLE001 - a shape the templates do not cover: never cached
             self._refuse(shape.key)
             return
