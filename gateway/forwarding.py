@@ -129,6 +129,10 @@ class Forwarding:
         except (OSError, ValueError) as error:
             raise ExchangeFailed(f"{host}: {error}") from None
 
+    def invalidate(self) -> None:
+        """Forget the routing inputs: the next query reads them afresh."""
+        self._inputs = None
+
     def close(self) -> None:
         """Close the peers' connections."""
         with self._lock:

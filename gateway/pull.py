@@ -159,9 +159,11 @@ class NeedsForwarding(Exception):
         plans: when routing sent a partition elsewhere, the hosts to try per partition.
     """
 
-    def __init__(self, plans: dict[int, list[str]] | None = None) -> None:
+    def __init__(self, plans: dict[int, list[str]] | None = None,
+                 skip: frozenset[str] = frozenset()) -> None:  # fmt: skip
         super().__init__()
         self.plans = plans
+        self.skip = skip
 
 
 def execute_prepared(
@@ -258,9 +260,27 @@ def _routed(
     tokens = routed.read_after(properties, prepared.source.topic)
 
     def run_local(parts: tuple[int, ...]) -> routed.PartialAnswer:
-        result, served = _pull_table(services, prepared, parts, tokens, may_wait=not local_only)
+        try:
+            result, served = _pull_table(services, prepared, parts, tokens,
+                                         may_wait=not local_only)  # fmt: skip
+        except EngineError as exc:  # e.g. a partition moved away a moment ago: the next replica
+            raise KsqlError(exc.message, exc.error_code, kind="generic_error",
+                            retriable=exc.retriable) from exc  # fmt: skip
         return routed.PartialAnswer(services.advertised, parts, _render(prepared.plan, result.rows),
                                     [(s.partition, s.host, s.position, s.lag) for s in served])
+
+    if local_only:
+        # here, on the event loop: a failure goes to the other replicas without blocking it
+        try:
+            return answer_of(prepared, [run_local(tuple(sorted(plans)))], query_id, columns)
+        except KsqlError as exc:
+            if not exc.retriable:
+                raise
+            services.forwarding.invalidate()  # the routing inputs may be what was stale
+            others = {p: [h for h in hosts if h != services.advertised] for p, hosts in plans.items()}
+            if any(not hosts for hosts in others.values()):
+                raise
+            raise NeedsForwarding(others, frozenset({services.advertised})) from exc
 
     lookup = isinstance(prepared.plan.access, KeyLookup)
     answers = routed.gather(services, plans, run_local, prepared.text, properties,

@@ -176,6 +176,7 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
         try:
             return execute_prepared(services, prepared, properties, local_only=True)
         except NeedsForwarding as needs:
+            skip = needs.skip
             hosts = {hosts[0] for hosts in (needs.plans or {}).values()}
             if len(hosts) == 1 and services.advertised not in hosts:
                 host = hosts.pop()
@@ -185,11 +186,11 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                         routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
                     return answer_of(prepared, [partial])
                 except ExchangeFailed:
-                    skip = frozenset({host})  # the next replica, from a worker thread
+                    skip = skip | {host}  # the next replica, from a worker thread
                 except KsqlError as error:
                     if not error.retriable and error.error_code // 100 == 400:
                         raise  # the query is wrong, wherever it runs
-                    skip = frozenset({host})
+                    skip = skip | {host}
     async with services.admission.slot():
         return await run_in_threadpool(execute_prepared, services, prepared, properties,
                                        skip=skip)  # fmt: skip
