@@ -38,6 +38,7 @@ from headwater.sqlparse_ext.sqltypes import (
     PrimitiveType,
     SqlType,
     StructType,
+    format_double,
     from_datatype,
     identifier_name,
 )
@@ -176,29 +177,12 @@ def fit_decimal(value: Decimal, t: DecimalType) -> Decimal:
     return result
 
 
-def java_double_str(x: float) -> str:
-    """Java's ``Double.toString``: ``1.0``, ``1.0E10``, ``1.0E-4``, ``NaN``, ``Infinity``."""
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "-0.0" if math.copysign(1, x) < 0 else "0.0"
-    if 1e-3 <= abs(x) < 1e7:
-        text = repr(x)
-        return text if "e" not in text else format(Decimal(text), "f")
-    sign, digit_tuple, exponent = Decimal(repr(x)).normalize().as_tuple()
-    body = "".join(str(d) for d in digit_tuple)
-    power = len(body) - 1 + int(exponent)
-    return ("-" if sign else "") + body[0] + "." + (body[1:] or "0") + f"E{power}"
-
-
 def to_string(value: Any, t: SqlType) -> str:
     """The text ksqlDB's CAST(... AS STRING) gives for a value of type ``t``."""
     if t == BOOLEAN:
         return "true" if value else "false"
     if t == DOUBLE:
-        return java_double_str(value)
+        return format_double(value)
     if isinstance(t, DecimalType):
         return format(value, "f")
     if t == DATE:
@@ -336,7 +320,7 @@ def cast_value(value: Any, source: SqlType, target: SqlType) -> Any:
         return float(value)
     if isinstance(target, DecimalType):
         if source == DOUBLE and not math.isfinite(value):
-            raise EvalFailure(f"Cannot cast {java_double_str(value)} to {target}")
+            raise EvalFailure(f"Cannot cast {format_double(value)} to {target}")
         return fit_decimal(Decimal(repr(value)) if source == DOUBLE else Decimal(value), target)
     if target == DATE:
         return value // _DAY_MS
@@ -377,7 +361,7 @@ def _round_decimal(value: Decimal, places: int) -> Decimal:
 
 def _round_double(x: float, places: int) -> float:
     if not math.isfinite(x):
-        raise EvalFailure(f"Cannot round {java_double_str(x)}")
+        raise EvalFailure(f"Cannot round {format_double(x)}")
     return float(_round_decimal(Decimal(repr(x)), places))
 
 

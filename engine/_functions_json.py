@@ -30,10 +30,15 @@ from headwater.engine._functions import (
     Resolver,
     SqlType,
     _fixed,
-    java_double_str,
     to_string,
 )
-from headwater.sqlparse_ext.sqltypes import ArrayType, DecimalType, MapType, StructType
+from headwater.sqlparse_ext.sqltypes import (
+    ArrayType,
+    DecimalType,
+    MapType,
+    StructType,
+    format_double,
+)
 
 _MISSING = object()
 """What blank JSON text parses to (Jackson's MissingNode)."""
@@ -86,7 +91,7 @@ def json_text(node: Any, plain: bool = False) -> str:
     if isinstance(node, Decimal):
         return format(node, "f") if plain else str(node)
     if isinstance(node, float):  # Jackson quotes NaN and the infinities
-        return java_double_str(node) if math.isfinite(node) else _quote(java_double_str(node))
+        return format_double(node) if math.isfinite(node) else _quote(format_double(node))
     if isinstance(node, int):
         return str(node)
     if isinstance(node, list):

@@ -28,7 +28,6 @@ from typing import Any
 import fastavro
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
-from headwater.engine.values import format_double
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,
@@ -37,6 +36,7 @@ from headwater.sqlparse_ext import (
     SqlType,
     StructType,
 )
+from headwater.sqlparse_ext.sqltypes import format_double
 
 NAMESPACE = "io.confluent.ksql.avro_schemas"
 RECORD = "KsqlDataSourceSchema"

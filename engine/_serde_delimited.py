@@ -33,10 +33,10 @@ from headwater.engine.values import (
     INT_MAX,
     INT_MIN,
     format_decimal,
-    format_double,
     mismatch,
 )
 from headwater.sqlparse_ext import DecimalType, PrimitiveType, SqlType
+from headwater.sqlparse_ext.sqltypes import format_double
 
 ToText = Callable[[Any], str | None]
 FromText = Callable[[str, str], Any]

@@ -34,9 +34,9 @@ from headwater.engine.values import (
     INT_MIN,
     fit_decimal,
     format_decimal,
-    format_double,
     mismatch,
 )
+from headwater.sqlparse_ext.sqltypes import format_double
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,

@@ -24,7 +24,7 @@ NULL          ``None`` (any type)
 
 This module owns that mapping: :func:`check_value` coerces and validates a value for a type,
 :func:`to_json_output` renders it the way ksqlDB's REST API prints it in query rows,
-:func:`resolve_type` expands CREATE TYPE names, and :func:`format_double` prints a DOUBLE the way
+:func:`resolve_type` expands CREATE TYPE names; ``sqlparse_ext.sqltypes.format_double`` prints a DOUBLE the way
 Java (and so ksqlDB's JSON and DELIMITED formats) does. Types given to :func:`check_value` and
 :func:`to_json_output` must be resolved (no :class:`CustomType` left).
 """
@@ -296,36 +296,6 @@ def _struct_checker(sql_type: StructType) -> Checker:
         return {name: check(v.get(name), f"{where}.{name}") for name, check in fields}
 
     return check_struct
-
-
-def format_double(x: float) -> str:
-    """``x`` as Java's ``Double.toString`` prints it (shortest digits, as JDK 19+).
-
-    Plain notation for 1e-3 <= |x| < 1e7 (always with a fractional part: ``1.0``), computerized
-    scientific notation otherwise (``1.0E7``, ``1.5E-4``); ``NaN``, ``Infinity``, ``-Infinity``.
-    """
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    sign = "-" if math.copysign(1.0, x) < 0 else ""
-    ax = abs(x)
-    if ax == 0:
-        return sign + "0.0"
-    mantissa, _, exponent = repr(ax).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    raw = whole + fraction
-    point = len(whole) + (int(exponent) if exponent else 0)
-    stripped = raw.lstrip("0")
-    point -= len(raw) - len(stripped)
-    digits = stripped.rstrip("0") or "0"  # value = 0.<digits> * 10**point
-    if 1e-3 <= ax < 1e7:
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
-        if point >= len(digits):
-            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{point - 1}"
 
 
 def format_decimal(value: Decimal) -> str:

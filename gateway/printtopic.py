@@ -22,7 +22,7 @@ from decimal import Decimal
 from typing import Any
 
 from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
-from headwater.engine.values import format_double
+from headwater.sqlparse_ext.sqltypes import format_double
 
 NO_DATA = "¯\\_(ツ)_/¯ - no data processed"
 UNRECOGNISED = "UNRECOGNISED_BYTES"

@@ -15,7 +15,6 @@ import datetime
 import decimal
 import io
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from cli_helpers.tabular_output import TabularOutputFormatter  # type: ignore[import-untyped]
 
 from headwater.gateway import dbapi
+from headwater.sqlparse_ext.sqltypes import format_double
 
 from .config import OutputFormat
 from .executor import Entity, Message, Result, RowStream, Rows, StatementFailed
@@ -66,31 +66,10 @@ def cell(value: Any) -> str:
     if isinstance(value, datetime.date | datetime.time):
         return value.isoformat()
     if isinstance(value, float):
-        return java_double(value)
+        return format_double(value)  # as ksqlDB's CLI: Java's Double.toString
     if isinstance(value, decimal.Decimal):
         return format(value, "f")  # its scale, never an exponent (12.50, 0.00000001)
     return str(value)
-
-
-def java_double(value: float) -> str:
-    """A DOUBLE as ksqlDB's CLI prints it (Java's ``Double.toString``): the shortest digits that
-    read back exactly, ``1.0`` rather than ``1``, and ``1.0E20`` / ``1.0E-5`` outside
-    [10^-3, 10^7)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    sign = "-" if value < 0 else ""
-    exact = decimal.Decimal(repr(abs(value)))  # repr: the shortest round-tripping digits
-    if 1e-3 <= abs(value) < 1e7:
-        text = format(exact, "f")
-        return sign + (text if "." in text else text + ".0")
-    _, digit_tuple, exponent = exact.as_tuple()
-    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
-    power = int(exponent) + len(digit_tuple) - 1
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{power}"
 
 
 def _jsonable(value: Any) -> Any:

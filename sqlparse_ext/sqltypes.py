@@ -7,6 +7,7 @@ builds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -148,3 +149,34 @@ def from_datatype(node: exp.DataType) -> SqlType:
     if kind == exp.DType.USERDEFINED:
         return CustomType(identifier_name(node.args["kind"]))
     raise ValueError(f"not a ksqlDB type: {node.sql()}")
+
+
+def format_double(x: float) -> str:
+    """A DOUBLE's text as ksqlDB writes it: Java's ``Double.toString`` (shortest digits, as
+    JDK 19+). One definition for the engine (CAST to STRING, JSON, messages) and the shell.
+
+    Plain notation for 1e-3 <= |x| < 1e7 (always with a fractional part: ``1.0``), computerized
+    scientific notation otherwise (``1.0E7``, ``1.5E-4``); ``NaN``, ``Infinity``, ``-Infinity``.
+    """
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, x) < 0 else ""
+    ax = abs(x)
+    if ax == 0:
+        return sign + "0.0"
+    mantissa, _, exponent = repr(ax).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    raw = whole + fraction
+    point = len(whole) + (int(exponent) if exponent else 0)
+    stripped = raw.lstrip("0")
+    point -= len(raw) - len(stripped)
+    digits = stripped.rstrip("0") or "0"  # value = 0.<digits> * 10**point
+    if 1e-3 <= ax < 1e7:
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{point - 1}"

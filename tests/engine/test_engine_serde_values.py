@@ -12,13 +12,13 @@ from headwater.engine.errors import SerdeError
 from headwater.engine.values import (
     check_value,
     format_date,
-    format_double,
     format_time,
     format_timestamp,
     resolve_type,
     to_json_output,
 )
 from headwater.sqlparse_ext import PrimitiveType, parse_type
+from headwater.sqlparse_ext.sqltypes import format_double
 
 
 def t(text: str) -> Any:

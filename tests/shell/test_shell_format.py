@@ -8,7 +8,6 @@ import json
 from decimal import Decimal
 
 import pytest
-
 from headwater.gateway import dbapi
 from headwater.gateway.dbapi.entities import entity_table
 from headwater.shell.executor import Entity, Message, Rows, StatementFailed
@@ -16,12 +15,12 @@ from headwater.shell.format import (
     OutputFormat,
     _table,
     cell,
-    java_double,
     needs_pager,
     render,
     render_error,
     staleness,
 )
+from headwater.sqlparse_ext.sqltypes import format_double
 
 STREAMS = {
     "@type": "streams",
@@ -177,7 +176,7 @@ def test_show_queries_extended_is_a_table() -> None:
     (1e21, "1.0E21"), (-0.0, "-0.0"), (float("nan"), "NaN"), (float("-inf"), "-Infinity"),
 ])  # fmt: skip
 def test_doubles_show_as_javas_double_to_string(value: float, shown: str) -> None:
-    assert java_double(value) == shown
+    assert format_double(value) == shown
     assert cell(value) == shown
 
 
