@@ -4,76 +4,35 @@ partitions read), or declines (and the caller plans afresh)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from headwater.engine.pull import PullResult, Row, execute_pull, plan_pull
+from headwater.engine.pull import PullResult, execute_pull, plan_pull
 from headwater.engine.pull_template import PullTemplate, build_template
-from headwater.metastore.catalog import Column, Source, SourceKind
+from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext import Select, parse_one
 from headwater.sqlparse_ext.shape import literal_shape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_engine_pull import MemoryReader, _source  # its reader and table helper, shared
 
 TYPES: dict[str, Any] = {}
 
 
-def _table(columns: str, partitions: int = 3) -> Source:
-    cols = []
-    for spec in re.split(r",\s*(?=[A-Z_0-9]+ )", columns):
-        name, type_text = spec.strip().split(" ", 1)
-        cols.append(Column(name, type_text.removesuffix(" KEY"), key=type_text.endswith(" KEY")))
-    cols.sort(key=lambda c: not c.key)
-    return Source(SourceKind.TABLE, "T", tuple(cols), "t", partitions)
+USERS = _source(SourceKind.TABLE, "K BIGINT KEY, NAME STRING, AGE INTEGER, SCORE DECIMAL(5, 2), "
+                "R DOUBLE")  # fmt: skip
+PAIRS = _source(SourceKind.TABLE, "K1 STRING KEY, K2 INTEGER KEY, V BIGINT")
 
 
-USERS = _table("K BIGINT KEY, NAME STRING, AGE INTEGER, SCORE DECIMAL(5, 2), R DOUBLE")
-PAIRS = _table("K1 STRING KEY, K2 INTEGER KEY, V BIGINT")
-
-
-class Reader:
-    """Rows by partition in key order; partition = a hash of the key."""
-
-    def __init__(self, rows: list[tuple[tuple[Any, ...], dict[str, Any]]], partitions: int = 3):
-        self.partitions = partitions
-        self.data: list[dict[tuple[Any, ...], Row]] = [{} for _ in range(partitions)]
-        for offset, (key, value) in enumerate(rows):
-            p = self.partition_of(key)
-            self.data[p][key] = Row(key, value, 1000 + offset, p, offset)
-
-    def partition_of(self, key: tuple[Any, ...]) -> int:
-        return sum(len(str(v)) for v in key) % self.partitions
-
-    def get(self, partition: int, key: tuple[Any, ...]) -> Row | None:
-        return self.data[partition].get(key)
-
-    def range(self, partition: int, low: tuple[Any, ...] | None, high: tuple[Any, ...] | None,
-              low_inclusive: bool, high_inclusive: bool) -> Iterator[Row]:  # fmt: skip
-        for key in sorted(self.data[partition]):
-            if low is not None and (key[: len(low)] < low or key[: len(low)] == low
-                                    and not low_inclusive):  # fmt: skip
-                continue
-            if high is not None and (key[: len(high)] > high or key[: len(high)] == high
-                                     and not high_inclusive):  # fmt: skip
-                continue
-            yield self.data[partition][key]
-
-    def scan(self, partition: int) -> Iterator[Row]:
-        for key in sorted(self.data[partition]):
-            yield self.data[partition][key]
-
-
-USER_ROWS = Reader([
+USER_ROWS = MemoryReader([
     ((k,), {"NAME": f"n{k % 7}", "AGE": k % 50, "SCORE": Decimal(k) / 4, "R": k / 3})
     for k in range(-20, 60)
 ])  # fmt: skip
-PAIR_ROWS = Reader([((f"k{a}", b), {"V": a * 10 + b}) for a in range(6) for b in range(-3, 4)])
+PAIR_ROWS = MemoryReader([((f"k{a}", b), {"V": a * 10 + b}) for a in range(6) for b in range(-3, 4)])
 
 
-def fresh(text: str, source: Source, reader: Reader, scans: bool = True) -> Any:
+def fresh(text: str, source: Source, reader: MemoryReader, scans: bool = True) -> Any:
     """The uncached answer: rows, access and partitions, or the error's message."""
     try:
         statement = parse_one(text)
@@ -97,7 +56,7 @@ def template_of(text: str, source: Source, scans: bool = True) -> PullTemplate:
     return build_template(statement, shape.starts, shape.values, source, TYPES, scans)
 
 
-def cached(template: PullTemplate, text: str, source: Source, reader: Reader,
+def cached(template: PullTemplate, text: str, source: Source, reader: MemoryReader,
            scans: bool = True) -> Any:  # fmt: skip
     """The answer through the template, falling back to planning afresh as the server does."""
     shape = literal_shape(text)
@@ -160,7 +119,8 @@ def test_a_changed_source_or_setting_does_not_match() -> None:
     template = template_of("SELECT * FROM T WHERE K = 1;", USERS)
     values = (2,)
     assert template.matches(values, USERS, TYPES, True)
-    assert not template.matches(values, _table("K BIGINT KEY, NAME STRING"), TYPES, True)
+    assert not template.matches(values, _source(SourceKind.TABLE, "K BIGINT KEY, NAME STRING"),
+                                TYPES, True)  # fmt: skip
     assert not template.matches(values, USERS, {}, True)
     assert not template.matches(values, USERS, TYPES, False)
 
