@@ -187,7 +187,7 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
             offset = getattr(exc, "offset", None)
             if offset is None:
                 offset = offset_in_message(statement, getattr(exc, "message", None) or str(exc))
-            line, column = _position(statement, offset)
+            line, column = line_column(statement, offset)
             raise KsqlError(
                 getattr(exc, "message", None) or str(exc),
                 exc.error_code,
@@ -198,10 +198,6 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
                 retriable=exc.retriable,
             ) from exc
     return entities
-
-
-def _position(statement: ast.Statement, offset: int | None) -> tuple[int, int]:
-    return line_column(statement, offset)
 
 
 def run_statement(services: Services, statement: ast.Statement,

@@ -12,13 +12,15 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import EngineError
 from headwater.engine._pull_keys import KeyLookup
-from headwater.engine.pull import PullPlan, execute_pull, execute_stream_pull, plan_pull
+from headwater.engine.pull import (
+    PullPlan, PullResult, TableReader, execute_pull, execute_stream_pull, plan_pull,
+)
 from headwater.engine.pull_template import BoundPull
 from headwater.engine.streams import scan_stream
 from headwater.engine.tables import PartitionLag
@@ -95,6 +97,12 @@ class PreparedPull:
     plan: PullPlan
     options: PullOptions
     bound: BoundPull | None = None
+
+    def execute(self, reader: TableReader, partitions: Collection[int] | None) -> PullResult:
+        """Read a table's rows for this plan (with a cached plan's values, when it has them)."""
+        if self.bound is not None:
+            return self.bound.execute(reader, partitions)
+        return execute_pull(self.plan, reader, partitions=partitions)
 
     @property
     def point_lookup(self) -> bool:
@@ -250,7 +258,7 @@ def _routed(
     except routed.NeedsWait:
         raise NeedsForwarding from None  # from a worker thread, which may wait
     if skip:
-        plans = {p: [h for h in hosts if h not in skip] for p, hosts in plans.items()}
+        plans = _without(plans, skip)
         if any(not hosts for hosts in plans.values()):
             raise KsqlError(f"no replica answered: {', '.join(sorted(skip))} failed, and no other "
                             "replica is within the bounds", 50302, kind="generic_error",
@@ -277,15 +285,21 @@ def _routed(
             if not exc.retriable:
                 raise
             services.forwarding.invalidate()  # the routing inputs may be what was stale
-            others = {p: [h for h in hosts if h != services.advertised] for p, hosts in plans.items()}
+            here = frozenset({services.advertised})
+            others = _without(plans, here)
             if any(not hosts for hosts in others.values()):
                 raise
-            raise NeedsForwarding(others, frozenset({services.advertised})) from exc
+            raise NeedsForwarding(others, here) from exc
 
     lookup = isinstance(prepared.plan.access, KeyLookup)
     answers = routed.gather(services, plans, run_local, prepared.text, properties,
                             forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None)
     return answer_of(prepared, answers, query_id, columns)
+
+
+def _without(plans: dict[int, list[str]], hosts: frozenset[str]) -> dict[int, list[str]]:
+    """Each partition's hosts to try, ``hosts`` left out (they failed this query already)."""
+    return {p: [h for h in tried if h not in hosts] for p, tried in plans.items()}
 
 
 def answer_of(prepared: PreparedPull, answers: list[routed.PartialAnswer],
@@ -314,7 +328,7 @@ def _pull_table(
     may_wait: bool = True,
 ) -> tuple[Any, tuple[ServedBy, ...]]:
     """Read this server's replicas (``partitions``, or every partition the query needs)."""
-    source, plan, max_lag = prepared.source, prepared.plan, prepared.options.max_offset_lag
+    source, max_lag = prepared.source, prepared.options.max_offset_lag
     tables = services.tables
     if tables is None:
         raise KsqlError(f"this server does not materialize tables; {source.name} cannot be "
@@ -338,10 +352,7 @@ def _pull_table(
             raise NeedsForwarding
         tables.restorer.wait_until_caught_up(source.name, RESTORE_WAIT_S)
         before = tables.lags(source.name, partitions)
-    if prepared.bound is not None:
-        result = prepared.bound.execute(reader, partitions)
-    else:
-        result = execute_pull(plan, reader, partitions=partitions)
+    result = prepared.execute(reader, partitions)
     touched = sorted(result.partitions)
     _check_bound(source.name, before, touched, max_lag)
     served = tuple(

@@ -148,16 +148,12 @@ def plan_hosts(
         # A table created a moment ago: the controller assigns it within a decide interval.
         control.wait_for(lambda s: all(pid in s.partitions for pid in wanted), ASSIGNMENT_WAIT_S)
         inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services), fresh=True)
-    state = inputs.state
     lag_bound = prepared.options.max_offset_lag
     staleness = max_staleness(properties)
     tokens = read_after(properties, prepared.source.topic)
     plans: dict[int, list[str]] = {}
     for partition in partitions:
         pid = PartitionId(table, partition)
-        if state.partitions.get(pid) is None:
-            raise KsqlError(f"{table} partition {partition} has no replica assigned yet; retry "
-                            "shortly", 50302, kind="generic_error", retriable=True)  # fmt: skip
         token = tokens.get(partition)
         decided = _decide(services, inputs, pid, lag_bound, staleness, token)
         if isinstance(decided, NoReplica):  # the inputs may be a few ms old: decide on today's
