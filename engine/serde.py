@@ -431,6 +431,13 @@ _cache_lock = threading.Lock()
 _by_identity: dict[int, tuple[Any, Any, Any, RowSerde]] = {}
 
 
+def _remember(source: Source, custom_types: Any, registry: Any, serde: RowSerde) -> None:
+    """Keep ``serde`` for this very Source object (under ``_cache_lock``)."""
+    if len(_by_identity) >= _CACHE_SIZE:
+        _by_identity.clear()
+    _by_identity[id(source)] = (source, custom_types, registry, serde)
+
+
 def serde_of(source: Source, custom_types: Mapping[str, Any] | None = None) -> RowSerde:
     """``RowSerde.for_source``, built once per source and reused (building one takes ~30 µs, and
     pull-query routing and INSERT need one per statement).
@@ -448,15 +455,11 @@ def serde_of(source: Source, custom_types: Mapping[str, Any] | None = None) -> R
         found = _cache.get(source)
         if found is not None and found[0] is custom_types and found[1] is registry:
             _cache.move_to_end(source)
-            if len(_by_identity) >= _CACHE_SIZE:
-                _by_identity.clear()
-            _by_identity[id(source)] = (source, custom_types, registry, found[2])
+            _remember(source, custom_types, registry, found[2])
             return found[2]
     serde = RowSerde.for_source(source, custom_types, registry)
     with _cache_lock:
-        if len(_by_identity) >= _CACHE_SIZE:
-            _by_identity.clear()
-        _by_identity[id(source)] = (source, custom_types, registry, serde)
+        _remember(source, custom_types, registry, serde)
         _cache[source] = (custom_types, registry, serde)
         _cache.move_to_end(source)
         while len(_cache) > _CACHE_SIZE:

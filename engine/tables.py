@@ -101,10 +101,9 @@ class PartitionLag:
         A partition still restoring is served only when the query states a bound (``bounded``)
         and the partition is within it; with no bound it must have caught up once.
         """
-        end = self.end_offset
-        if end is None or self.state == _FAILED:
+        if self.end_offset is None or self.state == _FAILED:
             return False
-        return max(0, end - self.position) <= max_lag and (self.state == _READY or bounded)
+        return self.lag <= max_lag and (self.ready or bounded)
 
     def describe(self) -> str:
         """For error messages: state, position, end and lag."""
