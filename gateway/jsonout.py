@@ -39,9 +39,7 @@ def dumpb(value: Any) -> bytes:
     """
     try:
         return orjson.dumps(value, default=_fragment, option=_OPTIONS)
-    except orjson.JSONEncodeError as error:
-        if isinstance(error.__cause__, TypeError) and "not JSON-writable" in str(error):
-            raise TypeError(str(error)) from None
+    except orjson.JSONEncodeError:  # what orjson refuses; the writer below raises TypeError itself
         return _python_dumps(value).encode("ascii")
 
 
