@@ -30,6 +30,7 @@ from decimal import (
 )
 from typing import Any
 
+from headwater.engine._bound import BoundValue
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -741,6 +742,6 @@ def format_expression(node: exp.Expr) -> str:
         return f"({', '.join(identifier_name(p) for p in node.expressions)}) => {f(node.this)}"
     if isinstance(node, exp.Star):
         return "*"
-    if type(node).__name__ == "BoundValue":  # a cached plan's literal (engine._bound)
+    if isinstance(node, BoundValue):  # a cached plan's literal
         return "?"
     return node.sql()
