@@ -24,8 +24,8 @@ NULL          ``None`` (any type)
 
 This module owns that mapping: :func:`check_value` coerces and validates a value for a type,
 :func:`to_json_output` renders it the way ksqlDB's REST API prints it in query rows,
-:func:`resolve_type` expands CREATE TYPE names; ``sqlparse_ext.sqltypes.format_double`` prints a DOUBLE the way
-Java (and so ksqlDB's JSON and DELIMITED formats) does. Types given to :func:`check_value` and
+:func:`resolve_type` expands CREATE TYPE names (``sqlparse_ext.sqltypes.format_double`` prints a
+DOUBLE the way Java, and so ksqlDB's JSON and DELIMITED formats, does). Types given to :func:`check_value` and
 :func:`to_json_output` must be resolved (no :class:`CustomType` left).
 """
 
@@ -51,6 +51,7 @@ from headwater.sqlparse_ext import (
     StructType,
     parse_type,
 )
+from headwater.sqlparse_ext.sqltypes import format_double
 
 Checker = Callable[[Any, str], Any]
 
@@ -372,9 +373,7 @@ def to_json_output(value: Any, sql_type: SqlType) -> Any:
 
 def _double_output(value: float) -> Any:
     """A DOUBLE as ksqlDB's REST API prints it: a number, or "NaN"/"Infinity"/"-Infinity"."""
-    if math.isfinite(value):
-        return value
-    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    return value if math.isfinite(value) else format_double(value)
 
 
 @lru_cache(maxsize=4096)
