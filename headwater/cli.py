@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from headwater.shell.main import (
-    Hooks, open_shell, parse_defines, run_command, run_text, settings_for, shell_command, shell_options,
+    Hooks, open_shell, parse_defines, run_command, run_text, script_text, settings_for,
+    shell_command, shell_options,
 )
 
 
@@ -38,7 +39,7 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
         return
     if statements and file_:
         raise click.UsageError("give -e SQL or -f FILE, not both")
-    script = _script(statements, file_)
+    script = script_text(statements, file_) if statements or file_ else None
     node = None
     if not servers:
         from headwater.localnode import (
@@ -81,20 +82,6 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
                 pass
             node.stop(wait=False)
     ctx.exit(code)
-
-
-def _script(statements: tuple[str, ...], file_: str | None) -> tuple[str, str] | None:
-    """The text and name of what -e or -f asks to run (None: neither)."""
-    if statements:
-        return "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in statements), \
-            "<command line>"  # fmt: skip
-    if file_ is None:
-        return None
-    try:
-        with click.open_file(file_, encoding="utf-8") as stream:
-            return stream.read(), "<stdin>" if file_ == "-" else file_
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.FileError(file_, str(exc)) from None
 
 
 def _exit_for_signal(signum: int, _frame: object) -> None:

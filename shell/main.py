@@ -228,6 +228,24 @@ def shell_command(ctx: click.Context, servers: tuple[str, ...], output: str,
                         transport=hooks.transport))  # fmt: skip
 
 
+def script_text(statements: tuple[str, ...], path: str | None) -> tuple[str, str]:
+    """The text to run and its name: ``-e`` statements (each ended by ``;``), else the file at
+    ``path`` (``-``: standard input).
+
+    Raises:
+        click.FileError: the file cannot be read.
+    """
+    if statements:
+        text = "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in statements)
+        return text, "<command line>"
+    assert path is not None
+    try:
+        with click.open_file(path, encoding="utf-8") as stream:
+            return stream.read(), "<stdin>" if path == "-" else path
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.FileError(path, str(exc)) from None
+
+
 @click.command("run")
 @click.argument("script", required=False, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
@@ -255,17 +273,7 @@ def run_command(ctx: click.Context, script: str | None, file_: str | None,
     sources = [s for s in (script, file_) if s is not None]
     if len(sources) + bool(statements) != 1:
         raise click.UsageError("give exactly one of SCRIPT, -f FILE or -e SQL")
-    if statements:
-        text = "\n".join(s if s.rstrip().endswith(";") else s + ";" for s in statements)
-        name = "<command line>"
-    else:
-        name = sources[0]
-        try:
-            with click.open_file(name, encoding="utf-8") as stream:
-                text = stream.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.FileError(name, str(exc)) from None
-        name = "<stdin>" if name == "-" else name
+    text, name = script_text(statements, sources[0] if sources else None)
     hooks = ctx.find_object(Hooks) or Hooks()
     settings = settings_for(servers, output, defines=parse_defines(defines), history_file=None)
     ctx.exit(run_text(text, name, settings, transport=hooks.transport))
