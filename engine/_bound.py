@@ -46,9 +46,6 @@ class BoundSlots:
         # (literal index, negate) for a bound value; an evaluator for a folded subtree
         self._entries: list[tuple[int, bool] | Evaluator] = []
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def leaf(self, index: int, negate: bool) -> Evaluator:
         """A bound value's slot: its evaluator reads the value folded for this execution."""
         self._entries.append((index, negate))
@@ -89,19 +86,9 @@ class BoundSlots:
             _BUILDING.reset(token)
 
 
-@contextmanager
-def active(folded: list[Any]) -> Iterator[None]:
-    """Evaluate a template's expressions with these folded values (one execution)."""
-    token = _FOLDED.set(folded)
-    try:
-        yield
-    finally:
-        _FOLDED.reset(token)
-
-
 def activate(folded: list[Any]) -> Token[list[Any]]:
-    """:func:`active` without a context manager (the per-query hot path): pass the token to
-    :func:`deactivate` in a ``finally``."""
+    """Evaluate a template's expressions with these folded values (one execution) until
+    :func:`deactivate` (call it in a ``finally``)."""
     return _FOLDED.set(folded)
 
 

@@ -65,9 +65,6 @@ class PlanCache:
         self.hits = 0
         self.misses = 0
 
-    def __len__(self) -> int:
-        return len(self._shapes)
-
     def lookup(self, request: KsqlRequest, services: Services) -> Lookup:
         """The request's query prepared from a template, if one matches."""
         if request.ksql.lstrip()[:6].upper() != "SELECT":
