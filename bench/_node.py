@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import confluent_kafka
 import httpx
@@ -98,7 +98,7 @@ class Server:
                 start_new_session=True,
             )  # fmt: skip
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:

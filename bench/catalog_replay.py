@@ -18,12 +18,12 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sqlglot  # noqa: E402
+import sqlglot
 
-from headwater.metastore.catalog import Column, Source, SourceKind  # noqa: E402
-from headwater.metastore.codec import source_to_dict  # noqa: E402
-from headwater.metastore.records import CommandRecord, encode  # noqa: E402
-from headwater.metastore.replay import CommandState, Fold  # noqa: E402
+from headwater.metastore.catalog import Column, Source, SourceKind
+from headwater.metastore.codec import source_to_dict
+from headwater.metastore.records import CommandRecord, encode
+from headwater.metastore.replay import CommandState, Fold
 
 
 def _records(commands: int, sources: int) -> list[bytes]:

@@ -34,10 +34,10 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench._node import Server, ksql, summary_ms, versions  # noqa: E402
-from headwater.kafka.clients import KafkaSettings, admin_client, create_topic  # noqa: E402
+from bench._node import Server, ksql, summary_ms, versions
+from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
 
 
 def timed(client: httpx.Client, url: str, statements: list[str]) -> list[float]:

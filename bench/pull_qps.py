@@ -56,22 +56,32 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any, Self
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
+from bench._node import (
+    Server,
+    free_port,
+    ksql,
+    percentile,
+    produce_rows,
+    versions,
+    wait_visible,
+)  # fmt: skip
 from headwater.http_server import (
-    DEFAULT_KIND, ENV_VAR, LOOP_ENV_VAR, UVICORN_HTTP_ENV_VAR, HttpServerKind, LoopKind,
+    DEFAULT_KIND,
+    ENV_VAR,
+    LOOP_ENV_VAR,
+    UVICORN_HTTP_ENV_VAR,
+    HttpServerKind,
+    LoopKind,
 )  # fmt: skip
-from headwater.kafka.clients import KafkaSettings  # noqa: E402
-
-from bench._node import (  # noqa: E402
-    Server, free_port, ksql, percentile, produce_rows, versions, wait_visible,
-)  # fmt: skip
+from headwater.kafka.clients import KafkaSettings
 
 TABLE = "T"
 TOPIC = "bench_pull"
@@ -150,7 +160,7 @@ class Bare:
                     raise RuntimeError("the bare endpoint did not start") from None
                 time.sleep(0.05)
 
-    def __enter__(self) -> Bare:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -529,7 +539,7 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
                 answers = [run_pull(services, _one_select(t), {}) for t in texts[-50:]]
                 if all(a.rows for a in answers):
                     break
-            except Exception:  # noqa: BLE001  (still restoring: 50302)
+            except Exception:  # noqa: BLE001, S110  (still restoring: 50302)
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError("the in-process node did not restore the table")

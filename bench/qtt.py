@@ -36,6 +36,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Self
 
+from bench.parse_coverage import strip_comments
 from headwater.engine import schema_registry
 from headwater.engine._proto_text import from_plain, message_class
 from headwater.engine.errors import EngineError
@@ -63,8 +64,6 @@ from headwater.metastore.plan import TopicFacts, plan, topics_named
 from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import ParseError, parse
 from headwater.sqlparse_ext import statements as ast
-
-from bench.parse_coverage import strip_comments
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "ksql-corpus" / "qtt"

@@ -22,9 +22,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench._node import Server, ksql, percentile, versions  # noqa: E402
+from bench._node import Server, ksql, percentile, versions
 
 
 def main() -> None:

@@ -37,14 +37,14 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
-from confluent_kafka import KafkaError, TopicPartition  # noqa: E402
+import httpx
+from confluent_kafka import KafkaError, TopicPartition
 
-from bench._node import Server, ksql, produce_rows, pull, summarize_collapsed, versions  # noqa: E402
-from headwater.gateway.services import command_topic_name  # noqa: E402
-from headwater.kafka.clients import KafkaSettings, consumer, producer  # noqa: E402
-from headwater.kafka.offsets import end_offsets  # noqa: E402
-from headwater.metastore.records import CommandRecord, decode, encode, new_command_id  # noqa: E402
+from bench._node import Server, ksql, produce_rows, pull, summarize_collapsed, versions
+from headwater.gateway.services import command_topic_name
+from headwater.kafka.clients import KafkaSettings, consumer, producer
+from headwater.kafka.offsets import end_offsets
+from headwater.metastore.records import CommandRecord, decode, encode, new_command_id
 
 SERVICE_ID = "bench"
 

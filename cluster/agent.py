@@ -162,7 +162,7 @@ class _Poster:
         except httpx.HTTPError as exc:  # the peer is down or slow: liveness will tell
             log.debug("POST %s to %s failed: %r", path, peer, exc)
             return
-        except Exception as exc:  # e.g. the client closed under a hung request at stop
+        except Exception as exc:  # noqa: BLE001  (e.g. the client closed under a hung request at stop)
             log.debug("POST %s to %s abandoned: %r", path, peer, exc)
             return
         if answer.status_code != 200:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from typing import TYPE_CHECKING, Any, cast
 
+from sqlglot import exp
+
 from headwater.engine import _functions as fn
 from headwater.engine import _functions_lambda as fl
 from headwater.engine._bound import BoundValue, building_slots
@@ -36,7 +38,6 @@ from headwater.sqlparse_ext.sqltypes import (
     from_datatype,
     identifier_name,
 )
-from sqlglot import exp
 
 if TYPE_CHECKING:
     from headwater.engine.expressions import Compiled

@@ -30,6 +30,8 @@ from decimal import (
 )
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine._bound import BoundValue
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
@@ -43,7 +45,6 @@ from headwater.sqlparse_ext.sqltypes import (
     from_datatype,
     identifier_name,
 )
-from sqlglot import exp
 
 
 @dataclass(frozen=True, slots=True)

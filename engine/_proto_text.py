@@ -16,6 +16,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import FieldDescriptor
+
 from headwater.engine.errors import SerdeError
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -39,9 +40,10 @@ def parse_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
     Raises:
         SerdeError: If the text does not parse, or imports a file this module does not know.
     """
-    from headwater.engine._serde_protobuf import SUPPORT_FILES
     from proto_schema_parser import ast as past
     from proto_schema_parser.parser import Parser
+
+    from headwater.engine._serde_protobuf import SUPPORT_FILES
 
     try:
         tree = Parser().parse(text)

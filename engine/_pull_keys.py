@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine import _functions as fn
 from headwater.engine.errors import PullQueryError
 from headwater.engine.expressions import Scope, compile_expression, format_expression
 from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, identifier_name
-from sqlglot import exp
 
 MAX_KEYS = 10_000
 """Most exact keys a WHERE may expand to (cartesian products of IN lists) before it scans."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -17,7 +19,6 @@ from headwater.sqlparse_ext.sqltypes import (
     StructType,
     identifier_name,
 )
-from sqlglot import exp
 
 Row = Mapping[str, Any]
 Evaluator = Callable[[Row], Any]

@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 import fastavro
+
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (

@@ -36,7 +36,6 @@ from headwater.engine.values import (
     format_decimal,
     mismatch,
 )
-from headwater.sqlparse_ext.sqltypes import format_double
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,
@@ -45,6 +44,7 @@ from headwater.sqlparse_ext import (
     SqlType,
     StructType,
 )
+from headwater.sqlparse_ext.sqltypes import format_double
 
 Encoder = Callable[[Any], str]
 Decoder = Callable[[Any, str], Any]

@@ -24,6 +24,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
+
 from headwater.engine._proto_text import (
     fill_well_known,
     message_class,

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from headwater.engine._compiler import (
     _Compiler,
     comparable,
@@ -33,12 +35,12 @@ from headwater.sqlparse_ext.sqltypes import (
     StructType,
     identifier_name,
 )
-from sqlglot import exp
 
 __all__ = [
     "NULL",
     "Compiled",
     "EvalFailure",
+    "Evaluator",
     "NullType",
     "Row",
     "Scope",

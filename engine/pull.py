@@ -15,6 +15,8 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sqlglot import exp
+
 from headwater.engine import _functions as fn
 from headwater.engine._pull_keys import (
     KeyAccess,
@@ -38,7 +40,6 @@ from headwater.engine.expressions import (
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
-from sqlglot import exp
 
 __all__ = [
     "KeyAccess", "KeyLookup", "KeyRange", "OutputColumn", "PullPlan", "PullResult", "Row",

@@ -23,6 +23,8 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine._bound import BoundSlots, BoundValue, activate, deactivate
 from headwater.engine._pull_keys import KeyAccess, KeyLookup, TableScan, TemplateMiss
 from headwater.engine.expressions import PSEUDO_TIMESTAMPS, Scope, compile_expression
@@ -36,7 +38,6 @@ from headwater.engine.pull import (
 )
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.statements import Select
-from sqlglot import exp
 
 __all__ = ["BoundPull", "PullTemplate", "TemplateMiss", "build_template"]
 

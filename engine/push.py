@@ -18,15 +18,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
 from headwater.engine.errors import EngineError, PullQueryError
 from headwater.engine.persistent.aggregate import is_aggregation
 from headwater.engine.pull import PullPlan, Row, plan_pull, row_view
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.statements import Query, Select
-
-from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 
 log = logging.getLogger(__name__)
 

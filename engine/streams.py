@@ -13,13 +13,13 @@ import time
 from collections.abc import Iterator, Mapping
 
 from confluent_kafka import KafkaError, TopicPartition
+
 from headwater.engine.errors import EngineError
 from headwater.engine.pull import Row
 from headwater.engine.serde import RowSerde
-from headwater.metastore.catalog import Source
-
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import end_offsets
+from headwater.metastore.catalog import Source
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from headwater.engine.pull import Row
 from headwater.engine.serde import serde_of
 from headwater.engine.values import has_map, resolve_type
 from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -37,8 +38,6 @@ from headwater.store.lag import LagInfo
 from headwater.store.local import LocalStores
 from headwater.store.records import PartitionState, PartitionStatus, unpack_value
 from headwater.store.restorer import TableRestorer
-
-from headwater.kafka.clients import KafkaSettings
 
 log = logging.getLogger(__name__)
 

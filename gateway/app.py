@@ -19,22 +19,23 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from headwater.gateway.info import healthcheck_endpoint, info_endpoint
-from headwater.gateway.inserts import inserts_stream_endpoint
 from headwater.engine.errors import EngineError
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
 from headwater.gateway.errors import KsqlError
+from headwater.gateway.info import healthcheck_endpoint, info_endpoint
+from headwater.gateway.inserts import inserts_stream_endpoint
 from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
-from headwater.gateway.queries import query_status_endpoint
 from headwater.gateway.push import PushQueries
+from headwater.gateway.queries import query_status_endpoint
 from headwater.gateway.query import close_query_endpoint, query_endpoint, query_stream_endpoint
-from headwater.gateway.status import command_status_endpoint, status_endpoint
 from headwater.gateway.services import Services
+from headwater.gateway.status import command_status_endpoint, status_endpoint
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext.errors import ParseError
 from headwater.store.errors import StoreError
+
 
 async def openapi_endpoint(_request: Request) -> Response:
     """``GET /openapi.json``: the API described for tools."""

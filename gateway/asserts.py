@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import KafkaException
+
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistryError
 from headwater.gateway.errors import Entity, KsqlError

@@ -22,8 +22,8 @@ from starlette.routing import Route
 from headwater.cluster import auth
 from headwater.cluster.agent import BadClusterMessage, ClusterAgent, LagReport, wall_clock_ms
 from headwater.cluster.epochs import ControlState
-from headwater.gateway.ksql import read_body
 from headwater.gateway.errors import KsqlError, bad_request
+from headwater.gateway.ksql import read_body
 from headwater.gateway.services import Limits, services_of
 
 UNAUTHORIZED = 40100

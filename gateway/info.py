@@ -15,7 +15,6 @@ from starlette.responses import JSONResponse
 from headwater.gateway.services import Services, services_of
 from headwater.metastore.runner import RunnerState
 
-
 KSQLDB_VERSION = "0.29.0"
 """The ksqlDB release whose statements and REST API headwater answers as: ``/info``'s ``version``,
 which ksqlDB's clients read to decide what a server supports (headwater's own version is beside

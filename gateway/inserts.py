@@ -31,6 +31,11 @@ from collections.abc import AsyncIterator, Mapping
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
 from headwater.engine import _functions as fn
 from headwater.engine._functions import EvalFailure
 from headwater.engine._scope import resolve_type
@@ -41,14 +46,9 @@ from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.services import Services, services_of
 from headwater.gateway.writer import Written
+from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.sqltypes import ArrayType, DecimalType, MapType, SqlType, StructType
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
-
-from headwater.kafka.errors import KafkaEdgeError
 
 log = logging.getLogger(__name__)
 

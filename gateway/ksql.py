@@ -37,10 +37,9 @@ from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import MetastoreError
-from headwater.sqlparse_ext import parse, parse_one
-from headwater.sqlparse_ext import sqltypes
-from headwater.sqlparse_ext.params import ParameterError, from_json
+from headwater.sqlparse_ext import parse, parse_one, sqltypes
 from headwater.sqlparse_ext import statements as ast
+from headwater.sqlparse_ext.params import ParameterError, from_json
 
 log = logging.getLogger(__name__)
 

@@ -174,6 +174,7 @@ class Registered:
 
     def protobuf(self, data: bytes) -> str:
         from google.protobuf import text_format
+
         from headwater.engine._proto_text import message_class
 
         schema_id, text = self._schema(data, "PROTOBUF")

@@ -16,10 +16,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine.errors import EngineError
 from headwater.engine._pull_keys import KeyLookup
+from headwater.engine.errors import EngineError
 from headwater.engine.pull import (
-    PullPlan, PullResult, TableReader, execute_pull, execute_stream_pull, plan_pull,
+    PullPlan,
+    PullResult,
+    TableReader,
+    execute_pull,
+    execute_stream_pull,
+    plan_pull,
 )
 from headwater.engine.pull_template import BoundPull
 from headwater.engine.streams import scan_stream

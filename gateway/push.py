@@ -24,6 +24,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
 from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError
 from headwater.engine.push import TopicFollower, plan_push, push_rows, stateful_clauses
@@ -33,11 +36,8 @@ from headwater.gateway.jsonout import dumps
 from headwater.gateway.printtopic import TopicPrint, TopicRecord
 from headwater.gateway.services import Services
 from headwater.gateway.transient import start_transient
-from headwater.sqlparse_ext import statements as ast
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-
 from headwater.kafka.clients import consumer, poll_batch
+from headwater.sqlparse_ext import statements as ast
 
 _POLL_S = 0.2
 _KEEPALIVE_S = 1.0

@@ -24,7 +24,6 @@ from headwater.gateway.services import Services, services_of
 from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.sqlparse_ext import statements as ast
 
-
 _REMOTE_TIMEOUT_S = 2.0
 
 

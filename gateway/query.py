@@ -25,17 +25,26 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from headwater.gateway.jsonout import dumpb
 from headwater.gateway import push, routed
 from headwater.gateway.cluster_api import check_internal_auth
 from headwater.gateway.errors import KsqlError, bad_request
+from headwater.gateway.forwarding import ExchangeFailed
+from headwater.gateway.jsonout import dumpb
 from headwater.gateway.ksql import (
-    KsqlRequest, decode_parameters, decode_request, read_body, variables_text,
+    KsqlRequest,
+    decode_parameters,
+    decode_request,
+    read_body,
+    variables_text,
 )
 from headwater.gateway.plan_cache import Lookup
-from headwater.gateway.forwarding import ExchangeFailed
 from headwater.gateway.pull import (
-    NeedsForwarding, PreparedPull, PullAnswer, answer_of, execute_prepared, prepare_pull,
+    NeedsForwarding,
+    PreparedPull,
+    PullAnswer,
+    answer_of,
+    execute_prepared,
+    prepare_pull,
 )
 from headwater.gateway.services import Services, services_of
 from headwater.sqlparse_ext import statements as ast

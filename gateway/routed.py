@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 import orjson
 
+from headwater.cluster.agent import replica_lags_in
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.auth import HEADER, sign
-from headwater.cluster.agent import replica_lags_in
 from headwater.cluster.routing import NoReplica, RoutePlan, RoutingBound, route
 from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.tables import key_partition

@@ -9,7 +9,6 @@ Does I/O (Kafka) in :func:`open_services` only. Handlers reach the object throug
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
     from headwater.gateway.plan_cache import PlanCache
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
-
-
 
 log = logging.getLogger(__name__)
 

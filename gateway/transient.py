@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine.expressions import format_expression, select_names
 from headwater.engine.persistent import QUERY_ANALYZER
 from headwater.engine.persistent.aggregate import is_aggregation
@@ -29,16 +31,14 @@ from headwater.engine.push import TopicFollower, plan_push
 from headwater.engine.spark.host import query_payload
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.services import Services
+from headwater.kafka.clients import create_topic
+from headwater.kafka.offsets import end_offsets
 from headwater.metastore.apply import apply_command
 from headwater.metastore.errors import MetastoreError
 from headwater.metastore.plan import TopicFacts, plan
 from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
-from sqlglot import exp
-
-from headwater.kafka.clients import create_topic
-from headwater.kafka.offsets import end_offsets
 
 log = logging.getLogger(__name__)
 

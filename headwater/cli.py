@@ -5,12 +5,20 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import IO
 
 import click
 
 from headwater.shell.main import (
-    Hooks, open_shell, parse_defines, run_command, run_text, script_text, settings_for,
-    shell_command, shell_options,
+    Hooks,
+    open_shell,
+    parse_defines,
+    run_command,
+    run_text,
+    script_text,
+    settings_for,
+    shell_command,
+    shell_options,
 )
 
 
@@ -43,7 +51,10 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
     node = None
     if not servers:
         from headwater.localnode import (
-            LocalNodeError, announcement, answering, ensure_local_node,
+            LocalNodeError,
+            announcement,
+            answering,
+            ensure_local_node,
         )
         from headwater.server import default_state_dir
 
@@ -192,13 +203,14 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
 @click.option("--define", "-d", "defines", multiple=True, metavar="NAME=VALUE",
               help="Define a variable for ${NAME} substitution (repeatable).")
 @click.option("--sql", "print_sql", is_flag=True, help="Print each statement back as normalized SQL.")
-def parse(script: click.utils.LazyFile, defines: tuple[str, ...], print_sql: bool) -> None:
+def parse(script: IO[str], defines: tuple[str, ...], print_sql: bool) -> None:
     """Check a SQL script (a file, or - for standard input) without running it.
 
     Prints one line per statement (its line, kind and name), or the first error with its line,
     column and a caret under the failing position; exits 1 on an error.
     """
-    from headwater.sqlparse_ext import ParseError, parse as parse_script, to_sql
+    from headwater.sqlparse_ext import ParseError, to_sql
+    from headwater.sqlparse_ext import parse as parse_script
 
     variables = {}
     for item in defines:

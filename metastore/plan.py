@@ -9,8 +9,8 @@ makes around it (create the topic before committing; delete it after the drop is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 

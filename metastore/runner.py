@@ -173,7 +173,9 @@ class CommandRunner:
                         if error.code() != KafkaError._PARTITION_EOF:
                             log.warning("command topic %s: %s", self._topic, error.str())
                         continue
-                    if not self._decide(int(message.offset()), message.value()):
+                    offset = message.offset()
+                    assert offset is not None  # a record (errors were handled above)
+                    if not self._decide(offset, message.value()):
                         return
                 if messages:
                     # Past transaction markers too: the reader's position, not last offset + 1.

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-
 __all__ = ["DEFAULT_SERVER", "OutputFormat", "ShellSettings", "history_path"]
 
 DEFAULT_SERVER = "http://127.0.0.1:8088"

@@ -25,7 +25,7 @@ from headwater.gateway import dbapi
 from headwater.sqlparse_ext.sqltypes import format_double
 
 from .config import OutputFormat
-from .executor import Entity, Message, Result, RowStream, Rows, StatementFailed
+from .executor import Entity, Message, Result, Rows, RowStream, StatementFailed
 
 __all__ = [
     "OutputFormat",

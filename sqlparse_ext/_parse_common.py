@@ -124,7 +124,7 @@ class CommonParser(parser.Parser):
         if token.token_type != TokenType.NUMBER or not token.text.isdigit():
             self._expected(what)
         self._advance()
-        return exp.Literal.number(token.text)
+        return exp.Literal(this=token.text, is_string=False)
 
     def _parse_duration(self, what: str = "a duration such as 10 SECONDS") -> hx.Duration:
         """``number unit``, e.g. ``10 SECONDS``."""

@@ -83,7 +83,7 @@ class DdlParser(QueryParser):
             name_token = self._curr
             name = self._parse_name("a column name")
             column = exp.ColumnDef(this=name, kind=self._parse_ksql_type())
-            constraint = self._parse_column_constraint(kind, name_token)
+            constraint = self._parse_column_key_constraint(kind, name_token)
             if constraint is not None:
                 column.set("constraints", [constraint])
             columns.append(column)
@@ -92,7 +92,7 @@ class DdlParser(QueryParser):
         self._expect(TokenType.R_PAREN, "',' or ')' after a column")
         return columns
 
-    def _parse_column_constraint(self, kind: str, name_token: Token) -> exp.Expr | None:
+    def _parse_column_key_constraint(self, kind: str, name_token: Token) -> exp.Expr | None:
         """KEY (streams), PRIMARY KEY (tables), HEADERS or HEADER('key')."""
         quoted = name_token.token_type == TokenType.IDENTIFIER
         shown = f"`{name_token.text if quoted else name_token.text.upper()}`"

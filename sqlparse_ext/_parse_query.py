@@ -223,7 +223,7 @@ class QueryParser(TypeParser):
 
     def _parse_interval(self, *args: object, **kwargs: object) -> None:
         """No INTERVAL literals in ksqlDB."""
-        return None
+        return
 
     def _parse_function_args(self, alias: bool = False) -> list[exp.Expr]:
         """Arguments are expressions or lambdas, never aliased."""

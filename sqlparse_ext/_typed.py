@@ -6,7 +6,7 @@ Pure: no I/O. The parser has already checked the syntax, so this module only rea
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from sqlglot import exp
 
@@ -106,7 +106,7 @@ def _join(node: exp.Expr) -> st.Join:
         before = cast(st.Duration, _duration(within_node.args["before"]))
         after = _duration(within_node.args.get("after")) or before
         within = st.JoinWindow(before, after, _duration(within_node.args.get("grace")))
-    kind = node.args.get("side") or "INNER"
+    kind = cast(Literal["INNER", "LEFT", "RIGHT", "FULL"], node.args.get("side") or "INNER")
     return st.Join(kind=kind, source=_source_ref(node.this), on=node.args["on"], within=within)
 
 

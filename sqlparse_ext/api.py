@@ -19,11 +19,18 @@ from headwater.sqlparse_ext import statements as st
 from headwater.sqlparse_ext._typed import build
 from headwater.sqlparse_ext.dialect import Headwater
 from headwater.sqlparse_ext.errors import ParseError
-from headwater.sqlparse_ext.sqltypes import SqlType, from_datatype
 from headwater.sqlparse_ext.params import ParameterError, literal
+from headwater.sqlparse_ext.parser import Parser
 from headwater.sqlparse_ext.script import (
-    Bound, LineIndex, Segment, Substituted, split, substitute,
+    Bound,
+    LineIndex,
+    Segment,
+    Substituted,
+    split,
+    substitute,
 )
+from headwater.sqlparse_ext.sqltypes import SqlType, from_datatype
+from headwater.sqlparse_ext.tokenizer import Tokenizer
 
 DIALECT = Headwater()
 CACHE_SIZE = 4096
@@ -32,11 +39,11 @@ _local = threading.local()
 _EXPECTING = re.compile(r"^Expect(?:ing|ed) (.+)$")
 
 
-def _tools() -> tuple[Headwater.Tokenizer, Headwater.Parser]:
+def _tools() -> tuple[Tokenizer, Parser]:
     """This thread's tokenizer and parser (sqlglot's are stateful, so one per thread)."""
-    tools = getattr(_local, "tools", None)
+    tools: tuple[Tokenizer, Parser] | None = getattr(_local, "tools", None)
     if tools is None:
-        tools = _local.tools = (DIALECT.tokenizer(), DIALECT.parser())
+        tools = _local.tools = (Tokenizer(dialect=DIALECT), Parser(dialect=DIALECT))
     return tools
 
 
@@ -108,7 +115,7 @@ def _statement(
                      segment.text)
     except ParseError:
         raise
-    except Exception as error:  # noqa: BLE001 - the package edge: everything becomes ParseError
+    except Exception as error:
         raise _fail(error, substituted, segment, index) from error
 
 
@@ -165,7 +172,7 @@ def parse(
         return statements
     except ParseError:
         raise
-    except Exception as error:  # noqa: BLE001 - the package edge
+    except Exception as error:
         raise ParseError(
             f"line 1:1: expected a valid script (internal error {type(error).__name__})",
             1, 1, text,
@@ -231,7 +238,7 @@ def to_sql(statement: st.Statement) -> str:
     """
     try:
         return DIALECT.generate(statement.expression, copy=False)
-    except Exception as error:  # noqa: BLE001 - the package edge
+    except Exception as error:
         raise ParseError(
             f"line {statement.line}:{statement.column}: expected a printable statement "
             f"({type(error).__name__}: {error})",

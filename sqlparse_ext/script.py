@@ -223,8 +223,8 @@ def substitute(text: str, variables: Mapping[str, str] | None, segment: Segment,
             end = _skip_quoted(text, i)
             end = n if end < 0 else end
             if variables is not None:
-                for match in _VARIABLE.finditer(text, i, end):
-                    variable(match)
+                for found in _VARIABLE.finditer(text, i, end):
+                    variable(found)
             i = end
         elif c == "$" and variables is not None and (match := _VARIABLE.match(text, i)):
             variable(match)

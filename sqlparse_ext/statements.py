@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from sqlglot import exp
 
@@ -32,7 +32,7 @@ class Properties(Mapping[str, PropertyValue]):
     (``acceptable.offset.lag``) or quoted; iteration yields them in that form and order.
     """
 
-    __slots__ = ("_items", "_index")
+    __slots__ = ("_index", "_items")
 
     def __init__(self, items: tuple[tuple[str, PropertyValue], ...] = ()) -> None:
         self._items = items
@@ -69,7 +69,7 @@ class Duration:
     amount: int
     unit: str
 
-    _MS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000,
+    _MS: ClassVar[dict[str, int]] = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000,
            "DAY": 86_400_000}  # fmt: skip
 
     @property

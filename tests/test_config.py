@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from headwater.config import SETTINGS, ConfigError, ServerConfig, as_mapping, defaults, load, parse_properties
+from headwater.config import (
+    SETTINGS,
+    ConfigError,
+    ServerConfig,
+    as_mapping,
+    defaults,
+    load,
+    parse_properties,
+)
 
 
 def test_defaults_are_the_documented_ones() -> None:

@@ -23,9 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
+    Compiled,
     Evaluator,
     Scope,
     UnresolvedColumn,
@@ -50,7 +53,6 @@ from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query, Window
-from sqlglot import exp
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +527,7 @@ def _ref(name: str) -> exp.Expr:
 
 
 def _compile_post(node: exp.Expr, scope: Scope, clause: str,
-                  names: Mapping[str, str]):  # type: ignore[no-untyped-def]  # fmt: skip
+                  names: Mapping[str, str]) -> Compiled:  # fmt: skip
     """Compiles a post-aggregation expression; its errors name the grouping expressions and
     aggregate calls as written (``names``: ``$AGG_0`` -> ``SUM(VALUE)``)."""
     try:

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sqlglot import exp
+
 from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
@@ -40,7 +42,6 @@ from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import ArrayType, SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query
-from sqlglot import exp
 
 PSEUDO_COLUMNS: Mapping[str, SqlType] = {
     "ROWTIME": fn.BIGINT, "ROWPARTITION": fn.INTEGER, "ROWOFFSET": fn.BIGINT,

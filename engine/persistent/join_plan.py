@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from sqlglot import exp
+
 from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
@@ -34,7 +36,6 @@ from headwater.engine.expressions import (
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Join, Query, SourceRef
-from sqlglot import exp
 
 JoinKind = Literal["INNER", "LEFT", "RIGHT", "FULL"]
 PSEUDO = (("ROWTIME", fn.BIGINT), ("ROWPARTITION", fn.INTEGER), ("ROWOFFSET", fn.BIGINT))

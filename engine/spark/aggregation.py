@@ -21,6 +21,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
 from headwater.engine.persistent.aggregating import (
     AggregatePipeline,
     GroupedRow,
@@ -32,8 +35,6 @@ from headwater.engine.persistent.aggregating import (
 )
 from headwater.engine.persistent.operators import ProcessingError
 from headwater.metastore.codec import catalog_from_dict
-from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 #: Stage 1's rows: the group (or, over a table, the source key) to shuffle by, the pickled
 #: `GroupedRow` / `TableChange`, and for a skipped record its error.

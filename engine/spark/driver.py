@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.engine.spark.settings import EngineSettings
-
 from headwater.kafka.clients import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -223,8 +222,9 @@ def start_session(settings: EngineSettings) -> Any:
     """A SparkSession for persistent queries, with headwater's Kafka source registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from headwater.engine.spark.kafka_source import KafkaDataSource
     from pyspark.sql import SparkSession
+
+    from headwater.engine.spark.kafka_source import KafkaDataSource
 
     builder = SparkSession.builder
     for key, value in settings.spark_conf().items():

@@ -24,10 +24,9 @@ from typing import Any
 
 from headwater.engine.persistent.aggregating import is_aggregate_statement
 from headwater.engine.spark.settings import EngineSettings
+from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Query, SourceKind
 from headwater.metastore.codec import catalog_to_dict
-
-from headwater.kafka.clients import KafkaSettings
 
 log = logging.getLogger(__name__)
 

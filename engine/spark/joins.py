@@ -24,6 +24,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
 from headwater.engine.persistent import RecordPipeline
 from headwater.engine.persistent.aggregating import AggregatePipeline, is_aggregate_statement
 from headwater.engine.persistent.joining import (
@@ -37,8 +40,6 @@ from headwater.engine.persistent.joining import (
 from headwater.engine.persistent.operators import InputRecord
 from headwater.engine.spark.aggregation import AGGREGATED_SCHEMA, GROUPED_SCHEMA, grouped_rows
 from headwater.metastore.codec import catalog_from_dict
-from pyspark.sql import Row
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 #: What a source's task gives the join: the join task, a pickled list of its `SideRecord`s, and
 #: for a skipped record its error.

@@ -29,16 +29,16 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
 from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
 from headwater.engine.persistent.aggregating import GroupedRow
 from headwater.engine.persistent.operators import OutputRecord
 from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import ENTRY_SCHEMA, entry_rows
-from headwater.metastore.codec import catalog_from_dict
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
+from headwater.metastore.codec import catalog_from_dict
 
 NAME = "headwater-kafka"
 

@@ -11,13 +11,13 @@ that runs it, then the connection is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, Self
 
 from headwater.sqlparse_ext.params import ParameterError, bind, leading_keyword, to_json
 
 from ._errors import Error, InterfaceError, ProgrammingError, Warning
-from ._http import Streamed
+from ._http import HttpTransport, Streamed
 from ._results import (
     ColumnDescription,
     LinesResult,
@@ -28,12 +28,26 @@ from ._results import (
 )
 from .entities import entity_table
 
-if TYPE_CHECKING:
-    from ._connection import Connection
-
 __all__ = ["Cursor"]
 
 Row = tuple[Any, ...]
+
+
+class Connection(Protocol):
+    """What a cursor uses of its connection (`_connection.Connection`; declared here so that the
+    connection module imports this one and not the other way round)."""
+
+    _transport: HttpTransport
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def session_variables(self) -> Mapping[str, Any]: ...
+
+    def _request_body(self, sql: str, parameters: list[Any] | None = None) -> dict[str, Any]: ...
+
+    def _note_entities(self, entities: Iterable[Mapping[str, Any]]) -> None: ...
 
 
 class Cursor:

@@ -82,7 +82,7 @@ class ChildProcess:
                 env=dict(env),
                 cwd=cwd,
                 start_new_session=True,
-                preexec_fn=_death_signal_hook(),
+                preexec_fn=_death_signal_hook(),  # noqa: PLW1509  (one prctl call: async-signal-safe)
             )
         log.info("started %s, pid %d, log %s", name, self._popen.pid, log_path)
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO
+from typing import IO, Self
 
 from confluent_kafka import KafkaException
 
@@ -113,7 +113,7 @@ class EmbeddedBroker:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def __enter__(self) -> EmbeddedBroker:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.control_codec import (
     FORMAT_VERSION,
@@ -18,8 +21,6 @@ from headwater.cluster.epochs import (
     ControlRecord,
     PartitionLeader,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 P0 = PartitionId("ORDERS", 0)
 P1 = PartitionId("ORDERS", 1)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
+
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.control_codec import encode
 from headwater.cluster.controller import ControlPlane, PlaneStatus, plan_decision

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.epochs import (
     AssignmentDecision,
@@ -21,8 +24,6 @@ from headwater.cluster.epochs import (
     next_claim,
     next_leader_epoch,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 P0 = PartitionId("ORDERS", 0)
 P1 = PartitionId("ORDERS", 1)

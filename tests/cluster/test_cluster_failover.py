@@ -29,8 +29,8 @@ from typing import Any, Self
 import confluent_kafka
 import httpx
 import pytest
-from headwater.cluster.auth import HEADER, sign
 
+from headwater.cluster.auth import HEADER, sign
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer_config
 

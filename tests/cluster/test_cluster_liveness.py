@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.cluster.liveness import (
     DEFAULT_SETTINGS,
     HeartbeatSettings,
@@ -12,8 +15,6 @@ from headwater.cluster.liveness import (
     missed_slots,
     worst_case_detection_ms,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 UP = HostStatus(alive=True, last_heartbeat_ms=1000, since_ms=0)
 DOWN = HostStatus(alive=False, last_heartbeat_ms=1000, since_ms=1400)

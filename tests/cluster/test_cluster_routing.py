@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.cluster.assignment import PartitionId, Replicas
 from headwater.cluster.routing import (
     NoReplica,
@@ -15,8 +18,6 @@ from headwater.cluster.routing import (
     route,
     strictest,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 P = PartitionId("ORDERS", 3)
 R = Replicas("a", ("b", "c"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord
 from headwater.engine.persistent.aggregate import compile_aggregate

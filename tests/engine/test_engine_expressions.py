@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     NULL,

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
 from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
 from headwater.metastore.catalog import Catalog

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from headwater.engine.partitioner import murmur2, partition_for, to_positive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headwater.engine.partitioner import murmur2, partition_for, to_positive
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic, producer
 
 # org.apache.kafka.common.utils.UtilsTest.testMurmur2 (the empty key: Kafka clients in other languages

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
 from headwater.engine.persistent.compile import QueryCompileError, compile_query, describe_shape

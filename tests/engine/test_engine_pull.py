@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from headwater.engine.errors import PullQueryError
 from headwater.engine.pull import (
     KeyLookup,

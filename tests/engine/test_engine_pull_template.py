@@ -8,14 +8,15 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_engine_pull import MemoryReader, _source  # its reader and table helper, shared
+
 from headwater.engine.pull import PullResult, execute_pull, plan_pull
 from headwater.engine.pull_template import PullTemplate, build_template
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext import Select, parse_one
 from headwater.sqlparse_ext.shape import literal_shape
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from test_engine_pull import MemoryReader, _source  # its reader and table helper, shared
 
 TYPES: dict[str, Any] = {}
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import fastavro
 import pytest
+
 from headwater.engine import schema_registry
 from headwater.engine._serde_avro import avro_schema
 from headwater.engine.errors import SerdeError

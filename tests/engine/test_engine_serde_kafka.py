@@ -8,11 +8,12 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.engine.errors import SerdeError
 from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def serde(

@@ -6,6 +6,7 @@ import struct
 from decimal import Decimal
 
 import pytest
+
 from headwater.engine.errors import SerdeError
 from headwater.engine.schema_registry import MemorySchemaRegistry
 from headwater.engine.serde import RowSerde

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from headwater.engine.errors import SerdeError
 from headwater.engine.values import (
     check_value,

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 from confluent_kafka import TopicPartition
-from headwater.engine.spark.sink import ExactlyOnceSink
 
+from headwater.engine.spark.sink import ExactlyOnceSink
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import admin_client, consumer, create_topic
 

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from headwater.engine.tables import PartitionLag, StoredTable, UnsupportedKey, key_type_of, materialized
+from headwater.engine.tables import (
+    PartitionLag,
+    StoredTable,
+    UnsupportedKey,
+    key_type_of,
+    materialized,
+)
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext import parse_type
 from headwater.store.api import WriteBatch

@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import Scope, compile_expression
 from headwater.sqlparse_ext import parse_one, parse_type

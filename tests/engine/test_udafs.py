@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+
 from headwater.engine._functions import (
     BIGINT,
     BOOLEAN,

@@ -483,8 +483,8 @@ def test_alter_adds_value_columns_as_ksqldb_does(client: TestClient) -> None:
     assert ksql(client, f"CREATE STREAM {stream} (ID STRING KEY) WITH (kafka_topic='{table.lower()}',"
                         " value_format='JSON');").status_code == 200  # fmt: skip
     for text, message in [
-        (f"ALTER TABLE {table} ADD COLUMN W STRING;", "Cannot add column `W` to schema. A column "
-                                                       "with the same name already exists."),
+        (f"ALTER TABLE {table} ADD COLUMN W STRING;", ("Cannot add column `W` to schema. A column "
+                                                        "with the same name already exists.")),
         (f"ALTER STREAM {table} ADD COLUMN Z INT;", "Incompatible data source type is TABLE"),
         ("ALTER TABLE NOPE_X ADD COLUMN Z INT;", "Source NOPE_X does not exist."),
     ]:  # fmt: skip

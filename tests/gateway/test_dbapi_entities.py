@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from headwater.gateway.dbapi.entities import BUILDERS, EntityTable, entity_table, schema_type_text
 
 # Shape: StreamsList / SourceInfo.Stream (ksql-endpoint.md "LIST STREAMS"; keyFormat/valueFormat

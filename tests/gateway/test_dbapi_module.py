@@ -8,9 +8,9 @@ import subprocess
 import sys
 import time
 
-import headwater.gateway.dbapi as driver
 import pytest
 
+import headwater.gateway.dbapi as driver
 from headwater import dbapi
 
 

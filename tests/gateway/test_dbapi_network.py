@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from headwater.gateway.dbapi._retry import Failure, FailureKind, RetryPolicy, Step, plan_retry
 
 from headwater import dbapi
+from headwater.gateway.dbapi._retry import Failure, FailureKind, RetryPolicy, Step, plan_retry
 
 Action = Callable[[BaseHTTPRequestHandler], None]
 

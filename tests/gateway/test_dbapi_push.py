@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from headwater.gateway.app import create_app
-from headwater.gateway.services import Limits, Services, open_services
 
 from headwater import dbapi
+from headwater.gateway.app import create_app
+from headwater.gateway.services import Limits, Services, open_services
 from headwater.kafka.broker import EmbeddedBroker
 
 T = TypeVar("T")

@@ -9,12 +9,13 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.gateway.dbapi import DataError, InterfaceError
 from headwater.gateway.dbapi._convert import convert
 from headwater.gateway.dbapi._jsonstream import JsonStreamError, iter_json_items
 from headwater.gateway.dbapi._schema import Column, SqlType, parse_schema
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 STRING = SqlType("STRING")
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from headwater.gateway.admission import Admission
-from headwater.gateway.jsonout import dumps
 from headwater.gateway.errors import KsqlError
+from headwater.gateway.jsonout import dumps
 from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import PullSettings
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from headwater.gateway.app import create_app
 from headwater.gateway.inserts import (
     BodyLines,
@@ -29,6 +30,7 @@ from headwater.gateway.inserts import (
     row_values,
 )
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
+from headwater.kafka.broker import EmbeddedBroker
 from headwater.metastore.catalog import Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -38,8 +40,6 @@ from headwater.sqlparse_ext.sqltypes import (
     StructField,
     StructType,
 )
-
-from headwater.kafka.broker import EmbeddedBroker
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient

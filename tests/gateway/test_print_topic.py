@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
 from headwater.gateway.app import create_app
 from headwater.gateway.printtopic import (
@@ -28,7 +29,6 @@ from headwater.gateway.printtopic import (
     rowtime_text,
 )
 from headwater.gateway.services import Limits, Services, open_services
-
 from headwater.kafka.broker import EmbeddedBroker
 
 with warnings.catch_warnings():

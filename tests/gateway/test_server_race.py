@@ -26,7 +26,7 @@ def test_two_servers_race_conflicting_creates(
     for i in range(rounds):
         answers: list[httpx.Response | None] = [None, None]
 
-        def submit(which: int, i: int = i) -> None:
+        def submit(which: int, i: int = i, answers: list[httpx.Response | None] = answers) -> None:
             # Same name, different columns: exactly one of the two can take effect.
             column = "A INT" if which == 0 else "B STRING"
             sql = (f"CREATE STREAM R{i} (ID INT KEY, {column}) WITH "

@@ -182,7 +182,7 @@ def test_every_ebnf_block_defines_a_production() -> None:
     undefined = [
         f"line {block.line} ({block.section})"
         for block in BLOCKS
-        if block.lang == "ebnf" and not re.search(r"^\s*[a-z_][a-z0-9_]*\s*=", block.text, re.M)
+        if block.lang == "ebnf" and not re.search(r"^\s*[a-z_][a-z0-9_]*\s*=", block.text, re.MULTILINE)
     ]
     assert not undefined, "```ebnf blocks without a production: " + ", ".join(undefined)
 

@@ -15,12 +15,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kafka_helpers import make_topic, pid_running, produce, read_all, wait_gone
 
 from headwater.kafka import broker as broker_module
 from headwater.kafka._ports import WEED_ADMIN_GRPC_OFFSET, free_port, free_weed_ports, port_is_free
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.errors import ChildDied, DataDirUnusable, PortInUse
-from kafka_helpers import make_topic, pid_running, produce, read_all, wait_gone
 
 
 def test_weed_ports_are_distinct_and_free() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import TopicPartition
+from kafka_helpers import read_all
 
 from headwater.kafka.clients import (
     KafkaSettings,
@@ -18,7 +19,6 @@ from headwater.kafka.clients import (
     producer_config,
 )
 from headwater.kafka.errors import KafkaConfigError, TopicError
-from kafka_helpers import read_all
 
 SETTINGS = KafkaSettings(
     bootstrap_servers="127.0.0.1:1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from confluent_kafka import TopicPartition
+from kafka_helpers import make_topic, produce, read_all
 
 from headwater.kafka.clients import (
     KafkaSettings,
@@ -14,7 +15,6 @@ from headwater.kafka.clients import (
     producer,
 )
 from headwater.kafka.offsets import LagInfo, cached_end_offsets, end_offsets
-from kafka_helpers import make_topic, produce, read_all
 
 
 def test_lag_info_never_negative() -> None:

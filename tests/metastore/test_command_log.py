@@ -117,7 +117,7 @@ def test_racing_conflicting_statements_have_exactly_one_winner_each_round(
     def race(server: Server, index: int, barrier: threading.Barrier) -> None:
         try:
             _race(server, index, barrier)
-        except BaseException as exc:  # surfaced by the assertion below
+        except BaseException as exc:  # noqa: BLE001  (surfaced by the assertion below)
             errors.append(exc)
             barrier.abort()
 

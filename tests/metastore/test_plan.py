@@ -8,9 +8,8 @@ from headwater.metastore.catalog import Catalog, Query
 from headwater.metastore.codec import source_from_dict
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan
-from headwater.metastore.records import CommandRecord
+from headwater.metastore.records import CommandRecord, encode
 from headwater.metastore.replay import Fold
-from headwater.metastore.records import encode
 from headwater.sqlparse_ext import ParseError, parse_one
 
 FACTS = TopicFacts({"pageviews": 3, "users": 2})

@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 
 import pytest
+
 from headwater.gateway import dbapi
 from headwater.gateway.dbapi.entities import entity_table
 from headwater.shell.executor import Entity, Message, Rows, StatementFailed

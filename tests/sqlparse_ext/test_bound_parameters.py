@@ -7,11 +7,12 @@ import datetime
 import decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.sqlparse_ext import ParseError, parse, parse_one
 from headwater.sqlparse_ext.params import ParameterError, from_json, to_json
 from headwater.sqlparse_ext.statements import InsertValues, Select
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def _where_literal(statement: Select) -> str:

@@ -91,8 +91,8 @@ def test_quoted_names_keep_case(v):
     ("sql", "kind", "name"),
     [
         ("CREATE STREAM out AS SELECT * FROM input", "STREAM", "OUT"),
-        ("CREATE TABLE IF NOT EXISTS agg WITH (kafka_topic='agg') AS "
-         "SELECT id, COUNT(*) FROM s GROUP BY id EMIT CHANGES", "TABLE", "AGG"),
+        (("CREATE TABLE IF NOT EXISTS agg WITH (kafka_topic='agg') AS "
+         "SELECT id, COUNT(*) FROM s GROUP BY id EMIT CHANGES"), "TABLE", "AGG"),
         ("CREATE OR REPLACE STREAM `o` AS SELECT a FROM s PARTITION BY a", "STREAM", "o"),
     ],
 )

@@ -9,6 +9,9 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from headwater.sqlparse_ext.params import (
     MAX_DEPTH,
     ParameterError,
@@ -17,8 +20,6 @@ from headwater.sqlparse_ext.params import (
     literal,
     placeholders,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,13 @@ import pytest
 
 from headwater.sqlparse_ext import ParseError, parse_type
 from headwater.sqlparse_ext.sqltypes import (
-    ArrayType, CustomType, DecimalType, MapType, PrimitiveType, StructField, StructType,
+    ArrayType,
+    CustomType,
+    DecimalType,
+    MapType,
+    PrimitiveType,
+    StructField,
+    StructType,
 )
 
 

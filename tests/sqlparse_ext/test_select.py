@@ -89,8 +89,8 @@ def test_star_forms(v):
     ("sql", "line", "column", "fragment"),
     [
         ("SELECT * FROM s ORDER BY a", 1, 17,
-         "expected JOIN, WINDOW, WHERE, GROUP BY, PARTITION BY, HAVING, EMIT, LIMIT or end of "
-         "statement, found 'ORDER BY'"),
+         ("expected JOIN, WINDOW, WHERE, GROUP BY, PARTITION BY, HAVING, EMIT, LIMIT or end of "
+         "statement, found 'ORDER BY'")),
         ("SELECT * FROM s EMIT CHANGES WHERE a = 1", 1, 30, "expected LIMIT or end of statement"),
         ("SELECT * FROM s GROUP BY a AND b", 1, 28, "found 'AND'"),
         ("SELECT * FROM s GROUP BY c, (a, b)", 1, 29, "not a parenthesised list"),

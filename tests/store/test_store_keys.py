@@ -7,10 +7,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from headwater.store.errors import KeyDecodingError, KeyEncodingError
-from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from headwater.store.errors import KeyDecodingError, KeyEncodingError
+from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=200)
 
