@@ -124,6 +124,8 @@ class PullPlan:
         access: how a table's rows are found (a stream is always scanned).
         limit: the LIMIT, or None.
         key_names: the source's key columns (the order of `Row.key`).
+        direct: when every SELECT item is a stored column and there is no WHERE: each item's
+            (key index, or -1 for a value column, and name), read without evaluators.
     """
 
     source: Source
@@ -133,6 +135,7 @@ class PullPlan:
     key_names: tuple[str, ...]
     filter: Evaluator | None = field(default=None, repr=False, compare=False)
     projection: tuple[Evaluator, ...] = field(default=(), repr=False, compare=False)
+    direct: tuple[tuple[int, str], ...] | None = field(default=None, repr=False, compare=False)
 
     def schema_text(self) -> str:
         """The header schema: ``\\`ID\\` STRING KEY, \\`V\\` BIGINT``."""
@@ -205,11 +208,12 @@ class PlanParts:
     key_names: tuple[str, ...]
     where: exp.Expr | None
     extractor: KeyExtractor | None
+    direct: tuple[tuple[int, str], ...] | None = None
 
     def plan(self, access: KeyAccess) -> PullPlan:
         """The plan with this key access."""
         return PullPlan(self.source, self.schema, access, self.limit, self.key_names,
-                        self.row_filter, self.projection)  # fmt: skip
+                        self.row_filter, self.projection, self.direct)  # fmt: skip
 
 
 def plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any]) -> PlanParts:
@@ -246,8 +250,27 @@ def _plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any], p
     row_filter = None if where is None else _compile_where(where, scope, push)
     extractor = KeyExtractor(key_names, [columns[k] for k in key_names], scope) if is_table \
         else None  # fmt: skip
+    direct = None if row_filter is not None else _direct(items, scope, key_names, columns)
     return PlanParts(source, schema, projection, row_filter, query.limit, key_names, where,
-                     extractor)  # fmt: skip
+                     extractor, direct)  # fmt: skip
+
+
+def _direct(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
+            columns: Mapping[str, SqlType]) -> tuple[tuple[int, str], ...] | None:  # fmt: skip
+    """Each SELECT item's (key index or -1, column name) when all are stored columns (what
+    ``row_view`` would give them, read straight from the row); None otherwise."""
+    direct: list[tuple[int, str]] = []
+    for item in items:
+        if not isinstance(item, exp.Column) or isinstance(item.this, exp.Star):
+            return None
+        name = scope.resolve(item)[0]
+        if name in key_names:
+            direct.append((key_names.index(name), name))
+        elif name in columns:
+            direct.append((-1, name))
+        else:  # a pseudo column
+            return None
+    return tuple(direct)
 
 
 def _check_clauses(query: Query, source: Source) -> None:
@@ -346,6 +369,21 @@ def execute_pull(plan: PullPlan, reader: TableReader, *,
         The rows, and the partitions read.
     """
     touched: set[int] = set()
+    rows = _table_rows(plan, reader, partitions, touched)
+    result = list(select_rows(plan, rows))
+    limited = plan.limit is not None and len(result) >= plan.limit
+    return PullResult(plan.schema, result, frozenset(touched), limited)
+
+
+def stream_pull(plan: PullPlan, reader: TableReader, partitions: Collection[int] | None = None
+                ) -> Iterator[list[Any]]:  # fmt: skip
+    """:func:`execute_pull`'s rows, read and computed as they are consumed (a table scan's answer
+    streams with bounded memory). A scan or range reads ``partitions`` (or all) in order."""
+    return select_rows(plan, _table_rows(plan, reader, partitions, set()))
+
+
+def _table_rows(plan: PullPlan, reader: TableReader, partitions: Collection[int] | None,
+                touched: set[int]) -> Iterator[Row]:  # fmt: skip
     wanted = range(reader.partitions) if partitions is None else sorted(set(partitions))
     access = plan.access
 
@@ -369,8 +407,7 @@ def execute_pull(plan: PullPlan, reader: TableReader, *,
             else:
                 yield from reader.scan(partition)
 
-    result, limited = _run(plan, rows())
-    return PullResult(plan.schema, result, frozenset(touched), limited)
+    return rows()
 
 
 def execute_stream_pull(plan: PullPlan, records: Iterable[Row]) -> PullResult:
@@ -386,7 +423,8 @@ def execute_stream_pull(plan: PullPlan, records: Iterable[Row]) -> PullResult:
             touched.add(record.partition)
             yield record
 
-    result, limited = _run(plan, rows())
+    result = list(select_rows(plan, rows()))
+    limited = plan.limit is not None and len(result) >= plan.limit
     return PullResult(plan.schema, result, frozenset(touched), limited)
 
 
@@ -400,17 +438,22 @@ def row_view(row: Row, key_names: tuple[str, ...]) -> dict[str, Any]:
     return view
 
 
-def _run(plan: PullPlan, rows: Iterator[Row]) -> tuple[list[list[Any]], bool]:
-    """Filters and projects rows until the LIMIT; returns them and whether the LIMIT stopped it."""
+def select_rows(plan: PullPlan, rows: Iterator[Row]) -> Iterator[list[Any]]:
+    """Filters and projects rows, lazily, until the LIMIT."""
     limit, keep, projection, keys = plan.limit, plan.filter, plan.projection, plan.key_names
-    out: list[list[Any]] = []
     if limit == 0:
-        return out, True
+        return
+    count = 0
+    direct = plan.direct
     for row in rows:
-        view = row_view(row, keys)
-        if keep is not None and keep(view) is not True:
-            continue
-        out.append([f(view) for f in projection])
-        if limit is not None and len(out) >= limit:
-            return out, True
-    return out, False
+        if direct is not None:  # stored columns only, no WHERE: no view, no evaluators
+            key, value = row.key, row.value
+            yield [key[i] if i >= 0 else value.get(name) for i, name in direct]
+        else:
+            view = row_view(row, keys)
+            if keep is not None and keep(view) is not True:
+                continue
+            yield [f(view) for f in projection]
+        count += 1
+        if limit is not None and count >= limit:
+            return

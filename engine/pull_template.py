@@ -20,7 +20,7 @@ execution runs through the uncached planner, which reports errors exactly as alw
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -35,6 +35,7 @@ from headwater.engine.pull import (
     TableReader,
     execute_pull,
     plan_parts,
+    stream_pull,
 )
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.statements import Select
@@ -59,6 +60,21 @@ class BoundPull:
             return execute_pull(self.plan, reader, partitions=partitions)
         finally:
             deactivate(token)
+
+    def stream(self, reader: TableReader, partitions: Collection[int] | None = None
+               ) -> Iterator[list[Any]]:  # fmt: skip
+        """:func:`~headwater.engine.pull.stream_pull` with this execution's values active while
+        each row is computed (the rows may be consumed from several threads, one at a time)."""
+        rows = stream_pull(self.plan, reader, partitions)
+        while True:
+            token = activate(self.folded)
+            try:
+                row = next(rows, None)
+            finally:
+                deactivate(token)
+            if row is None:
+                return
+            yield row
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -376,10 +376,20 @@ def _double_output(value: float) -> Any:
     return value if math.isfinite(value) else format_double(value)
 
 
+def output_converter(sql_type: SqlType) -> Callable[[Any], Any] | None:
+    """:func:`to_json_output` for one type, as a function; None when values of the type are
+    their own JSON-able form (STRING, INT, BIGINT, BOOLEAN, DECIMAL: no call needed)."""
+    converter = _output(sql_type)
+    return None if converter is _keep else converter
+
+
+def _keep(v: Any) -> Any:
+    return v
+
+
 @lru_cache(maxsize=4096)
 def _output(sql_type: SqlType) -> Callable[[Any], Any]:
-    def keep(v: Any) -> Any:
-        return v
+    keep = _keep
 
     def nullable(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return lambda v: None if v is None else f(v)

@@ -21,13 +21,15 @@ class Admission:
     Args:
         running: queries executed at the same time (>= 1).
         waiting: queries allowed to wait for a slot (>= 0).
+        what: what is admitted, for the 429 message.
     """
 
-    def __init__(self, running: int, waiting: int) -> None:
+    def __init__(self, running: int, waiting: int, what: str = "pull queries") -> None:
         if running < 1 or waiting < 0:
             raise ValueError(f"running must be >= 1 and waiting >= 0, not {running}, {waiting}")
         self.running = running
         self.waiting = waiting
+        self.what = what
         self._slots: asyncio.Semaphore | None = None
         self._queued = 0
 
@@ -43,13 +45,25 @@ class Admission:
         Raises:
             KsqlError: 42900 (HTTP 429, retriable) when the queue is full.
         """
+        await self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    async def acquire(self) -> None:
+        """Take a slot (waiting in the queue); :meth:`release` it exactly once, on the loop.
+
+        Raises:
+            KsqlError: 42900 (HTTP 429, retriable) when the queue is full.
+        """
         if self._slots is None:  # created lazily: it binds to the running loop
             self._slots = asyncio.Semaphore(self.running)
         slots = self._slots
         if slots.locked():
             if self._queued >= self.waiting:
                 raise KsqlError(
-                    f"too many pull queries: {self.running} running and {self._queued} waiting; "
+                    f"too many {self.what}: {self.running} running and {self._queued} waiting; "
                     "retry shortly or use another server",
                     42900,
                     kind="generic_error",
@@ -62,7 +76,8 @@ class Admission:
                 self._queued -= 1
         else:
             await slots.acquire()
-        try:
-            yield
-        finally:
-            slots.release()
+
+    def release(self) -> None:
+        """Give back a slot taken with :meth:`acquire`."""
+        assert self._slots is not None, "release() without acquire()"
+        self._slots.release()

@@ -39,6 +39,7 @@ from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext import parse, parse_one, sqltypes
 from headwater.sqlparse_ext import statements as ast
+from headwater.sqlparse_ext.limits import ParseLimits
 from headwater.sqlparse_ext.params import ParameterError, from_json
 
 log = logging.getLogger(__name__)
@@ -62,15 +63,19 @@ class KsqlRequest:
     command_sequence_number: int | None = None
     parameters: tuple[object, ...] | None = None
 
-    def statements(self) -> list[ast.Statement]:
+    def statements(self, limits: ParseLimits | None = None) -> list[ast.Statement]:
         """The request's statements: ``${name}`` substituted from its session variables (unless
         ``ksql.variable.substitution.enable`` is false), then its ``parameters`` bound.
 
+        Args:
+            limits: the server's bounds on statements (size, tokens, depth, count).
+
         Raises:
-            ParseError: the text does not parse, or the parameters do not fit its placeholders.
+            ParseError: the text does not parse, or the parameters do not fit its placeholders,
+                or it exceeds ``limits``.
         """
         return parse(self.ksql, self.session_variables, parameters=self.parameters,
-                     substitution=self.substitutes())  # fmt: skip
+                     substitution=self.substitutes(), limits=limits)  # fmt: skip
 
     def substitutes(self) -> bool:
         """Whether ``${name}`` is substituted (``ksql.variable.substitution.enable``)."""
@@ -169,7 +174,7 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
                 kind="generic_error",
                 retriable=True,
             )
-    statements = request.statements()
+    statements = request.statements(services.limits.parse)
     if not statements:
         raise bad_request("the request holds no statement")
     entities: list[Entity] = []

@@ -5,6 +5,11 @@ query's offset-lag bound (``pull_options``): a partition that is still restoring
 makes the query fail with a retriable 50302 naming each partition's position and lag, never a
 silently stale answer. Queries on streams scan the stream's topic, as ksqlDB does. Every answer
 carries, per partition read, this server, its position and its lag.
+
+A table scan (or key range) that this server answers alone is not read up front: its answer's
+``stream`` reads, computes and renders rows as the response consumes them, so memory stays bounded
+whatever the table's size. Every query runs under its time budget and a scan under its row bound
+(``pull_options``); one that exceeds either stops with a clear error (mid-answer, for a stream).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from collections.abc import Collection, Mapping
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +31,12 @@ from headwater.engine.pull import (
     execute_pull,
     execute_stream_pull,
     plan_pull,
+    stream_pull,
 )
 from headwater.engine.pull_template import BoundPull
 from headwater.engine.streams import scan_stream
 from headwater.engine.tables import PartitionLag
-from headwater.engine.values import to_json_output
+from headwater.engine.values import output_converter
 from headwater.gateway import routed
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.locate import keyword_offset, line_column, offset_in_message
@@ -72,6 +79,9 @@ class PullAnswer:
     rows: list[list[Any]]
     served_by: tuple[ServedBy, ...]
     final_message: str | None = None  # a stream's scan ends with ksqlDB's "Query Completed"
+    stream: Iterator[list[Any]] | None = None
+    """More rows after ``rows``, computed as they are read (a scan served here alone); reading
+    them may raise :class:`KsqlError` (the time budget or the row bound ran out)."""
 
     def schema_text(self) -> str:
         """ksqlDB's header schema: ``\\`ID\\` STRING KEY, \\`V\\` BIGINT``."""
@@ -108,6 +118,17 @@ class PreparedPull:
         if self.bound is not None:
             return self.bound.execute(reader, partitions)
         return execute_pull(self.plan, reader, partitions=partitions)
+
+    def stream(self, reader: TableReader, partitions: Collection[int] | None) -> Iterator[list[Any]]:
+        """:meth:`execute`'s rows, lazily (for a scan or a key range)."""
+        if self.bound is not None:
+            return self.bound.stream(reader, partitions)
+        return stream_pull(self.plan, reader, partitions)
+
+    @property
+    def scan(self) -> bool:
+        """Whether it reads more than a few keys: a stream, a table scan or a key range."""
+        return self.source.kind is SourceKind.STREAM or not isinstance(self.plan.access, KeyLookup)
 
     @property
     def point_lookup(self) -> bool:
@@ -205,6 +226,7 @@ def execute_prepared(
     source, plan = prepared.source, prepared.plan
     columns = _columns(plan.schema)
     query_id = _query_id()
+    budget = Budget.of(prepared)
     try:
         if source.kind is SourceKind.STREAM:
             if local_only:
@@ -213,15 +235,19 @@ def execute_prepared(
             records, ends = scan_stream(services.settings, source, catalog.types)
             result = execute_stream_pull(plan, records)
             served = tuple(ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items()))
-            return PullAnswer(query_id, columns, _render(plan, result.rows), served,
-                              "Query Completed")  # fmt: skip
+            rows = list(budget.apply(_render(plan, result.rows)))
+            return PullAnswer(query_id, columns, rows, served, "Query Completed")
         forwarded = routed.forwarded_partitions(properties)
         if services.control is None or services.cluster is None or forwarded is not None:
             tokens = routed.read_after(properties, source.topic)
+            if prepared.scan:  # read as the answer is written
+                stream, served = _scan_table(services, prepared, forwarded, tokens, budget)
+                return PullAnswer(query_id, columns, [], served, stream=stream)
             result, served = _pull_table(services, prepared, forwarded, tokens,
                                          may_wait=not local_only)  # fmt: skip
-            return PullAnswer(query_id, columns, _render(plan, result.rows), served)
-        return _routed(services, prepared, properties, query_id, columns, local_only, skip)
+            return PullAnswer(query_id, columns, list(_render(plan, result.rows)), served)
+        return _routed(services, prepared, properties, query_id, columns, local_only, skip,
+                       budget)  # fmt: skip
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
                         retriable=exc.retriable) from exc  # fmt: skip
@@ -241,9 +267,68 @@ def _columns(schema: tuple[Any, ...]) -> tuple[OutputColumn, ...]:
     return tuple(OutputColumn(c.name, c.type.sql(), c.key) for c in schema)
 
 
-def _render(plan: PullPlan, rows: list[list[Any]]) -> list[list[Any]]:
-    types = [c.type for c in plan.schema]
-    return [[to_json_output(v, t) for v, t in zip(row, types, strict=True)] for row in rows]
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A query's time budget and row bound, as it runs.
+
+    Attributes:
+        deadline: ``time.monotonic()`` after which it stops.
+        timeout_ms: the budget (for the message).
+        max_rows: the most rows a scan may return (0: no bound).
+    """
+
+    deadline: float
+    timeout_ms: int
+    max_rows: int
+
+    @classmethod
+    def of(cls, prepared: PreparedPull) -> Budget:
+        """The budget of a query starting now."""
+        options = prepared.options
+        max_rows = options.scan_max_rows if prepared.scan else 0
+        return cls(time.monotonic() + options.timeout_ms / 1000, options.timeout_ms, max_rows)
+
+    def check_time(self) -> None:
+        """Raises 40800 once the deadline has passed."""
+        if time.monotonic() > self.deadline:
+            raise KsqlError(
+                f"the pull query ran out of its time budget ({self.timeout_ms} ms); narrow it with "
+                "a key condition or a LIMIT, or raise ksql.query.pull.timeout.ms",
+                40800, kind="generic_error")  # fmt: skip
+
+    def apply(self, rows: Iterable[list[Any]]) -> Iterator[list[Any]]:
+        """``rows``, checked against the deadline (every 256 rows) and the row bound."""
+        max_rows = self.max_rows
+        for count, row in enumerate(rows, 1):
+            if not count & 255:
+                self.check_time()
+            if count > max_rows > 0:
+                raise KsqlError(
+                    f"the table scan returns more than {max_rows:,} rows (setting "
+                    "ksql.query.pull.table.scan.max.rows); add a key condition or a LIMIT",
+                    40000, kind="generic_error")  # fmt: skip
+            yield row
+        self.check_time()
+
+
+def _renderer(plan: PullPlan) -> Callable[[list[Any]], list[Any]] | None:
+    """Turns a result row's values into their JSON-able form in place (None: nothing to do)."""
+    converters = [(i, c) for i, column in enumerate(plan.schema)
+                  if (c := output_converter(column.type)) is not None]  # fmt: skip
+    if not converters:
+        return None
+
+    def render(row: list[Any]) -> list[Any]:
+        for i, convert in converters:
+            row[i] = convert(row[i])
+        return row
+
+    return render
+
+
+def _render(plan: PullPlan, rows: Iterable[list[Any]]) -> Iterator[list[Any]]:
+    render = _renderer(plan)
+    return iter(rows) if render is None else map(render, rows)
 
 
 def _routed(
@@ -254,6 +339,7 @@ def _routed(
     columns: tuple[OutputColumn, ...],
     local_only: bool,
     skip: frozenset[str] = frozenset(),
+    budget: Budget | None = None,
 ) -> PullAnswer:
     catalog = services.runner.catalog
     partitions = routed.needed_partitions(prepared, catalog.types)
@@ -271,15 +357,28 @@ def _routed(
     if local_only and any(hosts[0] != services.advertised for hosts in plans.values()):
         raise NeedsForwarding(plans)
     tokens = routed.read_after(properties, prepared.source.topic)
+    budget = budget or Budget.of(prepared)
+    if prepared.scan and not local_only and all(h[0] == services.advertised for h in plans.values()):
+        try:  # every partition is read here: the answer streams
+            stream, served = _scan_table(services, prepared, tuple(sorted(plans)), tokens, budget)
+            return PullAnswer(query_id, columns, [], served, stream=stream)
+        except EngineError as exc:
+            if not exc.retriable:
+                raise
+        except KsqlError as exc:
+            if not exc.retriable:
+                raise
+        # a partition moved away a moment ago: as below, with failover to the other replicas
 
     def run_local(parts: tuple[int, ...]) -> routed.PartialAnswer:
         try:
             result, served = _pull_table(services, prepared, parts, tokens,
                                          may_wait=not local_only)  # fmt: skip
+            rows = list(budget.apply(_render(prepared.plan, result.rows)))
         except EngineError as exc:  # e.g. a partition moved away a moment ago: the next replica
             raise KsqlError(exc.message, exc.error_code, kind="generic_error",
                             retriable=exc.retriable) from exc  # fmt: skip
-        return routed.PartialAnswer(services.advertised, parts, _render(prepared.plan, result.rows),
+        return routed.PartialAnswer(services.advertised, parts, rows,
                                     [(s.partition, s.host, s.position, s.lag) for s in served])
 
     if local_only:
@@ -299,7 +398,7 @@ def _routed(
     lookup = isinstance(prepared.plan.access, KeyLookup)
     answers = routed.gather(services, plans, run_local, prepared.text, properties,
                             forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None)
-    return answer_of(prepared, answers, query_id, columns)
+    return answer_of(prepared, answers, query_id, columns, budget)
 
 
 def _without(plans: dict[int, list[str]], hosts: frozenset[str]) -> dict[int, list[str]]:
@@ -308,12 +407,14 @@ def _without(plans: dict[int, list[str]], hosts: frozenset[str]) -> dict[int, li
 
 
 def answer_of(prepared: PreparedPull, answers: list[routed.PartialAnswer],
-              query_id: str | None = None, columns: tuple[OutputColumn, ...] | None = None
-              ) -> PullAnswer:  # fmt: skip
-    """The answer put together from the hosts' partial answers."""
+              query_id: str | None = None, columns: tuple[OutputColumn, ...] | None = None,
+              budget: Budget | None = None) -> PullAnswer:  # fmt: skip
+    """The answer put together from the hosts' partial answers (checked against ``budget``)."""
     rows = [row for answer in answers for row in answer.rows]
     if prepared.plan.limit is not None:
         rows = rows[: prepared.plan.limit]
+    if budget is not None:
+        rows = list(budget.apply(rows))
     served = sorted(s for answer in answers for s in answer.served_by)
     return PullAnswer(query_id or _query_id(), columns or _columns(prepared.plan.schema), rows,
                       tuple(ServedBy(*s) for s in served))  # fmt: skip
@@ -333,6 +434,44 @@ def _pull_table(
     may_wait: bool = True,
 ) -> tuple[Any, tuple[ServedBy, ...]]:
     """Read this server's replicas (``partitions``, or every partition the query needs)."""
+    reader, before = _ready(services, prepared, partitions, read_after, may_wait)
+    result = prepared.execute(reader, partitions)
+    touched = sorted(result.partitions)
+    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
+    served = tuple(
+        ServedBy(p, services.advertised, before[p].position, before[p].lag) for p in touched
+    )
+    return result, served
+
+
+def _scan_table(
+    services: Services,
+    prepared: PreparedPull,
+    partitions: tuple[int, ...] | None,
+    read_after: Mapping[int, int],
+    budget: Budget,
+) -> tuple[Iterator[list[Any]], tuple[ServedBy, ...]]:
+    """:func:`_pull_table` for a scan or key range, whose rows are read as they are consumed:
+    every partition it reads is checked against the lag bound first."""
+    reader, before = _ready(services, prepared, partitions, read_after, True)
+    touched = list(range(reader.partitions)) if partitions is None else sorted(set(partitions))
+    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
+    served = tuple(
+        ServedBy(p, services.advertised, before[p].position, before[p].lag) for p in touched
+    )
+    rows = budget.apply(_render(prepared.plan, prepared.stream(reader, partitions)))
+    return rows, served
+
+
+def _ready(
+    services: Services,
+    prepared: PreparedPull,
+    partitions: tuple[int, ...] | None,
+    read_after: Mapping[int, int],
+    may_wait: bool,
+) -> tuple[TableReader, dict[int, PartitionLag]]:
+    """The table's reader here, once the partitions have applied the client's writes and caught
+    up within the bound (waiting a little); and their lags before the read."""
     source, max_lag = prepared.source, prepared.options.max_offset_lag
     tables = services.tables
     if tables is None:
@@ -357,13 +496,7 @@ def _pull_table(
             raise NeedsForwarding
         tables.restorer.wait_until_caught_up(source.name, RESTORE_WAIT_S)
         before = tables.lags(source.name, partitions)
-    result = prepared.execute(reader, partitions)
-    touched = sorted(result.partitions)
-    _check_bound(source.name, before, touched, max_lag)
-    served = tuple(
-        ServedBy(p, services.advertised, before[p].position, before[p].lag) for p in touched
-    )
-    return result, served
+    return reader, dict(before)
 
 
 def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int], max_lag: int) -> None:

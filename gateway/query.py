@@ -11,17 +11,21 @@ body is ``{"sql", "properties", "sessionVariables"}``) answers a header object (
 ``columnNames``, ``columnTypes``, ``servedBy``) then one JSON array per row, one per line; with
 ``Accept: application/json`` one JSON array of the same items.
 
-Queries wait in a bounded queue (``Admission``): overload answers 429 at once.
+Queries wait in a bounded queue (``Admission``): overload answers 429 at once; scans also take
+one of ``ksql.query.pull.table.scan.max.concurrent`` slots, held until their answer is written.
+A scan's answer is streamed: rows are read, rendered and sent in chunks from a worker thread, so
+neither the event loop nor memory carries the whole answer; if it runs out of its time budget or
+row bound midway, it ends with an ``errorMessage`` item (ksqlDB's item for an error mid-stream).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
-from starlette.concurrency import run_in_threadpool
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -48,6 +52,7 @@ from headwater.gateway.pull import (
 )
 from headwater.gateway.services import Services, services_of
 from headwater.sqlparse_ext import statements as ast
+from headwater.sqlparse_ext.limits import ParseLimits
 
 NDJSON = "application/x-ndjson"
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
@@ -55,8 +60,8 @@ JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
 
 
-def _one_statement(request: KsqlRequest) -> ast.Statement:
-    statements = request.statements()
+def _one_statement(request: KsqlRequest, limits: ParseLimits) -> ast.Statement:
+    statements = request.statements(limits)
     if len(statements) != 1:
         raise KsqlError(
             f"/query runs exactly one SELECT statement; this request has {len(statements)}",
@@ -93,21 +98,47 @@ async def query_endpoint(request: Request) -> Response:
     lookup = services.plans.lookup(decoded, services)
     if lookup.prepared is not None:  # a pull query of a known shape: no parse, no planning
         answer = await _run(services, lookup.prepared, decoded.streams_properties)
-        return _pull_response(request, query_items(answer))
-    parsed = await run_in_threadpool(_one_statement, decoded)  # a big text must not stall the loop
+        return await _pull_response(request, services, answer, query_items)
+    parsed = await run_in_threadpool(_one_statement, decoded, services.limits.parse)  # a big text must not stall the loop
     if isinstance(parsed, ast.Print):
         return await _print(request, services, parsed, decoded.streams_properties)
     statement = _only_select(parsed)
     if statement.query.emit == "CHANGES":
         return _push(request, services, statement, decoded.streams_properties, "array")
     answer = await _answer(services, statement, decoded.streams_properties, lookup)
-    return _pull_response(request, query_items(answer))
+    return await _pull_response(request, services, answer, query_items)
 
 
-def _pull_response(request: Request, items: Iterator[Any]) -> Response:
-    if _wants(request, NDJSON, DELIMITED):
-        return StreamingResponse(_lines(items), media_type=NDJSON)
-    return Response(_array(items), media_type=JSON)
+_Items = Callable[[PullAnswer], Iterator[Any]]
+_BIG_ANSWER_ROWS = 200
+"""Answers with more rows are rendered in a worker thread, not on the event loop."""
+
+
+async def _pull_response(request: Request, services: Services, answer: PullAnswer,
+                         items: _Items, lines_type: str = NDJSON,
+                         lines: bool | None = None) -> Response:  # fmt: skip
+    """The answer as a JSON array (or one item a line), streamed when the answer is."""
+    if lines is None:
+        lines = _wants(request, NDJSON, DELIMITED)
+    if answer.stream is not None:
+        chunks = _line_chunks(items(answer)) if lines else _array_chunks(items(answer))
+        return StreamingResponse(_released(chunks, services), media_type=lines_type if lines
+                                 else JSON)  # fmt: skip
+    if lines:
+        return StreamingResponse(_lines(items(answer)), media_type=lines_type)
+    if len(answer.rows) > _BIG_ANSWER_ROWS:
+        return Response(await run_in_threadpool(_array, items(answer)), media_type=JSON)
+    return Response(_array(items(answer)), media_type=JSON)
+
+
+async def _released(chunks: Iterator[bytes], services: Services) -> AsyncIterator[bytes]:
+    """``chunks``, computed in worker threads; the scan's slot is released when they end (or the
+    client goes away)."""
+    try:
+        async for chunk in iterate_in_threadpool(chunks):
+            yield chunk
+    finally:
+        services.scans.release()
 
 
 async def query_stream_endpoint(request: Request) -> Response:
@@ -120,14 +151,13 @@ async def query_stream_endpoint(request: Request) -> Response:
     if lookup.prepared is not None:
         answer = await _run(services, lookup.prepared, properties)
     else:
-        statement = _only_select(await run_in_threadpool(_one_statement, decoded))
+        statement = _only_select(await run_in_threadpool(_one_statement, decoded,
+                                                         services.limits.parse))  # fmt: skip
         if statement.query.emit == "CHANGES":
             return _push(request, services, statement, properties, "lines")
         answer = await _answer(services, statement, properties, lookup)
-    items = stream_items(answer)
-    if _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON):
-        return Response(_array(items), media_type=JSON)
-    return StreamingResponse(_lines(items), media_type=DELIMITED)
+    array = _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON)
+    return await _pull_response(request, services, answer, stream_items, DELIMITED, not array)
 
 
 def _push(request: Request, services: Services, statement: ast.Select,
@@ -200,9 +230,21 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                     if not error.retriable and error.error_code // 100 == 400:
                         raise  # the query is wrong, wherever it runs
                     skip = skip | {host}
+    if not prepared.scan:
+        async with services.admission.slot():
+            return await run_in_threadpool(execute_prepared, services, prepared, properties,
+                                           skip=skip)  # fmt: skip
     async with services.admission.slot():
-        return await run_in_threadpool(execute_prepared, services, prepared, properties,
-                                       skip=skip)  # fmt: skip
+        await services.scans.acquire()
+        try:
+            answer = await run_in_threadpool(execute_prepared, services, prepared, properties,
+                                             skip=skip)  # fmt: skip
+        except BaseException:
+            services.scans.release()
+            raise
+    if answer.stream is None:
+        services.scans.release()
+    return answer  # a streamed answer releases its scan slot when it is written (_released)
 
 
 def _check_internal(services: Services, request: Request, body: bytes) -> None:
@@ -230,11 +272,18 @@ def _decode_stream_request(body: bytes) -> KsqlRequest:
 
 
 def query_items(answer: PullAnswer) -> Iterator[Any]:
-    """The items of a ``/query`` answer."""
+    """The items of a ``/query`` answer (a streamed answer's error ends it as an item)."""
     yield {"header": {"queryId": answer.query_id, "schema": answer.schema_text(),
                       "servedBy": [s.as_json() for s in answer.served_by]}}  # fmt: skip
     for row in answer.rows:
         yield {"row": {"columns": row}}
+    if answer.stream is not None:
+        try:
+            for row in answer.stream:
+                yield {"row": {"columns": row}}
+        except KsqlError as exc:
+            yield {"errorMessage": _error_item(exc)}
+            return
     if answer.final_message is not None:
         yield {"finalMessage": answer.final_message}
 
@@ -248,6 +297,16 @@ def stream_items(answer: PullAnswer) -> Iterator[Any]:
         "servedBy": [s.as_json() for s in answer.served_by],
     }
     yield from answer.rows
+    if answer.stream is not None:
+        try:
+            yield from answer.stream
+        except KsqlError as exc:
+            yield {"errorMessage": _error_item(exc)}
+
+
+def _error_item(exc: KsqlError) -> dict[str, Any]:
+    return {"@type": exc.kind, "error_code": exc.error_code, "message": exc.message,
+            "statementText": exc.statement_text, "entities": []}  # fmt: skip
 
 
 def _array(items: Iterator[Any]) -> bytes:
@@ -257,3 +316,28 @@ def _array(items: Iterator[Any]) -> bytes:
 def _lines(items: Iterator[Any]) -> Iterator[bytes]:
     for item in items:
         yield dumpb(item) + b"\n"
+
+
+_CHUNK_ITEMS = 1000
+"""Items rendered per chunk of a streamed answer (one worker-thread hop each)."""
+
+
+def _line_chunks(items: Iterator[Any]) -> Iterator[bytes]:
+    chunk: list[bytes] = []
+    for item in items:
+        chunk.append(dumpb(item))
+        if len(chunk) >= _CHUNK_ITEMS:
+            yield b"\n".join(chunk) + b"\n"
+            chunk = []
+    if chunk:
+        yield b"\n".join(chunk) + b"\n"
+
+
+def _array_chunks(items: Iterator[Any]) -> Iterator[bytes]:
+    """A JSON array, written as its items come: ``[`` item ``,\\n`` item ... ``]``."""
+    opened = False
+    for chunk in _line_chunks(items):
+        body = chunk[:-1].replace(b"\n", b",\n")  # items never hold a raw newline (JSON)
+        yield (b",\n" if opened else b"[") + body
+        opened = True
+    yield b"]\n" if opened else b"[]\n"

@@ -40,6 +40,7 @@ from headwater.metastore.catalog import Catalog
 from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter
+from headwater.sqlparse_ext.limits import ParseLimits
 from headwater.store.lmdb import LmdbEngine
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class Limits:
     pull_max_concurrent: int = 8
     pull_queue_size: int = 256
     startup_catch_up_timeout_s: float = 60.0
+    parse: ParseLimits = field(default_factory=ParseLimits)
+    scan_max_concurrent: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +81,14 @@ class PullSettings:
     Attributes:
         table_scan_enabled: ``ksql.query.pull.table.scan.enabled``.
         max_allowed_offset_lag: ``ksql.query.pull.max.allowed.offset.lag``: no answer lags more.
+        timeout_ms: ``ksql.query.pull.timeout.ms``: a query's time budget.
+        scan_max_rows: ``ksql.query.pull.table.scan.max.rows``: most rows of a scan (0: no bound).
     """
 
     table_scan_enabled: bool = True
     max_allowed_offset_lag: int = 2**63 - 1
+    timeout_ms: int = 60_000
+    scan_max_rows: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,7 @@ class Services:
         pull: server-wide pull-query settings.
         advertised: this server's host:port, as answers name it in ``servedBy``.
         admission: the bounded queue of pull queries.
+        scans: how many of them may be scans at once (they wait in the same queue).
         tables: the materialized tables (None: this server materializes none).
         writer: produces INSERT VALUES rows (None: INSERT is refused).
         cluster: membership, liveness and lag reports (None: a server on its own).
@@ -129,6 +137,7 @@ class Services:
     defaults: Mapping[str, str] = field(default_factory=dict)
     plans: PlanCache = field(default_factory=lambda: _plan_cache())
     forwarding: Forwarding = field(default_factory=Forwarding)
+    scans: Admission = field(default_factory=lambda: Admission(2, 256, "table scans"))
 
 
 class CatalogNotReady(KafkaEdgeError):
@@ -249,6 +258,7 @@ def open_services(
             Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
             control, queries, dict(properties or {}), dict(defaults or {}),
             forwarding=forwarding,
+            scans=Admission(limits.scan_max_concurrent, limits.pull_queue_size, "table scans"),
         )  # fmt: skip
 
 

@@ -105,6 +105,20 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest request body accepted (larger ones get 413)."),
     Setting("ksql.server.command.response.timeout.ms", "command_timeout_ms", _int(1),
             "How long a statement waits for the command log (and catch-up) before 50301."),
+    Setting("ksql.statement.max.chars", "statement_max_chars", _int(0),
+            "Longest statement accepted, in characters (0: no bound); longer ones get 400."),
+    Setting("ksql.statement.max.tokens", "statement_max_tokens", _int(0),
+            "Most tokens one statement may have (0: no bound); more get 400 before parsing."),
+    Setting("ksql.statement.max.depth", "statement_max_depth", _int(0),
+            "Deepest nesting of a statement's expressions (0: no bound); deeper gets 400."),
+    Setting("ksql.request.max.statements", "request_max_statements", _int(0),
+            "Most statements one request may carry (0: no bound)."),
+    Setting("ksql.query.pull.timeout.ms", "pull_timeout_ms", _int(1),
+            "Time budget of one pull query; a request may set less. Beyond it the query stops with 408."),
+    Setting("ksql.query.pull.table.scan.max.rows", "pull_scan_max_rows", _int(0),
+            "Most rows a table scan may return (0: no bound); a request may set less."),
+    Setting("ksql.query.pull.table.scan.max.concurrent", "pull_scan_max_concurrent", _int(1),
+            "Table and stream scans run at once; more wait in the pull queue (429 when it is full)."),
     Setting("ksql.advertised.listener", "advertised_listener", _optional_listener,
             "How peers reach this server (http://HOST:PORT); unset: the listener's address."),
     Setting("cluster.peers", "peers", _list,
@@ -166,6 +180,13 @@ class ServerConfig:
     pull_queue_size: int = 256
     max_body_bytes: int = 1 << 20
     command_timeout_ms: int = 10_000
+    statement_max_chars: int = 100_000
+    statement_max_tokens: int = 20_000
+    statement_max_depth: int = 200
+    request_max_statements: int = 1_000
+    pull_timeout_ms: int = 60_000
+    pull_scan_max_rows: int = 0
+    pull_scan_max_concurrent: int = 2
     advertised_listener: tuple[str, int] | None = None
     peers: tuple[str, ...] = ()
     standby_replicas: int = 1

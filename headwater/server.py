@@ -33,6 +33,7 @@ from headwater.gateway.services import Limits, PullSettings, Services, open_serv
 from headwater.http_server import serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings
+from headwater.sqlparse_ext.limits import ParseLimits
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,13 @@ def limits_of(config: ServerConfig) -> Limits:
         catch_up_timeout_s=config.command_timeout_ms / 1000,
         pull_max_concurrent=config.pull_max_concurrent_requests,
         pull_queue_size=config.pull_queue_size,
+        parse=ParseLimits(
+            max_statement_chars=config.statement_max_chars,
+            max_tokens=config.statement_max_tokens,
+            max_depth=config.statement_max_depth,
+            max_statements=config.request_max_statements,
+        ),
+        scan_max_concurrent=config.pull_scan_max_concurrent,
     )
 
 
@@ -96,6 +104,8 @@ def pull_settings_of(config: ServerConfig) -> PullSettings:
     return PullSettings(
         table_scan_enabled=config.pull_table_scan_enabled,
         max_allowed_offset_lag=config.pull_max_allowed_offset_lag,
+        timeout_ms=config.pull_timeout_ms,
+        scan_max_rows=config.pull_scan_max_rows,
     )
 
 

@@ -19,6 +19,7 @@ from headwater.sqlparse_ext import statements as st
 from headwater.sqlparse_ext._typed import build
 from headwater.sqlparse_ext.dialect import Headwater
 from headwater.sqlparse_ext.errors import ParseError
+from headwater.sqlparse_ext.limits import ParseLimits, too_deep
 from headwater.sqlparse_ext.params import ParameterError, literal
 from headwater.sqlparse_ext.parser import Parser
 from headwater.sqlparse_ext.script import (
@@ -63,10 +64,40 @@ def _explain(description: str, found: str) -> str:
     return description
 
 
-def _parse_node(text: str) -> exp.Expr:
+_OPENING = frozenset({TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE})
+_CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE})
+
+
+class _Refused(Exception):
+    """A statement over one of the request's limits, at ``start`` (an offset in its text)."""
+
+    def __init__(self, message: str, start: int) -> None:
+        super().__init__(message)
+        self.message, self.start = message, start
+
+
+def _parse_node(text: str, limits: ParseLimits | None = None) -> exp.Expr:
     """Tokenize and parse one statement's (substituted) text into its sqlglot node."""
     tokenizer, parser = _tools()
+    if limits is not None and 0 < limits.max_statement_chars < len(text):
+        raise _Refused(f"expected a statement of at most {limits.max_statement_chars:,} characters, "
+                       f"found one of {len(text):,} (setting ksql.statement.max.chars)", 0)
     tokens: list[Token] = tokenizer.tokenize(text)
+    if limits is not None and 0 < limits.max_tokens < len(tokens):
+        raise _Refused(f"expected a statement of at most {limits.max_tokens:,} tokens, found "
+                       f"{len(tokens):,} (setting ksql.statement.max.tokens)",
+                       tokens[limits.max_tokens].start)  # fmt: skip
+    if limits is not None and limits.max_depth > 0:  # parentheses, before the parser recurses
+        depth = 0
+        for token in tokens:
+            if token.token_type in _OPENING:
+                depth += 1
+                if depth > limits.max_depth:
+                    raise _Refused(f"expected expressions nested at most {limits.max_depth} deep, "
+                                   "found deeper nesting here (setting ksql.statement.max.depth)",
+                                   token.start)  # fmt: skip
+            elif token.token_type in _CLOSING:
+                depth -= 1
     while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
         tokens.pop()
     if not tokens:
@@ -78,6 +109,10 @@ def _parse_node(text: str) -> exp.Expr:
         semicolon = next(t for t in tokens if t.token_type == TokenType.SEMICOLON)
         parser.raise_error("expected end of statement, found ';'", semicolon)
     assert node is not None
+    if limits is not None and (deep := too_deep(node, limits.max_depth)) is not None:
+        starts = (n.meta["start"] for n in deep.walk() if "start" in n.meta)
+        raise _Refused(f"expected expressions nested at most {limits.max_depth} deep, found deeper "
+                       "nesting here (setting ksql.statement.max.depth)", next(starts, 0))
     return node
 
 
@@ -94,6 +129,8 @@ def _fail(
         message = _explain(description, found)
     elif isinstance(error, TokenError):
         message = f"expected a valid token: {description}"
+    elif isinstance(error, _Refused):
+        start, message = error.start, error.message
     elif isinstance(error, RecursionError):
         message = "expected a less deeply nested statement (nesting too deep to parse)"
     else:
@@ -104,11 +141,12 @@ def _fail(
 
 
 def _statement(
-    segment: Segment, variables: Mapping[str, str] | None, index: LineIndex, bound: Bound | None
+    segment: Segment, variables: Mapping[str, str] | None, index: LineIndex, bound: Bound | None,
+    limits: ParseLimits | None = None,
 ) -> st.Statement:
     substituted = substitute(segment.text, variables, segment, index, bound)
     try:
-        node = _parse_node(substituted.text)
+        node = _parse_node(substituted.text, limits)
         # The statement's text is what was parsed (variables and parameters in place): it is
         # what the command log keeps, and it is never substituted again.
         return build(node, substituted.text, segment.line, segment.column, segment.offset,
@@ -125,6 +163,7 @@ def parse(
     *,
     parameters: Sequence[object] | None = None,
     substitution: bool = True,
+    limits: ParseLimits | None = None,
 ) -> list[st.Statement]:
     """Parse a script: statements separated by ``;``.
 
@@ -144,6 +183,8 @@ def parse(
             no placeholders.
         substitution: False to leave ``${...}`` as written (ksqlDB's
             ``ksql.variable.substitution.enable``; texts that were substituted once already).
+        limits: bounds on the statements' size, tokens and depth and on their count (a
+            server's requests); None: no bound.
 
     Returns:
         The statements, in order; empty statements and comment-only tails are dropped.
@@ -154,11 +195,18 @@ def parse(
     try:
         segments = split(text)
         index = LineIndex(text)
+        if limits is not None and 0 < limits.max_statements < len(segments):
+            extra = segments[limits.max_statements]
+            raise ParseError(
+                f"line {extra.line}:{extra.column}: expected at most {limits.max_statements:,} "
+                f"statements in one request, found {len(segments):,} (setting "
+                "ksql.request.max.statements)", extra.line, extra.column, extra.text)
         defined = {name.upper(): value for name, value in (variables or {}).items()}
         bound = None if parameters is None else Bound(_literals(parameters, text))
         statements: list[st.Statement] = []
         for segment in segments:
-            statement = _statement(segment, defined if substitution else None, index, bound)
+            statement = _statement(segment, defined if substitution else None, index, bound,
+                                   limits)  # fmt: skip
             if isinstance(statement, st.DefineVariable):
                 defined[statement.name.upper()] = statement.value
             elif isinstance(statement, st.UndefineVariable):
@@ -198,13 +246,15 @@ def parse_one(
     *,
     parameters: Sequence[object] | None = None,
     substitution: bool = True,
+    limits: ParseLimits | None = None,
 ) -> st.Statement:
     """Parse exactly one statement (a trailing ``;`` is optional); arguments as :func:`parse`.
 
     Raises:
         ParseError: ``text`` holds no statement, several, or an invalid one.
     """
-    statements = parse(text, variables, parameters=parameters, substitution=substitution)
+    statements = parse(text, variables, parameters=parameters, substitution=substitution,
+                       limits=limits)  # fmt: skip
     if len(statements) == 1:
         return statements[0]
     if not statements:
