@@ -81,6 +81,13 @@ class PartitionLag:
     position: int
     end_offset: int | None
     state: str
+    end_current: bool = True
+
+    @property
+    def known_lag(self) -> int | None:
+        """The lag as an answer reports it: None while the topic's end is unknown (never yet
+        seen, or its leader unreachable now: Kafka is down), never a stale 0."""
+        return self.lag if self.end_offset is not None and self.end_current else None
 
     @property
     def lag(self) -> int:
@@ -102,10 +109,15 @@ class PartitionLag:
         """
         if self.end_offset is None or self.state == _FAILED:
             return False
+        if not self.end_current:  # the lag is unknown: only an answer with no bound may be given
+            return self.ready and not bounded
         return self.lag <= max_lag and (self.ready or bounded)
 
     def describe(self) -> str:
         """For error messages: state, position, end and lag."""
+        if not self.end_current:
+            return (f"{self.state}, position {self.position}, lag unknown (its Kafka leader is "
+                    "unreachable, so the topic's end is not known)")  # fmt: skip
         end = "unknown" if self.end_offset is None else str(self.end_offset)
         lag = "unknown" if self.end_offset is None else str(self.lag)
         return f"{self.state}, position {self.position} of {end}, lag {lag}"
@@ -113,7 +125,7 @@ class PartitionLag:
     @classmethod
     def of(cls, status: PartitionStatus) -> PartitionLag:
         """From the restorer's status."""
-        return cls(status.position, status.end_offset, status.state.value)
+        return cls(status.position, status.end_offset, status.state.value, status.end_current)
 
 
 class StoredTable:

@@ -24,6 +24,7 @@ from headwater.gateway.cluster_api import CLUSTER_ROUTES
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
 from headwater.gateway.inserts import inserts_stream_endpoint
+from headwater.gateway.jsonout import dumpb
 from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
 from headwater.gateway.push import PushQueries
@@ -68,7 +69,7 @@ def error_response(
     line: int | None = None,
     column: int | None = None,
     retriable: bool = False,
-) -> JSONResponse:
+) -> Response:
     """ksqlDB's error body, with HTTP status ``error_code // 100`` (500 if that is no status)."""
     body: dict[str, Any] = {
         "@type": kind,
@@ -83,7 +84,8 @@ def error_response(
         body["column"] = column
     status = error_code // 100 if 400 <= error_code // 100 < 600 else 500
     headers = {"Retry-After": "1"} if retriable and status in (429, 503) else None
-    return JSONResponse(body, status_code=status, headers=headers)
+    # dumpb writes what JSONResponse cannot: a lone surrogate the client sent, echoed in a message
+    return Response(dumpb(body), status_code=status, headers=headers, media_type="application/json")
 
 
 async def _ksql_error(_request: Request, exc: Exception) -> Response:

@@ -92,13 +92,13 @@ async def _bounded(request: Request) -> None:
     if not hasattr(request, "_body"):
         limits = getattr(services_of(request), "limits", None) or Limits()
         limit = limits.max_body_bytes
-        request._body = await read_body(request, limit)
+        request._body = await read_body(request, limit, limits.body_read_timeout_s)
 
 
 async def _json_object(request: Request) -> Mapping[str, Any]:
     try:
         body = json.loads(await request.body())
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise bad_request(f"the request body is not valid JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")

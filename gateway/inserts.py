@@ -231,7 +231,7 @@ def parse_row(line: bytes) -> dict[str, Any]:
     """
     try:
         row = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply
         raise RowError("Invalid JSON in inserts stream") from None
     if not isinstance(row, dict):
         raise RowError("Invalid JSON in inserts stream")
@@ -423,7 +423,7 @@ def parse_arguments(line: bytes | None) -> str:
         raise bad_request('the request body must start with a line {"target": "STREAM_NAME"}')
     try:
         args = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise bad_request(f"Invalid JSON in request args: {exc}") from exc
     if not isinstance(args, dict) or not isinstance(args.get("target"), str):
         raise bad_request('the first line must be a JSON object with a "target" string field')

@@ -11,6 +11,7 @@ keeps them). A ``ParseError`` already carries its statement and position and is 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -21,7 +22,7 @@ import orjson
 from confluent_kafka import KafkaException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
 import headwater
 from headwater.engine.errors import EngineError, StatementPrepareError
@@ -32,6 +33,7 @@ from headwater.engine.serde import serde_of
 from headwater.gateway import queries
 from headwater.gateway.asserts import assert_schema, assert_topic
 from headwater.gateway.errors import Entity, KsqlError, bad_request
+from headwater.gateway.jsonout import dumpb
 from headwater.gateway.locate import line_column, offset_in_message
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
@@ -86,18 +88,25 @@ class KsqlRequest:
 SUBSTITUTION = "ksql.variable.substitution.enable"
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 41300 when it is larger than ``limit`` bytes."""
+async def read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
+    """The request body, refused with 41300 when it is larger than ``limit`` bytes, and with
+    40800 when it has not fully arrived within ``timeout_s`` (a client trickling its body must
+    not hold a request slot and its buffer for ever)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise bad_request(f"the request body is larger than {limit} bytes", 41300)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise bad_request(f"the request body is larger than {limit} bytes", 41300)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise bad_request(f"the request body is larger than {limit} bytes", 41300)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise bad_request(f"the request body did not arrive within {timeout_s:g} s "
+                          "(ksql.server.request.body.timeout.ms)", 40800) from None
     return b"".join(chunks)
 
 
@@ -144,12 +153,14 @@ def variables_text(variables: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in variables.items()}
 
 
-async def ksql_endpoint(request: Request) -> JSONResponse:
-    """``POST /ksql``: parse the body, run the statements, render the entities."""
+async def ksql_endpoint(request: Request) -> Response:
+    """``POST /ksql``: parse the body, run the statements, render the entities (with ``dumpb``:
+    a client's text echoed back may hold what JSONResponse cannot write, a lone surrogate)."""
     services = services_of(request)
-    decoded = decode_request(await read_body(request, services.limits.max_body_bytes))
+    decoded = decode_request(await read_body(request, services.limits.max_body_bytes,
+                           services.limits.body_read_timeout_s))
     entities = await run_in_threadpool(execute, services, decoded)
-    return JSONResponse(entities)
+    return Response(dumpb(entities), media_type="application/json")
 
 
 # -- running statements ----------------------------------------------------------------------------
@@ -178,7 +189,19 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
     if not statements:
         raise bad_request("the request holds no statement")
     entities: list[Entity] = []
+    defined = {name.upper(): value for name, value in request.session_variables.items()}
     for statement in statements:
+        if isinstance(statement, ast.DefineVariable):  # the parser substituted it already
+            defined[statement.name.upper()] = statement.value
+            continue
+        if isinstance(statement, ast.UndefineVariable):
+            defined.pop(statement.name.upper(), None)
+            continue
+        if isinstance(statement, ast.Show) and statement.what.upper() == "VARIABLES":
+            entities.append({"@type": "variables", "statementText": statement.text,
+                             "variables": [{"name": n, "value": v} for n, v in sorted(defined.items())],
+                             "warnings": []})  # fmt: skip
+            continue
         try:
             entities.append(run_statement(services, statement, request.streams_properties))
         except KsqlError as exc:

@@ -62,7 +62,7 @@ class ServedBy:
     partition: int
     host: str
     position: int
-    lag: int
+    lag: int | None  # None: unknown (Kafka unreachable), never a stale 0
 
     def as_json(self) -> dict[str, Any]:
         """The ``servedBy`` item."""
@@ -439,7 +439,7 @@ def _pull_table(
     touched = sorted(result.partitions)
     _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
     served = tuple(
-        ServedBy(p, services.advertised, before[p].position, before[p].lag) for p in touched
+        ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
     )
     return result, served
 
@@ -457,7 +457,7 @@ def _scan_table(
     touched = list(range(reader.partitions)) if partitions is None else sorted(set(partitions))
     _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
     served = tuple(
-        ServedBy(p, services.advertised, before[p].position, before[p].lag) for p in touched
+        ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
     )
     rows = budget.apply(_render(prepared.plan, prepared.stream(reader, partitions)))
     return rows, served

@@ -20,7 +20,6 @@ row bound midway, it ends with an ``errorMessage`` item (ksqlDB's item for an er
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
@@ -91,7 +90,8 @@ def _wants(request: Request, *types: str) -> bool:
 async def query_endpoint(request: Request) -> Response:
     """``POST /query``: one pull query, answered as ksqlDB's JSON array (or one item per line)."""
     services = services_of(request)
-    body = await read_body(request, services.limits.max_body_bytes)
+    body = await read_body(request, services.limits.max_body_bytes,
+                           services.limits.body_read_timeout_s)
     decoded = decode_request(body)
     if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
         _check_internal(services, request, body)
@@ -144,7 +144,8 @@ async def _released(chunks: Iterator[bytes], services: Services) -> AsyncIterato
 async def query_stream_endpoint(request: Request) -> Response:
     """``POST /query-stream``: a header object, then one JSON array per row."""
     services = services_of(request)
-    body = await read_body(request, services.limits.max_body_bytes)
+    body = await read_body(request, services.limits.max_body_bytes,
+                           services.limits.body_read_timeout_s)
     decoded = _decode_stream_request(body)
     properties = decoded.streams_properties
     lookup = services.plans.lookup(decoded, services)
@@ -182,10 +183,11 @@ async def close_query_endpoint(request: Request) -> Response:
     """``POST /close-query`` with ``{"queryId": ...}``: ends a push query (started on any
     connection to this server)."""
     services = services_of(request)
-    body = await read_body(request, services.limits.max_body_bytes)
+    body = await read_body(request, services.limits.max_body_bytes,
+                           services.limits.body_read_timeout_s)
     try:
-        query_id = json.loads(body or b"{}").get("queryId")
-    except (ValueError, AttributeError):
+        query_id = orjson.loads(body or b"{}").get("queryId")
+    except (ValueError, AttributeError):  # orjson's JSONDecodeError is a ValueError
         raise bad_request("the body must be a JSON object with a queryId") from None
     if not isinstance(query_id, str) or not push.registry_of(request).close(query_id):
         raise KsqlError(f"No query with id {query_id} exists on this server", 40400)

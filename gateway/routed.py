@@ -64,7 +64,7 @@ class PartialAnswer:
     host: str
     partitions: tuple[int, ...]
     rows: list[list[Any]]
-    served_by: list[tuple[int, str, int, int]]  # (partition, host, position, lag)
+    served_by: list[tuple[int, str, int, int | None]]  # (partition, host, position, lag; None: unknown)
 
 
 def forwarded_partitions(properties: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -253,10 +253,14 @@ def partial_answer(host: str, partitions: Sequence[int], status: int, content: b
         code = items.get("error_code", status * 100) if isinstance(items, dict) else 50000
         raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
                         retriable=status in (429, 503))  # fmt: skip
+    for item in items:  # an answer that failed midway (its time budget, its row bound)
+        if isinstance(item, dict) and isinstance(error := item.get("errorMessage"), dict):
+            raise KsqlError(f"{host}: {error.get('message', '')}",
+                            int(error.get("error_code", 50000)), kind="generic_error")  # fmt: skip
     rows = [item["row"]["columns"] for item in items if "row" in item]
     reports = [s for item in items for s in _served_by_of(item)]
     served = [(int(s["partition"]), str(s.get("host", host)), int(s.get("position") or 0),
-               int(s.get("lag") or 0)) for s in reports]  # fmt: skip
+               None if s.get("lag") is None else int(s["lag"])) for s in reports]  # fmt: skip
     return PartialAnswer(host, tuple(partitions), rows, served)
 
 

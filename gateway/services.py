@@ -71,6 +71,7 @@ class Limits:
     pull_queue_size: int = 256
     startup_catch_up_timeout_s: float = 60.0
     parse: ParseLimits = field(default_factory=ParseLimits)
+    body_read_timeout_s: float = 30.0
     scan_max_concurrent: int = 2
 
 

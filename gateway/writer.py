@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from headwater.kafka.clients import KafkaSettings, producer
+from headwater.kafka.clients import KafkaSettings, producer_config
 from headwater.kafka.errors import ProduceFailed
 
 
@@ -30,11 +30,16 @@ class RowWriter:
 
     Args:
         settings: how to reach Kafka.
-        timeout_s: how long to wait for an acknowledgement.
+        timeout_s: how long a record may wait for its acknowledgement: librdkafka's own delivery
+            timeout (``message.timeout.ms``), so that a record not acknowledged by then has failed
+            for good (never written later behind the client's back), and the request answers a
+            retriable error within about that time while Kafka is unreachable.
     """
 
-    def __init__(self, settings: KafkaSettings, timeout_s: float = 10.0) -> None:
-        self._producer = producer(settings, "inserts")
+    def __init__(self, settings: KafkaSettings, timeout_s: float = 5.0) -> None:
+        config = producer_config(settings, "inserts")
+        config["message.timeout.ms"] = int(timeout_s * 1000)
+        self._producer = Producer(config)
         self._timeout_s = timeout_s
 
     def write(
@@ -92,7 +97,7 @@ class RowWriter:
             except (KafkaException, TypeError, ValueError) as exc:  # bad topic, too large, ...
                 outcomes[index] = ProduceFailed(topic, str(exc), retriable=False)
             self._producer.poll(0)
-        self._producer.flush(self._timeout_s)
+        self._producer.flush(self._timeout_s + 1.0)  # the delivery reports come by then
         found: list[Written | ProduceFailed] = []
         for (topic, *_rest), outcome in zip(records, outcomes, strict=True):
             if isinstance(outcome, ProduceFailed):

@@ -105,6 +105,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest request body accepted (larger ones get 413)."),
     Setting("ksql.server.command.response.timeout.ms", "command_timeout_ms", _int(1),
             "How long a statement waits for the command log (and catch-up) before 50301."),
+    Setting("ksql.server.request.body.timeout.ms", "body_read_timeout_ms", _int(1),
+            "How long a request body may take to arrive; slower ones get 408."),
     Setting("ksql.statement.max.chars", "statement_max_chars", _int(0),
             "Longest statement accepted, in characters (0: no bound); longer ones get 400."),
     Setting("ksql.statement.max.tokens", "statement_max_tokens", _int(0),
@@ -180,6 +182,7 @@ class ServerConfig:
     pull_queue_size: int = 256
     max_body_bytes: int = 1 << 20
     command_timeout_ms: int = 10_000
+    body_read_timeout_ms: int = 30_000
     statement_max_chars: int = 100_000
     statement_max_tokens: int = 20_000
     statement_max_depth: int = 200

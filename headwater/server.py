@@ -96,6 +96,7 @@ def limits_of(config: ServerConfig) -> Limits:
             max_statements=config.request_max_statements,
         ),
         scan_max_concurrent=config.pull_scan_max_concurrent,
+        body_read_timeout_s=config.body_read_timeout_ms / 1000,
     )
 
 

@@ -115,7 +115,7 @@ def staleness(served_by: Sequence[dbapi.ServedBy], row_count: int) -> str:
     parts = []
     for s in sorted(served_by, key=lambda s: s.partition):
         position = "?" if s.position is None else str(s.position)
-        lag = "?" if s.lag is None else str(s.lag)
+        lag = "unknown" if s.lag is None else str(s.lag)
         parts.append(f"partition {s.partition}: {s.host} at position {position}, lag {lag}")
     if len(parts) == 1:
         return f"({rows}; served by {parts[0]})"

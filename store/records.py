@@ -198,6 +198,8 @@ class PartitionStatus:
         error: Why the partition FAILED, or the last consumer error reported for it.
         last_record_ms: The newest timestamp among the records applied since the restorer began
             reading this partition (None: none yet); how stale the store is, in time.
+        end_current: Whether the consumer can reach the partition's leader now, so `end_offset`
+            is current; while it cannot (the broker is down), the lag is unknown.
     """
 
     topic: str
@@ -208,11 +210,13 @@ class PartitionStatus:
     skipped: int = 0
     error: str | None = None
     last_record_ms: int | None = None
+    end_current: bool = True
 
     @property
     def lag(self) -> LagInfo | None:
-        """KIP-535's LagInfo against `end_offset` (None until an end offset is known)."""
-        if self.end_offset is None:
+        """KIP-535's LagInfo against `end_offset` (None until an end offset is known, and while
+        the partition's leader cannot be reached)."""
+        if self.end_offset is None or not self.end_current:
             return None
         return LagInfo.of(self.position, self.end_offset, self.last_record_ms)
 
@@ -259,6 +263,10 @@ class PartitionStatus:
     def failed(self, reason: str) -> PartitionStatus:
         """The status of a partition whose store refused a batch."""
         return replace(self, state=PartitionState.FAILED, error=reason)
+
+    def reachable(self, current: bool) -> PartitionStatus:
+        """The status once the consumer can (or cannot) reach the partition's leader."""
+        return self if current == self.end_current else replace(self, end_current=current)
 
     def noted(self, error: str | None) -> PartitionStatus:
         """The status with the latest consumer error (None clears it) noted."""

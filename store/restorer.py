@@ -46,6 +46,7 @@ from headwater.store.api import WriteBatch
 from headwater.store.errors import StoreError
 from headwater.store.lag import LagInfo
 from headwater.store.local import LocalStores
+from headwater.store.reachability import reachable_partitions
 from headwater.store.records import KeyOf, PartitionStatus, changes_of
 from headwater.store.tables import Routes, Start, StatusBoard, TableTarget, TopicPartitionKey
 
@@ -68,6 +69,8 @@ class RestorerSettings:
         end_refresh_interval_ms: How often the end offsets of idle partitions are re-read from the
             consumer's fetch cache.
         read_committed: Read with isolation.level=read_committed (see the module docstring).
+        statistics_interval_ms: How often librdkafka's statistics tell which partitions' leaders
+            are reachable (``store.reachability``); 0: never (end offsets are always trusted).
     """
 
     max_batch_records: int = 50_000
@@ -76,6 +79,7 @@ class RestorerSettings:
     max_partition_fetch_bytes: int = 8 * 2**20
     end_refresh_interval_ms: int = 1000
     read_committed: bool = False
+    statistics_interval_ms: int = 1000
 
 
 class _Pending:
@@ -265,6 +269,9 @@ class TableRestorer:
         )
         config.setdefault("max.partition.fetch.bytes", self._settings.max_partition_fetch_bytes)
         config.setdefault("enable.auto.offset.store", False)  # nothing is ever committed
+        if self._settings.statistics_interval_ms > 0:
+            config["statistics.interval.ms"] = self._settings.statistics_interval_ms
+            config["stats_cb"] = self._on_statistics  # called by poll(), on the restorer's thread
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("the restorer is running")
@@ -417,8 +424,8 @@ class TableRestorer:
         at_end = eof is not None and position >= eof
         cleared = bool(records)
         newest = max((r.timestamp()[1] for r in records if r.timestamp()[0]), default=None)
-        self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end,
-                                                  newest).noted(None if cleared else s.error))
+        self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end, newest)
+                     .noted(None if cleared else s.error).reachable(True))  # a fetch came back
 
     def _refresh_ends(self, reader: Consumer) -> None:
         for key in self._routes.partitions():
@@ -427,6 +434,12 @@ class TableRestorer:
                 for target in self._routes.targets(key):
                     position = target.position
                     self._update(target, lambda s: s.advanced(position, high))  # noqa: B023
+
+    def _on_statistics(self, stats_json: str) -> None:
+        """While a partition's leader is unreachable its end offset is not current: say so."""
+        for key, reachable in reachable_partitions(stats_json, self._routes.partitions()).items():
+            for target in self._routes.targets(key):
+                self._update(target, lambda s: s.reachable(reachable))  # noqa: B023
 
     def _note_error(self, message: Message, error: KafkaError) -> None:
         topic, partition = message.topic(), message.partition()

@@ -85,6 +85,54 @@ def test_an_admission_slot_is_held_until_released() -> None:
     asyncio.run(scenario())
 
 
+@pytest.fixture
+def slow_server() -> Iterator[int]:
+    """An HTTP server (granian, as the node runs) whose one route reads its body within 0.5 s."""
+    import threading
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from headwater.gateway.app import EXCEPTION_HANDLERS
+    from headwater.gateway.ksql import read_body
+    from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+    from headwater.kafka._ports import free_port
+
+    async def echo(request: Request) -> Response:
+        return Response(await read_body(request, 1000, timeout_s=0.5))
+
+    app = Starlette(routes=[Route("/", echo, methods=["POST"])],
+                    exception_handlers=EXCEPTION_HANDLERS)  # fmt: skip
+    server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind.GRANIAN,
+                                                header_read_timeout_s=1.0, graceful_timeout_s=1.0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    assert server.started.wait(10)
+    try:
+        yield server.port
+    finally:
+        server.stop()
+        thread.join(10)
+
+
+def test_a_body_that_trickles_gets_408_and_idle_connections_close(slow_server: int) -> None:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", slow_server), timeout=10) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+        began = time.monotonic()
+        answer = sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b"did not arrive within 0.5 s" in answer and time.monotonic() - began < 3
+    with socket.create_connection(("127.0.0.1", slow_server), timeout=10) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        began = time.monotonic()  # kept alive, then idle: closed after the header read timeout
+        assert sock.recv(4096) == b"" and time.monotonic() - began < 3
+
+
 # -- over HTTP -------------------------------------------------------------------------------------
 
 
