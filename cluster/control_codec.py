@@ -25,8 +25,10 @@ from headwater.cluster.epochs import (
     PartitionLeader,
 )
 
-#: The record format this code writes, and the newest it can read.
-FORMAT_VERSION = 1
+#: The newest record format this code writes and reads. Version 2 added an assignment's
+#: ``removed`` partitions; a record without any is still written as version 1 (its bytes unchanged),
+#: so a server of the previous release stops (DEGRADED) only at a record it would misread.
+FORMAT_VERSION = 2
 
 _CLAIM = "claim"
 _ASSIGNMENT = "assignment"
@@ -77,7 +79,10 @@ def encode(record: ControlRecord) -> bytes:
                 for p, leader in sorted(record.assignment.items())
             ],
         }
-    body["v"] = FORMAT_VERSION
+        if record.removed:
+            body["removed"] = [{"table": p.table, "partition": p.partition}
+                               for p in sorted(record.removed)]  # fmt: skip
+    body["v"] = 2 if "removed" in body else 1
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
@@ -126,7 +131,11 @@ def decode(data: bytes | None) -> ControlRecord:
                     f"assignment record names {partition.table}/{partition.partition} twice"
                 )
             assignment[partition] = leader
-        return AssignmentDecision(epoch, validated, assignment)
+        removed = body.get("removed", [])
+        if not isinstance(removed, list) or not all(isinstance(e, dict) for e in removed):
+            raise UnreadableControlRecord("assignment record has an invalid removed list")
+        gone = frozenset(PartitionId(_str(e, "table"), _int(e, "partition")) for e in removed)
+        return AssignmentDecision(epoch, validated, assignment, gone)
     raise UnreadableControlRecord(f"unknown control record type {kind!r}")
 
 

@@ -120,7 +120,8 @@ def plan_decision(
     Partitions whose active is not live first fail over to their least lagging live standby
     (``assignment.promote``); then ``assignment.assign`` balances actives and refills standbys
     around that, sticking to the current holders. Only partitions whose replicas change are
-    named, each with the leader epoch ``epochs.next_leader_epoch`` gives it.
+    named, each with the leader epoch ``epochs.next_leader_epoch`` gives it; partitions of tables
+    that no longer exist (dropped) are removed from the state.
 
     Args:
         state: the folded control state; ``settings.self_id`` must be its controller.
@@ -164,9 +165,10 @@ def plan_decision(
             continue
         epoch = next_leader_epoch(state, p, replicas.active)
         changes[p] = PartitionLeader(replicas.active, replicas.standbys, epoch)
-    if not changes:
+    removed = frozenset(p for p in state.partitions if p not in wanted)  # of dropped tables
+    if not changes and not removed:
         return None
-    return AssignmentDecision(state.controller_epoch, validated_offset, changes)
+    return AssignmentDecision(state.controller_epoch, validated_offset, changes, removed)
 
 
 class ControlPlane:

@@ -76,14 +76,17 @@ class AssignmentDecision:
         controller_epoch: the epoch of the controller that decided it.
         validated_offset: the control topic's end offset it decided against.
         assignment: the new holder of each partition it changes.
+        removed: partitions no table has any more (dropped): the state forgets them.
     """
 
     controller_epoch: int
     validated_offset: int
     assignment: Mapping[PartitionId, PartitionLeader]
+    removed: frozenset[PartitionId] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "assignment", _frozen(self.assignment))
+        object.__setattr__(self, "removed", frozenset(self.removed))
 
 
 ControlRecord = ControllerClaim | AssignmentDecision
@@ -193,9 +196,12 @@ def fold(state: ControlState, offset: int, record: ControlRecord) -> tuple[Contr
             moved, controller=record.server_id, controller_epoch=record.controller_epoch
         )
         return claimed, True, f"{record.server_id} is controller at epoch {record.controller_epoch}"
-    partitions = {**state.partitions, **record.assignment}
-    changed = len(record.assignment)
-    return replace(moved, partitions=partitions), True, f"assignment of {changed} partition(s)"
+    partitions = {p: leader for p, leader in state.partitions.items() if p not in record.removed}
+    partitions.update(record.assignment)
+    changed = f"assignment of {len(record.assignment)} partition(s)"
+    if record.removed:
+        changed += f", {len(record.removed)} removed"
+    return replace(moved, partitions=partitions), True, changed
 
 
 def fold_all(

@@ -53,7 +53,7 @@ def test_cluster_codec_claim_round_trips_and_is_canonical() -> None:
     data = encode(claim)
     assert decode(data) == claim
     assert json.loads(data) == {
-        "v": FORMAT_VERSION,
+        "v": 1,  # the format of the first release: a record it can read keeps its bytes
         "type": "claim",
         "server": "b:1",
         "controllerEpoch": 3,
@@ -72,6 +72,17 @@ def test_cluster_codec_decision_round_trips_with_partitions_in_order() -> None:
     assert isinstance(back, AssignmentDecision)
     assert back.assignment[P1].standbys == ("c:1", "b:1")  # the standbys' order is kept
     assert [e["partition"] for e in json.loads(data)["partitions"]] == [0, 1]
+
+
+def test_cluster_codec_removed_partitions_round_trip_in_format_2() -> None:
+    decision = AssignmentDecision(2, 9, {P0: PartitionLeader("b:1", (), 0)}, frozenset({P1}))
+    data = encode(decision)
+    assert json.loads(data)["v"] == 2 == FORMAT_VERSION  # a first-release server must stop here
+    assert json.loads(data)["removed"] == [{"table": P1.table, "partition": P1.partition}]
+    assert decode(data) == decision
+    for bad in ([1], {"table": "t"}, [{"table": "t"}], [{"table": "t", "partition": "x"}]):
+        with pytest.raises(UnreadableControlRecord):
+            decode(_body(decision, removed=bad))
 
 
 def test_cluster_codec_empty_decision_round_trips() -> None:

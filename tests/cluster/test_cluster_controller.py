@@ -23,6 +23,7 @@ from headwater.cluster.epochs import (
     ControllerClaim,
     ControlState,
     PartitionLeader,
+    fold,
     fold_all,
 )
 from headwater.cluster.members import Member
@@ -272,9 +273,19 @@ def test_cluster_controller_plan_is_none_unless_controller_and_something_changes
     assert plan_decision(state, ClusterSettings(B), {A, B}, {}, {P0, P1}, {}, 2) is None
 
 
-def test_cluster_controller_plan_promotes_bumps_and_leaves_dropped_partitions_alone() -> None:
+def test_cluster_controller_plan_promotes_bumps_and_removes_dropped_partitions() -> None:
     state = _state((P0, PartitionLeader(B, (A, C), 4)), (P1, PartitionLeader(A, (B,), 0)))
     settings = ClusterSettings(A, num_standby_replicas=1)
     lags = {(P0, A): 5, (P0, C): 0}
     plan = plan_decision(state, settings, {A, C}, {}, {P0}, lags, 2)  # P1's table was dropped
-    assert plan == AssignmentDecision(1, 2, {P0: PartitionLeader(C, (A,), 5)})
+    assert plan == AssignmentDecision(1, 2, {P0: PartitionLeader(C, (A,), 5)}, frozenset({P1}))
+    assert plan is not None
+    folded, accepted, _ = fold(state, 3, plan)
+    assert accepted and set(folded.partitions) == {P0}  # the control state forgets P1
+
+
+def test_cluster_controller_plan_removes_a_dropped_table_even_when_nothing_else_changes() -> None:
+    state = _state((P0, PartitionLeader(A, (), 0)), (P1, PartitionLeader(A, (), 0)))
+    plan = plan_decision(state, ClusterSettings(A), {A}, {}, {P0}, {}, 2)
+    assert plan == AssignmentDecision(1, 2, {}, frozenset({P1}))
+    assert plan_decision(state, ClusterSettings(A), {A}, {}, {P0, P1}, {}, 2) is None
