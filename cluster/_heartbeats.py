@@ -105,9 +105,10 @@ class HeartbeatBook:
             times.append(now_ms)
 
     def senders(self) -> frozenset[str]:
-        """Every host a heartbeat has ever been received from."""
+        """Every host a heartbeat was received from within the window (a server that left, or
+        died for good, stops being one)."""
         with self._lock:
-            return frozenset(self._received)
+            return frozenset(host for host, times in self._received.items() if times)
 
     def decide(self, members: Collection[str], now_ms: int) -> dict[str, HostStatus]:
         """Run ``liveness.decide`` for ``members`` at ``now_ms`` and keep the result.

@@ -5,18 +5,21 @@ appends its announcement (``members.encode``) when it starts and again every
 ``announce_interval_ms`` (so a topic that was truncated still lists it), and a background thread
 reads the topic from offset 0, folding every announcement with ``members.fold``. A record that is
 no announcement is logged and skipped: membership only says whom to heartbeat; whether a member is
-alive is decided by heartbeats.
+alive is decided by heartbeats. On a clean stop this server announces that it left; members that
+left, or have not announced themselves for ``expiry_ms`` (killed for good, moved), are no longer
+listed (``members.current``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 
 from confluent_kafka import KafkaError, Producer, TopicPartition
 
-from headwater.cluster.members import BadAnnouncement, Member, decode, encode, fold
+from headwater.cluster.members import BadAnnouncement, Member, current, decode, encode, fold
 from headwater.kafka.clients import (
     KafkaSettings,
     admin_client,
@@ -41,13 +44,19 @@ class MembersFollower:
         topic: the members topic.
         me: this server's announcement (its start time orders restarts).
         announce_interval_ms: how often the announcement is appended again.
+        expiry_ms: how long a member that stopped announcing itself is still listed.
     """
 
     def __init__(
-        self, kafka: KafkaSettings, topic: str, me: Member, *, announce_interval_ms: int = 3000
+        self, kafka: KafkaSettings, topic: str, me: Member, *, announce_interval_ms: int = 3000,
+        expiry_ms: int = 60_000,
     ) -> None:
         if announce_interval_ms <= 0:
             raise ValueError("announce_interval_ms must be positive")
+        if expiry_ms <= 2 * announce_interval_ms:
+            raise ValueError("expiry_ms must be more than two announce intervals")
+        self._expiry_ms = expiry_ms
+        self._seen: dict[str, int] = {}
         self._kafka = kafka
         self._topic = topic
         self._me = me
@@ -56,6 +65,7 @@ class MembersFollower:
         self._members: dict[str, Member] = {me.server_id: me}
         self._position = 0
         self._stop = threading.Event()
+        self._leave = False
         self._thread: threading.Thread | None = None
 
     @property
@@ -65,9 +75,11 @@ class MembersFollower:
             return self._position
 
     def members(self) -> dict[str, Member]:
-        """Every member announced so far, by server id (always including this server)."""
+        """The members, by server id (always including this server): every one announced that
+        has neither left nor stopped announcing itself for longer than the expiry."""
         with self._lock:
-            return dict(self._members)
+            return current(self._members, self._seen, int(time.time() * 1000), self._expiry_ms,
+                           self._me.server_id)  # fmt: skip
 
     def start(self) -> None:
         """Create the topic if missing, announce this server, and start following the topic.
@@ -80,8 +92,10 @@ class MembersFollower:
         self._thread = threading.Thread(target=self._run, name="cluster-members", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop following and announcing (returns within about a second)."""
+    def stop(self, leave: bool = True) -> None:
+        """Stop following and announcing (returns within about a second); with ``leave``, first
+        announce that this server left, so the others stop heartbeating it at once."""
+        self._leave = leave
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -102,8 +116,11 @@ class MembersFollower:
                         if error.code() != KafkaError._PARTITION_EOF:
                             log.warning("members topic %s: %s", self._topic, error.str())
                         continue
-                    self._fold(message.offset() or 0, message.value())
+                    self._fold(message.offset() or 0, message.value(), message.timestamp()[1])
                 writer.poll(0)
+            if self._leave:
+                self._me = dataclasses.replace(self._me, left=True)
+                self._announce(writer)
         except Exception:  # the thread must not die silently
             log.exception("members follower of %s stopped", self._topic)
         finally:
@@ -116,7 +133,7 @@ class MembersFollower:
         except BufferError:
             log.warning("members topic %s: producer queue full, announcement skipped", self._topic)
 
-    def _fold(self, offset: int, value: bytes | None) -> None:
+    def _fold(self, offset: int, value: bytes | None, timestamp_ms: int) -> None:
         try:
             member = decode(value)
         except BadAnnouncement as exc:
@@ -125,4 +142,7 @@ class MembersFollower:
         with self._lock:
             if member is not None:
                 self._members = fold(self._members, member)
+                if timestamp_ms > 0:
+                    seen = self._seen.get(member.server_id, 0)
+                    self._seen[member.server_id] = max(seen, timestamp_ms)
             self._position = offset + 1
