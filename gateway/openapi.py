@@ -135,11 +135,11 @@ PATHS: dict[str, dict[str, Any]] = {
         "responses": {"200": _json("status and message"), **_errors(404)},
     }},
     "/heartbeat": {"post": {
-        "summary": "Internal: a peer's heartbeat (KLIP-12); signed when cluster.auth.secret is set",
+        "summary": "Internal: a peer's heartbeat (KLIP-12); signed with the cluster's secret",
         "responses": {"200": _json("recorded"), **_errors(400, 401)},
     }},
     "/lag": {"post": {
-        "summary": "Internal: a peer's store lags (KIP-535); signed when cluster.auth.secret is set",
+        "summary": "Internal: a peer's store lags (KIP-535); signed with the cluster's secret",
         "responses": {"200": _json("recorded"), **_errors(400, 401)},
     }},
     "/clusterStatus": {"get": {

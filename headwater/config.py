@@ -126,7 +126,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ksql.lag.reporting.send.interval.ms", "lag_report_interval_ms", _int(1),
             "How often a server posts its store lags to its peers."),
     Setting("cluster.auth.secret", "auth_secret", _optional_text,
-            "When set, heartbeats, lag reports and forwarded queries must be signed with it."),
+            "Secret signing heartbeats, lag reports and forwarded queries; unset: the service's "
+            "servers generate one and share it through Kafka (internal traffic is signed either way)."),
     Setting("spark.master", "spark_master", _text,
             "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT."),
     Setting("ksql.query.persistent.enabled", "persistent_queries_enabled", _bool,
