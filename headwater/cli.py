@@ -191,7 +191,7 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
 
     try:
         serve(config, in_memory=in_memory, on_ready=ready)
-    except (KafkaEdgeError, BrokerError, StateDirInUse) as exc:
+    except (KafkaEdgeError, BrokerError, StateDirInUse, ConfigError) as exc:
         raise click.ClickException(str(exc)) from exc
     except UnknownHttpServer as exc:  # HEADWATER_HTTP_SERVER / _LOOP / _UVICORN_HTTP
         raise click.UsageError(str(exc)) from exc

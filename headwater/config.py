@@ -61,6 +61,13 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
+def _auth_method(text: str) -> str:
+    value = text.strip().upper()
+    if value not in ("NONE", "BASIC"):
+        raise ValueError("expected NONE or BASIC")
+    return value
+
+
 def _optional_listener(text: str) -> tuple[str, int] | None:
     return _listener(text) if text.strip() else None
 
@@ -128,6 +135,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cluster.auth.secret", "auth_secret", _optional_text,
             "Secret signing heartbeats, lag reports and forwarded queries; unset: the service's "
             "servers generate one and share it through Kafka (internal traffic is signed either way)."),
+    Setting("authentication.method", "auth_method", _auth_method,
+            "NONE, or BASIC: clients must send HTTP Basic credentials of a user of "
+            "authentication.basic.credentials.file."),
+    Setting("authentication.basic.credentials.file", "auth_credentials_file", _optional_text,
+            "The users for BASIC: lines 'user: password[,role...]', the password plain or "
+            "sha256:<hex>."),
+    Setting("authentication.realm", "auth_realm", _text,
+            "The realm a 401 names in its WWW-Authenticate header."),
+    Setting("authentication.roles", "auth_roles", _list,
+            "Comma-separated roles a user needs one of (*: any listed user)."),
+    Setting("authentication.skip.paths", "auth_skip_paths", _list,
+            "Comma-separated paths open without credentials (* wildcards); /healthcheck is "
+            "always open."),
     Setting("spark.master", "spark_master", _text,
             "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT."),
     Setting("ksql.query.persistent.enabled", "persistent_queries_enabled", _bool,
@@ -179,6 +199,11 @@ class ServerConfig:
     heartbeat_received_threshold: int = 2
     lag_report_interval_ms: int = 200
     auth_secret: str | None = None
+    auth_method: str = "NONE"
+    auth_credentials_file: str | None = None
+    auth_realm: str = "headwater"
+    auth_roles: tuple[str, ...] = ("*",)
+    auth_skip_paths: tuple[str, ...] = ()
     spark_master: str = "local[*]"
     persistent_queries_enabled: bool = True
     checkpoint_root: str | None = None
@@ -308,6 +333,8 @@ def load(
     if unknown:
         raise ConfigError(f"not settings: {', '.join(sorted(unknown))}")
     config = ServerConfig(**values)
+    if config.auth_method == "BASIC" and not config.auth_credentials_file:
+        raise ConfigError("authentication.method=BASIC needs authentication.basic.credentials.file")
     try:
         heartbeat_settings(config)
     except ValueError as exc:

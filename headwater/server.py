@@ -24,11 +24,12 @@ from typing import IO
 from starlette.applications import Starlette
 
 from headwater.cluster.settings import ClusterSettings
-from headwater.config import ServerConfig, as_text, defaults, heartbeat_settings
+from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
+from headwater.gateway.auth import Authentication, BadCredentialsFile, load_credentials
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
 from headwater.http_server import serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
@@ -113,6 +114,24 @@ def cluster_settings_of(config: ServerConfig) -> ClusterSettings:
     )
 
 
+def authentication_of(config: ServerConfig) -> Authentication | None:
+    """How clients authenticate (None: ``authentication.method=NONE``), the credentials file read.
+
+    Raises:
+        ConfigError: the credentials file cannot be read or has a malformed line.
+    """
+    if config.auth_method != "BASIC" or not config.auth_credentials_file:
+        return None
+    try:
+        users = load_credentials(Path(config.auth_credentials_file))
+    except BadCredentialsFile as exc:
+        raise ConfigError(f"authentication.basic.credentials.file: {exc}") from None
+    if not users:
+        log.warning("%s lists no user: every request but the open paths will be refused",
+                    config.auth_credentials_file)  # fmt: skip
+    return Authentication(config.auth_realm, users, config.auth_roles, config.auth_skip_paths)
+
+
 def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
     """How the server runs persistent queries (checkpoints and Spark's log under the state dir)."""
     root = Path(config.checkpoint_root) if config.checkpoint_root else state_dir / "checkpoints"
@@ -169,11 +188,13 @@ def serve(
 
     Raises:
         UnknownHttpServer: an ``HEADWATER_HTTP_*`` variable names no known choice.
+        ConfigError: the credentials file cannot be read.
         StateDirInUse: another server holds the state folder.
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
     """
     http = settings_from_env(os.environ, host=config.host, port=config.port)
+    authentication = authentication_of(config)
     with ExitStack() as stack:
         state_dir: Path | None = None
         if in_memory:
@@ -213,5 +234,5 @@ def serve(
         if on_ready is not None:
             on_ready(Node(f"http://{config.host}:{config.port}", bootstrap, state_dir, embedded,
                           services))
-        app = create_app(services)
+        app = create_app(services, authentication=authentication)
         serve_app(app, http, on_stopping=lambda: _end_push_queries(app))

@@ -1,0 +1,64 @@
+"""Security end to end: real ``headwater server`` processes with BASIC authentication (and TLS).
+
+Internal traffic between two servers still flows (signed with the generated secret), while a
+client needs a listed user's credentials everywhere but the open paths.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from headwater.kafka.broker import EmbeddedBroker
+
+pytestmark = [pytest.mark.kafka]
+
+USER, PASSWORD = "fred", "let me in"
+
+
+def _credentials(tmp_path: Path) -> Path:
+    path = tmp_path / "users.properties"
+    path.write_text(f"# test users\n{USER}: {PASSWORD},user\n", encoding="utf-8")
+    return path
+
+
+def _wait_alive(url: str, hosts: set[str], **client: Any) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = httpx.get(f"{url}/clusterStatus", timeout=5, **client)
+        assert answer.status_code == 200, answer.text
+        alive = {h: v["hostAlive"] for h, v in answer.json()["clusterStatus"].items()}
+        if set(alive) == hosts and all(alive.values()):
+            return
+        assert time.monotonic() < deadline, alive
+        time.sleep(0.1)
+
+
+def test_basic_authentication_with_two_servers(
+    memory_broker: EmbeddedBroker, server_factory: Any, tmp_path: Path
+) -> None:
+    common = ["-b", memory_broker.bootstrap_servers, "--in-memory",
+              "--service-id", f"basic-{uuid.uuid4().hex[:8]}",
+              "--set", "authentication.method=BASIC",
+              "--set", f"authentication.basic.credentials.file={_credentials(tmp_path)}",
+              "--set", "authentication.realm=KsqlServer-Props"]  # fmt: skip
+    first, second = server_factory(*common), server_factory(*common)
+    hosts = {f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"}
+    for server in (first, second):
+        _wait_alive(server.url, hosts, auth=(USER, PASSWORD))
+    refused = httpx.post(f"{first.url}/ksql", json={"ksql": "SHOW STREAMS;"}, timeout=5)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == 'Basic realm="KsqlServer-Props"'
+    assert refused.json()["error_code"] == 40100
+    wrong = httpx.get(f"{first.url}/info", auth=(USER, "guess"), timeout=5)
+    assert wrong.status_code == 401
+    shown = httpx.post(f"{first.url}/ksql", json={"ksql": "SHOW STREAMS;"},
+                       auth=(USER, PASSWORD), timeout=10)  # fmt: skip
+    assert shown.status_code == 200, shown.text
+    assert httpx.get(f"{second.url}/healthcheck", timeout=5).status_code == 200
+    assert httpx.post(f"{second.url}/heartbeat", json={}, timeout=5).status_code == 401
