@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from headwater.cluster.liveness import DEFAULT_SETTINGS, HeartbeatSettings
+from headwater.cluster.tls import PeerTls
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class ClusterSettings:
             None until the service's generated one is agreed on (``cluster._secret``).
         peers: ``cluster.peers``: servers to contact before the members topic names them.
         request_timeout_ms: timeout of one internal HTTP request (heartbeat, lag, forwarded query).
+        tls: how peers are reached over TLS (None: cleartext HTTP), see ``cluster.tls``.
     """
 
     self_id: str
@@ -41,6 +43,7 @@ class ClusterSettings:
     auth_secret: str | None = None
     peers: tuple[str, ...] = ()
     request_timeout_ms: int = 2000
+    tls: PeerTls | None = None
 
     def __post_init__(self) -> None:
         if ":" not in self.self_id:

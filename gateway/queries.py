@@ -56,8 +56,9 @@ def remote_statuses(services: Services) -> dict[str, dict[str, Any]]:
     headers = {HEADER: sign(secret, int(time.time() * 1000), "GET", "/queryStatus", b"")} \
         if secret else {}  # fmt: skip
     try:
-        answer = httpx.get(f"http://{controller}/queryStatus", headers=headers,
-                           timeout=_REMOTE_TIMEOUT_S)  # fmt: skip
+        answer = services.forwarding.client(_REMOTE_TIMEOUT_S).get(
+            f"{services.forwarding.scheme}://{controller}/queryStatus", headers=headers,
+            timeout=_REMOTE_TIMEOUT_S)  # fmt: skip
         queries = answer.json().get("queries", {}) if answer.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return {}

@@ -289,7 +289,8 @@ def forward(
     """
     body, headers = forward_request(services, text, properties, partitions)
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
-    response = _client(services).post(f"http://{host}/query", content=body, headers=headers,
+    url = f"{services.forwarding.scheme}://{host}/query"
+    response = _client(services).post(url, content=body, headers=headers,
                                       **extra)  # fmt: skip
     return partial_answer(host, partitions, response.status_code, response.content)
 

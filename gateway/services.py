@@ -26,6 +26,7 @@ from headwater.cluster.assignment import PartitionId
 from headwater.cluster.controller import ControlPlane
 from headwater.cluster.epochs import ControlState
 from headwater.cluster.settings import ClusterSettings
+from headwater.cluster.tls import client_context
 from headwater.engine.persistent import QUERY_ANALYZER
 from headwater.engine.schema_inference import schema_facts
 from headwater.engine.schema_registry import SchemaRegistry
@@ -244,7 +245,7 @@ def open_services(
             queries.start()
             stack.callback(queries.close)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
-        forwarding = Forwarding()
+        forwarding = Forwarding(tls=client_context(cluster.tls if cluster is not None else None))
         stack.callback(forwarding.close)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,

@@ -17,13 +17,14 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from starlette.applications import Starlette
 
 from headwater.cluster.settings import ClusterSettings
+from headwater.cluster.tls import PeerTls
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
@@ -111,6 +112,7 @@ def cluster_settings_of(config: ServerConfig) -> ClusterSettings:
         lag_report_interval_ms=config.lag_report_interval_ms,
         auth_secret=config.auth_secret,
         peers=config.peers,
+        tls=PeerTls(config.tls_ca_file, config.tls_cert_file) if config.tls else None,
     )
 
 
@@ -193,7 +195,9 @@ def serve(
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
     """
-    http = settings_from_env(os.environ, host=config.host, port=config.port)
+    http = replace(settings_from_env(os.environ, host=config.host, port=config.port),
+                   tls_cert_file=config.tls_cert_file, tls_key_file=config.tls_key_file,
+                   tls_key_password=config.tls_key_password)  # fmt: skip
     authentication = authentication_of(config)
     with ExitStack() as stack:
         state_dir: Path | None = None
@@ -232,7 +236,7 @@ def serve(
             )
         )
         if on_ready is not None:
-            on_ready(Node(f"http://{config.host}:{config.port}", bootstrap, state_dir, embedded,
+            on_ready(Node(f"{config.scheme}://{config.host}:{config.port}", bootstrap, state_dir, embedded,
                           services))
         app = create_app(services, authentication=authentication)
         serve_app(app, http, on_stopping=lambda: _end_push_queries(app))

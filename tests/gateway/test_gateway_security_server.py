@@ -62,3 +62,45 @@ def test_basic_authentication_with_two_servers(
     assert shown.status_code == 200, shown.text
     assert httpx.get(f"{second.url}/healthcheck", timeout=5).status_code == 200
     assert httpx.post(f"{second.url}/heartbeat", json={}, timeout=5).status_code == 401
+
+
+def test_tls_listener_and_internal_traffic_over_tls(
+    memory_broker: EmbeddedBroker, server_factory: Any, self_signed: tuple[Path, Path]
+) -> None:
+    cert, key = self_signed
+    common = ["-b", memory_broker.bootstrap_servers, "--in-memory",
+              "--service-id", f"tls-{uuid.uuid4().hex[:8]}",
+              "--set", "listeners=https://127.0.0.1:0", "--set", "num.standby.replicas=0",
+              "--set", f"ssl.certificate.location={cert}", "--set", f"ssl.key.location={key}"]  # fmt: skip
+    first = server_factory(*common, tls_ca=str(cert))
+    second = server_factory(*common, tls_ca=str(cert))
+    assert first.url.startswith("https://")
+    hosts = {f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"}
+    for server in (first, second):
+        _wait_alive(server.url, hosts, verify=server.verify)  # heartbeats go over TLS
+    with pytest.raises(httpx.HTTPError):  # cleartext is not served
+        httpx.get(f"http://127.0.0.1:{first.port}/info", timeout=3)
+    with pytest.raises(httpx.HTTPError):  # nor is the certificate trusted by default
+        httpx.get(f"{first.url}/info", timeout=3)
+    created = first.ksql("CREATE TABLE T (ID STRING PRIMARY KEY, V INT) WITH "
+                         "(kafka_topic='t-tls', partitions=4, value_format='JSON');")
+    assert created.status_code == 200, created.text
+    keys = [f"k{i}" for i in range(8)]
+    for i, k in enumerate(keys):
+        inserted = first.ksql(f"INSERT INTO T (ID, V) VALUES ('{k}', {i});")
+        assert inserted.status_code == 200, inserted.text
+    served: set[str] = set()
+    deadline = time.monotonic() + 30
+    for server in (first, second):
+        for i, k in enumerate(keys):
+            while True:
+                answer = server.query(f"SELECT * FROM T WHERE ID = '{k}';")
+                rows = [item["row"]["columns"] for item in answer.json() if "row" in item] \
+                    if answer.status_code == 200 else []  # fmt: skip
+                if rows == [[k, i]]:
+                    break
+                assert time.monotonic() < deadline, answer.text
+                time.sleep(0.1)
+            header = answer.json()[0]["header"]
+            served |= {s["host"] for s in header["servedBy"] if server.url[8:] != s["host"]}
+    assert served, "no pull query was forwarded to the other server"
