@@ -9,6 +9,7 @@ from typing import IO
 
 import click
 
+from headwater.shell.login import login_of
 from headwater.shell.main import (
     Hooks,
     open_shell,
@@ -76,14 +77,15 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
             text, name = script
             hooks = ctx.find_object(Hooks) or Hooks()
             code = run_text(text, name, settings_for(servers, output, defines=parse_defines(defines),
-                                                     history_file=None),
+                                                     history_file=None, login=login_of(ctx)),
                             transport=hooks.transport)  # fmt: skip
         elif sys.stdin.isatty():
-            code = open_shell(list(servers), output, defines=parse_defines(defines))
+            code = open_shell(list(servers), output, defines=parse_defines(defines),
+                              login=login_of(ctx))  # fmt: skip
         else:  # `headwater < script.sql`: run it as `headwater run -` would
             code = run_text(sys.stdin.read(), "<stdin>",
                             settings_for(servers, output, defines=parse_defines(defines),
-                                         history_file=None))  # fmt: skip
+                                         history_file=None, login=login_of(ctx)))  # fmt: skip
     finally:
         if node is not None and node.process is not None:
             try:

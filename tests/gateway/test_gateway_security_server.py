@@ -104,3 +104,39 @@ def test_tls_listener_and_internal_traffic_over_tls(
             header = answer.json()[0]["header"]
             served |= {s["host"] for s in header["servedBy"] if server.url[8:] != s["host"]}
     assert served, "no pull query was forwarded to the other server"
+
+
+def test_clients_over_tls_with_basic_authentication(
+    memory_broker: EmbeddedBroker, server_factory: Any, self_signed: tuple[Path, Path],
+    tmp_path: Path,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from headwater.gateway import dbapi
+
+    cert, key = self_signed
+    server = server_factory(
+        "-b", memory_broker.bootstrap_servers, "--in-memory",
+        "--set", f"ssl.certificate.location={cert}", "--set", f"ssl.key.location={key}",
+        "--set", "authentication.method=BASIC",
+        "--set", f"authentication.basic.credentials.file={_credentials(tmp_path)}",
+        tls_ca=str(cert),
+    )  # fmt: skip
+    with dbapi.connect(server.url, user=USER, password=PASSWORD, verify=str(cert)) as connection:
+        cursor = connection.cursor()
+        cursor.execute("SHOW STREAMS")
+        assert cursor.fetchall() is not None
+    refusing = dbapi.connect(server.url, user=USER, password="guess", verify=str(cert), retries=0)
+    with refusing, pytest.raises(dbapi.AuthorizationError, match="Unauthorized"):
+        refusing.cursor().execute("SHOW STREAMS")
+    exe = str(Path(sys.executable).with_name("headwater"))
+    shell = [exe, "run", "-s", server.url, "-u", USER, "--ca-file", str(cert), "-e", "SHOW STREAMS;"]
+    ran = subprocess.run(shell, check=False, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "HEADWATER_PASSWORD": PASSWORD})  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    refused = subprocess.run(shell, check=False, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "HEADWATER_PASSWORD": "guess"})  # fmt: skip
+    assert refused.returncode == 1 and "authentication failed: Unauthorized" in refused.stderr
+    assert "Traceback" not in refused.stderr
