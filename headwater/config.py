@@ -179,6 +179,9 @@ SETTINGS: tuple[Setting, ...] = (
 
 _BY_KEY = {s.key: s for s in SETTINGS}
 
+HIDDEN = frozenset({"cluster.auth.secret", "ssl.key.password"})
+"""Keys whose values :func:`as_text` never shows (SHOW PROPERTIES lists the settings)."""
+
 TAG_PREFIX = "client.tag."
 """``client.tag.<name>=<value>``: this server's tags (any name), for rack-aware standbys."""
 
@@ -263,7 +266,8 @@ def defaults() -> dict[str, str]:
 
 
 def as_text(config: ServerConfig) -> dict[str, str]:
-    """Each key with its value in ``config`` as text, as a properties file writes it."""
+    """Each key with its value in ``config`` as text, as a properties file writes it (a set
+    :data:`HIDDEN` one as ``[hidden]``)."""
     shown: dict[str, str] = {}
     for setting in SETTINGS:
         value = getattr(config, setting.field)
@@ -273,7 +277,8 @@ def as_text(config: ServerConfig) -> dict[str, str]:
             value = ",".join(value)
         elif isinstance(value, bool):
             value = str(value).lower()
-        shown[setting.key] = "" if value is None else str(value)
+        shown[setting.key] = "" if value is None else "[hidden]" if setting.key in HIDDEN \
+            else str(value)  # fmt: skip
     return shown
 
 

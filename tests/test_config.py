@@ -151,3 +151,13 @@ def test_peer_urls_follow_the_listener() -> None:
     assert client_context(None) is None
     context = client_context(PeerTls())
     assert context is not None and context.check_hostname
+
+
+def test_secrets_are_never_shown_as_text() -> None:
+    from headwater.config import as_text
+
+    config = load(overrides=["cluster.auth.secret=s3cret", "ssl.key.password=pw"])
+    shown = as_text(config)
+    assert shown["cluster.auth.secret"] == shown["ssl.key.password"] == "[hidden]"
+    assert "s3cret" not in repr(shown) and "pw" not in shown.values()
+    assert config.auth_secret == "s3cret"
