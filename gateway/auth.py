@@ -232,11 +232,19 @@ class BasicAuthMiddleware:
         self._challenge = (b"www-authenticate", f'Basic realm="{realm}"'.encode())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or skipped(scope["path"], self.settings.skip_paths):
+        if scope["type"] not in ("http", "websocket") \
+                or skipped(scope["path"], self.settings.skip_paths):  # fmt: skip
             await self.app(scope, receive, send)
             return
         headers = {name.lower(): value for name, value in scope["headers"]}
         authorization = headers.get(b"authorization")
+        if scope["type"] == "websocket":  # none is served; never one without a user either
+            decoded = authorization.decode("latin-1") if authorization is not None else None
+            if check_basic(self.settings, decoded)[0] is Outcome.OK:
+                await self.app(scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})
+            return
         signature = headers.get(internal.HEADER.lower().encode())
         if authorization is None and signature is not None and self.secret() is not None:
             await self._internal(scope, receive, send, signature.decode("latin-1"))

@@ -139,3 +139,38 @@ def test_signed_internal_requests_pass_without_a_user(client: TestClient) -> Non
     signed = internal.sign(SECRET, NOW_MS, "POST", "/lag", too_big)
     assert client.post("/lag", content=too_big,
                        headers={internal.HEADER: signed}).status_code == 413  # fmt: skip
+
+
+def test_websockets_need_a_user_too(client: TestClient) -> None:
+    from starlette.websockets import WebSocketDisconnect
+
+    with pytest.raises(WebSocketDisconnect) as closed, client.websocket_connect("/info"):
+        pass
+    assert closed.value.code == 1008
+
+
+def test_a_server_asking_for_credentials_counts_as_answering() -> None:
+    import http.server
+    import threading
+
+    from headwater.localnode import answering
+
+    class Guarded(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="r"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Guarded)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert answering(f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
