@@ -109,6 +109,7 @@ class ServerProcess:
         # with TLS: clients verify the server with the CA file
         self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=tls_ca) \
             if tls_ca else True  # fmt: skip
+        self.auth: tuple[str, str] | None = None  # HTTP Basic credentials of ksql() and query()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -164,11 +165,11 @@ class ServerProcess:
 
     def ksql(self, sql: str, **fields: object) -> httpx.Response:
         return httpx.post(f"{self.url}/ksql", json={"ksql": sql, **fields}, timeout=30,
-                          verify=self.verify)  # fmt: skip
+                          verify=self.verify, auth=self.auth)  # fmt: skip
 
     def query(self, sql: str, **fields: object) -> httpx.Response:
         return httpx.post(f"{self.url}/query", json={"ksql": sql, **fields}, timeout=30,
-                          verify=self.verify)  # fmt: skip
+                          verify=self.verify, auth=self.auth)  # fmt: skip
 
 
 ServerFactory = Callable[..., ServerProcess]

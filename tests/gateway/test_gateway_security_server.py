@@ -65,19 +65,25 @@ def test_basic_authentication_with_two_servers(
 
 
 def test_tls_listener_and_internal_traffic_over_tls(
-    memory_broker: EmbeddedBroker, server_factory: Any, self_signed: tuple[Path, Path]
+    memory_broker: EmbeddedBroker, server_factory: Any, self_signed: tuple[Path, Path],
+    tmp_path: Path,
 ) -> None:
+    """Two servers with TLS and BASIC: heartbeats and forwarded pull queries (signed, with no
+    user) go over TLS between them."""
     cert, key = self_signed
     common = ["-b", memory_broker.bootstrap_servers, "--in-memory",
               "--service-id", f"tls-{uuid.uuid4().hex[:8]}",
+              "--set", "authentication.method=BASIC",
+              "--set", f"authentication.basic.credentials.file={_credentials(tmp_path)}",
               "--set", "listeners=https://127.0.0.1:0", "--set", "num.standby.replicas=0",
               "--set", f"ssl.certificate.location={cert}", "--set", f"ssl.key.location={key}"]  # fmt: skip
     first = server_factory(*common, tls_ca=str(cert))
     second = server_factory(*common, tls_ca=str(cert))
+    first.auth = second.auth = (USER, PASSWORD)
     assert first.url.startswith("https://")
     hosts = {f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"}
     for server in (first, second):
-        _wait_alive(server.url, hosts, verify=server.verify)  # heartbeats go over TLS
+        _wait_alive(server.url, hosts, verify=server.verify, auth=server.auth)  # over TLS
     with pytest.raises(httpx.HTTPError):  # cleartext is not served
         httpx.get(f"http://127.0.0.1:{first.port}/info", timeout=3)
     with pytest.raises(httpx.HTTPError):  # nor is the certificate trusted by default
