@@ -166,7 +166,7 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
            config_file: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
     from headwater.config import ConfigError, load
-    from headwater.http_server import UnknownHttpServer
+    from headwater.http_server import UnknownHttpServer, UnsupportedTls
     from headwater.kafka.errors import BrokerError, KafkaEdgeError
     from headwater.server import Node, StateDirInUse, serve
 
@@ -195,7 +195,7 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
         serve(config, in_memory=in_memory, on_ready=ready)
     except (KafkaEdgeError, BrokerError, StateDirInUse, ConfigError) as exc:
         raise click.ClickException(str(exc)) from exc
-    except UnknownHttpServer as exc:  # HEADWATER_HTTP_SERVER / _LOOP / _UVICORN_HTTP
+    except (UnknownHttpServer, UnsupportedTls) as exc:  # HEADWATER_HTTP_SERVER / _LOOP / ...
         raise click.UsageError(str(exc)) from exc
     click.echo("server stopped")
 

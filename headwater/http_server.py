@@ -8,7 +8,9 @@ both on one port: a connection opening with HTTP/2's preface is HTTP/2, any othe
 granian won ``bench/pull_qps.py`` among the two (HTTP/1.1 as fast as uvicorn, HTTP/2 about a
 quarter less CPU per query than hypercorn's); its embedded server (the one an app built in this
 process needs) is still marked experimental upstream, so hypercorn and uvicorn stay one
-environment variable away: ``HEADWATER_HTTP_SERVER`` (:func:`settings_from_env`).
+environment variable away: ``HEADWATER_HTTP_SERVER`` (:func:`settings_from_env`). All three serve
+HTTPS with ``tls_cert_file``/``tls_key_file`` (HTTP/2 then by ALPN where the server offers it);
+granian cannot read an encrypted key (:class:`UnsupportedTls`).
 
 Every kind runs on an event loop this module makes (asyncio's unless ``loop`` says uvloop),
 stops gracefully on SIGINT/SIGTERM (received in the main thread; never re-raised, so the caller
@@ -106,9 +108,22 @@ class HttpServerSettings:
     tls_key_file: str | None = None
     tls_key_password: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.tls_key_password is not None and self.kind is HttpServerKind.GRANIAN:
+            # granian 2.8 aborts the process (a Rust panic) on every encrypted PEM key format
+            # OpenSSL writes (PKCS#8 v1 and v2, traditional): refused here, before it starts.
+            raise UnsupportedTls(
+                "granian cannot read an encrypted key (ssl.key.password): serve with "
+                f"{ENV_VAR}=hypercorn or {ENV_VAR}=uvicorn, or use an unencrypted key file "
+                "readable only by the server's user")
+
 
 class UnknownHttpServer(ValueError):
     """``HEADWATER_HTTP_SERVER`` names no known server."""
+
+
+class UnsupportedTls(ValueError):
+    """The chosen HTTP server cannot serve TLS as configured."""
 
 
 def settings_from_env(environ: Mapping[str, str], *, host: str, port: int

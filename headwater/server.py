@@ -190,6 +190,7 @@ def serve(
 
     Raises:
         UnknownHttpServer: an ``HEADWATER_HTTP_*`` variable names no known choice.
+        UnsupportedTls: ``ssl.key.password`` with granian, which cannot read encrypted keys.
         ConfigError: the credentials file cannot be read.
         StateDirInUse: another server holds the state folder.
         BrokerError: the embedded broker did not start.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
 import threading
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
+from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings, UnsupportedTls
 from headwater.kafka._ports import free_port
 
 
@@ -22,13 +23,26 @@ async def hello(request: Request) -> Response:
     return JSONResponse({"scheme": request.url.scheme})
 
 
+@pytest.mark.parametrize("encrypted", [False, True], ids=["key", "encrypted-key"])
 @pytest.mark.parametrize("kind", list(HttpServerKind))
-def test_each_server_kind_serves_https(kind: HttpServerKind,
+def test_each_server_kind_serves_https(kind: HttpServerKind, encrypted: bool,
                                        self_signed: tuple[Path, Path]) -> None:  # fmt: skip
     cert, key = self_signed
+    password = None
+    if encrypted:  # ssl.key.password
+        password, plain, key = "pem pass", key, key.with_name("encrypted.pem")
+        subprocess.run(["openssl", "pkey", "-in", str(plain), "-aes256", "-passout",
+                        f"pass:{password}", "-out", str(key)],
+                       check=True, capture_output=True, timeout=30)  # fmt: skip
     port = free_port()
+    if encrypted and kind is HttpServerKind.GRANIAN:  # granian 2.8 would abort the process
+        with pytest.raises(UnsupportedTls, match="hypercorn or"):
+            HttpServerSettings(kind=kind, tls_cert_file=str(cert), tls_key_file=str(key),
+                               tls_key_password=password)  # fmt: skip
+        return
     settings = HttpServerSettings(port=port, kind=kind, tls_cert_file=str(cert),
-                                  tls_key_file=str(key), graceful_timeout_s=1)  # fmt: skip
+                                  tls_key_file=str(key), tls_key_password=password,
+                                  graceful_timeout_s=1)  # fmt: skip
     server = HttpServer(Starlette(routes=[Route("/hello", hello)]), settings)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
