@@ -167,7 +167,14 @@ def openapi_document() -> dict[str, Any]:
             "description": "ksqlDB's REST API over a SQL-first streaming database for Kafka.",
         },
         "paths": PATHS,
-        "components": {"schemas": {
-            "Error": _ERROR, "KsqlRequest": _KSQL_REQUEST, "QueryStreamRequest": _QUERY_STREAM_REQUEST,
-        }},
+        "components": {
+            "schemas": {"Error": _ERROR, "KsqlRequest": _KSQL_REQUEST,
+                        "QueryStreamRequest": _QUERY_STREAM_REQUEST},
+            "securitySchemes": {"basic": {
+                "type": "http", "scheme": "basic",
+                "description": "Only with authentication.method=BASIC; then every path but "
+                               "/healthcheck (and authentication.skip.paths) answers 401 "
+                               "(error_code 40100, WWW-Authenticate: Basic) without it",
+            }},
+        },
     }  # fmt: skip
