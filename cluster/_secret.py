@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from headwater.cluster.auth import encode_secret, first_secret
 from headwater.cluster.settings import secret_topic
 from headwater.kafka.clients import KafkaSettings, admin_client, consumer, create_topic, producer
+from headwater.kafka.errors import KafkaEdgeError
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,12 @@ _TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.by
 _FETCH_WAIT_MS = 20
 
 
-class SecretUnavailable(RuntimeError):
-    """The secret topic could not be read or written in time."""
+class SecretUnavailable(KafkaEdgeError):
+    """The secret topic could not be read or written in time (Kafka unreachable or too slow);
+    the server does not start (it must never serve internal traffic unauthenticated)."""
+
+    error_code = 50302
+    retriable = True
 
 
 def generate() -> str:

@@ -8,7 +8,9 @@ credentials file is read once, by the entry point (:func:`load_credentials`).
 The credentials file (``authentication.basic.credentials.file``) holds one user a line, as
 ksqlDB's JAAS property file does: ``user: password[,role...]`` (``user:password`` works too),
 ``#`` starts a comment. A password is plain text or ``sha256:<hex>``, the SHA-256 of the
-password's UTF-8 bytes (``printf %s 'secret' | sha256sum``). A password cannot contain a comma.
+password's UTF-8 bytes (``printf %s 'secret' | sha256sum``). A password cannot contain a comma;
+Jetty's ``OBF:``, ``MD5:`` and ``CRYPT:`` forms (which ksqlDB's JAAS realm reads) are refused
+rather than taken as plain passwords.
 
 Every request must carry ``Authorization: Basic ...`` of a listed user (with one of
 ``authentication.roles`` unless that is ``*``), except:
@@ -52,6 +54,7 @@ ALWAYS_OPEN = ("/healthcheck", "/v1/metadata", "/v1/metadata/id")
 """Paths ksqlDB never authenticates (its ``AuthenticationPluginHandler``)."""
 
 _SHA256 = re.compile(r"sha256:([0-9a-fA-F]{64})")
+_JETTY = re.compile(r"(OBF|MD5|CRYPT):", re.IGNORECASE)  # Jetty's forms, which ksqlDB's realm reads
 
 
 class BadCredentialsFile(ValueError):
@@ -124,6 +127,9 @@ def parse_credentials(text: str, origin: str = "credentials file") -> dict[str, 
         password, *roles = [part.strip() for part in rest.split(",")]
         if not sep or not user or not password:
             raise BadCredentialsFile(f"{origin}, line {number}: expected user: password[,role...]")
+        if _JETTY.match(password):
+            raise BadCredentialsFile(f"{origin}, line {number}: {password.split(':')[0]}: "
+                                     "passwords are not read (use plain or sha256:<hex>)")
         hashed = _SHA256.fullmatch(password)
         users[user] = Credential(
             None if hashed else password,

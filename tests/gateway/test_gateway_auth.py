@@ -53,7 +53,8 @@ def test_the_credentials_file_is_parsed() -> None:
     assert users["bob"].matches("plain:with:colons") and users["bob"].roles == ()
 
 
-@pytest.mark.parametrize("line", ["fred", "fred:", ": pw", "fred: ,admin"])
+@pytest.mark.parametrize("line", ["fred", "fred:", ": pw", "fred: ,admin", "fred: MD5:164c88b3",
+                                  "fred: OBF:1v2j1uum1xtv"])
 def test_malformed_lines_name_their_number(line: str) -> None:
     with pytest.raises(BadCredentialsFile, match="line 2"):
         parse_credentials(f"# ok\n{line}\n")
