@@ -78,3 +78,20 @@ def test_the_headwater_command_itself_takes_the_login_options() -> None:
     assert set(server.seen) == {GOOD}
     help_text = CliRunner().invoke(main, ["run", "--help"]).output
     assert "--ca-file" in help_text and "HEADWATER_PASSWORD" in help_text
+
+
+def test_the_repl_stops_at_a_refused_login(capsys: pytest.CaptureFixture[str]) -> None:
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from headwater.shell.login import Login
+    from headwater.shell.main import open_shell
+
+    with create_pipe_input() as pipe:
+        pipe.send_text("SHOW STREAMS;\r")
+        pipe.close()
+        code = open_shell(["http://ksql:8088"], history_file=None, refresh_catalog=False,
+                          login=Login(USER, "guess"), transport=Guarded().transport(),
+                          input=pipe, output_device=DummyOutput())  # fmt: skip
+    assert code == 1
+    assert "authentication failed: Unauthorized (http://ksql:8088)" in capsys.readouterr().err
