@@ -14,6 +14,7 @@ import fcntl
 import logging
 import os
 import shutil
+import ssl
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -24,7 +25,7 @@ from typing import IO
 from starlette.applications import Starlette
 
 from headwater.cluster.settings import ClusterSettings
-from headwater.cluster.tls import PeerTls
+from headwater.cluster.tls import PeerTls, client_context
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
@@ -134,6 +135,26 @@ def authentication_of(config: ServerConfig) -> Authentication | None:
     return Authentication(config.auth_realm, users, config.auth_roles, config.auth_skip_paths)
 
 
+def check_tls(config: ServerConfig) -> None:
+    """Load the listener's certificate and key, and the peers' CA file, once before anything
+    starts, so that a wrong path or password is a clear error instead of a server's traceback.
+
+    Raises:
+        ConfigError: a file cannot be read, is not PEM, or the key does not fit or decrypt.
+    """
+    if not config.tls or config.tls_cert_file is None:
+        return
+    try:
+        server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        # never "" for a password: OpenSSL would prompt on the terminal for an encrypted key
+        server.load_cert_chain(config.tls_cert_file, config.tls_key_file,
+                               config.tls_key_password or "")  # fmt: skip
+        client_context(PeerTls(config.tls_ca_file, config.tls_cert_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"TLS files (ssl.certificate.location, ssl.key.location, "
+                          f"ssl.ca.location): {exc}") from None
+
+
 def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
     """How the server runs persistent queries (checkpoints and Spark's log under the state dir)."""
     root = Path(config.checkpoint_root) if config.checkpoint_root else state_dir / "checkpoints"
@@ -191,7 +212,7 @@ def serve(
     Raises:
         UnknownHttpServer: an ``HEADWATER_HTTP_*`` variable names no known choice.
         UnsupportedTls: ``ssl.key.password`` with granian, which cannot read encrypted keys.
-        ConfigError: the credentials file cannot be read.
+        ConfigError: the credentials file or a TLS file cannot be read.
         StateDirInUse: another server holds the state folder.
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
@@ -200,6 +221,7 @@ def serve(
                    tls_cert_file=config.tls_cert_file, tls_key_file=config.tls_key_file,
                    tls_key_password=config.tls_key_password)  # fmt: skip
     authentication = authentication_of(config)
+    check_tls(config)
     with ExitStack() as stack:
         state_dir: Path | None = None
         if in_memory:

@@ -161,3 +161,27 @@ def test_secrets_are_never_shown_as_text() -> None:
     assert shown["cluster.auth.secret"] == shown["ssl.key.password"] == "[hidden]"
     assert "s3cret" not in repr(shown) and "pw" not in shown.values()
     assert config.auth_secret == "s3cret"
+
+
+def test_tls_files_are_checked_before_the_server_starts(self_signed: tuple[Path, Path],
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    import subprocess
+
+    from headwater.server import check_tls
+
+    cert, key = self_signed
+    check_tls(load(overrides=[f"ssl.certificate.location={cert}", f"ssl.key.location={key}"]))
+    for items in ([f"ssl.certificate.location={tmp_path / 'nope.pem'}", f"ssl.key.location={key}"],
+                  [f"ssl.certificate.location={cert}", f"ssl.key.location={cert}"],
+                  [f"ssl.certificate.location={cert}", f"ssl.key.location={key}",
+                   f"ssl.ca.location={tmp_path / 'nope.pem'}"]):  # fmt: skip
+        with pytest.raises(ConfigError, match="TLS files"):
+            check_tls(load(overrides=items))
+    encrypted = tmp_path / "encrypted.pem"
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:pw",
+                    "-out", str(encrypted)], check=True, capture_output=True, timeout=30)  # fmt: skip
+    base = [f"ssl.certificate.location={cert}", f"ssl.key.location={encrypted}"]
+    check_tls(load(overrides=[*base, "ssl.key.password=pw"]))
+    for wrong in ([], ["ssl.key.password=guess"]):  # never a terminal prompt
+        with pytest.raises(ConfigError, match="TLS files"):
+            check_tls(load(overrides=[*base, *wrong]))
