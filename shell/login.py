@@ -1,6 +1,7 @@
 """Who the shell logs in as, and how it checks https:// servers: the ``-u/--user``,
-``--password`` (or ``HEADWATER_PASSWORD``) and ``--ca-file`` options. Asks for the password on
-the terminal when only a user is given (I/O: the terminal); nothing else.
+``-p/--password`` (or ``HEADWATER_PASSWORD``; ksqlDB's CLI has the same two) and ``--ca-file``
+options. Asks for the password on the terminal when only a user is given (I/O: the terminal);
+nothing else.
 
 The options store their values in the click context's ``meta`` (shared by a group and its
 commands), so ``headwater -u fred`` and ``headwater run -u fred`` both work and every entry
@@ -45,7 +46,7 @@ def login_options(function: F) -> F:
         click.option("--user", "-u", metavar="USER", expose_value=False, callback=_store,
                      help="Log in as USER (HTTP Basic); the password is asked for unless "
                           f"--password or ${PASSWORD_ENV} gives it."),
-        click.option("--password", metavar="PASSWORD", expose_value=False, callback=_store,
+        click.option("--password", "-p", metavar="PASSWORD", expose_value=False, callback=_store,
                      envvar=PASSWORD_ENV, show_envvar=True,
                      help="The password of --user (prefer the environment variable: a command "
                           "line is visible to other users)."),

@@ -44,7 +44,7 @@ def run(server: Guarded, *args: str, input: str | None = None,
 
 def test_user_and_password_options() -> None:
     server = Guarded()
-    result = run(server, "-u", USER, "--password", PASSWORD)
+    result = run(server, "-u", USER, "-p", PASSWORD)
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     assert server.seen and set(server.seen) == {GOOD}
 
