@@ -17,8 +17,9 @@ announce. Its threads, all daemons stopped by :meth:`ClusterAgent.stop`:
   and never delays the others.
 
 The HTTP side (``gateway/cluster_api.py``) hands received bodies to
-:meth:`ClusterAgent.on_heartbeat` and :meth:`ClusterAgent.on_lag`. When ``auth_secret`` is set,
-every request carries ``cluster.auth.sign(...)`` in the ``X-Headwater-Auth`` header.
+:meth:`ClusterAgent.on_heartbeat` and :meth:`ClusterAgent.on_lag`. With ``auth_secret`` (always
+set on a server: configured or generated, see ``cluster._secret``) every request carries
+``cluster.auth.sign(...)`` in the ``X-Headwater-Auth`` header; with ``tls`` it goes over HTTPS.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from headwater.cluster.liveness import HostStatus, live_hosts
 from headwater.cluster.members import Member
 from headwater.cluster.routing import ReplicaLag
 from headwater.cluster.settings import ClusterSettings, members_topic
+from headwater.cluster.tls import PeerTls, client_context, peer_url
 from headwater.kafka.clients import KafkaSettings
 from headwater.store.lag import LagInfo
 
@@ -67,8 +69,9 @@ def wall_clock_ms() -> int:
 
 
 def normalize_peer(peer: str) -> str:
-    """``host:port`` from a ``cluster.peers`` entry (an ``http://`` prefix is allowed)."""
-    text = peer.strip().removeprefix("http://").rstrip("/")
+    """``host:port`` from a ``cluster.peers`` entry (an ``http://`` or ``https://`` prefix is
+    allowed)."""
+    text = peer.strip().removeprefix("http://").removeprefix("https://").rstrip("/")
     if ":" not in text:
         raise ValueError(f"a peer must be host:port, got {peer!r}")
     return text
@@ -104,9 +107,11 @@ class _Poster:
     """Signed JSON POSTs to peers from daemon workers, at most one in flight per (peer, path)."""
 
     def __init__(
-        self, secret: str | None, clock_ms: Callable[[], int], timeout_ms: int, workers: int
+        self, secret: str | None, clock_ms: Callable[[], int], timeout_ms: int, workers: int,
+        tls: PeerTls | None = None,
     ) -> None:
         self._secret = secret
+        self._tls = tls
         self._clock_ms = clock_ms
         self._timeout_s = timeout_ms / 1000
         self._client: httpx.Client | None = None
@@ -120,7 +125,8 @@ class _Poster:
 
     def start(self) -> None:
         timeout = self._timeout_s
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)))
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)),
+                                    verify=client_context(self._tls) or True)  # fmt: skip
         for worker in self._workers:
             worker.start()
 
@@ -158,7 +164,8 @@ class _Poster:
         if self._client is None:
             return
         try:
-            answer = self._client.post(f"http://{peer}{path}", content=content, headers=headers)
+            answer = self._client.post(peer_url(self._tls, peer, path), content=content,
+                                       headers=headers)  # fmt: skip
         except httpx.HTTPError as exc:  # the peer is down or slow: liveness will tell
             log.debug("POST %s to %s failed: %r", path, peer, exc)
             return
@@ -206,7 +213,7 @@ class ClusterAgent:
         self._heartbeats = HeartbeatBook(settings.heartbeat)
         self._lags = LagBook()
         self._poster = _Poster(settings.auth_secret, clock_ms, settings.request_timeout_ms,
-                               max(2, sender_threads))  # fmt: skip
+                               max(2, sender_threads), settings.tls)  # fmt: skip
         self._start_ms = clock_ms()
         me = Member(settings.self_id, settings.tags, self._start_ms)
         self._follower = MembersFollower(

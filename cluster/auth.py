@@ -1,17 +1,24 @@
 """Authenticating traffic between servers: an HMAC over the request, checked in constant time. Pure.
 
-When ``cluster.auth.secret`` is set, every internal request (``/heartbeat``, ``/lag``, controller
+Every internal request (``/heartbeat``, ``/lag``, controller
 traffic, forwarded pull queries) carries ``X-Headwater-Auth: t=<ms>,sig=<hex>``, where ``sig`` is
 HMAC-SHA256 over ``t``, the method, the path and the body. A receiver accepts it only if the
 signature matches and ``t`` is within ``max_skew_ms`` of its own clock (so a captured request cannot
 be replayed later). Anything else is refused with 401 and changes nothing. The secret is never sent.
+
+The secret is ``cluster.auth.secret`` when set; otherwise the servers of a service agree on a
+generated one through the service's secret topic (``cluster._secret``): its records are
+:func:`encode_secret` values, and the first readable one in the log is the service's secret
+(:func:`first_secret`), so every server picks the same one whatever the order they start in.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 HEADER = "X-Headwater-Auth"
@@ -71,3 +78,34 @@ def verify(
     if not hmac.compare_digest(expected, match.group(2)):
         return Verdict(False, "bad signature")
     return Verdict(True)
+
+
+SECRET_FORMAT_VERSION = 1
+
+
+def encode_secret(secret: str) -> bytes:
+    """The secret-topic record value proposing ``secret``."""
+    return json.dumps({"v": SECRET_FORMAT_VERSION, "secret": secret},
+                      sort_keys=True, separators=(",", ":")).encode()  # fmt: skip
+
+
+def decode_secret(data: bytes | None) -> str | None:
+    """The secret a secret-topic record proposes (None: not a record this version reads)."""
+    try:
+        raw = json.loads(data or b"")
+    except ValueError:
+        return None
+    if not isinstance(raw, dict) or raw.get("v") != SECRET_FORMAT_VERSION:
+        return None
+    secret = raw.get("secret")
+    return secret if isinstance(secret, str) and len(secret) >= 32 else None
+
+
+def first_secret(values: Iterable[bytes | None]) -> str | None:
+    """The service's secret: the first readable proposal among the topic's record values, in
+    offset order (None: there is none yet)."""
+    for value in values:
+        secret = decode_secret(value)
+        if secret is not None:
+            return secret
+    return None

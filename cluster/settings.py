@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from headwater.cluster.liveness import DEFAULT_SETTINGS, HeartbeatSettings
+from headwater.cluster.tls import PeerTls
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +27,11 @@ class ClusterSettings:
         rack_tags: ``rack.aware.assignment.tags``: tag names standbys are spread over, in order.
         heartbeat: the five KLIP-12 heartbeat settings.
         lag_report_interval_ms: how often this server posts its store lags to its peers.
-        auth_secret: ``cluster.auth.secret``: when set, internal requests must be signed with it.
+        auth_secret: the secret internal requests are signed with: ``cluster.auth.secret``, or
+            None until the service's generated one is agreed on (``cluster._secret``).
         peers: ``cluster.peers``: servers to contact before the members topic names them.
         request_timeout_ms: timeout of one internal HTTP request (heartbeat, lag, forwarded query).
+        tls: how peers are reached over TLS (None: cleartext HTTP), see ``cluster.tls``.
     """
 
     self_id: str
@@ -40,6 +43,7 @@ class ClusterSettings:
     auth_secret: str | None = None
     peers: tuple[str, ...] = ()
     request_timeout_ms: int = 2000
+    tls: PeerTls | None = None
 
     def __post_init__(self) -> None:
         if ":" not in self.self_id:
@@ -54,6 +58,11 @@ class ClusterSettings:
 def members_topic(service_id: str) -> str:
     """The topic where the servers of a service announce themselves."""
     return f"_headwater-{service_id}-members"
+
+
+def secret_topic(service_id: str) -> str:
+    """The topic holding the service's generated internal-auth secret (``cluster._secret``)."""
+    return f"_headwater-{service_id}-secret"
 
 
 def control_topic(service_id: str) -> str:

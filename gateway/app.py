@@ -20,6 +20,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.engine.errors import EngineError
+from headwater.gateway.auth import Authentication, BasicAuthMiddleware
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
@@ -186,15 +187,26 @@ def create_app(
     services: Services,
     *,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+    authentication: Authentication | None = None,
 ) -> Starlette:
     """The HTTP API over ``services``.
 
     Args:
         services: what the handlers use.
         lifespan: an optional lifespan (e.g. one that stops the runner on shutdown).
+        authentication: require ``Authorization: Basic`` of these users (``gateway.auth``);
+            None: clients are not authenticated (``authentication.method=NONE``).
     """
+    middleware = [Middleware(KsqlMediaType)]
+    if authentication is not None:
+
+        def secret() -> str | None:
+            return services.cluster.settings.auth_secret if services.cluster is not None else None
+
+        middleware.append(Middleware(BasicAuthMiddleware, settings=authentication, secret=secret,
+                                     max_body_bytes=services.limits.max_body_bytes))  # fmt: skip
     app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan,
-                    middleware=[Middleware(KsqlMediaType)])  # fmt: skip
+                    middleware=middleware)  # fmt: skip
     app.state.services = services
     app.state.push_queries = PushQueries()
     return app

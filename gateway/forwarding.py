@@ -18,6 +18,7 @@ stay exact: the replica that answers checks its own lag against the query's boun
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -51,8 +52,10 @@ class Forwarding:
     """Per server: the peers' HTTP client (kept-alive connections) and routing inputs."""
 
     def __init__(self, ttl_s: float = ROUTING_TTL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic,
+                 tls: ssl.SSLContext | None = None) -> None:  # fmt: skip
         self._ttl_s = ttl_s
+        self._tls = tls
         self._clock = clock
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -60,6 +63,11 @@ class Forwarding:
         # idle connections per peer, for one event loop (a new loop starts an empty pool)
         self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
         self._idle_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` when peers are reached over TLS, else ``http``."""
+        return "http" if self._tls is None else "https"
 
     def client(self, timeout_s: float) -> httpx.Client:
         """The pooled client to peers (made on first use)."""
@@ -70,7 +78,7 @@ class Forwarding:
                     limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
                     self._client = httpx.Client(
                         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 0.5)),
-                        limits=limits)  # fmt: skip
+                        limits=limits, verify=self._tls or True)  # fmt: skip
                 client = self._client
         return client
 
@@ -85,7 +93,7 @@ class Forwarding:
 
     async def exchange(self, host: str, path: str, body: bytes, headers: Mapping[str, str],
                        timeout_s: float) -> tuple[int, bytes]:  # fmt: skip
-        """POST ``body`` to ``http://host/path`` on a kept-alive connection: (status, body).
+        """POST ``body`` to ``http(s)://host/path`` on a kept-alive connection: (status, body).
 
         A request that fails on a reused connection (the peer closed it meanwhile) is sent once
         more on a new one; pull queries are reads, so sending twice is harmless.
@@ -125,8 +133,11 @@ class Forwarding:
                 return connection, True
         name, _, port = host.rpartition(":")
         try:
-            return await asyncio.open_connection(name, int(port)), False
-        except (OSError, ValueError) as error:
+            if self._tls is None:
+                return await asyncio.open_connection(name, int(port)), False
+            return await asyncio.open_connection(name, int(port), ssl=self._tls,
+                                                 server_hostname=name.strip("[]")), False
+        except (OSError, ValueError, ssl.SSLError) as error:
             raise ExchangeFailed(f"{host}: {error}") from None
 
     def invalidate(self) -> None:

@@ -135,11 +135,11 @@ PATHS: dict[str, dict[str, Any]] = {
         "responses": {"200": _json("status and message"), **_errors(404)},
     }},
     "/heartbeat": {"post": {
-        "summary": "Internal: a peer's heartbeat (KLIP-12); signed when cluster.auth.secret is set",
+        "summary": "Internal: a peer's heartbeat (KLIP-12); signed with the cluster's secret",
         "responses": {"200": _json("recorded"), **_errors(400, 401)},
     }},
     "/lag": {"post": {
-        "summary": "Internal: a peer's store lags (KIP-535); signed when cluster.auth.secret is set",
+        "summary": "Internal: a peer's store lags (KIP-535); signed with the cluster's secret",
         "responses": {"200": _json("recorded"), **_errors(400, 401)},
     }},
     "/clusterStatus": {"get": {
@@ -167,7 +167,14 @@ def openapi_document() -> dict[str, Any]:
             "description": "ksqlDB's REST API over a SQL-first streaming database for Kafka.",
         },
         "paths": PATHS,
-        "components": {"schemas": {
-            "Error": _ERROR, "KsqlRequest": _KSQL_REQUEST, "QueryStreamRequest": _QUERY_STREAM_REQUEST,
-        }},
+        "components": {
+            "schemas": {"Error": _ERROR, "KsqlRequest": _KSQL_REQUEST,
+                        "QueryStreamRequest": _QUERY_STREAM_REQUEST},
+            "securitySchemes": {"basic": {
+                "type": "http", "scheme": "basic",
+                "description": "Only with authentication.method=BASIC; then every path but "
+                               "/healthcheck (and authentication.skip.paths) answers 401 "
+                               "(error_code 40100, WWW-Authenticate: Basic) without it",
+            }},
+        },
     }  # fmt: skip

@@ -10,12 +10,14 @@ UNKNOWN, with the reason, rather than a guess.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from headwater.cluster.auth import HEADER, sign
 from headwater.engine.persistent.analyzer import QueryDescription, describe_query
 from headwater.engine.persistent.compile import QueryCompileError
 from headwater.engine.persistent.operators import parse_persistent
@@ -50,8 +52,13 @@ def remote_statuses(services: Services) -> dict[str, dict[str, Any]]:
     controller = control.state().controller
     if not controller:
         return {}
+    secret = services.cluster.settings.auth_secret if services.cluster is not None else None
+    headers = {HEADER: sign(secret, int(time.time() * 1000), "GET", "/queryStatus", b"")} \
+        if secret else {}  # fmt: skip
     try:
-        answer = httpx.get(f"http://{controller}/queryStatus", timeout=_REMOTE_TIMEOUT_S)
+        answer = services.forwarding.client(_REMOTE_TIMEOUT_S).get(
+            f"{services.forwarding.scheme}://{controller}/queryStatus", headers=headers,
+            timeout=_REMOTE_TIMEOUT_S)  # fmt: skip
         queries = answer.json().get("queries", {}) if answer.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return {}

@@ -250,7 +250,7 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
 
 
 def _check_internal(services: Services, request: Request, body: bytes) -> None:
-    """A forwarded query must be signed when ``cluster.auth.secret`` is set (401 otherwise)."""
+    """A forwarded query must be signed with the cluster's secret (401 otherwise)."""
     secret = services.cluster.settings.auth_secret if services.cluster is not None else None
     check_internal_auth(request, secret or None, body)
 

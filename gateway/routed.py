@@ -4,8 +4,8 @@ For each partition the query reads, ``cluster.routing.route`` orders the replica
 (the active if alive and within the bounds, else live standbys by increasing lag), from the
 controller's assignment, this server's view of who is alive and the lag reports. Partitions this
 server should serve run here; the others are forwarded, grouped by host and in parallel, as a
-``POST /query`` naming the partitions to read (``headwater.internal.partitions``), signed when
-``cluster.auth.secret`` is set. A host that fails is replaced by the partition's next replica within
+``POST /query`` naming the partitions to read (``headwater.internal.partitions``), signed with
+the cluster's secret. A host that fails is replaced by the partition's next replica within
 the same request. The receiving server reads only those partitions, checks its own live position
 against the bound (never trusting gossip alone), and answers with its ``servedBy``.
 
@@ -293,7 +293,8 @@ def forward(
     """
     body, headers = forward_request(services, text, properties, partitions)
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
-    response = _client(services).post(f"http://{host}/query", content=body, headers=headers,
+    url = f"{services.forwarding.scheme}://{host}/query"
+    response = _client(services).post(url, content=body, headers=headers,
                                       **extra)  # fmt: skip
     return partial_answer(host, partitions, response.status_code, response.content)
 

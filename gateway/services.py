@@ -8,6 +8,7 @@ Does I/O (Kafka) in :func:`open_services` only. Handlers reach the object throug
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -19,11 +20,13 @@ from confluent_kafka.admin import AdminClient
 from starlette.requests import Request
 
 import headwater
+from headwater.cluster._secret import agree_secret
 from headwater.cluster.agent import ClusterAgent
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.controller import ControlPlane
 from headwater.cluster.epochs import ControlState
 from headwater.cluster.settings import ClusterSettings
+from headwater.cluster.tls import client_context
 from headwater.engine.persistent import QUERY_ANALYZER
 from headwater.engine.schema_inference import schema_facts
 from headwater.engine.schema_registry import SchemaRegistry
@@ -252,7 +255,7 @@ def open_services(
             queries.start()
             stack.callback(queries.close)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
-        forwarding = Forwarding()
+        forwarding = Forwarding(tls=client_context(cluster.tls if cluster is not None else None))
         stack.callback(forwarding.close)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
@@ -286,7 +289,13 @@ def _join_cluster(
     tables: MaterializedTables,
     stack: ExitStack,
 ) -> tuple[ClusterAgent, ControlPlane]:
-    """Start membership/heartbeats/lag reports and the control plane; hold what it assigns."""
+    """Start membership/heartbeats/lag reports and the control plane; hold what it assigns.
+
+    Without ``cluster.auth.secret`` the service's generated secret is agreed on first
+    (``cluster._secret``): internal requests are signed, and checked, from the first one on.
+    """
+    if cluster.auth_secret is None:
+        cluster = dataclasses.replace(cluster, auth_secret=agree_secret(settings, service_id))
     agent = ClusterAgent(settings, service_id, cluster, tables.local_lags)
     agent.start()
     stack.callback(agent.stop)

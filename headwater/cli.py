@@ -9,6 +9,7 @@ from typing import IO
 
 import click
 
+from headwater.shell.login import login_of
 from headwater.shell.main import (
     Hooks,
     open_shell,
@@ -76,14 +77,15 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
             text, name = script
             hooks = ctx.find_object(Hooks) or Hooks()
             code = run_text(text, name, settings_for(servers, output, defines=parse_defines(defines),
-                                                     history_file=None),
+                                                     history_file=None, login=login_of(ctx)),
                             transport=hooks.transport)  # fmt: skip
         elif sys.stdin.isatty():
-            code = open_shell(list(servers), output, defines=parse_defines(defines))
+            code = open_shell(list(servers), output, defines=parse_defines(defines),
+                              login=login_of(ctx))  # fmt: skip
         else:  # `headwater < script.sql`: run it as `headwater run -` would
             code = run_text(sys.stdin.read(), "<stdin>",
                             settings_for(servers, output, defines=parse_defines(defines),
-                                         history_file=None))  # fmt: skip
+                                         history_file=None, login=login_of(ctx)))  # fmt: skip
     finally:
         if node is not None and node.process is not None:
             try:
@@ -164,7 +166,7 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
            config_file: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
     from headwater.config import ConfigError, load
-    from headwater.http_server import UnknownHttpServer
+    from headwater.http_server import UnknownHttpServer, UnsupportedTls
     from headwater.kafka.errors import BrokerError, KafkaEdgeError
     from headwater.server import Node, StateDirInUse, serve
 
@@ -191,9 +193,9 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
 
     try:
         serve(config, in_memory=in_memory, on_ready=ready)
-    except (KafkaEdgeError, BrokerError, StateDirInUse) as exc:
+    except (KafkaEdgeError, BrokerError, StateDirInUse, ConfigError) as exc:
         raise click.ClickException(str(exc)) from exc
-    except UnknownHttpServer as exc:  # HEADWATER_HTTP_SERVER / _LOOP / _UVICORN_HTTP
+    except (UnknownHttpServer, UnsupportedTls) as exc:  # HEADWATER_HTTP_SERVER / _LOOP / ...
         raise click.UsageError(str(exc)) from exc
     click.echo("server stopped")
 

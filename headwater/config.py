@@ -61,6 +61,13 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
+def _auth_method(text: str) -> str:
+    value = text.strip().upper()
+    if value not in ("NONE", "BASIC"):
+        raise ValueError("expected NONE or BASIC")
+    return value
+
+
 def _optional_listener(text: str) -> tuple[str, int] | None:
     return _listener(text) if text.strip() else None
 
@@ -68,7 +75,7 @@ def _optional_listener(text: str) -> tuple[str, int] | None:
 def _listener(text: str) -> tuple[str, int]:
     match = re.fullmatch(r"(?:https?://)?\[?([^\]/]+?)\]?:(\d+)/?", text.strip())
     if match is None:
-        raise ValueError("expected http://HOST:PORT")
+        raise ValueError("expected http://HOST:PORT or https://HOST:PORT")
     port = int(match.group(2))
     if not 0 <= port <= 65535:
         raise ValueError("a port is 0..65535")
@@ -90,7 +97,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Kafka cluster host:port[,...]; unset: start the embedded broker in the state dir."),
     Setting("ksql.service.id", "service_id", _service_id,
             "Servers with the same service id share one catalog (and command topic)."),
-    Setting("listeners", "listener", _listener, "Where the HTTP API listens (http://HOST:PORT)."),
+    Setting("listeners", "listener", _listener,
+            "Where the HTTP API listens (http://HOST:PORT, or https://HOST:PORT with ssl.*)."),
     Setting("state.dir", "state_dir", _optional_text,
             "Catalog snapshots, table stores and the embedded broker's data."),
     Setting("ksql.query.pull.table.scan.enabled", "pull_table_scan_enabled", _bool,
@@ -142,7 +150,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ksql.lag.reporting.send.interval.ms", "lag_report_interval_ms", _int(1),
             "How often a server posts its store lags to its peers."),
     Setting("cluster.auth.secret", "auth_secret", _optional_text,
-            "When set, heartbeats, lag reports and forwarded queries must be signed with it."),
+            "Secret signing heartbeats, lag reports and forwarded queries; unset: the service's "
+            "servers generate one and share it through Kafka (internal traffic is signed either way)."),
+    Setting("authentication.method", "auth_method", _auth_method,
+            "NONE, or BASIC: clients must send HTTP Basic credentials of a user of "
+            "authentication.basic.credentials.file."),
+    Setting("authentication.basic.credentials.file", "auth_credentials_file", _optional_text,
+            "The users for BASIC: lines 'user: password[,role...]', the password plain or "
+            "sha256:<hex>."),
+    Setting("authentication.realm", "auth_realm", _text,
+            "The realm a 401 names in its WWW-Authenticate header."),
+    Setting("authentication.roles", "auth_roles", _list,
+            "Comma-separated roles a user needs one of (*: any listed user)."),
+    Setting("authentication.skip.paths", "auth_skip_paths", _list,
+            "Comma-separated paths open without credentials (* wildcards); /healthcheck is "
+            "always open."),
+    Setting("ssl.certificate.location", "tls_cert_file", _optional_text,
+            "PEM certificate (chain) of the listener; set: the API and internal traffic use TLS."),
+    Setting("ssl.key.location", "tls_key_file", _optional_text,
+            "PEM private key of ssl.certificate.location."),
+    Setting("ssl.key.password", "tls_key_password", _optional_text,
+            "Password of an encrypted ssl.key.location."),
+    Setting("ssl.ca.location", "tls_ca_file", _optional_text,
+            "PEM CA certificates peers' certificates are verified with; unset: the system's CAs "
+            "and ssl.certificate.location itself (one self-signed certificate for all servers)."),
     Setting("spark.master", "spark_master", _text,
             "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT."),
     Setting("ksql.query.persistent.enabled", "persistent_queries_enabled", _bool,
@@ -163,6 +194,9 @@ SETTINGS: tuple[Setting, ...] = (
 """Every key a properties file or ``--set`` may use."""
 
 _BY_KEY = {s.key: s for s in SETTINGS}
+
+HIDDEN = frozenset({"cluster.auth.secret", "ssl.key.password"})
+"""Keys whose values :func:`as_text` never shows (SHOW PROPERTIES lists the settings)."""
 
 TAG_PREFIX = "client.tag."
 """``client.tag.<name>=<value>``: this server's tags (any name), for rack-aware standbys."""
@@ -202,6 +236,15 @@ class ServerConfig:
     heartbeat_received_threshold: int = 2
     lag_report_interval_ms: int = 200
     auth_secret: str | None = None
+    auth_method: str = "NONE"
+    auth_credentials_file: str | None = None
+    auth_realm: str = "headwater"
+    auth_roles: tuple[str, ...] = ("*",)
+    auth_skip_paths: tuple[str, ...] = ()
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_key_password: str | None = None
+    tls_ca_file: str | None = None
     spark_master: str = "local[*]"
     persistent_queries_enabled: bool = True
     checkpoint_root: str | None = None
@@ -221,6 +264,16 @@ class ServerConfig:
         return self.listener[1]
 
     @property
+    def tls(self) -> bool:
+        """Whether the listener (and so internal traffic) uses TLS."""
+        return self.tls_cert_file is not None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` with TLS, else ``http``."""
+        return "https" if self.tls else "http"
+
+    @property
     def advertised(self) -> str:
         """``host:port`` where peers reach this server."""
         host, port = self.advertised_listener or self.listener
@@ -237,17 +290,19 @@ def defaults() -> dict[str, str]:
 
 
 def as_text(config: ServerConfig) -> dict[str, str]:
-    """Each key with its value in ``config`` as text, as a properties file writes it."""
+    """Each key with its value in ``config`` as text, as a properties file writes it (a set
+    :data:`HIDDEN` one as ``[hidden]``)."""
     shown: dict[str, str] = {}
     for setting in SETTINGS:
         value = getattr(config, setting.field)
         if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], int):
-            value = f"http://{value[0]}:{value[1]}"
+            value = f"{config.scheme}://{value[0]}:{value[1]}"
         elif isinstance(value, tuple):
             value = ",".join(value)
         elif isinstance(value, bool):
             value = str(value).lower()
-        shown[setting.key] = "" if value is None else str(value)
+        shown[setting.key] = "" if value is None else "[hidden]" if setting.key in HIDDEN \
+            else str(value)  # fmt: skip
     return shown
 
 
@@ -313,7 +368,10 @@ def load(
         items.append((key.strip(), value, "--set"))
     values: dict[str, Any] = {}
     tags: dict[str, str] = {}
+    https = False
     for key, value, origin in items:
+        if key in ("listeners", "ksql.advertised.listener"):
+            https = https or value.strip().lower().startswith("https://")
         if key.startswith(TAG_PREFIX) and len(key) > len(TAG_PREFIX):
             tags[key[len(TAG_PREFIX):]] = value.strip()
             continue
@@ -331,6 +389,12 @@ def load(
     if unknown:
         raise ConfigError(f"not settings: {', '.join(sorted(unknown))}")
     config = ServerConfig(**values)
+    if https and not config.tls:
+        raise ConfigError("an https:// listener needs ssl.certificate.location and ssl.key.location")
+    if config.tls != (config.tls_key_file is not None):
+        raise ConfigError("ssl.certificate.location and ssl.key.location go together")
+    if config.auth_method == "BASIC" and not config.auth_credentials_file:
+        raise ConfigError("authentication.method=BASIC needs authentication.basic.credentials.file")
     try:
         heartbeat_settings(config)
     except ValueError as exc:

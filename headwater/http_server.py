@@ -8,7 +8,9 @@ both on one port: a connection opening with HTTP/2's preface is HTTP/2, any othe
 granian won ``bench/pull_qps.py`` among the two (HTTP/1.1 as fast as uvicorn, HTTP/2 about a
 quarter less CPU per query than hypercorn's); its embedded server (the one an app built in this
 process needs) is still marked experimental upstream, so hypercorn and uvicorn stay one
-environment variable away: ``HEADWATER_HTTP_SERVER`` (:func:`settings_from_env`).
+environment variable away: ``HEADWATER_HTTP_SERVER`` (:func:`settings_from_env`). All three serve
+HTTPS with ``tls_cert_file``/``tls_key_file`` (HTTP/2 then by ALPN where the server offers it);
+granian cannot read an encrypted key (:class:`UnsupportedTls`).
 
 Every kind runs on an event loop this module makes (asyncio's unless ``loop`` says uvloop),
 stops gracefully on SIGINT/SIGTERM (received in the main thread; never re-raised, so the caller
@@ -86,6 +88,9 @@ class HttpServerSettings:
             the connection is closed (granian; half-open requests must not pile up).
         max_requests: requests served at once before new ones wait (granian's backpressure).
         max_header_bytes: the largest header block an HTTP/2 client may send (granian).
+        tls_cert_file: a PEM certificate (chain): serve HTTPS (None: cleartext).
+        tls_key_file: the PEM private key of ``tls_cert_file``.
+        tls_key_password: the key's password, when it is encrypted.
     """
 
     host: str = "127.0.0.1"
@@ -99,10 +104,26 @@ class HttpServerSettings:
     header_read_timeout_s: float = 5.0
     max_requests: int = 2048
     max_header_bytes: int = 64 * 1024
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_key_password: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tls_key_password is not None and self.kind is HttpServerKind.GRANIAN:
+            # granian 2.8 aborts the process (a Rust panic) on every encrypted PEM key format
+            # OpenSSL writes (PKCS#8 v1 and v2, traditional): refused here, before it starts.
+            raise UnsupportedTls(
+                "granian cannot read an encrypted key (ssl.key.password): serve with "
+                f"{ENV_VAR}=hypercorn or {ENV_VAR}=uvicorn, or use an unencrypted key file "
+                "readable only by the server's user")
 
 
 class UnknownHttpServer(ValueError):
     """``HEADWATER_HTTP_SERVER`` names no known server."""
+
+
+class UnsupportedTls(ValueError):
+    """The chosen HTTP server cannot serve TLS as configured."""
 
 
 def settings_from_env(environ: Mapping[str, str], *, host: str, port: int
@@ -254,11 +275,15 @@ async def _hypercorn(server: HttpServer, ready: OnStarted) -> None:
     # hypercorn closes a connection after 1,000 requests by default; ksqlDB's clients send every
     # request of a session over one HTTP/2 connection (and uvicorn has no such limit).
     config.keep_alive_max_requests = 2**62
+    if settings.tls_cert_file is not None:
+        config.certfile, config.keyfile = settings.tls_cert_file, settings.tls_key_file
+        config.keyfile_password = settings.tls_key_password
     # Bound here so that port 0 tells its port; hypercorn serves a duplicate of the descriptor
     # (and closes that one), this function closes its own.
     sockets = config.create_sockets()
-    server.port = sockets.insecure_sockets[0].getsockname()[1]
-    config.bind = [f"fd://{os.dup(sock.fileno())}" for sock in sockets.insecure_sockets]
+    bound = sockets.secure_sockets or sockets.insecure_sockets
+    server.port = bound[0].getsockname()[1]
+    config.bind = [f"fd://{os.dup(sock.fileno())}" for sock in bound]
 
     async def until_stopped() -> None:
         # hypercorn awaits the trigger once every socket is listening: the moment we are ready.
@@ -275,7 +300,7 @@ async def _hypercorn(server: HttpServer, ready: OnStarted) -> None:
         # itself went through, so it is logged, not raised.
         log.warning("hypercorn: errors while closing connections at shutdown", exc_info=True)
     finally:
-        for sock in sockets.insecure_sockets:
+        for sock in bound:
             sock.close()
 
 
@@ -287,7 +312,9 @@ async def _uvicorn(server: HttpServer, ready: OnStarted) -> None:
                             log_level=settings.log_level, backlog=settings.backlog,
                             http=settings.uvicorn_http,
                             timeout_graceful_shutdown=max(1, round(settings.graceful_timeout_s)),
-                            lifespan="on")  # fmt: skip
+                            lifespan="on", ssl_certfile=settings.tls_cert_file,
+                            ssl_keyfile=settings.tls_key_file,
+                            ssl_keyfile_password=settings.tls_key_password)  # fmt: skip
     instance = _uvicorn_class()(config)
 
     async def watch() -> None:
@@ -336,7 +363,7 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
                       http1_settings=HTTP1Settings(
                           header_read_timeout=round(settings.header_read_timeout_s * 1000)),
                       http2_settings=HTTP2Settings(max_headers_size=settings.max_header_bytes),
-                      )  # fmt: skip
+                      **_granian_tls(settings))  # fmt: skip
     instance.workers_kill_timeout = max(1, round(settings.graceful_timeout_s))
     logging.getLogger("_granian").addFilter(_not_experimental)  # after granian's own log setup
 
@@ -363,6 +390,17 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
                     settings.graceful_timeout_s)  # fmt: skip
     finally:
         watcher.cancel()
+
+
+def _granian_tls(settings: HttpServerSettings) -> dict[str, Any]:
+    """granian's TLS arguments (none for cleartext)."""
+    if settings.tls_cert_file is None:
+        return {}
+    from pathlib import Path
+
+    return {"ssl_cert": Path(settings.tls_cert_file),
+            "ssl_key": Path(settings.tls_key_file) if settings.tls_key_file else None,
+            "ssl_key_password": settings.tls_key_password}  # fmt: skip
 
 
 async def _when_listening(host: str, port: int, ready: OnStarted, timeout_s: float = 10.0) -> None:

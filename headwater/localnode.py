@@ -53,11 +53,14 @@ class LocalNode:
 
 
 def answering(url: str, timeout_s: float = 1.0) -> bool:
-    """Whether a headwater (or ksqlDB) server answers ``GET /info`` at ``url``."""
+    """Whether a headwater (or ksqlDB) server answers ``GET /info`` at ``url`` (one that asks for
+    credentials, ``authentication.method=BASIC``, answers too: the shell then says it refused)."""
     try:
         response = httpx.get(f"{url}/info", timeout=timeout_s)
     except httpx.HTTPError:
         return False
+    if response.status_code == 401:
+        return response.headers.get("WWW-Authenticate", "").lower().startswith("basic")
     return response.status_code == 200 and "KsqlServerInfo" in response.text
 
 

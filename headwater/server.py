@@ -14,21 +14,24 @@ import fcntl
 import logging
 import os
 import shutil
+import ssl
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from starlette.applications import Starlette
 
 from headwater.cluster.settings import ClusterSettings
-from headwater.config import ServerConfig, as_text, defaults, heartbeat_settings
+from headwater.cluster.tls import PeerTls, client_context
+from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
+from headwater.gateway.auth import Authentication, BadCredentialsFile, load_credentials
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
 from headwater.http_server import serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
@@ -121,7 +124,46 @@ def cluster_settings_of(config: ServerConfig) -> ClusterSettings:
         lag_report_interval_ms=config.lag_report_interval_ms,
         auth_secret=config.auth_secret,
         peers=config.peers,
+        tls=PeerTls(config.tls_ca_file, config.tls_cert_file) if config.tls else None,
     )
+
+
+def authentication_of(config: ServerConfig) -> Authentication | None:
+    """How clients authenticate (None: ``authentication.method=NONE``), the credentials file read.
+
+    Raises:
+        ConfigError: the credentials file cannot be read or has a malformed line.
+    """
+    if config.auth_method != "BASIC" or not config.auth_credentials_file:
+        return None
+    try:
+        users = load_credentials(Path(config.auth_credentials_file))
+    except BadCredentialsFile as exc:
+        raise ConfigError(f"authentication.basic.credentials.file: {exc}") from None
+    if not users:
+        log.warning("%s lists no user: every request but the open paths will be refused",
+                    config.auth_credentials_file)  # fmt: skip
+    return Authentication(config.auth_realm, users, config.auth_roles, config.auth_skip_paths)
+
+
+def check_tls(config: ServerConfig) -> None:
+    """Load the listener's certificate and key, and the peers' CA file, once before anything
+    starts, so that a wrong path or password is a clear error instead of a server's traceback.
+
+    Raises:
+        ConfigError: a file cannot be read, is not PEM, or the key does not fit or decrypt.
+    """
+    if not config.tls or config.tls_cert_file is None:
+        return
+    try:
+        server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        # never "" for a password: OpenSSL would prompt on the terminal for an encrypted key
+        server.load_cert_chain(config.tls_cert_file, config.tls_key_file,
+                               config.tls_key_password or "")  # fmt: skip
+        client_context(PeerTls(config.tls_ca_file, config.tls_cert_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"TLS files (ssl.certificate.location, ssl.key.location, "
+                          f"ssl.ca.location): {exc}") from None
 
 
 def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
@@ -180,11 +222,17 @@ def serve(
 
     Raises:
         UnknownHttpServer: an ``HEADWATER_HTTP_*`` variable names no known choice.
+        UnsupportedTls: ``ssl.key.password`` with granian, which cannot read encrypted keys.
+        ConfigError: the credentials file or a TLS file cannot be read.
         StateDirInUse: another server holds the state folder.
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
     """
-    http = settings_from_env(os.environ, host=config.host, port=config.port)
+    http = replace(settings_from_env(os.environ, host=config.host, port=config.port),
+                   tls_cert_file=config.tls_cert_file, tls_key_file=config.tls_key_file,
+                   tls_key_password=config.tls_key_password)  # fmt: skip
+    authentication = authentication_of(config)
+    check_tls(config)
     with ExitStack() as stack:
         state_dir: Path | None = None
         if in_memory:
@@ -222,7 +270,7 @@ def serve(
             )
         )
         if on_ready is not None:
-            on_ready(Node(f"http://{config.host}:{config.port}", bootstrap, state_dir, embedded,
+            on_ready(Node(f"{config.scheme}://{config.host}:{config.port}", bootstrap, state_dir, embedded,
                           services))
-        app = create_app(services)
+        app = create_app(services, authentication=authentication)
         serve_app(app, http, on_stopping=lambda: _end_push_queries(app))

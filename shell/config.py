@@ -51,6 +51,8 @@ class ShellSettings:
         refresh_catalog: rebuild completion names from the server in a background thread.
         connect_timeout_s: seconds to wait for each server's TCP connection.
         timeout_s: seconds to wait for an answer.
+        user, password: HTTP Basic credentials (None: none sent).
+        ca_file: the CA file https:// servers are verified with (None: the system's CAs).
     """
 
     servers: tuple[str, ...] = (DEFAULT_SERVER,)
@@ -61,3 +63,6 @@ class ShellSettings:
     refresh_catalog: bool = True
     connect_timeout_s: float = 5.0
     timeout_s: float = 60.0
+    user: str | None = None
+    password: str | None = None
+    ca_file: str | None = None

@@ -189,7 +189,9 @@ class Executor:
             except dbapi.Error as exc:
                 line, column, exact = _located(statement, exc.line, exc.column)
                 raise StatementFailed(
-                    exc.message, source_name=source_name, source_text=text, line=line,
+                    f"authentication failed: {exc.message}"
+                    if isinstance(exc, dbapi.AuthorizationError) else exc.message,
+                    source_name=source_name, source_text=text, line=line,
                     column=column, statement_text=statement.text, error_code=exc.error_code,
                     has_position=exact and exc.error_code == 40001,
                 ) from exc  # fmt: skip

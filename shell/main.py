@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from .config import DEFAULT_SERVER, OutputFormat, ShellSettings, history_path
+from .login import Login, login_of, login_options
 
 if TYPE_CHECKING:
     import httpx
@@ -68,8 +69,10 @@ def settings_for(
     defines: Mapping[str, str] | None = None,
     history_file: Path | None | object = _DEFAULT_HISTORY,
     refresh_catalog: bool = True,
+    login: Login | None = None,
 ) -> ShellSettings:
     """The settings of one run, from the command line (and the environment for the history)."""
+    login = login or Login()
     history = history_path(os.environ) if history_file is _DEFAULT_HISTORY else history_file
     return ShellSettings(
         servers=_servers(servers),
@@ -77,6 +80,7 @@ def settings_for(
         variables=dict(defines or {}),
         history_file=history if isinstance(history, Path) else None,
         refresh_catalog=refresh_catalog,
+        user=login.user, password=login.password, ca_file=login.ca_file,
     )
 
 
@@ -90,6 +94,9 @@ def _connect(settings: ShellSettings, transport: httpx.BaseTransport | None) -> 
         session_variables=settings.variables,
         retries=1,
         transport=transport,
+        user=settings.user,
+        password=settings.password if settings.user is not None else None,
+        verify=settings.ca_file or True,
     )
 
 
@@ -120,6 +127,7 @@ def open_shell(
     defines: Mapping[str, str] | None = None,
     history_file: Path | None | object = _DEFAULT_HISTORY,
     refresh_catalog: bool = True,
+    login: Login | None = None,
     transport: httpx.BaseTransport | None = None,
     input: Input | None = None,
     output_device: Output | None = None,
@@ -132,6 +140,7 @@ def open_shell(
         defines: variables defined up front.
         history_file: the history file; default $XDG_DATA_HOME/headwater/history; None: none.
         refresh_catalog: keep completion names in step with the server (background thread).
+        login: the user, password and CA file (``-u``, ``--password``, ``--ca-file``).
         transport, input, output_device: an httpx transport and prompt_toolkit devices (tests).
 
     Returns:
@@ -148,9 +157,10 @@ def open_shell(
     from .runner import Runner
 
     settings = settings_for(servers, output, defines=defines, history_file=history_file,
-                            refresh_catalog=refresh_catalog)  # fmt: skip
+                            refresh_catalog=refresh_catalog, login=login)  # fmt: skip
     with _connect(settings, transport) as connection:
-        _banner(connection)
+        if not _banner(connection):
+            return 1
         completer = ShellCompleter()
 
         def publish(metadata: Any) -> None:
@@ -181,25 +191,31 @@ def open_shell(
             return 1
 
 
-def _banner(connection: dbapi.Connection) -> None:
+def _banner(connection: dbapi.Connection) -> bool:
+    """Greets; False (and says why) when the server refuses the credentials."""
     from headwater.gateway import dbapi
 
     try:
         info = connection.server_info()
+    except dbapi.AuthorizationError as exc:
+        click.echo(f"authentication failed: {exc.message} ({connection.server_url})", err=True)
+        return False
     except dbapi.Error as exc:
         click.echo(f"Warning: no server answered yet ({exc.message}); statements will be sent to "
                    f"{', '.join(connection.urls)} when you run them.", err=True)  # fmt: skip
-        return
+        return True
     click.echo(f"headwater shell, connected to {connection.server_url} "
                f"(ksqlDB {info.get('version', '?')} API, "
                f"service id {info.get('ksqlServiceId', '?')}). Type 'help' for help.")  # fmt: skip
+    return True
 
 
 # -- click -------------------------------------------------------------------------------------------
 
 
 def shell_options(function: F) -> F:
-    """--server (repeatable), --output and --define, for `headwater` itself and its commands."""
+    """--server (repeatable), --output, --define and the login options (``shell.login``), for
+    `headwater` itself and its commands."""
     options = [
         click.option("--server", "-s", "servers", multiple=True, metavar="URL",
                      help=f"A server URL (repeatable, or comma-separated); the next one is "
@@ -212,7 +228,7 @@ def shell_options(function: F) -> F:
     ]  # fmt: skip
     for option in reversed(options):
         function = option(function)
-    return function
+    return login_options(function)
 
 
 @click.command("shell")
@@ -225,7 +241,7 @@ def shell_command(ctx: click.Context, servers: tuple[str, ...], output: str,
     hooks = ctx.find_object(Hooks) or Hooks()
     history: Path | None | object = None if no_history else _DEFAULT_HISTORY
     ctx.exit(open_shell(list(servers), output, defines=parse_defines(defines), history_file=history,
-                        transport=hooks.transport))  # fmt: skip
+                        login=login_of(ctx), transport=hooks.transport))  # fmt: skip
 
 
 def script_text(statements: tuple[str, ...], path: str | None) -> tuple[str, str]:
@@ -275,5 +291,6 @@ def run_command(ctx: click.Context, script: str | None, file_: str | None,
         raise click.UsageError("give exactly one of SCRIPT, -f FILE or -e SQL")
     text, name = script_text(statements, sources[0] if sources else None)
     hooks = ctx.find_object(Hooks) or Hooks()
-    settings = settings_for(servers, output, defines=parse_defines(defines), history_file=None)
+    settings = settings_for(servers, output, defines=parse_defines(defines), history_file=None,
+                            login=login_of(ctx))  # fmt: skip
     ctx.exit(run_text(text, name, settings, transport=hooks.transport))

@@ -17,6 +17,7 @@ import gc
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -100,10 +101,15 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 class ServerProcess:
     """A ``headwater server`` child process on a free port (see ``server_factory``)."""
 
-    def __init__(self, args: list[str], port: int, log_path: Path) -> None:
+    def __init__(self, args: list[str], port: int, log_path: Path, *,
+                 tls_ca: str | None = None) -> None:  # fmt: skip
         self.args = args
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{port}"
+        # with TLS: clients verify the server with the CA file
+        self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=tls_ca) \
+            if tls_ca else True  # fmt: skip
+        self.auth: tuple[str, str] | None = None  # HTTP Basic credentials of ksql() and query()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -126,7 +132,8 @@ class ServerProcess:
             if self.process.poll() is not None:
                 pytest.fail(f"server exited with {self.process.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/healthcheck", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/healthcheck", timeout=1,
+                             verify=self.verify).status_code == 200:  # fmt: skip
                     return
             except httpx.HTTPError:
                 pass
@@ -157,10 +164,12 @@ class ServerProcess:
         return self.process.returncode
 
     def ksql(self, sql: str, **fields: object) -> httpx.Response:
-        return httpx.post(f"{self.url}/ksql", json={"ksql": sql, **fields}, timeout=30)
+        return httpx.post(f"{self.url}/ksql", json={"ksql": sql, **fields}, timeout=30,
+                          verify=self.verify, auth=self.auth)  # fmt: skip
 
     def query(self, sql: str, **fields: object) -> httpx.Response:
-        return httpx.post(f"{self.url}/query", json={"ksql": sql, **fields}, timeout=30)
+        return httpx.post(f"{self.url}/query", json={"ksql": sql, **fields}, timeout=30,
+                          verify=self.verify, auth=self.auth)  # fmt: skip
 
 
 ServerFactory = Callable[..., ServerProcess]
@@ -217,8 +226,9 @@ def _making_servers(folder: Path) -> Iterator[ServerFactory]:
     made: list[ServerProcess] = []
     before = _spark_pids()
 
-    def make(*args: str, start: bool = True) -> ServerProcess:
-        server = ServerProcess(list(args), free_port(), folder / f"server-{len(made)}.log")
+    def make(*args: str, start: bool = True, tls_ca: str | None = None) -> ServerProcess:
+        server = ServerProcess(list(args), free_port(), folder / f"server-{len(made)}.log",
+                               tls_ca=tls_ca)  # fmt: skip
         made.append(server)
         return server.start() if start else server
 
@@ -232,7 +242,8 @@ def _making_servers(folder: Path) -> Iterator[ServerFactory]:
 
 @pytest.fixture
 def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerFactory]:
-    """Make ``headwater server`` processes: ``factory(*args, start=True)``; all stopped at teardown,
+    """Make ``headwater server`` processes: ``factory(*args, start=True, tls_ca=None)`` (``tls_ca``:
+    the server listens with TLS, and its helpers verify it with that CA file); all stopped at teardown,
     after which no Spark process they started may be left.
 
     Each gets a free port and a log file in ``tmp_path``; pass ``-b``, ``--state-dir`` etc. in args.
@@ -246,3 +257,17 @@ def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """As ``server_factory``, for servers every test of a module shares (stopped after the last)."""
     with _making_servers(tmp_path_factory.mktemp("servers")) as make:
         yield make
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and localhost) and its unencrypted key, as PEM
+    files (made with openssl: ``cryptography`` is not a dependency)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key

@@ -112,3 +112,76 @@ def test_cluster_settings_and_client_tags() -> None:
 def test_heartbeat_settings_must_fit_together() -> None:
     with pytest.raises(ConfigError, match="heartbeat settings"):
         load(overrides=["ksql.heartbeat.window.ms=100"])
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (["listeners=https://0.0.0.0:8443"], "needs ssl.certificate.location"),
+        (["ssl.certificate.location=c.pem"], "go together"),
+        (["authentication.method=BASIC"], "needs authentication.basic.credentials.file"),
+        (["authentication.method=DIGEST"], "expected NONE or BASIC"),
+    ],
+)
+def test_security_settings_that_do_not_fit_together(items: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(overrides=items)
+
+
+def test_security_settings() -> None:
+    config = load(overrides=[
+        "listeners=https://0.0.0.0:8443", "ssl.certificate.location=c.pem",
+        "ssl.key.location=k.pem", "authentication.method=basic",
+        "authentication.basic.credentials.file=users", "authentication.skip.paths=/info, /x/*",
+    ])  # fmt: skip
+    assert config.tls and config.scheme == "https" and config.auth_method == "BASIC"
+    assert config.auth_skip_paths == ("/info", "/x/*") and config.auth_roles == ("*",)
+    assert as_mapping(config)["ssl.key.location"] == "k.pem"
+    from headwater.config import as_text
+
+    assert as_text(config)["listeners"] == "https://0.0.0.0:8443"
+    assert ServerConfig().scheme == "http"
+
+
+def test_peer_urls_follow_the_listener() -> None:
+    from headwater.cluster.tls import PeerTls, client_context, peer_url
+
+    assert peer_url(None, "h:1", "/lag") == "http://h:1/lag"
+    assert peer_url(PeerTls(), "h:1", "/lag") == "https://h:1/lag"
+    assert client_context(None) is None
+    context = client_context(PeerTls())
+    assert context is not None and context.check_hostname
+
+
+def test_secrets_are_never_shown_as_text() -> None:
+    from headwater.config import as_text
+
+    config = load(overrides=["cluster.auth.secret=s3cret", "ssl.key.password=pw"])
+    shown = as_text(config)
+    assert shown["cluster.auth.secret"] == shown["ssl.key.password"] == "[hidden]"
+    assert "s3cret" not in repr(shown) and "pw" not in shown.values()
+    assert config.auth_secret == "s3cret"
+
+
+def test_tls_files_are_checked_before_the_server_starts(self_signed: tuple[Path, Path],
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    import subprocess
+
+    from headwater.server import check_tls
+
+    cert, key = self_signed
+    check_tls(load(overrides=[f"ssl.certificate.location={cert}", f"ssl.key.location={key}"]))
+    for items in ([f"ssl.certificate.location={tmp_path / 'nope.pem'}", f"ssl.key.location={key}"],
+                  [f"ssl.certificate.location={cert}", f"ssl.key.location={cert}"],
+                  [f"ssl.certificate.location={cert}", f"ssl.key.location={key}",
+                   f"ssl.ca.location={tmp_path / 'nope.pem'}"]):  # fmt: skip
+        with pytest.raises(ConfigError, match="TLS files"):
+            check_tls(load(overrides=items))
+    encrypted = tmp_path / "encrypted.pem"
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:pw",
+                    "-out", str(encrypted)], check=True, capture_output=True, timeout=30)  # fmt: skip
+    base = [f"ssl.certificate.location={cert}", f"ssl.key.location={encrypted}"]
+    check_tls(load(overrides=[*base, "ssl.key.password=pw"]))
+    for wrong in ([], ["ssl.key.password=guess"]):  # never a terminal prompt
+        with pytest.raises(ConfigError, match="TLS files"):
+            check_tls(load(overrides=[*base, *wrong]))

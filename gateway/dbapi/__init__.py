@@ -43,7 +43,7 @@ from ._errors import (
     TooManyRequestsError,
     Warning,
 )
-from ._http import Auth
+from ._http import Auth, Verify
 from ._results import ColumnDescription, ServedBy
 from ._retry import RetryPolicy
 from ._types import (
@@ -128,6 +128,9 @@ def connect(
     properties: Mapping[str, Any] | None = None,
     session_variables: Mapping[str, Any] | None = None,
     auth: Auth = None,
+    user: str | None = None,
+    password: str | None = None,
+    verify: Verify = True,
     retries: int = 2,
     max_retry_after: float = 10.0,
     transport: httpx.BaseTransport | None = None,
@@ -142,6 +145,10 @@ def connect(
         properties: streams properties sent with every request (`{"acceptable.offset.lag": 100}`).
         session_variables: variables for substitution, sent with every request.
         auth: `(user, password)` for HTTP Basic, or any `httpx.Auth`.
+        user, password: HTTP Basic credentials (the server's `authentication.method=BASIC`);
+            the same as `auth=(user, password)`.
+        verify: for https:// servers: True (the system's CAs), the path of a PEM CA file (e.g.
+            a self-signed server certificate), an `ssl.SSLContext`, or False (no check).
         retries: extra rounds over the server list after connection failures and 503s (and the
             number of extra tries after a 429).
         max_retry_after: longest Retry-After (seconds) the driver waits; longer ones fail at once.
@@ -151,10 +158,19 @@ def connect(
         An open Connection (no request is sent until the first statement).
 
     Raises:
-        InterfaceError: no URL, or a URL that is not http(s).
+        InterfaceError: no URL, a URL that is not http(s), both `auth` and `user`, or a CA file
+            that cannot be read.
+
+    A 401/403 answer raises `AuthorizationError` (an `OperationalError`) with the server's message.
     """
     if retries < 0:
         raise InterfaceError(f"retries must be >= 0, got {retries}")
+    if user is not None:
+        if auth is not None:
+            raise InterfaceError("give either auth or user/password, not both")
+        auth = (user, password or "")
+    elif password is not None:
+        raise InterfaceError("a password needs a user")
     return Connection(
         _split_urls(url_or_urls),
         timeout=timeout,
@@ -162,6 +178,7 @@ def connect(
         properties=properties,
         session_variables=session_variables,
         auth=auth,
+        verify=verify,
         retry=RetryPolicy(retries=retries, max_retry_after_s=max_retry_after),
         transport=transport,
     )

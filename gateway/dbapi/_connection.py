@@ -14,7 +14,7 @@ import httpx
 
 from ._cursor import Cursor
 from ._errors import InterfaceError, NotSupportedError
-from ._http import Auth, HttpTransport
+from ._http import Auth, HttpTransport, Verify
 from ._retry import RetryPolicy
 
 __all__ = ["Connection"]
@@ -44,12 +44,14 @@ class Connection:
         auth: Auth,
         retry: RetryPolicy,
         transport: httpx.BaseTransport | None,
+        verify: Verify = True,
     ) -> None:
         self._transport = HttpTransport(
             urls,
             timeout_s=timeout,
             connect_timeout_s=connect_timeout,
             auth=auth,
+            verify=verify,
             retry=retry,
             transport=transport,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,6 +35,23 @@ KSQL_MEDIA_TYPE = "application/vnd.ksql.v1+json"
 _HEADERS = {"Accept": f"{KSQL_MEDIA_TYPE}, application/json;q=0.9", "Content-Type": KSQL_MEDIA_TYPE}
 
 Auth = httpx.Auth | tuple[str, str] | None
+Verify = ssl.SSLContext | str | bool
+"""How https:// servers are verified: True (the system's CAs), a CA file (PEM) path, an SSL
+context, or False (not at all)."""
+
+
+def ssl_verify(verify: Verify) -> ssl.SSLContext | bool:
+    """httpx's ``verify`` for a :data:`Verify` (a path becomes a context trusting that file).
+
+    Raises:
+        InterfaceError: the CA file cannot be read.
+    """
+    if not isinstance(verify, str):
+        return verify
+    try:
+        return ssl.create_default_context(cafile=verify)
+    except (OSError, ssl.SSLError) as exc:
+        raise InterfaceError(f"cannot use the CA file {verify!r}: {exc}") from exc
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -87,6 +105,7 @@ class HttpTransport:
         timeout_s: float,
         connect_timeout_s: float,
         auth: Auth = None,
+        verify: Verify = True,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -112,6 +131,7 @@ class HttpTransport:
             auth=auth,
             headers=_HEADERS,
             transport=transport,
+            verify=ssl_verify(verify),
         )
 
     @property
