@@ -46,6 +46,7 @@ from headwater.cluster.epochs import (
     ControlState,
     PartitionLeader,
     elect,
+    may_claim,
     next_claim,
     next_leader_epoch,
 )
@@ -70,6 +71,11 @@ _TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.by
 _FLUSH_TIMEOUT_S = 5.0
 _FOLD_TIMEOUT_S = 5.0
 _HISTORY_LIMIT = 10_000
+_CLAIM_BACKOFF_WINDOWS = 2
+"""A deposed controller waits this many heartbeat windows (4 s by default) before it claims again:
+servers that disagree about liveness change controllers at most that often, not every check; the
+price, when the deposed server has the smallest id and its successor dies within that time, is a
+failover later by at most the same."""
 _POLL_S = 0.05
 
 LiveFn = Callable[[], Collection[str]]
@@ -211,6 +217,7 @@ class ControlPlane:
         self._interval_s = decide_interval_ms / 1000
         self._changed = threading.Condition()
         self._state = ControlState()
+        self._deposed_ms: float | None = None  # when another server's claim took the role away
         self._position = 0  # every record below this offset is folded
         self._caught_up = False  # the follower reached the end at ``_position``
         self._status = PlaneStatus.STARTING
@@ -387,6 +394,8 @@ class ControlPlane:
             return False
         with self._changed:
             state, accepted, reason = epochs.fold(self._state, offset, record)
+            if self._state.controller == self._id and state.controller != self._id:
+                self._deposed_ms = time.monotonic() * 1000
             self._state = state
             self._position = offset + 1
             self._caught_up = False
@@ -438,6 +447,10 @@ class ControlPlane:
         if elect(state, live) != self._id:
             return None
         if state.controller != self._id:
+            backoff_ms = _CLAIM_BACKOFF_WINDOWS * self._settings.heartbeat.window_ms
+            if not may_claim(state, self._id, live, self._deposed_ms, time.monotonic() * 1000,
+                             backoff_ms):  # fmt: skip
+                return None
             return next_claim(state, self._id, end)
         return plan_decision(state, self._settings, live, self._members(), self._partitions(),
                              self._lags(), end)  # fmt: skip

@@ -282,6 +282,28 @@ def elect(state: ControlState, live_servers: Collection[str]) -> str:
     return min(live_servers)
 
 
+def may_claim(state: ControlState, server_id: str, live_servers: Collection[str],
+              deposed_ms: float | None, now_ms: float, backoff_ms: float) -> bool:  # fmt: skip
+    """Whether ``server_id`` should claim the controller role now.
+
+    It should when :func:`elect` names it and it is not the controller, unless another server
+    deposed it less than ``backoff_ms`` ago: when servers disagree about who is alive (an
+    asymmetric network fault), two of them would otherwise depose each other every few hundred
+    ms; with the back-off the role changes hands at most once per ``backoff_ms``.
+
+    Args:
+        state: the folded control state.
+        server_id: the server asking.
+        live_servers: the servers alive in its view (including itself).
+        deposed_ms: when it last lost the role to another server's claim (None: never).
+        now_ms: now, on the same clock as ``deposed_ms``.
+        backoff_ms: how long a deposed controller waits before it claims again.
+    """
+    if state.controller == server_id or elect(state, live_servers) != server_id:
+        return False
+    return deposed_ms is None or now_ms - deposed_ms >= backoff_ms
+
+
 def next_claim(state: ControlState, server_id: str, end_offset: int) -> ControllerClaim:
     """The claim ``server_id`` should append, having folded the topic up to ``end_offset``.
 
