@@ -325,6 +325,12 @@ _CHUNK_ITEMS = 1000
 
 
 def _line_chunks(items: Iterator[Any]) -> Iterator[bytes]:
+    """The items, one a line, a chunk of many lines at a time; the first item (the header) alone,
+    so that a client (or a forwarding peer) hears from the server before any row is computed."""
+    first = next(items, None)
+    if first is None:
+        return
+    yield dumpb(first) + b"\n"
     chunk: list[bytes] = []
     for item in items:
         chunk.append(dumpb(item))

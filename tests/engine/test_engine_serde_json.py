@@ -335,3 +335,27 @@ def test_round_trip(type_text: str, data: st.DataObject) -> None:
     unwrapped = serde(f"V {type_text}", wrap_single_value=False)
     expected = None if value is None else {"V": value}
     assert unwrapped.deserialize_value(unwrapped.serialize_value({"V": value})) == expected
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children,
+                                                                      max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(_json_values)
+def test_exact_decoding_is_the_careful_decoder_whatever_path_it_takes(value: object) -> None:
+    """The fast path (orjson, taken when the value holds no fraction) and the careful one
+    (fractions as Decimal) give exactly what the careful decoder alone gives."""
+    import json
+    from decimal import Decimal
+
+    from headwater.engine._serde_json import loads
+
+    data = json.dumps(value).encode()
+    assert loads(data, True) == json.loads(data, parse_float=Decimal)
+    assert loads(data, False) == json.loads(data)
