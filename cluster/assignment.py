@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -233,6 +233,31 @@ def assign_standbys(
         placed[p] = chosen
     _balance_standbys(parts, placed, before, standby_count, racks)
     return Assignment(tuple((p, Replicas(c[0], tuple(sorted(c[1:])))) for p, c in placed.items()))
+
+
+def warm_up(
+    desired: Assignment,
+    previous: Assignment,
+    live: Collection[str],
+    lag: Mapping[tuple[PartitionId, str], int],
+    max_lag: int,
+) -> Assignment:
+    """Moves an active only to a server that is caught up (KIP-441's warm-up).
+
+    Where ``desired`` gives a partition's active to another server while its current active is
+    live (a returning or new server taking its share back), the move waits until that server's
+    store lags at most ``max_lag``: meanwhile the current active stays and the newcomer is its
+    first standby, restoring. Partitions without standbys move at once (nothing could warm up).
+    """
+    entries = []
+    for p, new in desired.items():
+        old = previous.get(p)
+        if (old is not None and old.active in live and new.active != old.active and new.standbys
+                and lag.get((p, new.active), max_lag + 1) > max_lag):  # fmt: skip
+            others = [s for s in new.standbys if s != old.active]
+            new = Replicas(old.active, (new.active, *others)[: len(new.standbys)])
+        entries.append((p, new))
+    return Assignment(tuple(entries))
 
 
 def promote(

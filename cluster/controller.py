@@ -38,7 +38,14 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from headwater.cluster import epochs
-from headwater.cluster.assignment import Assignment, PartitionId, ServerInfo, assign, promote
+from headwater.cluster.assignment import (
+    Assignment,
+    PartitionId,
+    ServerInfo,
+    assign,
+    promote,
+    warm_up,
+)
 from headwater.cluster.control_codec import UnreadableControlRecord, decode, encode
 from headwater.cluster.epochs import (
     AssignmentDecision,
@@ -71,6 +78,9 @@ _TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.by
 _FLUSH_TIMEOUT_S = 5.0
 _FOLD_TIMEOUT_S = 5.0
 _HISTORY_LIMIT = 10_000
+WARM_UP_MAX_LAG = 10_000
+"""An active moves to a server (balancing) only once its standby lags at most this many records
+(Kafka Streams' acceptable.recovery.lag): a returning server warms up as a standby first."""
 _CLAIM_BACKOFF_WINDOWS = 2
 """A deposed controller waits this many heartbeat windows (4 s by default) before it claims again:
 servers that disagree about liveness change controllers at most that often, not every check; the
@@ -160,6 +170,7 @@ def plan_decision(
     desired = assign(
         wanted, servers, settings.num_standby_replicas, settings.rack_tags, previous=promoted
     )
+    desired = warm_up(desired, promoted, live_ids, lags, WARM_UP_MAX_LAG)
     changes: dict[PartitionId, PartitionLeader] = {}
     for p, replicas in desired.items():
         old = state.partitions.get(p)

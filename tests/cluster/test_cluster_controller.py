@@ -289,3 +289,32 @@ def test_cluster_controller_plan_removes_a_dropped_table_even_when_nothing_else_
     plan = plan_decision(state, ClusterSettings(A), {A}, {}, {P0}, {}, 2)
     assert plan == AssignmentDecision(1, 2, {}, frozenset({P1}))
     assert plan_decision(state, ClusterSettings(A), {A}, {}, {P0, P1}, {}, 2) is None
+
+
+def test_a_returning_server_warms_up_as_a_standby_before_it_takes_an_active_back() -> None:
+    # A holds six actives, B their (caught-up) standbys; C returns: balancing gives it two
+    parts = [PartitionId("W", i) for i in range(6)]
+    state = _state(*((p, PartitionLeader(A, (B,), 0)) for p in parts))
+    settings = ClusterSettings(A, num_standby_replicas=1)
+    lags = {(p, B): 0 for p in parts}
+    cold = plan_decision(state, settings, {A, B, C}, {}, parts, lags, 2)
+    assert cold is not None
+    folded, accepted, _ = fold(state, 3, cold)
+    assert accepted
+    actives = [leader.active for leader in folded.partitions.values()]
+    assert actives.count(B) == 2 and C not in actives  # the warm standby takes its share at once
+    warming = [p for p, leader in folded.partitions.items() if C in leader.standbys]
+    assert len(warming) >= 2  # C restores as a standby first
+    # once C's stores have caught up, the next decision hands it its share
+    caught_up = {**lags, **{(p, C): 3 for p in warming}}
+    warm = plan_decision(folded, settings, {A, B, C}, {}, parts, caught_up, 4)
+    assert warm is not None
+    moved, _, _ = fold(folded, 5, warm)
+    assert [leader.active for leader in moved.partitions.values()].count(C) == 2
+
+
+def test_without_standbys_an_active_moves_at_once() -> None:
+    parts = [PartitionId("W", i) for i in range(4)]
+    state = _state(*((p, PartitionLeader(A, (), 0)) for p in parts))
+    plan = plan_decision(state, ClusterSettings(A, num_standby_replicas=0), {A, C}, {}, parts, {}, 2)
+    assert plan is not None and [leader.active for leader in plan.assignment.values()].count(C) == 2
