@@ -11,7 +11,9 @@ tells, for every value, where it really landed, acknowledged or not.
   next record of k in the log, at offset n, had not been applied, so the serving replica's position
   was at most n. The partition's end when the query was sent was at least 1 + the highest offset
   acknowledged before then, e, so the replica lagged by at least e - n; beyond the bound is stale.
-  A row older than the answer's own reported position (n < position) is counted too.
+  A row older than the answer's own reported position (n < position) is counted too. Beside the
+  verdict, ``lag_underestimates`` says by how much each reported lag fell short of the lag the
+  acknowledged writes prove (their end when the query was sent - the reported position).
 - DDL: a stream whose last acknowledged CREATE or DROP is not reflected in the final catalog.
 - Persistent query output: each input value exactly once in the output (duplicates, missing).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 
@@ -128,14 +130,29 @@ def lost_writes(acks: Iterable[Ack], log: Log, tables: Mapping[str, Mapping[str,
     return lost
 
 
-def stale_answers(reads: Iterable[Read], acks: Sequence[Ack], log: Log, bound: int) -> list[str]:
-    """Why each pull answer beyond its staleness bound is (empty: none)."""
-    # Per partition, the highest offset acknowledged by each time: (acked at, running max offset).
-    by_time: dict[int, tuple[list[float], list[int]]] = {}
-    for ack in sorted(acks, key=lambda a: a.acked):
-        times, highest = by_time.setdefault(ack.partition, ([], []))
-        times.append(ack.acked)
-        highest.append(max(ack.offset, highest[-1] if highest else -1))
+class AckedEnds:
+    """Per partition, the end offset the acknowledged writes prove by each moment: 1 + the highest
+    offset acknowledged by then (the partition's true end was at least that)."""
+
+    def __init__(self, acks: Iterable[Ack]) -> None:
+        self._by: dict[int, tuple[list[float], list[int]]] = {}
+        for ack in sorted(acks, key=lambda a: a.acked):
+            times, highest = self._by.setdefault(ack.partition, ([], []))
+            times.append(ack.acked)
+            highest.append(max(ack.offset, highest[-1] if highest else -1))
+
+    def at(self, partition: int, when: float) -> int:
+        times, highest = self._by.get(partition, ([], []))
+        i = bisect.bisect_right(times, when)
+        return highest[i - 1] + 1 if i else 0
+
+
+def stale_answers(
+    reads: Iterable[Read], acks: Iterable[Ack], log: Log, bound: int, t0: float = 0.0
+) -> list[str]:
+    """Why each pull answer beyond its staleness bound is (empty: none); times are given from
+    ``t0``."""
+    ends = AckedEnds(acks)
     stale = []
     for read in reads:
         for s in read.served:
@@ -155,16 +172,23 @@ def stale_answers(reads: Iterable[Read], acks: Sequence[Ack], log: Log, bound: i
             stale.append(f"{read.key}: answered {read.value} at position {position}, which "
                          f"includes the newer record at offset {unseen}")  # fmt: skip
             continue
-        times, highest = by_time.get(partition, ([], []))
-        i = bisect.bisect_right(times, read.sent)
-        if i:
-            end = highest[i - 1] + 1
-            if end - unseen > bound:
-                stale.append(f"{read.key}: answered {read.value} (offset "
-                             f"{record.offset if record else None}) while offset {unseen} of the "
-                             f"key and {end} records were acknowledged: lag >= {end - unseen} > "
-                             f"{bound}")  # fmt: skip
+        end = ends.at(partition, read.sent)
+        if end - unseen > bound:
+            by = ", ".join(f"{s.host} at position {s.position}, lag {s.lag}" for s in read.served)
+            stale.append(f"{read.key}: answered {read.value} (offset "
+                         f"{record.offset if record else None}) while offset {unseen} of the "
+                         f"key and {end} records were acknowledged: lag >= {end - unseen} > "
+                         f"{bound} (sent at t={read.sent - t0:.1f} s; partition {partition} "
+                         f"served by {by})")  # fmt: skip
     return stale
+
+
+def lag_underestimates(reads: Iterable[Read], acks: Iterable[Ack]) -> list[int]:
+    """Per answered partition, by how many records the reported lag fell short of the lag the
+    acknowledged writes prove (acknowledged end when sent - reported position); 0 when it did not."""
+    ends = AckedEnds(acks)
+    return [max(0, ends.at(s.partition, read.sent) - s.position - s.lag)
+            for read in reads for s in read.served]  # fmt: skip
 
 
 def ddl_mismatches(ops: Iterable[DdlOp], final: Mapping[str, set[str]]) -> list[str]:

@@ -66,10 +66,11 @@ from bench._chaos_check import (
     check_output,
     ddl_mismatches,
     digests_agree,
+    lag_underestimates,
     lost_writes,
     stale_answers,
 )
-from bench._node import Node, versions, wait_in_sync
+from bench._node import Node, percentile, versions, wait_in_sync
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, consumer
 from headwater.kafka.errors import BrokerError
@@ -343,16 +344,20 @@ def read_topic(settings: KafkaSettings, topic: str, partitions: int) -> list[Log
     return records
 
 
-def settle(nodes: Sequence[Node], timeout_s: float) -> dict[str, str | None]:
+def settle(nodes: Sequence[Node], timeout_s: float) -> tuple[dict[str, str | None], list[str]]:
     """Wait until every server is healthy, the table in sync and the digests equal (or the time is
-    up); each server's catalog digest."""
-    deadline = time.monotonic() + timeout_s
+    up): each server's catalog digest, and how long each stage took."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    stages = []
     for node in nodes:
         node.wait_healthy(max(1.0, deadline - time.monotonic()))
+    stages.append(f"all healthy after {time.monotonic() - start:.1f} s")
     try:
         wait_in_sync(nodes, TABLE, PARTITIONS, max(1.0, deadline - time.monotonic()))
+        stages.append(f"table in sync after {time.monotonic() - start:.1f} s")
     except TimeoutError as exc:
-        print(f"  not in sync: {exc}")
+        stages.append(str(exc))
     with httpx.Client(timeout=TIMEOUT_S) as client:
         while True:
             digests: dict[str, str | None] = {}
@@ -362,7 +367,9 @@ def settle(nodes: Sequence[Node], timeout_s: float) -> dict[str, str | None]:
                 except (httpx.HTTPError, ValueError, KeyError):
                     digests[node.host] = None
             if digests_agree(digests) or time.monotonic() > deadline:
-                return digests
+                stages.append(f"digests {'equal' if digests_agree(digests) else 'differ'} after "
+                              f"{time.monotonic() - start:.1f} s")  # fmt: skip
+                return digests, stages
             time.sleep(0.5)
 
 
@@ -451,7 +458,7 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
     loaded_s = time.monotonic() - t0
 
     settle_start = time.monotonic()
-    digests = settle(nodes, 180)
+    digests, stages = settle(nodes, 180)
     settled_s = time.monotonic() - settle_start
     settings = broker.settings()
     log = Log(read_topic(settings, TOPIC, PARTITIONS))
@@ -460,8 +467,9 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
                   for n in nodes}  # fmt: skip
         catalogs = {n.host: streams_of(client, n) for n in nodes}
     lost = lost_writes(load.acks, log, tables)
-    stale = stale_answers(load.reads, load.acks, log, args.bound)
+    stale = stale_answers(load.reads, load.acks, log, args.bound, t0)
     ddl_wrong = ddl_mismatches(load.ddl, catalogs)
+    short = sorted(lag_underestimates(load.reads, load.acks))
     output = None
     if args.with_queries:
         inputs, outputs = wait_output(settings, 300)
@@ -471,7 +479,7 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
     return {
         "servers": args.servers, "minutes": args.minutes, "seed": args.seed, "bound": args.bound,
         "with_queries": args.with_queries, "loaded_s": round(loaded_s, 1),
-        "settled_s": round(settled_s, 1),
+        "settled_s": round(settled_s, 1), "settling": stages,
         "writes": load.counts["write"], "writes_acknowledged": len(load.acks) + len(load.event_acks),
         "reads": load.counts["read"], "reads_answered": len(load.reads),
         "ddl": load.counts["DDL"], "ddl_acknowledged": sum(op.outcome == "ok" for op in load.ddl),
@@ -483,6 +491,8 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
         "lost_writes": len(lost), "lost_examples": lost[:5],
         "digests": digests, "digests_equal": digests_agree(digests),
         "stale_answers": len(stale), "stale_examples": stale[:5],
+        "lag_short_max": short[-1] if short else 0, "lag_short_answers": sum(n > 0 for n in short),
+        "lag_short_p99": percentile(short, 99) if short else 0,
         "ddl_not_reflected": len(ddl_wrong), "ddl_examples": ddl_wrong[:5],
         "query_output": None if output is None else {
             "inputs": output.inputs, "outputs": output.outputs, "duplicates": output.duplicates,
@@ -517,7 +527,7 @@ def report(figures: dict[str, Any]) -> None:
     print(f"chaos soak: {f['servers']} servers on the durable embedded broker, {f['loaded_s']:g} s "
           f"of load and faults (seed {f['seed']}, acceptable.offset.lag={f['bound']}"
           f"{', one persistent query' if f['with_queries'] else ''}); settled in "
-          f"{f['settled_s']:g} s")  # fmt: skip
+          f"{f['settled_s']:g} s ({'; '.join(f['settling'])})")  # fmt: skip
     print(f"  faults: {f['kills']} kill -9, {f['stops']} SIGSTOP/SIGCONT "
           f"({', '.join(f'{k}: {n}' for k, n in f['faults'].items()) or 'none'})")  # fmt: skip
     for event in f["events"]:
@@ -537,6 +547,8 @@ def report(figures: dict[str, Any]) -> None:
           f"{f['reads_answered']:,}  (target 0: {mark(f['stale_answers'] > 0)})")  # fmt: skip
     for example in f["stale_examples"]:
         print(f"    {example}")
+    print(f"  reported lags short of the lag the acknowledged writes prove: {f['lag_short_answers']} "
+          f"answers, by up to {f['lag_short_max']} records (p99 {f['lag_short_p99']})")  # fmt: skip
     print(f"  acknowledged DDL not reflected in a catalog: {f['ddl_not_reflected']}  "
           f"(target 0: {mark(f['ddl_not_reflected'] > 0)})")  # fmt: skip
     for example in f["ddl_examples"]:

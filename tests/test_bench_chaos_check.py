@@ -12,6 +12,7 @@ from bench._chaos_check import (
     check_output,
     ddl_mismatches,
     digests_agree,
+    lag_underestimates,
     lost_writes,
     stale_answers,
 )
@@ -122,3 +123,11 @@ def test_digests_agree_only_when_all_answered_the_same() -> None:
     assert digests_agree({"s1": "x", "s2": "x"})
     assert not digests_agree({"s1": "x", "s2": "y"})
     assert not digests_agree({"s1": "x", "s2": None})
+
+
+def test_lag_underestimates_compare_reported_lags_with_acknowledged_ends() -> None:
+    # Sent at 10: partition 0 has 5 acknowledged records. Position 5 lag 0: exact; position 3
+    # reporting lag 1: 1 short. Sent at 2.5: 2 acknowledged, position 3 is ahead: 0.
+    reads = [read("a", 5, at=10.0, position=5), read("a", 3, at=10.0, position=3, lag=1),
+             read("a", 1, at=2.5, position=3)]  # fmt: skip
+    assert lag_underestimates(reads, ACKS) == [0, 1, 0]
