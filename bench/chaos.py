@@ -188,7 +188,11 @@ class Load:
         next_at = time.monotonic()
         with httpx.Client(timeout=TIMEOUT_S) as client:
             while not self._stop.is_set():
-                step(client, chooser, index)
+                try:
+                    step(client, chooser, index)
+                except (LookupError, TypeError) as exc:  # an answer of an unexpected shape
+                    with self._lock:
+                        self.errors[f"unexpected answer: {exc!r}"[:120]] += 1
                 next_at = max(next_at + 1 / rate, time.monotonic() - 1)
                 self._stop.wait(max(0.0, next_at - time.monotonic()))
 
@@ -205,7 +209,7 @@ class Load:
         except httpx.TimeoutException:
             error = "timeout"
         except (httpx.HTTPError, ValueError) as exc:
-            error = type(exc).__name__
+            status, error = 0, type(exc).__name__
         done = time.monotonic()
         with self._lock:
             self.counts[kind] += 1
@@ -272,22 +276,37 @@ def _code(answer: Any) -> Any:
 # -- faults -------------------------------------------------------------------------------------------
 
 
-def run_faults(nodes: Sequence[Node], broker: Broker, args: argparse.Namespace, t0: float,
-               deadline: float, events: list[str], faults: Counter[str]) -> None:  # fmt: skip
+class Timeline:
+    """What happened when (seconds from the start of the load), and servers that exited by
+    themselves (a finding: they are restarted and counted)."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.events: list[str] = []
+        self.exits = 0
+
+    def note(self, text: str) -> None:
+        self.events.append(f"t={time.monotonic() - self.t0:.1f} s {text}")
+
+    def restart_exited(self, nodes: Sequence[Node]) -> None:
+        for i, node in enumerate(nodes):
+            if not node.running:
+                self.exits += 1
+                errors = [line for line in node.log_tail(40).splitlines() if "Error" in line]
+                self.note(f"server #{i} had exited by itself (status {node.process.returncode}"
+                          f"{': ' + errors[-1][:200] if errors else ''}): restarted")  # fmt: skip
+                node.relaunch()
+
+
+def run_faults(nodes: Sequence[Node], broker: Broker, args: argparse.Namespace, deadline: float,
+               timeline: Timeline, faults: Counter[str]) -> None:  # fmt: skip
     """One fault at a time until ``deadline``: kill -9 (restart after 2-6 s) or SIGSTOP (SIGCONT
     after 2-5 s) of a random server or of the broker, then 3-8 s of quiet."""
     chooser = random.Random(args.seed)
-
-    def note(text: str) -> None:
-        events.append(f"t={time.monotonic() - t0:.1f} s {text}")
-
+    note = timeline.note
     while time.monotonic() < deadline:
         time.sleep(max(0.0, min(chooser.uniform(3, 8), deadline - time.monotonic())))
-        for i, node in enumerate(nodes):  # a server that died by itself is a finding
-            if not node.running:
-                note(f"server #{i} had exited by itself ({node.process.returncode}): restarted")
-                faults["exited by itself"] += 1
-                node.relaunch()
+        timeline.restart_exited(nodes)
         if time.monotonic() >= deadline:
             break
         target = chooser.randrange(len(nodes) + 1)
@@ -318,8 +337,10 @@ def run_faults(nodes: Sequence[Node], broker: Broker, args: argparse.Namespace, 
 # -- reading back -------------------------------------------------------------------------------------
 
 
-def read_topic(settings: KafkaSettings, topic: str, partitions: int) -> list[LogRecord]:
-    """Every record of ``topic`` (JSON values ``{"V": n}``), reading each partition to its end."""
+def read_topic(settings: KafkaSettings, topic: str, partitions: int,
+               problems: list[str]) -> list[LogRecord]:  # fmt: skip
+    """Every record of ``topic`` (JSON values ``{"V": n}``), reading each partition to its end (a
+    partition not read to its end within 120 s is added to ``problems``)."""
     reader = consumer(settings, "chaos-check", partition_eof=True, fetch_wait_max_ms=100)
     records: list[LogRecord] = []
     try:
@@ -338,26 +359,34 @@ def read_topic(settings: KafkaSettings, topic: str, partitions: int) -> list[Log
             records.append(LogRecord(int(message.partition() or 0), int(message.offset() or 0),
                                      (message.key() or b"").decode(), value.get("V", -1)))  # fmt: skip
         if open_partitions:
-            raise TimeoutError(f"{topic}: partitions {sorted(open_partitions)} not read to the end")
+            problems.append(f"{topic}: partitions {sorted(open_partitions)} not read to their end "
+                            f"within 120 s ({len(records)} records read)")  # fmt: skip
     finally:
         reader.close()
     return records
 
 
-def settle(nodes: Sequence[Node], timeout_s: float) -> tuple[dict[str, str | None], list[str]]:
+def settle(nodes: Sequence[Node], timeout_s: float,
+           timeline: Timeline) -> tuple[dict[str, str | None], list[str]]:  # fmt: skip
     """Wait until every server is healthy, the table in sync and the digests equal (or the time is
-    up): each server's catalog digest, and how long each stage took."""
+    up), restarting servers that exit: each server's catalog digest, how long each stage took."""
     start = time.monotonic()
     deadline = start + timeout_s
     stages = []
-    for node in nodes:
-        node.wait_healthy(max(1.0, deadline - time.monotonic()))
-    stages.append(f"all healthy after {time.monotonic() - start:.1f} s")
-    try:
-        wait_in_sync(nodes, TABLE, PARTITIONS, max(1.0, deadline - time.monotonic()))
-        stages.append(f"table in sync after {time.monotonic() - start:.1f} s")
-    except TimeoutError as exc:
-        stages.append(str(exc))
+    while True:
+        timeline.restart_exited(nodes)
+        try:
+            for node in nodes:
+                node.wait_healthy(max(1.0, deadline - time.monotonic()))
+            wait_in_sync(nodes, TABLE, PARTITIONS, max(1.0, deadline - time.monotonic()))
+            stages.append(f"all healthy and the table in sync after {time.monotonic() - start:.1f} s")
+            break
+        except RuntimeError:  # a server exited: restart it
+            if time.monotonic() > deadline:
+                raise
+        except TimeoutError as exc:
+            stages.append(str(exc))
+            break
     with httpx.Client(timeout=TIMEOUT_S) as client:
         while True:
             digests: dict[str, str | None] = {}
@@ -373,8 +402,8 @@ def settle(nodes: Sequence[Node], timeout_s: float) -> tuple[dict[str, str | Non
             time.sleep(0.5)
 
 
-def query_rows(client: httpx.Client, node: Node, sql: str) -> list[list[Any]]:
-    """A pull query's rows (retried while the server answers an error, up to 60 s)."""
+def query_rows(client: httpx.Client, node: Node, sql: str) -> list[list[Any]] | None:
+    """A pull query's rows (retried while the server answers an error, up to 60 s; then None)."""
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -385,7 +414,8 @@ def query_rows(client: httpx.Client, node: Node, sql: str) -> list[list[Any]]:
         except httpx.HTTPError as exc:
             why = repr(exc)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{node.host}: {sql} failed for 60 s: {why}")
+            print(f"  {node.host}: {sql} failed for 60 s: {why}", file=sys.stderr)
+            return None
         time.sleep(0.5)
 
 
@@ -395,15 +425,18 @@ def streams_of(client: httpx.Client, node: Node) -> set[str]:
     return {s["name"] for entity in answer.json() for s in entity.get("streams", [])}
 
 
-def wait_output(settings: KafkaSettings, timeout_s: float) -> tuple[list[LogRecord], list[LogRecord]]:
+def wait_output(settings: KafkaSettings, timeout_s: float,
+                problems: list[str]) -> tuple[list[LogRecord], list[LogRecord]]:  # fmt: skip
     """The persistent query's input and output, once the output has stopped growing (or caught up
     with the input and stayed so for a few seconds)."""
     deadline, last, quiet = time.monotonic() + timeout_s, -1, 0
     while True:
-        inputs = read_topic(settings, EVENTS_TOPIC, 2)
-        outputs = read_topic(settings, OUTPUT_TOPIC, 2)
+        found: list[str] = []
+        inputs = read_topic(settings, EVENTS_TOPIC, 2, found)
+        outputs = read_topic(settings, OUTPUT_TOPIC, 2, found)
         quiet = quiet + 1 if len(outputs) == last and len(outputs) >= len(inputs) else 0
         if quiet >= 2 or time.monotonic() > deadline:
+            problems.extend(found)
             return inputs, outputs
         last = len(outputs)
         time.sleep(3)
@@ -440,39 +473,45 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
 
     t0 = time.monotonic()
     load = Load(nodes, args, t0)
-    events: list[str] = []
+    timeline = Timeline(t0)
     faults: Counter[str] = Counter()
     load.start()
     try:
-        run_faults(nodes, broker, args, t0, t0 + args.minutes * 60, events, faults)
+        run_faults(nodes, broker, args, t0 + args.minutes * 60, timeline, faults)
     finally:
         broker.resume()
         for node in nodes:
             node.resume()
         if not broker.running:
             broker.relaunch()
-        for node in nodes:
-            if not node.running:
-                node.relaunch()
+        timeline.restart_exited(nodes)  # the fault loop restarts what it kills
         load.stop()
     loaded_s = time.monotonic() - t0
 
     settle_start = time.monotonic()
-    digests, stages = settle(nodes, 180)
+    digests, stages = settle(nodes, 180, timeline)
     settled_s = time.monotonic() - settle_start
     settings = broker.settings()
-    log = Log(read_topic(settings, TOPIC, PARTITIONS))
+    problems = [stage for stage in stages if "not in sync" in stage]
+    before = len(problems)
+    log = Log(read_topic(settings, TOPIC, PARTITIONS, problems))
+    complete = len(problems) == before  # else lost and stale cannot be told (NOT VERIFIED)
+    tables = {}
     with httpx.Client(timeout=60) as client:
-        tables = {n.host: {row[0]: row[1] for row in query_rows(client, n, f"SELECT * FROM {TABLE};")}
-                  for n in nodes}  # fmt: skip
+        for node in nodes:
+            rows = query_rows(client, node, f"SELECT * FROM {TABLE};")
+            if rows is None:
+                problems.append(f"table {TABLE} could not be read on {node.host} (a 60 s scan)")
+            else:
+                tables[node.host] = {row[0]: row[1] for row in rows}
         catalogs = {n.host: streams_of(client, n) for n in nodes}
-    lost = lost_writes(load.acks, log, tables)
-    stale = stale_answers(load.reads, load.acks, log, args.bound, t0)
+    lost = lost_writes(load.acks, log, tables) if complete else []
+    stale = stale_answers(load.reads, load.acks, log, args.bound, t0) if complete else []
     ddl_wrong = ddl_mismatches(load.ddl, catalogs)
     short = sorted(lag_underestimates(load.reads, load.acks))
     output = None
     if args.with_queries:
-        inputs, outputs = wait_output(settings, 300)
+        inputs, outputs = wait_output(settings, 300, problems)
         lost += lost_writes(load.event_acks, Log(inputs), {})
         output = check_output([r.value for r in inputs], [r.value for r in outputs])
 
@@ -487,7 +526,7 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
         "faults": dict(sorted(faults.items())),
         "kills": sum(n for k, n in faults.items() if k.startswith("kill")),
         "stops": sum(n for k, n in faults.items() if k.startswith("SIGSTOP")),
-        "events": events,
+        "problems": problems, "events": timeline.events, "exited_by_themselves": timeline.exits,
         "lost_writes": len(lost), "lost_examples": lost[:5],
         "digests": digests, "digests_equal": digests_agree(digests),
         "stale_answers": len(stale), "stale_examples": stale[:5],
@@ -506,6 +545,8 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
 def missed(figures: dict[str, Any]) -> list[str]:
     """The targets the figures miss."""
     found = []
+    if figures["problems"]:
+        found.append("the cluster did not settle, or what it holds could not be read back")
     if figures["lost_writes"]:
         found.append("acknowledged writes lost")
     if not figures["digests_equal"]:
@@ -531,6 +572,8 @@ def report(figures: dict[str, Any]) -> None:
           f"{f['settled_s']:g} s ({'; '.join(f['settling'])})")  # fmt: skip
     print(f"  faults: {f['kills']} kill -9, {f['stops']} SIGSTOP/SIGCONT "
           f"({', '.join(f'{k}: {n}' for k, n in f['faults'].items()) or 'none'})")  # fmt: skip
+    print(f"  servers that exited by themselves (restarted; not a target): "
+          f"{f['exited_by_themselves']}")
     for event in f["events"]:
         print(f"    {event}")
     print(f"  writes {f['writes']:,} ({f['writes_acknowledged']:,} acknowledged), reads "
@@ -538,6 +581,8 @@ def report(figures: dict[str, Any]) -> None:
           f"({f['ddl_acknowledged']} acknowledged)")  # fmt: skip
     errors = ", ".join(f"{k} x{n}" for k, n in f["client_errors"].items())
     print(f"  client errors during faults (counted, not failures): {errors or 'none'}")
+    for problem in f["problems"]:
+        print(f"  NOT VERIFIED: {problem}")
     print(f"  acknowledged writes lost: {f['lost_writes']}  (target 0: {mark(f['lost_writes'] > 0)})")
     for example in f["lost_examples"]:
         print(f"    {example}")
