@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -442,6 +443,24 @@ def wait_output(settings: KafkaSettings, timeout_s: float,
         time.sleep(3)
 
 
+def kill_leftovers(marker: str) -> list[str]:
+    """Kill (by pid) every process other than this one whose environment carries ``marker``: what
+    the servers started (Spark's JVM and workers) and outlived them. What was killed."""
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker.encode() not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:80]
+            os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+        killed.append(f"pid {entry.name}: {command}")
+    return killed
+
+
 # -- the run ------------------------------------------------------------------------------------------
 
 
@@ -609,6 +628,9 @@ def report(figures: dict[str, Any]) -> None:
               f"{output['unexpected']} unexpected  (target 0: {mark(bad > 0)})")  # fmt: skip
         for example in output["examples"]:
             print(f"    {example}")
+    print(f"  processes that outlived their stopped servers (killed now): {len(f['left_behind'])}")
+    for line in f["left_behind"]:
+        print(f"    {line}")
     print(f"  longest wait for an answer: {f['longest_wait_s']:.2f} s (client timeout {TIMEOUT_S:g} s)")
     for kind, (seconds, what) in f["longest_waits"].items():
         print(f"    {kind}: {seconds:.2f} s, {what}")
@@ -638,7 +660,11 @@ def main() -> None:
     if not args.json:
         print(versions("httpx", "uvicorn"))
     work = Path(tempfile.mkdtemp(prefix="bench-chaos-"))
+    # Inherited by the servers and whatever they start: finds what outlives them (a leak).
+    marker = f"HEADWATER_CHAOS_RUN={uuid.uuid4().hex}"
+    os.environ[marker.split("=")[0]] = marker.split("=")[1]
     started: list[Any] = []
+    leftovers: list[str] = []
     figures = None
     try:
         figures = soak(args, work, started)
@@ -650,12 +676,15 @@ def main() -> None:
                 thing.stop()
             except Exception as exc:  # noqa: BLE001  (stop the rest whatever happens)
                 print(f"stopping {thing}: {exc!r}", file=sys.stderr)
+        time.sleep(2)  # what a server's stop takes down may take a moment to go
+        leftovers = kill_leftovers(marker)
         if args.keep:
             print(f"work folder kept: {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)
     if figures is None:
         sys.exit(130)
+    figures["left_behind"] = leftovers
     if args.json:
         print(json.dumps({**figures, "missed": missed(figures)}, indent=1))
     else:
