@@ -1,4 +1,4 @@
-"""Shared helpers of the node benchmarks (pull_qps, ddl_latency, startup). Does I/O.
+"""Shared helpers of the node benchmarks (pull_qps, ddl_latency, startup, failover, chaos). Does I/O.
 
 Starts ``headwater server`` as a child process on a free port (its log in a file), waits for it,
 talks to it over HTTP, produces rows straight to table topics with confluent-kafka, and always stops
@@ -257,3 +257,113 @@ def summarize_collapsed(path: Path, interest: Sequence[str], top: int = 25) -> N
         if any(part in frame for part in interest) and shown < top:
             print(f"    {100 * count / total:5.1f}%  {frame}")
             shown += 1
+
+
+# -- a cluster of servers: kill -9, SIGSTOP/SIGCONT, restart, in sync (failover, chaos) ---------
+
+
+class Node(Server):
+    """A cluster server that can be killed, frozen, and started again on the same port and state
+    folder (its arguments carry ``--state-dir``)."""
+
+    def __init__(self, args: Sequence[str], log_path: Path) -> None:
+        super().__init__(args, log_path)
+        self.args = list(args)
+        self.host = f"127.0.0.1:{self.port}"
+        self.paused = False
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive (frozen or not)."""
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """kill -9, by process id (and whatever of its process group is left, e.g. Spark)."""
+        self.process.kill()
+        self.process.wait(10)
+        self.paused = False
+        self._signal_group(signal.SIGKILL)
+
+    def pause(self) -> None:
+        """SIGSTOP."""
+        os.kill(self.process.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        """SIGCONT, if paused."""
+        if self.paused:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.paused = False
+
+    def relaunch(self) -> None:
+        """Start the process again (same port, same arguments, same state folder)."""
+        self.started = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*headwater_command(), "server", "--port", str(self.port), *self.args],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self.resume()  # a stopped process cannot act on SIGTERM
+        super().stop(timeout_s)
+
+
+def cluster_status(client: httpx.Client, node: Node) -> dict[str, Any]:
+    """``GET /clusterStatus`` of one node: its view of every host."""
+    answer = client.get(f"{node.url}/clusterStatus", timeout=2)
+    answer.raise_for_status()
+    status: dict[str, Any] = answer.json()["clusterStatus"]
+    return status
+
+
+def assignment_of(status: dict[str, Any], table: str) -> dict[int, list[str]]:
+    """{partition: [active, standbys...]} of ``table`` from one server's /clusterStatus."""
+    replicas: dict[int, list[str]] = {}
+    for host, view in status.items():
+        query = view["activeStandbyPerQuery"].get(table, {})
+        for item in query.get("activePartitions", []):
+            replicas.setdefault(item["partition"], []).insert(0, host)
+        for item in query.get("standByPartitions", []):
+            replicas.setdefault(item["partition"], []).append(host)
+    return replicas
+
+
+def not_in_sync(
+    client: httpx.Client, nodes: Sequence[Node], table: str, partitions: int
+) -> str | None:
+    """None when each node sees the others alive, every partition of ``table`` has an active and a
+    standby on these nodes, and every replica reports lag 0; else what is not yet so."""
+    hosts = {n.host for n in nodes}
+    for node in nodes:
+        try:
+            status = cluster_status(client, node)
+        except httpx.HTTPError as exc:
+            return f"{node.host}: {exc!r}"
+        if down := [h for h in hosts if not status.get(h, {}).get("hostAlive")]:
+            return f"{node.host} sees {down} down"
+        assignment = assignment_of(status, table)
+        for partition in range(partitions):
+            replicas = assignment.get(partition, [])
+            if len(replicas) != min(2, len(hosts)) or not set(replicas) <= hosts:
+                return f"{node.host}: partition {partition} on {replicas}"
+            for host in replicas:
+                lags = status[host]["hostStoreLags"]["stateStoreLags"].get(table, {})
+                info = lags.get("lagByPartition", {}).get(str(partition))
+                if info is None or info["offsetLag"] != 0:
+                    return f"{node.host}: {host} partition {partition}: {info}"
+    return None
+
+
+def wait_in_sync(nodes: Sequence[Node], table: str, partitions: int, timeout_s: float) -> float:
+    """Seconds until :func:`not_in_sync` holds (raises TimeoutError after ``timeout_s``)."""
+    start = time.monotonic()
+    with httpx.Client() as client:
+        while (why := not_in_sync(client, nodes, table, partitions)) is not None:
+            for node in nodes:
+                node.check()
+            if time.monotonic() - start > timeout_s:
+                raise TimeoutError(f"not in sync after {timeout_s:g} s: {why}")
+            time.sleep(0.02)
+    return time.monotonic() - start

@@ -31,11 +31,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -53,14 +50,16 @@ import confluent_kafka
 import httpx
 
 from bench._node import (
-    Server,
-    headwater_command,
+    Node,
+    cluster_status,
     ksql,
     percentile,
     produce_rows,
     versions,
     wait_visible,
 )
+from bench._node import assignment_of as _assignment_of
+from bench._node import wait_in_sync as _wait_in_sync
 from headwater.kafka.clients import KafkaSettings, producer_config
 
 TABLE = "T"
@@ -75,103 +74,16 @@ SLOW_S = 1.0
 QUERY_TIMEOUT_S = 5.0
 
 
-# -- servers ---------------------------------------------------------------------------------------
-
-
-class Node(Server):
-    """A cluster server that can be started again on the same port and state folder."""
-
-    def __init__(self, args: Sequence[str], log_path: Path) -> None:
-        super().__init__(args, log_path)
-        self.args = list(args)
-        self.host = f"127.0.0.1:{self.port}"
-        self.paused = False
-
-    def kill(self) -> None:
-        """kill -9, by process id."""
-        self.process.kill()
-        self.process.wait(10)
-
-    def pause(self) -> None:
-        os.kill(self.process.pid, signal.SIGSTOP)
-        self.paused = True
-
-    def resume(self) -> None:
-        if self.paused:
-            os.kill(self.process.pid, signal.SIGCONT)
-            self.paused = False
-
-    def relaunch(self) -> None:
-        """Start the process again (same port, same arguments, same state folder)."""
-        self.started = time.perf_counter()
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [*headwater_command(), "server", "--port", str(self.port), *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        self.resume()  # a stopped process cannot act on SIGTERM
-        super().stop(timeout_s)
-
-
-def cluster_status(client: httpx.Client, node: Node) -> dict[str, Any]:
-    answer = client.get(f"{node.url}/clusterStatus", timeout=2)
-    answer.raise_for_status()
-    status: dict[str, Any] = answer.json()["clusterStatus"]
-    return status
+# -- servers (Node, cluster_status: bench/_node.py) ------------------------------------------------
 
 
 def assignment_of(status: dict[str, Any]) -> dict[int, list[str]]:
-    """{partition: [active, standbys...]} from one server's /clusterStatus."""
-    replicas: dict[int, list[str]] = {}
-    for host, view in status.items():
-        query = view["activeStandbyPerQuery"].get(TABLE, {})
-        for item in query.get("activePartitions", []):
-            replicas.setdefault(item["partition"], []).insert(0, host)
-        for item in query.get("standByPartitions", []):
-            replicas.setdefault(item["partition"], []).append(host)
-    return replicas
-
-
-def not_in_sync(client: httpx.Client, nodes: Sequence[Node]) -> str | None:
-    """None when each node sees the others alive, every partition has an active and a standby on
-    these nodes, and every replica reports lag 0; else what is not yet so."""
-    hosts = {n.host for n in nodes}
-    for node in nodes:
-        try:
-            status = cluster_status(client, node)
-        except httpx.HTTPError as exc:
-            return f"{node.host}: {exc!r}"
-        if down := [h for h in hosts if not status.get(h, {}).get("hostAlive")]:
-            return f"{node.host} sees {down} down"
-        assignment = assignment_of(status)
-        for partition in range(PARTITIONS):
-            replicas = assignment.get(partition, [])
-            if len(replicas) != min(2, len(hosts)) or not set(replicas) <= hosts:
-                return f"{node.host}: partition {partition} on {replicas}"
-            for host in replicas:
-                lags = status[host]["hostStoreLags"]["stateStoreLags"].get(TABLE, {})
-                info = lags.get("lagByPartition", {}).get(str(partition))
-                if info is None or info["offsetLag"] != 0:
-                    return f"{node.host}: {host} partition {partition}: {info}"
-    return None
+    return _assignment_of(status, TABLE)
 
 
 def wait_in_sync(nodes: Sequence[Node], timeout_s: float) -> float:
-    """Seconds until :func:`not_in_sync` holds (raises after ``timeout_s``)."""
-    start = time.monotonic()
-    with httpx.Client() as client:
-        while (why := not_in_sync(client, nodes)) is not None:
-            for node in nodes:
-                node.check()
-            if time.monotonic() - start > timeout_s:
-                raise TimeoutError(f"not in sync after {timeout_s:g} s: {why}")
-            time.sleep(0.02)
-    return time.monotonic() - start
+    return _wait_in_sync(nodes, TABLE, PARTITIONS, timeout_s)
+
 
 
 def mark_down_times(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -334,10 +335,16 @@ def _join_cluster(
 
 
 def _catch_up(settings: KafkaSettings, topic: str, runner: CommandRunner, timeout_s: float) -> None:
-    """Wait until the runner has decided every committed record of the command topic."""
-    end = end_offsets(settings, topic, [0], read_committed=True,
-                      start_offsets={0: runner.position})[0]  # fmt: skip
-    if not runner.wait_for_position(end, timeout_s):
+    """Wait until the runner has decided every committed record of the command topic.
+
+    Finding the topic's end and reaching it share ``timeout_s``: a broker slow to answer at
+    start-up (one restarting, or busy with restores) is waited for up to the start-up limit, not
+    just the end-offset probe's default 10 s (bench/chaos.py saw servers exit on that, again and
+    again, while the broker served fetches slowly)."""
+    deadline = time.monotonic() + timeout_s
+    end = end_offsets(settings, topic, [0], read_committed=True, start_offsets={0: runner.position},
+                      timeout_ms=int(timeout_s * 1000))[0]  # fmt: skip
+    if not runner.wait_for_position(end, max(0.0, deadline - time.monotonic())):
         raise CatalogNotReady(
             f"the catalog did not catch up with the command topic {topic!r} within {timeout_s:g} s "
             f"(at offset {runner.position} of {end}; runner {runner.state.value}"
