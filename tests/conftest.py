@@ -105,6 +105,7 @@ class ServerProcess:
                  tls_ca: str | None = None) -> None:  # fmt: skip
         self.args = args
         self.port = port
+        self.host = f"127.0.0.1:{port}"  # its id in a cluster (the advertised host:port)
         self.url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{port}"
         # with TLS: clients verify the server with the CA file
         self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=tls_ca) \

@@ -30,6 +30,7 @@ import confluent_kafka
 import httpx
 import pytest
 
+from bench._node import assignment_of, cluster_status, not_in_sync
 from headwater.cluster.auth import HEADER, sign
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer_config
@@ -52,11 +53,6 @@ Factory = Callable[..., Any]
 
 
 # -- the cluster ----------------------------------------------------------------------------------
-
-
-def _host(server: Any) -> str:
-    """The server's id in the cluster (its advertised ``host:port``)."""
-    return f"127.0.0.1:{server.port}"
 
 
 def _start_cluster(
@@ -87,55 +83,11 @@ def _start_cluster(
     return servers
 
 
-def _status(client: httpx.Client, server: Any) -> dict[str, Any]:
-    answer = client.get(f"{server.url}/clusterStatus", timeout=2)
-    answer.raise_for_status()
-    status: dict[str, Any] = answer.json()["clusterStatus"]
-    return status
-
-
-def _assignment(status: dict[str, Any], table: str) -> dict[int, list[str]]:
-    """{partition: [active, standbys...]} from one server's /clusterStatus."""
-    replicas: dict[int, list[str]] = {}
-    for host, view in status.items():
-        query = view["activeStandbyPerQuery"].get(table, {})
-        for item in query.get("activePartitions", []):
-            replicas.setdefault(item["partition"], []).insert(0, host)
-        for item in query.get("standByPartitions", []):
-            replicas.setdefault(item["partition"], []).append(host)
-    return replicas
-
-
-def _in_sync(client: httpx.Client, servers: Sequence[Any], table: str) -> str | None:
-    """None when every server sees every other alive, each partition has one active and one
-    standby on these servers, and each replica reports lag 0; else what is not yet so."""
-    hosts = {_host(s) for s in servers}
-    for server in servers:
-        try:
-            status = _status(client, server)
-        except httpx.HTTPError as exc:
-            return f"{server.url}: {exc!r}"
-        for host in hosts:
-            if not status.get(host, {}).get("hostAlive"):
-                return f"{server.url} sees {host} down"
-        assignment = _assignment(status, table)
-        for partition in range(PARTITIONS):
-            replicas = assignment.get(partition, [])
-            if len(replicas) != min(2, len(hosts)) or not set(replicas) <= hosts:
-                return f"{server.url}: partition {partition} on {replicas}"
-            for host in replicas:
-                lags = status[host]["hostStoreLags"]["stateStoreLags"].get(table, {})
-                info = lags.get("lagByPartition", {}).get(str(partition))
-                if info is None or info["offsetLag"] != 0:
-                    return f"{server.url}: {host} partition {partition} lag {info}"
-    return None
-
-
 def _wait_in_sync(servers: Sequence[Any], table: str, timeout_s: float) -> float:
-    """Seconds until :func:`_in_sync` holds (fails the test after ``timeout_s``)."""
+    """Seconds until ``bench._node.not_in_sync`` holds (fails the test after ``timeout_s``)."""
     start = time.monotonic()
     with httpx.Client() as client:
-        while (why := _in_sync(client, servers, table)) is not None:
+        while (why := not_in_sync(client, servers, table, PARTITIONS)) is not None:
             if time.monotonic() - start > timeout_s:
                 logs = "\n".join(s.log()[-1500:] for s in servers)
                 pytest.fail(f"not in sync after {timeout_s:g} s: {why}\n{logs}")
@@ -326,7 +278,7 @@ def _mark_down_times(
                 if i in found:
                     continue
                 try:
-                    alive = _status(client, server).get(dead, {}).get("hostAlive", True)
+                    alive = cluster_status(client, server).get(dead, {}).get("hostAlive", True)
                 except httpx.HTTPError:
                     continue
                 if not alive:
@@ -342,7 +294,7 @@ def _wait_alive(observers: Sequence[Any], host: str, timeout_s: float) -> float:
     with httpx.Client() as client:
         while True:
             try:
-                if all(_status(client, s).get(host, {}).get("hostAlive") for s in observers):
+                if all(cluster_status(client, s).get(host, {}).get("hostAlive") for s in observers):
                     return time.monotonic() - start
             except httpx.HTTPError:
                 pass
@@ -389,8 +341,8 @@ def test_kill_9_sigstop_and_restart_under_pull_queries(
         _wait_rows(server, table, len(STATIC_KEYS) + len(HOT_KEYS))
     _wait_in_sync(servers, table, 30)
     with httpx.Client() as client:
-        assignment = _assignment(_status(client, servers[0]), table)
-    actives = [sum(1 for r in assignment.values() if r[0] == _host(s)) for s in servers]
+        assignment = assignment_of(cluster_status(client, servers[0]), table)
+    actives = [sum(1 for r in assignment.values() if r[0] == s.host) for s in servers]
     victim = max(range(3), key=lambda i: actives[i])
     survivors = [s for i, s in enumerate(servers) if i != victim]
     paused = (victim + 1) % 3  # SIGSTOP goes to another server
@@ -406,7 +358,7 @@ def test_kill_9_sigstop_and_restart_under_pull_queries(
             # kill -9 of the server holding the most actives.
             t_kill = time.monotonic()
             servers[victim].kill()
-            down = _mark_down_times(survivors, _host(servers[victim]), t_kill, 10)
+            down = _mark_down_times(survivors, servers[victim].host, t_kill, 10)
             report.append("marked down after " + ", ".join(f"{d:.3f} s" for d in down))
             time.sleep(max(0.0, t_kill + 3.0 - time.monotonic()))
             resynced = _wait_in_sync(survivors, table, 30)
@@ -421,7 +373,7 @@ def test_kill_9_sigstop_and_restart_under_pull_queries(
             os.kill(servers[paused].process.pid, signal.SIGCONT)
             sigstopped = False
             others = [s for i, s in enumerate(servers) if i not in (victim, paused)]
-            rejoin = _wait_alive(others, _host(servers[paused]), 15)
+            rejoin = _wait_alive(others, servers[paused].host, 15)
             report.append(f"SIGCONT'd server alive again after {rejoin:.2f} s")
             _wait_in_sync(survivors, table, 30)
             time.sleep(2.0)
@@ -429,7 +381,7 @@ def test_kill_9_sigstop_and_restart_under_pull_queries(
             # Restart of the killed server, on its state folder.
             t_restart = time.monotonic()
             servers[victim].start(wait=True)
-            back = _wait_alive(survivors, _host(servers[victim]), 30)
+            back = _wait_alive(survivors, servers[victim].host, 30)
             synced = _wait_in_sync(servers, table, 60)
             report.append(
                 f"restarted server alive {back:.2f} s, all in sync {synced:.2f} s "
@@ -523,7 +475,7 @@ def test_internal_endpoints_refuse_unsigned_requests(
         _wait_rows(server, table, len(STATIC_KEYS))
     _wait_in_sync(servers, table, 30)  # signed heartbeats and lag reports flow
 
-    target, peer = servers[0], _host(servers[1])
+    target, peer = servers[0], servers[1].host
     fake = "127.0.0.1:9"
     future_ms = int(time.time() * 1000) + 10**9  # a report this new would stick if accepted
     forged_lag = {
@@ -564,7 +516,7 @@ def test_internal_endpoints_refuse_unsigned_requests(
                 assert "row" not in answer.text
 
         time.sleep(1.0)  # several heartbeat checks and lag reports later
-        status = _status(client, target)
+        status = cluster_status(client, target)
         assert fake not in status, "a forged heartbeat added a host"
         lags = status[peer]["hostStoreLags"]["stateStoreLags"][table]["lagByPartition"]
         assert all(info["endOffsetPosition"] < 10**9 for info in lags.values()), lags
@@ -580,7 +532,7 @@ def test_internal_endpoints_refuse_unsigned_requests(
                 assert [i["row"]["columns"] for i in items if "row" in i] == [[key, int(key[1:])]]
                 hosts_seen |= {s["host"] for i in items if "header" in i
                                for s in i["header"].get("servedBy", ())}
-        assert hosts_seen == {_host(s) for s in servers}
+        assert hosts_seen == {s.host for s in servers}
 
 
 def test_a_bound_no_replica_meets_fails_naming_each_replica(
@@ -606,11 +558,11 @@ def test_a_bound_no_replica_meets_fails_naming_each_replica(
         while answered is None:
             assert time.monotonic() < deadline, f"no answer within 60 s; last errors {errors[-3:]}"
             if not replicas:
-                replicas = _assignment(_status(client, servers[0]), table).get(0, [])
+                replicas = assignment_of(cluster_status(client, servers[0]), table).get(0, [])
                 time.sleep(0.02)
                 continue
             # Ask a server that holds no replica, so the answer is the router's.
-            outsider = next(s for s in servers if _host(s) not in replicas)
+            outsider = next(s for s in servers if s.host not in replicas)
             body = _pull_body(table, "k5", 0)
             answer = client.post(f"{outsider.url}/query", json=body)
             if answer.status_code == 200:
@@ -618,17 +570,17 @@ def test_a_bound_no_replica_meets_fails_naming_each_replica(
             else:
                 errors.append({"status": answer.status_code, **answer.json()})
                 time.sleep(0.05)
-            replicas = _assignment(_status(client, servers[0]), table).get(0, [])
+            replicas = assignment_of(cluster_status(client, servers[0]), table).get(0, [])
 
         # Then a burst of new records while the table is live: both replicas fall behind.
         _produce(producer, topic, ((f"k{i}", -i) for i in range(count // 2)))
         for _ in range(40):
-            outsider = next(s for s in servers if _host(s) not in replicas)
+            outsider = next(s for s in servers if s.host not in replicas)
             answer = client.post(f"{outsider.url}/query", json=_pull_body(table, "k5", 0))
             if answer.status_code != 200:
                 errors.append({"status": answer.status_code, **answer.json()})
             time.sleep(0.05)
-            replicas = _assignment(_status(client, servers[0]), table).get(0, [])
+            replicas = assignment_of(cluster_status(client, servers[0]), table).get(0, [])
 
     rows = [i["row"]["columns"] for i in answered["items"] if "row" in i]
     assert rows == [["k5", 5]]
