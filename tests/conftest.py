@@ -4,6 +4,8 @@
 - ``durable_broker``: one Tansu on SeaweedFS for the whole session, in a tmp_path_factory folder.
 - ``broker_factory``: brokers a test starts, stops, kills and restarts itself; all stopped at teardown.
 - ``kafka_settings``: client settings for each storage mode (parametrized: memory, durable).
+- ``memory_services``: a module's in-process server services on ``memory_broker`` (stores in memory):
+  ``memory_services("name", limits=..., pull=...)``; closed after the module's last test.
 - ``server_factory``: ``headwater server`` child processes on free ports, stopped by pid at teardown;
   the test then fails if a Spark process its servers started (JVMs, pyspark workers) outlives them,
   and those are killed so the next tests do not pay for them.
@@ -25,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -93,6 +96,31 @@ def kafka_settings(request: pytest.FixtureRequest) -> KafkaSettings:
 def topic_name(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses (the session brokers are shared)."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def memory_services(
+    memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., Any]]:
+    """``make(name, **options)``: the ``Services`` of one in-process server on the session's
+    in-memory broker, with its own service id and its stores in memory (``options`` go to
+    ``open_services``: ``limits``, ``pull``...); every one made is closed after the module."""
+    import dataclasses
+    from contextlib import ExitStack
+
+    from headwater.gateway.services import open_services  # the server's imports: only when used
+
+    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
+                                   commit_transaction_timeout_ms=1500)  # fmt: skip
+    with ExitStack() as stack:
+
+        def make(name: str, **options: Any) -> Any:
+            folder = tmp_path_factory.mktemp(name)
+            return stack.enter_context(open_services(
+                settings, f"{name}-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
+                stores_in_memory=True, **options))  # fmt: skip
+
+        yield make
 
 
 # -- headwater server processes ----------------------------------------------------------------------

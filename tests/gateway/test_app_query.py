@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,8 +15,7 @@ from hypothesis import strategies as st
 
 from headwater.gateway.app import ROUTES, create_app
 from headwater.gateway.openapi import PATHS
-from headwater.gateway.services import Limits, PullSettings, Services, open_services
-from headwater.kafka.broker import EmbeddedBroker
+from headwater.gateway.services import Limits, PullSettings, Services
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
@@ -28,15 +25,8 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("query")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"query-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True, limits=Limits(pull_max_concurrent=4),
-                       pull=PullSettings(table_scan_enabled=True)) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("query", limits=Limits(pull_max_concurrent=4), pull=PullSettings(table_scan_enabled=True))
 
 
 @pytest.fixture(scope="module")

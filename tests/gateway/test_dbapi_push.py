@@ -10,22 +10,19 @@ tests fail on their deadlines instead.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 from headwater import dbapi
 from headwater.gateway.app import create_app
-from headwater.gateway.services import Limits, Services, open_services
-from headwater.kafka.broker import EmbeddedBroker
+from headwater.gateway.services import Limits, Services
 
 T = TypeVar("T")
 HEADER = {"header": {"queryId": "transient_q1", "schema": "`ID` STRING, `N` INTEGER"}}
@@ -206,14 +203,8 @@ def test_print_lines_are_rows_read_as_they_arrive(push_server: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("dbapi-push")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"dbapi-push-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True, limits=Limits()) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("dbapi-push", limits=Limits())
 
 
 @pytest.fixture(params=["granian", "hypercorn", "uvicorn"])

@@ -7,21 +7,18 @@ must be a 2xx or a 4xx with ksqlDB's error body, never a 5xx, and the server mus
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import re
-import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from headwater.gateway.app import create_app
-from headwater.gateway.services import Limits, Services, open_services
-from headwater.kafka.broker import EmbeddedBroker
+from headwater.gateway.services import Limits, Services
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
@@ -33,15 +30,8 @@ CORPUS = Path(__file__).resolve().parents[3] / "shared" / "ksql-corpus" / "state
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("fuzz")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"fuzz-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True,
-                       limits=Limits(catch_up_timeout_s=1.0)) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("fuzz", limits=Limits(catch_up_timeout_s=1.0))
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import socket
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +27,7 @@ from headwater.gateway.inserts import (
     identifier_text,
     row_values,
 )
-from headwater.gateway.services import Limits, PullSettings, Services, open_services
+from headwater.gateway.services import Limits, PullSettings, Services
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.metastore.catalog import Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (
@@ -118,15 +116,8 @@ def test_body_lines_split_anywhere_and_stay_bounded() -> None:
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("inserts")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"inserts-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True, limits=Limits(max_body_bytes=4096),
-                       pull=PullSettings(table_scan_enabled=True)) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("inserts", limits=Limits(max_body_bytes=4096), pull=PullSettings(table_scan_enabled=True))
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ TopicStreamWriterTest), then ``POST /query`` with PRINT on a real runner (embedd
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import struct
@@ -11,8 +10,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -28,8 +26,7 @@ from headwater.gateway.printtopic import (
     raw_bytes,
     rowtime_text,
 )
-from headwater.gateway.services import Limits, Services, open_services
-from headwater.kafka.broker import EmbeddedBroker
+from headwater.gateway.services import Limits, Services
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
@@ -181,14 +178,8 @@ def test_format_lines_only_when_the_formats_change() -> None:
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("print")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"print-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True, limits=Limits()) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("print", limits=Limits())
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,11 @@ budget and a scan's row bound; scans streamed in chunks and limited in concurren
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -19,8 +17,7 @@ from headwater.gateway.admission import Admission
 from headwater.gateway.app import create_app
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.query import _array_chunks, _line_chunks
-from headwater.gateway.services import Limits, PullSettings, Services, open_services
-from headwater.kafka.broker import EmbeddedBroker
+from headwater.gateway.services import Limits, PullSettings, Services
 from headwater.sqlparse_ext import ParseError, parse
 from headwater.sqlparse_ext.limits import ParseLimits
 
@@ -137,16 +134,8 @@ def test_a_body_that_trickles_gets_408_and_idle_connections_close(slow_server: i
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("limits")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"limits-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True,
-                       limits=Limits(parse=LIMITS, scan_max_concurrent=1),
-                       pull=PullSettings(scan_max_rows=30)) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("limits", limits=Limits(parse=LIMITS, scan_max_concurrent=1), pull=PullSettings(scan_max_rows=30))
 
 
 @pytest.fixture(scope="module")

@@ -5,21 +5,18 @@ a client ignores it (extra fields of the header object), never as an item of its
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from headwater.gateway.app import create_app
-from headwater.gateway.services import Services, open_services
-from headwater.kafka.broker import EmbeddedBroker
+from headwater.gateway.services import Services
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
@@ -198,14 +195,8 @@ class ErrorAnswer(Model):
 
 
 @pytest.fixture(scope="module")
-def services(memory_broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Services]:  # fmt: skip
-    folder: Path = tmp_path_factory.mktemp("shapes")
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
-    with open_services(settings, f"shapes-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                       stores_in_memory=True) as built:  # fmt: skip
-        yield built
+def services(memory_services: Callable[..., Services]) -> Services:
+    return memory_services("shapes")
 
 
 @pytest.fixture(scope="module")
