@@ -33,7 +33,6 @@ import binascii
 import hashlib
 import hmac
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -44,6 +43,7 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from headwater.cluster import auth as internal
+from headwater.cluster.agent import wall_clock_ms
 
 __all__ = [
     "ALWAYS_OPEN", "Authentication", "BadCredentialsFile", "BasicAuthMiddleware", "Credential",
@@ -227,7 +227,7 @@ class BasicAuthMiddleware:
         settings: Authentication,
         secret: Callable[[], str | None] = lambda: None,
         max_body_bytes: int = 1 << 20,
-        clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.app = app
         self.settings = settings

@@ -436,12 +436,7 @@ def _pull_table(
     """Read this server's replicas (``partitions``, or every partition the query needs)."""
     reader, before = _ready(services, prepared, partitions, read_after, may_wait)
     result = prepared.execute(reader, partitions)
-    touched = sorted(result.partitions)
-    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
-    served = tuple(
-        ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
-    )
-    return result, served
+    return result, _served(services, prepared, before, sorted(result.partitions))
 
 
 def _scan_table(
@@ -455,12 +450,18 @@ def _scan_table(
     every partition it reads is checked against the lag bound first."""
     reader, before = _ready(services, prepared, partitions, read_after, True)
     touched = list(range(reader.partitions)) if partitions is None else sorted(set(partitions))
-    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
-    served = tuple(
-        ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
-    )
+    served = _served(services, prepared, before, touched)
     rows = budget.apply(_render(prepared.plan, prepared.stream(reader, partitions)))
     return rows, served
+
+
+def _served(services: Services, prepared: PreparedPull, before: Mapping[int, PartitionLag],
+            touched: list[int]) -> tuple[ServedBy, ...]:  # fmt: skip
+    """The partitions read, checked against the query's lag bound, as ``servedBy`` items."""
+    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
+    return tuple(
+        ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
+    )
 
 
 def _ready(
