@@ -369,10 +369,7 @@ def execute_pull(plan: PullPlan, reader: TableReader, *,
         The rows, and the partitions read.
     """
     touched: set[int] = set()
-    rows = _table_rows(plan, reader, partitions, touched)
-    result = list(select_rows(plan, rows))
-    limited = plan.limit is not None and len(result) >= plan.limit
-    return PullResult(plan.schema, result, frozenset(touched), limited)
+    return _result(plan, _table_rows(plan, reader, partitions, touched), touched)
 
 
 def stream_pull(plan: PullPlan, reader: TableReader, partitions: Collection[int] | None = None
@@ -423,7 +420,12 @@ def execute_stream_pull(plan: PullPlan, records: Iterable[Row]) -> PullResult:
             touched.add(record.partition)
             yield record
 
-    result = list(select_rows(plan, rows()))
+    return _result(plan, rows(), touched)
+
+
+def _result(plan: PullPlan, rows: Iterator[Row], touched: set[int]) -> PullResult:
+    """The selected ``rows``, read whole (``touched`` fills as they are read)."""
+    result = list(select_rows(plan, rows))
     limited = plan.limit is not None and len(result) >= plan.limit
     return PullResult(plan.schema, result, frozenset(touched), limited)
 

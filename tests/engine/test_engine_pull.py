@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from decimal import Decimal
@@ -389,3 +390,33 @@ def test_array_and_struct_keys_are_looked_up() -> None:
     reader = MemoryReader([(({"A": 1},), {"V": 5})])
     got = execute_pull(plan("SELECT V FROM T WHERE ID = STRUCT(A := 1);", structs), reader).rows
     assert got == [[5]]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM USERS;",
+    "SELECT NAME, ID, AGE FROM USERS;",
+    "SELECT AGE, ID FROM USERS LIMIT 2;",
+    "SELECT `NAME` FROM USERS U WHERE ID IN (2, 4, 9);",
+])  # fmt: skip
+def test_stored_columns_read_directly_equal_the_evaluators(sql: str) -> None:
+    planned = plan(sql)
+    if planned.filter is None:
+        assert planned.direct is not None  # the shortcut is taken...
+    evaluated = dataclasses.replace(planned, direct=None)
+    # ...and answers exactly what the evaluators answer (missing and NULL values included)
+    reader = MemoryReader([((1,), {"NAME": "ann"}), ((2,), {"NAME": None, "AGE": 7}),
+                           ((4,), {"AGE": 3, "S": None})])  # fmt: skip
+    assert execute_pull(planned, reader).rows == execute_pull(evaluated, reader).rows
+    assert execute_pull(planned, _users()).rows == execute_pull(evaluated, _users()).rows
+
+
+def test_pseudo_columns_and_expressions_are_not_read_directly() -> None:
+    assert plan("SELECT ID, AGE + 1 FROM USERS;").direct is None
+    assert plan("SELECT S->A FROM USERS;").direct is None
+    assert plan("SELECT ID FROM USERS WHERE NAME = 'ann';").direct is None
+
+
+def test_windowed_key_columns_are_read_directly() -> None:
+    windowed = _source(SourceKind.TABLE, "ID STRING KEY, C BIGINT", windowed="TUMBLING")
+    planned = plan("SELECT WINDOWEND, C, ID FROM T;", windowed)
+    assert planned.direct == ((2, "WINDOWEND"), (-1, "C"), (0, "ID"))
