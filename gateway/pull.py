@@ -226,11 +226,11 @@ def execute_prepared(
     source, plan = prepared.source, prepared.plan
     columns = _columns(plan.schema)
     query_id = _query_id()
-    budget = Budget.of(prepared)
     try:
         if source.kind is SourceKind.STREAM:
             if local_only:
                 raise NeedsForwarding
+            budget = Budget.of(prepared)
             catalog = services.runner.catalog
             records, ends = scan_stream(services.settings, source, catalog.types)
             result = execute_stream_pull(plan, records)
@@ -241,13 +241,13 @@ def execute_prepared(
         if services.control is None or services.cluster is None or forwarded is not None:
             tokens = routed.read_after(properties, source.topic)
             if prepared.scan:  # read as the answer is written
-                stream, served = _scan_table(services, prepared, forwarded, tokens, budget)
+                stream, served = _scan_table(services, prepared, forwarded, tokens,
+                                             Budget.of(prepared))  # fmt: skip
                 return PullAnswer(query_id, columns, [], served, stream=stream)
             result, served = _pull_table(services, prepared, forwarded, tokens,
                                          may_wait=not local_only)  # fmt: skip
             return PullAnswer(query_id, columns, list(_render(plan, result.rows)), served)
-        return _routed(services, prepared, properties, query_id, columns, local_only, skip,
-                       budget)  # fmt: skip
+        return _routed(services, prepared, properties, query_id, columns, local_only, skip)
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
                         retriable=exc.retriable) from exc  # fmt: skip
@@ -339,8 +339,8 @@ def _routed(
     columns: tuple[OutputColumn, ...],
     local_only: bool,
     skip: frozenset[str] = frozenset(),
-    budget: Budget | None = None,
 ) -> PullAnswer:
+    budget = Budget.of(prepared)
     catalog = services.runner.catalog
     partitions = routed.needed_partitions(prepared, catalog.types)
     try:
@@ -357,7 +357,6 @@ def _routed(
     if local_only and any(hosts[0] != services.advertised for hosts in plans.values()):
         raise NeedsForwarding(plans)
     tokens = routed.read_after(properties, prepared.source.topic)
-    budget = budget or Budget.of(prepared)
     if prepared.scan and not local_only and all(h[0] == services.advertised for h in plans.values()):
         try:  # every partition is read here: the answer streams
             stream, served = _scan_table(services, prepared, tuple(sorted(plans)), tokens, budget)
