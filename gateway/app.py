@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from headwater.engine.errors import EngineError
 from headwater.gateway.auth import Authentication, BasicAuthMiddleware
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
-from headwater.gateway.errors import KsqlError
+from headwater.gateway.errors import KsqlError, error_body
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
 from headwater.gateway.inserts import inserts_stream_endpoint
 from headwater.gateway.jsonout import dumpb
@@ -72,17 +72,8 @@ def error_response(
     retriable: bool = False,
 ) -> Response:
     """ksqlDB's error body, with HTTP status ``error_code // 100`` (500 if that is no status)."""
-    body: dict[str, Any] = {
-        "@type": kind,
-        "error_code": error_code,
-        "message": message,
-        "statementText": statement_text,
-        "entities": list(entities),
-    }
-    if line is not None:
-        body["line"] = line
-    if column is not None:
-        body["column"] = column
+    body = error_body(error_code, message, kind=kind, statement_text=statement_text,
+                      entities=entities, line=line, column=column)  # fmt: skip
     status = error_code // 100 if 400 <= error_code // 100 < 600 else 500
     headers = {"Retry-After": "1"} if retriable and status in (429, 503) else None
     # dumpb writes what JSONResponse cannot: a lone surrogate the client sent, echoed in a message

@@ -47,6 +47,38 @@ class KsqlError(Exception):
         self.kind = kind
         self.retriable = retriable
 
+    def body(self) -> Entity:
+        """ksqlDB's error body of this error (also the ``errorMessage`` of a streamed answer)."""
+        return error_body(self.error_code, self.message, kind=self.kind,
+                          statement_text=self.statement_text, entities=self.entities,
+                          line=self.line, column=self.column)  # fmt: skip
+
+
+def error_body(
+    error_code: int,
+    message: str,
+    *,
+    kind: str = "statement_error",
+    statement_text: str = "",
+    entities: tuple[Entity, ...] | list[Entity] = (),
+    line: int | None = None,
+    column: int | None = None,
+) -> Entity:
+    """ksqlDB's error body: ``@type``, ``error_code``, ``message``, ``statementText``,
+    ``entities``, and the position when known."""
+    body: Entity = {
+        "@type": kind,
+        "error_code": error_code,
+        "message": message,
+        "statementText": statement_text,
+        "entities": list(entities),
+    }
+    if line is not None:
+        body["line"] = line
+    if column is not None:
+        body["column"] = column
+    return body
+
 
 def bad_request(message: str, error_code: int = 40000) -> KsqlError:
     """A request-level error (bad body), as a ``generic_error``."""

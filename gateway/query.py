@@ -284,7 +284,7 @@ def query_items(answer: PullAnswer) -> Iterator[Any]:
             for row in answer.stream:
                 yield {"row": {"columns": row}}
         except KsqlError as exc:
-            yield {"errorMessage": _error_item(exc)}
+            yield {"errorMessage": exc.body()}
             return
     if answer.final_message is not None:
         yield {"finalMessage": answer.final_message}
@@ -303,12 +303,7 @@ def stream_items(answer: PullAnswer) -> Iterator[Any]:
         try:
             yield from answer.stream
         except KsqlError as exc:
-            yield {"errorMessage": _error_item(exc)}
-
-
-def _error_item(exc: KsqlError) -> dict[str, Any]:
-    return {"@type": exc.kind, "error_code": exc.error_code, "message": exc.message,
-            "statementText": exc.statement_text, "entities": []}  # fmt: skip
+            yield {"errorMessage": exc.body()}
 
 
 def _array(items: Iterator[Any]) -> bytes:
