@@ -8,10 +8,16 @@ of one consume batch is applied as one `WriteBatch` whose position is the offset
 record: rows and position atomically. A partition starts at its store's `position()` (0 when
 None), so a restarted server resumes where its stores stopped.
 
+Two consumers (`store.lanes`): a partition is read by the live one (short fetch waits) while it is
+caught up or nearly so, and by the catch-up one (long fetch waits) while it is far behind, because
+on Tansu short waits crawl over a backlog of one-record batches. A partition moves between them at
+the lowest position of its stores.
+
 Batching: the thread blocks in `poll` for the first record, then takes whatever librdkafka has
 already fetched (`consume(timeout=0)`, up to `max_batch_records`). Far behind, that is thousands of
 records per partition per batch (LMDB ingest is bound by commits); caught up, it is the few new
 records, applied at once, so freshness is the fetch latency (about `fetch_wait_max_ms` on Tansu).
+With partitions on both consumers, it blocks on neither for longer than `_SHARED_POLL_S`.
 
 End offsets and READY come only from fetch responses, never ListOffsets (wrong on Tansu, see
 notes/kafka-and-spark-here.md): the high watermark librdkafka caches from the latest fetch
@@ -25,7 +31,7 @@ anyway; there read_committed would only add that a crashed transactional writer 
 on its topic until it restarts, and that the cached high watermark is no longer the reader's end.
 `RestorerSettings.read_committed` is there for real Kafka with exactly-once writers.
 
-Thread safety: only the thread touches the consumer. `add_table` / `remove_table` while running
+Thread safety: only the thread touches the consumers. `add_table` / `remove_table` while running
 hand an action to the thread (a command queue) and wait for it; stopped, they act directly. Status
 reads (`status`, `lags`, the waits) go to a `tables.StatusBoard` and never block on Kafka.
 """
@@ -45,6 +51,7 @@ from headwater.kafka.clients import KafkaSettings, consumer_config
 from headwater.store.api import WriteBatch
 from headwater.store.errors import StoreError
 from headwater.store.lag import LagInfo
+from headwater.store.lanes import Lane, next_lane
 from headwater.store.local import LocalStores
 from headwater.store.reachability import reachable_partitions
 from headwater.store.records import KeyOf, PartitionStatus, changes_of
@@ -53,7 +60,9 @@ from headwater.store.tables import Routes, Start, StatusBoard, TableTarget, Topi
 log = logging.getLogger(__name__)
 
 _MAX_SKIP_LOGS = 5  # skipped records logged one by one per batch and partition; the rest summed up
-_Action = Callable[[Consumer | None], None]
+_SHARED_POLL_S = 0.01  # longest block on one consumer while the other also has partitions
+_REVIEW_S = 0.1  # how often live partitions are checked for having fallen far behind
+_Action = Callable[[], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +72,13 @@ class RestorerSettings:
     Attributes:
         max_batch_records: Most records taken from the consumer per batch (over all partitions).
         poll_timeout_ms: Longest wait for a record; also bounds how long add/remove/stop wait.
-        fetch_wait_max_ms: How long the broker may hold an empty fetch. Tansu answers a fetch only
-            after this long even when records arrive meanwhile, so it bounds freshness there.
+        fetch_wait_max_ms: How long the broker may hold an empty fetch of the live consumer. Tansu
+            answers a fetch only after this long even when records arrive meanwhile, so it bounds
+            freshness there.
+        catch_up_fetch_wait_max_ms: The same for the catch-up consumer, which reads partitions
+            far behind (long waits let Tansu fill a fetch; short ones crawl, see `store.lanes`).
+        catch_up_after_records: A live partition more records behind its end than this is moved to
+            the catch-up consumer until it reaches its end.
         max_partition_fetch_bytes: Most bytes one fetch returns per partition.
         end_refresh_interval_ms: How often the end offsets of idle partitions are re-read from the
             consumer's fetch cache.
@@ -76,6 +90,8 @@ class RestorerSettings:
     max_batch_records: int = 50_000
     poll_timeout_ms: int = 100
     fetch_wait_max_ms: int = 20
+    catch_up_fetch_wait_max_ms: int = 500
+    catch_up_after_records: int = 20
     max_partition_fetch_bytes: int = 8 * 2**20
     end_refresh_interval_ms: int = 1000
     read_committed: bool = False
@@ -90,9 +106,9 @@ class _Pending:
         self.done = threading.Event()
         self.error: BaseException | None = None
 
-    def run(self, consumer: Consumer | None) -> None:
+    def run(self) -> None:
         try:
-            self.action(consumer)
+            self.action()
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller
             self.error = exc
         finally:
@@ -121,6 +137,8 @@ class TableRestorer:
         self._board = StatusBoard()
         self._lock = threading.Lock()  # guards _thread; stopped, commands run under it
         self._routes = Routes()  # the consumer thread's
+        self._readers: dict[Lane, Consumer] = {}  # the consumer thread's; empty while stopped
+        self._lanes: dict[TopicPartitionKey, Lane] = {}  # which reader reads each topic partition
         self._commands: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -152,7 +170,7 @@ class TableRestorer:
         starts = {t.partition: t.position for t in targets}
         self._board.publish(table, topic, (PartitionStatus(topic, p, o) for p, o in starts.items()))
         log.info("materializing %s from %s at %s", table, topic, starts)
-        self._submit(lambda consumer: self._attach(consumer, topic, targets))
+        self._submit(lambda: self._attach(topic, targets))
 
     def remove_table(self, table: str, drop_stores: bool) -> None:
         """Stops materializing `table`; closes its stores, or deletes them (DROP TABLE).
@@ -161,7 +179,7 @@ class TableRestorer:
             TableNotMaterialized: If the table is not materialized here.
         """
         partitions = list(self._board.status(table))
-        self._submit(lambda consumer: self._detach(consumer, table))
+        self._submit(lambda: self._detach(table))
         self._board.discard(table)
         for partition in partitions:
             if drop_stores:
@@ -193,7 +211,7 @@ class TableRestorer:
         topic = self._board.topics()[table]
         added, removed = sorted(wanted - current), sorted(current - wanted)
         if removed:
-            self._submit(lambda consumer: self._detach_partitions(consumer, table, removed))
+            self._submit(lambda: self._detach_partitions(table, removed))
             self._board.forget_partitions(table, removed)
             for partition in removed:
                 if drop_removed:
@@ -205,7 +223,7 @@ class TableRestorer:
             self._board.add_partitions(
                 table, (PartitionStatus(topic, t.partition, t.position) for t in targets)
             )
-            self._submit(lambda consumer: self._attach(consumer, topic, targets))
+            self._submit(lambda: self._attach(topic, targets))
         if added or removed:
             log.info("table %s: now holding partitions %s (added %s, removed %s)", table,
                      sorted(wanted), added, removed)  # fmt: skip
@@ -255,32 +273,38 @@ class TableRestorer:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Creates the consumer and starts the thread (again after `stop`).
+        """Creates the consumers and starts the thread (again after `stop`).
 
         Raises:
-            KafkaException: If the consumer cannot be created (bad configuration).
+            KafkaException: If a consumer cannot be created (bad configuration).
         """
+        with self._lock:
+            if self._thread is not None:
+                raise RuntimeError("the restorer is running")
+            readers = {lane: Consumer(self._consumer_config(lane)) for lane in Lane}
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, args=(readers,), name=self._purpose, daemon=True
+            )
+            self._thread.start()
+
+    def _consumer_config(self, lane: Lane) -> dict[str, object]:
+        live = lane is Lane.LIVE
         config = consumer_config(
             self._kafka,
-            self._purpose,
+            self._purpose if live else f"{self._purpose}-{lane.value}",
             read_committed=self._settings.read_committed,
             partition_eof=True,
-            fetch_wait_max_ms=self._settings.fetch_wait_max_ms,
-        )
+            fetch_wait_max_ms=self._settings.fetch_wait_max_ms if live
+            else self._settings.catch_up_fetch_wait_max_ms,
+        )  # fmt: skip
         config.setdefault("max.partition.fetch.bytes", self._settings.max_partition_fetch_bytes)
         config.setdefault("enable.auto.offset.store", False)  # nothing is ever committed
         if self._settings.statistics_interval_ms > 0:
             config["statistics.interval.ms"] = self._settings.statistics_interval_ms
-            config["stats_cb"] = self._on_statistics  # called by poll(), on the restorer's thread
-        with self._lock:
-            if self._thread is not None:
-                raise RuntimeError("the restorer is running")
-            reader = Consumer(config)
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, args=(reader,), name=self._purpose, daemon=True
-            )
-            self._thread.start()
+            # called by poll(), on the restorer's thread
+            config["stats_cb"] = lambda stats: self._on_statistics(lane, stats)
+        return config
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stops the thread and closes the consumer; the stores stay open. Idempotent."""
@@ -294,46 +318,64 @@ class TableRestorer:
 
     # -- the thread ------------------------------------------------------------------------------
 
-    def _run(self, reader: Consumer) -> None:
-        poll_s = self._settings.poll_timeout_ms / 1000
-        more = self._settings.max_batch_records - 1
+    def _run(self, readers: dict[Lane, Consumer]) -> None:
         refresh_s = self._settings.end_refresh_interval_ms / 1000
-        next_refresh = time.monotonic() + refresh_s
+        next_refresh = next_review = time.monotonic() + refresh_s
+        self._readers = readers
         try:
             if len(self._routes):
-                reader.incremental_assign(_partitions(self._routes.starts()))
+                self._assign(self._routes.starts())
             while not self._stop.is_set():
-                self._run_commands(reader)
-                first = reader.poll(poll_s)
-                if first is not None:
-                    messages = [first]
-                    if more > 0:
-                        messages += reader.consume(more, 0)
-                    self._process(reader, messages)
-                if time.monotonic() >= next_refresh:
-                    self._refresh_ends(reader)
-                    next_refresh = time.monotonic() + refresh_s
+                self._run_commands()
+                self._read()
+                now = time.monotonic()
+                if now >= next_review:
+                    self._review(self._live_partitions())
+                    next_review = now + _REVIEW_S
+                if now >= next_refresh:
+                    self._refresh_ends()
+                    next_refresh = now + refresh_s
         except Exception as exc:  # the thread must not die silently
             log.exception("the table restorer failed")
             self._board.fail_all(f"the restorer failed: {exc!r}")
         finally:
-            reader.close()
+            self._readers = {}
+            self._lanes.clear()
+            for reader in readers.values():
+                reader.close()
             with self._lock:
                 self._thread = None
-                self._run_commands(None)  # anything submitted while it stopped
+                self._run_commands()  # anything submitted while it stopped
 
-    def _run_commands(self, reader: Consumer | None) -> None:
+    def _read(self) -> None:
+        """Reads one batch from each consumer that has partitions, blocking on one at most."""
+        held = [lane for lane in (Lane.LIVE, Lane.CATCH_UP) if lane in self._lanes.values()]
+        block_s = self._settings.poll_timeout_ms / 1000
+        if len(held) > 1:
+            block_s = min(block_s, _SHARED_POLL_S)
+        more = self._settings.max_batch_records - 1
+        for lane in held or [Lane.LIVE]:  # with no partitions: waits (and serves statistics)
+            reader = self._readers[lane]
+            first = reader.poll(block_s)
+            block_s = 0
+            if first is not None:
+                messages = [first]
+                if more > 0:
+                    messages += reader.consume(more, 0)
+                self._process(lane, messages)
+
+    def _run_commands(self) -> None:
         while True:
             try:
                 pending = self._commands.get_nowait()
             except queue.Empty:
                 return
-            pending.run(reader)
+            pending.run()
 
     def _submit(self, action: _Action) -> None:
         with self._lock:
             if self._thread is None:
-                action(None)
+                action()
                 return
             pending = _Pending(action)
             self._commands.put(pending)
@@ -341,24 +383,56 @@ class TableRestorer:
         if pending.error is not None:
             raise pending.error
 
-    def _attach(self, reader: Consumer | None, topic: str, targets: list[TableTarget]) -> None:
+    # -- the consumers' assignments (the thread's; no-ops while stopped) --------------------------
+
+    def _attach(self, topic: str, targets: list[TableTarget]) -> None:
         new, moved = self._routes.attach(topic, targets)
-        if reader is not None and moved:  # a shared topic partition is read again from lower
-            reader.incremental_unassign(_partitions(moved))
-        if reader is not None and (new or moved):
-            reader.incremental_assign(_partitions(new + moved))
+        self._unassign([(t, p) for t, p, _offset in moved])  # shared, read again from lower
+        self._assign(new + moved)
 
-    def _detach(self, reader: Consumer | None, table: str) -> None:
-        idle = self._routes.detach(table)
-        if reader is not None and idle:
-            reader.incremental_unassign([TopicPartition(*key) for key in idle])
+    def _detach(self, table: str) -> None:
+        self._unassign(self._routes.detach(table))
 
-    def _detach_partitions(self, reader: Consumer | None, table: str, partitions: list[int]) -> None:
-        idle = self._routes.detach_partitions(table, partitions)
-        if reader is not None and idle:
-            reader.incremental_unassign([TopicPartition(*key) for key in idle])
+    def _detach_partitions(self, table: str, partitions: list[int]) -> None:
+        self._unassign(self._routes.detach_partitions(table, partitions))
 
-    def _process(self, reader: Consumer, messages: list[Message]) -> None:
+    def _assign(self, starts: list[Start], lane: Lane = Lane.LIVE) -> None:
+        if self._readers and starts:
+            self._lanes.update({(topic, partition): lane for topic, partition, _ in starts})
+            self._readers[lane].incremental_assign(_partitions(starts))
+
+    def _unassign(self, keys: list[TopicPartitionKey]) -> None:
+        for key in keys:
+            lane = self._lanes.pop(key, None)
+            if lane is not None:
+                self._readers[lane].incremental_unassign([TopicPartition(*key)])
+
+    def _live_partitions(self) -> list[TopicPartitionKey]:
+        return [key for key, lane in self._lanes.items() if lane is Lane.LIVE]
+
+    def _review(
+        self, keys: Iterable[TopicPartitionKey], eofs: Mapping[TopicPartitionKey, int] | None = None
+    ) -> None:
+        """Moves each partition to the consumer that should read it now (`store.lanes`)."""
+        eofs = eofs or {}
+        for key in keys:
+            lane, routed = self._lanes.get(key), self._routes.targets(key)
+            if lane is None or not routed:
+                continue
+            position = min(t.position for t in routed)
+            _low, high = self._readers[lane].get_watermark_offsets(TopicPartition(*key), cached=True)
+            end = high if high is not None and high >= 0 else None
+            eof = eofs.get(key)
+            wanted = next_lane(lane, position, end, eof is not None and position >= eof,
+                               self._settings.catch_up_after_records)  # fmt: skip
+            if wanted is not lane:
+                log.debug("%s[%d]: reading from the %s consumer at %d (end %s)", key[0], key[1],
+                          wanted.value, position, end)  # fmt: skip
+                self._unassign([key])
+                self._assign([(key[0], key[1], position)], wanted)
+
+    def _process(self, lane: Lane, messages: list[Message]) -> None:
+        reader = self._readers[lane]
         runs: dict[TopicPartitionKey, list[Message]] = {}
         eofs: dict[TopicPartitionKey, int] = {}
         last_key: TopicPartitionKey | None = None
@@ -377,8 +451,8 @@ class TableRestorer:
                 self._note_error(message, error)
         for key in runs.keys() | eofs.keys():
             routed = self._routes.targets(key)
-            if not routed:
-                continue  # unassigned since it was fetched
+            if not routed or self._lanes.get(key) is not lane:
+                continue  # unassigned (or moved to the other consumer) since it was fetched
             records = runs.get(key, [])
             end = eofs.get(key)
             if records:
@@ -386,11 +460,11 @@ class TableRestorer:
                 if high is not None and high >= 0 and (end is None or high > end):
                     end = high
             for target in list(routed):
-                self._apply(reader, key, target, records, end, eofs.get(key))
+                self._apply(key, target, records, end, eofs.get(key))
+        self._review(runs.keys() | eofs.keys(), eofs)
 
     def _apply(
         self,
-        reader: Consumer,
         key: TopicPartitionKey,
         target: TableTarget,
         records: list[Message],
@@ -412,7 +486,7 @@ class TableRestorer:
                       reason)
             self._update(target, lambda s: s.failed(reason))
             if self._routes.remove(key, target):
-                reader.incremental_unassign([TopicPartition(*key)])
+                self._unassign([key])
             return
         target.position = position
         for skipped in run.skipped[:_MAX_SKIP_LOGS]:
@@ -427,17 +501,20 @@ class TableRestorer:
         self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end, newest)
                      .noted(None if cleared else s.error).reachable(True))  # a fetch came back
 
-    def _refresh_ends(self, reader: Consumer) -> None:
-        for key in self._routes.partitions():
-            _low, high = reader.get_watermark_offsets(TopicPartition(*key), cached=True)
+    def _refresh_ends(self) -> None:
+        for key, lane in list(self._lanes.items()):
+            _low, high = self._readers[lane].get_watermark_offsets(TopicPartition(*key), cached=True)
             if high is not None and high >= 0:
                 for target in self._routes.targets(key):
                     position = target.position
                     self._update(target, lambda s: s.advanced(position, high))  # noqa: B023
 
-    def _on_statistics(self, stats_json: str) -> None:
+    def _on_statistics(self, lane: Lane, stats_json: str) -> None:
         """While a partition's leader is unreachable its end offset is not current: say so."""
-        for key, reachable in reachable_partitions(stats_json, self._routes.partitions()).items():
+        held = [key for key, held_by in self._lanes.items() if held_by is lane]
+        if not held:
+            return  # an idle consumer may hold no connection: it says nothing of the others'
+        for key, reachable in reachable_partitions(stats_json, held).items():
             for target in self._routes.targets(key):
                 self._update(target, lambda s: s.reachable(reachable))  # noqa: B023
 
