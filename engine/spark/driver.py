@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ log = logging.getLogger(__name__)
 
 _RETRY_FIRST_S = 5.0
 _RETRY_MAX_S = 60.0
+# How long the child may take to stop its queries and Spark once it is leaving (told to, or its
+# server died) before it kills its own process group: a stop that hangs (a micro-batch stuck on an
+# unreachable broker) must not leave a JVM and Python workers behind a dead server.
+_EXIT_GRACE_S = 20.0
 
 
 @dataclass
@@ -239,19 +244,35 @@ def start_session(settings: EngineSettings) -> Any:
 
 
 def _die_with_parent() -> None:
-    """SIGTERM (a graceful stop of the queries) when the server dies, on Linux."""
+    """SIGTERM (a graceful stop of the queries) when the server dies, on Linux; at once if it has
+    died already (while this process was starting: then the parent is no longer the server)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
     import ctypes.util
+    import multiprocessing
 
     libc = ctypes.util.find_library("c")
     if libc is None:
         return
-    parent = os.getppid()
+    server = multiprocessing.parent_process()
     ctypes.CDLL(libc, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
+    if server is not None and os.getppid() != server.pid:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def kill_group_after(seconds: float) -> threading.Thread:
+    """SIGKILL this process's group (itself, Spark's JVM and Python workers) in `seconds` unless
+    the process has exited by then: the bound on a graceful stop. Call it in a group leader."""
+
+    def expire() -> None:
+        time.sleep(seconds)
+        log.error("stopping took longer than %.0f s; killing the Spark engine's processes", seconds)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    watchdog = threading.Thread(target=expire, name="exit-watchdog", daemon=True)
+    watchdog.start()
+    return watchdog
 
 
 def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
@@ -294,4 +315,5 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
     except (EOFError, BrokenPipeError, ConnectionResetError):
         log.info("the server is gone; stopping its queries")
     finally:
+        kill_group_after(_EXIT_GRACE_S)
         driver.stop_all()
