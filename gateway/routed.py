@@ -6,7 +6,9 @@ controller's assignment, this server's view of who is alive and the lag reports.
 server should serve run here; the others are forwarded, grouped by host and in parallel, as a
 ``POST /query`` naming the partitions to read (``headwater.internal.partitions``), signed with
 the cluster's secret. A host that fails is replaced by the partition's next replica within
-the same request. The receiving server reads only those partitions, checks its own live position
+the same request; a host its peers mark down while it is answering (a stopped process: no
+heartbeats for ``heartbeat.missed.threshold`` checks) is given up at once instead of waited for
+until the request timeout. The receiving server reads only those partitions, checks its own live position
 against the bound (never trusting gossip alone), and answers with its ``servedBy``.
 
 Read-your-writes: a request may carry ``headwater.read.after`` (the ``writtenOffsets`` an INSERT
@@ -20,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +55,8 @@ LOOKUP_FORWARD_TIMEOUT_S = 0.5
 is served by the next replica (a server that stopped, not yet marked down, must not hold the query
 for the full request timeout)."""
 UNBOUNDED = 2**63 - 1
+DOWN_CHECK_S = 0.05
+"""How often a wait for a forwarded answer checks whether its host was marked down meanwhile."""
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pull-forward")
 
@@ -358,12 +362,12 @@ def gather(
                 outcomes[services.advertised] = exc
         for host, future in futures.items():
             try:
-                outcomes[host] = future.result()
+                outcomes[host] = _answer_of(services, host, future)
             except KsqlError as exc:
                 if not exc.retriable and exc.error_code // 100 == 400:
                     raise
                 outcomes[host] = exc
-            except (httpx.HTTPError, ValueError) as exc:
+            except (httpx.HTTPError, ValueError, ExchangeFailed) as exc:
                 outcomes[host] = exc
         for host, outcome in outcomes.items():
             for partition in groups[host]:
@@ -384,3 +388,19 @@ def gather(
                 answers.append(outcome)
     answers.sort(key=lambda a: min(a.partitions))
     return answers
+
+
+def _answer_of(services: Services, host: str, future: Future[PartialAnswer]) -> PartialAnswer:
+    """The forwarded answer, once it comes; given up when ``host`` is marked down meanwhile (the
+    thread still waits out its request timeout, its answer unused).
+
+    Raises:
+        ExchangeFailed: ``host`` was marked down before it answered.
+    """
+    while True:
+        try:
+            return future.result(timeout=DOWN_CHECK_S)
+        except TimeoutError:
+            if services.cluster is not None and host not in services.cluster.live():
+                future.cancel()
+                raise ExchangeFailed(f"{host}: marked down while answering") from None
