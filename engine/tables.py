@@ -11,8 +11,10 @@ key's windows are stored together, in start order) with the raw value in the sto
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,7 @@ from headwater.engine.serde import serde_of
 from headwater.engine.values import has_map, resolve_type
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.kafka.clients import KafkaSettings
+from headwater.kafka.errors import EndOffsetsUnavailable
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -32,6 +35,7 @@ from headwater.sqlparse_ext.sqltypes import (
     SqlType,
     StructType,
 )
+from headwater.store.end_probe import EndProbe
 from headwater.store.errors import StoreError
 from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
 from headwater.store.lag import LagInfo
@@ -247,6 +251,7 @@ class MaterializedTables:
     def __init__(self, settings: KafkaSettings, stores: LocalStores) -> None:
         self.stores = stores
         self.restorer = TableRestorer(settings, stores)
+        self.probe = EndProbe(settings)
         self._lock = threading.Lock()
         self._held: dict[str, tuple[Source, frozenset[int]]] = {}
         self._readers: dict[tuple[str, int], StoredTable] = {}
@@ -271,6 +276,7 @@ class MaterializedTables:
     def stop(self) -> None:
         """Stop restoring (stores stay on disk)."""
         self.restorer.stop()
+        self.probe.close()
 
     def listener(self, _record: object, _outcome: object, catalog: Catalog) -> None:
         """The command runner's listener: follow every catalog change. Never raises.
@@ -370,6 +376,36 @@ class MaterializedTables:
         if partitions is not None:
             return {p: PartitionLag.of(statuses[p]) for p in partitions if p in statuses}
         return {p: PartitionLag.of(s) for p, s in statuses.items()}
+
+    def fresh_lags(self, table: str, partitions: Collection[int] | None, max_lag: int,
+                   timeout_s: float, catch_up_s: float) -> dict[int, PartitionLag]:  # fmt: skip
+        """:meth:`lags` against end offsets read by a fetch sent after this call began
+        (``store.end_probe``), so a lag bound holds for every write acknowledged before the query
+        arrived, not only for those the restorer had fetched. One whose end cannot be read within
+        ``timeout_s`` has an unknown lag; one more than ``max_lag`` behind that end is given up to
+        ``catch_up_s`` (within ``timeout_s``) to catch up to it."""
+        lags = self.lags(table, partitions)
+        known = {p: lag.end_offset for p, lag in lags.items() if lag.end_offset is not None}
+        topic = self.restorer.tables().get(table)
+        if topic is None or not known:
+            return lags
+        started = time.monotonic()
+        try:
+            ends = self.probe.ends(topic, known, timeout_s)
+        except EndOffsetsUnavailable:
+            return {p: dataclasses.replace(lag, end_current=False) if p in known else lag
+                    for p, lag in lags.items()}  # fmt: skip
+        behind = {p: end - max_lag for p, end in ends.items() if end - max_lag > lags[p].position}
+        if behind:
+            left = min(catch_up_s, timeout_s - (time.monotonic() - started))
+            try:
+                self.restorer.wait_for_positions(table, behind, max(0.0, left))
+            except StoreError:  # dropped meanwhile: the answer fails on reading it
+                pass
+        now = self.lags(table, partitions)
+        return {p: dataclasses.replace(lag, end_offset=max(lag.end_offset, ends[p]))
+                if p in ends and lag.end_offset is not None else lag
+                for p, lag in now.items()}  # fmt: skip
 
     def local_lags(self) -> dict[str, dict[int, LagInfo]]:
         """KIP-535's ``all_local_store_partition_lags()``: {table: {partition: LagInfo}}."""

@@ -140,6 +140,12 @@ class PreparedPull:
 
 _POINT_LOOKUP_KEYS = 16
 RESTORE_WAIT_S = 2.0
+FRESH_END_WAIT_S = 1.0
+"""How long a query with a lag bound waits for its partitions' current end offsets before its lag
+is unknown (and it is refused)."""
+FRESH_CATCH_UP_WAIT_S = 0.2
+"""How long a replica more than the bound behind the current end may take to catch up to it before
+the query is refused (a fetch or two: well within a forwarded lookup's timeout)."""
 """How long a query waits for a restoring partition before answering 50302."""
 
 
@@ -191,13 +197,14 @@ class NeedsForwarding(Exception):
 
     Attributes:
         plans: when routing sent a partition elsewhere, the hosts to try per partition.
+        skip: hosts that failed the query already, with why.
     """
 
     def __init__(self, plans: dict[int, list[str]] | None = None,
-                 skip: frozenset[str] = frozenset()) -> None:  # fmt: skip
+                 skip: Mapping[str, str] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.plans = plans
-        self.skip = skip
+        self.skip: dict[str, str] = dict(skip or {})
 
 
 def execute_prepared(
@@ -206,7 +213,7 @@ def execute_prepared(
     properties: Mapping[str, Any] | None = None,
     *,
     local_only: bool = False,
-    skip: frozenset[str] = frozenset(),
+    skip: Mapping[str, str] | None = None,
 ) -> PullAnswer:
     """Run a prepared pull query: streams by scanning their topic, tables from the replicas the
     cluster routes each partition to (here or forwarded), or from this server alone.
@@ -217,7 +224,8 @@ def execute_prepared(
         properties: the request's properties (bounds, read-your-writes token, forwarded partitions).
         local_only: raise :class:`NeedsForwarding` instead of forwarding (the event loop calls
             this for cheap lookups and must never block on another server).
-        skip: hosts not to ask (they failed this query already).
+        skip: hosts not to ask (they failed this query already), with why (for the error naming
+            them when no other replica is left).
 
     Raises:
         KsqlError: a bound not met (50302, retriable), or the source changed meanwhile.
@@ -247,7 +255,7 @@ def execute_prepared(
             result, served = _pull_table(services, prepared, forwarded, tokens,
                                          may_wait=not local_only)  # fmt: skip
             return PullAnswer(query_id, columns, list(_render(plan, result.rows)), served)
-        return _routed(services, prepared, properties, query_id, columns, local_only, skip)
+        return _routed(services, prepared, properties, query_id, columns, local_only, skip or {})
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
                         retriable=exc.retriable) from exc  # fmt: skip
@@ -338,7 +346,7 @@ def _routed(
     query_id: str,
     columns: tuple[OutputColumn, ...],
     local_only: bool,
-    skip: frozenset[str] = frozenset(),
+    skip: Mapping[str, str],
 ) -> PullAnswer:
     budget = Budget.of(prepared)
     catalog = services.runner.catalog
@@ -349,11 +357,11 @@ def _routed(
     except routed.NeedsWait:
         raise NeedsForwarding from None  # from a worker thread, which may wait
     if skip:
-        plans = _without(plans, skip)
+        plans = _without(plans, frozenset(skip))
         if any(not hosts for hosts in plans.values()):
-            raise KsqlError(f"no replica answered: {', '.join(sorted(skip))} failed, and no other "
-                            "replica is within the bounds", 50302, kind="generic_error",
-                            retriable=True)  # fmt: skip
+            failed = "; ".join(f"{host}: {why}" for host, why in sorted(skip.items()))
+            raise KsqlError(f"no replica answered ({failed}), and no other replica is within the "
+                            "bounds", 50302, kind="generic_error", retriable=True)  # fmt: skip
     if local_only and any(hosts[0] != services.advertised for hosts in plans.values()):
         raise NeedsForwarding(plans)
     tokens = routed.read_after(properties, prepared.source.topic)
@@ -392,7 +400,7 @@ def _routed(
             others = _without(plans, here)
             if any(not hosts for hosts in others.values()):
                 raise
-            raise NeedsForwarding(others, here) from exc
+            raise NeedsForwarding(others, {services.advertised: exc.message}) from exc
 
     lookup = isinstance(prepared.plan.access, KeyLookup)
     answers = routed.gather(services, plans, run_local, prepared.text, properties,
@@ -496,6 +504,11 @@ def _ready(
             raise NeedsForwarding
         tables.restorer.wait_until_caught_up(source.name, RESTORE_WAIT_S)
         before = tables.lags(source.name, partitions)
+    if bounded:  # a bound is a promise about this moment: against the topic's end now
+        if not may_wait:
+            raise NeedsForwarding
+        before = tables.fresh_lags(source.name, partitions, max_lag, FRESH_END_WAIT_S,
+                                   FRESH_CATCH_UP_WAIT_S)
     return reader, dict(before)
 
 

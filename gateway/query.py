@@ -212,7 +212,7 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
     the query, bench/pull_qps.py; they never wait, so they need no admission), and forward
     there those that one other server answers; everything else runs in a worker thread,
     admitted by the bounded queue (429 when it is full), with replica failover."""
-    skip: frozenset[str] = frozenset()
+    skip: dict[str, str] = {}
     if prepared.point_lookup:
         try:
             return execute_prepared(services, prepared, properties, local_only=True)
@@ -226,12 +226,12 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                         services, host, prepared.text, properties, sorted(needs.plans or ()),
                         routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
                     return answer_of(prepared, [partial])
-                except ExchangeFailed:
-                    skip = skip | {host}  # the next replica, from a worker thread
+                except ExchangeFailed as failed:
+                    skip[host] = str(failed).removeprefix(f"{host}: ")  # next replica, in a thread
                 except KsqlError as error:
                     if not error.retriable and error.error_code // 100 == 400:
                         raise  # the query is wrong, wherever it runs
-                    skip = skip | {host}
+                    skip[host] = error.message
     if not prepared.scan:
         async with services.admission.slot():
             return await run_in_threadpool(execute_prepared, services, prepared, properties,
