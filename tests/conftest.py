@@ -62,6 +62,12 @@ def memory_broker(request: pytest.FixtureRequest) -> EmbeddedBroker:
     return _started(EmbeddedBroker(None), request)
 
 
+@pytest.fixture
+def memory_kafka(memory_broker: EmbeddedBroker) -> KafkaSettings:
+    """Client settings of the session's in-memory broker."""
+    return memory_broker.settings()
+
+
 @pytest.fixture(scope="session")
 def durable_broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic, producer
 from headwater.kafka.errors import EndOffsetsUnavailable
 from headwater.store.end_probe import EndProbe
@@ -17,32 +16,27 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture
-def kafka(memory_broker: EmbeddedBroker) -> KafkaSettings:
-    return memory_broker.settings()
-
-
-@pytest.fixture
-def probe(kafka: KafkaSettings) -> Iterator[EndProbe]:
-    made = EndProbe(kafka)
+def probe(memory_kafka: KafkaSettings) -> Iterator[EndProbe]:
+    made = EndProbe(memory_kafka)
     yield made
     made.close()
 
 
-def _send(kafka: KafkaSettings, topic: str, partition: int, count: int) -> None:
-    sender = producer(kafka, "probe-test")
+def _send(memory_kafka: KafkaSettings, topic: str, partition: int, count: int) -> None:
+    sender = producer(memory_kafka, "probe-test")
     for i in range(count):
         sender.produce(topic, key=b"k%d" % i, value=b"v", partition=partition)
     assert sender.flush(10) == 0
 
 
 def test_ends_count_every_acknowledged_record_whatever_the_hint(
-    kafka: KafkaSettings, topic_name: str, probe: EndProbe
+    memory_kafka: KafkaSettings, topic_name: str, probe: EndProbe
 ) -> None:
-    create_topic(admin_client(kafka), kafka, topic_name, 3)
-    _send(kafka, topic_name, 0, 5)
+    create_topic(admin_client(memory_kafka), memory_kafka, topic_name, 3)
+    _send(memory_kafka, topic_name, 0, 5)
     assert probe.ends(topic_name, {0: 0, 1: 0}, 5) == {0: 5, 1: 0}
-    _send(kafka, topic_name, 0, 3)
-    _send(kafka, topic_name, 2, 2)
+    _send(memory_kafka, topic_name, 0, 3)
+    _send(memory_kafka, topic_name, 2, 2)
     # hints are where the caller last saw the end: stale ones, missing ones, none at all
     assert probe.ends(topic_name, {0: 5, 1: 0, 2: 0}, 5) == {0: 8, 1: 0, 2: 2}
     assert probe.ends(topic_name, {0: 2}, 5) == {0: 8}
@@ -50,11 +44,11 @@ def test_ends_count_every_acknowledged_record_whatever_the_hint(
 
 
 def test_concurrent_callers_each_get_their_partitions(
-    kafka: KafkaSettings, topic_name: str, probe: EndProbe
+    memory_kafka: KafkaSettings, topic_name: str, probe: EndProbe
 ) -> None:
-    create_topic(admin_client(kafka), kafka, topic_name, 4)
+    create_topic(admin_client(memory_kafka), memory_kafka, topic_name, 4)
     for partition in range(4):
-        _send(kafka, topic_name, partition, partition + 1)
+        _send(memory_kafka, topic_name, partition, partition + 1)
     results: dict[int, dict[int, int]] = {}
 
     def ask(partition: int) -> None:
@@ -69,9 +63,9 @@ def test_concurrent_callers_each_get_their_partitions(
 
 
 def test_an_unknown_partition_is_unavailable_within_the_timeout(
-    kafka: KafkaSettings, topic_name: str, probe: EndProbe
+    memory_kafka: KafkaSettings, topic_name: str, probe: EndProbe
 ) -> None:
-    create_topic(admin_client(kafka), kafka, topic_name, 1)
+    create_topic(admin_client(memory_kafka), memory_kafka, topic_name, 1)
     began = time.monotonic()
     with pytest.raises(EndOffsetsUnavailable) as caught:
         probe.ends(topic_name, {7: 0}, 0.5)

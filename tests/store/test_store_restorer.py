@@ -43,12 +43,6 @@ ENGINES: dict[str, Callable[[], StoreEngine]] = {
 Row = tuple[bytes | None, bytes | None, int]  # key, value, partition
 
 
-@pytest.fixture
-def memory_kafka(memory_broker: EmbeddedBroker) -> KafkaSettings:
-    """Settings of the session's in-memory broker (most tests need no durable run)."""
-    return memory_broker.settings()
-
-
 @pytest.fixture(params=sorted(ENGINES))
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalStores]:
     local = LocalStores(tmp_path / "state", ENGINES[request.param]())

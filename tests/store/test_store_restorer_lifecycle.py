@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic, producer
 from headwater.store.errors import TableNotMaterialized
 from headwater.store.lmdb import LmdbEngine, LmdbSettings
@@ -22,11 +21,6 @@ pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture
-def kafka(memory_broker: EmbeddedBroker) -> KafkaSettings:
-    return memory_broker.settings()
-
-
-@pytest.fixture
 def local(tmp_path: Path) -> Iterator[LocalStores]:
     stores = LocalStores(tmp_path, LmdbEngine(LmdbSettings(map_size_bytes=64 * 2**20)))
     yield stores
@@ -34,8 +28,8 @@ def local(tmp_path: Path) -> Iterator[LocalStores]:
 
 
 @pytest.fixture
-def restorer(kafka: KafkaSettings, local: LocalStores) -> Iterator[TableRestorer]:
-    made = TableRestorer(kafka, local, RestorerSettings(max_batch_records=50))
+def restorer(memory_kafka: KafkaSettings, local: LocalStores) -> Iterator[TableRestorer]:
+    made = TableRestorer(memory_kafka, local, RestorerSettings(max_batch_records=50))
     yield made
     made.stop()
 
@@ -46,14 +40,14 @@ def key(raw: bytes | None) -> bytes:
     return raw
 
 
-def topic_with(kafka: KafkaSettings, name: str, partitions: int, rows: Iterable[tuple]) -> str:
-    create_topic(admin_client(kafka), kafka, name, partitions)
-    send(kafka, name, rows)
+def topic_with(memory_kafka: KafkaSettings, name: str, partitions: int, rows: Iterable[tuple]) -> str:
+    create_topic(admin_client(memory_kafka), memory_kafka, name, partitions)
+    send(memory_kafka, name, rows)
     return name
 
 
-def send(kafka: KafkaSettings, topic: str, rows: Iterable[tuple]) -> None:
-    sender = producer(kafka, "lifecycle-test")
+def send(memory_kafka: KafkaSettings, topic: str, rows: Iterable[tuple]) -> None:
+    sender = producer(memory_kafka, "lifecycle-test")
     for k, value, partition in rows:
         sender.produce(topic, key=k, value=value, partition=partition)
     assert sender.flush(30) == 0
@@ -64,10 +58,10 @@ def values(stores: LocalStores, table: str, partition: int) -> dict[bytes, bytes
 
 
 def test_tables_added_and_dropped_while_running(
-    kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
+    memory_kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
 ) -> None:
-    first = topic_with(kafka, f"{topic_name}-a", 2, ((b"a%d" % i, b"1", i % 2) for i in range(40)))
-    second = topic_with(kafka, f"{topic_name}-b", 1, ((b"b%d" % i, b"2", 0) for i in range(30)))
+    first = topic_with(memory_kafka, f"{topic_name}-a", 2, ((b"a%d" % i, b"1", i % 2) for i in range(40)))
+    second = topic_with(memory_kafka, f"{topic_name}-b", 1, ((b"b%d" % i, b"2", 0) for i in range(30)))
     restorer.start()
     restorer.add_table("A", first, [0, 1], key)
     assert restorer.wait_until_caught_up("A", 15)
@@ -80,7 +74,7 @@ def test_tables_added_and_dropped_while_running(
     with pytest.raises(TableNotMaterialized):
         restorer.status("A")
     assert set(restorer.lags()) == {"B"}
-    send(kafka, second, [(b"b-new", b"3", 0)])  # B is still followed
+    send(memory_kafka, second, [(b"b-new", b"3", 0)])  # B is still followed
     assert restorer.wait_for_positions("B", {0: 31}, 10)
 
     restorer.add_table("A", first, [0, 1], key)  # re-created: restored from the beginning
@@ -90,9 +84,9 @@ def test_tables_added_and_dropped_while_running(
 
 
 def test_removing_without_dropping_keeps_the_stores_for_later(
-    kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
+    memory_kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
 ) -> None:
-    topic = topic_with(kafka, topic_name, 1, ((b"k%d" % i, b"v", 0) for i in range(20)))
+    topic = topic_with(memory_kafka, topic_name, 1, ((b"k%d" % i, b"v", 0) for i in range(20)))
     restorer.add_table("T", topic, [0], key)
     restorer.start()
     assert restorer.wait_until_caught_up("T", 15)
@@ -104,34 +98,34 @@ def test_removing_without_dropping_keeps_the_stores_for_later(
 
 
 def test_two_tables_on_one_topic_each_get_every_record(
-    kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
+    memory_kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
 ) -> None:
-    topic = topic_with(kafka, topic_name, 1, ((b"k%d" % (i % 7), b"%d" % i, 0) for i in range(70)))
+    topic = topic_with(memory_kafka, topic_name, 1, ((b"k%d" % (i % 7), b"%d" % i, 0) for i in range(70)))
     restorer.add_table("FIRST", topic, [0], key)
     restorer.start()
     assert restorer.wait_until_caught_up("FIRST", 15)
     # The second table starts at 0 while the partition is read at 70: it is read again from 0.
     restorer.add_table("SECOND", topic, [0], key)
     assert restorer.wait_until_caught_up("SECOND", 15)
-    send(kafka, topic, [(b"k0", b"last", 0)])
+    send(memory_kafka, topic, [(b"k0", b"last", 0)])
     assert restorer.wait_for_positions("FIRST", {0: 71}, 10)
     assert restorer.wait_for_positions("SECOND", {0: 71}, 10)
     assert values(local, "FIRST", 0) == values(local, "SECOND", 0)
     assert values(local, "FIRST", 0)[b"k0"] == b"last"
     restorer.remove_table("FIRST", drop_stores=True)  # the partition stays assigned for SECOND
-    send(kafka, topic, [(b"k1", b"after", 0)])
+    send(memory_kafka, topic, [(b"k1", b"after", 0)])
     assert restorer.wait_for_positions("SECOND", {0: 72}, 10)
 
 
 def test_a_store_that_refuses_a_batch_fails_its_partition_only(
-    kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
+    memory_kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
 ) -> None:
-    topic = topic_with(kafka, topic_name, 2, ((b"k%d" % i, b"v", i % 2) for i in range(10)))
+    topic = topic_with(memory_kafka, topic_name, 2, ((b"k%d" % i, b"v", i % 2) for i in range(10)))
     restorer.add_table("T", topic, [0, 1], key)
     restorer.start()
     assert restorer.wait_until_caught_up("T", 15)
     local.close("T", 0)  # the restorer's store object is closed under it: StoreClosed
-    send(kafka, topic, [(b"x", b"v", 0), (b"y", b"v", 1)])
+    send(memory_kafka, topic, [(b"x", b"v", 0), (b"y", b"v", 1)])
     assert restorer.wait_for_positions("T", {1: 6}, 10)
     deadline = time.monotonic() + 10
     while restorer.status("T")[0].state is not PartitionState.FAILED:
@@ -143,11 +137,11 @@ def test_a_store_that_refuses_a_batch_fails_its_partition_only(
 
 
 def test_stop_and_start_again_resumes(
-    kafka: KafkaSettings, topic_name: str, tmp_path: Path
+    memory_kafka: KafkaSettings, topic_name: str, tmp_path: Path
 ) -> None:
     stores = LocalStores(tmp_path, MemoryEngine())
-    topic = topic_with(kafka, topic_name, 1, ((b"k%d" % i, b"v", 0) for i in range(10)))
-    restorer = TableRestorer(kafka, stores)
+    topic = topic_with(memory_kafka, topic_name, 1, ((b"k%d" % i, b"v", 0) for i in range(10)))
+    restorer = TableRestorer(memory_kafka, stores)
     restorer.add_table("T", topic, [0], key)
     restorer.start()
     with pytest.raises(RuntimeError):
@@ -155,7 +149,7 @@ def test_stop_and_start_again_resumes(
     assert restorer.wait_until_caught_up("T", 15)
     restorer.stop()
     restorer.stop()  # idempotent
-    send(kafka, topic, [(b"k0", b"while stopped", 0)])
+    send(memory_kafka, topic, [(b"k0", b"while stopped", 0)])
     restorer.add_table("U", topic, [0], key)  # added while stopped: assigned at the next start
     restorer.start()
     try:
