@@ -140,13 +140,13 @@ class PreparedPull:
 
 _POINT_LOOKUP_KEYS = 16
 RESTORE_WAIT_S = 2.0
+"""How long a query waits for a restoring partition before answering 50302."""
 FRESH_END_WAIT_S = 1.0
 """How long a query with a lag bound waits for its partitions' current end offsets before its lag
 is unknown (and it is refused)."""
 FRESH_CATCH_UP_WAIT_S = 0.2
 """How long a replica more than the bound behind the current end may take to catch up to it before
 the query is refused (a fetch or two: well within a forwarded lookup's timeout)."""
-"""How long a query waits for a restoring partition before answering 50302."""
 
 
 def prepare_pull(

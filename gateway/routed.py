@@ -8,8 +8,8 @@ server should serve run here; the others are forwarded, grouped by host and in p
 the cluster's secret. A host that fails is replaced by the partition's next replica within
 the same request; a host its peers mark down while it is answering (a stopped process: no
 heartbeats for ``heartbeat.missed.threshold`` checks) is given up at once instead of waited for
-until the request timeout. The receiving server reads only those partitions, checks its own live position
-against the bound (never trusting gossip alone), and answers with its ``servedBy``.
+until the request timeout. The receiving server reads only those partitions, checks its own live
+position against the bound (never trusting gossip alone), and answers with its ``servedBy``.
 
 Read-your-writes: a request may carry ``headwater.read.after`` (the ``writtenOffsets`` an INSERT
 answered); for those partitions only replicas that have applied the offsets may serve, and a local
