@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer_config
 from headwater.kafka.errors import EndOffsetsUnavailable
+from headwater.kafka.offsets import cached_end_offsets
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,8 @@ def _round(reader: Consumer, wanted: Mapping[_Key, int]) -> dict[_Key, int]:
                 continue
             error = message.error()
             if error is None:
-                _low, high = reader.get_watermark_offsets(TopicPartition(*key), cached=True)
-                found[key] = max(int(high or 0), (message.offset() or 0) + 1)
+                high = cached_end_offsets(reader, key[0], [key[1]]).get(key[1], 0)
+                found[key] = max(high, (message.offset() or 0) + 1)
             elif error.code() == KafkaError._PARTITION_EOF:
                 found[key] = int(message.offset() or 0)
             else:

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer_config
+from headwater.kafka.offsets import cached_end_offsets
 from headwater.store.api import WriteBatch
 from headwater.store.errors import StoreError
 from headwater.store.lag import LagInfo
@@ -420,8 +421,7 @@ class TableRestorer:
             if lane is None or not routed:
                 continue
             position = min(t.position for t in routed)
-            _low, high = self._readers[lane].get_watermark_offsets(TopicPartition(*key), cached=True)
-            end = high if high is not None and high >= 0 else None
+            end = self._cached_end(lane, key)
             eof = eofs.get(key)
             wanted = next_lane(lane, position, end, eof is not None and position >= eof,
                                self._settings.catch_up_after_records)  # fmt: skip
@@ -432,7 +432,6 @@ class TableRestorer:
                 self._assign([(key[0], key[1], position)], wanted)
 
     def _process(self, lane: Lane, messages: list[Message]) -> None:
-        reader = self._readers[lane]
         runs: dict[TopicPartitionKey, list[Message]] = {}
         eofs: dict[TopicPartitionKey, int] = {}
         last_key: TopicPartitionKey | None = None
@@ -456,8 +455,8 @@ class TableRestorer:
             records = runs.get(key, [])
             end = eofs.get(key)
             if records:
-                _low, high = reader.get_watermark_offsets(TopicPartition(*key), cached=True)
-                if high is not None and high >= 0 and (end is None or high > end):
+                high = self._cached_end(lane, key)
+                if high is not None and (end is None or high > end):
                     end = high
             for target in list(routed):
                 self._apply(key, target, records, end, eofs.get(key))
@@ -503,11 +502,15 @@ class TableRestorer:
 
     def _refresh_ends(self) -> None:
         for key, lane in list(self._lanes.items()):
-            _low, high = self._readers[lane].get_watermark_offsets(TopicPartition(*key), cached=True)
-            if high is not None and high >= 0:
+            high = self._cached_end(lane, key)
+            if high is not None:
                 for target in self._routes.targets(key):
                     position = target.position
                     self._update(target, lambda s: s.advanced(position, high))  # noqa: B023
+
+    def _cached_end(self, lane: Lane, key: TopicPartitionKey) -> int | None:
+        """The high watermark of `key` in its consumer's latest fetch response (None: none yet)."""
+        return cached_end_offsets(self._readers[lane], key[0], [key[1]]).get(key[1])
 
     def _on_statistics(self, lane: Lane, stats_json: str) -> None:
         """While a partition's leader is unreachable its end offset is not current: say so."""
