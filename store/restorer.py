@@ -350,7 +350,8 @@ class TableRestorer:
 
     def _read(self) -> None:
         """Reads one batch from each consumer that has partitions, blocking on one at most."""
-        held = [lane for lane in (Lane.LIVE, Lane.CATCH_UP) if lane in self._lanes.values()]
+        present = set(self._lanes.values())
+        held = [lane for lane in (Lane.LIVE, Lane.CATCH_UP) if lane in present]
         block_s = self._settings.poll_timeout_ms / 1000
         if len(held) > 1:
             block_s = min(block_s, _SHARED_POLL_S)
