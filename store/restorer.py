@@ -8,7 +8,7 @@ of one consume batch is applied as one `WriteBatch` whose position is the offset
 record: rows and position atomically. A partition starts at its store's `position()` (0 when
 None), so a restarted server resumes where its stores stopped.
 
-Two consumers (`store.lanes`): a partition is read by the live one (short fetch waits) while it is
+Two consumers (`kafka.lanes`): a partition is read by the live one (short fetch waits) while it is
 caught up or nearly so, and by the catch-up one (long fetch waits) while it is far behind, because
 on Tansu short waits crawl over a backlog of one-record batches. A partition moves between them at
 the lowest position of its stores.
@@ -48,11 +48,11 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer_config
+from headwater.kafka.lanes import Lane, next_lane
 from headwater.kafka.offsets import cached_end_offsets
 from headwater.store.api import WriteBatch
 from headwater.store.errors import StoreError
 from headwater.store.lag import LagInfo
-from headwater.store.lanes import Lane, next_lane
 from headwater.store.local import LocalStores
 from headwater.store.reachability import reachable_partitions
 from headwater.store.records import KeyOf, PartitionStatus, changes_of
@@ -77,7 +77,7 @@ class RestorerSettings:
             answers a fetch only after this long even when records arrive meanwhile, so it bounds
             freshness there.
         catch_up_fetch_wait_max_ms: The same for the catch-up consumer, which reads partitions
-            far behind (long waits let Tansu fill a fetch; short ones crawl, see `store.lanes`).
+            far behind (long waits let Tansu fill a fetch; short ones crawl, see `kafka.lanes`).
         catch_up_after_records: A live partition more records behind its end than this is moved to
             the catch-up consumer until it reaches its end.
         max_partition_fetch_bytes: Most bytes one fetch returns per partition.
@@ -415,7 +415,7 @@ class TableRestorer:
     def _review(
         self, keys: Iterable[TopicPartitionKey], eofs: Mapping[TopicPartitionKey, int] | None = None
     ) -> None:
-        """Moves each partition to the consumer that should read it now (`store.lanes`)."""
+        """Moves each partition to the consumer that should read it now (`kafka.lanes`)."""
         eofs = eofs or {}
         for key in keys:
             lane, routed = self._lanes.get(key), self._routes.targets(key)

@@ -261,7 +261,7 @@ def test_a_backlog_of_one_record_batches_restores_quickly_on_the_durable_broker(
     """On Tansu a short fetch wait crawls over one-record batches (what INSERT ... VALUES writes),
     the slower the more batches a partition has: 1,500 in one partition took about a minute with
     the live consumer's 20 ms wait alone; the catch-up consumer reads them in a second or two,
-    and the caught-up table is then fresh again (`store.lanes`)."""
+    and the caught-up table is then fresh again (`kafka.lanes`)."""
     settings = durable_broker.settings()
     make_topic(settings, topic_name, 1)
     config = producer_config(settings, "restorer-test")

@@ -1,15 +1,17 @@
-"""Which of the table restorer's two readers reads a topic partition. Pure.
+"""Which of a reader's two consumers reads a topic partition: the one with short fetch waits or
+the one with long ones. Pure.
 
 Workaround "a short fetch wait crawls over one-record batches" (notes/kafka-and-spark-here.md):
-Tansu answers a fetch only after `fetch.wait.max.ms`, so a caught-up table wants a short wait (a new
-record reaches its store within tens of ms); but with a short wait and many one-record batches
-behind the position (what INSERT ... VALUES writes), Tansu answers empty fetches again and again.
-Measured on the durable broker, 3,000 one-record batches: 110 s at a 20 ms wait (27 records/s),
-4.1 s at 100 ms, 2.9 s at 500 ms. A replica moved to a server, rebuilt from offset 0 while the
-cluster is busy, never caught up within minutes.
+Tansu answers a fetch only after `fetch.wait.max.ms`, so a reader at its end wants a short wait (a
+new record arrives within tens of ms); but with a short wait and many one-record batches behind the
+position (what INSERT ... VALUES writes, and every command of the command log), Tansu answers empty
+fetches again and again. Measured on the durable broker, 3,000 one-record batches: 110 s at a 20 ms
+wait (27 records/s), 4.1 s at 100 ms, 2.9 s at 500 ms. A replica moved to a server, rebuilt from
+offset 0 while the cluster is busy, never caught up within minutes.
 
-So the restorer reads with two consumers, each partition with one of them:
-- `Lane.LIVE` (short wait): every partition starts here (a table at its end is READY within a
+So the readers that must be both fresh and able to catch up (the table restorer, the command
+runner) read with two consumers, each partition with one of them:
+- `Lane.LIVE` (short wait): every partition starts here (a reader at its end is current within a
   fetch), and stays while it is at most `behind_limit` records behind the end it sees;
 - `Lane.CATCH_UP` (long wait: each fetch brings as much as the broker has): a partition further
   behind, until it reaches the end of its partition (an end-of-partition event), then back to LIVE.
@@ -26,7 +28,7 @@ __all__ = ["Lane", "next_lane"]
 
 
 class Lane(Enum):
-    """A restorer reader: the one with long fetch waits, or the one with short ones."""
+    """A reader's consumer: the one with long fetch waits, or the one with short ones."""
 
     CATCH_UP = "catch-up"
     LIVE = "live"

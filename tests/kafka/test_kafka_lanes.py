@@ -1,10 +1,10 @@
-"""store.lanes: which of the restorer's consumers reads a partition (pure)."""
+"""kafka.lanes: which of a reader's two consumers reads a partition (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from headwater.store.lanes import Lane, next_lane
+from headwater.kafka.lanes import Lane, next_lane
 
 LIMIT = 20
 
