@@ -5,6 +5,11 @@ snapshot, replays the tail of the log, and then follows the log, deciding each r
 ``replay.Fold``. Waiters (submitters, requests carrying a ``commandSequenceNumber``) block on a
 condition until the runner has passed an offset or decided a command id. A record it cannot read
 leaves the runner DEGRADED, with the reason, at that record: it never skips it and never crash-loops.
+
+It reads with two consumers (``kafka.lanes``): a short fetch wait while at or near the end, so a new
+command is decided within tens of ms, and a long one while far behind (a server replaying the log at
+start-up), because on the embedded broker short waits crawl over a log of one-record batches, and
+every command is one.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
+from headwater.kafka.lanes import Lane, next_lane
+from headwater.kafka.offsets import cached_end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import UnreadableRecord
 from headwater.metastore.records import CommandRecord
@@ -30,6 +37,10 @@ log = logging.getLogger(__name__)
 # librdkafka's default (500 ms) a new command reaches the runner ~190 ms late at p50
 # (bench/ddl_latency.py), and every DDL statement waits for its own command to be decided.
 _FETCH_WAIT_MS = 20
+# The catch-up consumer's wait (see ``kafka.lanes``), and how far behind the end the runner switches
+# to it: a few commands behind is still read live.
+_CATCH_UP_FETCH_WAIT_MS = 500
+_CATCH_UP_AFTER_RECORDS = 20
 
 #: Called after each decided command, on the runner's thread, with the new catalog.
 Listener = Callable[[CommandRecord, Outcome, Catalog], None]
@@ -77,6 +88,8 @@ class CommandRunner:
         self._state = RunnerState.STARTING
         self._reason = ""
         self._since_snapshot = 0
+        self._read_to_end = False
+        self._high: int | None = None
         self.replayed_from_snapshot = -1
 
     # -- what others read ------------------------------------------------------------------------
@@ -122,6 +135,24 @@ class CommandRunner:
                 self._changed.wait(remaining)
             return True
 
+    def wait_until_read_to_end(self, timeout_s: float) -> bool:
+        """Block until the runner has read the command topic to its end (every committed record
+        decided) at least once since it started: the catalog then holds every statement that took
+        effect before this server started. False on timeout or DEGRADED."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not self._read_to_end:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._state in (RunnerState.DEGRADED, RunnerState.STOPPED):
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def end_seen(self) -> int | None:
+        """The command topic's high watermark in the runner's latest fetch (None: none yet); for
+        messages only (under read_committed a reader's end may be lower)."""
+        return self._high
+
     def wait_for_outcome(self, command_id: str, timeout_s: float) -> Outcome | None:
         """Block until ``command_id`` is decided; None on timeout or DEGRADED."""
         deadline = time.monotonic() + timeout_s
@@ -158,37 +189,61 @@ class CommandRunner:
     # -- the loop --------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        reader = consumer(self._settings, "command-runner", read_committed=True, partition_eof=True,
-                          fetch_wait_max_ms=_FETCH_WAIT_MS)
+        readers: dict[Lane, Consumer] = {}
         try:
+            lane = Lane.LIVE
+            reader = readers[lane] = self._reader(lane)
             reader.assign([TopicPartition(self._topic, 0, self._fold.position.next_offset)])
             with self._changed:
                 self._state = RunnerState.RUNNING
                 self._changed.notify_all()
             while not self._stop.is_set():
                 messages = poll_batch(reader, 500, 0.1)
+                at_end = False
                 for message in messages:
                     error = message.error()
                     if error is not None:
-                        if error.code() != KafkaError._PARTITION_EOF:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            at_end = True
+                        else:
                             log.warning("command topic %s: %s", self._topic, error.str())
                         continue
                     offset = message.offset()
                     assert offset is not None  # a record (errors were handled above)
                     if not self._decide(offset, message.value()):
                         return
-                if messages:
-                    # Past transaction markers too: the reader's position, not last offset + 1.
-                    (position,) = reader.position([TopicPartition(self._topic, 0)])
+                if not messages:
+                    continue
+                # Past transaction markers too: the reader's position, not last offset + 1.
+                (position,) = reader.position([TopicPartition(self._topic, 0)])
+                with self._changed:
                     if position.offset >= 0:
-                        with self._changed:
-                            self._fold.skip_to(position.offset)
-                            self._changed.notify_all()
+                        self._fold.skip_to(position.offset)
+                    self._read_to_end = self._read_to_end or at_end
+                    self._changed.notify_all()
+                self._high = cached_end_offsets(reader, self._topic, [0]).get(0, self._high)
+                wanted = next_lane(lane, self.position, self._high, at_end, _CATCH_UP_AFTER_RECORDS)
+                if wanted is not lane:
+                    log.info("command topic %s: reading from the %s consumer at offset %d (end %s)",
+                             self._topic, wanted.value, self.position, self._high)  # fmt: skip
+                    reader.unassign()
+                    lane = wanted
+                    if lane not in readers:
+                        readers[lane] = self._reader(lane)
+                    reader = readers[lane]
+                    reader.assign([TopicPartition(self._topic, 0, self.position)])
         except Exception as exc:  # the thread must not die silently
             log.exception("command runner stopped")
             self._degrade(f"command runner failed: {exc!r}")
         finally:
-            reader.close()
+            for reader in readers.values():
+                reader.close()
+
+    def _reader(self, lane: Lane) -> Consumer:
+        wait_ms = _FETCH_WAIT_MS if lane is Lane.LIVE else _CATCH_UP_FETCH_WAIT_MS
+        purpose = "command-runner" if lane is Lane.LIVE else f"command-runner-{lane.value}"
+        return consumer(self._settings, purpose, read_committed=True,
+                        partition_eof=True, fetch_wait_max_ms=wait_ms)  # fmt: skip
 
     def _decide(self, offset: int, value: bytes | None) -> bool:
         try:
