@@ -54,7 +54,7 @@ from headwater.store.api import WriteBatch
 from headwater.store.errors import StoreError
 from headwater.store.lag import LagInfo
 from headwater.store.local import LocalStores
-from headwater.store.reachability import reachable_partitions
+from headwater.store.reachability import reachable_partitions, verdicts_to_apply
 from headwater.store.records import KeyOf, PartitionStatus, changes_of
 from headwater.store.tables import Routes, Start, StatusBoard, TableTarget, TopicPartitionKey
 
@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 _MAX_SKIP_LOGS = 5  # skipped records logged one by one per batch and partition; the rest summed up
 _SHARED_POLL_S = 0.01  # longest block on one consumer while the other also has partitions
 _REVIEW_S = 0.1  # how often live partitions are checked for having fallen far behind
+# How long a consumer that has not fetched a partition yet may be connecting before its statistics'
+# "unreachable" counts (`store.reachability.verdicts_to_apply`).
+_FIRST_FETCH_GRACE_S = 3.0
 _Action = Callable[[], None]
 
 
@@ -140,6 +143,8 @@ class TableRestorer:
         self._routes = Routes()  # the consumer thread's
         self._readers: dict[Lane, Consumer] = {}  # the consumer thread's; empty while stopped
         self._lanes: dict[TopicPartitionKey, Lane] = {}  # which reader reads each topic partition
+        self._assigned_at: dict[TopicPartitionKey, float] = {}  # when its reader got it (monotonic)
+        self._fetched: set[TopicPartitionKey] = set()  # fetched by its reader since then
         self._commands: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -342,6 +347,8 @@ class TableRestorer:
         finally:
             self._readers = {}
             self._lanes.clear()
+            self._assigned_at.clear()
+            self._fetched.clear()
             for reader in readers.values():
                 reader.close()
             with self._lock:
@@ -400,12 +407,18 @@ class TableRestorer:
 
     def _assign(self, starts: list[Start], lane: Lane = Lane.LIVE) -> None:
         if self._readers and starts:
-            self._lanes.update({(topic, partition): lane for topic, partition, _ in starts})
+            now = time.monotonic()
+            for topic, partition, _offset in starts:
+                self._lanes[(topic, partition)] = lane
+                self._assigned_at[(topic, partition)] = now
+                self._fetched.discard((topic, partition))
             self._readers[lane].incremental_assign(_partitions(starts))
 
     def _unassign(self, keys: list[TopicPartitionKey]) -> None:
         for key in keys:
             lane = self._lanes.pop(key, None)
+            self._assigned_at.pop(key, None)
+            self._fetched.discard(key)
             if lane is not None:
                 self._readers[lane].incremental_unassign([TopicPartition(*key)])
 
@@ -453,6 +466,7 @@ class TableRestorer:
             routed = self._routes.targets(key)
             if not routed or self._lanes.get(key) is not lane:
                 continue  # unassigned (or moved to the other consumer) since it was fetched
+            self._fetched.add(key)
             records = runs.get(key, [])
             end = eofs.get(key)
             if records:
@@ -518,7 +532,10 @@ class TableRestorer:
         held = [key for key, held_by in self._lanes.items() if held_by is lane]
         if not held:
             return  # an idle consumer may hold no connection: it says nothing of the others'
-        for key, reachable in reachable_partitions(stats_json, held).items():
+        verdicts = reachable_partitions(stats_json, held)
+        applied = verdicts_to_apply(verdicts, self._fetched, self._assigned_at, time.monotonic(),
+                                    _FIRST_FETCH_GRACE_S)  # fmt: skip
+        for key, reachable in applied.items():
             for target in self._routes.targets(key):
                 self._update(target, lambda s: s.reachable(reachable))  # noqa: B023
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from headwater.store.reachability import reachable_partitions
+from headwater.store.reachability import reachable_partitions, verdicts_to_apply
 
 
 def _stats(states: dict[int, str], leaders: dict[int, int]) -> str:
@@ -43,3 +43,19 @@ def test_a_broker_reconnecting_is_not_up() -> None:
 def test_malformed_statistics_conclude_nothing() -> None:
     for text in ("", "[]", "{", '{"brokers": 3}'):
         assert reachable_partitions(text, [("t", 0)]) == {}
+
+
+def test_an_unreachable_verdict_waits_for_the_first_fetch_or_the_grace_period() -> None:
+    fresh, fetched, old = ("t", 0), ("t", 1), ("t", 2)
+    verdicts = {fresh: False, fetched: False, old: False}
+    assigned_at = {fresh: 99.5, fetched: 99.5, old: 96.0}
+    applied = verdicts_to_apply(verdicts, {fetched}, assigned_at, now=100.0, grace_s=3.0)
+    # just handed over, nothing fetched yet: its consumer may still be connecting
+    assert applied == {fetched: False, old: False}
+    later = verdicts_to_apply(verdicts, set(), assigned_at, now=102.5, grace_s=3.0)
+    assert later == {fresh: False, fetched: False, old: False}  # Kafka down since the hand-over
+
+
+def test_a_reachable_verdict_always_counts() -> None:
+    applied = verdicts_to_apply({("t", 0): True}, set(), {("t", 0): 100.0}, now=100.0, grace_s=3.0)
+    assert applied == {("t", 0): True}

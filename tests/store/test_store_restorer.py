@@ -287,6 +287,35 @@ def test_a_backlog_of_one_record_batches_restores_quickly_on_the_durable_broker(
     local.close_all()
 
 
+def test_the_lag_stays_known_while_a_partition_moves_to_the_catch_up_consumer(
+    memory_kafka: KafkaSettings, topic_name: str, tmp_path: Path
+) -> None:
+    """A partition far behind moves to the catch-up consumer, whose queued statistics were taken
+    while it was still connecting ("no broker up"). They used to mark the partition's end offset
+    not current, so the lag read as unknown (and routers refused bounded reads as LAG_UNKNOWN)
+    until its first fetch; now a consumer says nothing of a partition before fetching it."""
+    make_topic(memory_kafka, topic_name, 1)
+    send(memory_kafka, topic_name, ((b"k%d" % i, b"v", 0) for i in range(20_000)))
+    local = LocalStores(tmp_path, MemoryEngine())
+    restorer = TableRestorer(memory_kafka, local, RestorerSettings(statistics_interval_ms=50,
+                                                                   max_batch_records=500))
+    restorer.start()
+    try:
+        time.sleep(0.5)  # statistics pile up in the idle catch-up consumer's queue
+        restorer.add_table("T", topic_name, [0], raw_key)
+        unknown: list[tuple[int, int | None]] = []
+        deadline = time.monotonic() + 30
+        while not (status := restorer.status("T")[0]).ready:
+            assert time.monotonic() < deadline, status
+            if not status.end_current:
+                unknown.append((status.position, status.end_offset))
+            time.sleep(0.002)
+        assert unknown == [], f"lag unknown at (position, end) {unknown[:5]}"
+    finally:
+        restorer.stop()
+        local.close_all()
+
+
 def test_unknown_tables_raise_table_not_materialized(
     memory_kafka: KafkaSettings, stores: LocalStores
 ) -> None:
