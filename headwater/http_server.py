@@ -86,7 +86,10 @@ class HttpServerSettings:
         uvicorn_http: uvicorn's HTTP/1.1 parser (``auto``, ``h11``, ``httptools``).
         header_read_timeout_s: how long a client may take to send a request's headers before
             the connection is closed (granian; half-open requests must not pile up).
-        max_requests: requests served at once before new ones wait (granian's backpressure).
+        max_connections: connections open at once (granian's backpressure: a connection holds its
+            permit from accept to close, so the next one waits in the listen ``backlog``, and
+            beyond that the kernel turns new ones away; uvicorn answers 503 beyond it, counting
+            connections and requests in flight; hypercorn has no such limit).
         max_header_bytes: the largest header block an HTTP/2 client may send (granian).
         tls_cert_file: a PEM certificate (chain): serve HTTPS (None: cleartext).
         tls_key_file: the PEM private key of ``tls_cert_file``.
@@ -102,7 +105,7 @@ class HttpServerSettings:
     backlog: int = 2048
     uvicorn_http: str = "auto"
     header_read_timeout_s: float = 5.0
-    max_requests: int = 2048
+    max_connections: int = 2048
     max_header_bytes: int = 64 * 1024
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -311,6 +314,7 @@ async def _uvicorn(server: HttpServer, ready: OnStarted) -> None:
     config = uvicorn.Config(server.app, host=settings.host, port=settings.port,
                             log_level=settings.log_level, backlog=settings.backlog,
                             http=settings.uvicorn_http,
+                            limit_concurrency=settings.max_connections,
                             timeout_graceful_shutdown=max(1, round(settings.graceful_timeout_s)),
                             lifespan="on", ssl_certfile=settings.tls_cert_file,
                             ssl_keyfile=settings.tls_key_file,
@@ -359,7 +363,7 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
     instance = Server(server.app, address=settings.host, port=settings.port,
                       interface=Interfaces.ASGI, http=HTTPModes.auto, backlog=settings.backlog,
                       log_level=LogLevels(settings.log_level), log_access=False,
-                      websockets=False, backpressure=settings.max_requests,
+                      websockets=False, backpressure=settings.max_connections,
                       http1_settings=HTTP1Settings(
                           header_read_timeout=round(settings.header_read_timeout_s * 1000)),
                       http2_settings=HTTP2Settings(max_headers_size=settings.max_header_bytes),

@@ -83,8 +83,10 @@ def test_an_admission_slot_is_held_until_released() -> None:
 
 
 @pytest.fixture
-def slow_server() -> Iterator[int]:
-    """An HTTP server (granian, as the node runs) whose one route reads its body within 0.5 s."""
+def slow_server(request: pytest.FixtureRequest) -> Iterator[int]:
+    """An HTTP server (granian, as the node runs) whose one route reads its body within 0.5 s;
+    ``@pytest.mark.parametrize("slow_server", [{"max_connections": N}], indirect=True)`` sets
+    its settings."""
     import threading
 
     from starlette.applications import Starlette
@@ -102,8 +104,9 @@ def slow_server() -> Iterator[int]:
 
     app = Starlette(routes=[Route("/", echo, methods=["POST"])],
                     exception_handlers=EXCEPTION_HANDLERS)  # fmt: skip
+    settings = {"header_read_timeout_s": 1.0, **getattr(request, "param", {})}
     server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind.GRANIAN,
-                                                header_read_timeout_s=1.0, graceful_timeout_s=1.0))
+                                                graceful_timeout_s=1.0, **settings))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.started.wait(10)
@@ -128,6 +131,27 @@ def test_a_body_that_trickles_gets_408_and_idle_connections_close(slow_server: i
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         began = time.monotonic()  # kept alive, then idle: closed after the header read timeout
         assert sock.recv(4096) == b"" and time.monotonic() - began < 3
+
+
+@pytest.mark.parametrize("slow_server", [{"max_connections": 3, "header_read_timeout_s": 10.0}],
+                         indirect=True)
+def test_connections_beyond_the_limit_wait_unanswered_until_one_closes(slow_server: int) -> None:
+    """1,000 half-open connections were all held after 10 s (issue 21): now at most
+    ``max_connections`` are open; the next ones wait in the listen backlog, costing the server
+    nothing, and are served once a connection closes."""
+    import socket
+
+    held = [socket.create_connection(("127.0.0.1", slow_server), timeout=10) for _ in range(3)]
+    time.sleep(0.3)  # accepted: each holds a permit, sending nothing
+    with socket.create_connection(("127.0.0.1", slow_server), timeout=1) as waiting:
+        waiting.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
+        with pytest.raises(TimeoutError):
+            waiting.recv(4096)  # not accepted while three connections are open
+        held.pop().close()
+        waiting.settimeout(5)
+        assert waiting.recv(4096).startswith(b"HTTP/1.1 200")
+    for sock in held:
+        sock.close()
 
 
 # -- over HTTP -------------------------------------------------------------------------------------
