@@ -38,6 +38,11 @@ _TAIL_WINDOW = 1000
 _TAIL_MAX = 10_000_000
 
 
+class CheckpointBehind(RuntimeError):
+    """The sink topic holds batches this query's checkpoint has not reached: see
+    `ExactlyOnceSink._check_resumable`."""
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     """The last record of a query found on one sink partition."""
@@ -89,6 +94,7 @@ class ExactlyOnceSink:
         wrote. Raises when the broker does not confirm every record (the batch then fails)."""
         if self._written is None:
             self._written = self._read_tails()
+            self._check_resumable(batch_id)
         # the order the records were computed in (an aggregate's batch order, else input order)
         ordered = sorted(rows, key=lambda r: (r.get("source_rank") or 0, r["source_partition"],
                                               r["source_offset"], r.get("source_seq") or 0))  # fmt: skip
@@ -137,6 +143,23 @@ class ExactlyOnceSink:
 
     def close(self) -> None:
         self._producer.flush(10)
+
+    def _check_resumable(self, batch_id: int) -> None:
+        """A sink starts with the batch its checkpoint replays or runs next, so the query's records
+        on the sink come from that batch at most. A later batch there was written by a run whose
+        checkpoint this one does not have (servers with their own checkpoint roots, or an older
+        copy restored): skipping by batch number would then drop new records and writing would
+        repeat old ones, so the batch fails instead, and the query reports why."""
+        assert self._written is not None
+        ahead = {p: w.batch for p, w in self._written.items() if w.batch > batch_id}
+        if ahead:
+            self._written = None  # read the tails again on the next attempt
+            raise CheckpointBehind(
+                f"query {self.query_id}: its output in topic {self.topic} already holds batch "
+                f"{max(ahead.values())} (partitions {sorted(ahead)}) but this server's checkpoint "
+                f"resumes at batch {batch_id}: the query ran elsewhere with a checkpoint this "
+                "server cannot read. Set headwater.query.checkpoint.root to a path every server "
+                "of the cluster reaches. Nothing was written (no record lost or written twice).")
 
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
                  timestamp: int, headers: list[tuple[str, str | bytes | None]],

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from confluent_kafka import TopicPartition
 
-from headwater.engine.spark.sink import ExactlyOnceSink
+from headwater.engine.spark.sink import CheckpointBehind, ExactlyOnceSink
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import admin_client, consumer, create_topic
 
@@ -85,3 +85,27 @@ def test_skipped_records_are_counted_and_logged_not_written(memory_broker: Embed
     assert sink.stats.errors == 1 and sink.stats.last_error == "bad JSON"
     assert seen[0]["MESSAGE"]["OFFSET"] == 7 and seen[0]["MESSAGE"]["TOPIC"] == "in"
     assert _values(memory_broker, topic) == [b"v0", b"v1"]
+
+
+def test_a_checkpoint_behind_the_output_refuses_to_write(memory_broker: EmbeddedBroker,
+                                                          topic: str) -> None:
+    """The chaos soak's servers each had their own checkpoint root: a new owner started the query at
+    batch 0 while its output held batch 140, skipped new records as 'already written' and wrote
+    old ones again (651 duplicated, 7 missing). Such a sink now fails the batch with the reason."""
+    settings = memory_broker.settings()
+    first = ExactlyOnceSink(settings, "Q9", topic, 2)
+    for batch in range(5):
+        first.write(_rows(2 * (batch + 1))[2 * batch:], batch)
+    first.close()
+    elsewhere = ExactlyOnceSink(settings, "Q9", topic, 2)  # a server with an empty checkpoint
+    with pytest.raises(CheckpointBehind, match="already holds batch 4 .* resumes at batch 0"):
+        elsewhere.write(_rows(12)[10:], 0)
+    with pytest.raises(CheckpointBehind):  # every retry too, until the checkpoint is right
+        elsewhere.write(_rows(12)[10:], 0)
+    elsewhere.close()
+    assert _values(memory_broker, topic) == sorted(f"v{i}".encode() for i in range(10))
+    resumed = ExactlyOnceSink(settings, "Q9", topic, 2)  # the checkpoint replays batch 4
+    resumed.write(_rows(10)[8:], 4)
+    resumed.write(_rows(12)[10:], 5)
+    resumed.close()
+    assert _values(memory_broker, topic) == sorted(f"v{i}".encode() for i in range(12))
