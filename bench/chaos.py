@@ -2,8 +2,8 @@
 random kill -9 and SIGSTOP/SIGCONT of the servers and of the broker (issue 21, item 8).
 
 Starts a durable embedded broker (Tansu on SeaweedFS) in this process and --servers ``headwater
-server`` processes on it (one service id, each with its own --state-dir, zone tags for rack-aware
-standbys), creates ``T (ID STRING PRIMARY KEY, V BIGINT)`` over 6 partitions, then for --minutes:
+server`` processes on it (one service id, each with its own --state-dir, one shared query checkpoint
+root, zone tags for rack-aware standbys), creates ``T (ID STRING PRIMARY KEY, V BIGINT)`` over 6 partitions, then for --minutes:
 
 - writers send ``INSERT INTO T (ID, V) VALUES (...)`` through ``/ksql`` to random servers, every
   value unique; each acknowledged write is recorded with the partition and offset it answered;
@@ -468,8 +468,11 @@ def start_nodes(work: Path, bootstrap: str, count: int) -> list[Node]:
     nodes: list[Node] = []
     for i in range(count):
         zone = ZONES[i % len(ZONES)]
+        # one checkpoint root for all (as a cluster must have it): a server taking over the
+        # persistent query resumes from the checkpoint of the one that ran it
         args = ["-b", bootstrap, "--service-id", "chaos", "--state-dir", str(work / f"server{i}"),
-                "--set", f"client.tag.zone={zone}", "--set", "rack.aware.assignment.tags=zone"]
+                "--set", f"client.tag.zone={zone}", "--set", "rack.aware.assignment.tags=zone",
+                "--set", f"headwater.query.checkpoint.root={work / 'checkpoints'}"]
         nodes.append(Node(args, work / f"server{i}.log"))  # appended before it can fail
     return nodes
 
