@@ -36,6 +36,7 @@ _RETRY_MAX_S = 60.0
 # server died) before it kills its own process group: a stop that hangs (a micro-batch stuck on an
 # unreachable broker) must not leave a JVM and Python workers behind a dead server.
 _EXIT_GRACE_S = 20.0
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 @dataclass
@@ -219,8 +220,22 @@ class QueryDriver:
 
 
 def _reason(error: Any) -> str:
-    text = getattr(error, "desc", None) or str(error)
-    return text.strip().splitlines()[0][:500] if text.strip() else type(error).__name__
+    """What a failed query reports: the Python exception its description carries (an error raised
+    in the sink reaches us wrapped in Spark's, whose first line only says a user function failed),
+    else the description's first line."""
+    text = (getattr(error, "desc", None) or str(error)).strip()
+    if not text:
+        return type(error).__name__
+    lines = text.splitlines()
+    raised = [i for i, line in enumerate(lines) if line.strip().endswith(_TRACEBACK)]
+    if raised:
+        # the exception line: the first one after the frames (indented) of the last traceback
+        after = (line for line in lines[raised[-1] + 1:] if line and not line[0].isspace())
+        found = next(after, None)
+        if found:
+            return found.strip()[:500]
+    return lines[0][:500]
+
 
 
 def start_session(settings: EngineSettings) -> Any:
