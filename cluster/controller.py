@@ -282,25 +282,19 @@ class ControlPlane:
     def wait_caught_up(self, timeout_s: float) -> bool:
         """Block until the follower has folded the control topic to its end (a server must not
         route on the assignment it had before a restart); False on timeout or DEGRADED."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not self._caught_up:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._status in (PlaneStatus.DEGRADED, PlaneStatus.STOPPED):
-                    return False
-                self._changed.wait(remaining)
-            return True
+        return self._wait(lambda: self._caught_up, timeout_s)
 
     def wait_for(self, predicate: Callable[[ControlState], bool], timeout_s: float) -> bool:
         """Block until ``predicate(state())`` holds; False on timeout, DEGRADED or STOPPED."""
-        deadline = time.monotonic() + timeout_s
+        return self._wait(lambda: predicate(self._state), timeout_s)
+
+    def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Block until ``done()`` holds (checked under the lock at every change); False once the
+        plane is DEGRADED or STOPPED without it, or after ``timeout_s``."""
+        ended = (PlaneStatus.DEGRADED, PlaneStatus.STOPPED)
         with self._changed:
-            while not predicate(self._state):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._status in (PlaneStatus.DEGRADED, PlaneStatus.STOPPED):
-                    return False
-                self._changed.wait(remaining)
-            return True
+            self._changed.wait_for(lambda: done() or self._status in ended, timeout_s)
+            return done()
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -126,27 +125,13 @@ class CommandRunner:
 
     def wait_for_position(self, offset: int, timeout_s: float) -> bool:
         """Block until every record below ``offset`` is decided; False on timeout or DEGRADED."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while self._fold.position.next_offset < offset:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._state in (RunnerState.DEGRADED, RunnerState.STOPPED):
-                    return False
-                self._changed.wait(remaining)
-            return True
+        return self._wait(lambda: self._fold.position.next_offset >= offset, timeout_s)
 
     def wait_until_read_to_end(self, timeout_s: float) -> bool:
         """Block until the runner has read the command topic to its end (every committed record
         decided) at least once since it started: the catalog then holds every statement that took
         effect before this server started. False on timeout or DEGRADED."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not self._read_to_end:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._state in (RunnerState.DEGRADED, RunnerState.STOPPED):
-                    return False
-                self._changed.wait(remaining)
-            return True
+        return self._wait(lambda: self._read_to_end, timeout_s)
 
     def end_seen(self) -> int | None:
         """The command topic's high watermark in the runner's latest fetch (None: none yet); for
@@ -155,14 +140,17 @@ class CommandRunner:
 
     def wait_for_outcome(self, command_id: str, timeout_s: float) -> Outcome | None:
         """Block until ``command_id`` is decided; None on timeout or DEGRADED."""
-        deadline = time.monotonic() + timeout_s
+        if not self._wait(lambda: command_id in self._fold.outcomes, timeout_s):
+            return None
+        return self.outcome(command_id)
+
+    def _wait(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Block until ``done()`` holds (checked under the lock at every change); False once the
+        runner is DEGRADED or STOPPED without it, or after ``timeout_s``."""
+        ended = (RunnerState.DEGRADED, RunnerState.STOPPED)
         with self._changed:
-            while (found := self._fold.outcomes.get(command_id)) is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._state in (RunnerState.DEGRADED, RunnerState.STOPPED):
-                    return None
-                self._changed.wait(remaining)
-            return found
+            self._changed.wait_for(lambda: done() or self._state in ended, timeout_s)
+            return done()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
