@@ -80,4 +80,6 @@ def test_waiting_to_read_to_the_end_gives_up_on_a_stopped_runner(memory_broker: 
     runner = CommandRunner(memory_broker.settings(), "no-such-command-topic")
     runner.start()
     runner.stop()
+    began = time.monotonic()
     assert not runner.wait_until_read_to_end(5)
+    assert time.monotonic() - began < 1, "waited out the timeout instead of seeing it stopped"
