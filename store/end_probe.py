@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from headwater.kafka.clients import KafkaSettings, consumer_config
+from headwater.kafka.clients import KafkaSettings, consumer_config, consumer_from_config
 from headwater.kafka.errors import EndOffsetsUnavailable
 from headwater.kafka.offsets import cached_end_offsets
 
@@ -100,7 +100,8 @@ class EndProbe:
                 config = consumer_config(self._kafka, self._purpose, partition_eof=True,
                                          fetch_wait_max_ms=_FETCH_WAIT_MS)  # fmt: skip
                 config["enable.auto.offset.store"] = False  # nothing is ever committed
-                self._thread = threading.Thread(target=self._run, args=(Consumer(config),),
+                reader = consumer_from_config(config)
+                self._thread = threading.Thread(target=self._run, args=(reader,),
                                                 name=self._purpose, daemon=True)  # fmt: skip
                 self._thread.start()
 

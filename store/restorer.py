@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from headwater.kafka.clients import KafkaSettings, consumer_config
+from headwater.kafka.clients import KafkaSettings, consumer_config, consumer_from_config
 from headwater.kafka.lanes import Lane, next_lane
 from headwater.kafka.offsets import cached_end_offsets
 from headwater.store.api import WriteBatch
@@ -287,7 +287,7 @@ class TableRestorer:
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("the restorer is running")
-            readers = {lane: Consumer(self._consumer_config(lane)) for lane in Lane}
+            readers = {lane: consumer_from_config(self._consumer_config(lane)) for lane in Lane}
             self._stop.clear()
             self._thread = threading.Thread(
                 target=self._run, args=(readers,), name=self._purpose, daemon=True

@@ -19,7 +19,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from headwater.kafka import readers
 from headwater.kafka.errors import KafkaConfigError, TopicError, TransactionOutcomeUnknown
+from headwater.kafka.readers import Reader
 
 log = logging.getLogger(__name__)
 _librdkafka_log = logging.getLogger("headwater.kafka.librdkafka")
@@ -173,8 +175,9 @@ def consumer(
     read_committed: bool = False,
     partition_eof: bool = False,
     fetch_wait_max_ms: int | None = None,
-) -> Consumer:
-    """A Consumer meant for explicit partition assignment (``assign``).
+) -> Reader:
+    """A Consumer meant for explicit partition assignment (``assign``): a ``readers.Reader``, so
+    that no topic it reads is deleted while it fetches it (``delete_topics``).
 
     Args:
         settings: connection settings.
@@ -190,7 +193,7 @@ def consumer(
         A consumer that commits nothing on its own (``enable.auto.commit=false`` unless the
         user's client_config says otherwise) and starts at the earliest offset when it has none.
     """
-    return Consumer(
+    return Reader(
         consumer_config(
             settings,
             purpose,
@@ -200,6 +203,46 @@ def consumer(
             fetch_wait_max_ms=fetch_wait_max_ms,
         )
     )
+
+
+def consumer_from_config(config: Mapping[str, Any]) -> Reader:
+    """A consumer from a configuration built with ``consumer_config`` (and adjusted by the caller):
+    a ``readers.Reader`` like every consumer headwater makes."""
+    return Reader(dict(config))
+
+
+def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str]) -> dict[str, str]:
+    """Delete topics: the only way headwater deletes one.
+
+    Workaround "a topic deleted under a fetching consumer kills the process" (``readers``): every
+    reader of this process first stops fetching them (``readers.retire``, which also waits out the
+    fetches in flight), and new assignments of them are held back until the deletion is answered.
+    Servers of a cluster retire a topic themselves when they apply the DROP that deletes it.
+
+    Returns:
+        The topics that could not be deleted, each with the broker's reason (empty: all deleted).
+    """
+    timeout_s = settings.topic_operation_timeout_ms / 1000
+    failed: dict[str, str] = {}
+    readers.retire(names)
+    try:
+        futures = admin.delete_topics(list(names), operation_timeout=timeout_s,
+                                      request_timeout=timeout_s)  # fmt: skip
+        for name, future in futures.items():
+            try:
+                future.result(timeout=timeout_s + 5)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # already gone
+                failed[name] = str(exc)
+            except TimeoutError:
+                failed[name] = f"no answer within {timeout_s:.0f} s"
+            else:
+                log.info("deleted topic %s", name)
+    finally:
+        readers.reinstate(names)
+    return failed
 
 
 def create_topic(
