@@ -40,3 +40,9 @@ class PullQueryError(EngineError):
     """A pull query ksqlDB would refuse (unsupported clause, disabled table scan, unknown column)."""
 
     error_code = 40001
+
+
+class SourceDropped(EngineError):
+    """A push query's or PRINT's topic is being deleted (DROP ... DELETE TOPIC): it ends."""
+
+    error_code = 40001

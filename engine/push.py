@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
-from headwater.engine.errors import EngineError, PullQueryError
+from headwater.engine.errors import EngineError, PullQueryError, SourceDropped
 from headwater.engine.persistent.aggregate import is_aggregation
 from headwater.engine.pull import PullPlan, Row, plan_pull, row_view
 from headwater.engine.serde import RowSerde
@@ -79,6 +79,9 @@ class TopicFollower:
         """The records that arrived within ``timeout_s``, each with whether it is a table's
         tombstone (a deleted row: its value columns NULL). A stream's tombstones, a table's
         records without a key and undecodable records are left out."""
+        if self._consumer.retired():
+            raise SourceDropped(f"{self.source.name} was dropped and its topic "
+                                f"{self.source.topic} deleted: the push query ends")  # fmt: skip
         rows: list[tuple[Row, bool]] = []
         table = self.source.kind is SourceKind.TABLE
         for message in poll_batch(self._consumer, 500, timeout_s):

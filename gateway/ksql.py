@@ -261,7 +261,7 @@ def _submit(services: Services, statement: ast.Statement) -> Entity:
         "commandId": submitted.command_id,
         "commandStatus": {"status": "SUCCESS", "message": submitted.message},
         "commandSequenceNumber": sequence,
-        "warnings": [],
+        "warnings": [{"message": warning} for warning in submitted.warnings],
     }
 
 

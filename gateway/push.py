@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from headwater.engine import schema_registry
-from headwater.engine.errors import EngineError
+from headwater.engine.errors import EngineError, SourceDropped
 from headwater.engine.push import TopicFollower, plan_push, push_rows, stateful_clauses
 from headwater.engine.values import to_json_output
 from headwater.gateway.errors import KsqlError
@@ -200,6 +200,8 @@ class TopicReader:
         self._consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
 
     def poll(self, timeout_s: float) -> list[TopicRecord]:
+        if self._consumer.retired():
+            raise SourceDropped(f"the topic {self.topic} was deleted: PRINT ends")
         records = []
         for message in poll_batch(self._consumer, 500, timeout_s):
             if message.error() is not None:

@@ -33,6 +33,7 @@ from headwater.engine.schema_registry import SchemaRegistry
 from headwater.engine.spark.host import QueryEngine
 from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.tables import MaterializedTables, materialized
+from headwater.gateway import peers_applied
 from headwater.gateway.admission import Admission
 from headwater.gateway.forwarding import Forwarding
 from headwater.gateway.writer import RowWriter
@@ -42,6 +43,7 @@ from headwater.metastore.catalog import Catalog
 from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter
+from headwater.metastore.topic_retirement import retiring
 from headwater.sqlparse_ext.limits import ParseLimits
 from headwater.store.lmdb import LmdbEngine
 
@@ -228,7 +230,8 @@ def open_services(
             stack.callback(stores.close_all)
             tables = MaterializedTables(settings, stores)
             stack.callback(tables.stop)
-        runner = CommandRunner(settings, topic, snapshots, listener=tables.listener if tables else None)
+        runner = CommandRunner(settings, topic, snapshots,
+                               listener=retiring(tables.listener if tables else None))
         runner.start()
         stack.callback(runner.stop)
         _catch_up(topic, runner, limits.startup_catch_up_timeout_s)
@@ -242,9 +245,14 @@ def open_services(
             agent, control = _join_cluster(settings, service_id, cluster, runner, tables, stack)
         writer = RowWriter(settings)
         stack.callback(writer.close)
-        submitter = CommandSubmitter(settings, service_id, topic, runner, admin,
-                                     analyze=QUERY_ANALYZER,
-                                     schema_facts=lambda s: schema_facts(s, registry))  # fmt: skip
+        forwarding = Forwarding(tls=client_context(cluster.tls if cluster is not None else None))
+        stack.callback(forwarding.close)
+        submitter = CommandSubmitter(
+            settings, service_id, topic, runner, admin, analyze=QUERY_ANALYZER,
+            schema_facts=lambda s: schema_facts(s, registry),
+            peers_applied=None if agent is None else peers_applied.waiter(
+                agent, forwarding, limits.catch_up_timeout_s / 2),
+        )
         queries: QueryEngine | None = None
         if engine is not None:
             if engine.processing_log_topic:
@@ -254,8 +262,6 @@ def open_services(
             queries.start()
             stack.callback(queries.close)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
-        forwarding = Forwarding(tls=client_context(cluster.tls if cluster is not None else None))
-        stack.callback(forwarding.close)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
             Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,

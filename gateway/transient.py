@@ -31,6 +31,7 @@ from headwater.engine.push import TopicFollower, plan_push
 from headwater.engine.spark.host import query_payload
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.services import Services
+from headwater.kafka import clients
 from headwater.kafka.clients import create_topic
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.apply import apply_command
@@ -79,10 +80,12 @@ class TransientFollower:
         if engine is not None:
             engine.wait_stopped(self.query_id, timeout_s=30)
         try:
-            for future in self._services.admin.delete_topics([self.topic]).values():
-                future.result(timeout=30)
+            failed = clients.delete_topics(self._services.admin, self._services.settings,
+                                           [self.topic])  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a leftover hidden topic is logged, not raised
-            log.warning("could not delete the transient topic %s: %s", self.topic, exc)
+            failed = {self.topic: str(exc)}
+        if failed:
+            log.warning("could not delete the transient topic %s: %s", self.topic, failed)
 
 
 def _output_names(query: ast.Query) -> list[str] | None:

@@ -565,7 +565,10 @@ def _plan_drop(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
         )
     if drop.delete_topic and source.read_only:
         raise ValidationError(f"Cannot delete topic for read-only source: {drop.name}")
-    command = {"type": "drop_source", "name": drop.name}
+    command: dict[str, Any] = {"type": "drop_source", "name": drop.name}
+    if drop.delete_topic:
+        # Every server stops reading the topic when it applies the command, before it is deleted.
+        command["delete_topic"] = source.topic
     return Plan(command, delete_topic=source.topic if drop.delete_topic else None)
 
 

@@ -45,6 +45,9 @@ from headwater.sqlparse_ext import statements as ast
 
 #: What the schema registry says of a statement's topics (see TopicFacts.schemas); None: no registry.
 SchemaFacts = Callable[[ast.Statement], Mapping[str, Any] | None]
+#: Waits until the cluster's other live servers have applied a command id; returns those that did
+#: not confirm in time (a topic is deleted only once every server has stopped reading it).
+PeersApplied = Callable[[str], list[str]]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,7 @@ class Submitted:
         message: ksqlDB's status message ("Stream created", ...).
         catalog: the catalog right after the command.
         attempts: how many attempts it took.
+        warnings: what the answer should warn of (a topic DROP ... DELETE TOPIC could not delete).
     """
 
     command_id: str
@@ -67,6 +71,7 @@ class Submitted:
     message: str
     catalog: Catalog
     attempts: int
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +99,7 @@ class CommandSubmitter:
         limits: SubmitSettings | None = None,
         analyze: QueryAnalyzer | None = None,
         schema_facts: SchemaFacts | None = None,
+        peers_applied: PeersApplied | None = None,
     ) -> None:
         self._settings = settings
         self._service_id = service_id
@@ -104,6 +110,7 @@ class CommandSubmitter:
         self._limits = limits or SubmitSettings()
         self._analyze = analyze
         self._schema_facts = schema_facts
+        self._peers_applied = peers_applied
         self._lock = threading.Lock()
 
     def submit(self, statement: ast.Statement) -> Submitted:
@@ -176,8 +183,7 @@ class CommandSubmitter:
             log.warning("command %s: no decision after commit; trying again", command_id)
             return None
         if outcome.state is CommandState.SUCCESS:
-            self._finish(planned)
-            return self._answer(outcome, attempt)
+            return self._answer(outcome, attempt, self._finish(planned, command_id))
         if not outcome.conflict:
             raise ValidationError(outcome.message)
         return None
@@ -210,10 +216,11 @@ class CommandSubmitter:
                 return outcome
         return None
 
-    def _answer(self, outcome: Outcome, attempt: int) -> Submitted:
+    def _answer(self, outcome: Outcome, attempt: int, warnings: tuple[str, ...] = ()) -> Submitted:
         if outcome.state is not CommandState.SUCCESS:
             raise ValidationError(outcome.message)
-        return Submitted(outcome.command_id, outcome.offset, outcome.message, self._runner.catalog, attempt)
+        return Submitted(outcome.command_id, outcome.offset, outcome.message, self._runner.catalog,
+                         attempt, warnings)  # fmt: skip
 
     def _facts(self, statement: ast.Statement) -> TopicFacts:
         names = topics_named(statement)
@@ -235,14 +242,22 @@ class CommandSubmitter:
             name, partitions = planned.create_topic
             clients.create_topic(self._admin, self._settings, name, partitions)
 
-    def _finish(self, planned: Plan) -> None:
-        if planned.delete_topic is not None:
-            futures = self._admin.delete_topics([planned.delete_topic])
-            for future in futures.values():
-                try:
-                    future.result(timeout=self._settings.topic_operation_timeout_ms / 1000)
-                except KafkaException as exc:
-                    log.warning("could not delete topic %s: %s", planned.delete_topic, exc)
+    def _finish(self, planned: Plan, command_id: str) -> tuple[str, ...]:
+        """After the command applied: delete the topic of DROP ... DELETE TOPIC, once no server
+        reads it (this one stopped when it applied the command; peers are asked). Returns warnings."""
+        topic = planned.delete_topic
+        if topic is None:
+            return ()
+        waiting = self._peers_applied(command_id) if self._peers_applied is not None else []
+        if waiting:
+            warning = (f"The topic {topic} was not deleted: the servers {', '.join(waiting)} did "
+                       "not confirm in time that they stopped reading it. Delete it once they have.")
+            return (warning,)
+        failed = clients.delete_topics(self._admin, self._settings, [topic])
+        if topic in failed:
+            log.warning("could not delete topic %s: %s", topic, failed[topic])
+            return (f"The topic {topic} could not be deleted: {failed[topic]}",)
+        return ()
 
     def _append(
         self,

@@ -1,0 +1,52 @@
+"""The command listener that stops this server's readers of a topic DROP ... DELETE TOPIC will delete.
+
+Does no I/O of its own (``headwater.kafka.readers`` pauses consumers). Every server applies the DROP
+from the command log; on applying it, each pauses its readers of the topic here, before its
+``/status`` of the command says SUCCESS, so the server that then deletes the topic (after asking its
+peers) deletes it under no fetching consumer (see ``headwater.kafka.readers`` for why that matters).
+The retirement lapses after :data:`HOLD_S`, or as soon as a source reads a topic of that name again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from headwater.kafka import readers
+from headwater.metastore.catalog import Catalog
+from headwater.metastore.records import CommandRecord
+from headwater.metastore.replay import CommandState, Outcome
+
+log = logging.getLogger(__name__)
+
+#: How long a server keeps a dropped source's topic retired (the deletion follows within seconds).
+HOLD_S = 60.0
+
+Listener = Callable[[CommandRecord, Outcome, Catalog], None]
+
+
+def deleted_topic(record: CommandRecord, outcome: Outcome) -> str | None:
+    """The topic an applied command is about to have deleted (pure), if any."""
+    if outcome.state is not CommandState.SUCCESS or record.kind != "drop_source":
+        return None
+    topic = record.command.get("delete_topic")
+    return topic if isinstance(topic, str) and topic else None
+
+
+def retiring(then: Listener | None = None) -> Listener:
+    """A command listener that retires deleted topics, then calls ``then``. Never raises."""
+
+    def listener(record: CommandRecord, outcome: Outcome, catalog: Catalog) -> None:
+        try:
+            topic = deleted_topic(record, outcome)
+            if topic is not None:
+                readers.retire([topic], wait=False, hold_s=HOLD_S)
+            elif readers.retired_topics():
+                in_use = {source.topic for source in catalog.sources.values()}
+                readers.release_holds(in_use & readers.retired_topics())
+        except Exception:  # the runner must not die for this
+            log.exception("could not retire the topic of command %s", record.command_id)
+        if then is not None:
+            then(record, outcome, catalog)
+
+    return listener
