@@ -231,7 +231,7 @@ def open_services(
             tables = MaterializedTables(settings, stores)
             stack.callback(tables.stop)
         runner = CommandRunner(settings, topic, snapshots,
-                               listener=retiring(tables.listener if tables else None))
+                               listener=retiring(settings, tables.listener if tables else None))
         runner.start()
         stack.callback(runner.stop)
         _catch_up(topic, runner, limits.startup_catch_up_timeout_s)

@@ -10,9 +10,12 @@ The retirement lapses after :data:`HOLD_S`, or as soon as a source reads a topic
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 
-from headwater.kafka import readers
+from headwater.kafka import clients, readers
+from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.records import CommandRecord
 from headwater.metastore.replay import CommandState, Outcome
@@ -21,6 +24,8 @@ log = logging.getLogger(__name__)
 
 #: How long a server keeps a dropped source's topic retired (the deletion follows within seconds).
 HOLD_S = 60.0
+#: How often a server looks whether a dropped source's topic is gone yet.
+WATCH_INTERVAL_S = 0.1
 
 Listener = Callable[[CommandRecord, Outcome, Catalog], None]
 
@@ -33,13 +38,23 @@ def deleted_topic(record: CommandRecord, outcome: Outcome) -> str | None:
     return topic if isinstance(topic, str) and topic else None
 
 
-def retiring(then: Listener | None = None) -> Listener:
-    """A command listener that retires deleted topics, then calls ``then``. Never raises."""
+def retiring(settings: KafkaSettings | None, then: Listener | None = None) -> Listener:
+    """A command listener that retires deleted topics, then calls ``then``. Never raises.
+
+    With ``settings``, a topic's deletion (by whichever server deletes it) is watched for, so that
+    this server's readers that may hold it are renewed (``readers.note_deleted``).
+    """
 
     def listener(record: CommandRecord, outcome: Outcome, catalog: Catalog) -> None:
         try:
             topic = deleted_topic(record, outcome)
+            if topic is not None and settings is not None:
+                threading.Thread(target=_watch_deletion, args=(settings, topic),
+                                 name="topic-deletion-watch", daemon=True).start()  # fmt: skip
             if topic is not None:
+                # Paused at once; consumers that knew the topic are then replaced by their owners
+                # (the restorer within a poll), before a topic of that name may be created again
+                # (kafka.readers). Never waited for here: the runner holds its lock.
                 readers.retire([topic], wait=False, hold_s=HOLD_S)
             elif readers.retired_topics():
                 in_use = {source.topic for source in catalog.sources.values()}
@@ -50,3 +65,19 @@ def retiring(then: Listener | None = None) -> Listener:
             then(record, outcome, catalog)
 
     return listener
+
+
+def _watch_deletion(settings: KafkaSettings, topic: str) -> None:
+    """Notes ``topic``'s deletion once it is gone (looked up every :data:`WATCH_INTERVAL_S`, for at
+    most :data:`HOLD_S`). Never raises."""
+    admin = clients.admin_client(settings, "topic-deletion-watch")
+    deadline = time.monotonic() + HOLD_S
+    while time.monotonic() < deadline:
+        try:
+            if topic not in admin.list_topics(timeout=WATCH_INTERVAL_S * 10).topics:
+                readers.note_deleted([topic])
+                return
+        except Exception as exc:  # noqa: BLE001 - Kafka unreachable: look again
+            log.debug("looking for topic %s: %s", topic, exc)
+        time.sleep(WATCH_INTERVAL_S)
+    log.info("topic %s was not deleted within %.0f s", topic, HOLD_S)

@@ -29,6 +29,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from headwater.kafka.clients import KafkaSettings, consumer_config, consumer_from_config
 from headwater.kafka.errors import EndOffsetsUnavailable
 from headwater.kafka.offsets import cached_end_offsets
+from headwater.kafka.readers import Reader
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,10 @@ class _Ask:
     wanted: dict[_Key, int]  # partition -> the last end known (where to read from, less one)
     done: threading.Event = field(default_factory=threading.Event)
     found: dict[_Key, int] = field(default_factory=dict)
+
+
+#: How often an idle probe checks whether its consumer must be renewed (kafka.readers).
+_RENEW_CHECK_S = 0.1
 
 
 class EndProbe:
@@ -97,18 +102,26 @@ class EndProbe:
     def _ensure_running(self) -> None:
         with self._lock:
             if self._thread is None:
-                config = consumer_config(self._kafka, self._purpose, partition_eof=True,
-                                         fetch_wait_max_ms=_FETCH_WAIT_MS)  # fmt: skip
-                config["enable.auto.offset.store"] = False  # nothing is ever committed
-                reader = consumer_from_config(config)
-                self._thread = threading.Thread(target=self._run, args=(reader,),
+                self._thread = threading.Thread(target=self._run, args=(self._reader(),),
                                                 name=self._purpose, daemon=True)  # fmt: skip
                 self._thread.start()
 
-    def _run(self, reader: Consumer) -> None:
+    def _reader(self) -> Reader:
+        config = consumer_config(self._kafka, self._purpose, partition_eof=True,
+                                 fetch_wait_max_ms=_FETCH_WAIT_MS)  # fmt: skip
+        config["enable.auto.offset.store"] = False  # nothing is ever committed
+        return consumer_from_config(config, follows_new_topics=True)
+
+    def _run(self, reader: Reader) -> None:
         try:
             while True:
-                first = self._asks.get()
+                if reader.needs_renewal():  # it read a topic that was deleted (kafka.readers)
+                    reader.close()
+                    reader = self._reader()
+                try:
+                    first = self._asks.get(timeout=_RENEW_CHECK_S)
+                except queue.Empty:
+                    continue
                 if first is None:
                     return
                 asks = [first]

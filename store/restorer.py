@@ -45,11 +45,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer_config, consumer_from_config
 from headwater.kafka.lanes import Lane, next_lane
 from headwater.kafka.offsets import cached_end_offsets
+from headwater.kafka.readers import Reader
 from headwater.store.api import WriteBatch
 from headwater.store.errors import StoreError
 from headwater.store.lag import LagInfo
@@ -141,7 +142,7 @@ class TableRestorer:
         self._board = StatusBoard()
         self._lock = threading.Lock()  # guards _thread; stopped, commands run under it
         self._routes = Routes()  # the consumer thread's
-        self._readers: dict[Lane, Consumer] = {}  # the consumer thread's; empty while stopped
+        self._readers: dict[Lane, Reader] = {}  # the consumer thread's; empty while stopped
         self._lanes: dict[TopicPartitionKey, Lane] = {}  # which reader reads each topic partition
         self._assigned_at: dict[TopicPartitionKey, float] = {}  # when its reader got it (monotonic)
         self._fetched: set[TopicPartitionKey] = set()  # fetched by its reader since then
@@ -287,7 +288,7 @@ class TableRestorer:
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("the restorer is running")
-            readers = {lane: consumer_from_config(self._consumer_config(lane)) for lane in Lane}
+            readers = {lane: consumer_from_config(self._consumer_config(lane), follows_new_topics=True) for lane in Lane}
             self._stop.clear()
             self._thread = threading.Thread(
                 target=self._run, args=(readers,), name=self._purpose, daemon=True
@@ -324,7 +325,7 @@ class TableRestorer:
 
     # -- the thread ------------------------------------------------------------------------------
 
-    def _run(self, readers: dict[Lane, Consumer]) -> None:
+    def _run(self, readers: dict[Lane, Reader]) -> None:
         refresh_s = self._settings.end_refresh_interval_ms / 1000
         next_refresh = next_review = time.monotonic() + refresh_s
         self._readers = readers
@@ -333,6 +334,8 @@ class TableRestorer:
                 self._assign(self._routes.starts())
             while not self._stop.is_set():
                 self._run_commands()
+                if any(reader.needs_renewal() for reader in self._readers.values()):
+                    readers = self._renew()
                 self._read()
                 now = time.monotonic()
                 if now >= next_review:
@@ -354,6 +357,21 @@ class TableRestorer:
             with self._lock:
                 self._thread = None
                 self._run_commands()  # anything submitted while it stopped
+
+    def _renew(self) -> dict[Lane, Reader]:
+        """New consumers in place of ones that knew a topic that was deleted (``kafka.readers``:
+        such a consumer dies once a topic of that name is created again); every partition is read
+        again from its stores' position."""
+        log.info("renewing the restorer's consumers: a topic they read was deleted")
+        for reader in self._readers.values():
+            reader.close()
+        self._readers = {lane: consumer_from_config(self._consumer_config(lane), follows_new_topics=True) for lane in Lane}
+        self._lanes.clear()
+        self._assigned_at.clear()
+        self._fetched.clear()
+        if len(self._routes):
+            self._assign(self._routes.starts())
+        return self._readers
 
     def _read(self) -> None:
         """Reads one batch from each consumer that has partitions, blocking on one at most."""

@@ -11,6 +11,7 @@ Building a client does no network I/O; ``create_topic`` and the transaction help
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -24,6 +25,8 @@ from headwater.kafka.errors import KafkaConfigError, TopicError, TransactionOutc
 from headwater.kafka.readers import Reader
 
 log = logging.getLogger(__name__)
+#: After a deletion: how long peers get to see it and renew their readers (they look every 100 ms).
+_PEER_RENEWAL_S = 0.5
 _librdkafka_log = logging.getLogger("headwater.kafka.librdkafka")
 
 # Keys the factory sets itself: a user value for one of them would undo a workaround or a per-client
@@ -205,10 +208,11 @@ def consumer(
     )
 
 
-def consumer_from_config(config: Mapping[str, Any]) -> Reader:
+def consumer_from_config(config: Mapping[str, Any], *, follows_new_topics: bool = False) -> Reader:
     """A consumer from a configuration built with ``consumer_config`` (and adjusted by the caller):
-    a ``readers.Reader`` like every consumer headwater makes."""
-    return Reader(dict(config))
+    a ``readers.Reader`` like every consumer headwater makes. ``follows_new_topics``: it will be
+    assigned topics made after it (see ``readers.Reader.needs_renewal``)."""
+    return Reader(dict(config), follows_new_topics=follows_new_topics)
 
 
 def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str]) -> dict[str, str]:
@@ -242,6 +246,13 @@ def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str])
                 log.info("deleted topic %s", name)
     finally:
         readers.reinstate(names)
+    gone = [name for name in names if name not in failed]
+    readers.note_deleted(gone)
+    # This process's readers that may hold the old topics are renewed now, and peers that watch for
+    # the deletion (metastore.topic_retirement) get a moment to renew theirs before the caller
+    # answers and a topic of the same name can be created again.
+    readers.wait_renewed(gone, timeout_s)
+    time.sleep(_PEER_RENEWAL_S if gone else 0)
     return failed
 
 
@@ -272,6 +283,11 @@ def create_topic(
         TopicError: the broker refused, timed out, or the topic exists with another partition count.
     """
     timeout_s = settings.topic_operation_timeout_ms / 1000
+    # Workaround "a client that knew a deleted topic dies when its name is created again" (readers):
+    # consumers of this process that read a deleted topic of this name are renewed first.
+    if not readers.wait_renewed([name], timeout_s):
+        raise TopicError(name, "consumers that read a deleted topic of this name are still open",
+                         retriable=True)  # fmt: skip
     new = NewTopic(
         name,
         num_partitions=partitions,

@@ -17,6 +17,10 @@ a producer. So:
   never while it is being closed), and the call waits out the fetches already in flight;
 - while a topic is retired, an assignment of it is not passed on (the rest of the assignment is),
   and :meth:`Reader.retired` tells an owner that its topic is going away, so it can end cleanly;
+- a client that knew a topic dies too when a topic of that name is created again, even one no
+  longer assigned it: a reader that was assigned a retired topic "needs renewal" (its owner closes
+  it and reads on with a new one, ``create_topic`` waits for that), and a reader never polls while
+  it has nothing assigned (an idle consumer that polls learns every topic of the cluster);
 - servers of a cluster retire a topic when they apply the DROP ... DELETE TOPIC that will delete it,
   and the server that deletes it first waits for them to have applied it.
 
@@ -33,16 +37,18 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
-__all__ = ["Reader", "readers_of", "reinstate", "release_holds", "retire", "retired_topics"]
+__all__ = ["Reader", "note_deleted", "readers_of", "reinstate", "release_holds", "retire",
+           "retired_topics", "wait_renewed"]
 
 log = logging.getLogger(__name__)
 
 #: librdkafka's default fetch.wait.max.ms: a fetch sent just before a pause is answered within it.
 _DEFAULT_FETCH_WAIT_MS = 500
-#: Added to the longest fetch wait before a retired topic may be deleted (the answer's way back).
-_IN_FLIGHT_MARGIN_S = 0.25
+#: Added to the longest fetch wait before a retired topic may be deleted: librdkafka applies a pause
+#: on its broker thread a moment later, and the answer needs its way back (generous on 2 busy cores).
+_IN_FLIGHT_MARGIN_S = 1.0
 
 
 class _Registry:
@@ -53,6 +59,7 @@ class _Registry:
         self.readers: weakref.WeakSet[Reader] = weakref.WeakSet()
         # topic -> one entry per retirement holding it: None until reinstated, or when it lapses
         self.retired: dict[str, list[float | None]] = {}
+        self.deleted: dict[str, float] = {}  # topic -> when its deletion was seen (monotonic)
 
     def is_retired(self, topic: str, now: float) -> bool:
         """Whether ``topic`` is retired at ``now`` (monotonic); forgets lapsed retirements."""
@@ -76,10 +83,13 @@ class Reader(Consumer):  # type: ignore[misc]  # confluent-kafka's classes are u
     it. Only :func:`retire` touches it from elsewhere, and only under its lock.
     """
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: dict[str, Any], *, follows_new_topics: bool = False) -> None:
         super().__init__(config)
+        self._created = time.monotonic()
+        self.follows_new_topics = follows_new_topics
         self._lock = threading.Lock()
         self._assigned: set[tuple[str, int]] = set()
+        self._known: set[str] = set()  # every topic it was ever assigned
         self._paused_for: set[str] = set()
         self._closed = False
         self.fetch_wait_ms = int(config.get("fetch.wait.max.ms", _DEFAULT_FETCH_WAIT_MS))
@@ -93,6 +103,8 @@ class Reader(Consumer):  # type: ignore[misc]  # confluent-kafka's classes are u
             kept = _without_retired(partitions)
             super().assign(kept)
             self._assigned = {(tp.topic, tp.partition) for tp in kept}
+            self._known |= {tp.topic for tp in kept}
+            self._resume_reassigned(kept)
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         with _registry.lock, self._lock:
@@ -100,6 +112,16 @@ class Reader(Consumer):  # type: ignore[misc]  # confluent-kafka's classes are u
             if kept:
                 super().incremental_assign(kept)
             self._assigned |= {(tp.topic, tp.partition) for tp in kept}
+            self._known |= {tp.topic for tp in kept}
+            self._resume_reassigned(kept)
+
+    def _resume_reassigned(self, partitions: list[TopicPartition]) -> None:
+        """librdkafka keeps a partition paused across unassign and assign: one :func:`retire`
+        paused is resumed when it is assigned again (its topic is no longer retired by then)."""
+        again = [tp for tp in partitions if tp.topic in self._paused_for]
+        if again:
+            super().resume([TopicPartition(tp.topic, tp.partition) for tp in again])
+            self._paused_for -= {tp.topic for tp in again}
 
     def unassign(self) -> None:
         with self._lock:
@@ -123,12 +145,49 @@ class Reader(Consumer):  # type: ignore[misc]  # confluent-kafka's classes are u
             _registry.readers.discard(self)
         super().close()
 
+    # -- reading -----------------------------------------------------------------------------------
+
+    def poll(self, timeout: float = -1) -> Message | None:
+        """As Consumer.poll; with nothing assigned it only waits: an idle consumer that polls
+        learns every topic of the cluster (full metadata), and would die when one of them is
+        deleted and created again."""
+        if not self._assigned:
+            time.sleep(max(0.0, timeout))
+            return None
+        return super().poll(timeout)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """As Consumer.consume; with nothing assigned it only waits (see :meth:`poll`)."""
+        if not self._assigned:
+            time.sleep(max(0.0, timeout))
+            return []
+        return list(super().consume(num_messages, timeout))
+
     # -- retirement ------------------------------------------------------------------------------
 
     def topics(self) -> set[str]:
         """The topics this reader is assigned partitions of."""
         with self._lock:
             return {topic for topic, _partition in self._assigned}
+
+    def needs_renewal(self) -> bool:
+        """Whether a topic was deleted (:func:`note_deleted`) since this reader was made that it
+        read, or that it may have learnt (``follows_new_topics``: a reader that is assigned new
+        topics over its life, whose metadata cache may hold the old topic): its owner must close it
+        and read on with a new one, because librdkafka kills the process when a topic of that name
+        is created again and such a client fetches it."""
+        with self._lock:
+            return bool(self._outdated_locked())
+
+    def outdated(self) -> set[str]:
+        """The deleted topics this reader knew (see :meth:`needs_renewal`)."""
+        with self._lock:
+            return self._outdated_locked()
+
+    def _outdated_locked(self) -> set[str]:
+        with _registry.lock:
+            deleted = [t for t, when in _registry.deleted.items() if when > self._created]
+        return {t for t in deleted if self.follows_new_topics or t in self._known}
 
     def retired(self) -> set[str]:
         """The topics of this reader that were retired (they are being deleted): its owner should
@@ -219,6 +278,31 @@ def retired_topics() -> set[str]:
     now = time.monotonic()
     with _registry.lock:
         return {topic for topic in list(_registry.retired) if _registry.is_retired(topic, now)}
+
+
+def note_deleted(topics: Iterable[str]) -> None:
+    """``topics`` were deleted (seen now): readers that read them, and readers that follow new
+    topics (created before now), need renewal before a topic of such a name is created again."""
+    now = time.monotonic()
+    with _registry.lock:
+        for topic in topics:
+            _registry.deleted[topic] = now
+
+
+def wait_renewed(topics: Iterable[str], timeout_s: float) -> bool:
+    """Wait until no open reader of this process that knew ``topics`` before they were retired is
+    left (their owners renew them, see :meth:`Reader.needs_renewal`): only then may a topic of the
+    same name be created. False when some are still open after ``timeout_s``."""
+    names = set(topics)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with _registry.lock:
+            readers = list(_registry.readers)
+        if not any(names & reader.outdated() for reader in readers):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def readers_of(topic: str) -> int:

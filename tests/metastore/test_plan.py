@@ -114,7 +114,11 @@ def test_names_already_taken() -> None:
 def test_drop_refused_while_a_query_reads_the_source_and_delete_topic_planned() -> None:
     catalog = _apply_all(STREAM, TABLE)
     planned = plan(parse_one("DROP TABLE users DELETE TOPIC;"), catalog, FACTS)
-    assert planned.command == {"type": "drop_source", "name": "USERS"} and planned.delete_topic == "users"
+    # the command names the topic: every server stops reading it when it applies the DROP
+    assert planned.command == {"type": "drop_source", "name": "USERS", "delete_topic": "users"}
+    assert planned.delete_topic == "users"
+    kept = plan(parse_one("DROP TABLE users;"), catalog, FACTS)
+    assert kept.command == {"type": "drop_source", "name": "USERS"} and kept.delete_topic is None
     with pytest.raises(ValidationError, match="Incompatible data source type is STREAM"):
         plan(parse_one("DROP TABLE pv;"), catalog, FACTS)
     busy = catalog.with_query(Query("CSAS_OUT_1", "CREATE STREAM out AS SELECT * FROM pv;", "OUT", ("PV",)), 9)
