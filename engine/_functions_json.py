@@ -32,6 +32,7 @@ from headwater.engine._functions import (
     _fixed,
     to_string,
 )
+from headwater.engine._serde_json import MAX_NESTING_DEPTH, nesting_depth
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     DecimalType,
@@ -60,6 +61,9 @@ def parse_json(text: str) -> Any:
     body = text.lstrip(" \t\r\n")
     if not body:
         return _MISSING
+    if body.count("[") + body.count("{") > MAX_NESTING_DEPTH and \
+            nesting_depth(body.encode("utf-8", "surrogatepass")) > MAX_NESTING_DEPTH:  # fmt: skip
+        raise EvalFailure(f"Invalid JSON format:{text}")  # parsing it would exhaust the stack
     try:
         return _DECODER.raw_decode(body)[0]
     except ValueError as error:

@@ -27,7 +27,7 @@ from typing import Any
 
 import fastavro
 
-from headwater.engine.errors import SerdeError
+from headwater.engine.errors import SerdeError, record_failure
 from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (
     ArrayType,
@@ -298,7 +298,7 @@ class AvroSide:
         try:
             datum = fastavro.schemaless_reader(io.BytesIO(memoryview(data)[5:]), writer, None)
         except (ValueError, TypeError, EOFError, IndexError) as exc:
-            raise SerdeError(f"not AVRO of schema {schema_id}: {exc}") from None
+            raise SerdeError(f"not AVRO of schema {schema_id}: {record_failure(exc)}") from None
         if self.unwrapped:
             return [self._read_one(datum, self.columns[0][0])]
         if datum is None:

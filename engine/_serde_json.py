@@ -109,33 +109,82 @@ def object_encoder(fields: tuple[tuple[str, Encoder], ...]) -> Encoder:
 
 _LONG_NUMBER = re.compile(rb"\d{19}")
 
+#: The deepest nesting of arrays and objects a record may have: deeper values are refused before
+#: they are parsed. Parsing them, and reading them into columns, recurses once per level, and a
+#: value nested some thousands deep (a few KB) would exhaust Python's stack. (Jackson, as ksqlDB
+#: configures it, refuses values nested deeper than 1,000; Python's stack allows less than that.)
+MAX_NESTING_DEPTH = 256
+_ESCAPED = re.compile(rb"\\.", re.DOTALL)
+_NOT_MARKS = bytes(b for b in range(256) if b not in b'[]{}"')
+_TO_SQUARE = bytes.maketrans(b"{}", b"[]")
+_TOO_DEEP = b"[" * (MAX_NESTING_DEPTH + 1)
+
+
+def nesting_depth(data: bytes) -> int:
+    """How deep arrays and objects nest in UTF-8 JSON text (brackets in strings do not count).
+
+    Exact for well-formed JSON; for malformed text, at least the depth a parser would reach before
+    it fails. Cheap where it matters: text with at most `MAX_NESTING_DEPTH` opening brackets in all
+    returns their count at once (a bound), and counting stops past `MAX_NESTING_DEPTH` levels.
+    """
+    opening = data.count(b"[") + data.count(b"{")
+    if opening <= MAX_NESTING_DEPTH:
+        return opening
+    if b"\\" in data:
+        data = _ESCAPED.sub(b"", data)  # an escaped quote or bracket is part of its string
+    # only brackets and quotes, then strings without brackets dropped, then the rest of the strings
+    marks = data.translate(_TO_SQUARE, _NOT_MARKS).replace(b'""', b"")
+    if b'"' in marks:
+        marks = b"".join(marks.split(b'"')[::2])
+    if _TOO_DEEP in marks:
+        return MAX_NESTING_DEPTH + 1
+    depth = 0  # innermost pairs removed, one level per pass
+    while depth <= MAX_NESTING_DEPTH:
+        shorter = marks.replace(b"[]", b"")
+        if len(shorter) == len(marks):
+            break
+        marks, depth = shorter, depth + 1
+    return depth + marks.count(b"[")  # plus the arrays and objects left open (malformed text)
+
+
+def _check_depth(data: bytes) -> None:
+    if nesting_depth(data) > MAX_NESTING_DEPTH:
+        raise SerdeError(f"invalid JSON: arrays and objects nested deeper than "
+                         f"{MAX_NESTING_DEPTH} levels")  # fmt: skip
+
 
 def loads(data: bytes, exact_floats: bool) -> Any:
     """Parse JSON bytes; fractions become Decimal when ``exact_floats`` (DECIMAL/STRING present).
 
     Raises:
-        SerdeError: If the bytes are not UTF-8 JSON (NaN/Infinity literals are refused, as Jackson).
+        SerdeError: If the bytes are not UTF-8 JSON (NaN/Infinity literals are refused, as Jackson),
+            or nest arrays and objects deeper than `MAX_NESTING_DEPTH`.
     """
     if not _LONG_NUMBER.search(data):
         # the common case, ~3x faster; what orjson refuses (BOMs, lone surrogates, infinities,
-        # other encodings) takes the careful path below, and so do integers of 19 digits or more
-        # (orjson reads those beyond 64 bits as floats); with exact_floats, so does a value that
-        # holds a fraction (only its text, as Decimal, is exact)
+        # other encodings, nesting deeper than 1,024) takes the careful path below, and so do
+        # integers of 19 digits or more (orjson reads those beyond 64 bits as floats); with
+        # exact_floats, so does a value that holds a fraction (only its text, as Decimal, is exact)
         try:
             value = orjson.loads(data)
-            if not exact_floats or not _has_float(value):
-                return value
         except orjson.JSONDecodeError:
             pass
+        else:
+            if data.count(b"[") + data.count(b"{") > MAX_NESTING_DEPTH:
+                _check_depth(data)  # nested up to 1,024 levels, all orjson refuses
+            if not exact_floats or not _has_float(value):
+                return value
     decoder = _EXACT if exact_floats else _PLAIN
     try:
         try:
             text = data.decode("utf-8")
-        except UnicodeDecodeError:  # UTF-16/32 JSON: json.loads detects the encoding
-            if exact_floats:
-                return json.loads(data, parse_float=Decimal, parse_constant=_refuse_constant)
-            return json.loads(data, parse_constant=_refuse_constant)
-        return decoder.decode(text.removeprefix("\ufeff"))  # a UTF-8 BOM
+        except UnicodeDecodeError:  # UTF-16/32 JSON, detected as json.loads detects it
+            text = data.decode(json.detect_encoding(data), "surrogatepass")
+            _check_depth(text.encode("utf-8", "surrogatepass"))
+        else:
+            _check_depth(data)  # before parsing: the parser recurses once per level
+            text = text.removeprefix("\ufeff")  # a UTF-8 BOM
+        return decoder.decode(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SerdeError(f"invalid JSON: {exc}") from None
 

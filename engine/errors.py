@@ -46,3 +46,13 @@ class SourceDropped(EngineError):
     """A push query's or PRINT's topic is being deleted (DROP ... DELETE TOPIC): it ends."""
 
     error_code = 40001
+
+
+def record_failure(exc: BaseException) -> str:
+    """What a record that could not be read or evaluated says in the processing log: an engine
+    error's message as it is, any other exception (a RecursionError, a KeyError, a struct.error a
+    hostile record caused) as its type and text, never a traceback."""
+    if isinstance(exc, EngineError):
+        return exc.message
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

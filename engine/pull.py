@@ -11,6 +11,7 @@ it (or over a stream's records) and returns the rows and the partitions it touch
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,7 +27,7 @@ from headwater.engine._pull_keys import (
     TableScan,
     explain_scan,
 )
-from headwater.engine.errors import ExpressionError, PullQueryError
+from headwater.engine.errors import ExpressionError, PullQueryError, record_failure
 from headwater.engine.expressions import (
     Evaluator,
     Scope,
@@ -44,8 +45,10 @@ from headwater.sqlparse_ext.statements import Query, Select
 __all__ = [
     "KeyAccess", "KeyLookup", "KeyRange", "OutputColumn", "PullPlan", "PullResult", "Row",
     "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull",
-    "row_view",
+    "row_failed", "row_view",
 ]  # fmt: skip
+
+log = logging.getLogger(__name__)
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 """A windowed table's window bounds: key columns after its own, in pull queries as in ksqlDB."""
@@ -430,6 +433,12 @@ def _result(plan: PullPlan, rows: Iterator[Row], touched: set[int]) -> PullResul
     return PullResult(plan.schema, result, frozenset(touched), limited)
 
 
+def row_failed(what: str, source: str, row: Row, exc: Exception) -> None:
+    """Logs a row a query skips because evaluating it raised (the processing log's entry)."""
+    log.warning("%s on %s skips the row at partition %d, offset %d: %s", what, source,
+                row.partition, row.offset, record_failure(exc))  # fmt: skip
+
+
 def row_view(row: Row, key_names: tuple[str, ...]) -> dict[str, Any]:
     """What a plan's WHERE and projection read of a row: its value columns, key columns (and a
     windowed table's bounds) and pseudo columns."""
@@ -441,7 +450,9 @@ def row_view(row: Row, key_names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def select_rows(plan: PullPlan, rows: Iterator[Row]) -> Iterator[list[Any]]:
-    """Filters and projects rows, lazily, until the LIMIT."""
+    """Filters and projects rows, lazily, until the LIMIT. A row the WHERE or the projection raises
+    on (an expression meeting a value it was not made for) is skipped and logged (`row_failed`),
+    as ksqlDB's processing log records it: the answer goes on with the next row."""
     limit, keep, projection, keys = plan.limit, plan.filter, plan.projection, plan.key_names
     if limit == 0:
         return
@@ -452,10 +463,15 @@ def select_rows(plan: PullPlan, rows: Iterator[Row]) -> Iterator[list[Any]]:
             key, value = row.key, row.value
             yield [key[i] if i >= 0 else value.get(name) for i, name in direct]
         else:
-            view = row_view(row, keys)
-            if keep is not None and keep(view) is not True:
+            try:
+                view = row_view(row, keys)
+                if keep is not None and keep(view) is not True:
+                    continue
+                selected = [f(view) for f in projection]
+            except Exception as exc:  # noqa: BLE001 - the row's boundary: skipped, never the answer
+                row_failed("pull query", plan.source.name, row, exc)
                 continue
-            yield [f(view) for f in projection]
+            yield selected
         count += 1
         if limit is not None and count >= limit:
             return

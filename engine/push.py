@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import struct
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
-from headwater.engine.errors import EngineError, PullQueryError, SourceDropped
+from headwater.engine.errors import PullQueryError, SourceDropped, record_failure
 from headwater.engine.persistent.aggregate import is_aggregation
-from headwater.engine.pull import PullPlan, Row, plan_pull, row_view
+from headwater.engine.pull import PullPlan, Row, plan_pull, row_failed, row_view
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
@@ -90,9 +89,11 @@ class TopicFollower:
             try:
                 key = self._key(message.key())
                 value = self._serde.deserialize_value(message.value())
-            except (EngineError, struct.error) as exc:
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: skipped, never the query
                 self.skipped += 1
-                log.debug("push query on %s skips a record: %s", self.source.topic, exc)
+                log.warning("push query on %s skips the record at partition %s, offset %s: %s",
+                            self.source.topic, message.partition(), message.offset(),
+                            record_failure(exc))  # fmt: skip
                 continue
             if table and all(k is None for k in key):
                 continue  # ksqlDB drops a table's records without a key
@@ -130,8 +131,13 @@ def push_rows(plan: PullPlan, rows: list[tuple[Row, bool]], sent: int
     for row, tombstone in rows:
         if left is not None and len(out) >= left:
             break
-        view = row_view(row, keys)
-        if not tombstone and keep is not None and keep(view) is not True:
+        try:
+            view = row_view(row, keys)
+            if not tombstone and keep is not None and keep(view) is not True:
+                continue
+            selected = [f(view) for f in projection]
+        except Exception as exc:  # noqa: BLE001 - the row's boundary: skipped, never the query
+            row_failed("push query", plan.source.name, row, exc)
             continue
-        out.append(([f(view) for f in projection], tombstone))
+        out.append((selected, tombstone))
     return out, left is not None and len(out) >= left

@@ -41,7 +41,7 @@ from headwater.engine import _serde_json as jsonfmt
 from headwater.engine import _serde_json_sr as json_sr
 from headwater.engine import _serde_protobuf as protobuf
 from headwater.engine import schema_registry
-from headwater.engine.errors import SerdeError
+from headwater.engine.errors import SerdeError, record_failure
 from headwater.engine.values import checker, mismatch, resolve_type
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, StructType
@@ -148,7 +148,8 @@ class RowSerde:
         """The key columns' values of a record key (all None for a null key; () if keyless).
 
         Raises:
-            SerdeError: If the bytes do not fit the key format and columns.
+            SerdeError: If the bytes do not fit the key format and columns, or reading them
+                raised anything else (a hostile record is the record's fault, never the caller's).
         """
         side = self._key
         if not side.names:
@@ -157,13 +158,14 @@ class RowSerde:
             return (None,) * len(side.names)
         try:
             values = side.read(data)
-        except SerdeError as exc:
-            raise SerdeError(f"Failed to deserialize key from topic: {self.topic}. {exc}") from None
-        if values is None:
-            return (None,) * len(side.names)
-        if isinstance(values, dict):
-            return tuple(values[name] for name in side.names)
-        return tuple(values)
+            if values is None:
+                return (None,) * len(side.names)
+            if isinstance(values, dict):
+                return tuple(values[name] for name in side.names)
+            return tuple(values)
+        except Exception as exc:  # noqa: BLE001 - whatever a record's bytes cause is their fault
+            raise SerdeError(f"Failed to deserialize key from topic: {self.topic}. "
+                             f"{record_failure(exc)}") from None  # fmt: skip
 
     def serialize_value(self, row: Mapping[str, Any] | None) -> bytes | None:
         """The record value for a row (value columns by name); None for a tombstone.
@@ -182,22 +184,22 @@ class RowSerde:
         """The value columns of a record value, by name; None for a tombstone (or JSON null).
 
         Raises:
-            SerdeError: If the bytes do not fit the value format and columns.
+            SerdeError: If the bytes do not fit the value format and columns, or reading them
+                raised anything else (a hostile record is the record's fault, never the caller's).
         """
         if data is None:
             return None
         side = self._value
         try:
             values = side.read(data)
-        except SerdeError as exc:
-            raise SerdeError(
-                f"Failed to deserialize value from topic: {self.topic}. {exc}"
-            ) from None
-        if values is None:
-            return None
-        if isinstance(values, dict):
-            return values
-        return dict(zip(side.names, values))
+            if values is None:
+                return None
+            if isinstance(values, dict):
+                return values
+            return dict(zip(side.names, values))
+        except Exception as exc:  # noqa: BLE001 - whatever a record's bytes cause is their fault
+            raise SerdeError(f"Failed to deserialize value from topic: {self.topic}. "
+                             f"{record_failure(exc)}") from None  # fmt: skip
 
 
 def _write(side: _Side, values: list[Any], part: str) -> bytes | None:

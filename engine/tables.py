@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine.errors import EngineError
+from headwater.engine.errors import EngineError, SerdeError
 from headwater.engine.partitioner import partition_for
 from headwater.engine.pull import Row
 from headwater.engine.serde import serde_of
@@ -162,13 +162,22 @@ class StoredTable:
             raise NotMaterialized(f"partition {partition} of {self.source.name} is not held here (yet)")
         return store
 
-    def _row(self, partition: int, key: tuple[Any, ...], stored: bytes) -> Row:
+    def _row(self, partition: int, key: tuple[Any, ...], stored: bytes) -> Row | None:
+        """The stored row, or None when its value cannot be read: the store holds the table's
+        records as they came, and one that does not decode is no row (as ksqlDB, which skips such
+        a record, logs it and keeps no row for it), so a key lookup finds nothing and a scan
+        goes on with the next row."""
         envelope = unpack_value(stored)
-        value = self.serde.deserialize_value(envelope.value) or {}
+        try:
+            value = self.serde.deserialize_value(envelope.value) or {}
+        except SerdeError as exc:
+            log.warning("pull query on %s skips the row at partition %d, offset %d: %s",
+                        self.source.name, partition, envelope.offset, exc.message)  # fmt: skip
+            return None
         return Row(key, value, envelope.timestamp_ms, partition, envelope.offset)
 
     def get(self, partition: int, key: tuple[Any, ...]) -> Row | None:
-        """The row of ``key`` in ``partition``, or None."""
+        """The row of ``key`` in ``partition``, or None (also when its value cannot be read)."""
         if any(v is None for v in key):
             return None
         stored = self._store(partition).get(encode_key(key, self.key_types))
@@ -195,12 +204,16 @@ class StoredTable:
         for key_bytes, stored in self._store(partition).range(
             low_bytes, high_bytes, low_inclusive=low_inclusive, high_inclusive=high_inclusive
         ):
-            yield self._row(partition, self._decode_key(key_bytes), stored)
+            row = self._row(partition, self._decode_key(key_bytes), stored)
+            if row is not None:
+                yield row
 
     def scan(self, partition: int) -> Iterator[Row]:
-        """Every row of ``partition``, in key order."""
+        """Every row of ``partition`` that can be read, in key order."""
         for key_bytes, stored in self._store(partition).scan():
-            yield self._row(partition, self._decode_key(key_bytes), stored)
+            row = self._row(partition, self._decode_key(key_bytes), stored)
+            if row is not None:
+                yield row
 
     def _decode_key(self, data: bytes) -> tuple[Any, ...]:
         return decode_key(data, self.key_types)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import EngineError
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.aggregate import (
@@ -44,6 +43,7 @@ from headwater.engine.persistent.operators import (
     _message,
     _timestamp_reader,
     parse_persistent,
+    skipped,
 )
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import windowed_key
@@ -229,8 +229,9 @@ class AggregatePipeline:
         for rank, record in rank_records(records, {} if running is None else running):
             try:
                 row = self._group_one(record, rank)
-            except RecordError as exc:
-                errors.append(self._error(exc.kind, exc.message, record))
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                errors.append(skipped(self.query_id, exc, "processing", self.compiled.source.topic,
+                                      record.partition, record.offset))  # fmt: skip
                 if self.table_source and record.key is not None:
                     # the row can no longer be read: for the table, the key's row is gone
                     out.append(TableChange(record.key, None, record.timestamp, record.partition,
@@ -249,7 +250,7 @@ class AggregatePipeline:
         compiled = self.compiled
         try:
             value = self._reader.value(record)
-        except (EngineError, ValueError, TypeError) as exc:
+        except Exception as exc:  # the record's fault, reported as such
             raise RecordError("deserialization", _message(exc)) from exc
         if value is None:
             return None  # a stream's record without a value; a table's tombstone
@@ -267,7 +268,7 @@ class AggregatePipeline:
             group = self._sink_serde.serialize_key(list(keys))
         except RecordError:
             raise
-        except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+        except Exception as exc:  # the record's fault, reported as such
             raise RecordError("serialization", _message(exc)) from exc
         assert group is not None
         return GroupedRow(group, keys, args, None, int(view["ROWTIME"]), record.partition,
@@ -328,40 +329,45 @@ class AggregatePipeline:
     def aggregate(self, state: GroupState | None, rows: Sequence[GroupedRow]
                   ) -> tuple[GroupState, list[OutputRecord], list[ProcessingError]]:  # fmt: skip
         """Stage 3: one group's rows (any order: they are sorted by input position) applied to
-        its state; the updates to write (one per row, or the last one with buffering)."""
+        its state; the updates to write (one per row, or the last one with buffering).
+
+        A row whose update raises is skipped and reported (an aggregate function that failed half
+        way keeps what it had added: functions are not undone), and the group goes on."""
         if state is None:
             state = self.initial_state()
-        calls = self.compiled.calls
         out: list[OutputRecord] = []
         errors: list[ProcessingError] = []
         ordered = sorted(rows, key=GroupedRow.order)
         for row in ordered:
-            aggregates = state.aggregates
-            if row.undo is not None:
-                for i, call in enumerate(calls):
-                    undo = call.udaf.undo
-                    assert undo is not None  # compile refuses such functions over tables
-                    aggregates[i] = undo(aggregates[i], row.undo[i])
-            if row.add is not None:
-                order = row.order()
-                for i, call in enumerate(calls):
-                    aggregates[i] = call.udaf.add(aggregates[i], row.add[i], order)
-            if row.partial is not None:
-                for i, call in enumerate(calls):
-                    aggregates[i] = call.udaf.merge(aggregates[i], row.partial[i])
-            state.timestamp = max(state.timestamp, row.timestamp)
-            if self.buffering and row is not ordered[-1]:
-                continue  # with buffering, only the batch's last update of a group is written
             try:
+                self._apply(state, row)
+                if self.buffering and row is not ordered[-1]:
+                    continue  # with buffering, only the batch's last update of a group is written
                 record = self._update(state, row)
-            except RecordError as exc:
-                errors.append(ProcessingError(self.query_id, exc.kind, exc.message,
-                                              self.compiled.source.topic, row.partition,
-                                              row.offset))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                errors.append(skipped(self.query_id, exc, "processing", self.compiled.source.topic,
+                                      row.partition, row.offset))  # fmt: skip
                 continue
             if record is not None:
                 out.append(record)
         return state, out, errors
+
+    def _apply(self, state: GroupState, row: GroupedRow) -> None:
+        """A grouped row's values added to (or taken from) its group's aggregates."""
+        aggregates, calls = state.aggregates, self.compiled.calls
+        if row.undo is not None:
+            for i, call in enumerate(calls):
+                undo = call.udaf.undo
+                assert undo is not None  # compile refuses such functions over tables
+                aggregates[i] = undo(aggregates[i], row.undo[i])
+        if row.add is not None:
+            order = row.order()
+            for i, call in enumerate(calls):
+                aggregates[i] = call.udaf.add(aggregates[i], row.add[i], order)
+        if row.partial is not None:
+            for i, call in enumerate(calls):
+                aggregates[i] = call.udaf.merge(aggregates[i], row.partial[i])
+        state.timestamp = max(state.timestamp, row.timestamp)
 
     def _update(self, state: GroupState, row: GroupedRow,
                 window: tuple[int, int] | None = None, seq: int | None = None,
@@ -388,13 +394,13 @@ class AggregatePipeline:
         try:
             values = {name: f(view) for name, f in zip(self._value_names, compiled.values)}
             value_bytes = self._sink_serde.serialize_value(values)
-        except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+        except Exception as exc:  # the record's fault, reported as such
             raise RecordError("serialization", _message(exc)) from exc
         if self._sink_time is not None:
             values.update(zip(self._key_names, row.keys))
             try:
                 timestamp = self._sink_time(values)
-            except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+            except Exception as exc:  # the record's fault, reported as such
                 raise RecordError("timestamp", _message(exc)) from exc
         state.passed = True
         return OutputRecord(key, value_bytes, timestamp, self._partition(row.group),
@@ -425,10 +431,9 @@ class AggregatePipeline:
                     produced.extend(self._session_row(task, row))
                 else:
                     produced.extend(self._time_windows_row(task, row))
-            except RecordError as exc:
-                errors.append(ProcessingError(self.query_id, exc.kind, exc.message,
-                                              self.compiled.source.topic, row.partition,
-                                              row.offset))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                errors.append(skipped(self.query_id, exc, "processing", self.compiled.source.topic,
+                                      row.partition, row.offset))  # fmt: skip
             produced.extend(self._close(task, row))
             # one input record's outputs, numbered in the order they were made
             out.extend(replace(o, source_seq=i) for i, o in enumerate(produced))

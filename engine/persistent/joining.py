@@ -38,8 +38,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from headwater.engine import _functions as fn
-from headwater.engine.errors import EngineError
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.join_plan import (
     DEFAULT_GRACE_MS,
@@ -51,9 +49,8 @@ from headwater.engine.persistent.operators import (
     OLD_ROW,
     InputRecord,
     ProcessingError,
-    RecordError,
     RowReader,
-    _message,
+    skipped,
 )
 from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
@@ -214,13 +211,9 @@ class JoinPipeline:
             try:
                 value = reader.value(record)
                 view = reader.view(record, value)
-            except RecordError as exc:
-                errors.append(ProcessingError(self.query_id, exc.kind, exc.message,
-                                              leaf.source.topic, record.partition, record.offset))
-                continue
-            except (EngineError, ValueError, TypeError) as exc:
-                errors.append(ProcessingError(self.query_id, "deserialization", _message(exc),
-                                              leaf.source.topic, record.partition, record.offset))
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                errors.append(skipped(self.query_id, exc, "deserialization", leaf.source.topic,
+                                      record.partition, record.offset))  # fmt: skip
                 continue
             row = None if value is None else {p: view.get(c) for c, p, _t in leaf.columns}
             if row is None and not table:
@@ -232,7 +225,7 @@ class JoinPipeline:
                     key = self._table_key(leaf, view)
                 else:
                     key = evaluate(row)
-            except (EngineError, fn.EvalFailure, ValueError, TypeError):
+            except Exception:  # noqa: BLE001 - a join key that fails is NULL, as in ksqlDB
                 key = None
             if key is None and not (fk_left and table):
                 continue  # ksqlDB drops records whose join key is NULL
@@ -257,7 +250,7 @@ class JoinPipeline:
             return b""
         try:
             found = self._key_serdes[step.index].serialize_key([key])
-        except (EngineError, ValueError, TypeError):
+        except Exception:  # noqa: BLE001 - only routes the record: any stable bytes do
             found = None
         return found if found is not None else repr(key).encode()
 
@@ -286,7 +279,7 @@ class JoinPipeline:
         if parent.left_rekey and out.row is not None:
             try:
                 key = parent.left_key(out.row)
-            except (EngineError, fn.EvalFailure, ValueError, TypeError):
+            except Exception:  # noqa: BLE001 - a join key that fails is NULL, as in ksqlDB
                 key = None
             key_bytes = self._key_bytes(parent, key)
         return SideRecord(-1, origin.task, key, key_bytes, out.row, out.timestamp,

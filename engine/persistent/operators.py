@@ -9,7 +9,9 @@ A record without a value (a null value) is written on without one, under its key
 unless the query has a WHERE clause, which drops it. A record that cannot be decoded, whose timestamp
 cannot be read, or whose result cannot be written in the sink's format is skipped and reported as a :class:`ProcessingError`, the entry
 ksqlDB's processing log would record; it never stops the query. Expressions that fail on a row
-(division by zero, a bad cast) give NULL, as in ksqlDB.
+(division by zero, a bad cast) give NULL, as in ksqlDB. Each record is processed inside one boundary
+that catches any exception it causes (a RecursionError, a KeyError as well as a SerdeError): the
+record is skipped and reported, and the query goes on with the next one (`skipped`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine import _functions as fn
-from headwater.engine.errors import EngineError
+from headwater.engine.errors import EngineError, record_failure
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.compile import CompiledQuery, compile_query
 from headwater.engine.serde import RowSerde
@@ -68,7 +70,8 @@ class ProcessingError:
     """A record the query skipped, as ksqlDB's processing log records it.
 
     Attributes:
-        kind: ``deserialization``, ``timestamp`` or ``serialization``.
+        kind: ``deserialization``, ``processing`` (evaluating the query on the row failed),
+            ``timestamp`` or ``serialization``.
     """
 
     query_id: str
@@ -130,6 +133,7 @@ class RecordPipeline:
                 if value is None and keep is not None and not table:
                     continue  # WHERE drops records without a value, as ksqlDB's filter does
                 view = self._reader.view(record, value)
+                stage = "processing"
                 old = view.pop(OLD_ROW, None) if record.row is not None else None
                 if keep is not None and value is not None and keep(view) is not True:
                     if table:  # a row filtered out of a table is a row deleted from it
@@ -151,10 +155,9 @@ class RecordPipeline:
                 for seq, each in enumerate(views):
                     stage = "serialization"
                     records_out.append(self._output(record, each, value, seq))
-            except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
-                kind = exc.kind if isinstance(exc, RecordError) else stage
-                errors.append(ProcessingError(self.query_id, kind, _message(exc), source.topic,
-                                              record.partition, record.offset))  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                errors.append(skipped(self.query_id, exc, stage, source.topic, record.partition,
+                                      record.offset))  # fmt: skip
                 continue
             out.extend(records_out)
         return out, errors
@@ -183,7 +186,7 @@ class RecordPipeline:
             row.update(zip([c.name for c in self.compiled.key_columns], new_key))
             try:
                 rowtime = self._sink_time(row)
-            except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+            except Exception as exc:  # the record's fault, reported as such
                 raise RecordError("timestamp", _message(exc)) from exc
         return OutputRecord(key_bytes, value_bytes, rowtime,
                             self._partition(key_bytes, record.partition),
@@ -239,7 +242,7 @@ class RowReader:
             return dict(record.row)
         try:
             key = self.serde.deserialize_key(record.key)
-        except (EngineError, ValueError, TypeError) as exc:
+        except Exception as exc:  # the record's fault, reported as such
             raise RecordError("deserialization", _message(exc)) from exc
         view = dict(value or {})
         view.update(zip(self._key_names, key))
@@ -247,7 +250,7 @@ class RowReader:
             _add_headers(view, self._header_columns, record.headers)
         try:
             view["ROWTIME"] = record.timestamp if self._time is None else self._time(view)
-        except (EngineError, fn.EvalFailure, ValueError, TypeError) as exc:
+        except Exception as exc:  # the record's fault, reported as such
             raise RecordError("timestamp", _message(exc)) from exc
         view["ROWPARTITION"] = record.partition
         view["ROWOFFSET"] = record.offset
@@ -262,8 +265,32 @@ class RecordError(EngineError):
         self.kind = kind
 
 
+def skipped(query_id: str, exc: Exception, stage: str, topic: str, partition: int,
+            offset: int) -> ProcessingError:  # fmt: skip
+    """The processing-log entry of a record a per-record boundary skips.
+
+    Every operator runs each record inside ``try: ... except Exception`` and hands what it caught
+    here: whatever a record causes (bytes that do not decode, a value nested too deep, an expression
+    that raises where it should give NULL, a bug a strange value finds) skips that record only and
+    is reported with its position, never fails the task (Spark would retry the same record forever).
+
+    Args:
+        query_id: the query's id.
+        exc: what the record caused.
+        stage: the processing log's error type when ``exc`` is not a `RecordError` (which has one).
+        topic: the source topic.
+        partition: the record's partition.
+        offset: the record's offset.
+    """
+    kind = exc.kind if isinstance(exc, RecordError) else stage
+    return ProcessingError(query_id, kind, _message(exc), topic, partition, offset)
+
+
 def _message(exc: BaseException) -> str:
-    return getattr(exc, "message", None) or str(exc)
+    """An error's message; the type is named too for exceptions no operator raises on purpose."""
+    if isinstance(exc, (fn.EvalFailure, ValueError, TypeError)) and str(exc):
+        return str(exc)
+    return record_failure(exc)
 
 
 def _add_headers(view: dict[str, Any], columns: list[tuple[str, bool, str | None]],

@@ -102,6 +102,20 @@ def test_a_format_ruled_out_later_stays_out() -> None:
     assert side.format(b"abcd") == "abcd"
 
 
+def test_poison_records_are_printed_as_what_they_can_be_and_print_goes_on() -> None:
+    """Issue 28: a JSON value nested 5,000 deep rules JSON out (as Jackson's depth limit does in
+    ksqlDB), it is printed as text, and the records after it are printed too."""
+    deep = b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    printed = TopicPrint(None).lines([TopicRecord(1, b"k", b'{"a": 1}', 0),
+                                      TopicRecord(2, b"k", deep, 0),
+                                      TopicRecord(3, b"k", b"\x00\xff" * 3, 0),
+                                      TopicRecord(4, b"k", b'{"a": 2}', 0)])  # fmt: skip
+    rows = [line for line in printed if line.startswith("rowtime")]
+    assert len(rows) == 4 and rows[1].startswith("rowtime: 1970/01/01 00:00:00.002 Z, key: k, "
+                                                 'value: {"a":[[[')  # fmt: skip
+    assert rows[3].endswith('value: {"a": 2}, partition: 0')
+
+
 def test_a_batch_is_formatted_again_when_it_rules_out_the_format_in_use() -> None:
     formatter = RecordFormatter()
     lines = formatter.format([TopicRecord(None, b"k", b"abcd", 0),
