@@ -100,6 +100,7 @@ def limits_of(config: ServerConfig) -> Limits:
         ),
         scan_max_concurrent=config.pull_scan_max_concurrent,
         body_read_timeout_s=config.body_read_timeout_ms / 1000,
+        persistent_query_limit=config.persistent_active_limit,
     )
 
 
