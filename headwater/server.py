@@ -179,6 +179,7 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         trigger_interval_ms=config.trigger_interval_ms,
         max_records_per_batch=config.max_records_per_batch,
         buffering=config.cache_max_bytes_buffering > 0,
+        max_queries=config.persistent_active_limit,
         processing_log_topic=f"{service_id}ksql_processing_log",
         # Executors elsewhere (a standalone master) find the schema registry as local ones do.
         extra=((f"spark.executorEnv.{schema_registry.URL_ENV}", config.schema_registry_url),)

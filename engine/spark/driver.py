@@ -21,10 +21,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.engine.spark.admission import admit, available_mb, creation_order
 from headwater.engine.spark.settings import EngineSettings
 from headwater.kafka.clients import KafkaSettings
 
@@ -61,6 +62,7 @@ class QueryDriver:
         self.kafka = kafka
         self._spark: Any = None
         self._queries: dict[str, _Running] = {}
+        self._transient: frozenset[str] = frozenset()
 
     @property
     def spark(self) -> Any:
@@ -69,18 +71,38 @@ class QueryDriver:
             self._spark = start_session(self.settings)
         return self._spark
 
-    def sync(self, wanted: Mapping[str, Mapping[str, Any]]) -> None:
-        """Run exactly the queries of ``wanted`` (query id -> payload)."""
+    def sync(self, wanted: Mapping[str, Mapping[str, Any]],
+             transient: Collection[str] = ()) -> None:  # fmt: skip
+        """Run exactly the queries of ``wanted`` (query id -> payload), as far as `admission`
+        lets: the others wait, PENDING with the reason. ``transient``: which are push queries."""
         for query_id in sorted(set(self._queries) - set(wanted)):
             self._stop(query_id)
             del self._queries[query_id]
+        self._transient = frozenset(transient)
         for query_id, payload in wanted.items():
             running = self._queries.get(query_id)
             if running is None or running.payload != payload:
                 if running is not None:
                     self._stop(query_id)
                 self._queries[query_id] = _Running(dict(payload))
-                self._start(query_id)
+        self._admit()
+
+    def _admit(self) -> None:
+        """Start the waiting queries that `admission.admit` lets start now."""
+        waiting = sorted((q for q, r in self._queries.items() if r.state == "PENDING"),
+                         key=creation_order)  # fmt: skip
+        if not waiting:
+            return
+        running = [q for q, r in self._queries.items() if r.state != "PENDING"]
+        decided = admit(waiting, running, self._transient, self.settings.max_queries,
+                        _available_mb(), self.settings.query_memory_mb,
+                        self.settings.memory_reserve_mb)  # fmt: skip
+        for query_id, why in decided.waiting.items():
+            if not self._queries[query_id].message:  # once, when it starts waiting
+                log.warning("query %s %s", query_id, why)
+            self._queries[query_id].message = why
+        for query_id in decided.start:
+            self._start(query_id)
 
     def forget(self, query_ids: Any) -> None:
         """Delete the checkpoints of terminated queries (after `sync` stopped them)."""
@@ -93,7 +115,9 @@ class QueryDriver:
                 log.info("query %s terminated: checkpoint %s deleted", query_id, path)
 
     def check(self) -> None:
-        """Notice queries that died; start them again when their pause is over."""
+        """Notice queries that died; start them again when their pause is over; start waiting
+        queries that can start now."""
+        self._admit()
         now = time.monotonic()
         for query_id, running in self._queries.items():
             handle = running.handle
@@ -219,6 +243,15 @@ class QueryDriver:
         running.handle = None
 
 
+def _available_mb() -> int | None:
+    """The node's available memory (MemAvailable), or None where /proc/meminfo is not."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            return available_mb(meminfo.read())
+    except OSError:
+        return None
+
+
 def _reason(error: Any) -> str:
     """What a failed query reports: the Python exception its description carries (an error raised
     in the sink reaches us wrapped in Spark's, whose first line only says a user function failed),
@@ -320,7 +353,7 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
                     if wanted and driver._spark is None:
                         conn.send({"op": "status", "spark": "STARTING",
                                    "queries": driver.statuses()})  # fmt: skip
-                    driver.sync(wanted)
+                    driver.sync(wanted, message.get("transient", ()))
                     driver.forget(message.get("terminated", ()))
             driver.check()
             if time.monotonic() - last_sent > 0.5:
