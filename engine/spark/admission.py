@@ -7,6 +7,9 @@ JVM and Python workers. So the driver starts a query only while (1) fewer persis
 or queries another server of the cluster accepted), and (2) the memory left to the node after it
 (what ``/proc/meminfo`` calls MemAvailable, gathered by the caller) stays above a reserve. A query
 that waits is PENDING with the reason, and is started as soon as a slot or the memory is there.
+Queries also start one after another (3): each start launches a Python process that must connect
+back to Spark within 10 s, and 20 launched at once on a busy 2-core node all failed with "Python
+worker failed to connect back", then failed again together on every retry.
 Push queries with state (transient) are not counted against the limit, but need the memory too.
 """
 
@@ -30,8 +33,8 @@ class Admission:
 
 
 def admit(candidates: Sequence[str], running: Collection[str], transient: Collection[str],
-          max_queries: int, available_mb: int | None, query_mb: int,
-          reserve_mb: int) -> Admission:  # fmt: skip
+          max_queries: int, available_mb: int | None, query_mb: int, reserve_mb: int,
+          starting: int = 0, max_starting: int = 2**31 - 1) -> Admission:  # fmt: skip
     """Decide which ``candidates`` (queries not running, in the order they should start) start.
 
     Args:
@@ -42,6 +45,8 @@ def admit(candidates: Sequence[str], running: Collection[str], transient: Collec
         available_mb: the node's available memory now (None: unknown, not checked).
         query_mb: what one more query is expected to take.
         reserve_mb: the memory to leave to everything else.
+        starting: how many queries are still starting (their sources connecting to Spark).
+        max_starting: the most queries starting at once.
 
     Returns:
         The ids to start and the reasons the others wait.
@@ -64,7 +69,14 @@ def admit(candidates: Sequence[str], running: Collection[str], transient: Collec
                 f"{query_mb} MB beyond the {reserve_mb} MB this server leaves free; it starts "
                 "when memory is freed (terminate queries, or give the node more memory)")  # fmt: skip
             continue
+        if starting >= max_starting:
+            waiting[query_id] = (
+                f"not started yet: {starting} other quer{'y is' if starting == 1 else 'ies are'} "
+                "starting (queries start one after another: Spark's Python processes that all "
+                "start at once fail to connect back)")  # fmt: skip
+            continue
         start.append(query_id)
+        starting += 1
         persistent += counted
         if left is not None:
             left -= query_mb

@@ -38,6 +38,8 @@ _RETRY_MAX_S = 60.0
 # unreachable broker) must not leave a JVM and Python workers behind a dead server.
 _EXIT_GRACE_S = 20.0
 _TRACEBACK = "Traceback (most recent call last):"
+#: The longest a query counts as starting (its sources connecting) for `admission`.
+_STARTING_MAX_S = 60.0
 
 
 @dataclass
@@ -51,6 +53,7 @@ class _Running:
     retry_pause: float = _RETRY_FIRST_S
     started_ms: int = 0
     restarts: int = 0
+    starting_until: float = 0.0  # while Spark initializes its sources (see `_starting`)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,7 +99,8 @@ class QueryDriver:
         running = [q for q, r in self._queries.items() if r.state != "PENDING"]
         decided = admit(waiting, running, self._transient, self.settings.max_queries,
                         _available_mb(), self.settings.query_memory_mb,
-                        self.settings.memory_reserve_mb)  # fmt: skip
+                        self.settings.memory_reserve_mb, self._starting(),
+                        self.settings.max_starting_queries)  # fmt: skip
         for query_id, why in decided.waiting.items():
             if not self._queries[query_id].message:  # once, when it starts waiting
                 log.warning("query %s %s", query_id, why)
@@ -129,9 +133,30 @@ class QueryDriver:
                 running.handle = None
                 running.retry_at = now + running.retry_pause
                 running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
-            elif handle is None and running.state == "ERROR" and now >= running.retry_at:
+            elif (handle is None and running.state == "ERROR" and now >= running.retry_at
+                  and self._starting() < self.settings.max_starting_queries):  # fmt: skip
                 running.restarts += 1
                 self._start(query_id)
+
+    def _starting(self) -> int:
+        """How many queries are still starting: Spark says "Initializing ..." (their sources
+        connect), for at most `_STARTING_MAX_S` after their start."""
+        now = time.monotonic()
+        count = 0
+        for running in self._queries.values():
+            if running.handle is None or running.starting_until <= now:
+                running.starting_until = 0.0
+                continue
+            try:
+                message = str((running.handle.status or {}).get("message", ""))
+            except Exception:  # py4j: the query is going away
+                log.debug("no status of a starting query", exc_info=True)
+                message = ""
+            if message.startswith("Initializing"):
+                count += 1
+            else:
+                running.starting_until = 0.0
+        return count
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         """Query id -> state, reason, and what its sink did (for SHOW QUERIES, DESCRIBE EXTENDED)."""
@@ -197,6 +222,7 @@ class QueryDriver:
                 writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_ms} "
                                                        "milliseconds")  # fmt: skip
             running.handle = writer.start()
+            running.starting_until = time.monotonic() + _STARTING_MAX_S
             running.sink = target
             running.state = "RUNNING"
             running.message = ""

@@ -31,6 +31,7 @@ class EngineSettings:
         query_memory_mb: the memory one more query is expected to take (measured ~120 MB: its
             streaming-source runner process, `bench.query_memory`).
         memory_reserve_mb: the available memory a query may not start into.
+        max_starting_queries: how many queries may be starting at once (`admission`).
         python_idle_workers: ``spark.python.factory.idleWorkerMaxPoolSize``: the most idle Python
             workers Spark keeps (each ~60-120 MB); unset, Spark keeps every one it ever started
             for a minute, and N queries starting at once leave N workers behind.
@@ -47,6 +48,7 @@ class EngineSettings:
     max_queries: int = 2**31 - 1
     query_memory_mb: int = 150
     memory_reserve_mb: int = 1024
+    max_starting_queries: int = 1
     python_idle_workers: int = 2
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 

@@ -66,7 +66,8 @@ class _NoSpark(QueryDriver):
 
 
 def test_the_driver_runs_no_more_than_its_limit_and_a_terminate_starts_the_next() -> None:
-    driver = _NoSpark(EngineSettings(max_queries=2, memory_reserve_mb=0, query_memory_mb=0))
+    driver = _NoSpark(EngineSettings(max_queries=2, memory_reserve_mb=0, query_memory_mb=0,
+                                     max_starting_queries=10))
     wanted = {"CSAS_C_12": {"n": 3}, "CSAS_A_2": {"n": 1}, "CSAS_B_5": {"n": 2},
               "push_x": {"n": 4}}  # fmt: skip
     driver.sync(wanted, transient={"push_x"})
@@ -81,3 +82,12 @@ def test_the_driver_runs_no_more_than_its_limit_and_a_terminate_starts_the_next(
     assert driver.started[-1] == "CSAS_C_12"
     assert {q: s["state"] for q, s in driver.statuses().items()} == {
         "CSAS_B_5": "RUNNING", "CSAS_C_12": "RUNNING", "push_x": "RUNNING"}
+
+
+def test_queries_start_one_after_another() -> None:
+    decided = admit(["Q_1", "Q_2", "Q_3"], [], (), 100, None, 150, 1024, starting=0,
+                    max_starting=1)  # fmt: skip
+    assert decided.start == ("Q_1",)
+    assert "1 other query is starting" in decided.waiting["Q_2"]
+    decided = admit(["Q_2", "Q_3"], ["Q_1"], (), 100, None, 150, 1024, starting=1, max_starting=1)
+    assert decided.start == ()
