@@ -38,7 +38,7 @@ from headwater.gateway.locate import line_column, offset_in_message
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
-from headwater.metastore.errors import MetastoreError
+from headwater.metastore.errors import MetastoreError, TooManyPersistentQueries
 from headwater.sqlparse_ext import parse, parse_one, sqltypes
 from headwater.sqlparse_ext import statements as ast
 from headwater.sqlparse_ext.limits import ParseLimits
@@ -223,6 +223,9 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
                 line=line,
                 column=column,
                 retriable=exc.retriable,
+                # ksqlDB answers a request error (its query capacity) as a generic_error
+                kind="generic_error" if isinstance(exc, TooManyPersistentQueries)
+                else "statement_error",
             ) from exc
     return entities
 

@@ -40,9 +40,10 @@ from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog
+from headwater.metastore.plan import NO_ACTIVE_LIMIT
 from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
-from headwater.metastore.submit import CommandSubmitter
+from headwater.metastore.submit import CommandSubmitter, SubmitSettings
 from headwater.metastore.topic_retirement import retiring
 from headwater.sqlparse_ext.limits import ParseLimits
 from headwater.store.lmdb import LmdbEngine
@@ -77,6 +78,8 @@ class Limits:
     parse: ParseLimits = field(default_factory=ParseLimits)
     body_read_timeout_s: float = 30.0
     scan_max_concurrent: int = 2
+    #: ``ksql.query.persistent.active.limit`` (unbounded unless the server's settings say).
+    persistent_query_limit: int = NO_ACTIVE_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +252,7 @@ def open_services(
         stack.callback(forwarding.close)
         submitter = CommandSubmitter(
             settings, service_id, topic, runner, admin, analyze=QUERY_ANALYZER,
+            limits=SubmitSettings(active_query_limit=limits.persistent_query_limit),
             schema_facts=lambda s: schema_facts(s, registry),
             peers_applied=None if agent is None else peers_applied.waiter(
                 agent, forwarding, limits.catch_up_timeout_s / 2),

@@ -178,6 +178,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT."),
     Setting("ksql.query.persistent.enabled", "persistent_queries_enabled", _bool,
             "Run persistent queries on this server (false: it only serves and submits)."),
+    Setting("ksql.query.persistent.active.limit", "persistent_active_limit", _int(1, 2**31 - 1),
+            "Most persistent queries (CREATE ... AS SELECT, INSERT INTO ... SELECT) the service "
+            "may hold; one more is refused (400) until a TERMINATE frees a slot. Each is a Python "
+            "process of ~120-140 MB on the server that runs them all: 20 run on 2 cores in ~4 GB "
+            "(ksqlDB's default, 2147483647, is for threads, not processes)."),
     Setting("headwater.query.checkpoint.root", "checkpoint_root", _optional_text,
             "Query checkpoints; unset: <state.dir>/checkpoints (a cluster needs a shared path)."),
     Setting("headwater.query.trigger.interval.ms", "trigger_interval_ms", _int(0),
@@ -247,6 +252,7 @@ class ServerConfig:
     tls_ca_file: str | None = None
     spark_master: str = "local[*]"
     persistent_queries_enabled: bool = True
+    persistent_active_limit: int = 20
     checkpoint_root: str | None = None
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000

@@ -100,6 +100,7 @@ def limits_of(config: ServerConfig) -> Limits:
         ),
         scan_max_concurrent=config.pull_scan_max_concurrent,
         body_read_timeout_s=config.body_read_timeout_ms / 1000,
+        persistent_query_limit=config.persistent_active_limit,
     )
 
 
@@ -178,6 +179,7 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         trigger_interval_ms=config.trigger_interval_ms,
         max_records_per_batch=config.max_records_per_batch,
         buffering=config.cache_max_bytes_buffering > 0,
+        max_queries=config.persistent_active_limit,
         processing_log_topic=f"{service_id}ksql_processing_log",
         # Executors elsewhere (a standalone master) find the schema registry as local ones do.
         extra=((f"spark.executorEnv.{schema_registry.URL_ENV}", config.schema_registry_url),)

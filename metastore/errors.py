@@ -60,6 +60,13 @@ class TopicError(ValidationError):
     """The Kafka topic a statement names is missing or does not fit the statement."""
 
 
+class TooManyPersistentQueries(ValidationError):
+    """A persistent query beyond ``ksql.query.persistent.active.limit``: a request error, as in
+    ksqlDB (``KsqlStatementException.Problem.REQUEST``: 400 with code 40000)."""
+
+    error_code = 40000
+
+
 class CommandConflict(MetastoreError):
     """Another command was appended to the log after ours was validated; submit again."""
 

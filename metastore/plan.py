@@ -19,6 +19,7 @@ from headwater.metastore.codec import source_from_dict, source_to_dict
 from headwater.metastore.errors import (
     SourceExists,
     SourceInUse,
+    TooManyPersistentQueries,
     TopicError,
     TypeExists,
     UnknownSource,
@@ -145,8 +146,15 @@ def topics_named(statement: ast.Statement) -> tuple[str, ...]:
     return ()
 
 
+#: ``ksql.query.persistent.active.limit``: the setting's name, as the refusal names it.
+ACTIVE_LIMIT_SETTING = "ksql.query.persistent.active.limit"
+#: ksqlDB's default for it (Integer.MAX_VALUE): no bound.
+NO_ACTIVE_LIMIT = 2**31 - 1
+
+
 def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
-         analyze: QueryAnalyzer | None = None) -> Plan:  # fmt: skip
+         analyze: QueryAnalyzer | None = None,
+         active_limit: int = NO_ACTIVE_LIMIT) -> Plan:  # fmt: skip
     """Validate ``statement`` against ``catalog`` and plan its command.
 
     Args:
@@ -154,16 +162,23 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
         catalog: the snapshot it is validated against.
         facts: what the caller found out about the topics it names.
         analyze: the engine's analysis of persistent queries (needed for CSAS/INSERT ... SELECT).
+        active_limit: ``ksql.query.persistent.active.limit``: the most persistent queries the
+            catalog may hold once the statement is applied.
 
     Raises:
+        TooManyPersistentQueries: a valid persistent query that would pass ``active_limit``.
         ValidationError: the statement is not valid here; the message says why.
     """
     if isinstance(statement, (ast.CreateAsSelect, ast.InsertInto)):
         if analyze is None:
             raise ValidationError("persistent queries need the engine, which this server lacks")
         if isinstance(statement, ast.CreateAsSelect):
-            return _plan_create_as_select(statement, catalog, facts, analyze)
-        return _plan_insert_select(statement, catalog, analyze)
+            planned = _plan_create_as_select(statement, catalog, facts, analyze)
+        else:
+            planned = _plan_insert_select(statement, catalog, analyze)
+        if planned.command is not None and planned.command["type"] == "start_query":
+            check_capacity(len(catalog.queries) + 1, active_limit)
+        return planned
     planner = _PLANNERS.get(type(statement))
     if planner is None:
         raise ValidationError(f"{type(statement).__name__} statements do not change the catalog")
@@ -172,6 +187,25 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
         # The engine's serde decides which columns each format can carry (one definition).
         analyze.check_sink(source_from_dict(planned.command["source"]), catalog)
     return planned
+
+
+def check_capacity(count: int, active_limit: int) -> None:
+    """ksqlDB's check (``QueryCapacityUtil``): the persistent queries there would be with the
+    statement applied (``count``, the new one included, as ksqlDB counts them in its sandbox)
+    must not exceed ``active_limit``. Checked after the statement's own validation, so an invalid
+    statement is told what is wrong with it first.
+
+    Raises:
+        TooManyPersistentQueries: with ksqlDB's message.
+    """
+    if count > active_limit:
+        raise TooManyPersistentQueries(
+            "Not executing statement(s) as it would cause the number of active, persistent "
+            "queries to exceed the configured limit. Use the TERMINATE command to terminate "
+            f"existing queries, or increase the '{ACTIVE_LIMIT_SETTING}' setting via the "
+            f"'ksql-server.properties' file. Current persistent query count: {count}. "
+            f"Configured limit: {active_limit}."
+        )
 
 
 def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:

@@ -37,7 +37,14 @@ from headwater.kafka.errors import KafkaEdgeError
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import CommandConflict, CommandTimeout, ValidationError
-from headwater.metastore.plan import Plan, QueryAnalyzer, TopicFacts, plan, topics_named
+from headwater.metastore.plan import (
+    NO_ACTIVE_LIMIT,
+    Plan,
+    QueryAnalyzer,
+    TopicFacts,
+    plan,
+    topics_named,
+)
 from headwater.metastore.records import CommandRecord, encode, new_command_id
 from headwater.metastore.replay import CommandState, Outcome
 from headwater.metastore.runner import CommandRunner
@@ -76,12 +83,19 @@ class Submitted:
 
 @dataclass(frozen=True, slots=True)
 class SubmitSettings:
-    """Timeouts and bounds of a submission."""
+    """Timeouts and bounds of a submission.
+
+    Attributes:
+        active_query_limit: ``ksql.query.persistent.active.limit``: the most persistent queries
+            the catalog may hold; a CREATE ... AS SELECT or INSERT INTO ... SELECT beyond it is
+            refused when it is validated (the catalog is shared: one count for the service).
+    """
 
     max_attempts: int = 5
     catch_up_timeout_ms: int = 10000
     outcome_timeout_ms: int = 10000
     retry_backoff_ms: int = 50
+    active_query_limit: int = NO_ACTIVE_LIMIT
 
 
 class CommandSubmitter:
@@ -154,7 +168,8 @@ class CommandSubmitter:
                     self._abort(producer)
                     return self._answer(earlier, attempt)
                 catalog = self._runner.catalog
-                planned = plan(statement, catalog, self._facts(statement), self._analyze)  # step 3
+                planned = plan(statement, catalog, self._facts(statement), self._analyze,  # step 3
+                               self._limits.active_query_limit)
                 if planned.command is None:
                     self._abort(producer)
                     # Nothing to append: the answer is as of the last record decided.

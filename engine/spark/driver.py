@@ -21,10 +21,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.engine.spark.admission import admit, available_mb, creation_order
 from headwater.engine.spark.settings import EngineSettings
 from headwater.kafka.clients import KafkaSettings
 
@@ -37,6 +38,8 @@ _RETRY_MAX_S = 60.0
 # unreachable broker) must not leave a JVM and Python workers behind a dead server.
 _EXIT_GRACE_S = 20.0
 _TRACEBACK = "Traceback (most recent call last):"
+#: The longest a query counts as starting (its sources connecting) for `admission`.
+_STARTING_MAX_S = 60.0
 
 
 @dataclass
@@ -50,6 +53,7 @@ class _Running:
     retry_pause: float = _RETRY_FIRST_S
     started_ms: int = 0
     restarts: int = 0
+    starting_until: float = 0.0  # while Spark initializes its sources (see `_starting`)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,6 +65,7 @@ class QueryDriver:
         self.kafka = kafka
         self._spark: Any = None
         self._queries: dict[str, _Running] = {}
+        self._transient: frozenset[str] = frozenset()
 
     @property
     def spark(self) -> Any:
@@ -69,18 +74,39 @@ class QueryDriver:
             self._spark = start_session(self.settings)
         return self._spark
 
-    def sync(self, wanted: Mapping[str, Mapping[str, Any]]) -> None:
-        """Run exactly the queries of ``wanted`` (query id -> payload)."""
+    def sync(self, wanted: Mapping[str, Mapping[str, Any]],
+             transient: Collection[str] = ()) -> None:  # fmt: skip
+        """Run exactly the queries of ``wanted`` (query id -> payload), as far as `admission`
+        lets: the others wait, PENDING with the reason. ``transient``: which are push queries."""
         for query_id in sorted(set(self._queries) - set(wanted)):
             self._stop(query_id)
             del self._queries[query_id]
+        self._transient = frozenset(transient)
         for query_id, payload in wanted.items():
             running = self._queries.get(query_id)
             if running is None or running.payload != payload:
                 if running is not None:
                     self._stop(query_id)
                 self._queries[query_id] = _Running(dict(payload))
-                self._start(query_id)
+        self._admit()
+
+    def _admit(self) -> None:
+        """Start the waiting queries that `admission.admit` lets start now."""
+        waiting = sorted((q for q, r in self._queries.items() if r.state == "PENDING"),
+                         key=creation_order)  # fmt: skip
+        if not waiting:
+            return
+        running = [q for q, r in self._queries.items() if r.state != "PENDING"]
+        decided = admit(waiting, running, self._transient, self.settings.max_queries,
+                        _available_mb(), self.settings.query_memory_mb,
+                        self.settings.memory_reserve_mb, self._starting(),
+                        self.settings.max_starting_queries)  # fmt: skip
+        for query_id, why in decided.waiting.items():
+            if not self._queries[query_id].message:  # once, when it starts waiting
+                log.warning("query %s %s", query_id, why)
+            self._queries[query_id].message = why
+        for query_id in decided.start:
+            self._start(query_id)
 
     def forget(self, query_ids: Any) -> None:
         """Delete the checkpoints of terminated queries (after `sync` stopped them)."""
@@ -93,7 +119,9 @@ class QueryDriver:
                 log.info("query %s terminated: checkpoint %s deleted", query_id, path)
 
     def check(self) -> None:
-        """Notice queries that died; start them again when their pause is over."""
+        """Notice queries that died; start them again when their pause is over; start waiting
+        queries that can start now."""
+        self._admit()
         now = time.monotonic()
         for query_id, running in self._queries.items():
             handle = running.handle
@@ -105,9 +133,30 @@ class QueryDriver:
                 running.handle = None
                 running.retry_at = now + running.retry_pause
                 running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
-            elif handle is None and running.state == "ERROR" and now >= running.retry_at:
+            elif (handle is None and running.state == "ERROR" and now >= running.retry_at
+                  and self._starting() < self.settings.max_starting_queries):  # fmt: skip
                 running.restarts += 1
                 self._start(query_id)
+
+    def _starting(self) -> int:
+        """How many queries are still starting: Spark says "Initializing ..." (their sources
+        connect), for at most `_STARTING_MAX_S` after their start."""
+        now = time.monotonic()
+        count = 0
+        for running in self._queries.values():
+            if running.handle is None or running.starting_until <= now:
+                running.starting_until = 0.0
+                continue
+            try:
+                message = str((running.handle.status or {}).get("message", ""))
+            except Exception:  # py4j: the query is going away
+                log.debug("no status of a starting query", exc_info=True)
+                message = ""
+            if message.startswith("Initializing"):
+                count += 1
+            else:
+                running.starting_until = 0.0
+        return count
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         """Query id -> state, reason, and what its sink did (for SHOW QUERIES, DESCRIBE EXTENDED)."""
@@ -173,6 +222,7 @@ class QueryDriver:
                 writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_ms} "
                                                        "milliseconds")  # fmt: skip
             running.handle = writer.start()
+            running.starting_until = time.monotonic() + _STARTING_MAX_S
             running.sink = target
             running.state = "RUNNING"
             running.message = ""
@@ -217,6 +267,15 @@ class QueryDriver:
         if running.sink is not None:
             running.sink.close()
         running.handle = None
+
+
+def _available_mb() -> int | None:
+    """The node's available memory (MemAvailable), or None where /proc/meminfo is not."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            return available_mb(meminfo.read())
+    except OSError:
+        return None
 
 
 def _reason(error: Any) -> str:
@@ -320,7 +379,7 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
                     if wanted and driver._spark is None:
                         conn.send({"op": "status", "spark": "STARTING",
                                    "queries": driver.statuses()})  # fmt: skip
-                    driver.sync(wanted)
+                    driver.sync(wanted, message.get("transient", ()))
                     driver.forget(message.get("terminated", ()))
             driver.check()
             if time.monotonic() - last_sent > 0.5:

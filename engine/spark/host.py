@@ -162,7 +162,8 @@ class QueryEngine:
             if wanted and self._process is None:
                 self._spawn()
             if self._conn is not None:
-                self._conn.send({"op": "sync", "queries": wanted, "terminated": terminated})
+                self._conn.send({"op": "sync", "queries": wanted, "terminated": terminated,
+                                 "transient": sorted(self._transient)})  # fmt: skip
             self._sent = wanted
 
     def close(self) -> None:

@@ -230,7 +230,10 @@ def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordB
 _lock = threading.Lock()
 _pipelines: dict[str, RecordPipeline] = {}
 _probes: dict[str, _EndProbe] = {}
-_readers: dict[str, Consumer] = {}
+_readers: dict[str, tuple[Consumer, float]] = {}  # key -> (consumer, when it was given back)
+#: A cached consumer unused this long is closed (its query may be terminated: Spark's workers
+#: outlive queries and never hear of it): a connection and librdkafka's threads given back.
+_READER_IDLE_S = 120.0
 
 
 def settings_of(options: Mapping[str, str]) -> KafkaSettings:
@@ -254,8 +257,14 @@ def _reader(options: Mapping[str, str], topic: str, partition: int) -> Consumer:
     """This worker's consumer of one partition, kept between micro-batches (Spark reuses its
     Python workers): a new consumer costs a connection and a first fetch per batch."""
     key = json.dumps([options["bootstrap.servers"], topic, partition])
+    now = time.monotonic()
     with _lock:
-        found = _readers.pop(key, None)
+        kept = _readers.pop(key, None)
+        idle = [k for k, (_, since) in _readers.items() if now - since > _READER_IDLE_S]
+        expired = [_readers.pop(k)[0] for k in idle]
+    for old in expired:
+        old.close()
+    found = kept[0] if kept is not None else None
     if found is None:
         found = consumer(settings_of(options), "query-source", read_committed=True,
                          partition_eof=True, fetch_wait_max_ms=_READ_FETCH_WAIT_MS)  # fmt: skip
@@ -267,7 +276,7 @@ def _give_back(options: Mapping[str, str], topic: str, partition: int, reader: C
     reader.unassign()
     key = json.dumps([options["bootstrap.servers"], topic, partition])
     with _lock:
-        spare = _readers.setdefault(key, reader)
+        spare, _since = _readers.setdefault(key, (reader, time.monotonic()))
     if spare is not reader:
         reader.close()
 

@@ -26,6 +26,15 @@ class EngineSettings:
         processing_log_topic: where skipped records are reported (None: logged only).
         buffering: ``ksql.streams.cache.max.bytes.buffering`` > 0: an aggregate writes one update
             per group per micro-batch (ksqlDB's default); off, one update per input record.
+        max_queries: ``ksql.query.persistent.active.limit``: the most persistent queries this
+            server runs at once (`admission`).
+        query_memory_mb: the memory one more query is expected to take (measured ~120 MB: its
+            streaming-source runner process, `bench.query_memory`).
+        memory_reserve_mb: the available memory a query may not start into.
+        max_starting_queries: how many queries may be starting at once (`admission`).
+        python_idle_workers: ``spark.python.factory.idleWorkerMaxPoolSize``: the most idle Python
+            workers Spark keeps (each ~60-120 MB); unset, Spark keeps every one it ever started
+            for a minute, and N queries starting at once leave N workers behind.
         extra: further ``spark.*`` settings, passed through.
     """
 
@@ -36,6 +45,11 @@ class EngineSettings:
     max_records_per_batch: int = 100_000
     processing_log_topic: str | None = None
     buffering: bool = True
+    max_queries: int = 2**31 - 1
+    query_memory_mb: int = 150
+    memory_reserve_mb: int = 1024
+    max_starting_queries: int = 1
+    python_idle_workers: int = 2
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def spark_conf(self) -> dict[str, str]:
@@ -53,6 +67,7 @@ class EngineSettings:
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
             "spark.python.worker.reuse": "true",
+            "spark.python.factory.idleWorkerMaxPoolSize": str(self.python_idle_workers),
             "spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,

@@ -141,8 +141,16 @@ class ExactlyOnceSink:
             log.info("query %s: batch %d replayed after a restart; %d record(s) already written",
                      self.query_id, batch_id, skipped)  # fmt: skip
 
-    def close(self) -> None:
-        self._producer.flush(10)
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Flush what is in flight (for up to ``timeout_s``), then release the producer (its
+        connections, threads and buffers): called when the query stops, so a terminated query
+        holds nothing. Spark's py4j callback server may keep this object until the JVM lets go."""
+        try:
+            self._producer.flush(timeout_s)
+            self._producer.purge()  # still unconfirmed: the batch is replayed on a restart
+            self._producer.close()  # instant once nothing is queued (it would wait for it)
+        except RuntimeError:
+            pass  # closed already
 
     def _check_resumable(self, batch_id: int) -> None:
         """A sink starts with the batch its checkpoint replays or runs next, so the query's records
