@@ -14,6 +14,7 @@ from headwater.shell.main import (
     Hooks,
     open_shell,
     parse_defines,
+    remember_group_options,
     run_command,
     run_text,
     script_text,
@@ -45,6 +46,7 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
     if ctx.invoked_subcommand is not None:
         if statements or file_:
             raise click.UsageError("-e and -f go without a command (or after `headwater run`)")
+        remember_group_options(ctx, servers, output, defines)  # `headwater -s URL run -`
         return
     if statements and file_:
         raise click.UsageError("give -e SQL or -f FILE, not both")
