@@ -230,6 +230,11 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
 def run_statement(services: Services, statement: ast.Statement,
                   overrides: Mapping[str, Any] | None = None) -> Entity:  # fmt: skip
     """The entity answering one statement (``overrides``: the request's session properties)."""
+    if isinstance(statement, ast.CreateAsSelect | ast.InsertInto) and services.no_spark:
+        kind = "CREATE ... AS SELECT" if isinstance(statement, ast.CreateAsSelect) \
+            else "INSERT INTO ... SELECT"  # fmt: skip
+        raise KsqlError(f"{kind} runs a persistent query on Spark, and this server cannot run "
+                        f"Spark: {services.no_spark}", 40000)  # fmt: skip
     if isinstance(statement, CATALOG_STATEMENTS):
         return _submit(services, statement)
     if isinstance(statement, (ast.Select, ast.Print)):

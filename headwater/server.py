@@ -29,6 +29,7 @@ from headwater.cluster.tls import PeerTls, client_context
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
+from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.auth import Authentication, BadCredentialsFile, load_credentials
@@ -228,6 +229,10 @@ def serve(
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
     """
+    no_spark = java_problem(os.environ) if config.persistent_queries_enabled else None
+    if no_spark is not None:
+        log.warning("persistent queries and push queries with state are refused on this server "
+                    "(they run on Spark): %s. Everything else works.", no_spark)  # fmt: skip
     http = replace(settings_from_env(os.environ, host=config.host, port=config.port),
                    tls_cert_file=config.tls_cert_file, tls_key_file=config.tls_key_file,
                    tls_key_password=config.tls_key_password)  # fmt: skip
@@ -263,10 +268,11 @@ def serve(
                 advertised=config.advertised,
                 cluster=cluster_settings_of(config),
                 engine=engine_settings_of(config, state_dir or scratch, config.service_id)
-                if config.persistent_queries_enabled else None,
+                if config.persistent_queries_enabled and no_spark is None else None,
                 registry=_schema_registry(config),
                 properties=as_text(config),
                 defaults=defaults(),
+                no_spark=no_spark,
             )
         )
         if on_ready is not None:
