@@ -263,7 +263,7 @@ class RecordError(EngineError):
 
 
 def _message(exc: BaseException) -> str:
-    return getattr(exc, "message", None) or str(exc)
+    return getattr(exc, "message", None) or str(exc) or type(exc).__name__  # never blank
 
 
 def _add_headers(view: dict[str, Any], columns: list[tuple[str, bool, str | None]],
