@@ -112,3 +112,18 @@ def test_a_server_without_java_says_so_at_start_and_refuses_persistent_queries(
                       "(JAVA_HOME is not set); install Java 17 or newer (Debian/Ubuntu: apt-get "
                       "install openjdk-17-jre-headless) or set JAVA_HOME to one. Everything else "
                       "works.")], err  # fmt: skip
+
+
+def test_a_taken_port_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("headwater")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([str(exe), "server", "--in-memory", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        (f"Error: port {port} on 127.0.0.1 is already in use (another server listens there): "
+         "stop it, or choose another port with --port")]  # fmt: skip
+    assert done.stdout == ""  # nothing started: no broker, no catalog
