@@ -512,3 +512,22 @@ def test_a_huge_statement_does_not_stall_the_server(client: TestClient, users: s
     # parsing and planning run in a worker thread: the event loop keeps answering
     assert waits and max(waits) < 0.5, (len(waits), max(waits))
     assert statuses == [400]  # nested too deeply to compile: a clean 4xx, never a 500
+
+
+def test_define_through_the_driver_lasts_for_the_connection(client: TestClient, users: str) -> None:
+    from headwater import dbapi
+
+    with dbapi.connect("http://testserver", transport=client._transport) as connection:
+        cursor = connection.cursor()
+        cursor.execute(f"DEFINE target = '{users}';")  # was: accepted, and forgotten at once
+        assert dict(connection.session_variables) == {"target": users}
+        cursor.execute("DESCRIBE ${target};")
+        assert cursor.entities[0]["sourceDescription"]["name"] == users
+        cursor.execute("SELECT NAME FROM ${TARGET} WHERE ID = 'u3';")  # names: any case
+        assert cursor.fetchall() == [("n3",)]
+        cursor.execute("DEFINE Target = 'nope'; DEFINE other = '1'; UNDEFINE other;")
+        assert dict(connection.session_variables) == {"Target": "nope"}
+        cursor.execute("UNDEFINE target;")
+        assert dict(connection.session_variables) == {}
+        with pytest.raises(dbapi.ProgrammingError):
+            cursor.execute("DESCRIBE ${target};")
