@@ -76,10 +76,14 @@ def users(client: TestClient) -> str:
 
 def test_insert_answers_where_the_row_landed(client: TestClient, users: str) -> None:
     answer = ksql(client, f"INSERT INTO {users} (ID, NAME, AGE) VALUES ('z', 'zed', 1);")
-    entity = answer.json()[0]
-    written = entity["writtenOffsets"][0]
+    assert answer.status_code == 200 and answer.json() == []  # as ksqlDB 0.29: no entity
+    (written,) = json.loads(answer.headers["Headwater-Written-Offsets"])
     assert written["topic"] == users.lower() and written["offset"] >= 0
-    assert entity["commandStatus"]["message"].startswith(f"Inserted 1 row into {users}")
+    several = ksql(client, f"SHOW STREAMS; INSERT INTO {users} (ID) VALUES ('y'); "
+                           f"INSERT INTO {users} (ID) VALUES ('x');")  # fmt: skip
+    assert [e["@type"] for e in several.json()] == ["streams"]
+    assert len(json.loads(several.headers["Headwater-Written-Offsets"])) == 2
+    assert "Headwater-Written-Offsets" not in ksql(client, "SHOW STREAMS;").headers
     # murmur2, like every Kafka client: the partition a Java producer would choose for 'z'.
     from headwater.engine.partitioner import partition_for
 
