@@ -206,6 +206,8 @@ class Load:
             response = client.post(f"{node.url}{path}", json=body)
             status = response.status_code
             answer = response.json()
+            if "Headwater-Written-Offsets" in response.headers:  # an INSERT's (its body is [])
+                answer = [{"writtenOffsets": json.loads(response.headers["Headwater-Written-Offsets"])}]
             error = "" if status == 200 else f"{status} ({_code(answer)})"
         except httpx.TimeoutException:
             error = "timeout"

@@ -38,6 +38,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.persistent.udafs import AGGREGATE_NAMES
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
@@ -284,6 +285,13 @@ def _check_clauses(query: Query, source: Source) -> None:
     for clause, present in refused:
         if present:
             raise PullQueryError(f"Pull queries don't support {clause} clauses. {_PUSH_HINT}")
+    aggregates = sorted({call.name.upper() for item in query.select
+                         for call in item.find_all(exp.Anonymous)
+                         if call.name.upper() in AGGREGATE_NAMES})  # fmt: skip
+    if aggregates:  # not "Can't find any functions with the name 'COUNT'": it exists, elsewhere
+        raise PullQueryError(f"Pull queries don't support aggregate functions: "
+                             f"{', '.join(aggregates)}. Aggregate with CREATE TABLE ... AS SELECT "
+                             f"... GROUP BY and query that table. {_PUSH_HINT}")  # fmt: skip
 
 
 def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, SqlType],

@@ -203,15 +203,24 @@ def row_values(row: Mapping[str, Any], source: Source, custom_types: Mapping[str
                ) -> tuple[tuple[Any, ...], dict[str, Any]]:  # fmt: skip
     """The key and value of the record one JSON row becomes (``KeyValueExtractor``).
 
-    Names not among the source's key and value columns are ignored, as ksqlDB does.
+    A name that is not a key or value column refuses the row, with the words ``INSERT ... VALUES``
+    uses (ksqlDB 0.29's endpoint drops such a field silently: a misspelt column would be lost).
 
     Returns:
         The key columns' values in key order, and every value column by name.
 
     Raises:
-        RowError: a key column missing or NULL, a duplicate name, a value that does not coerce.
+        RowError: a key column missing or NULL, a duplicate name, an unknown or header column, a
+            value that does not coerce.
     """
     fields = _fields(row)
+    written = {c.name for c in source.key_columns} | {c.name for c in source.value_columns}
+    unknown = [name for name in fields if name not in written]
+    if unknown:
+        headers = [name for name in unknown if source.column(name) is not None]
+        if headers:
+            raise RowError(f"Cannot insert into HEADER columns: {', '.join(headers)}")
+        raise RowError(f"Column name `{unknown[0]}` does not exist.")
     key = []
     for column in source.key_columns:
         value = fields.get(column.name)

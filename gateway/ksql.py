@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 
 #: Statements that go through the command log.
+WRITTEN_HEADER = "Headwater-Written-Offsets"
+"""The response header of ``/ksql`` listing where its INSERT ... VALUES rows landed (a JSON list of
+``{"topic", "partition", "offset"}``): what ``headwater.read.after`` takes for read-your-writes."""
+
 CATALOG_STATEMENTS = (ast.CreateSource, ast.AlterSource, ast.Drop, ast.CreateType, ast.DropType,
                       ast.CreateAsSelect, ast.InsertInto, ast.Terminate)  # fmt: skip
 
@@ -159,15 +163,21 @@ async def ksql_endpoint(request: Request) -> Response:
     services = services_of(request)
     decoded = decode_request(await read_body(request, services.limits.max_body_bytes,
                            services.limits.body_read_timeout_s))
-    entities = await run_in_threadpool(execute, services, decoded)
-    return Response(dumpb(entities), media_type="application/json")
+    written: list[Entity] = []
+    entities = await run_in_threadpool(execute, services, decoded, written)
+    # ksqlDB answers INSERT ... VALUES with no entity; where the rows landed (the read-your-writes
+    # token) goes in a header, which ksqlDB's clients ignore.
+    headers = {WRITTEN_HEADER: dumpb(written).decode("utf-8")} if written else None
+    return Response(dumpb(entities), media_type="application/json", headers=headers)
 
 
 # -- running statements ----------------------------------------------------------------------------
 
 
-def execute(services: Services, request: KsqlRequest) -> list[Entity]:
-    """Run every statement of ``request`` in order; the entities, one per statement.
+def execute(services: Services, request: KsqlRequest,
+            written: list[Entity] | None = None) -> list[Entity]:  # fmt: skip
+    """Run every statement of ``request`` in order; the entities, one per statement but
+    ``INSERT ... VALUES``, which answers none (as ksqlDB); where its row landed goes to ``written``.
 
     Raises:
         KsqlError: the catch-up wait timed out, or a statement failed.
@@ -203,7 +213,12 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
                              "warnings": []})  # fmt: skip
             continue
         try:
-            entities.append(run_statement(services, statement, request.streams_properties))
+            entity = run_statement(services, statement, request.streams_properties)
+            if isinstance(statement, ast.InsertValues):
+                if written is not None:
+                    written.extend(entity["writtenOffsets"])
+                continue
+            entities.append(entity)
         except KsqlError as exc:
             exc.statement_text = exc.statement_text or statement.text
             exc.entities = tuple(entities)
@@ -233,6 +248,11 @@ def execute(services: Services, request: KsqlRequest) -> list[Entity]:
 def run_statement(services: Services, statement: ast.Statement,
                   overrides: Mapping[str, Any] | None = None) -> Entity:  # fmt: skip
     """The entity answering one statement (``overrides``: the request's session properties)."""
+    if isinstance(statement, ast.CreateAsSelect | ast.InsertInto) and services.no_spark:
+        kind = "CREATE ... AS SELECT" if isinstance(statement, ast.CreateAsSelect) \
+            else "INSERT INTO ... SELECT"  # fmt: skip
+        raise KsqlError(f"{kind} runs a persistent query on Spark, and this server cannot run "
+                        f"Spark: {services.no_spark}", 40000)  # fmt: skip
     if isinstance(statement, CATALOG_STATEMENTS):
         return _submit(services, statement)
     if isinstance(statement, (ast.Select, ast.Print)):
@@ -459,8 +479,9 @@ def _explain(services: Services, statement: ast.Statement) -> Entity:
 def _insert_values(services: Services, statement: ast.Statement) -> Entity:
     """INSERT INTO ... VALUES: one record to the source's topic, in its formats, keyed as Kafka would.
 
-    The answer carries where the row landed (``writtenOffsets``): the consistency token a later
-    read-your-writes pull query may present.
+    The entity carries where the row landed (``writtenOffsets``): the consistency token a later
+    read-your-writes pull query may present. ``/ksql`` answers no entity for it (as ksqlDB: ``[]``)
+    and sends the offsets in its ``Headwater-Written-Offsets`` header.
     """
     insert: ast.InsertValues = statement  # type: ignore[assignment]
     catalog = services.runner.catalog

@@ -14,8 +14,9 @@ from sqlglot import exp
 
 from headwater.sqlparse_ext import statements as ast
 
-__all__ = ["keyword_offset", "line_column", "named_offset", "offset_in_message"]
+__all__ = ["keyword_offset", "line_column", "named_offset", "offset_in_message", "source_offset"]
 
+_MISSING = re.compile(r"^(?:Source )?`?([^\s`]+)`? does not exist\.?$")
 _QUOTED = re.compile(r"(?:column|field|Column name|name) [`'\"]?([A-Za-z_][A-Za-z0-9_@$]*)[`'\"]?")
 
 
@@ -33,6 +34,16 @@ def named_offset(statement: ast.Statement, name: str) -> int | None:
     return None
 
 
+def source_offset(statement: ast.Statement, name: str) -> int | None:
+    """The offset of the first stream or table called ``name`` (``FROM nope``), or None."""
+    wanted = name.upper()
+    for node in statement.expression.walk():
+        if isinstance(node, exp.Table) and node.name.upper() == wanted \
+                and isinstance(node.this, exp.Expression) and "start" in node.this.meta:  # fmt: skip
+            return int(node.this.meta["start"])
+    return None
+
+
 def keyword_offset(statement: ast.Statement, keyword: str) -> int | None:
     """The offset of ``keyword`` as a word of the statement's text outside quotes, or None."""
     for match in re.finditer(rf"'(?:[^']|'')*'|`[^`]*`|\"[^\"]*\"|\b{keyword}\b", statement.text,
@@ -44,7 +55,13 @@ def keyword_offset(statement: ast.Statement, keyword: str) -> int | None:
 
 def offset_in_message(statement: ast.Statement, message: str) -> int | None:
     """Where the thing a message names is: for an INSERT, the value given for the field named
-    (or the column named); otherwise the column named, when the message names one."""
+    (or the column named); for "X does not exist.", the stream or table X where it is named;
+    otherwise the column named, when the message names one."""
+    missing = _MISSING.match(message)
+    if missing is not None:
+        found_source = source_offset(statement, missing.group(1))
+        if found_source is not None:
+            return found_source
     found = _QUOTED.search(message)
     if found is None:  # "Unknown format: NOPE": the value as the statement quotes it
         value = re.search(r": '?([A-Za-z0-9_.-]+)'?\.?$", message)

@@ -120,6 +120,8 @@ class Services:
         cluster: membership, liveness and lag reports (None: a server on its own).
         control: the controller's assignment (None: this server holds every partition).
         queries: runs this server's persistent queries on Spark (None: it runs none).
+        no_spark: why this server cannot run Spark (no Java): it refuses persistent queries and
+            push queries with state, saying so; None: nothing is missing.
         properties: the server's settings as text, by key (what SHOW PROPERTIES lists).
         defaults: the settings' defaults as text, by key.
         plans: the pull-plan cache (``gateway.plan_cache``).
@@ -141,6 +143,7 @@ class Services:
     cluster: ClusterAgent | None = None
     control: ControlPlane | None = None
     queries: QueryEngine | None = None
+    no_spark: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     defaults: Mapping[str, str] = field(default_factory=dict)
     plans: PlanCache = field(default_factory=lambda: _plan_cache())
@@ -194,6 +197,7 @@ def open_services(
     registry: SchemaRegistry | None = None,
     properties: Mapping[str, str] | None = None,
     defaults: Mapping[str, str] | None = None,
+    no_spark: str | None = None,
 ) -> Iterator[Services]:
     """Create the command topic if needed, load the catalog, start materializing its tables.
 
@@ -217,6 +221,7 @@ def open_services(
             with the first query); None: this server runs no persistent queries.
         registry: the schema registry of the AVRO and JSON_SR formats (None: they are refused).
         properties: the server's settings as text (SHOW PROPERTIES), and ``defaults`` theirs.
+        no_spark: why this server cannot run Spark (then ``engine`` is None), or None.
 
     Raises:
         KafkaEdgeError: Kafka is unreachable, or the catalog did not catch up in time.
@@ -269,7 +274,7 @@ def open_services(
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
             Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
-            control, queries, dict(properties or {}), dict(defaults or {}),
+            control, queries, no_spark, dict(properties or {}), dict(defaults or {}),
             forwarding=forwarding,
             scans=Admission(limits.scan_max_concurrent, limits.pull_queue_size, "table scans"),
         )  # fmt: skip

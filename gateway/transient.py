@@ -133,6 +133,10 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
             server runs no Spark engine.
     """
     engine = services.queries
+    if engine is None and services.no_spark:
+        raise KsqlError("Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
+                        f"Spark, and this server cannot run Spark: {services.no_spark}", 40000,
+                        statement_text=statement.text)  # fmt: skip
     if engine is None:
         raise KsqlError("Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
                         "Spark, and this server runs no Spark engine.", 40000,

@@ -14,6 +14,7 @@ from headwater.shell.main import (
     Hooks,
     open_shell,
     parse_defines,
+    remember_group_options,
     run_command,
     run_text,
     script_text,
@@ -29,27 +30,37 @@ from headwater.shell.main import (
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="State folder of the local node started when none runs  "
                    "[default: $XDG_DATA_HOME/headwater/node]")
+@click.option("--port", "node_port", type=click.IntRange(1, 65535), default=None,
+              help="HTTP port of the local node on 127.0.0.1, found or started  [default: 8088]")
 @click.option("--execute", "-e", "statements", multiple=True, metavar="SQL",
               help="Run these statements without a prompt and exit, as `ksql -e` (repeatable).")
 @click.option("--file", "-f", "file_", type=click.Path(dir_okay=False, allow_dash=True),
               help="Run this script without a prompt and exit, as `ksql -f`.")
 @click.pass_context
 def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tuple[str, ...],
-         state_dir: Path | None, statements: tuple[str, ...], file_: str | None) -> None:
+         state_dir: Path | None, node_port: int | None, statements: tuple[str, ...],
+         file_: str | None) -> None:
     """headwater: a SQL-first streaming database for Kafka.
 
-    With no command: open the shell on the local node (http://127.0.0.1:8088), starting the node
-    first if none is running (it is stopped again when the shell exits), or on the --server URLs.
+    With no command: open the shell on the local node (http://127.0.0.1:8088, or --port), starting
+    the node first if none is running (it is stopped again when the shell exits), or on the
+    --server URLs.
     With -e SQL or -f FILE: run them there without a prompt, as `headwater run` does, and exit.
     """
     if ctx.invoked_subcommand is not None:
         if statements or file_:
             raise click.UsageError("-e and -f go without a command (or after `headwater run`)")
+        if node_port is not None:
+            raise click.UsageError("--port is the local node's, without a command (`headwater "
+                                   "server` has its own --port)")  # fmt: skip
+        remember_group_options(ctx, servers, output, defines)  # `headwater -s URL run -`
         return
     if statements and file_:
         raise click.UsageError("give -e SQL or -f FILE, not both")
     script = script_text(statements, file_) if statements or file_ else None
     node = None
+    if servers and node_port is not None:
+        raise click.UsageError("--port picks the local node's port; with --server it has none")
     if not servers:
         from headwater.localnode import (
             LocalNodeError,
@@ -59,10 +70,11 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
         )
         from headwater.server import default_state_dir
 
-        if not answering("http://127.0.0.1:8088"):
-            click.echo("starting a local node on http://127.0.0.1:8088 ...", err=True)
+        url = f"http://127.0.0.1:{node_port or 8088}"
+        if not answering(url):
+            click.echo(f"starting a local node on {url} ...", err=True)
         try:
-            node = ensure_local_node(state_dir or default_state_dir())
+            node = ensure_local_node(state_dir or default_state_dir(), url)
         except LocalNodeError as exc:
             raise click.ClickException(str(exc)) from None
         where = announcement(node, state_dir or default_state_dir())
@@ -166,7 +178,7 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
            config_file: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
     from headwater.config import ConfigError, load
-    from headwater.http_server import UnknownHttpServer, UnsupportedTls
+    from headwater.http_server import PortInUse, UnknownHttpServer, UnsupportedTls
     from headwater.kafka.errors import BrokerError, KafkaEdgeError
     from headwater.server import Node, StateDirInUse, serve
 
@@ -185,15 +197,11 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
         raise click.UsageError("--in-memory and --state-dir exclude each other")
 
     def ready(node: Node) -> None:
-        kafka = f"embedded broker {node.bootstrap_servers}, {node.embedded_broker}" \
-            if node.embedded_broker else f"Kafka {node.bootstrap_servers}"
-        where = f"state in {node.state_dir}" if node.state_dir else "in memory"
-        click.echo(f"catalog loaded; serving {node.url} ({kafka}; service id "
-                   f"{config.service_id}; {where})")
+        click.echo(f"catalog loaded; {node.serving(config.service_id)}")
 
     try:
         serve(config, in_memory=in_memory, on_ready=ready)
-    except (KafkaEdgeError, BrokerError, StateDirInUse, ConfigError) as exc:
+    except (KafkaEdgeError, BrokerError, StateDirInUse, ConfigError, PortInUse) as exc:
         raise click.ClickException(str(exc)) from exc
     except (UnknownHttpServer, UnsupportedTls) as exc:  # HEADWATER_HTTP_SERVER / _LOOP / ...
         raise click.UsageError(str(exc)) from exc

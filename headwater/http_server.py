@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import errno
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
@@ -223,6 +225,31 @@ class HttpServer:
     def stop_requested(self) -> bool:
         """Whether a stop was requested."""
         return self._stop_requested.is_set() or bool(self._stopping and self._stopping.is_set())
+
+
+class PortInUse(RuntimeError):
+    """The HTTP port is taken (granian would only panic with a Rust backtrace)."""
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` once, as the server will (address reuse on, so a port in TIME_WAIT
+    passes), and let it go.
+
+    Raises:
+        PortInUse: something listens there already.
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise PortInUse(f"cannot listen on {host} port {port}: {exc.strerror}") from None
+            raise PortInUse(f"port {port} on {host} is already in use (another server listens "
+                            "there): stop it, or choose another port with --port") from None
 
 
 def serve_app(app: ASGIApp, settings: HttpServerSettings, *, on_started: OnStarted | None = None,

@@ -4,13 +4,16 @@ The local node is ``headwater server`` on http://127.0.0.1:8088 with the default
 its streams, tables and rows survive between sessions). If something already answers ``/info``
 there, the shell uses it and leaves it alone; otherwise this starts the node as a child process
 (its log in ``<state dir>/server.log``), waits until it is healthy, and stops it (SIGTERM, by its
-process id) when the shell exits.
+process id) when the shell exits. Where the node's Kafka listens comes from the file the running
+node keeps in its state folder (``node.json``), never from a log an older node wrote.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +23,8 @@ from pathlib import Path
 import httpx
 
 LOCAL_URL = "http://127.0.0.1:8088"
+NODE_FILE = "node.json"
+"""In a node's state folder while it serves: its pid, URL and where it serves (``serving``)."""
 
 
 class LocalNodeError(RuntimeError):
@@ -83,10 +88,14 @@ def ensure_local_node(
     """
     if answering(url):
         return LocalNode(url)
+    port = url.rsplit(":", 1)[-1]
+    if _taken(int(port)):
+        raise LocalNodeError(f"port {port} on 127.0.0.1 is already in use by something that is not "
+                             "a headwater server: stop it, or start the local node on another "
+                             "port with --port (e.g. headwater --port 8089)")  # fmt: skip
     _wait_for_previous(state_dir, start_timeout_s)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "server.log"
-    port = url.rsplit(":", 1)[-1]
     exe = Path(sys.executable).with_name("headwater")
     command = [str(exe)] if exe.exists() else [sys.executable, "-m", "headwater.cli"]
     with open(log_path, "ab") as log:
@@ -105,6 +114,13 @@ def ensure_local_node(
             )
         time.sleep(0.1)
     return node
+
+
+def _taken(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _wait_for_previous(state_dir: Path, timeout_s: float) -> None:
@@ -143,15 +159,27 @@ def _ended(pid: int) -> bool:
 
 
 def announcement(node: LocalNode, state_dir: Path) -> str | None:
-    """The node's own line about where it serves, where its Kafka listens and where its state
-    is (from the log of a node started here, or found running on this state folder)."""
-    log_path = node.log_path or state_dir / "server.log"
+    """The node's own words about where it serves, where its Kafka listens and where its state
+    is, from the file it keeps in its state folder while it serves (``NODE_FILE``); None when the
+    node at ``node.url`` is not the one on ``state_dir`` (never an old node's address)."""
     try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        said = json.loads((state_dir / NODE_FILE).read_text(encoding="utf-8"))
+        pid, url, serving = int(said["pid"]), str(said["url"]), str(said["serving"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    found = [line for line in lines if line.startswith("catalog loaded; serving ")]
-    return found[-1].removeprefix("catalog loaded; ") if found else None
+    if url.rstrip("/") != node.url.rstrip("/") or not _alive(pid):
+        return None
+    return serving
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _ended(pid)
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -11,6 +11,7 @@ stores and stops the broker it started.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -29,13 +30,15 @@ from headwater.cluster.tls import PeerTls, client_context
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine import schema_registry
 from headwater.engine.schema_registry import SchemaRegistry
+from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.auth import Authentication, BadCredentialsFile, load_credentials
 from headwater.gateway.services import Limits, PullSettings, Services, open_services
-from headwater.http_server import serve_app, settings_from_env
+from headwater.http_server import check_port, serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings
+from headwater.localnode import NODE_FILE
 from headwater.sqlparse_ext.limits import ParseLimits
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,32 @@ class Node:
     state_dir: Path | None
     embedded_broker: str | None
     services: Services
+
+    def serving(self, service_id: str) -> str:
+        """Where it serves, its Kafka and its state, in one line (``serving http://... (...)``)."""
+        kafka = f"embedded broker {self.bootstrap_servers}, {self.embedded_broker}" \
+            if self.embedded_broker else f"Kafka {self.bootstrap_servers}"  # fmt: skip
+        where = f"state in {self.state_dir}" if self.state_dir else "in memory"
+        return f"serving {self.url} ({kafka}; service id {service_id}; {where})"
+
+
+@contextmanager
+def _announced(path: Path, node: Node, service_id: str) -> Iterator[None]:
+    """Keep ``path`` (``localnode.NODE_FILE``) saying where this node serves while it does, for
+    the shell that finds it running; removed when it stops (a crash leaves a file whose pid is
+    gone, which readers ignore)."""
+    said = {"pid": os.getpid(), "url": node.url, "serving": node.serving(service_id)}
+    scratch = path.with_name(f".{path.name}.{os.getpid()}")
+    scratch.write_text(json.dumps(said), encoding="utf-8")
+    scratch.replace(path)
+    try:
+        yield
+    finally:
+        try:
+            if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                path.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 @contextmanager
@@ -225,16 +254,22 @@ def serve(
     Raises:
         UnknownHttpServer: an ``HEADWATER_HTTP_*`` variable names no known choice.
         UnsupportedTls: ``ssl.key.password`` with granian, which cannot read encrypted keys.
+        PortInUse: the HTTP port is taken.
         ConfigError: the credentials file or a TLS file cannot be read.
         StateDirInUse: another server holds the state folder.
         BrokerError: the embedded broker did not start.
         KafkaEdgeError: Kafka is unreachable.
     """
+    no_spark = java_problem(os.environ) if config.persistent_queries_enabled else None
+    if no_spark is not None:
+        log.warning("persistent queries and push queries with state are refused on this server "
+                    "(they run on Spark): %s. Everything else works.", no_spark)  # fmt: skip
     http = replace(settings_from_env(os.environ, host=config.host, port=config.port),
                    tls_cert_file=config.tls_cert_file, tls_key_file=config.tls_key_file,
                    tls_key_password=config.tls_key_password)  # fmt: skip
     authentication = authentication_of(config)
     check_tls(config)
+    check_port(config.host, config.port)  # before anything starts: one clear line, not a panic
     with ExitStack() as stack:
         state_dir: Path | None = None
         if in_memory:
@@ -265,14 +300,18 @@ def serve(
                 advertised=config.advertised,
                 cluster=cluster_settings_of(config),
                 engine=engine_settings_of(config, state_dir or scratch, config.service_id)
-                if config.persistent_queries_enabled else None,
+                if config.persistent_queries_enabled and no_spark is None else None,
                 registry=_schema_registry(config),
                 properties=as_text(config),
                 defaults=defaults(),
+                no_spark=no_spark,
             )
         )
+        node = Node(f"{config.scheme}://{config.host}:{config.port}", bootstrap, state_dir, embedded,
+                    services)  # fmt: skip
         if on_ready is not None:
-            on_ready(Node(f"{config.scheme}://{config.host}:{config.port}", bootstrap, state_dir, embedded,
-                          services))
+            on_ready(node)
+        if state_dir is not None:
+            stack.enter_context(_announced(state_dir / NODE_FILE, node, config.service_id))
         app = create_app(services, authentication=authentication)
         serve_app(app, http, on_stopping=lambda: _end_push_queries(app))

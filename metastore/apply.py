@@ -49,12 +49,11 @@ def _drop_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> t
     source = catalog.source(name)
     if source is None:
         raise UnknownSource(f"Source {name} does not exist.")
-    users = [q.id for q in catalog.readers_of(name)] + [q.id for q in catalog.writers_of(name)]
-    if users:
-        raise SourceInUse(
-            f"Cannot drop {name}. The following queries read from or write to this source: "
-            f"[{', '.join(sorted(set(users)))}]. You need to terminate them before dropping {name}."
-        )
+    refusal = catalog.drop_refusal(name)
+    if refusal is not None:
+        raise SourceInUse(refusal)
+    if source.query_id is not None and source.query_id in catalog.queries:
+        catalog = catalog.without_query(source.query_id, offset)  # as ksqlDB: the drop ends it
     return catalog.without_source(name, offset), f"Source `{name}` (topic: {source.topic}) was dropped."
 
 

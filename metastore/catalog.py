@@ -191,6 +191,30 @@ class Catalog:
         """The persistent queries that write into the source ``name``."""
         return tuple(q for q in self.queries.values() if q.sink == name)
 
+    def drop_refusal(self, name: str) -> str | None:
+        """Why the source ``name`` cannot be dropped, in ksqlDB 0.29's words, or None.
+
+        As ksqlDB: INSERT INTO queries that read from it or write into it must be terminated
+        first; streams and tables whose CREATE ... AS SELECT query reads from it must be dropped
+        first; the CREATE ... AS SELECT query that writes it does not refuse (dropping the source
+        terminates it).
+        """
+        created_by = {s.query_id for s in self.sources.values() if s.query_id is not None}
+        inserts = [q for q in self.queries.values() if q.id not in created_by]
+        readers = sorted(q.id for q in inserts if name in q.sources)
+        writers = sorted(q.id for q in inserts if q.sink == name)
+        if readers or writers:
+            return (f"Cannot drop {name}.\nThe following queries read from this source: "
+                    f"[{', '.join(readers)}].\nThe following queries write into this source: "
+                    f"[{', '.join(writers)}].\nYou need to terminate them before dropping {name}.")
+        derived = sorted(s.name for s in self.sources.values()
+                         if s.name != name and s.query_id is not None
+                         and name in getattr(self.queries.get(s.query_id), "sources", ()))  # fmt: skip
+        if derived:
+            return (f"Cannot drop {name}.\nThe following streams and/or tables read from this "
+                    f"source: [{', '.join(derived)}].\nYou need to drop them before dropping {name}.")
+        return None
+
     def digest(self) -> str:
         """A hash of the catalog's content: equal on every server that applied the same log."""
         from headwater.metastore.codec import catalog_to_dict  # codec imports this module

@@ -591,12 +591,9 @@ def _plan_drop(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
         raise ValidationError(
             f"Incompatible data source type is {source.kind.value}, but statement was DROP {drop.kind}"
         )
-    users = sorted({q.id for q in catalog.readers_of(drop.name) + catalog.writers_of(drop.name)})
-    if users:
-        raise SourceInUse(
-            f"Cannot drop {drop.name}.\nThe following queries read from this source: "
-            f"[{', '.join(users)}].\nYou need to terminate them before dropping {drop.name}."
-        )
+    refusal = catalog.drop_refusal(drop.name)
+    if refusal is not None:
+        raise SourceInUse(refusal)
     if drop.delete_topic and source.read_only:
         raise ValidationError(f"Cannot delete topic for read-only source: {drop.name}")
     command: dict[str, Any] = {"type": "drop_source", "name": drop.name}

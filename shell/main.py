@@ -231,6 +231,27 @@ def shell_options(function: F) -> F:
     return login_options(function)
 
 
+_GROUP_OPTIONS = "headwater.shell.options"
+
+
+def remember_group_options(ctx: click.Context, servers: tuple[str, ...], output: str,
+                           defines: tuple[str, ...]) -> None:  # fmt: skip
+    """Keep the group's --server/--output/--define for its command (``headwater -s URL run -``):
+    click gives a group's options to the group only."""
+    given = ctx.get_parameter_source("output") not in (None, click.core.ParameterSource.DEFAULT)
+    ctx.meta[_GROUP_OPTIONS] = (servers, output if given else None, defines)
+
+
+def _with_group_options(ctx: click.Context, servers: tuple[str, ...], output: str,
+                        defines: tuple[str, ...]) -> tuple[tuple[str, ...], str, tuple[str, ...]]:  # fmt: skip
+    """A command's --server/--output/--define, the group's filling what the command leaves out
+    (the command's own win; defines add up, the command's last)."""
+    group_servers, group_output, group_defines = ctx.meta.get(_GROUP_OPTIONS, ((), None, ()))
+    own_output = ctx.get_parameter_source("output") not in (None, click.core.ParameterSource.DEFAULT)
+    return (servers or group_servers, output if own_output or group_output is None else group_output,
+            group_defines + defines)
+
+
 @click.command("shell")
 @shell_options
 @click.option("--no-history", is_flag=True, help="Keep no history file.")
@@ -238,6 +259,7 @@ def shell_options(function: F) -> F:
 def shell_command(ctx: click.Context, servers: tuple[str, ...], output: str,
                   defines: tuple[str, ...], no_history: bool) -> None:  # fmt: skip
     """Open the interactive shell (also what `headwater` alone does)."""
+    servers, output, defines = _with_group_options(ctx, servers, output, defines)
     hooks = ctx.find_object(Hooks) or Hooks()
     history: Path | None | object = None if no_history else _DEFAULT_HISTORY
     ctx.exit(open_shell(list(servers), output, defines=parse_defines(defines), history_file=history,
@@ -290,6 +312,7 @@ def run_command(ctx: click.Context, script: str | None, file_: str | None,
     if len(sources) + bool(statements) != 1:
         raise click.UsageError("give exactly one of SCRIPT, -f FILE or -e SQL")
     text, name = script_text(statements, sources[0] if sources else None)
+    servers, output, defines = _with_group_options(ctx, servers, output, defines)
     hooks = ctx.find_object(Hooks) or Hooks()
     settings = settings_for(servers, output, defines=parse_defines(defines), history_file=None,
                             login=login_of(ctx))  # fmt: skip

@@ -37,7 +37,13 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
-from headwater.engine.persistent.join_plan import JoinError, JoinPlan, joined_catalog, plan_joins
+from headwater.engine.persistent.join_plan import (
+    JoinError,
+    JoinPlan,
+    MissingSource,
+    joined_catalog,
+    plan_joins,
+)
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import ArrayType, SqlType, identifier_name
@@ -329,7 +335,9 @@ def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan
     try:
         return plan_joins(query, catalog, sink_name)
     except JoinError as error:
-        node = error.node if error.node is not None else query.joins[0].on  # where the join is
+        node = error.node
+        if node is None and not isinstance(error, MissingSource):
+            node = query.joins[0].on  # where the join is (a missing source: where it is named)
         if error.later:
             raise QueryCompileError(f"{error.message} (not supported yet)", "JOIN",
                                     node) from error  # fmt: skip

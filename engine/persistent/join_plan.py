@@ -57,6 +57,10 @@ class JoinError(ExpressionError):
         self.later = later
 
 
+class MissingSource(JoinError):
+    """A joined stream or table does not exist (where its name is, the caller finds)."""
+
+
 @dataclass(frozen=True, slots=True)
 class JoinLeaf:
     """One source of the join, with its alias and its columns as the join names them."""
@@ -187,7 +191,7 @@ def plan_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan:
 def _leaf(index: int, ref: SourceRef, catalog: Catalog, custom: Mapping[str, object]) -> JoinLeaf:
     source = catalog.source(ref.name)
     if source is None:
-        raise JoinError(f"{ref.name} does not exist.")
+        raise MissingSource(f"{ref.name} does not exist.")
     alias = ref.alias or ref.name
     columns = [(c.name, f"{alias}_{c.name}", resolve_type(c.type, custom)) for c in source.columns]
     taken = {c.name for c in source.columns}

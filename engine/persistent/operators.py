@@ -287,10 +287,11 @@ def skipped(query_id: str, exc: Exception, stage: str, topic: str, partition: in
 
 
 def _message(exc: BaseException) -> str:
-    """An error's message; the type is named too for exceptions no operator raises on purpose."""
+    """An error's message, never blank; the type is named too for exceptions no operator raises
+    on purpose."""
     if isinstance(exc, (fn.EvalFailure, ValueError, TypeError)) and str(exc):
         return str(exc)
-    return record_failure(exc)
+    return record_failure(exc) or type(exc).__name__
 
 
 def _add_headers(view: dict[str, Any], columns: list[tuple[str, bool, str | None]],

@@ -163,7 +163,10 @@ class QueryDriver:
         found: dict[str, dict[str, Any]] = {}
         for query_id, running in self._queries.items():
             stats = running.sink.stats if running.sink is not None else None
-            status = {"state": running.state, "message": running.message,
+            message = running.message
+            if running.state == "ERROR" and not message.strip():  # never an error without a text
+                message = f"the query failed without a reason (see {self.settings.log_file or 'the log'})"
+            status = {"state": running.state, "message": message,
                       "restarts": running.restarts, "startedMs": running.started_ms}  # fmt: skip
             if stats is not None:
                 with stats.lock:
@@ -282,9 +285,11 @@ def _reason(error: Any) -> str:
     """What a failed query reports: the Python exception its description carries (an error raised
     in the sink reaches us wrapped in Spark's, whose first line only says a user function failed),
     else the description's first line."""
-    text = (getattr(error, "desc", None) or str(error)).strip()
-    if not text:
-        return type(error).__name__
+    text = (getattr(error, "desc", None) or getattr(error, "_desc", None) or _text(error)).strip()
+    if not text:  # a Java exception without a message (a timeout, an interrupt): its class
+        trace = str(getattr(error, "_stackTrace", None) or "").strip()
+        return f"{type(error).__name__}: {trace.splitlines()[0][:500]}" if trace \
+            else type(error).__name__  # fmt: skip
     lines = text.splitlines()
     raised = [i for i, line in enumerate(lines) if line.strip().endswith(_TRACEBACK)]
     if raised:
@@ -295,6 +300,14 @@ def _reason(error: Any) -> str:
             return found.strip()[:500]
     return lines[0][:500]
 
+
+def _text(error: Any) -> str:
+    """``str(error)``, or "" when even that fails (pyspark's exceptions ask the JVM, which may be
+    gone)."""
+    try:
+        return str(error)
+    except Exception:  # noqa: BLE001 - any failure to describe it: the caller names its type
+        return ""
 
 
 def start_session(settings: EngineSettings) -> Any:

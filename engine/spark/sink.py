@@ -189,7 +189,7 @@ class ExactlyOnceSink:
             "TIME": now_ms,
             "MESSAGE": {
                 "TYPE": row["error"],
-                "ERRORMESSAGE": detail.get("message", ""),
+                "ERRORMESSAGE": detail.get("message") or f"a record failed ({row['error']})",
                 "TOPIC": detail.get("topic", ""),
                 "PARTITION": row["source_partition"],
                 "OFFSET": row["source_offset"],

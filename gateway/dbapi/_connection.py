@@ -203,17 +203,22 @@ class Connection:
                 ])  # fmt: skip
         return body
 
+    def _note_written(self, items: Iterable[Any]) -> None:
+        """Remember where INSERTs wrote (``{"topic", "partition", "offset"}`` items: the
+        ``Headwater-Written-Offsets`` header of `/ksql`), so later queries see those writes."""
+        for item in items:
+            if isinstance(item, Mapping) and isinstance(item.get("topic"), str) \
+                    and type(item.get("partition")) is int and type(item.get("offset")) is int:
+                key = (item["topic"], item["partition"])
+                with self._lock:
+                    self._written[key] = max(self._written.get(key, -1), item["offset"])
+
     def _note_entities(self, entities: Iterable[Mapping[str, Any]]) -> None:
         """Remember the highest commandSequenceNumber among `entities`, and the offsets INSERTs wrote
         (`writtenOffsets`), so later queries of this connection see its own writes."""
         entities = list(entities)
         for entity in entities:
-            for item in entity.get("writtenOffsets") or ():
-                if isinstance(item, Mapping) and isinstance(item.get("topic"), str) \
-                        and type(item.get("partition")) is int and type(item.get("offset")) is int:
-                    key = (item["topic"], item["partition"])
-                    with self._lock:
-                        self._written[key] = max(self._written.get(key, -1), item["offset"])
+            self._note_written(entity.get("writtenOffsets") or ())
         numbers = [e.get("commandSequenceNumber") for e in entities]
         valid = [n for n in numbers if type(n) is int and n >= 0]  # -1: not executed
         if valid:

@@ -11,6 +11,8 @@ that runs it, then the connection is dropped.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, Self
 
@@ -48,6 +50,53 @@ class Connection(Protocol):
     def _request_body(self, sql: str, parameters: list[Any] | None = None) -> dict[str, Any]: ...
 
     def _note_entities(self, entities: Iterable[Mapping[str, Any]]) -> None: ...
+
+    def _note_written(self, items: Iterable[Any]) -> None: ...
+
+    def set_variable(self, name: str, value: Any) -> None: ...
+
+    def unset_variable(self, name: str) -> None: ...
+
+
+WRITTEN_HEADER = "Headwater-Written-Offsets"
+"""Where `/ksql`'s INSERT ... VALUES rows landed (its entities do not say: ksqlDB answers none)."""
+
+
+def _written(header: str | None) -> list[Any]:
+    """The items of the `WRITTEN_HEADER` (none when it is missing or malformed)."""
+    if not header:
+        return []
+    try:
+        items = json.loads(header)
+    except ValueError:
+        return []
+    return items if isinstance(items, list) else []
+
+
+_VARIABLE_WORDS = re.compile(r"\b(?:UN)?DEFINE\b", re.IGNORECASE)
+
+
+def _keep_variables(connection: Connection, operation: str,
+                    parameters: Sequence[Any] | None) -> None:  # fmt: skip
+    """Apply the operation's DEFINE/UNDEFINE statements to the connection's session (the server
+    applies them for the rest of one request only, as ksqlDB does; a session keeps them, as
+    ksqlDB's CLI does), so later statements of this connection see the variables."""
+    if not _VARIABLE_WORDS.search(operation):
+        return
+    from headwater.sqlparse_ext import ParseError, parse
+    from headwater.sqlparse_ext import statements as st
+
+    variables = {k: v if isinstance(v, str) else str(v) for k, v in connection.session_variables.items()}
+    try:
+        statements = parse(operation, variables, parameters=parameters)
+    except ParseError:  # the server ran it, so this cannot happen but with a stale variable
+        return
+    for statement in statements:
+        if isinstance(statement, st.DefineVariable | st.UndefineVariable):
+            for same in [k for k in connection.session_variables if k.upper() == statement.name.upper()]:
+                connection.unset_variable(same)
+        if isinstance(statement, st.DefineVariable):
+            connection.set_variable(statement.name, statement.value)
 
 
 class Cursor:
@@ -186,13 +235,16 @@ class Cursor:
             self._running = (lines, printed)
             return self
         try:
-            answer = connection._transport.request_json("POST", "/ksql", body, idempotent=False)
+            answer, headers = connection._transport.request_json_with_headers(
+                "POST", "/ksql", body, idempotent=False)
         except Error as exc:
             connection._note_entities(exc.entities)
             raise
         if not isinstance(answer, list) or not all(isinstance(e, Mapping) for e in answer):
             raise InterfaceError(f"the /ksql answer is not a list of entities: {answer!r:.200}")
         connection._note_entities(answer)
+        connection._note_written(_written(headers.get(WRITTEN_HEADER)))
+        _keep_variables(connection, operation, parameters)
         self.entities = tuple(answer)
         self._results = [TableResult(e, entity_table(e)) for e in answer]
         self.messages = [

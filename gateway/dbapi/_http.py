@@ -151,9 +151,15 @@ class HttpTransport:
         Raises:
             Error: a driver error for a non-2xx answer, an unreachable cluster, or an unreadable body.
         """
+        return self.request_json_with_headers(method, path, body, idempotent=idempotent)[0]
+
+    def request_json_with_headers(
+        self, method: str, path: str, body: Mapping[str, Any] | None = None, *, idempotent: bool
+    ) -> tuple[Any, httpx.Headers]:
+        """As `request_json`, with the answer's headers."""
         response = self._send(method, path, body, stream=False, idempotent=idempotent)
         try:
-            return response.json()
+            return response.json(), response.headers
         except ValueError as exc:
             raise InterfaceError(f"the server's answer to {path} is not JSON: {exc}") from exc
 

@@ -1,7 +1,8 @@
 """One child process of the embedded broker: spawn, watch, stop by pid. Does I/O (processes, log files).
 
 Children never outlive us:
-- a graceful stop sends SIGTERM to the child's pid, waits, then SIGKILLs it and reaps it;
+- a graceful stop sends a signal (SIGTERM unless told) to the child's pid, waits, then SIGKILLs it
+  and reaps it;
 - on Linux each child asks the kernel for SIGKILL when its parent dies (``prctl(PR_SET_PDEATHSIG)``,
   set between fork and exec), so a ``kill -9`` of our process takes the children with it. The signal
   follows the *thread* that forked the child: start brokers from a thread that lives as long as they do
@@ -19,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -106,19 +108,20 @@ class ChildProcess:
             return ""
         return data.decode("utf-8", errors="replace").strip()
 
-    def stop(self, timeout_s: float) -> None:
-        """SIGTERM the child, wait up to `timeout_s`, then SIGKILL it; always reaps it."""
+    def stop(self, timeout_s: float, stop_signal: signal.Signals = signal.SIGTERM) -> None:
+        """Send `stop_signal` to the child, wait up to `timeout_s`, then SIGKILL it; always reaps it."""
         if self._popen.poll() is not None:
             return
-        self._popen.terminate()
+        began = time.monotonic()
+        self._popen.send_signal(stop_signal)
         try:
             self._popen.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            log.warning("%s (pid %d) ignored SIGTERM for %.1f s: killing it", self.name, self.pid,
-                        timeout_s)
+            log.warning("%s (pid %d) did not stop within %.1f s of %s: killing it", self.name,
+                        self.pid, timeout_s, stop_signal.name)  # fmt: skip
             self.kill()
         else:
-            log.info("%s (pid %d) stopped", self.name, self.pid)
+            log.info("%s (pid %d) stopped in %.2f s", self.name, self.pid, time.monotonic() - began)
 
     def kill(self) -> None:
         """SIGKILL the child and reap it."""

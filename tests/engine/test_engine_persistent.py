@@ -170,13 +170,38 @@ def test_insert_into_select_checks_the_schema_and_shares_the_sink() -> None:
 
 def test_drop_refuses_while_queries_use_a_source_and_terminate_frees_it() -> None:
     catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;")
-    with pytest.raises(SourceInUse, match="CSAS_BIG_1"):
+    with pytest.raises(SourceInUse, match=r"streams and/or tables read from this source: \[BIG\]"):
         plan(parse_one("DROP STREAM orders;"), catalog, FACTS)
     catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
                        "TERMINATE csas_big_1;", "DROP STREAM big;", "DROP STREAM orders;")
     assert catalog.queries == {} and catalog.sources == {}
     with pytest.raises(ValidationError, match="Unknown queryId: NOPE"):
         plan(parse_one("TERMINATE nope;"), catalog, FACTS)
+
+
+def test_drop_follows_ksqldb_rule_insert_queries_refuse_and_the_create_as_query_ends() -> None:
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
+                       "CREATE STREAM more (id STRING KEY, qty INT) "
+                       "WITH (kafka_topic='orders', value_format='JSON');",
+                       "INSERT INTO big SELECT id, qty FROM more;")  # fmt: skip
+    with pytest.raises(SourceInUse) as refused:
+        plan(parse_one("DROP STREAM big;"), catalog, FACTS)
+    assert str(refused.value) == (
+        "Cannot drop BIG.\nThe following queries read from this source: [].\n"
+        "The following queries write into this source: [INSERTQUERY_3].\n"
+        "You need to terminate them before dropping BIG.")  # fmt: skip
+    with pytest.raises(SourceInUse, match=r"read from this source: \[INSERTQUERY_3\]\.\n"
+                                          r"The following queries write into this source: \[\]"):
+        plan(parse_one("DROP STREAM more;"), catalog, FACTS)
+    with pytest.raises(SourceInUse) as refused:
+        plan(parse_one("DROP STREAM orders;"), catalog, FACTS)
+    assert str(refused.value) == (
+        "Cannot drop ORDERS.\nThe following streams and/or tables read from this source: [BIG].\n"
+        "You need to drop them before dropping ORDERS.")  # fmt: skip
+    # the query that only writes BIG (its CREATE ... AS SELECT) does not refuse: the drop ends it
+    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;", "DROP STREAM big;",
+                       "DROP STREAM orders;")  # fmt: skip
+    assert catalog.queries == {} and catalog.sources == {}
 
 
 def test_explain_lists_the_steps() -> None:

@@ -312,6 +312,16 @@ def test_engine_pull_refusals(sql: str, message: str) -> None:
     assert caught.value.error_code == 40001
 
 
+@pytest.mark.parametrize("source", [EVENTS, USERS])
+def test_engine_pull_refuses_aggregate_functions_naming_them(source: Source) -> None:
+    with pytest.raises(PullQueryError) as caught:  # was: Can't find any functions ... 'COUNT'
+        plan("SELECT COUNT(*), max(v) + 1 AS m FROM T;", source)
+    assert caught.value.message.startswith(
+        "Pull queries don't support aggregate functions: COUNT, MAX. Aggregate with CREATE TABLE "
+        "... AS SELECT ... GROUP BY and query that table.")  # fmt: skip
+    assert caught.value.error_code == 40001
+
+
 def test_engine_pull_windowed_tables_have_window_bounds_as_key_columns() -> None:
     windowed = _source(SourceKind.TABLE, "ID STRING KEY, C BIGINT", windowed="TUMBLING")
     planned = plan("SELECT * FROM T WHERE ID = 'a';", windowed)

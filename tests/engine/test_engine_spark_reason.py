@@ -37,3 +37,42 @@ def test_without_a_traceback_the_first_line_is_the_reason() -> None:
     assert _reason(_Failure("Topic gone\nmore detail")) == "Topic gone"
     assert _reason(_Failure("   ")) == "_Failure"
     assert _reason(ValueError("bad value")) == "bad value"
+
+
+class _JavaFailure(Exception):
+    """As pyspark's captured exceptions: the text in ``_desc``, the Java trace in ``_stackTrace``,
+    and a ``str()`` that asks the JVM (here: gone)."""
+
+    def __init__(self, desc: str, trace: str) -> None:
+        super().__init__()
+        self._desc, self._stackTrace = desc, trace
+
+    def __str__(self) -> str:
+        raise AssertionError("SparkContext._jvm is None")
+
+
+def test_an_error_without_a_message_still_has_a_text() -> None:
+    trace = "java.util.concurrent.TimeoutException\n\tat org.apache.spark.X.run(X.java:1)"
+    assert _reason(_JavaFailure("", trace)) == "_JavaFailure: java.util.concurrent.TimeoutException"
+    assert _reason(_JavaFailure("Topic t gone", trace)) == "Topic t gone"
+    assert _reason(_JavaFailure("", "")) == "_JavaFailure"
+    assert _reason(TimeoutError()) == "TimeoutError"
+
+
+def test_a_record_error_without_a_message_still_has_a_text() -> None:
+    from headwater.engine.persistent.operators import _message
+
+    assert _message(TimeoutError()) == "TimeoutError"
+    assert _message(ValueError("bad")) == "bad"
+
+
+def test_a_failed_query_always_reports_a_reason() -> None:
+    from headwater.engine.spark.driver import QueryDriver, _Running
+    from headwater.engine.spark.settings import EngineSettings
+    from headwater.kafka.clients import KafkaSettings
+
+    driver = QueryDriver(EngineSettings(log_file="/state/logs/spark.log"), KafkaSettings("x:1"))
+    driver._queries["Q"] = _Running({}, state="ERROR", message="")
+    status = driver.statuses()["Q"]
+    assert status["state"] == "ERROR"
+    assert status["message"] == "the query failed without a reason (see /state/logs/spark.log)"

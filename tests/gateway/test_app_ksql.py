@@ -252,6 +252,19 @@ def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client:
     assert ksql(client, "SHOW QUERIES;").json()[0]["queries"] == []  # nothing reached the log
 
 
+@pytest.mark.parametrize("text", [
+    "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT *\n  FROM PQ_NOPE;",
+    "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT COUNT(*) AS N\n  FROM PQ_NOPE GROUP BY ID;",
+    "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT *\n  FROM PQ_NOPE A JOIN PQ_NOPE2 B WITHIN 1 SECOND ON A.ID = B.ID;",
+])  # fmt: skip
+def test_a_query_from_a_missing_source_points_at_its_name(client: TestClient, text: str) -> None:
+    answer = ksql(client, text)
+    assert answer.status_code == 400, answer.text
+    body = answer.json()
+    assert body["message"] == "PQ_NOPE does not exist."
+    assert (body["line"], body["column"]) == (4, 8)  # FROM PQ_NOPE, not the statement's start
+
+
 def test_show_functions_and_describe_function(client: TestClient) -> None:
     listed = ksql(client, "SHOW FUNCTIONS;").json()[0]
     assert listed["@type"] == "function_names"

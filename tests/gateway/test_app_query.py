@@ -76,10 +76,14 @@ def users(client: TestClient) -> str:
 
 def test_insert_answers_where_the_row_landed(client: TestClient, users: str) -> None:
     answer = ksql(client, f"INSERT INTO {users} (ID, NAME, AGE) VALUES ('z', 'zed', 1);")
-    entity = answer.json()[0]
-    written = entity["writtenOffsets"][0]
+    assert answer.status_code == 200 and answer.json() == []  # as ksqlDB 0.29: no entity
+    (written,) = json.loads(answer.headers["Headwater-Written-Offsets"])
     assert written["topic"] == users.lower() and written["offset"] >= 0
-    assert entity["commandStatus"]["message"].startswith(f"Inserted 1 row into {users}")
+    several = ksql(client, f"SHOW STREAMS; INSERT INTO {users} (ID) VALUES ('y'); "
+                           f"INSERT INTO {users} (ID) VALUES ('x');")  # fmt: skip
+    assert [e["@type"] for e in several.json()] == ["streams"]
+    assert len(json.loads(several.headers["Headwater-Written-Offsets"])) == 2
+    assert "Headwater-Written-Offsets" not in ksql(client, "SHOW STREAMS;").headers
     # murmur2, like every Kafka client: the partition a Java producer would choose for 'z'.
     from headwater.engine.partitioner import partition_for
 
@@ -512,3 +516,22 @@ def test_a_huge_statement_does_not_stall_the_server(client: TestClient, users: s
     # parsing and planning run in a worker thread: the event loop keeps answering
     assert waits and max(waits) < 0.5, (len(waits), max(waits))
     assert statuses == [400]  # nested too deeply to compile: a clean 4xx, never a 500
+
+
+def test_define_through_the_driver_lasts_for_the_connection(client: TestClient, users: str) -> None:
+    from headwater import dbapi
+
+    with dbapi.connect("http://testserver", transport=client._transport) as connection:
+        cursor = connection.cursor()
+        cursor.execute(f"DEFINE target = '{users}';")  # was: accepted, and forgotten at once
+        assert dict(connection.session_variables) == {"target": users}
+        cursor.execute("DESCRIBE ${target};")
+        assert cursor.entities[0]["sourceDescription"]["name"] == users
+        cursor.execute("SELECT NAME FROM ${TARGET} WHERE ID = 'u3';")  # names: any case
+        assert cursor.fetchall() == [("n3",)]
+        cursor.execute("DEFINE Target = 'nope'; DEFINE other = '1'; UNDEFINE other;")
+        assert dict(connection.session_variables) == {"Target": "nope"}
+        cursor.execute("UNDEFINE target;")
+        assert dict(connection.session_variables) == {}
+        with pytest.raises(dbapi.ProgrammingError):
+            cursor.execute("DESCRIBE ${target};")

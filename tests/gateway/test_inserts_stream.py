@@ -81,13 +81,23 @@ def test_names_are_identifiers_and_key_columns_are_required() -> None:
     assert identifier_text("name") == "NAME" and identifier_text("`name`") == "name"
     source = Source(SourceKind.STREAM, "S", (Column("ID", "STRING", key=True), Column("N", "INT"),
                                              Column("v", "DOUBLE")), "s", 1)  # fmt: skip
-    assert row_values({"id": "a", "n": 1, "`v`": 2, "other": 0}, source, {}) == (
-        ("a",), {"N": 1, "v": 2.0})
+    assert row_values({"id": "a", "n": 1, "`v`": 2}, source, {}) == (("a",), {"N": 1, "v": 2.0})
     assert row_values({"ID": "a"}, source, {}) == (("a",), {"N": None, "v": None})
     with pytest.raises(RowError, match="Key field must be specified: ID"):
         row_values({"N": 1}, source, {})
     with pytest.raises(RowError, match="duplicate column / struct field name: N"):
         row_values({"ID": "a", "n": 1, "N": 2}, source, {})
+
+
+def test_a_row_naming_an_unknown_or_header_column_is_refused_not_cut() -> None:
+    source = Source(SourceKind.STREAM, "S", (Column("ID", "STRING", key=True), Column("N", "INT"),
+                                             Column("H", "BYTES", header_key="h")), "s", 1)  # fmt: skip
+    with pytest.raises(RowError) as refused:  # was: acked, with OTHER silently dropped
+        row_values({"id": "a", "n": 1, "other": 0}, source, {})
+    assert refused.value.message == "Column name `OTHER` does not exist."
+    assert refused.value.error_code == 40000
+    with pytest.raises(RowError, match="^Cannot insert into HEADER columns: H$"):
+        row_values({"id": "a", "h": "eA=="}, source, {})
 
 
 async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
@@ -163,6 +173,7 @@ def test_rows_are_written_like_insert_values_and_acked_in_order(client: TestClie
         "{not json",
         {"N": 3},
         {"ID": "z", "N": 4, "PRICE": "2.345"},
+        {"ID": "y", "N": 5, "PRIZE": 9},
     ))
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("application/vnd.ksqlapi.delimited.v1")
@@ -176,6 +187,8 @@ def test_rows_are_written_like_insert_values_and_acked_in_order(client: TestClie
         {"status": "error", "seq": 3, "error_code": 40000,
          "message": "Key field must be specified: ID"},
         {"status": "ok", "seq": 4},
+        {"status": "error", "seq": 5, "error_code": 40000,
+         "message": "Column name `PRIZE` does not exist."},
     ]  # fmt: skip
     rows = _rows(client, f"SELECT ID, N, PRICE, TAGS FROM {name};", 2)
     assert sorted(rows) == [["a", 1, 1.5, ["x"]], ["z", 4, 2.35, None]]

@@ -110,6 +110,7 @@ def test_local_node_started_for_the_shell_and_stopped(tmp_path: Path) -> None:
         node.stop()
     assert node.process.returncode == 0, (tmp_path / "node" / "server.log").read_text()
     assert (tmp_path / "node" / "broker").is_dir(), "the node keeps its broker's data in its state dir"
+    assert not (tmp_path / "node" / "node.json").exists(), "a stopped node says it serves no more"
 
 
 def test_a_local_node_says_where_kafka_listens_and_stops_in_the_background(tmp_path: Path

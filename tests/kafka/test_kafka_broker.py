@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,31 @@ def test_durable_restart_keeps_topics_and_offsets(broker_factory, tmp_path: Path
     second = broker_factory(tmp_path)
     assert read_all(second.settings(), "orders", range(3)) == before
     assert len(before) == 300
+
+
+@pytest.mark.kafka
+@pytest.mark.durable
+@pytest.mark.slow
+def test_a_durable_broker_stops_in_seconds_with_clients_connected_and_loses_nothing(
+    broker_factory, tmp_path: Path
+) -> None:
+    from headwater.kafka.clients import producer
+
+    first = broker_factory(tmp_path)
+    settings = first.settings()
+    make_topic(settings, "kept", 2)
+    produce(settings, "kept", 500)
+    before = read_all(settings, "kept", range(2))
+    connected = producer(settings, "still-connected")  # as a node's clients may be at its stop
+    connected.produce("kept", key=b"last", value=b"acknowledged")
+    assert connected.flush(10) == 0
+    began = time.monotonic()
+    first.stop()
+    took = time.monotonic() - began
+    assert took < 4.0, f"stopping took {took:.1f} s (Tansu drains connections 5 s on SIGTERM)"
+    second = broker_factory(tmp_path)
+    after = read_all(second.settings(), "kept", range(2))
+    assert len(after) == len(before) + 1 and all(r in after for r in before)
 
 
 @pytest.mark.kafka

@@ -189,3 +189,22 @@ def test_headwater_e_and_f_run_without_a_prompt_as_ksql_does(tmp_path: Path) -> 
     both = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-f",
                                      str(script)], obj=Hooks(fake.transport()))  # fmt: skip
     assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_the_groups_server_output_and_defines_reach_run() -> None:
+    from headwater.cli import main
+
+    fake = FakeKsql(refuse_hosts=("127.0.0.1", "localhost"))  # the default server must not be used
+    result = CliRunner().invoke(main, ["--server", "http://live:8088", "-o", "json", "-d", "s=orders",
+                                       "run", "-"], obj=Hooks(fake.transport()),
+                                input="SHOW STREAMS;\n")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert fake.hosts == ["live"]
+    assert result.stdout.lstrip().startswith(("[", "{"))  # -o json
+    assert fake.bodies[0]["sessionVariables"] == {"s": "orders"}
+    # the command's own options win over the group's
+    fake = FakeKsql()
+    result = CliRunner().invoke(main, ["-s", "http://dead:8088", "run", "-s", "http://live:8088",
+                                       "-e", "SHOW STREAMS;"], obj=Hooks(fake.transport()))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert fake.hosts == ["live"]
