@@ -81,7 +81,7 @@ class TransientFollower:
             engine.wait_stopped(self.query_id, timeout_s=30)
         try:
             failed = clients.delete_topics(self._services.admin, self._services.settings,
-                                           [self.topic])  # fmt: skip
+                                           [self.topic], names_reused=False)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a leftover hidden topic is logged, not raised
             failed = {self.topic: str(exc)}
         if failed:

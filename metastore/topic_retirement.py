@@ -44,18 +44,18 @@ def retiring(settings: KafkaSettings | None, then: Listener | None = None) -> Li
     With ``settings``, a topic's deletion (by whichever server deletes it) is watched for, so that
     this server's readers that may hold it are renewed (``readers.note_deleted``).
     """
+    watcher = None if settings is None else DeletionWatcher(settings)
 
     def listener(record: CommandRecord, outcome: Outcome, catalog: Catalog) -> None:
         try:
             topic = deleted_topic(record, outcome)
-            if topic is not None and settings is not None:
-                threading.Thread(target=_watch_deletion, args=(settings, topic),
-                                 name="topic-deletion-watch", daemon=True).start()  # fmt: skip
             if topic is not None:
                 # Paused at once; consumers that knew the topic are then replaced by their owners
                 # (the restorer within a poll), before a topic of that name may be created again
                 # (kafka.readers). Never waited for here: the runner holds its lock.
                 readers.retire([topic], wait=False, hold_s=HOLD_S)
+                if watcher is not None:
+                    watcher.watch(topic)
             elif readers.retired_topics():
                 in_use = {source.topic for source in catalog.sources.values()}
                 readers.release_holds(in_use & readers.retired_topics())
@@ -67,17 +67,46 @@ def retiring(settings: KafkaSettings | None, then: Listener | None = None) -> Li
     return listener
 
 
-def _watch_deletion(settings: KafkaSettings, topic: str) -> None:
-    """Notes ``topic``'s deletion once it is gone (looked up every :data:`WATCH_INTERVAL_S`, for at
-    most :data:`HOLD_S`). Never raises."""
-    admin = clients.admin_client(settings, "topic-deletion-watch")
-    deadline = time.monotonic() + HOLD_S
-    while time.monotonic() < deadline:
-        try:
-            if topic not in admin.list_topics(timeout=WATCH_INTERVAL_S * 10).topics:
-                readers.note_deleted([topic])
-                return
-        except Exception as exc:  # noqa: BLE001 - Kafka unreachable: look again
-            log.debug("looking for topic %s: %s", topic, exc)
-        time.sleep(WATCH_INTERVAL_S)
-    log.info("topic %s was not deleted within %.0f s", topic, HOLD_S)
+class DeletionWatcher:
+    """Notes the deletion of dropped sources' topics once they are gone (``readers.note_deleted``).
+
+    One thread and one admin client, there only while some topic is watched; each topic is looked up
+    every :data:`WATCH_INTERVAL_S` for at most :data:`HOLD_S` (a command log replayed at start-up
+    watches its old drops once: they are gone at the first look).
+    """
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._watched: dict[str, float] = {}  # topic -> until when (monotonic)
+        self._thread: threading.Thread | None = None
+
+    def watch(self, topic: str) -> None:
+        with self._lock:
+            self._watched[topic] = time.monotonic() + HOLD_S
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="topic-deletion-watch",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+
+    def _run(self) -> None:
+        admin = clients.admin_client(self._settings, "topic-deletion-watch")
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._watched = {t: until for t, until in self._watched.items() if until > now}
+                if not self._watched:
+                    self._thread = None
+                    return
+                watched = set(self._watched)
+            try:
+                gone = watched - set(admin.list_topics(timeout=WATCH_INTERVAL_S * 10).topics)
+            except Exception as exc:  # noqa: BLE001 - Kafka unreachable: look again
+                log.debug("looking for deleted topics: %s", exc)
+                gone = set()
+            if gone:
+                readers.note_deleted(gone)
+                with self._lock:
+                    for topic in gone:
+                        self._watched.pop(topic, None)
+            time.sleep(WATCH_INTERVAL_S)

@@ -215,13 +215,18 @@ def consumer_from_config(config: Mapping[str, Any], *, follows_new_topics: bool 
     return Reader(dict(config), follows_new_topics=follows_new_topics)
 
 
-def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str]) -> dict[str, str]:
+def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str], *,
+                  names_reused: bool = True) -> dict[str, str]:
     """Delete topics: the only way headwater deletes one.
 
     Workaround "a topic deleted under a fetching consumer kills the process" (``readers``): every
     reader of this process first stops fetching them (``readers.retire``, which also waits out the
     fetches in flight), and new assignments of them are held back until the deletion is answered.
     Servers of a cluster retire a topic themselves when they apply the DROP that deletes it.
+
+    Args:
+        names_reused: False for names never given to a topic again (a transient query's hidden
+            topic): then no consumer needs renewing afterwards.
 
     Returns:
         The topics that could not be deleted, each with the broker's reason (empty: all deleted).
@@ -246,7 +251,7 @@ def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str])
                 log.info("deleted topic %s", name)
     finally:
         readers.reinstate(names)
-    gone = [name for name in names if name not in failed]
+    gone = [name for name in names if name not in failed] if names_reused else []
     readers.note_deleted(gone)
     # This process's readers that may hold the old topics are renewed now, and peers that watch for
     # the deletion (metastore.topic_retirement) get a moment to renew theirs before the caller
