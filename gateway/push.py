@@ -23,7 +23,6 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -37,6 +36,7 @@ from headwater.gateway.printtopic import TopicPrint, TopicRecord
 from headwater.gateway.services import Services
 from headwater.gateway.transient import start_transient
 from headwater.kafka.clients import consumer, poll_batch
+from headwater.kafka.offsets import start_positions
 from headwater.sqlparse_ext import statements as ast
 
 _POLL_S = 0.2
@@ -190,14 +190,16 @@ def registry_of(request: Request) -> PushQueries:
 
 
 class TopicReader:
-    """A consumer of every partition of a topic, from its end or its beginning: raw records."""
+    """A consumer of every partition of a topic, from its end or its beginning: raw records. Its
+    start is fixed when the constructor returns (see ``start_positions``)."""
 
     def __init__(self, services: Services, topic: str, partitions: int, *,
                  from_beginning: bool) -> None:  # fmt: skip
         self.topic = topic
+        starts = start_positions(services.settings, topic, range(partitions),
+                                 from_beginning=from_beginning)  # fmt: skip
         self._consumer = consumer(services.settings, "print-topic", fetch_wait_max_ms=20)
-        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-        self._consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+        self._consumer.assign(starts)
 
     def poll(self, timeout_s: float) -> list[TopicRecord]:
         records = []
