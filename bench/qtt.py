@@ -5,8 +5,9 @@ Each case's statements are planned and applied exactly as a server does (`metast
 engine's query analysis, `metastore.apply`); each persistent query runs as the engine's operators
 a live query's Spark tasks run (`RecordPipeline` for stateless queries; the group / change /
 aggregate stages of `AggregatePipeline`, with states held in dicts and pickled between records as
-Spark's state store holds them), on topics held in memory, with ``cache.max.bytes.buffering=0`` as
-ksqlDB's own runner (one update per input record). Records are judged as ksqlDB's runner judges them: the records of every
+Spark's state store holds them), on topics held in memory, with ``cache.max.bytes.buffering=0``
+and every input read from its beginning, as ksqlDB's own runner (one update per input record;
+``auto.offset.reset=earliest``). Records are judged as ksqlDB's runner judges them: the records of every
 expected output topic, in order per topic, key and value compared as JSON, timestamps when given;
 ``expectedException`` passes when a statement fails with a message containing the text;
 ``post.sources`` schemas and types are compared too.

@@ -507,8 +507,11 @@ class Node:
             ["-b", self.broker.bootstrap_servers, "--state-dir",
              str(self.folder / f"node-{uuid.uuid4().hex[:6]}"),
              "--service-id", f"rqtt_{uuid.uuid4().hex[:6]}",
-             # ksqlDB's RQTT server: one aggregate update per input record.
+             # ksqlDB's RQTT server: one aggregate update per input record, and queries read
+             # their sources from the beginning (its TestKsqlRestApp sets
+             # ksql.streams.auto.offset.reset=earliest).
              "--set", "ksql.streams.cache.max.bytes.buffering=0",
+             "--set", "ksql.streams.auto.offset.reset=earliest",
              "--set", f"ksql.schema.registry.url={self.registry.url}"],
             self.log_path)  # fmt: skip
         self.server.wait_healthy(120)

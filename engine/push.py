@@ -16,14 +16,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
-
 from headwater.engine.errors import PullQueryError, SourceDropped, record_failure
 from headwater.engine.persistent.aggregate import is_aggregation
 from headwater.engine.pull import PullPlan, Row, plan_pull, row_failed, row_view
 from headwater.engine.serde import RowSerde
 from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
+from headwater.kafka.offsets import start_positions
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.statements import Query, Select
 
@@ -61,17 +60,26 @@ def stateful_clauses(query: Query) -> list[str]:
 
 
 class TopicFollower:
-    """A consumer of every partition of ``source``'s topic, from its end or its beginning."""
+    """A consumer of every partition of ``source``'s topic, from its end or its beginning.
+
+    The start is fixed when the constructor returns (the ends are read from fetches, see
+    `start_positions`): every record written after that is delivered, none written before it
+    (with ``from_beginning=False``). So a push query's header is sent only after this.
+
+    Raises:
+        KafkaEdgeError: the ends could not be read within ``start_timeout_ms``.
+    """
 
     def __init__(self, settings: KafkaSettings, source: Source, custom_types: Mapping[str, Any],
-                 *, from_beginning: bool) -> None:  # fmt: skip
+                 *, from_beginning: bool, start_timeout_ms: int = 10000) -> None:  # fmt: skip
         self.source = source
         self._serde = RowSerde.for_source(source, custom_types)
         self._window_size = window_size_ms(source)
+        self.starts = start_positions(settings, source.topic, range(source.partitions),
+                                      from_beginning=from_beginning,
+                                      timeout_ms=start_timeout_ms)  # fmt: skip
         self._consumer = consumer(settings, "push-query", fetch_wait_max_ms=20)
-        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-        self._consumer.assign([TopicPartition(source.topic, p, start)
-                               for p in range(source.partitions)])  # fmt: skip
+        self._consumer.assign(self.starts)
         self.skipped = 0
 
     def poll(self, timeout_s: float) -> list[tuple[Row, bool]]:

@@ -39,6 +39,7 @@ from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import MetastoreError, TooManyPersistentQueries
+from headwater.metastore.offset_reset import offset_reset
 from headwater.sqlparse_ext import parse, parse_one, sqltypes
 from headwater.sqlparse_ext import statements as ast
 from headwater.sqlparse_ext.limits import ParseLimits
@@ -254,7 +255,7 @@ def run_statement(services: Services, statement: ast.Statement,
         raise KsqlError(f"{kind} runs a persistent query on Spark, and this server cannot run "
                         f"Spark: {services.no_spark}", 40000)  # fmt: skip
     if isinstance(statement, CATALOG_STATEMENTS):
-        return _submit(services, statement)
+        return _submit(services, statement, overrides or {})
     if isinstance(statement, (ast.Select, ast.Print)):
         kind = "SELECT" if isinstance(statement, ast.Select) else "PRINT"
         raise KsqlError(f"{kind} statements must be sent to the /query endpoint (ksqlDB: The "
@@ -273,8 +274,10 @@ def _unsupported(statement: ast.Statement) -> KsqlError:
     return KsqlError(f"{words} statements are not supported by headwater yet", 40001)
 
 
-def _submit(services: Services, statement: ast.Statement) -> Entity:
-    submitted = services.submitter.submit(statement)
+def _submit(services: Services, statement: ast.Statement, overrides: Mapping[str, Any]) -> Entity:
+    """Submits a catalog statement; a persistent query starts where ``auto.offset.reset`` (the
+    request's, else the server's) says."""
+    submitted = services.submitter.submit(statement, offset_reset(overrides, services.properties))
     # For a statement that changed nothing (IF NOT EXISTS ...) the submitter answers the last
     # record decided, so a client waiting for this sequence number never waits for a future one.
     sequence = submitted.sequence_number

@@ -23,7 +23,6 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -37,6 +36,9 @@ from headwater.gateway.printtopic import TopicPrint, TopicRecord
 from headwater.gateway.services import Services
 from headwater.gateway.transient import start_transient
 from headwater.kafka.clients import consumer, poll_batch
+from headwater.kafka.offsets import start_positions
+from headwater.metastore.errors import ValidationError
+from headwater.metastore.offset_reset import EARLIEST, offset_reset
 from headwater.sqlparse_ext import statements as ast
 
 _POLL_S = 0.2
@@ -85,13 +87,13 @@ class PushQueries:
             return sorted(self._running)
 
 
-def _from_beginning(properties: Mapping[str, Any]) -> bool:
-    value = str(properties.get("auto.offset.reset", properties.get(
-        "ksql.streams.auto.offset.reset", "latest"))).lower()  # fmt: skip
-    if value not in ("earliest", "latest"):
-        raise KsqlError(f"Invalid value {value!r} for 'auto.offset.reset': earliest or latest",
-                        40000)  # fmt: skip
-    return value == "earliest"
+def _from_beginning(services: Services, properties: Mapping[str, Any]) -> bool:
+    """Whether a push query reads from the beginning: ``auto.offset.reset`` is ``earliest`` in
+    the request's properties, else in the server's settings; else it reads from the end."""
+    try:
+        return offset_reset(properties, services.properties) == EARLIEST
+    except ValidationError as exc:
+        raise KsqlError(exc.message, 40000) from exc
 
 
 def start_push(services: Services, registry: PushQueries, statement: ast.Select,
@@ -106,7 +108,7 @@ def start_push(services: Services, registry: PushQueries, statement: ast.Select,
     if source is None:
         raise KsqlError(f"{statement.query.source.name} does not exist.", 40001,
                         statement_text=statement.text)  # fmt: skip
-    from_beginning = _from_beginning(properties)
+    from_beginning = _from_beginning(services, properties)
     follower: Any
     if stateful_clauses(statement.query):  # a transient Spark query, its result followed
         query_id, stop = registry.start()
@@ -190,14 +192,16 @@ def registry_of(request: Request) -> PushQueries:
 
 
 class TopicReader:
-    """A consumer of every partition of a topic, from its end or its beginning: raw records."""
+    """A consumer of every partition of a topic, from its end or its beginning: raw records. Its
+    start is fixed when the constructor returns (see ``start_positions``)."""
 
     def __init__(self, services: Services, topic: str, partitions: int, *,
                  from_beginning: bool) -> None:  # fmt: skip
         self.topic = topic
+        starts = start_positions(services.settings, topic, range(partitions),
+                                 from_beginning=from_beginning)  # fmt: skip
         self._consumer = consumer(services.settings, "print-topic", fetch_wait_max_ms=20)
-        start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-        self._consumer.assign([TopicPartition(topic, p, start) for p in range(partitions)])
+        self._consumer.assign(starts)
 
     def poll(self, timeout_s: float) -> list[TopicRecord]:
         if self._consumer.retired():
@@ -246,7 +250,7 @@ def start_print(services: Services, registry: PushQueries, statement: ast.Print,
     except ValueError as exc:
         raise KsqlError(str(exc), 40000, statement_text=statement.text) from exc
     partitions = topic_partitions(services, statement.topic)
-    from_beginning = statement.from_beginning or _from_beginning(properties)
+    from_beginning = statement.from_beginning or _from_beginning(services, properties)
     query_id, stop = registry.start()
     try:
         reader = TopicReader(services, statement.topic, partitions, from_beginning=from_beginning)

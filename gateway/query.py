@@ -104,7 +104,7 @@ async def query_endpoint(request: Request) -> Response:
         return await _print(request, services, parsed, decoded.streams_properties)
     statement = _only_select(parsed)
     if statement.query.emit == "CHANGES":
-        return _push(request, services, statement, decoded.streams_properties, "array")
+        return await _push(request, services, statement, decoded.streams_properties, "array")
     answer = await _answer(services, statement, decoded.streams_properties, lookup)
     return await _pull_response(request, services, answer, query_items)
 
@@ -155,16 +155,19 @@ async def query_stream_endpoint(request: Request) -> Response:
         statement = _only_select(await run_in_threadpool(_one_statement, decoded,
                                                          services.limits.parse))  # fmt: skip
         if statement.query.emit == "CHANGES":
-            return _push(request, services, statement, properties, "lines")
+            return await _push(request, services, statement, properties, "lines")
         answer = await _answer(services, statement, properties, lookup)
     array = _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON)
     return await _pull_response(request, services, answer, stream_items, DELIMITED, not array)
 
 
-def _push(request: Request, services: Services, statement: ast.Select,
-          properties: Mapping[str, Any], shape: str) -> Response:  # fmt: skip
+async def _push(request: Request, services: Services, statement: ast.Select,
+                properties: Mapping[str, Any], shape: str) -> Response:  # fmt: skip
+    """A push query: its start is fixed (in a worker thread: it reads the ends from Kafka) before
+    its header is sent."""
     registry = push.registry_of(request)
-    query_id, plan, follower, stop = push.start_push(services, registry, statement, properties)
+    query_id, plan, follower, stop = await run_in_threadpool(
+        push.start_push, services, registry, statement, properties)
     body = push.stream_push(request, registry, query_id, plan, follower, stop, shape=shape)
     return StreamingResponse(body, media_type=JSON if shape == "array" else DELIMITED)
 

@@ -10,7 +10,8 @@ stopped, its checkpoint deleted, and its topic deleted.
 
 The transient query reads its sources from their ends as of the request (``auto.offset.reset=latest``,
 the default: the offsets are taken before Spark starts, so nothing written after the request is
-missed however long Spark takes), or from their beginning (``earliest``), as a push query does.
+missed however long Spark takes), or from their beginning (``earliest``), as a push query does; the
+table side of a join always from its beginning (as ksqlDB reads it).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from headwater.kafka.clients import create_topic
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.apply import apply_command
 from headwater.metastore.errors import MetastoreError
+from headwater.metastore.offset_reset import LATEST, source_resets
 from headwater.metastore.plan import TopicFacts, plan
 from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import parse_one
@@ -175,10 +177,12 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     follower = TopicFollower(services.settings, sink, local.types, from_beginning=True)
     payload = query_payload(query, local)
     if not from_beginning:  # from the sources' ends as of now: what arrives after the request
+        # (the table side of a join from its beginning, as ksqlDB reads it: offset_reset.py)
+        leaves = [s for s in (local.source(n) for n in query.sources) if s is not None]
         payload["startingOffsets"] = {
-            leaf["topic"]: {str(p): o for p, o in end_offsets(
-                services.settings, leaf["topic"], range(int(leaf["partitions"]))).items()}
-            for leaf in payload["leaves"]}  # fmt: skip
+            leaf.topic: {str(p): o for p, o in end_offsets(
+                services.settings, leaf.topic, range(leaf.partitions)).items()}
+            for leaf in leaves if source_resets(leaves, LATEST)[leaf.topic] == LATEST}  # fmt: skip
     query_id = query.id
     engine.run_transient(query_id, payload)
     log.info("push query with state: transient query %s over topic %s, from %s", query_id, topic,

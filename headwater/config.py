@@ -47,6 +47,14 @@ def _optional_text(text: str) -> str | None:
     return text.strip() or None
 
 
+def _offset_reset(text: str) -> str | None:
+    value = text.strip().lower()
+    if value and value not in ("earliest", "latest"):
+        raise ValueError("expected earliest or latest ('none' is not valid within KSQL), or "
+                         "nothing: streams from their end, tables from their beginning")  # fmt: skip
+    return value or None
+
+
 _SERVICE_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -192,6 +200,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ksql.schema.registry.url", "schema_registry_url", _optional_text,
             "The schema registry of the AVRO and JSON_SR formats (Confluent's REST API); unset: "
             "those formats are refused."),
+    Setting("ksql.streams.auto.offset.reset", "auto_offset_reset", _offset_reset,
+            "Where queries start reading when a statement does not SET 'auto.offset.reset': "
+            "earliest or latest; unset: persistent queries read streams from their end and tables "
+            "from their beginning, push queries from the end (also as auto.offset.reset)."),
     Setting("ksql.streams.cache.max.bytes.buffering", "cache_max_bytes_buffering", _int(0),
             "0: an aggregate writes one update per input record (ksqlDB's tests); more: one "
             "update per key per micro-batch (ksqlDB's default, 10485760)."),
@@ -199,6 +211,8 @@ SETTINGS: tuple[Setting, ...] = (
 """Every key a properties file or ``--set`` may use."""
 
 _BY_KEY = {s.key: s for s in SETTINGS}
+_ALIASES = {"auto.offset.reset": "ksql.streams.auto.offset.reset"}
+"""Keys ksqlDB also accepts without their ``ksql.streams.`` prefix."""
 
 HIDDEN = frozenset({"cluster.auth.secret", "ssl.key.password"})
 """Keys whose values :func:`as_text` never shows (SHOW PROPERTIES lists the settings)."""
@@ -257,6 +271,7 @@ class ServerConfig:
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000
     cache_max_bytes_buffering: int = 10_485_760
+    auto_offset_reset: str | None = None
     schema_registry_url: str | None = None
 
     @property
@@ -381,7 +396,7 @@ def load(
         if key.startswith(TAG_PREFIX) and len(key) > len(TAG_PREFIX):
             tags[key[len(TAG_PREFIX):]] = value.strip()
             continue
-        setting = _BY_KEY.get(key)
+        setting = _BY_KEY.get(_ALIASES.get(key, key))
         if setting is None:
             raise ConfigError(f"{origin}: unknown setting {key!r}{_did_you_mean(key)}")
         try:

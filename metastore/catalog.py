@@ -137,6 +137,10 @@ class Query:
     sink: str | None
     sources: tuple[str, ...]
     state: QueryState = QueryState.RUNNING
+    #: (topic, partition, offset) where it starts reading a source topic before it has a
+    #: checkpoint (auto.offset.reset=latest: the ends when it was created); a topic not listed is
+    #: read from its beginning.
+    start_offsets: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

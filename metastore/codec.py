@@ -6,7 +6,7 @@ them only together with a new format version and a reader for the old one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -90,13 +90,31 @@ def source_from_dict(body: Mapping[str, Any]) -> Source:
 
 def query_to_dict(query: Query) -> dict[str, Any]:
     """A persistent query as a dict."""
-    return {
+    body: dict[str, Any] = {
         "id": query.id,
         "statementText": query.statement_text,
         "sink": query.sink,
         "sources": list(query.sources),
         "state": query.state.value,
     }
+    if query.start_offsets:  # only then: the digest of a catalog without them is unchanged
+        body["startOffsets"] = start_offsets_to_dict(query.start_offsets)
+    return body
+
+
+def start_offsets_to_dict(offsets: Iterable[tuple[str, int, int]]) -> dict[str, dict[str, int]]:
+    """(topic, partition, offset) triples as ``{topic: {"<partition>": offset}}``."""
+    found: dict[str, dict[str, int]] = {}
+    for topic, partition, offset in sorted(offsets):
+        found.setdefault(topic, {})[str(partition)] = offset
+    return found
+
+
+def start_offsets_from_dict(body: Mapping[str, Mapping[str, int]]) -> tuple[tuple[str, int, int], ...]:
+    """The inverse of :func:`start_offsets_to_dict`."""
+    return tuple(sorted((str(topic), int(partition), int(offset))
+                        for topic, offsets in body.items()
+                        for partition, offset in offsets.items()))  # fmt: skip
 
 
 def query_from_dict(body: Mapping[str, Any]) -> Query:
@@ -107,6 +125,7 @@ def query_from_dict(body: Mapping[str, Any]) -> Query:
         sink=body.get("sink"),
         sources=tuple(body.get("sources", ())),
         state=QueryState(body.get("state", "RUNNING")),
+        start_offsets=start_offsets_from_dict(body.get("startOffsets") or {}),
     )
 
 

@@ -8,7 +8,9 @@ runner's compare-and-append rule decide. Each attempt:
 2. the command topic's end is read (read to end of partition, never ListOffsets) and the local
    runner is waited on until it has decided everything below it;
 3. the statement is planned against that catalog snapshot, with the facts about its topics looked
-   up now (a missing topic with PARTITIONS is created here, before the commit);
+   up now (a missing topic with PARTITIONS is created here, before the commit); a persistent query
+   gets the offsets it starts at (``auto.offset.reset``, see ``offset_reset.py``: the ends of the
+   sources it reads from their end, read from fetches now);
 4. the record, with a fresh command id, the end offset as its validated offset, and the format
    version, is produced and committed; then the runner's decision for that id is awaited.
 
@@ -33,10 +35,11 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from headwater.kafka import clients
-from headwater.kafka.errors import KafkaEdgeError
+from headwater.kafka.errors import EndOffsetsUnavailable, KafkaEdgeError
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import CommandConflict, CommandTimeout, ValidationError
+from headwater.metastore.offset_reset import LATEST, source_resets
 from headwater.metastore.plan import (
     NO_ACTIVE_LIMIT,
     Plan,
@@ -127,8 +130,13 @@ class CommandSubmitter:
         self._peers_applied = peers_applied
         self._lock = threading.Lock()
 
-    def submit(self, statement: ast.Statement) -> Submitted:
+    def submit(self, statement: ast.Statement, offset_reset: str | None = None) -> Submitted:
         """Validate, append and apply ``statement``.
+
+        Args:
+            statement: the statement.
+            offset_reset: the ``auto.offset.reset`` it runs with (``earliest``, ``latest`` or None:
+                unset), for a persistent query (see ``offset_reset.py``).
 
         Raises:
             ValidationError: the statement is invalid against the catalog (nothing was appended).
@@ -136,12 +144,12 @@ class CommandSubmitter:
             CommandTimeout: the log or the local runner did not answer in time.
         """
         with self._lock:
-            return self._submit(statement)
+            return self._submit(statement, offset_reset)
 
-    def _submit(self, statement: ast.Statement) -> Submitted:
+    def _submit(self, statement: ast.Statement, offset_reset: str | None) -> Submitted:
         attempt_ids: list[str] = []
         for attempt in range(1, self._limits.max_attempts + 1):
-            answer = self._attempt(statement, attempt, attempt_ids)
+            answer = self._attempt(statement, attempt, attempt_ids, offset_reset)
             if answer is not None:
                 return answer
             # Jittered, growing backoff: two servers fencing each other must not stay in step.
@@ -152,7 +160,8 @@ class CommandSubmitter:
         )
 
     def _attempt(
-        self, statement: ast.Statement, attempt: int, attempt_ids: list[str]
+        self, statement: ast.Statement, attempt: int, attempt_ids: list[str],
+        offset_reset: str | None = None,
     ) -> Submitted | None:
         """One attempt of steps 1-4; None means "try again"."""
         producer = clients.producer(
@@ -175,6 +184,7 @@ class CommandSubmitter:
                     # Nothing to append: the answer is as of the last record decided.
                     done = self._runner.position - 1
                     return Submitted("", done, planned.message, catalog, attempt)
+                command = self._with_start_offsets(planned.command, catalog, offset_reset)
                 self._prepare(planned)
             except ValidationError:
                 self._abort(producer)
@@ -188,7 +198,7 @@ class CommandSubmitter:
                 return None
             command_id = new_command_id()
             attempt_ids.append(command_id)
-            if not self._append(producer, command_id, end, statement, planned.command):  # step 4
+            if not self._append(producer, command_id, end, statement, command):  # step 4
                 # Outcome unknown: the next attempt catches up and looks this id up first.
                 return None
         finally:
@@ -236,6 +246,30 @@ class CommandSubmitter:
             raise ValidationError(outcome.message)
         return Submitted(outcome.command_id, outcome.offset, outcome.message, self._runner.catalog,
                          attempt, warnings)  # fmt: skip
+
+    def _with_start_offsets(self, command: Mapping[str, Any], catalog: Catalog,
+                            offset_reset: str | None) -> Mapping[str, Any]:  # fmt: skip
+        """A ``start_query`` command with the offsets its query starts at: each partition's end,
+        read from fetches now, of every source it reads from its end; other commands unchanged."""
+        if command.get("type") != "start_query":
+            return command
+        query = command["query"]
+        sources = [s for s in (catalog.source(n) for n in query.get("sources", ())) if s]
+        resets = source_resets(sources, offset_reset)
+        starts: dict[str, dict[str, int]] = {}
+        for source in sources:
+            if resets[source.topic] != LATEST or source.topic in starts:
+                continue
+            try:
+                ends = end_offsets(self._settings, source.topic, range(source.partitions),
+                                   timeout_ms=self._limits.catch_up_timeout_ms)  # fmt: skip
+            except EndOffsetsUnavailable as exc:
+                raise CommandTimeout(f"could not read the end of {source.name}'s topic, where the "
+                                     f"query starts (auto.offset.reset=latest): {exc}") from exc
+            starts[source.topic] = {str(p): ends[p] for p in sorted(ends)}
+        if not starts:
+            return command
+        return {**command, "query": {**query, "startOffsets": starts}}
 
     def _facts(self, statement: ast.Statement) -> TopicFacts:
         names = topics_named(statement)

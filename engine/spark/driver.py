@@ -196,7 +196,7 @@ class QueryDriver:
             source, sink = payload["source"], payload["sink"]
             spark.conf.set("spark.sql.shuffle.partitions", str(max(1, int(source["partitions"]))))
             aggregate = bool(payload.get("aggregate"))
-            starts = payload.get("startingOffsets") or {}  # a push query's: topic -> offsets
+            starts = payload.get("startingOffsets") or {}  # topic -> offsets: where it starts
             query_json = json.dumps({"queryId": query_id, "catalog": payload["catalog"],
                                      "buffering": self.settings.buffering}, sort_keys=True)
             if payload.get("join"):

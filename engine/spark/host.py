@@ -26,7 +26,7 @@ from headwater.engine.persistent.aggregating import is_aggregate_statement
 from headwater.engine.spark.settings import EngineSettings
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Query, SourceKind
-from headwater.metastore.codec import catalog_to_dict
+from headwater.metastore.codec import catalog_to_dict, start_offsets_to_dict
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
     source = catalog.sources[query.sources[0]]
     sink = catalog.sources[query.sink] if query.sink else None
     leaves = [catalog.sources[n] for n in query.sources if n in catalog.sources]
-    return {
+    payload: dict[str, Any] = {
         "catalog": body,
         "join": len(query.sources) > 1,
         "leaves": [{"topic": s.topic, "partitions": s.partitions} for s in leaves],
@@ -55,6 +55,9 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
         "source": {"topic": source.topic, "partitions": source.partitions},
         "sink": {"topic": sink.topic if sink else "", "partitions": sink.partitions if sink else 1},
     }
+    if query.start_offsets:  # where it reads until it has a checkpoint (other topics: from 0)
+        payload["startingOffsets"] = start_offsets_to_dict(query.start_offsets)
+    return payload
 
 
 class QueryEngine:

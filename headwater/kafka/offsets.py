@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings
 from headwater.kafka.clients import consumer as make_consumer
@@ -120,6 +120,41 @@ def end_offsets(
         return _probe_until_known(probe, topic, wanted, read_committed, timeout_ms)
     finally:
         probe.close()
+
+
+def start_positions(
+    settings: KafkaSettings,
+    topic: str,
+    partitions: Iterable[int],
+    *,
+    from_beginning: bool,
+    timeout_ms: int = 10000,
+) -> list[TopicPartition]:
+    """Where a reader that starts now begins each partition (``auto.offset.reset``): its beginning,
+    or its end as of this call, read from fetches (never ``OFFSET_END``, which librdkafka resolves
+    with ListOffsets: on Tansu that answers an offset inside the last batch, so the reader replays
+    old records, and it is resolved after ``assign`` returns, so a record written meanwhile is
+    missed). Assigned at these positions, a reader gets every record written after this call.
+
+    Args:
+        settings: connection settings.
+        topic: topic name.
+        partitions: partition numbers.
+        from_beginning: ``earliest`` (else ``latest``).
+        timeout_ms: overall time limit for the ends.
+
+    Returns:
+        One ``TopicPartition`` per partition, with its start offset.
+
+    Raises:
+        EndOffsetsUnavailable: some partitions gave no answer in time.
+        TopicError: the topic or a partition does not exist.
+    """
+    wanted = sorted(set(partitions))
+    if from_beginning:  # ListOffsets "earliest" is right on Tansu
+        return [TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted]
+    ends = end_offsets(settings, topic, wanted, timeout_ms=timeout_ms)
+    return [TopicPartition(topic, p, ends[p]) for p in wanted]
 
 
 def _probe_until_known(

@@ -271,3 +271,78 @@ def test_a_client_that_never_finishes_its_headers_is_dropped() -> None:
     finally:
         server.stop()
         thread.join(10)
+
+
+@H2C_SERVERS
+def test_an_unread_http2_push_stream_stops_alone_and_resumes(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    http_server: str,
+) -> None:
+    """Five push queries on one HTTP/2 connection (issue 28, finding 4): the one whose client
+    grants no window (does not read) stops at the flow-control window (65,535 bytes), the other
+    four go on to their end, and it goes on to its end once its client reads."""
+    from confluent_kafka import Producer
+
+    monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
+                            "--service-id", f"h2w_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    topic = f"w_{uuid.uuid4().hex[:6]}"
+    created = server.ksql(f"CREATE STREAM w (ID STRING KEY, S STRING, N INT) WITH (kafka_topic="
+                          f"'{topic}', partitions=1, value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    rows, streams, unread = 500, (1, 3, 5, 7, 9), 1
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.increment_flow_control_window(2**24)  # the connection's window is never the limit
+    body = json.dumps({"sql": f"SELECT * FROM w EMIT CHANGES LIMIT {rows};"}).encode()
+    for stream_id in streams:
+        conn.send_headers(stream_id, [(":method", "POST"), (":path", "/query-stream"),
+                                      (":scheme", "http"), (":authority", server.host),
+                                      ("content-type", "application/json")])  # fmt: skip
+        conn.send_data(stream_id, body, end_stream=True)
+    sock.sendall(conn.data_to_send())
+    got = dict.fromkeys(streams, b"")
+    answered: set[int] = set()
+    ended: set[int] = set()
+    held = [0]  # bytes of the unread stream not yet granted back
+
+    def pump(until: Any, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not until() and time.monotonic() < deadline:
+            data = sock.recv(1 << 20)
+            assert data, "the server closed the connection"
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    answered.add(event.stream_id)
+                elif isinstance(event, h2.events.DataReceived):
+                    got[event.stream_id] += event.data
+                    if event.stream_id == unread and held[0] >= 0:
+                        held[0] += event.flow_controlled_length  # granted on the connection only
+                        conn.increment_flow_control_window(event.flow_controlled_length)
+                    else:
+                        conn.acknowledge_received_data(event.flow_controlled_length,
+                                                       event.stream_id)  # fmt: skip
+                elif isinstance(event, h2.events.StreamEnded):
+                    ended.add(event.stream_id)
+            sock.sendall(conn.data_to_send())
+
+    try:
+        pump(lambda: len(answered) == len(streams), 20)
+        pump(lambda: all(b"\n" in got[s] for s in streams), 20)  # every header line came
+        producer = Producer({"bootstrap.servers": memory_broker.bootstrap_servers})
+        for n in range(rows):
+            producer.produce(topic, json.dumps({"S": "x" * 1000, "N": n}).encode(), b"k")
+        producer.flush(30)
+        others = set(streams) - {unread}
+        pump(lambda: others <= ended, 60)
+        assert others <= ended, {s: len(got[s]) for s in streams}
+        assert all(got[s].count(b"\n") == rows + 1 for s in others)
+        assert len(got[unread]) == 65535 and unread not in ended  # its window, and no more
+        conn.acknowledge_received_data(held[0], unread)  # now its client reads
+        held[0] = -1
+        sock.sendall(conn.data_to_send())
+        pump(lambda: unread in ended, 30)
+        assert got[unread].split(b"\n", 1)[1] == got[3].split(b"\n", 1)[1]  # the same rows
+    finally:
+        sock.close()

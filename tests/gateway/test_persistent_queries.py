@@ -320,3 +320,48 @@ def test_a_killed_spark_engine_is_started_again_and_its_queries_resume(  # type:
     records = _read_topic(memory_broker, sink, 1, want=2, timeout_s=180)
     assert [(k, v) for k, v, _ in records] == [(b"a", {"W": 2}), (b"b", {"W": 4})]
     assert "died" in server.log()
+
+
+@pytest.mark.timeout(600)  # two cold Spark starts (the restart), on a loaded 2-core machine
+def test_auto_offset_reset_decides_where_a_query_starts_and_a_restart_resumes(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    """ksqlDB's auto.offset.reset (issue 28, finding 5): a CTAS over a stream created after two
+    records does not count them by default (latest), counts them with SET 'auto.offset.reset' =
+    'earliest' (the request's streamsProperties) or with the server's setting; after a restart
+    each query resumes from its checkpoint (no record read twice, none skipped)."""
+    suffix = uuid.uuid4().hex[:6].upper()
+    source, latest, earliest, configured = (f"{n}_{suffix}" for n in ("S", "L", "E", "C"))
+    args = ("-b", memory_broker.bootstrap_servers, "--state-dir", str(tmp_path / "node"),
+            "--service-id", f"reset_{suffix}", "--set", "ksql.streams.cache.max.bytes.buffering=0")
+    server = server_factory(*args)
+    _ok(server.ksql(f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
+                    "partitions=1, value_format='JSON');"))  # fmt: skip
+    insert = f"INSERT INTO {source} (id, v) VALUES ('k', 1);"
+    for _ in range(2):
+        _ok(server.ksql(insert))
+    count = "AS SELECT id, COUNT(*) AS n FROM {} GROUP BY id;"
+    _ok(server.ksql(f"CREATE TABLE {latest} {count.format(source)}"))
+    _ok(server.ksql(f"CREATE TABLE {earliest} {count.format(source)}",
+                    streamsProperties={"auto.offset.reset": "earliest"}))
+    _ok(server.ksql(insert))
+
+    def counts(table: str, want: int) -> list[int]:  # Spark starts (cold) within the timeout
+        return [v["N"] for _, v, _ in _read_topic(memory_broker, table, 1, want=want,
+                                                  timeout_s=300)]  # fmt: skip
+
+    assert counts(latest, 1) == [1]  # only the record written after it was created
+    assert counts(earliest, 3) == [1, 2, 3]
+
+    assert server.stop() == 0  # the same node again, now with the server's setting
+    server = server_factory(*args, "--set", "ksql.streams.auto.offset.reset=earliest")
+    _ok(server.ksql(insert))
+    _ok(server.ksql(f"CREATE TABLE {configured} {count.format(source)}"))
+    assert counts(latest, 2) == [1, 2]  # resumed from its checkpoint, not from where it began
+    assert counts(earliest, 4) == [1, 2, 3, 4]
+    assert counts(configured, 4) == [1, 2, 3, 4]
+    refused = server.ksql(f"CREATE TABLE X_{suffix} {count.format(source)}",
+                          streamsProperties={"auto.offset.reset": "none"})
+    assert refused.status_code == 400, refused.text
+    assert "'none' is not valid for this property within KSQL" in refused.json()["message"]
+    assert server.stop() == 0

@@ -249,6 +249,44 @@ def test_print_shows_rows_as_they_arrive(client: TestClient) -> None:
 
 
 @pytest.mark.kafka
+def test_print_starts_at_the_end_behind_batched_records(client: TestClient,
+                                                        services: Services) -> None:  # fmt: skip
+    """Without FROM BEGINNING PRINT starts at the end read from fetches before its answer starts:
+    the one record written after the answer's headers came is the first printed, also behind 2,000
+    records written in batches (where the embedded broker's ListOffsets 'latest' answers an offset
+    inside the last batch)."""
+    import httpx
+    from confluent_kafka import Producer
+
+    from headwater.http_server import HttpServer, HttpServerSettings
+    from headwater.kafka._ports import free_port
+
+    topic = _stream_with_rows(client, 0)
+    producer = Producer({"bootstrap.servers": services.settings.bootstrap_servers,
+                         "linger.ms": 20})  # fmt: skip
+    for i in range(2000):
+        producer.produce(topic, json.dumps({"N": i}).encode(), f"old{i}".encode())
+    producer.flush(30)
+    server = HttpServer(create_app(services), HttpServerSettings(port=free_port(),
+                                                                 graceful_timeout_s=1.0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert server.started.wait(10)
+        url = f"http://127.0.0.1:{server.port}/query"
+        with httpx.Client(timeout=20) as http, http.stream(
+                "POST", url, json={"ksql": f"PRINT '{topic}' LIMIT 1;"}) as answer:
+            assert answer.status_code == 200
+            producer.produce(topic, b'{"N":7}', b"new")
+            producer.flush(10)
+            printed = [line for line in answer.iter_lines() if line.startswith("rowtime")]
+    finally:
+        server.stop()
+        thread.join(10)
+    assert len(printed) == 1 and 'key: new, value: {"N":7}' in printed[0], printed
+
+
+@pytest.mark.kafka
 @pytest.mark.parametrize(("text", "fragment"), [
     ("PRINT 'no-such-topic';", ("Could not find topic 'no-such-topic', or the KSQL user does not "
                                "have permissions to list the topic. Topic names are case-sensitive.")),

@@ -164,3 +164,61 @@ def test_table_push_queries_show_tombstones(  # type: ignore[no-untyped-def]
     assert items[1:] == [{"row": {"columns": [10, 110]}},
                          {"row": {"columns": [10, None], "tombstone": True}},
                          {"row": {"columns": [11, 111]}}, {"finalMessage": "Limit Reached"}]
+
+
+def _readers_after_header(url: str, sql: str, count: int, timeout_s: float = 15.0
+                          ) -> tuple[list[threading.Thread], threading.Barrier, list[object]]:  # fmt: skip
+    """``count`` readers of ``sql`` (LIMIT 1) over /query-stream; each passes the barrier once its
+    header came back (the test's thread too: then it writes), and appends its one row, or the
+    error that ended it, to the list."""
+    headers = threading.Barrier(count + 1, timeout=timeout_s * 2)
+    got: list[object] = []
+
+    def read() -> None:
+        try:
+            with httpx.stream("POST", f"{url}/query-stream", timeout=timeout_s,
+                              json={"sql": sql}) as streamed:  # fmt: skip
+                lines = (line for line in streamed.iter_lines() if line)
+                header = json.loads(next(lines))
+                assert "queryId" in header, header
+                headers.wait()
+                got.append(json.loads(next(lines)))
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            got.append(repr(exc))
+            headers.abort()
+
+    threads = [threading.Thread(target=read) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads, headers, got
+
+
+def test_push_queries_start_at_the_end_when_their_header_comes(  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    """auto.offset.reset=latest (the default): the record written after a reader has its header is
+    that reader's first row, on an empty topic and behind 2,000 older records written in batches
+    (where the embedded broker's ListOffsets 'latest' answers an offset inside the last batch)."""
+    from confluent_kafka import Producer
+
+    suffix = uuid.uuid4().hex[:6]
+    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
+                            str(tmp_path / "node"), "--service-id", f"pushend_{suffix}")  # fmt: skip
+    topic = f"ends_{suffix}"
+    created = server.ksql(f"CREATE STREAM ends (ID STRING KEY, N INT) WITH (kafka_topic="
+                          f"'{topic}', partitions=2, value_format='JSON');")  # fmt: skip
+    assert created.status_code == 200, created.text
+    producer = Producer({"bootstrap.servers": memory_broker.bootstrap_servers, "linger.ms": 20})
+    readers = 10
+    for phase, older in enumerate((0, 2000)):
+        for i in range(older):
+            producer.produce(topic, json.dumps({"N": i}).encode(), f"old{i}".encode())
+        producer.flush(30)
+        threads, headers, got = _readers_after_header(
+            server.url, "SELECT ID, N FROM ends EMIT CHANGES LIMIT 1;", readers)
+        headers.wait()  # every reader has its header: now the record
+        producer.produce(topic, json.dumps({"N": -1}).encode(), f"new{phase}".encode())
+        producer.flush(10)
+        for thread in threads:
+            thread.join(40)
+        assert got == [[f"new{phase}", -1]] * readers, (older, got)

@@ -152,3 +152,51 @@ def test_racing_conflicting_statements_have_exactly_one_winner_each_round(
         winner = int(next(o for o in outcome if o.startswith("won")).split(":")[1])
         column = first.runner.catalog.sources[f"RACE{r}"].column("V")
         assert column is not None and column.type == ("INTEGER" if winner == 0 else "STRING")
+
+
+def test_a_persistent_query_records_where_it_starts(
+    log_settings: KafkaSettings, command_topic: str
+) -> None:
+    """auto.offset.reset (offset_reset.py): a stream read from its end gets the ends read from
+    fetches when the statement is validated (behind batched records, where the embedded broker's
+    ListOffsets is wrong), recorded in the command, so another server's catalog has the same."""
+    from confluent_kafka import Producer
+
+    from headwater.engine.persistent import QUERY_ANALYZER  # the engine's analysis, as a server
+
+    runners = [CommandRunner(log_settings, command_topic, None) for _ in range(2)]
+    for runner in runners:
+        runner.start()
+    try:
+        submitter = CommandSubmitter(log_settings, f"svc-{uuid.uuid4().hex[:8]}", command_topic,
+                                     runners[0], admin_client(log_settings),
+                                     analyze=QUERY_ANALYZER)  # fmt: skip
+        suffix = uuid.uuid4().hex[:6]
+        stream, table = f"clicks_{suffix}", f"users_{suffix}"
+        submitter.submit(parse_one(_stream(stream)))
+        submitter.submit(parse_one(f"CREATE TABLE {table} (id STRING PRIMARY KEY, n INT) WITH "
+                                   f"(kafka_topic='{table}', value_format='JSON', partitions=2);"))
+        producer = Producer({"bootstrap.servers": log_settings.bootstrap_servers,
+                             "linger.ms": 20})  # fmt: skip
+        for i in range(300):
+            producer.produce(stream, b'{"V": 1}', f"k{i}".encode(), partition=i % 2)
+        producer.produce(stream, b'{"V": 1}', b"last", partition=0)
+        producer.flush(10)
+
+        def started(text: str, reset: str | None = None) -> tuple[tuple[str, int, int], ...]:
+            answer = submitter.submit(parse_one(text), reset)
+            query_id = answer.message.rsplit(" ", 1)[-1]
+            assert runners[1].wait_for_position(runners[0].position, 10)
+            assert runners[1].catalog.queries[query_id] == answer.catalog.queries[query_id]
+            return answer.catalog.queries[query_id].start_offsets
+
+        assert started(f"CREATE STREAM a_{suffix} AS SELECT * FROM {stream};") == (
+            (stream, 0, 151), (stream, 1, 150))  # unset: a stream from its end
+        assert started(f"CREATE STREAM b_{suffix} AS SELECT * FROM {stream};", "earliest") == ()
+        assert started(f"CREATE TABLE c_{suffix} AS SELECT * FROM {table};") == ()
+        assert started(f"CREATE STREAM d_{suffix} AS SELECT s.id, s.v, t.n FROM {stream} s "
+                       f"JOIN {table} t ON s.id = t.id;", "latest") == (
+            (stream, 0, 151), (stream, 1, 150))  # the joined table from its beginning
+    finally:
+        for runner in runners:
+            runner.stop()
