@@ -209,6 +209,8 @@ class NeedsForwarding(Exception):
     Attributes:
         plans: when routing sent a partition elsewhere, the hosts to try per partition.
         skip: hosts that failed the query already, with why.
+        written_by: the table's writing queries as checked here (the answer's ``writtenBy``).
+        properties: the properties to forward with (a bound less the writers' lag), or None.
     """
 
     def __init__(self, plans: dict[int, list[str]] | None = None,
@@ -216,6 +218,8 @@ class NeedsForwarding(Exception):
         super().__init__()
         self.plans = plans
         self.skip: dict[str, str] = dict(skip or {})
+        self.written_by: tuple[WrittenBy, ...] = ()
+        self.properties: Mapping[str, Any] | None = None
 
 
 def execute_prepared(
@@ -261,8 +265,12 @@ def execute_prepared(
         if forwarded is None:  # the server asked answers for the writers, not those it forwards to
             prepared, properties, writers = _check_writers(services, prepared, properties,
                                                            local_only)  # fmt: skip
-        answer = _table_answer(services, prepared, properties, query_id, columns, local_only,
-                               skip or {}, forwarded)  # fmt: skip
+        try:
+            answer = _table_answer(services, prepared, properties, query_id, columns, local_only,
+                                   skip or {}, forwarded)  # fmt: skip
+        except NeedsForwarding as needs:  # the caller forwards: with the checked writers' bound
+            needs.written_by, needs.properties = writers, properties
+            raise
         return dataclasses.replace(answer, written_by=writers) if writers else answer
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,

@@ -21,6 +21,7 @@ row bound midway, it ends with an ``errorMessage`` item (ksqlDB's item for an er
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
@@ -224,9 +225,10 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                 host = hosts.pop()
                 try:
                     partial = await routed.forward_async(
-                        services, host, prepared.text, properties, sorted(needs.plans or ()),
-                        routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
-                    return answer_of(prepared, [partial])
+                        services, host, prepared.text, needs.properties or properties,
+                        sorted(needs.plans or ()), routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
+                    return dataclasses.replace(answer_of(prepared, [partial]),
+                                               written_by=needs.written_by)  # fmt: skip
                 except ExchangeFailed as failed:
                     skip[host] = str(failed).removeprefix(f"{host}: ")  # next replica, in a thread
                 except KsqlError as error:
