@@ -33,20 +33,25 @@ class LagReport:
         lags: ``{table: {partition: LagInfo}}``.
         timestamp_ms: when the sender made the report (its clock).
         received_ms: when it arrived (this server's clock; for the local server, when read).
+        queries: the persistent queries the sender runs: ``{query id: {"state", "message",
+            "processed": {topic: {partition: next offset}}}}`` (the engine's statuses), so that
+            every server can tell how current a table written by one of them is.
     """
 
     lags: TableLags = field(default_factory=lambda: MappingProxyType({}))
     timestamp_ms: int = 0
     received_ms: int = 0
+    queries: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         frozen = {table: MappingProxyType(dict(parts)) for table, parts in self.lags.items()}
         object.__setattr__(self, "lags", MappingProxyType(frozen))
 
 
-def lag_body(server_id: str, lags: TableLags, now_ms: int) -> dict[str, Any]:
-    """The ``POST /lag`` body reporting ``lags`` at ``now_ms``."""
-    return {
+def lag_body(server_id: str, lags: TableLags, now_ms: int,
+             queries: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The ``POST /lag`` body reporting ``lags`` (and the ``queries`` the sender runs) at ``now_ms``."""
+    body = {
         "hostInfo": host_info(server_id),
         "lagInfo": {
             table: {
@@ -63,6 +68,35 @@ def lag_body(server_id: str, lags: TableLags, now_ms: int) -> dict[str, Any]:
         },
         "timestamp": now_ms,
     }
+    if queries:
+        body["queries"] = {q: {k: status[k] for k in _QUERY_FIELDS if k in status}
+                           for q, status in sorted(queries.items())}  # fmt: skip
+    return body
+
+
+_QUERY_FIELDS = ("state", "message", "processed")
+
+
+def _queries(raw: Any) -> dict[str, dict[str, Any]]:
+    """The ``queries`` of a lag report, checked (a malformed entry is an unknown status: left out)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise BadClusterMessage('"queries" must be an object')
+    found: dict[str, dict[str, Any]] = {}
+    for query_id, status in raw.items():
+        if not isinstance(status, Mapping) or not isinstance(status.get("state"), str):
+            continue
+        entry: dict[str, Any] = {"state": status["state"],
+                                 "message": str(status.get("message") or "")}  # fmt: skip
+        processed = status.get("processed")
+        if isinstance(processed, Mapping) and all(
+                isinstance(offsets, Mapping) and all(_integer(o) for o in offsets.values())
+                for offsets in processed.values()):  # fmt: skip
+            entry["processed"] = {str(t): {str(p): int(o) for p, o in offsets.items()}
+                                  for t, offsets in processed.items()}  # fmt: skip
+        found[str(query_id)] = entry
+    return found
 
 
 def _integer(value: Any) -> bool:
@@ -111,7 +145,7 @@ def parse_lag_body(body: Mapping[str, Any], received_ms: int) -> tuple[str, LagR
             if not str(partition).isdigit():
                 raise BadClusterMessage(f"lagInfo[{table!r}]: partition {partition!r} is no number")
             lags[str(table)][int(partition)] = _lag_info(str(table), str(partition), info)
-    return sender, LagReport(lags, timestamp, received_ms)
+    return sender, LagReport(lags, timestamp, received_ms, _queries(body.get("queries")))
 
 
 def max_end_offset(host_lags: Mapping[str, TableLags], table: str, partition: int) -> int | None:

@@ -219,6 +219,7 @@ class ClusterAgent:
         self._follower = MembersFollower(
             kafka, members_topic(service_id), me, announce_interval_ms=announce_interval_ms
         )
+        self._local_queries: Callable[[], Mapping[str, Mapping[str, Any]]] = dict
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started = False
@@ -322,11 +323,16 @@ class ClusterAgent:
         if sender != self.self_id:
             self._lags.record(sender, report)
 
+    def report_queries(self, statuses: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
+        """Report the persistent queries this server runs (their engine's ``statuses``) with its
+        lags from now on (the engine starts after the agent)."""
+        self._local_queries = statuses
+
     def lag_reports(self) -> dict[str, LagReport]:
         """Every server's newest lag report; this server's is read from ``local_lags()`` now."""
         now = self._clock_ms()
         reports = self._lags.reports()
-        reports[self.self_id] = LagReport(self._local_lags(), now, now)
+        reports[self.self_id] = LagReport(self._local_lags(), now, now, self._local_queries())
         return dict(sorted(reports.items()))
 
     def host_lags(self) -> dict[str, dict[str, dict[int, LagInfo]]]:
@@ -356,7 +362,7 @@ class ClusterAgent:
         return merge_replica_lags(lags, table, partition)
 
     def _send_lags(self) -> None:
-        body = lag_body(self.self_id, self._local_lags(), self._clock_ms())
+        body = lag_body(self.self_id, self._local_lags(), self._clock_ms(), self._local_queries())
         for peer in sorted(live_hosts(self._heartbeats.statuses()) - {self.self_id}):
             self._poster.post(peer, LAG_PATH, body)
 

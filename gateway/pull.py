@@ -14,6 +14,7 @@ whatever the table's size. Every query runs under its time budget and a scan und
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -42,6 +43,13 @@ from headwater.gateway.errors import KsqlError
 from headwater.gateway.locate import keyword_offset, line_column, offset_in_message
 from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import Services
+from headwater.gateway.writers import (
+    NeedsEnds,
+    WrittenBy,
+    changelog_bound,
+    check_writers,
+    writers_of,
+)
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext import statements as ast
 
@@ -82,6 +90,8 @@ class PullAnswer:
     stream: Iterator[list[Any]] | None = None
     """More rows after ``rows``, computed as they are read (a scan served here alone); reading
     them may raise :class:`KsqlError` (the time budget or the row bound ran out)."""
+    written_by: tuple[WrittenBy, ...] = ()
+    """The persistent queries writing the table and how current each is (``gateway.writers``)."""
 
     def schema_text(self) -> str:
         """ksqlDB's header schema: ``\\`ID\\` STRING KEY, \\`V\\` BIGINT``."""
@@ -112,6 +122,7 @@ class PreparedPull:
     plan: PullPlan
     options: PullOptions
     bound: BoundPull | None = None
+    upstream_lag: int = 0  # of the bound, taken by the table's writing queries (gateway.writers)
 
     def execute(self, reader: TableReader, partitions: Collection[int] | None) -> PullResult:
         """Read a table's rows for this plan (with a cached plan's values, when it has them)."""
@@ -198,6 +209,8 @@ class NeedsForwarding(Exception):
     Attributes:
         plans: when routing sent a partition elsewhere, the hosts to try per partition.
         skip: hosts that failed the query already, with why.
+        written_by: the table's writing queries as checked here (the answer's ``writtenBy``).
+        properties: the properties to forward with (a bound less the writers' lag), or None.
     """
 
     def __init__(self, plans: dict[int, list[str]] | None = None,
@@ -205,6 +218,8 @@ class NeedsForwarding(Exception):
         super().__init__()
         self.plans = plans
         self.skip: dict[str, str] = dict(skip or {})
+        self.written_by: tuple[WrittenBy, ...] = ()
+        self.properties: Mapping[str, Any] | None = None
 
 
 def execute_prepared(
@@ -246,19 +261,60 @@ def execute_prepared(
             rows = list(budget.apply(_render(plan, result.rows)))
             return PullAnswer(query_id, columns, rows, served, "Query Completed")
         forwarded = routed.forwarded_partitions(properties)
-        if services.control is None or services.cluster is None or forwarded is not None:
-            tokens = routed.read_after(properties, source.topic)
-            if prepared.scan:  # read as the answer is written
-                stream, served = _scan_table(services, prepared, forwarded, tokens,
-                                             Budget.of(prepared))  # fmt: skip
-                return PullAnswer(query_id, columns, [], served, stream=stream)
-            result, served = _pull_table(services, prepared, forwarded, tokens,
-                                         may_wait=not local_only)  # fmt: skip
-            return PullAnswer(query_id, columns, list(_render(plan, result.rows)), served)
-        return _routed(services, prepared, properties, query_id, columns, local_only, skip or {})
+        writers: tuple[WrittenBy, ...] = ()
+        if forwarded is None:  # the server asked answers for the writers, not those it forwards to
+            prepared, properties, writers = _check_writers(services, prepared, properties,
+                                                           local_only)  # fmt: skip
+        try:
+            answer = _table_answer(services, prepared, properties, query_id, columns, local_only,
+                                   skip or {}, forwarded)  # fmt: skip
+        except NeedsForwarding as needs:  # the caller forwards: with the checked writers' bound
+            needs.written_by, needs.properties = writers, properties
+            raise
+        return dataclasses.replace(answer, written_by=writers) if writers else answer
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
                         retriable=exc.retriable) from exc  # fmt: skip
+
+
+def _check_writers(services: Services, prepared: PreparedPull, properties: Mapping[str, Any],
+                   local_only: bool) -> tuple[PreparedPull, Mapping[str, Any], tuple[WrittenBy, ...]]:
+    """The table's writing queries (``gateway.writers``), checked against the query's bound; and
+    the query and properties with what the bound leaves to the changelog."""
+    max_lag = prepared.options.max_offset_lag
+    bounded = max_lag < routed.UNBOUNDED
+    try:
+        writers = writers_of(services, prepared.source, may_wait=not local_only, fresh=bounded)
+    except NeedsEnds:
+        raise NeedsForwarding from None  # to a worker thread, which may read end offsets
+    check_writers(prepared.source.name, writers, max_lag, bounded)
+    if not (bounded and writers):
+        return prepared, properties, writers
+    left = changelog_bound(max_lag, writers)
+    options = dataclasses.replace(prepared.options, max_offset_lag=left)
+    return (dataclasses.replace(prepared, options=options, upstream_lag=max_lag - left),
+            {**properties, "acceptable.offset.lag": left}, writers)  # fmt: skip
+
+
+def _table_answer(
+    services: Services,
+    prepared: PreparedPull,
+    properties: Mapping[str, Any],
+    query_id: str,
+    columns: tuple[OutputColumn, ...],
+    local_only: bool,
+    skip: Mapping[str, str],
+    forwarded: tuple[int, ...] | None,
+) -> PullAnswer:
+    """A table's answer: from this server alone, or routed across the cluster's replicas."""
+    if services.control is not None and services.cluster is not None and forwarded is None:
+        return _routed(services, prepared, properties, query_id, columns, local_only, skip)
+    tokens = routed.read_after(properties, prepared.source.topic)
+    if prepared.scan:  # read as the answer is written
+        stream, served = _scan_table(services, prepared, forwarded, tokens, Budget.of(prepared))
+        return PullAnswer(query_id, columns, [], served, stream=stream)
+    result, served = _pull_table(services, prepared, forwarded, tokens, may_wait=not local_only)
+    return PullAnswer(query_id, columns, list(_render(prepared.plan, result.rows)), served)
 
 
 _QUERY_IDS = itertools.count(int.from_bytes(os.urandom(6), "big") << 16)
@@ -465,7 +521,8 @@ def _scan_table(
 def _served(services: Services, prepared: PreparedPull, before: Mapping[int, PartitionLag],
             touched: list[int]) -> tuple[ServedBy, ...]:  # fmt: skip
     """The partitions read, checked against the query's lag bound, as ``servedBy`` items."""
-    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag)
+    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag,
+                 prepared.upstream_lag)
     return tuple(
         ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
     )
@@ -512,7 +569,8 @@ def _ready(
     return reader, dict(before)
 
 
-def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int], max_lag: int) -> None:
+def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int], max_lag: int,
+                 upstream_lag: int = 0) -> None:  # fmt: skip
     bounded = max_lag < 2**63 - 1
     bad = [p for p in touched if p not in lags or not lags[p].servable(max_lag, bounded)]
     if not bad:
@@ -522,7 +580,9 @@ def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int
         for p in bad
     )
     raise KsqlError(
-        f"table {table} cannot be answered within an offset lag of {max_lag} yet ({details}); "
+        f"table {table} cannot be answered within an offset lag of {max_lag} yet ({details}"
+        + (f"; the bound less the {upstream_lag} records its writing queries lag behind their "
+           "sources" if upstream_lag else "") + "); "
         "retry shortly, or accept more lag with SET 'acceptable.offset.lag'",
         50302, kind="generic_error", retriable=True,
     )  # fmt: skip

@@ -5,7 +5,8 @@
 ``{"row": {"columns"}}`` per row, for a stream ``{"finalMessage": "Query Completed"}`` as ksqlDB
 ends a stream's pull query. ``servedBy`` (per partition: the serving host, its position and lag:
 the staleness of the answer, never hidden) is an extra field of the header, where ksqlDB's clients
-ignore it; every item is one of ksqlDB's kinds. With ``Accept: application/x-ndjson`` (or
+ignore it, as is ``writtenBy`` on a table written by persistent queries (each query's id, state and
+lag behind its sources: ``gateway.writers``); every item is one of ksqlDB's kinds. With ``Accept: application/x-ndjson`` (or
 ``application/vnd.ksqlapi.delimited.v1``) the same items come one per line. ``/query-stream`` (the
 body is ``{"sql", "properties", "sessionVariables"}``) answers a header object (``queryId``,
 ``columnNames``, ``columnTypes``, ``servedBy``) then one JSON array per row, one per line; with
@@ -20,6 +21,7 @@ row bound midway, it ends with an ``errorMessage`` item (ksqlDB's item for an er
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
@@ -226,9 +228,10 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                 host = hosts.pop()
                 try:
                     partial = await routed.forward_async(
-                        services, host, prepared.text, properties, sorted(needs.plans or ()),
-                        routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
-                    return answer_of(prepared, [partial])
+                        services, host, prepared.text, needs.properties or properties,
+                        sorted(needs.plans or ()), routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
+                    return dataclasses.replace(answer_of(prepared, [partial]),
+                                               written_by=needs.written_by)  # fmt: skip
                 except ExchangeFailed as failed:
                     skip[host] = str(failed).removeprefix(f"{host}: ")  # next replica, in a thread
                 except KsqlError as error:
@@ -278,8 +281,11 @@ def _decode_stream_request(body: bytes) -> KsqlRequest:
 
 def query_items(answer: PullAnswer) -> Iterator[Any]:
     """The items of a ``/query`` answer (a streamed answer's error ends it as an item)."""
-    yield {"header": {"queryId": answer.query_id, "schema": answer.schema_text(),
-                      "servedBy": [s.as_json() for s in answer.served_by]}}  # fmt: skip
+    header = {"queryId": answer.query_id, "schema": answer.schema_text(),
+              "servedBy": [s.as_json() for s in answer.served_by]}  # fmt: skip
+    if answer.written_by:
+        header["writtenBy"] = [w.as_json() for w in answer.written_by]
+    yield {"header": header}
     for row in answer.rows:
         yield {"row": {"columns": row}}
     if answer.stream is not None:
@@ -300,6 +306,7 @@ def stream_items(answer: PullAnswer) -> Iterator[Any]:
         "columnNames": [c.name for c in answer.columns],
         "columnTypes": [c.type for c in answer.columns],
         "servedBy": [s.as_json() for s in answer.served_by],
+        **({"writtenBy": [w.as_json() for w in answer.written_by]} if answer.written_by else {}),
     }
     yield from answer.rows
     if answer.stream is not None:

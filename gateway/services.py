@@ -270,6 +270,8 @@ def open_services(
                                   _queries_owned(control))  # fmt: skip
             queries.start()
             stack.callback(queries.close)
+            if agent is not None:
+                agent.report_queries(queries.statuses)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
         yield Services(
             settings, service_id, runner, submitter, admin, info, limits, pull, advertised,

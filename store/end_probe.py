@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -66,6 +66,17 @@ class EndProbe:
         self._asks: queue.SimpleQueue[_Ask | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._recent: dict[_Key, tuple[float, int]] = {}  # the last end read: (monotonic, end)
+
+    def recent(self, topic: str, partitions: Iterable[int], max_age_s: float) -> dict[int, int] | None:
+        """The ends of `partitions` that a round of this probe read within `max_age_s` (no I/O),
+        or None when some partition has none that recent."""
+        oldest = time.monotonic() - max_age_s
+        with self._lock:
+            found = {p: self._recent.get((topic, p)) for p in partitions}
+        if any(seen is None or seen[0] < oldest for seen in found.values()):
+            return None
+        return {p: seen[1] for p, seen in found.items() if seen is not None}
 
     def ends(self, topic: str, hints: Mapping[int, int], timeout_s: float) -> dict[int, int]:
         """The end offset of each partition in `hints`, from a fetch sent after this call began.
@@ -145,7 +156,10 @@ class EndProbe:
         for ask in asks:
             for key, end in ask.wanted.items():
                 wanted[key] = max(wanted.get(key, 0), end)
+        asked = time.monotonic()  # every end read below is at least this recent
         found = _round(reader, wanted)
+        with self._lock:
+            self._recent.update({key: (asked, end) for key, end in found.items()})
         for ask in asks:
             ask.found.update({k: found[k] for k in ask.wanted if k in found})
             ask.done.set()

@@ -7,8 +7,11 @@ usable in-process (tests share one session that way). The session starts on the 
 A query is started from its `QueryPayload` (plain JSON: the query and the catalog objects it needs)
 as ``readStream`` over the `kafka_source` (which runs the query's operators in the Spark tasks)
 into an `ExactlyOnceSink`, with its checkpoint under the checkpoint root, so a restart or a new
-owner resumes where the last one stopped. A query that fails is reported as ERROR with the reason
-and started again after a growing pause (5 s, doubling to 60 s), as ksqlDB retries failed queries.
+owner resumes where the last one stopped. A query Spark has started is PENDING until Spark has
+finished its first trigger (on a loaded machine that took 70 s: its sources connect, the checkpoint
+is read), then RUNNING with the offsets its last committed micro-batch read to (``processed``). A
+query that fails is reported as ERROR with the reason and started again after a growing pause (5 s,
+doubling to 60 s), as ksqlDB retries failed queries.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class _Running:
     started_ms: int = 0
     restarts: int = 0
     starting_until: float = 0.0  # while Spark initializes its sources (see `_starting`)
+    progressed: bool = False  # Spark has finished a trigger of this run (see `_processed`)
+    processed: dict[str, dict[str, int]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -166,8 +171,15 @@ class QueryDriver:
             message = running.message
             if running.state == "ERROR" and not message.strip():  # never an error without a text
                 message = f"the query failed without a reason (see {self.settings.log_file or 'the log'})"
-            status = {"state": running.state, "message": message,
+            state = running.state
+            if state == "RUNNING" and running.handle is not None and not self._processed(running):
+                # started, but Spark has not finished a trigger yet (its sources connect, the
+                # checkpoint is read): nothing it wrote can be trusted to be current
+                state, message = "PENDING", _STARTING_MESSAGE
+            status = {"state": state, "message": message,
                       "restarts": running.restarts, "startedMs": running.started_ms}  # fmt: skip
+            if state == "RUNNING":
+                status["processed"] = {t: dict(p) for t, p in running.processed.items()}
             if stats is not None:
                 with stats.lock:
                     status.update(records=stats.records, batches=stats.batches,
@@ -176,6 +188,21 @@ class QueryDriver:
                                   replayedSkipped=stats.skipped_replayed)  # fmt: skip
             found[query_id] = status
         return found
+
+    def _processed(self, running: _Running) -> bool:
+        """Whether Spark has finished a trigger of the query's current run; keeps
+        ``running.processed`` (topic -> {partition: next offset}) at what its last committed
+        micro-batch read (Spark's progress: each source's end offset)."""
+        try:
+            progress = running.handle.lastProgress
+        except Exception:  # py4j: the query is going away
+            log.debug("no progress of query", exc_info=True)
+            return running.progressed
+        if progress is None:
+            return running.progressed
+        running.progressed = True
+        running.processed = processed_offsets(running.payload, progress)
+        return True
 
     def stop_all(self) -> None:
         """Stop every query (their checkpoints stay) and the session."""
@@ -224,6 +251,7 @@ class QueryDriver:
             if self.settings.trigger_interval_ms > 0:
                 writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_ms} "
                                                        "milliseconds")  # fmt: skip
+            running.progressed, running.processed = False, {}
             running.handle = writer.start()
             running.starting_until = time.monotonic() + _STARTING_MAX_S
             running.sink = target
@@ -270,6 +298,29 @@ class QueryDriver:
         if running.sink is not None:
             running.sink.close()
         running.handle = None
+
+
+_STARTING_MESSAGE = ("starting: Spark has not finished the query's first micro-batch yet (its "
+                     "sources connect, its checkpoint is read); what it writes is not current")
+
+
+def processed_offsets(payload: Mapping[str, Any], progress: Any) -> dict[str, dict[str, int]]:
+    """topic -> {partition: next offset} that the query's last committed micro-batch read to: the
+    end offsets of each source in Spark's ``progress`` (``kafka_source``'s offsets), by the
+    payload's source topics in order (a join's leaves; a topic read twice: the lesser offset)."""
+    topics = [str(leaf["topic"]) for leaf in payload.get("leaves") or ()] \
+        if payload.get("join") else [str(payload["source"]["topic"])]  # fmt: skip
+    sources = list(progress["sources"] or ())
+    found: dict[str, dict[str, int]] = {}
+    for topic, source in zip(topics, sources, strict=False):
+        end = source["endOffset"]
+        offsets = json.loads(end) if isinstance(end, str) else end
+        if not isinstance(offsets, Mapping):
+            continue
+        mine = found.setdefault(topic, {})
+        for partition, offset in offsets.items():
+            mine[str(partition)] = min(int(offset), mine.get(str(partition), int(offset)))
+    return found
 
 
 def _available_mb() -> int | None:

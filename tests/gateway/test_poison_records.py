@@ -105,6 +105,10 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
             break
         time.sleep(0.5)
     assert rows == wanted, scanned.text
+    # the answer says the query writing the table runs, and its lag behind its source is known
+    # (from Spark's progress: the offsets its last committed micro-batch read to)
+    writers = scanned.json()[0]["header"]["writtenBy"]
+    assert [(w["state"], w["lag"] is not None) for w in writers] == [("RUNNING", True)], writers
     queries = _ok(server.ksql("SHOW QUERIES;"))[0]["queries"]
     assert sorted(q["state"] for q in queries) == ["RUNNING", "RUNNING"], queries
 
