@@ -71,6 +71,7 @@ from bench._chaos_check import check_output
 from bench._node import Server, versions
 from bench.chaos import kill_leftovers
 from bench.persistent_queries import _rss_mb
+from bench.query_memory import _processes, _rss_of
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, admin_client, consumer, producer_config
 
@@ -97,7 +98,7 @@ class Run:
         self.t0 = time.monotonic()
         self.deadline = self.t0 + args.minutes * 60
         self.stop = threading.Event()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # note() is called with it held
         self.good_ids: list[int] = []  # delivered
         self.good_kinds: Counter[str] = Counter()
         self.poison: Counter[str] = Counter()  # delivered, by kind
@@ -110,6 +111,9 @@ class Run:
         self.rss_peak_mb = 0.0
         self.rss_peak_at = 0.0
         self.rss_samples: list[float] = []
+        self.rss_peak_processes = ""  # the tree's processes by kind at the peak
+        self.rss_timeline: list[str] = []  # every 30 s
+        self.server_rss_peak_mb = 0.0  # the server's own process (push queries live there)
         self.cycles = 0
         self.cycle_failures: list[str] = []
         self.cycle_refused = 0  # CSAS of a cycle refused by the limit (during the burst)
@@ -190,13 +194,12 @@ class Run:
                 huge_at = time.monotonic() + args.huge_every_s
             if next_id % args.poison_every == 0:
                 kinds.append(small[poison_n % len(small)])
-            sender.produce(SOURCE_TOPIC, key=key_of(next_id, args.keys).encode(),
-                           value=good_value(next_id, good_kind),
-                           on_delivery=delivered(good_kind, next_id))  # fmt: skip
+            send(sender, key_of(next_id, args.keys).encode(), good_value(next_id, good_kind),
+                 delivered(good_kind, next_id))  # fmt: skip
             next_id += 1
             for kind in kinds:
                 key, value = poison(kind, poison_n, args.keys)
-                sender.produce(SOURCE_TOPIC, key=key, value=value, on_delivery=delivered(kind, None))
+                send(sender, key, value, delivered(kind, None))
                 poison_n += 1
             sender.poll(0)
             next_at = max(next_at + 1 / args.rate, time.monotonic() - 1)
@@ -398,11 +401,27 @@ class Run:
     def _sample_rss(self) -> None:
         while self._running():
             mb = _rss_mb(self.server.process.pid)
+            own = _rss_of(self.server.process.pid) / 1024
             with self.lock:
+                self.server_rss_peak_mb = max(self.server_rss_peak_mb, own)
                 self.rss_samples.append(mb)
                 if mb > self.rss_peak_mb:
                     self.rss_peak_mb, self.rss_peak_at = mb, time.monotonic() - self.t0
+                    self.rss_peak_processes = _processes(self.server.process.pid)
+                if len(self.rss_samples) % 30 == 1:
+                    self.rss_timeline.append(f"t={time.monotonic() - self.t0:.0f} s {mb:,.0f} MB "
+                                             f"({_processes(self.server.process.pid)})")
             self.stop.wait(1.0)
+
+
+def send(sender: Producer, key: bytes, value: bytes | None, callback: Any) -> None:
+    """Produce one record to the source topic, waiting while the producer's queue is full."""
+    while True:
+        try:
+            sender.produce(SOURCE_TOPIC, key=key, value=value, on_delivery=callback)
+            return
+        except BufferError:
+            sender.poll(0.05)
 
 
 def _query_id(body: Any) -> str | None:
@@ -549,6 +568,8 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
                   "unclean": run.burst["unclean"], "examples": run.burst_examples},
         "push": dict(sorted(run.push.items())),
         "peak_rss_mb": round(run.rss_peak_mb), "peak_rss_at_s": round(run.rss_peak_at),
+        "peak_server_process_rss_mb": round(run.server_rss_peak_mb),
+        "peak_rss_processes": run.rss_peak_processes, "rss_timeline": run.rss_timeline,
         "rss_budget_mb": args.rss_budget_mb or 1536 + 200 * args.limit,
         "info": {**latency_ms(run.info_s), "requests": len(run.info_s),
                  "errors": sum(run.info_errors.values()),
@@ -585,7 +606,10 @@ def report(f: dict[str, Any]) -> None:
     print(f"  /info: {info['requests']:,} requests, p50 {info['p50_ms']:g} ms, p99 {info['p99_ms']:g} "
           f"ms, max {info['max_ms']:g} ms, errors {info['errors']} {info['error_kinds'] or ''}")
     print(f"  peak RSS of the server's tree {f['peak_rss_mb']:,} MB at t={f['peak_rss_at_s']} s "
-          f"(budget: 1.5 GB + 200 MB per allowed query)")
+          f"(budget: 1.5 GB + 200 MB per allowed query); the server's own process at most "
+          f"{f['peak_server_process_rss_mb']:,} MB; at the peak: {f['peak_rss_processes']}")
+    for line in f["rss_timeline"]:
+        print(f"    RSS {line}")
     for query_id, message in f["errored_queries"].items():
         cause = "a record?" if query_id in by_a_record(f["errored_queries"]) else "Spark, retried"
         print(f"    seen in ERROR ({cause}): {query_id}: {message}")
