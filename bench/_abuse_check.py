@@ -165,7 +165,7 @@ def verdicts(f: Mapping[str, Any]) -> list[Verdict]:
                 f["max_active"] <= f["limit"]),
         Verdict("DDL cycle statements failed", str(len(f["cycle_failures"])), "0",
                 not f["cycle_failures"]),
-        Verdict("peak RSS of the server's tree", f"{f['peak_rss_mb']:,.0f} MB",
+        Verdict("peak memory (PSS) of the server's tree", f"{f['peak_rss_mb']:,.0f} MB",
                 f"<= {f['rss_budget_mb']:,.0f} MB", f["peak_rss_mb"] <= f["rss_budget_mb"]),
         Verdict("/info p99", f"{f['info']['p99_ms']:,.0f} ms", f"<= {f['info_p99_target_ms']:,.0f} ms",
                 f["info"]["p99_ms"] <= f["info_p99_target_ms"] and f["info"]["errors"] == 0),

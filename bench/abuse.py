@@ -16,8 +16,9 @@ over it, both from the earliest offset, then for --minutes, each in its own thre
 - once, a burst of CSAS past the active-query limit, sent at once (each answer must be a 200 or a
   clean 400 naming the limit), then terminated and dropped with their topics;
 - ``GET /info`` polled continuously (its latency), ``/queryStatus`` and ``SHOW QUERIES`` every
-  second (queries seen in ERROR, most queries active), the RSS of the server's process tree (the
-  server, Spark's JVM and Python workers) every second.
+  second (queries seen in ERROR, most queries active), the memory of the server's process tree (the
+  server, Spark's JVM and Python workers) every second: PSS summed, as VmRSS summed counts the pages
+  a forked process shares again (a JVM forking to start a Python worker showed as 4 JVMs, 3.8 GB).
 
 Then the CSAS output topic is read whole (offsets from fetches) and every good id must be there
 exactly once, and the CTAS counts (a pull query) must equal the good records per key. The report is
@@ -70,7 +71,7 @@ from bench._abuse_check import (
 from bench._chaos_check import check_output
 from bench._node import Server, versions
 from bench.chaos import kill_leftovers
-from bench.persistent_queries import _rss_mb
+from bench.persistent_queries import _rss_mb, _tree
 from bench.query_memory import _processes, _rss_of
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, admin_client, consumer, producer_config
@@ -113,7 +114,8 @@ class Run:
         self.rss_samples: list[float] = []
         self.rss_peak_processes = ""  # the tree's processes by kind at the peak
         self.rss_timeline: list[str] = []  # every 30 s
-        self.server_rss_peak_mb = 0.0  # the server's own process (push queries live there)
+        self.server_rss_peak_mb = 0.0
+        self.rss_sum_peak_mb = 0.0  # plain VmRSS summed: counts a forked JVM's shared pages again  # the server's own process (push queries live there)
         self.cycles = 0
         self.cycle_failures: list[str] = []
         self.cycle_refused = 0  # CSAS of a cycle refused by the limit (during the burst)
@@ -400,18 +402,42 @@ class Run:
 
     def _sample_rss(self) -> None:
         while self._running():
-            mb = _rss_mb(self.server.process.pid)
+            mb = pss_mb(self.server.process.pid)
+            rss = _rss_mb(self.server.process.pid)
             own = _rss_of(self.server.process.pid) / 1024
             with self.lock:
+                self.rss_sum_peak_mb = max(self.rss_sum_peak_mb, rss)
                 self.server_rss_peak_mb = max(self.server_rss_peak_mb, own)
                 self.rss_samples.append(mb)
                 if mb > self.rss_peak_mb:
                     self.rss_peak_mb, self.rss_peak_at = mb, time.monotonic() - self.t0
                     self.rss_peak_processes = _processes(self.server.process.pid)
                 if len(self.rss_samples) % 30 == 1:
-                    self.rss_timeline.append(f"t={time.monotonic() - self.t0:.0f} s {mb:,.0f} MB "
-                                             f"({_processes(self.server.process.pid)})")
+                    self.rss_timeline.append(f"t={time.monotonic() - self.t0:.0f} s PSS {mb:,.0f} MB "
+                                             f"(VmRSS by kind: {_processes(self.server.process.pid)})")
             self.stop.wait(1.0)
+
+
+def pss_mb(root: int) -> float:
+    """The memory of ``root``'s process tree in MB: the sum of each process's PSS (shared pages
+    divided among the processes sharing them), so that a JVM forking to start a Python worker (a
+    momentary copy whose VmRSS repeats the JVM's ~1 GB) or Spark's forked daemons are not counted
+    twice; VmRSS where PSS cannot be read."""
+    total = 0
+    for pid in _tree(root):
+        try:
+            text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            key = "Pss:"
+        except OSError:
+            try:
+                text, key = Path(f"/proc/{pid}/status").read_text(), "VmRSS:"
+            except OSError:
+                continue
+        for line in text.splitlines():
+            if line.startswith(key):
+                total += int(line.split()[1])
+                break
+    return total / 1024
 
 
 def send(sender: Producer, key: bytes, value: bytes | None, callback: Any) -> None:
@@ -569,6 +595,7 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
         "push": dict(sorted(run.push.items())),
         "peak_rss_mb": round(run.rss_peak_mb), "peak_rss_at_s": round(run.rss_peak_at),
         "peak_server_process_rss_mb": round(run.server_rss_peak_mb),
+        "peak_rss_sum_mb": round(run.rss_sum_peak_mb),
         "peak_rss_processes": run.rss_peak_processes, "rss_timeline": run.rss_timeline,
         "rss_budget_mb": args.rss_budget_mb or 1536 + 200 * args.limit,
         "info": {**latency_ms(run.info_s), "requests": len(run.info_s),
@@ -605,11 +632,12 @@ def report(f: dict[str, Any]) -> None:
     info = f["info"]
     print(f"  /info: {info['requests']:,} requests, p50 {info['p50_ms']:g} ms, p99 {info['p99_ms']:g} "
           f"ms, max {info['max_ms']:g} ms, errors {info['errors']} {info['error_kinds'] or ''}")
-    print(f"  peak RSS of the server's tree {f['peak_rss_mb']:,} MB at t={f['peak_rss_at_s']} s "
+    print(f"  peak memory (PSS) of the server's tree {f['peak_rss_mb']:,} MB at t={f['peak_rss_at_s']} s "
+          f"(VmRSS summed: {f['peak_rss_sum_mb']:,} MB) "
           f"(budget: 1.5 GB + 200 MB per allowed query); the server's own process at most "
           f"{f['peak_server_process_rss_mb']:,} MB; at the peak: {f['peak_rss_processes']}")
     for line in f["rss_timeline"]:
-        print(f"    RSS {line}")
+        print(f"    memory {line}")
     for query_id, message in f["errored_queries"].items():
         cause = "a record?" if query_id in by_a_record(f["errored_queries"]) else "Spark, retried"
         print(f"    seen in ERROR ({cause}): {query_id}: {message}")

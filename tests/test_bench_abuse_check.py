@@ -132,7 +132,7 @@ def test_a_clean_run_meets_every_target() -> None:
     ({"burst": {"refused": 2, "unclean": 1}}, "burst past the limit: refused / unclean answers"),
     ({"max_active": 9}, "most queries active at once"),
     ({"cycle_failures": ["DROP ..."]}, "DDL cycle statements failed"),
-    ({"peak_rss_mb": 4000.0}, "peak RSS of the server's tree"),
+    ({"peak_rss_mb": 4000.0}, "peak memory (PSS) of the server's tree"),
     ({"info": {"p99_ms": 1500.0, "errors": 0}}, "/info p99"),
     ({"info": {"p99_ms": 10.0, "errors": 1}}, "/info p99"),
     ({"left_behind": ["pid 1: java"]}, "processes left behind"),
