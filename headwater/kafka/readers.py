@@ -11,16 +11,19 @@ partitions of that topic are paused or unassigned when the deletion happens is n
 a producer. So:
 
 - every consumer headwater makes is a :class:`Reader` (``clients.consumer`` builds them, and
-  ``tests/test_kafka_ownership.py`` keeps it the only way), which records what it is assigned here;
+  ``tests/kafka/test_kafka_ownership.py`` keeps it the only way), which records what it is assigned here;
 - a topic is deleted only through ``clients.delete_topics``, which first :func:`retire`\\ s it:
   every reader of it in this process has those partitions paused (under the reader's own lock, so
   never while it is being closed), and the call waits out the fetches already in flight;
 - while a topic is retired, an assignment of it is not passed on (the rest of the assignment is),
   and :meth:`Reader.retired` tells an owner that its topic is going away, so it can end cleanly;
-- a client that knew a topic dies too when a topic of that name is created again, even one no
-  longer assigned it: a reader that was assigned a retired topic "needs renewal" (its owner closes
-  it and reads on with a new one, ``create_topic`` waits for that), and a reader never polls while
-  it has nothing assigned (an idle consumer that polls learns every topic of the cluster);
+- a client that knew a topic dies too when a topic of that name is created again and it fetches
+  it (a stale topic id), even one no longer assigned it. Once a deletion is noted
+  (:func:`note_deleted`), a reader that was assigned the topic, and every reader that follows new
+  topics (the restorer's and the end probe's: a client made while the old topic existed may hold its
+  id, as the embedded broker names every topic in its first metadata answer), "needs renewal": its
+  owner closes it and reads on with a new one, and ``create_topic`` waits for that. A reader never
+  polls while it has nothing assigned (an idle consumer that polls learns every topic);
 - servers of a cluster retire a topic when they apply the DROP ... DELETE TOPIC that will delete it,
   and the server that deletes it first waits for them to have applied it.
 
