@@ -338,6 +338,15 @@ def test_an_unread_http2_push_stream_stops_alone_and_resumes(  # type: ignore[no
         pump(lambda: others <= ended, 60)
         assert others <= ended, {s: len(got[s]) for s in streams}
         assert all(got[s].count(b"\n") == rows + 1 for s in others)
+        # its rows may still be on their way (its own consumer, its own pace): until its window is full
+        pump(lambda: len(got[unread]) >= 65535, 30)
+        time.sleep(0.5)  # anything beyond the window would arrive now
+        sock.settimeout(0.5)
+        try:
+            pump(lambda: False, 1)
+        except TimeoutError:
+            pass
+        sock.settimeout(20)
         assert len(got[unread]) == 65535 and unread not in ended  # its window, and no more
         conn.acknowledge_received_data(held[0], unread)  # now its client reads
         held[0] = -1

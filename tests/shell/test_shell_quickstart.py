@@ -63,7 +63,7 @@ def _rows(url: str, sql: str) -> list[list[Any]]:
     return [list(row.values()) for row in printed["rows"]]
 
 
-def _eventually(url: str, sql: str, wanted: Any, timeout_s: float = 60) -> Any:
+def _eventually(url: str, sql: str, wanted: Any, timeout_s: float = 120) -> Any:
     deadline = time.monotonic() + timeout_s
     while (found := _rows(url, sql)) != wanted and time.monotonic() < deadline:
         time.sleep(0.5)
