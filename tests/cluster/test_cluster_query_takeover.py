@@ -126,5 +126,7 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         reader.close()
     assert len(values) == total, f"{len(values)} records for {total} inputs"
     assert sorted(values) == list(range(1, total + 1))
+    # the new owner restarts the query from the checkpoint: on a busy machine Spark may take a
+    # while (and retry a worker that failed to connect back) before it reports RUNNING again
     assert _eventually(lambda: [_states(s.url)[query_id] for s in others],
-                       ["RUNNING"] * 2) == ["RUNNING"] * 2
+                       ["RUNNING"] * 2, timeout_s=60) == ["RUNNING"] * 2
