@@ -17,12 +17,13 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
-from headwater.kafka.lanes import Lane, next_lane
+from headwater.kafka.lanes import Lane, live_wait_after_stall, next_lane
 from headwater.kafka.offsets import cached_end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import UnreadableRecord
@@ -40,6 +41,9 @@ _FETCH_WAIT_MS = 20
 # to it: a few commands behind is still read live.
 _CATCH_UP_FETCH_WAIT_MS = 500
 _CATCH_UP_AFTER_RECORDS = 20
+# How long the live consumer may see a new end without its record before its wait is lengthened
+# (``kafka.lanes.live_wait_after_stall``).
+_STALL_S = 0.5
 
 #: Called after each decided command, on the runner's thread, with the new catalog.
 Listener = Callable[[CommandRecord, Outcome, Catalog], None]
@@ -89,6 +93,7 @@ class CommandRunner:
         self._since_snapshot = 0
         self._read_to_end = False
         self._high: int | None = None
+        self._live_wait_ms = _FETCH_WAIT_MS
         self.replayed_from_snapshot = -1
 
     # -- what others read ------------------------------------------------------------------------
@@ -185,8 +190,16 @@ class CommandRunner:
             with self._changed:
                 self._state = RunnerState.RUNNING
                 self._changed.notify_all()
+            received_at = time.monotonic()
             while not self._stop.is_set():
                 messages = poll_batch(reader, 500, 0.1)
+                if messages:
+                    received_at = time.monotonic()
+                elif lane is Lane.LIVE:
+                    renewed = self._unstalled(reader, time.monotonic() - received_at)
+                    if renewed is not None:
+                        reader = readers[lane] = renewed
+                        received_at = time.monotonic()
                 at_end = False
                 for message in messages:
                     error = message.error()
@@ -227,8 +240,26 @@ class CommandRunner:
             for reader in readers.values():
                 reader.close()
 
+    def _unstalled(self, live: Consumer, idle_s: float) -> Consumer | None:
+        """A live consumer with a longer fetch wait, in place of `live`, if `live` stalled behind
+        its end (``kafka.lanes.live_wait_after_stall``); None if it did not."""
+        self._high = cached_end_offsets(live, self._topic, [0]).get(0, self._high)
+        (position,) = live.position([TopicPartition(self._topic, 0)])  # past transaction markers
+        at = position.offset if position.offset >= 0 else self.position
+        longer = live_wait_after_stall(self._live_wait_ms, at, self._high, idle_s, _STALL_S,
+                                       _CATCH_UP_FETCH_WAIT_MS)  # fmt: skip
+        if longer is None:
+            return None
+        log.info("command topic %s: no record for %.1f s at offset %d with the end at %s: fetch wait "
+                 "%d ms -> %d ms", self._topic, idle_s, at, self._high, self._live_wait_ms, longer)  # fmt: skip
+        live.close()
+        self._live_wait_ms = longer
+        renewed = self._reader(Lane.LIVE)
+        renewed.assign([TopicPartition(self._topic, 0, at)])
+        return renewed
+
     def _reader(self, lane: Lane) -> Consumer:
-        wait_ms = _FETCH_WAIT_MS if lane is Lane.LIVE else _CATCH_UP_FETCH_WAIT_MS
+        wait_ms = self._live_wait_ms if lane is Lane.LIVE else _CATCH_UP_FETCH_WAIT_MS
         purpose = "command-runner" if lane is Lane.LIVE else f"command-runner-{lane.value}"
         return consumer(self._settings, purpose, read_committed=True,
                         partition_eof=True, fetch_wait_max_ms=wait_ms)  # fmt: skip

@@ -18,13 +18,19 @@ runner) read with two consumers, each partition with one of them:
 
 On a real Kafka cluster a fetch is answered as soon as records arrive, so the catch-up lane's long
 wait costs nothing there either.
+
+Workaround "a short fetch wait finds nothing at the end of a long log" (durable broker): how long Tansu
+takes to find a position grows with the number of batches before it; past ~1,300 one-record batches
+a 20 ms wait expires before Tansu finds the record at the end, every time, so a live consumer at its
+end never sees a new record, although its fetches report the new end (40 ms still worked at 2,000).
+`live_wait_after_stall` lengthens the live consumer's wait when that happens.
 """
 
 from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Lane", "next_lane"]
+__all__ = ["Lane", "live_wait_after_stall", "next_lane"]
 
 
 class Lane(Enum):
@@ -49,3 +55,25 @@ def next_lane(lane: Lane, position: int, end: int | None, at_end: bool, behind_l
     if end is not None and end - position > behind_limit:
         return Lane.CATCH_UP
     return Lane.LIVE
+
+
+def live_wait_after_stall(
+    wait_ms: int, position: int, end: int | None, idle_s: float, stall_s: float, cap_ms: int
+) -> int | None:
+    """The longer fetch wait a live consumer needs, or None while it is not stalled.
+
+    Stalled: the end its fetches report lies beyond its position, yet no record has come for
+    `stall_s`. (An open transaction looks the same to a read_committed reader for as long as it stays
+    open: the wait then grows too, which costs freshness, never a record.)
+
+    Args:
+        wait_ms: The live consumer's fetch wait now.
+        position: Where it reads.
+        end: The end its latest fetch reported (None: not known yet).
+        idle_s: How long it has received nothing.
+        stall_s: How long that may last with records waiting before the wait is lengthened.
+        cap_ms: The longest wait (the catch-up consumer's).
+    """
+    if end is None or end <= position or idle_s < stall_s or wait_ms >= cap_ms:
+        return None
+    return min(wait_ms * 2, cap_ms)

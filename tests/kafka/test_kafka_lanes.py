@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.kafka.lanes import Lane, next_lane
+from headwater.kafka.lanes import Lane, live_wait_after_stall, next_lane
 
 LIMIT = 20
 
@@ -40,3 +40,20 @@ def test_a_catching_up_partition_goes_live_at_its_end() -> None:
     assert next_lane(Lane.CATCH_UP, 100, 100, True, LIMIT) is Lane.LIVE
     # the end seen by an earlier fetch may be behind the end-of-partition event
     assert next_lane(Lane.CATCH_UP, 120, 100, True, LIMIT) is Lane.LIVE
+
+
+@pytest.mark.parametrize(
+    ("wait_ms", "position", "end", "idle_s", "longer"),
+    [
+        (20, 100, 101, 1.0, 40),  # a record waits and none came: the wait doubles
+        (320, 100, 101, 1.0, 500),  # up to the cap
+        (500, 100, 101, 1.0, None),  # at the cap: nothing longer to try
+        (20, 100, 101, 0.1, None),  # not for long enough yet
+        (20, 101, 101, 9.0, None),  # at the end: idle is just quiet
+        (20, 100, None, 9.0, None),  # no end reported yet
+    ],
+)
+def test_a_live_consumer_stalled_behind_its_end_gets_a_longer_wait(
+    wait_ms: int, position: int, end: int | None, idle_s: float, longer: int | None
+) -> None:
+    assert live_wait_after_stall(wait_ms, position, end, idle_s, 0.5, 500) == longer
