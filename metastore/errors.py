@@ -85,10 +85,3 @@ class UnreadableRecord(MetastoreError):
     """A command-log record this server cannot apply (a format from the future, corrupt bytes)."""
 
     error_code = 50000
-
-
-class Degraded(MetastoreError):
-    """The command runner stopped at a record it cannot apply; the catalog is frozen until fixed."""
-
-    error_code = 50302
-    retriable = True

@@ -244,23 +244,6 @@ def test_a_server_holds_only_its_assigned_partitions(client: TestClient, service
     assert len(until_rows(client, f"SELECT K FROM {name};", 8)) == 8  # restored from the topic
 
 
-def test_kip535_local_api(client: TestClient, services: Services, users: str) -> None:
-    from headwater.engine.partitioner import partition_for
-    from headwater.gateway.kip535 import LocalMetadata
-
-    local = LocalMetadata(services)
-    meta = local.query_metadata_for_key(users, ("u3",))
-    assert meta.partition == partition_for(b"u3", 3)
-    assert meta.active == services.advertised and meta.standbys == ()
-    deadline = time.monotonic() + 10  # a test before reassigned the partitions: they restore
-    while set(lags := local.all_local_store_partition_lags().get(users, {})) != {0, 1, 2}:
-        assert time.monotonic() < deadline, lags
-        time.sleep(0.05)
-    assert all(lag.offset_lag == 0 for lag in lags.values())
-    row = local.store(users).get(meta.partition, ("u3",))
-    assert row is not None and row.value["NAME"] == "n3"
-
-
 # -- bound parameters are data (issue 21, item 0) ---------------------------------------------------
 
 
