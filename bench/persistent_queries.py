@@ -9,7 +9,7 @@ measures, as a user would see it:
 2. produce -> record on the CSAS sink topic, one record every 100 ms, one query running: p50 / p99
    (targets: p50 <= 0.5 s, p99 <= 1 s);
 3. sustained throughput of a filter + projection query over 200k JSON records on 2 partitions (the
-   peers' workload of notes/kafka-and-spark-here.md: ``WHERE amount > 50``, 4 columns, one arithmetic,
+   peers' workload (bytewax, Quix Streams, Faust, measured here in November 2026): ``WHERE amount > 50``, 4 columns, one arithmetic,
    one upper-case): records/s (target >= 30,000) and CPU seconds per 1k records of the server's whole
    process tree (server, Spark driver, JVM, Python workers);
 4. idle cost of the server with 10 idle persistent queries: CPU share of one core over 20 s (target

@@ -18,7 +18,7 @@ terminated and every stream, table and type dropped, so the next case starts fro
 each case gets topics of its own (names suffixed, mapped back in the answers), as deleting a topic
 and creating it again under a materialized table crashes the server today (a known bug).
 
-headwater's ``/query`` adds a ``{"servedBy": [...]}`` item (the answer's staleness, ARCHITECTURE.md);
+headwater's ``/query`` adds a ``{"servedBy": [...]}`` item (the answer's staleness, docs/architecture.md);
 it is not one of ksqlDB's ``StreamedRow`` kinds and is left out before counting items.
 
 Options: ``--file NAME`` (repeatable), ``--case TEXT``, ``--json PATH``, ``--ci`` (fails when a case

@@ -1,7 +1,7 @@
 """Benchmark: which embedded key-value engine backs a materialized table partition.
 
-Runs the workload headwater's store has (ARCHITECTURE.md, store/) on RocksDB (rocksdict), SQLite
-(sqlite3, WAL, a WITHOUT ROWID table) and LMDB (the `lmdb` binding, when installed):
+Runs the workload headwater's store has (docs/architecture.md, "The path of a statement") on RocksDB
+(rocksdict), SQLite (sqlite3, WAL, a WITHOUT ROWID table) and LMDB (the `lmdb` binding, when installed):
 
   (a) restore/ingest: N rows of ~100-byte JSON values under 16-byte random keys, applied in batches of
       500, each batch committing its rows and the changelog offset atomically (rows/s);

@@ -5,7 +5,7 @@ Every ``lag.report.interval.ms`` each server posts its ``all_local_store_partiti
 "timestamp": <sender's ms>}`` (partition numbers are JSON object keys, hence strings). A receiver
 keeps each peer's newest report (by the sender's timestamp, so a report overtaken in flight never
 replaces a newer one). A replica's lag is then measured against the highest end offset any server
-reported for the partition (ARCHITECTURE.md, "Lag reporting"): :func:`replica_lags`. No clock is
+reported for the partition (docs/architecture.md, "Lag reporting"): :func:`replica_lags`. No clock is
 read here; receipt times are passed in.
 """
 

@@ -31,7 +31,7 @@ from headwater.kafka.clients import (
 
 log = logging.getLogger(__name__)
 
-# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (notes/kafka-and-spark-here.md):
+# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (docs/embedded-broker.md):
 # a new member is seen within a few tens of ms instead of ~0.5 s.
 _FETCH_WAIT_MS = 20
 

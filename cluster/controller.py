@@ -70,7 +70,7 @@ from headwater.kafka.clients import (
 
 log = logging.getLogger(__name__)
 
-# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (notes/kafka-and-spark-here.md), as
+# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (docs/embedded-broker.md), as
 # in metastore/runner.py: a short wait makes a decision reach every follower within tens of ms.
 _FETCH_WAIT_MS = 20
 # The source of truth must outlive any retention default of a real Kafka cluster.

@@ -3,7 +3,7 @@
 No I/O. One server at a time is the controller; it alone changes assignments, and it publishes
 each decision to an internal topic. Every server folds that topic, in offset order, through
 :func:`fold`, and so accepts or ignores each record identically: correctness rests on this fold,
-not on the broker's fencing (ARCHITECTURE.md, "Controller and epochs").
+not on the broker's fencing (docs/architecture.md, "Controller and epochs").
 
 The rules for a record at offset ``o``, checked in this order:
 

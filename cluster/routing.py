@@ -12,7 +12,7 @@ The rules (KLIP-12, then beyond it):
    every bound of the :class:`RoutingBound`:
 
    - ``acceptable.offset.lag``: its offset lag is at most ``max_offset_lag``. Lag is measured
-     against the highest end offset any replica of the partition reported (ARCHITECTURE.md,
+     against the highest end offset any replica of the partition reported (docs/architecture.md,
      "Lag reporting"), so one replica's old report cannot make it look caught up.
    - ``max.staleness.ms``: its newest applied record is at most that much older than the
      partition's end. A replica with no lag is never stale; a replica whose report was made

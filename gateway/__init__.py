@@ -1,4 +1,5 @@
-"""The HTTP API and the DB-API driver (ARCHITECTURE.md, "REST conventions"). Filled in by the server issue.
+"""The HTTP API in ksqlDB's shapes (docs/architecture.md, "REST conventions"), pull-query routing and
+forwarding, push queries, the plan cache and client authentication.
 
 Keep this package's own import light: the shell and the driver import it, and must not pull in the server.
 """

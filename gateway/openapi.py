@@ -1,6 +1,6 @@
 """The HTTP API described for tools: an OpenAPI 3.1 document served at ``GET /openapi.json``. Pure.
 
-Written by hand from ksqlDB's REST shapes (ARCHITECTURE.md, REST conventions); a test checks that
+Written by hand from ksqlDB's REST shapes (docs/architecture.md, REST conventions); a test checks that
 every route of the app is described here and nothing else is, so the two cannot drift apart.
 """
 

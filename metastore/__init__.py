@@ -1,1 +1,2 @@
-"""The catalog and the command log (ARCHITECTURE.md, "The command log"). Filled in by the server issue."""
+"""The catalog as immutable snapshots, and the command log that every server replays into the same
+catalog (docs/architecture.md, "The command log")."""

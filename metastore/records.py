@@ -1,7 +1,7 @@
 """The command-log record: a versioned envelope around one catalog command, and its byte codec.
 
 No I/O. A record is what one server appends to the command topic after validating a statement
-(ARCHITECTURE.md, "The command log"). It carries everything an executor needs to apply it
+(docs/architecture.md, "The command log"). It carries everything an executor needs to apply it
 deterministically, without re-parsing SQL or looking at the outside world:
 
 - ``command_id``: unique per submission; executors never apply one id twice, and a submitter whose

@@ -1,7 +1,7 @@
 """The command runner's decision for one record: apply, reject as a conflict, ignore, or stop.
 
 No I/O. Every server folds the same log through :func:`step` and so reaches the same catalog and the
-same outcome for every command, whatever the broker's fencing does (ARCHITECTURE.md, "The command
+same outcome for every command, whatever the broker's fencing does (docs/architecture.md, "The command
 log"). The rules, in order, for a record at offset ``o``:
 
 1. A record this server cannot read (a format from the future, corrupt bytes) stops the runner:

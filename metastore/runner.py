@@ -33,7 +33,7 @@ from headwater.metastore.snapshots import SnapshotStore
 
 log = logging.getLogger(__name__)
 
-# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (notes/kafka-and-spark-here.md): at
+# Workaround "Tansu holds every fetch for fetch.wait.max.ms" (docs/embedded-broker.md): at
 # librdkafka's default (500 ms) a new command reaches the runner ~190 ms late at p50
 # (bench/ddl_latency.py), and every DDL statement waits for its own command to be decided.
 _FETCH_WAIT_MS = 20

@@ -1,4 +1,4 @@
-"""Submitting a statement through the command log (ARCHITECTURE.md, "The command log", steps 1-4).
+"""Submitting a statement through the command log (docs/architecture.md, "The command log", steps 1-4).
 
 Does I/O (Kafka). One submission at a time per server (a lock); across servers the protocol and the
 runner's compare-and-append rule decide. Each attempt:

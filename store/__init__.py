@@ -1,4 +1,5 @@
-"""Materialized tables: local persistent key-value stores per table partition (ARCHITECTURE.md, store/).
+"""Materialized tables: local persistent key-value stores per table partition (docs/architecture.md,
+"The path of a statement").
 
 - `keys`: order-preserving encoding of typed SQL key values to bytes (pure).
 - `api`: the `PartitionStore` protocol, `WriteBatch`, `StoreId`, `StoreEngine` (pure).

@@ -12,7 +12,7 @@ serve every caller in rounds (callers waiting together share a round): each roun
 wanted partitions one record before their last known end (so the broker answers at once with that
 record and the high watermark; Tansu would hold an empty fetch for `fetch.wait.max.ms`), waits
 for one record or end-of-partition event of each, and unassigns them. Never ListOffsets (wrong on
-Tansu, see notes/kafka-and-spark-here.md).
+Tansu, see docs/embedded-broker.md).
 """
 
 from __future__ import annotations

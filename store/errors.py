@@ -1,7 +1,7 @@
 """The store package's errors: one root, `StoreError`, with structured fields. Pure (no I/O).
 
 Every error names the table and partition it concerns when known, and carries two class attributes:
-`error_code`, a ksqlDB error code (HTTP status x 100 + n, see ARCHITECTURE.md "REST conventions") that
+`error_code`, a ksqlDB error code (HTTP status x 100 + n, see docs/architecture.md "REST conventions") that
 the gateway's one error table turns into a response, and `retriable`, true when the same request may
 succeed later or on another replica (the aiokafka convention).
 

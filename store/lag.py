@@ -2,7 +2,7 @@
 
 `LagInfo` is what `all_local_store_partition_lags()` reports per table partition, and what each server
 posts to its peers (`POST /lag`). The end offset used is the largest any server has seen for that
-partition (ARCHITECTURE.md, "Lag reporting"); this module only does the arithmetic.
+partition (docs/architecture.md, "Lag reporting"); this module only does the arithmetic.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ records, applied at once, so freshness is the fetch latency (about `fetch_wait_m
 With partitions on both consumers, it blocks on neither for longer than `_SHARED_POLL_S`.
 
 End offsets and READY come only from fetch responses, never ListOffsets (wrong on Tansu, see
-notes/kafka-and-spark-here.md): the high watermark librdkafka caches from the latest fetch
+docs/embedded-broker.md): the high watermark librdkafka caches from the latest fetch
 (`get_watermark_offsets(cached=True)`), and end-of-partition events (`enable.partition.eof`), whose
 offset is the end and also moves the position past transaction markers after the last record. A
 partition is READY once its position reaches the end offset it saw, and stays READY.

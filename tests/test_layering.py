@@ -1,6 +1,6 @@
-"""The data flow of ARCHITECTURE.md, checked on the import graph.
+"""The data flow of docs/architecture.md, checked on the import graph.
 
-Imports point one way (notes/style.md, "Layering"): sqlparse_ext -> metastore -> engine, store -> cluster
+Imports point one way: sqlparse_ext -> metastore -> engine, store -> cluster
 -> gateway -> shell, with headwater.kafka (the Kafka edge) usable from metastore upward; engine may read
 store (pull queries read materialized tables), never the reverse. A package whose
 folder does not exist yet is simply not checked.

@@ -3,7 +3,7 @@
 - **Offsets.** The stream offset is ``{"<partition>": next offset}`` per Kafka partition; each
   micro-batch has one input partition per Kafka partition with records in ``[start, end)``.
 - **End offsets** come from fetch responses, never from ListOffsets (wrong on the embedded broker:
-  notes/kafka-and-spark-here.md): a probe consumer sits at the end of every partition, and each
+  docs/embedded-broker.md): a probe consumer sits at the end of every partition, and each
   `latestOffset` call polls it briefly and reads the high watermarks its fetches cached. While
   nothing arrives that poll is all an idle query costs.
 - **Admission control.** ``maxRecordsPerBatch`` caps the records of one micro-batch (spread over

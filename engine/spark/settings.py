@@ -1,6 +1,6 @@
 """The settings of a server's Spark engine, and the Spark configuration they give. Pure (no I/O).
 
-Defaults are the low-latency ones measured on 2 cores (notes/kafka-and-spark-here.md): shuffle
+Defaults are the low-latency ones measured on 2 cores (November 2026): shuffle
 partitions matched to a query's source partitions (Spark's 200 costs seconds per batch), the RocksDB
 state store with changelog checkpointing, no UI, ANSI mode off (ksqlDB's semantics are ours, not
 Spark SQL's), Arrow for Python data.

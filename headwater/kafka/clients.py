@@ -2,7 +2,7 @@
 
 Every Producer, Consumer and AdminClient in the project is built here from a frozen
 :class:`KafkaSettings`, so the behaviours measured on the embedded broker (Tansu 0.6.0, see
-notes/kafka-and-spark-here.md) are handled in one place, and a real Kafka cluster needs only different
+docs/embedded-broker.md) are handled in one place, and a real Kafka cluster needs only different
 settings. Nothing here depends on a Tansu quirk: every workaround is also correct on Apache Kafka >= 3.
 
 Building a client does no network I/O; ``create_topic`` and the transaction helpers do.
@@ -116,8 +116,8 @@ def producer_config(
         # Workaround "transactions never time out" (Tansu): set explicitly and short, so a real broker
         # aborts a crashed submitter's transaction soon and read_committed readers are not blocked long.
         config["transaction.timeout.ms"] = settings.transaction_timeout_ms
-        # Workaround "the transaction coordinator is looked up only once a broker connection is up,
-        # and sparse connections delay it ~50 ms" (librdkafka): connect to the brokers eagerly.
+        # Workaround "the transaction coordinator is looked up late with sparse connections" (only
+        # once a broker connection is up, ~50 ms; librdkafka): connect to the brokers eagerly.
         # init_transactions then takes ~3 ms instead of ~55 ms (and 504 ms when the coordinator
         # lookup lost the race and waited for its 500 ms timer).
         config["enable.sparse.connections"] = False
@@ -334,8 +334,8 @@ def _partition_count(admin: AdminClient, name: str, timeout_s: float) -> int:
 def init_transactions(producer_: Producer, settings: KafkaSettings) -> None:
     """``init_transactions`` with the short configured timeout.
 
-    Workaround "a crashed transactional producer blocks read_committed readers until its
-    transactional.id calls init_transactions again": call this at start-up with the stable id.
+    Workaround "a crashed transactional producer blocks read_committed readers" (until its
+    transactional.id calls init_transactions again): call this at start-up with the stable id.
 
     Raises:
         TransactionOutcomeUnknown: no answer in time.

@@ -1,7 +1,7 @@
 """Which of a reader's two consumers reads a topic partition: the one with short fetch waits or
 the one with long ones. Pure.
 
-Workaround "a short fetch wait crawls over one-record batches" (notes/kafka-and-spark-here.md):
+Workaround "a short fetch wait crawls over one-record batches" (docs/embedded-broker.md):
 Tansu answers a fetch only after `fetch.wait.max.ms`, so a reader at its end wants a short wait (a
 new record arrives within tens of ms); but with a short wait and many one-record batches behind the
 position (what INSERT ... VALUES writes, and every command of the command log), Tansu answers empty

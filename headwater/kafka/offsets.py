@@ -1,6 +1,6 @@
 """End offsets and lag, learned from fetch responses, never from ListOffsets. Does I/O (Kafka).
 
-Workaround "ListOffsets latest is wrong" (Tansu 0.6.0, notes/kafka-and-spark-here.md): in memory it
+Workaround "ListOffsets latest is wrong" (Tansu 0.6.0, docs/embedded-broker.md): in memory it
 answers the base offset of the last batch + 1 (so 1 after one 100-record batch), on S3 it is wrong
 even for one-record batches, and under read_committed it answers 0 while any transaction is open. So
 every end offset here comes from Fetch, which Tansu answers correctly (high watermark and last stable

@@ -3,7 +3,7 @@ sets, type conversion, fetch semantics and error mapping.
 
 Recordings: no ksqlDB server runs here; each answer is written by hand from the shape named in its
 comment (ksqlDB docs developer-guide/ksqldb-rest-api/{ksql,query}-endpoint.md, the error format of
-the ksqlDB REST API reference, and headwater's ARCHITECTURE.md "REST conventions" for servedBy and
+the ksqlDB REST API reference, and headwater's docs/architecture.md "REST conventions" for servedBy and
 the line/column error fields).
 """
 
@@ -650,7 +650,7 @@ def test_setinputsizes_and_setoutputsize_do_nothing() -> None:
 
 
 def test_server_info_and_healthcheck() -> None:
-    # Shape: info-endpoint.md (KsqlServerInfo) and ARCHITECTURE.md (/healthcheck).
+    # Shape: info-endpoint.md (KsqlServerInfo) and docs/architecture.md (/healthcheck).
     info = {
         "KsqlServerInfo": {
             "version": "0.1.0",
