@@ -21,7 +21,7 @@ if __package__ in (None, ""):
 import sqlglot
 
 from headwater.metastore.catalog import Column, Source, SourceKind
-from headwater.metastore.codec import source_to_dict
+from headwater.metastore.codec import catalog_digest, source_to_dict
 from headwater.metastore.records import CommandRecord, encode
 from headwater.metastore.replay import CommandState, Fold
 
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"Python {platform.python_version()}, sqlglot {sqlglot.__version__}")
     print(f"replayed {args.commands:,} commands over {args.sources} sources in {elapsed:.2f} s: "
           f"{args.commands / elapsed:,.0f} commands/s (target >= 5,000/s)")
-    print(f"catalog: {len(fold.catalog.sources)} sources, digest {fold.catalog.digest()[:16]}")
+    print(f"catalog: {len(fold.catalog.sources)} sources, digest {catalog_digest(fold.catalog)[:16]}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from headwater.gateway.services import Services, services_of
+from headwater.metastore.codec import catalog_digest
 from headwater.metastore.runner import RunnerState
 
 KSQLDB_VERSION = "0.29.0"
@@ -32,7 +33,7 @@ def server_info(services: Services) -> dict[str, Any]:
             "serverStatus": "RUNNING" if running else "DEGRADED",
         },
         "headwaterVersion": services.info.version,
-        "catalogDigest": services.runner.catalog.digest(),
+        "catalogDigest": catalog_digest(services.runner.catalog),
     }
 
 

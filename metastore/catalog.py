@@ -11,8 +11,6 @@ ksqlDB's own REST schemas.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -218,13 +216,6 @@ class Catalog:
             return (f"Cannot drop {name}.\nThe following streams and/or tables read from this "
                     f"source: [{', '.join(derived)}].\nYou need to drop them before dropping {name}.")
         return None
-
-    def digest(self) -> str:
-        """A hash of the catalog's content: equal on every server that applied the same log."""
-        from headwater.metastore.codec import catalog_to_dict  # codec imports this module
-
-        canonical = json.dumps(catalog_to_dict(self), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _put(mapping: Mapping[str, Any], key: str, value: Any) -> Mapping[str, Any]:

@@ -6,6 +6,8 @@ them only together with a new format version and a reader for the old one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -153,3 +155,9 @@ def catalog_from_dict(body: Mapping[str, Any]) -> Catalog:
         queries=MappingProxyType(queries),
         last_offset=int(body.get("lastOffset", -1)),
     )
+
+
+def catalog_digest(catalog: Catalog) -> str:
+    """A hash of the catalog's content: equal on every server that applied the same log."""
+    canonical = json.dumps(catalog_to_dict(catalog), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -16,6 +16,7 @@ import pytest
 
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
+from headwater.metastore.codec import catalog_digest
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.runner import CommandRunner, RunnerState
 from headwater.metastore.snapshots import SnapshotStore
@@ -90,7 +91,7 @@ def test_submit_applies_everywhere_and_restart_replays_from_snapshot(
     assert first.submit("DROP STREAM S0 DELETE TOPIC;").message.startswith("Source `S0`")
     assert second.runner.wait_for_position(first.runner.position, 10)
     assert sorted(second.runner.catalog.sources) == [f"S{i}" for i in range(1, 7)]
-    assert first.runner.catalog.digest() == second.runner.catalog.digest()
+    assert catalog_digest(first.runner.catalog) == catalog_digest(second.runner.catalog)
 
     # A restarted server loads its newest snapshot and replays only the tail.
     first.runner.stop()
@@ -99,7 +100,7 @@ def test_submit_applies_everywhere_and_restart_replays_from_snapshot(
     try:
         assert restarted.replayed_from_snapshot > 0
         assert restarted.wait_for_position(second.runner.position, 10)
-        assert restarted.catalog.digest() == second.runner.catalog.digest()
+        assert catalog_digest(restarted.catalog) == catalog_digest(second.runner.catalog)
         assert restarted.state is RunnerState.RUNNING
     finally:
         restarted.stop()
@@ -146,7 +147,7 @@ def test_racing_conflicting_statements_have_exactly_one_winner_each_round(
     first, second = servers
     assert second.runner.wait_for_position(first.runner.position, 10)
     assert first.runner.wait_for_position(second.runner.position, 10)
-    assert first.runner.catalog.digest() == second.runner.catalog.digest()
+    assert catalog_digest(first.runner.catalog) == catalog_digest(second.runner.catalog)
     # The winner's columns are the ones in the catalog.
     for r, outcome in results.items():
         winner = int(next(o for o in outcome if o.startswith("won")).split(":")[1])
