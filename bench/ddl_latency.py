@@ -61,7 +61,7 @@ def breakdown(folder: Path, count: int) -> None:
     from typing import Any
 
     import headwater.metastore.submit as submit_module
-    from headwater.gateway.services import open_services
+    from headwater.gateway.startup import open_services
     from headwater.kafka import clients
     from headwater.kafka.broker import EmbeddedBroker
     from headwater.metastore.runner import CommandRunner

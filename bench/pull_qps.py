@@ -515,7 +515,7 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
     from headwater.gateway.ksql import decode_request
     from headwater.gateway.pull import execute_prepared, prepare_pull, run_pull
     from headwater.gateway.query import _array, query_items
-    from headwater.gateway.services import open_services
+    from headwater.gateway.startup import open_services
 
     rng = random.Random(args.seed + 99)
     key = workloads(args.rows)["key"]

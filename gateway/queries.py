@@ -22,6 +22,7 @@ from headwater.engine.persistent.analyzer import QueryDescription, describe_quer
 from headwater.engine.persistent.compile import QueryCompileError
 from headwater.engine.persistent.operators import parse_persistent
 from headwater.gateway.errors import Entity, KsqlError
+from headwater.gateway.schemas import type_schema
 from headwater.gateway.services import Services, services_of
 from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.sqlparse_ext import statements as ast
@@ -195,7 +196,6 @@ def _describe(select: ast.Query, catalog: Catalog, sink_name: str) -> QueryDescr
 
 
 def _fields(compiled: QueryDescription) -> list[Entity]:
-    from headwater.gateway.ksql import type_schema
 
     return [{"name": c.name, "schema": type_schema(c.type.sql()),
              **({"type": "KEY"} if c.key else {})} for c in compiled.columns]  # fmt: skip

@@ -34,7 +34,8 @@ from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.auth import Authentication, BadCredentialsFile, load_credentials
-from headwater.gateway.services import Limits, PullSettings, Services, open_services
+from headwater.gateway.services import Limits, PullSettings, Services
+from headwater.gateway.startup import open_services
 from headwater.http_server import check_port, serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings

@@ -114,7 +114,7 @@ def memory_services(
     import dataclasses
     from contextlib import ExitStack
 
-    from headwater.gateway.services import open_services  # the server's imports: only when used
+    from headwater.gateway.startup import open_services  # the server's imports: only when used
 
     settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
                                    commit_transaction_timeout_ms=1500)  # fmt: skip

@@ -17,7 +17,8 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from headwater.gateway.app import create_app
-from headwater.gateway.services import Limits, Services, open_services
+from headwater.gateway.services import Limits, Services
+from headwater.gateway.startup import open_services
 from headwater.kafka.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.kafka

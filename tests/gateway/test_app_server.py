@@ -16,7 +16,8 @@ import uvicorn
 
 from headwater import dbapi
 from headwater.gateway.app import create_app
-from headwater.gateway.services import Services, open_services
+from headwater.gateway.services import Services
+from headwater.gateway.startup import open_services
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.codec import catalog_digest
