@@ -8,7 +8,7 @@ over it, both from the earliest offset, then for --minutes, each in its own thre
 
 - a producer writes numbered good records (unique ids; plain, with escaped NULs, unicode, and a
   1.2 MB one every --huge-every-s) at --rate, interleaved straight into the topic with poison
-  records of every kind (``bench/_abuse_check.py``: 5,000-deep nesting, 1.2 MB of garbage, invalid
+  records of every kind (``tests/support/abuse_check.py``: 5,000-deep nesting, 1.2 MB of garbage, invalid
   UTF-8, raw NUL bytes, wrong types, tombstones, empty values, non-JSON, truncated JSON);
 - CREATE STREAM / CSAS / TERMINATE / DROP ... DELETE TOPIC cycles on other names (--cycles);
 - push queries over ``/query-stream`` whose clients never read (--stuck of them, open to the end)
@@ -57,7 +57,12 @@ if __package__ in (None, ""):
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 
-from bench._abuse_check import (
+from bench.chaos import kill_leftovers
+from bench.persistent_queries import _rss_mb, _tree
+from bench.query_memory import _processes, _rss_of
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import KafkaSettings, admin_client, consumer, producer_config
+from tests.support.abuse_check import (
     POISON_KINDS,
     by_a_record,
     classify_burst,
@@ -68,13 +73,8 @@ from bench._abuse_check import (
     poison,
     verdicts,
 )
-from bench._chaos_check import check_output
-from bench._node import Server, versions
-from bench.chaos import kill_leftovers
-from bench.persistent_queries import _rss_mb, _tree
-from bench.query_memory import _processes, _rss_of
-from headwater.kafka.broker import EmbeddedBroker
-from headwater.kafka.clients import KafkaSettings, admin_client, consumer, producer_config
+from tests.support.chaos_check import check_output
+from tests.support.node import Server, versions
 
 LIMIT_SETTING = "ksql.query.persistent.active.limit"
 SOURCE_TOPIC, OUTPUT_TOPIC, COUNTS_TOPIC = "abuse_src", "abuse_good", "abuse_counts"

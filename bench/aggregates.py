@@ -34,10 +34,10 @@ import uuid
 import httpx
 from confluent_kafka import TopicPartition
 
-from bench._node import percentile
 from bench.persistent_queries import _cpu_seconds, _rss_mb, _Server, bench_node
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
+from tests.support.node import percentile
 
 PARTITIONS = 2
 

@@ -19,7 +19,7 @@ With --with-queries a stream EV gets inserts too and one persistent query
 throughout; its output is checked for duplicates and missing records at the end.
 
 Then every process is resumed or restarted, the cluster settles, and the checks of
-``bench/_chaos_check.py`` run on the topics read back whole and the table read from every server:
+``tests/support/chaos_check.py`` run on the topics read back whole and the table read from every server:
 acknowledged writes lost (target 0), catalog digests equal (``/info``'s ``catalogDigest``),
 answers beyond their staleness bound (0), acknowledged DDL not reflected (0), persistent-query
 duplicates or missing records (0); plus the longest time any client waited for an answer and the
@@ -57,7 +57,10 @@ if __package__ in (None, ""):
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from bench._chaos_check import (
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import KafkaSettings, consumer
+from headwater.kafka.errors import BrokerError
+from tests.support.chaos_check import (
     Ack,
     DdlOp,
     Log,
@@ -71,10 +74,7 @@ from bench._chaos_check import (
     lost_writes,
     stale_answers,
 )
-from bench._node import Node, percentile, versions, wait_in_sync
-from headwater.kafka.broker import EmbeddedBroker
-from headwater.kafka.clients import KafkaSettings, consumer
-from headwater.kafka.errors import BrokerError
+from tests.support.node import Node, percentile, versions, wait_in_sync
 
 TABLE, TOPIC, PARTITIONS = "T", "chaos_t", 6
 EVENTS, EVENTS_TOPIC, OUTPUT, OUTPUT_TOPIC = "EV", "chaos_ev", "EV_OUT", "chaos_ev_out"

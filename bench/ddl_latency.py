@@ -36,8 +36,8 @@ if __package__ in (None, ""):
 
 import httpx
 
-from bench._node import Server, ksql, summary_ms, versions
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
+from tests.support.node import Server, ksql, summary_ms, versions
 
 
 def timed(client: httpx.Client, url: str, statements: list[str]) -> list[float]:

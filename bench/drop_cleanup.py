@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from bench._node import Server, versions
+from tests.support.node import Server, versions
 
 RIDERS = [("c2309eec", 37.7877, -122.4205), ("18f4ea86", 37.3903, -122.0643),
           ("4ab5cbad", 37.3952, -122.0813), ("8b6eae59", 37.3944, -122.0813),

@@ -49,7 +49,8 @@ if __package__ in (None, ""):
 import confluent_kafka
 import httpx
 
-from bench._node import (
+from headwater.kafka.clients import KafkaSettings, producer_config
+from tests.support.node import (
     Node,
     cluster_status,
     ksql,
@@ -58,9 +59,8 @@ from bench._node import (
     versions,
     wait_visible,
 )
-from bench._node import assignment_of as _assignment_of
-from bench._node import wait_in_sync as _wait_in_sync
-from headwater.kafka.clients import KafkaSettings, producer_config
+from tests.support.node import assignment_of as _assignment_of
+from tests.support.node import wait_in_sync as _wait_in_sync
 
 TABLE = "T"
 TOPIC = "bench_failover"
@@ -74,7 +74,7 @@ SLOW_S = 1.0
 QUERY_TIMEOUT_S = 5.0
 
 
-# -- servers (Node, cluster_status: bench/_node.py) ------------------------------------------------
+# -- servers (Node, cluster_status: tests/support/node.py) ---------------------------------------
 
 
 def assignment_of(status: dict[str, Any]) -> dict[int, list[str]]:

@@ -64,15 +64,6 @@ if __package__ in (None, ""):
 
 import httpx
 
-from bench._node import (
-    Server,
-    free_port,
-    ksql,
-    percentile,
-    produce_rows,
-    versions,
-    wait_visible,
-)  # fmt: skip
 from headwater.http_server import (
     DEFAULT_KIND,
     ENV_VAR,
@@ -82,6 +73,15 @@ from headwater.http_server import (
     LoopKind,
 )  # fmt: skip
 from headwater.kafka.clients import KafkaSettings
+from tests.support.node import (
+    Server,
+    free_port,
+    ksql,
+    percentile,
+    produce_rows,
+    versions,
+    wait_visible,
+)  # fmt: skip
 
 TABLE = "T"
 TOPIC = "bench_pull"

@@ -24,7 +24,7 @@ if __package__ in (None, ""):
 
 import httpx
 
-from bench._node import Server, ksql, percentile, versions
+from tests.support.node import Server, ksql, percentile, versions
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from typing import Any, Self
 
 import httpx
 
-from bench._node import Server, ksql, percentile, produce_rows, versions, wait_visible
+from tests.support.node import Server, ksql, percentile, produce_rows, versions, wait_visible
 
 TABLE, TOPIC, PARTITIONS = "BIG", "big", 4
 

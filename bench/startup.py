@@ -40,11 +40,11 @@ if __package__ in (None, ""):
 import httpx
 from confluent_kafka import KafkaError, TopicPartition
 
-from bench._node import Server, ksql, produce_rows, pull, summarize_collapsed, versions
 from headwater.gateway.services import command_topic_name
 from headwater.kafka.clients import KafkaSettings, consumer, producer
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.records import CommandRecord, decode, encode, new_command_id
+from tests.support.node import Server, ksql, produce_rows, pull, summarize_collapsed, versions
 
 SERVICE_ID = "bench"
 

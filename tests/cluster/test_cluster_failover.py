@@ -30,10 +30,10 @@ import confluent_kafka
 import httpx
 import pytest
 
-from bench._node import assignment_of, cluster_status, not_in_sync
 from headwater.cluster.auth import HEADER, sign
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer_config
+from tests.support.node import assignment_of, cluster_status, not_in_sync
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -84,7 +84,7 @@ def _start_cluster(
 
 
 def _wait_in_sync(servers: Sequence[Any], table: str, timeout_s: float) -> float:
-    """Seconds until ``bench._node.not_in_sync`` holds (fails the test after ``timeout_s``)."""
+    """Seconds until ``tests.support.node.not_in_sync`` holds (fails the test after ``timeout_s``)."""
     start = time.monotonic()
     with httpx.Client() as client:
         while (why := not_in_sync(client, servers, table, PARTITIONS)) is not None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench._registry import LocalRegistry
 from headwater.kafka.broker import EmbeddedBroker
+from tests.support.registry import LocalRegistry
 
 pytestmark = [pytest.mark.kafka]
 

@@ -6,12 +6,11 @@ must be rejected, and every disagreement must be listed in ``known_gaps.txt``.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from conformance import parse_coverage
 
 pytestmark = pytest.mark.corpus
 
@@ -20,24 +19,12 @@ CORPUS = ROOT.parent / "shared" / "ksql-corpus"
 GAPS = Path(__file__).with_name("known_gaps.txt")
 
 
-def _bench() -> ModuleType:
-    """bench/parse_coverage.py, loaded by path (bench/ is not an installed package)."""
-    spec = importlib.util.spec_from_file_location("_parse_coverage", ROOT / "bench" /
-                                                  "parse_coverage.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_parse_coverage", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def report():
     if not (CORPUS / "statements.sql").is_file():
         pytest.fail(f"ksqlDB corpus missing at {CORPUS} (expected ../shared/ksql-corpus)")
-    bench = _bench()
-    return bench.corpus_report(bench.load_statements(CORPUS / "statements.sql"),
-                               bench.syntax_rejected(CORPUS))
+    return parse_coverage.corpus_report(parse_coverage.load_statements(CORPUS / "statements.sql"),
+                                        parse_coverage.syntax_rejected(CORPUS))
 
 
 def _known_gaps() -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The pure parts of ``bench/rqtt.py``: case loading, skip causes, topic renaming, and judging
+"""The pure parts of ``conformance/rqtt.py``: case loading, skip causes, topic renaming, and judging
 responses as ksqlDB's RestTestExecutor does. No broker, no server."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import rqtt
-from bench.qtt import Mismatch
+from conformance import rqtt
+from conformance.qtt import Mismatch
 
 HEADER = {"header": {"queryId": "q1", "schema": "`ID` STRING KEY, `C` BIGINT"}}
 SERVED = {"servedBy": [{"partition": 0, "host": "h", "position": 1, "lag": 0}]}

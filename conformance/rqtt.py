@@ -1,12 +1,12 @@
 """ksqlDB's REST query-validation tests (RQTT) run through a real ``headwater server``. Does I/O.
 
-Run ``python -m bench.rqtt`` (corpus: ``../shared/ksql-corpus/rqtt`` next to the repository). One
+Run ``python -m conformance.rqtt`` (corpus: ``../shared/ksql-corpus/rqtt`` next to the repository). One
 in-memory embedded broker and one ``headwater server`` on it serve the whole run (its persistent
 queries run on Spark in the server's child process, which starts with the first query). Each case
 runs as ksqlDB's ``RestTestExecutor`` runs it: the topics its statements name are created; the
 statements before the first ``SELECT`` go to ``POST /ksql`` in one request, the case's
 ``properties`` as ``streamsProperties``; the ``inputs`` are produced in the source's format (the
-encoding of ``bench.qtt``); then each ``SELECT`` goes to ``POST /query``. Where ksqlDB waits for its
+encoding of ``conformance.qtt``); then each ``SELECT`` goes to ``POST /query``. Where ksqlDB waits for its
 persistent queries to process the inputs, this runner polls the query until the expected answer
 appears, the answer has settled while every persistent query runs, or ``--wait-s`` passes (never
 when the case expects an error). Responses are judged as ksqlDB judges them: only the keys a case
@@ -22,7 +22,7 @@ headwater's ``/query`` adds a ``{"servedBy": [...]}`` item (the answer's stalene
 it is not one of ksqlDB's ``StreamedRow`` kinds and is left out before counting items.
 
 Options: ``--file NAME`` (repeatable), ``--case TEXT``, ``--json PATH``, ``--ci`` (fails when a case
-of ``bench/rqtt_ci_expected.txt`` does not pass), ``--wait-s`` (default 30), ``-v`` (every failure
+of ``conformance/rqtt_ci_expected.txt`` does not pass), ``--wait-s`` (default 30), ``-v`` (every failure
 and skip). Prints ``N passed, N failed, N skipped``, the causes grouped, and the pull-query figure:
 of the cases holding a pull query (a ``SELECT`` without ``EMIT CHANGES``), how many passed.
 """
@@ -51,9 +51,7 @@ from typing import Any
 import httpx
 from confluent_kafka import TopicPartition
 
-from bench._node import Server, versions
-from bench._registry import LocalRegistry
-from bench.qtt import (
+from conformance.qtt import (
     _LATER,
     Mismatch,
     Skip,
@@ -75,6 +73,8 @@ from headwater.metastore.plan import TopicFacts, plan, topics_named
 from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import parse
 from headwater.sqlparse_ext import statements as ast
+from tests.support.node import Server, versions
+from tests.support.registry import LocalRegistry
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "ksql-corpus" / "rqtt"
@@ -242,7 +242,7 @@ def suffix_topics(case: Mapping[str, Any], suffix: str) -> tuple[dict, list[tupl
             new = (new[:sink.end()] + f"{added}, " + new[sink.end():] if sink[3]
                    else new[:sink.end(1)] + f" WITH ({added})" + new[sink.end(1):])  # fmt: skip
         statements.append(new)
-    out = copy.deepcopy(case)  # keeps the corpus's numbers as written (see bench.qtt._Number)
+    out = copy.deepcopy(case)  # keeps the corpus's numbers as written (see conformance.qtt._Number)
     out["statements"] = statements
     for part in ("topics", "inputs", "outputs"):
         for item in out.get(part, []):
@@ -295,7 +295,7 @@ def _canon(value: Any) -> Any:
         return ("o", tuple(sorted((k, _canon(v)) for k, v in value.items())))
     if isinstance(value, list):
         return ("a", tuple(_canon(v) for v in value))
-    if isinstance(value, float):  # the corpus's numbers may be a float subclass (bench.qtt)
+    if isinstance(value, float):  # the corpus's numbers may be a float subclass (conformance.qtt)
         return ("float", float(value))
     return (type(value).__name__, value)
 
@@ -1016,7 +1016,7 @@ def report(outcomes: list[Outcome], verbose: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # a crashing server logs its stacks
-    parser = argparse.ArgumentParser(prog="python -m bench.rqtt", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m conformance.rqtt", description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the rqtt folder")
     parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
     parser.add_argument("--case", help="only cases whose name contains this text")
@@ -1025,7 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write a JSON report here")
     parser.add_argument("--server-log", type=Path, help="where the server's output goes")
     parser.add_argument("--ci", action="store_true",
-                        help="fail if a case of bench/rqtt_ci_expected.txt does not pass")
+                        help="fail if a case of conformance/rqtt_ci_expected.txt does not pass")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print each case as it ends, and every failure and skip")
     args = parser.parse_args(argv)

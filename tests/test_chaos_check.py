@@ -1,8 +1,8 @@
-"""The verdicts of the chaos soak (``bench/_chaos_check.py``): pure functions, no broker, no server."""
+"""The verdicts of the chaos soak (``tests/support/chaos_check.py``): pure functions, no broker, no server."""
 
 from __future__ import annotations
 
-from bench._chaos_check import (
+from tests.support.chaos_check import (
     Ack,
     DdlOp,
     Log,

@@ -1,11 +1,11 @@
 """Parse coverage of the headwater dialect over ksqlDB's own test statements.
 
-Run ``python -m bench.parse_coverage [PATH]`` or ``python bench/parse_coverage.py [PATH]``
+Run ``python -m conformance.parse_coverage [PATH]`` from the repository
 (PATH defaults to ``../shared/ksql-corpus/statements.sql`` next to the repository). Prints the
 parse rate, the round-trip rate, how the statements ksqlDB rejects with a syntax error were
 handled, and the failures grouped by cause. Reads the corpus files; writes nothing.
 
-The test suite loads this module by path for the same figures (``corpus_report``).
+The test suite imports this module for the same figures (``corpus_report``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""Shared helpers of the node benchmarks (pull_qps, ddl_latency, startup, failover, chaos). Does I/O.
+"""Helpers that run headwater nodes, for the node benchmarks (pull_qps, ddl_latency, startup, failover,
+chaos), the RQTT runner and the cluster tests. Does I/O.
 
 Starts ``headwater server`` as a child process on a free port (its log in a file), waits for it,
 talks to it over HTTP, produces rows straight to table topics with confluent-kafka, and always stops
-what it started (SIGTERM, wait, SIGKILL). Not a benchmark itself; never collected by pytest.
+what it started (SIGTERM, wait, SIGKILL). Not a test itself (pytest collects no
+file of tests/support/).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ksqlDB's query-validation tests (QTT) run through headwater's persistent-query engine.
 
-Run ``python -m bench.qtt`` (corpus: ``../shared/ksql-corpus/qtt`` next to the repository).
+Run ``python -m conformance.qtt`` (corpus: ``../shared/ksql-corpus/qtt`` next to the repository).
 Each case's statements are planned and applied exactly as a server does (`metastore.plan` with the
 engine's query analysis, `metastore.apply`); each persistent query runs as the engine's operators
 a live query's Spark tasks run (`RecordPipeline` for stateless queries; the group / change /
@@ -14,7 +14,7 @@ expected output topic, in order per topic, key and value compared as JSON, times
 
 Options: ``--file NAME`` (repeatable, a file name or stem), ``--case TEXT`` (cases whose name
 contains it), ``--jobs N`` (processes), ``--json PATH`` (a report for comparing runs),
-``--ci`` (fails when a case listed in ``bench/qtt_ci_expected.txt`` does not pass: a regression), ``-v`` (every failure with its detail). Prints ``N passed, N failed, N skipped`` and the
+``--ci`` (fails when a case listed in ``conformance/qtt_ci_expected.txt`` does not pass: a regression), ``-v`` (every failure with its detail). Prints ``N passed, N failed, N skipped`` and the
 causes grouped.
 """
 
@@ -37,7 +37,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Self
 
-from bench.parse_coverage import strip_comments
+from conformance.parse_coverage import strip_comments
 from headwater.engine import schema_registry
 from headwater.engine._proto_text import from_plain, message_class
 from headwater.engine.errors import EngineError
@@ -697,14 +697,14 @@ def _files(names: list[str] | None, corpus: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.qtt", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m conformance.qtt", description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="the qtt folder")
     parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
     parser.add_argument("--case", help="only cases whose name contains this text")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", type=Path, help="write a JSON report here")
     parser.add_argument("--ci", action="store_true",
-                        help="fail if a case of bench/qtt_ci_expected.txt does not pass")
+                        help="fail if a case of conformance/qtt_ci_expected.txt does not pass")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():

@@ -1,4 +1,4 @@
-"""The records and verdicts of the hostile soak (``bench/_abuse_check.py``): pure, no broker, no server."""
+"""The records and verdicts of the hostile soak (``tests/support/abuse_check.py``): pure, no broker, no server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench._abuse_check import (
+from tests.support.abuse_check import (
     DEEP,
     GOOD_KINDS,
     HUGE_BYTES,
