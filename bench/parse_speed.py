@@ -12,18 +12,22 @@ import sys
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import sqlglot
 
+from conformance import corpus
 from headwater.sqlparse_ext import ParseError, parse_cached, parse_one
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "ksql-corpus" / "statements.sql"
 PULL_QUERY = "SELECT * FROM riderLocations WHERE profileId = 'c2309eec' AND latitude > 37.7;"
 
 
 def _statements(path: Path) -> list[str]:
-    if not path.is_file():
-        raise SystemExit(f"ksqlDB corpus not found at {path} (expected ../shared/ksql-corpus)")
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        return corpus.read_statements(path)
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from error
 
 
 def uncached_rate(statements: list[str], rounds: int = 3) -> tuple[float, int]:
@@ -54,7 +58,7 @@ def cached_rate(text: str = PULL_QUERY, lookups: int = 200_000) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Print the figures; exit status 0."""
     args = sys.argv[1:] if argv is None else argv
-    statements = _statements(Path(args[0]) if args else DEFAULT)
+    statements = _statements(Path(args[0]) if args else corpus.STATEMENTS)
     print(f"Python {platform.python_version()}, sqlglot {sqlglot.__version__}")
     rate, failures = uncached_rate(statements)
     print(f"uncached: {rate:,.0f} statements/s over {len(statements)} statements "

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import sqlglot
 
+from conformance.corpus import CORPUS, STATEMENTS, read_statements, strip_comments
 from headwater.sqlparse_ext import ParseError, parse_one, to_sql
-
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "ksql-corpus"
 
 #: Expected-error texts that mean ksqlDB's parser rejected the statement.
 _SYNTAX_ERROR = re.compile(
@@ -31,53 +30,6 @@ _SYNTAX_ERROR = re.compile(
     r"|Invalid numeric literal|Number overflows|missing '"
 )
 _PARSE_EXCEPTION = "io.confluent.ksql.parser.exception.ParseFailedException"
-
-
-def strip_comments(text: str) -> str:
-    """JSON with Java-style comments -> JSON (comments outside strings removed)."""
-    out: list[str] = []
-    i, n, in_string = 0, len(text), False
-    while i < n:
-        c = text[i]
-        if in_string:
-            out.append(c)
-            if c == "\\":
-                out.append(text[i + 1])
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-            out.append(c)
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i)
-            i = n if end < 0 else end + 2
-            continue
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def require_corpus(path: Path | None = None) -> Path:
-    """The statements file, or a clear error when the shared corpus is missing."""
-    target = path or CORPUS / "statements.sql"
-    if not target.is_file():
-        raise FileNotFoundError(
-            f"ksqlDB corpus not found at {target}: it lives in ../shared/ksql-corpus next to "
-            "the repository (see that folder's README.md)"
-        )
-    return target
-
-
-def load_statements(path: Path | None = None) -> list[str]:
-    """The corpus statements, one per line."""
-    lines = require_corpus(path).read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if line.strip()]
 
 
 def syntax_rejected(corpus: Path = CORPUS) -> set[str]:
@@ -159,10 +111,13 @@ def _percent(part: int, whole: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the coverage figures; exit status 0."""
+    """Print the coverage figures; exit status 0 (2 when the corpus is missing)."""
     args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else None
-    statements = load_statements(path)
+    try:
+        statements = read_statements(Path(args[0]) if args else STATEMENTS)
+    except FileNotFoundError as error:
+        print(f"parse_coverage: {error}", file=sys.stderr)
+        return 2
     report = corpus_report(statements, syntax_rejected())
     print(f"Python {platform.python_version()}, sqlglot {sqlglot.__version__}")
     print(f"parsed {report.parsed}/{report.total} ({_percent(report.parsed, report.total)})")

@@ -37,7 +37,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Self
 
-from conformance.parse_coverage import strip_comments
+from conformance.corpus import QTT, strip_comments
 from headwater.engine import schema_registry
 from headwater.engine._proto_text import from_plain, message_class
 from headwater.engine.errors import EngineError
@@ -66,8 +66,6 @@ from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import ParseError, parse
 from headwater.sqlparse_ext import statements as ast
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "ksql-corpus" / "qtt"
 CI_EXPECTED = Path(__file__).with_name("qtt_ci_expected.txt")
 
 #: Formats headwater does not read yet.
@@ -698,7 +696,7 @@ def _files(names: list[str] | None, corpus: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.qtt", description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the qtt folder")
+    parser.add_argument("--corpus", type=Path, default=QTT, help="the qtt folder")
     parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
     parser.add_argument("--case", help="only cases whose name contains this text")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))

@@ -51,6 +51,7 @@ from typing import Any
 import httpx
 from confluent_kafka import TopicPartition
 
+from conformance.corpus import RQTT
 from conformance.qtt import (
     _LATER,
     Mismatch,
@@ -76,8 +77,6 @@ from headwater.sqlparse_ext import statements as ast
 from tests.support.node import Server, versions
 from tests.support.registry import LocalRegistry
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "ksql-corpus" / "rqtt"
 CI_EXPECTED = Path(__file__).with_name("rqtt_ci_expected.txt")
 
 _PUSH = re.compile(r"\bEMIT\s+CHANGES\b", re.IGNORECASE)
@@ -1017,7 +1016,7 @@ def report(outcomes: list[Outcome], verbose: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # a crashing server logs its stacks
     parser = argparse.ArgumentParser(prog="python -m conformance.rqtt", description=__doc__.split("\n")[0])
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the rqtt folder")
+    parser.add_argument("--corpus", type=Path, default=RQTT, help="the rqtt folder")
     parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
     parser.add_argument("--case", help="only cases whose name contains this text")
     parser.add_argument("--wait-s", type=float, default=30.0,

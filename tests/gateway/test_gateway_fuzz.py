@@ -12,11 +12,11 @@ import random
 import re
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conformance import corpus
 from headwater.gateway.app import create_app
 from headwater.gateway.services import Limits, Services
 
@@ -26,7 +26,7 @@ with warnings.catch_warnings():
 
 pytestmark = pytest.mark.kafka
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "ksql-corpus" / "statements.sql"
+CORPUS = corpus.STATEMENTS
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def _mutations(statement: str, rng: random.Random) -> Iterator[str]:
 @pytest.mark.corpus
 def test_mutated_corpus_statements_get_a_clean_answer(client: TestClient) -> None:
     if not CORPUS.is_file():
-        pytest.fail(f"{CORPUS} is missing: the corpus tests read ksqlDB's statements from there")
+        pytest.fail(corpus.missing(CORPUS))
     statements = [s.strip() for s in CORPUS.read_text().split(";\n") if s.strip()]
     rng = random.Random(21)
     sample = rng.sample(statements, 100)

@@ -10,21 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from conformance import parse_coverage
+from conformance import corpus, parse_coverage
 
 pytestmark = pytest.mark.corpus
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "ksql-corpus"
 GAPS = Path(__file__).with_name("known_gaps.txt")
 
 
 @pytest.fixture(scope="module")
 def report():
-    if not (CORPUS / "statements.sql").is_file():
-        pytest.fail(f"ksqlDB corpus missing at {CORPUS} (expected ../shared/ksql-corpus)")
-    return parse_coverage.corpus_report(parse_coverage.load_statements(CORPUS / "statements.sql"),
-                                        parse_coverage.syntax_rejected(CORPUS))
+    if not corpus.STATEMENTS.is_file():
+        pytest.fail(corpus.missing(corpus.STATEMENTS))
+    return parse_coverage.corpus_report(corpus.read_statements(), parse_coverage.syntax_rejected())
 
 
 def _known_gaps() -> dict[str, str]:

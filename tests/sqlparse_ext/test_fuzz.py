@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conformance import corpus
 from headwater.sqlparse_ext import ParseError, parse, to_sql
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "ksql-corpus" / "statements.sql"
 MAX_SECONDS = 2.0
 
 
 def _corpus() -> list[str]:
-    if not CORPUS.is_file():
-        pytest.fail(f"ksqlDB corpus missing at {CORPUS} (expected ../shared/ksql-corpus)")
-    return [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not corpus.STATEMENTS.is_file():
+        pytest.fail(corpus.missing(corpus.STATEMENTS))
+    return corpus.read_statements()
 
 
 # without the corpus (a user's clone), the corpus-based tests below are deselected (-m corpus runs them)
-STATEMENTS = _corpus() if CORPUS.is_file() else ["SELECT * FROM s;"]
+STATEMENTS = _corpus() if corpus.STATEMENTS.is_file() else ["SELECT * FROM s;"]
 FUZZ = settings(
     derandomize=True,
     max_examples=300,
