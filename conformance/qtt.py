@@ -21,25 +21,22 @@ causes grouped.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import re
-import struct
 import sys
 import time
 import traceback
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
-from decimal import Decimal
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-from conformance.corpus import QTT, strip_comments
+from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
+from conformance.corpus import QTT
 from headwater.engine import schema_registry
-from headwater.engine._proto_text import from_plain, message_class
 from headwater.engine.errors import EngineError
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
@@ -54,7 +51,6 @@ from headwater.engine.schema_inference import schema_facts
 from headwater.engine.schema_registry import (
     MemorySchemaRegistry,
     RegisteredSchema,
-    SchemaRegistry,
 )
 from headwater.engine.serde import serde_of
 from headwater.engine.windows import split_windowed_key, window_size_ms
@@ -70,28 +66,6 @@ CI_EXPECTED = Path(__file__).with_name("qtt_ci_expected.txt")
 
 #: Formats headwater does not read yet.
 _LATER_FORMATS: tuple[str, ...] = ()
-#: Formats whose records carry a schema id of the (mock) schema registry.
-_REGISTRY_FORMATS = ("AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
-#: Key formats whose keys are always a message of the key columns, even a single one.
-_MESSAGE_KEYS = ("PROTOBUF", "PROTOBUF_NOSR")
-
-
-class Skip(Exception):
-    """The case needs something this engine does not do yet; ``cause`` groups the report."""
-
-    def __init__(self, cause: str, detail: str = "") -> None:
-        super().__init__(cause)
-        self.cause = cause
-        self.detail = detail
-
-
-class Mismatch(Exception):
-    """The case ran and computed something else; ``cause`` groups the report."""
-
-    def __init__(self, cause: str, detail: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
-        self.detail = detail
 
 
 @dataclass
@@ -103,53 +77,6 @@ class Outcome:
     verdict: str  # passed | failed | skipped
     cause: str = ""
     detail: str = ""
-
-
-# -- the corpus ----------------------------------------------------------------------------------
-
-
-def load_cases(files: list[Path], name_filter: str | None = None) -> Iterator[tuple[str, dict]]:
-    """(file stem, case) for every case, each ``format``/``config`` variant a case of its own."""
-    for path in files:
-        body = json.loads(strip_comments(path.read_text(encoding="utf-8")), parse_float=_Number)
-        for case in body.get("tests", []):
-            for variant in _variants(case):
-                if name_filter and name_filter not in variant["name"]:
-                    continue
-                yield path.stem, variant
-
-
-class _Number(float):
-    """A JSON number with a fraction, remembering its text (the scale a DECIMAL must match)."""
-
-    text: str
-
-    def __new__(cls, text: str) -> Self:
-        number = super().__new__(cls, text)
-        number.text = text
-        return number
-
-    def __deepcopy__(self, memo: dict) -> _Number:
-        return self  # immutable
-
-
-def _variants(case: dict) -> Iterator[dict]:
-    formats = case.get("format") or [None]
-    configs = case.get("config") or [None]
-    for fmt in formats:
-        for config in configs:
-            variant = copy.deepcopy(case)
-            suffix = []
-            if fmt is not None:
-                variant["statements"] = [s.replace("{FORMAT}", fmt) for s in case["statements"]]
-                suffix.append(fmt)
-            if config is not None:
-                variant["properties"] = {k: (config if v == "{CONFIG}" else v)
-                                         for k, v in case.get("properties", {}).items()}  # fmt: skip
-                suffix.append(str(config))
-            if suffix:
-                variant["name"] = f"{case['name']} - {' - '.join(suffix)}"
-            yield variant
 
 
 # -- running one case ------------------------------------------------------------------------------
@@ -353,15 +280,12 @@ def _message_matches(error: Exception, expected: Mapping[str, Any]) -> bool:
     return wanted is None or wanted in _message(error)
 
 
-#: Refusals of what a later issue brings (joins, table functions, windowed sources): skips.
-_LATER = re.compile(r"not supported (yet|in persistent queries yet)|arrive with issue|"
-                    r"Table function|Windowed sources")  # fmt: skip
 #: A function the function table lacks: a failure (functions are this engine's to compute).
 _UNKNOWN_FUNCTION = re.compile(r"Can't find any functions|Unknown function|Function '\w+' does not")
 
 
 def _later_construct(error: Exception) -> bool:
-    return bool(_LATER.search(_message(error)))
+    return bool(LATER.search(_message(error)))
 
 
 # -- inputs and outputs as the corpus writes them --------------------------------------------------
@@ -378,171 +302,13 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
         source = _source_for_topic(world, topic)
         if source is None:
             raise Skip("input topic without a source")
-        key = _encode(record.get("key"), source, "key", world.registry, world.given)
-        value = _encode(record.get("value"), source, "value", world.registry, world.given)
+        key = encode(record.get("key"), source, "key", world.registry, world.given)
+        value = encode(record.get("value"), source, "value", world.registry, world.given)
         headers = tuple((h["KEY"], None if h.get("VALUE") is None else
                          __import__("base64").b64decode(h["VALUE"]))
                         for h in record.get("headers", []) or [])  # fmt: skip
         world.produce(topic, key, value, int(record.get("timestamp", 0) or 0),
                       record.get("partition"), headers)  # fmt: skip
-
-
-def _encode(value: Any, source: Source, part: str, registry: SchemaRegistry | None = None,
-            given: Collection[str] = ()) -> bytes | None:  # fmt: skip
-    """``value`` (JSON, as the corpus writes it) as a record key or value of ``source``'s format;
-    ``given``: the subjects whose schemas the case gives (records are written with those)."""
-    fmt = source.key_format if part == "key" else source.value_format
-    if value is None or fmt == "NONE":
-        return None
-    if fmt in _REGISTRY_FORMATS:
-        if registry is None:
-            raise Skip(f"format {fmt} without a schema registry")
-        return _encode_registered(value, source, part, registry, given)
-    if fmt == "JSON":
-        return _dumps(value).encode()
-    if fmt == "DELIMITED":
-        return str(value).encode()
-    if fmt == "KAFKA":
-        columns = source.key_columns if part == "key" else source.value_columns
-        kind = columns[0].type if columns else "STRING"
-        return _kafka_bytes(value, kind)
-    raise Skip(f"format {fmt}")
-
-
-def _as_json(source: Source) -> Source:
-    return replace(source, key_format="JSON" if source.key_format != "NONE" else "NONE",
-                   value_format="JSON")  # fmt: skip
-
-
-def _encode_registered(value: Any, source: Source, part: str, registry: SchemaRegistry,
-                       given: Collection[str]) -> bytes | None:  # fmt: skip
-    """A record in a registry format, as ksqlDB's runner writes one: with the schema the case
-    gives for the topic, else with the source's own."""
-    subject = f"{source.topic}-{part}"
-    latest = registry.latest(subject) if subject in given else None
-    if latest is not None:
-        schema_id, schema = latest
-        if schema.kind == "JSON":
-            return struct.pack(">bI", 0, schema_id) + _dumps(value).encode()
-        if schema.kind == "AVRO":
-            return avro_record(value, json.loads(schema.text), schema_id)
-        if isinstance(value, dict):  # PROTOBUF: the given message, behind the header
-            message = from_plain(message_class(schema.text)(), value)
-            return struct.pack(">bI", 0, schema_id) + b"\x00" + message.SerializeToString()
-    as_json, serde = serde_of(_as_json(source)), serde_of(source)
-    if part == "key" and source.key_format in _MESSAGE_KEYS and isinstance(value, dict):
-        folded = {str(k).upper(): v for k, v in value.items()}  # a message of the key columns
-        value = {n: value.get(n, folded.get(n.upper())) for n in serde.key_names}
-        if len(serde.key_names) == 1:
-            value = next(iter(value.values()))
-    data = _dumps(value).encode()
-    if part == "key":
-        return serde.serialize_key(as_json.deserialize_key(data))
-    return serde.serialize_value(as_json.deserialize_value(data))
-
-
-def avro_record(value: Any, schema: Any, schema_id: int) -> bytes:
-    """``value`` (JSON, as the corpus writes it) in Avro of ``schema`` behind the wire header."""
-    import io
-
-    import fastavro
-
-    buffer = io.BytesIO()
-    buffer.write(struct.pack(">bI", 0, schema_id))
-    fastavro.schemaless_writer(buffer, fastavro.parse_schema(schema), _datum(value, schema))
-    return buffer.getvalue()
-
-
-def _datum(value: Any, schema: Any) -> Any:
-    """A JSON value as the Avro datum of ``schema`` (Connect's JSON-to-Avro conversion)."""
-    if isinstance(schema, list):
-        if value is None:
-            return None
-        branches = [b for b in schema if b != "null"]
-        return _datum(value, branches[0]) if len(branches) == 1 else value
-    kind = schema.get("type") if isinstance(schema, dict) else schema
-    if isinstance(kind, (dict, list)):
-        return _datum(value, kind)
-    if value is None:
-        return None
-    logical = schema.get("logicalType") if isinstance(schema, dict) else None
-    if logical == "decimal":
-        from decimal import Decimal
-
-        return Decimal(str(value)).quantize(Decimal(1).scaleb(-int(schema.get("scale", 0))))
-    if kind == "record":
-        folded = {str(k).upper(): v for k, v in value.items()}
-        return {f["name"]: _datum(value.get(f["name"], folded.get(f["name"].upper())), f["type"])
-                for f in schema["fields"]}  # fmt: skip
-    if kind == "array":
-        return [_datum(v, schema["items"]) for v in value]
-    if kind == "map":
-        return {k: _datum(v, schema["values"]) for k, v in value.items()}
-    if kind in ("float", "double"):
-        return float(value)
-    if kind in ("int", "long"):
-        return int(value)
-    if kind == "bytes" and isinstance(value, str):
-        return __import__("base64").b64decode(value)
-    return value
-
-
-def _dumps(value: Any) -> str:
-    """JSON text of a corpus value, numbers with fractions written as the corpus wrote them."""
-    if isinstance(value, _Number):
-        return value.text
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)}: {_dumps(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_dumps(v) for v in value) + "]"
-    return json.dumps(value)
-
-
-def _kafka_bytes(value: Any, kind: str) -> bytes:
-    if kind == "INTEGER":
-        return struct.pack(">i", int(value))
-    if kind == "BIGINT":
-        return struct.pack(">q", int(value))
-    if kind == "DOUBLE":
-        return struct.pack(">d", float(value))
-    if kind == "BYTES":
-        return __import__("base64").b64decode(value)
-    return str(value).encode() if not isinstance(value, str) else value.encode()
-
-
-def _decode(data: bytes | None, source: Source | None, part: str) -> Any:
-    if data is None:
-        return None
-    fmt = "JSON" if source is None else (source.key_format if part == "key" else source.value_format)
-    if fmt in _REGISTRY_FORMATS and source is not None:  # the values, as ksqlDB's runner has them
-        serde = serde_of(source)
-        if part == "key":
-            key = serde.deserialize_key(data)
-            if len(key) == 1 and source.key_format not in _MESSAGE_KEYS:
-                return key[0]
-            return dict(zip(serde.key_names, key))
-        row = serde.deserialize_value(data)
-        wrap = source.property("WRAP_SINGLE_VALUE")
-        if row is not None and len(row) == 1 and wrap is not None and str(wrap).lower() == "false":
-            return next(iter(row.values()))
-        return row
-    if fmt == "JSON":
-        return json.loads(data)
-    if fmt == "DELIMITED":
-        return data.decode()
-    if fmt == "KAFKA" and source is not None:
-        columns = source.key_columns if part == "key" else source.value_columns
-        kind = columns[0].type if columns else "STRING"
-        if kind == "INTEGER":
-            return struct.unpack(">i", data)[0]
-        if kind == "BIGINT":
-            return struct.unpack(">q", data)[0]
-        if kind == "DOUBLE":
-            return struct.unpack(">d", data)[0]
-        if kind == "BYTES":
-            return __import__("base64").b64encode(data).decode()
-        return data.decode()
-    return data.decode(errors="replace")
 
 
 def _judge_outputs(world: _World, outputs: list[dict]) -> None:
@@ -569,12 +335,12 @@ def _judge_outputs(world: _World, outputs: list[dict]) -> None:
                 if want.get("window") != window:
                     raise Mismatch("wrong window", f"{topic}[{index}]: window {window}, expected "
                                    f"{want.get('window')}")  # fmt: skip
-            key = _decode(key_bytes, sink, "key")
-            value = _decode(got.value, sink, "value")
-            if not _same(key, want.get("key")):
+            key = decode(key_bytes, sink, "key")
+            value = decode(got.value, sink, "value")
+            if not same(key, want.get("key")):
                 raise Mismatch("wrong key", f"{topic}[{index}]: key {key!r}, expected "
                                f"{want.get('key')!r}")  # fmt: skip
-            if not _same(value, want.get("value")):
+            if not same(value, want.get("value")):
                 raise Mismatch("wrong value", f"{topic}[{index}]: value {value!r}, expected "
                                f"{want.get('value')!r}")  # fmt: skip
             if "timestamp" in want and int(want["timestamp"]) != got.timestamp:
@@ -583,42 +349,6 @@ def _judge_outputs(world: _World, outputs: list[dict]) -> None:
         if len(actual) > len(wanted):
             raise Mismatch("extra record", f"{topic}: {len(actual)} records, expected "
                            f"{len(wanted)}; first extra: {actual[len(wanted)]}")  # fmt: skip
-
-
-def _same(actual: Any, expected: Any) -> bool:
-    """JSON equality as ksqlDB's runner (ExpectedRecordComparator) sees it: an expected field is
-    looked up by its name, then by its name upper-cased (ksqlDB's names are); doubles match within
-    1e-6; otherwise 1 and 1.0 differ, as do 1 and true."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        if len(actual) != len(expected):
-            return False
-        for name, want in expected.items():
-            got = actual.get(name, actual.get(name.upper()) if isinstance(name, str) else None)
-            if not _same(got, want):
-                return False
-        return True
-    if isinstance(expected, list) and isinstance(actual, list):
-        return len(actual) == len(expected) and all(
-            _same(a, e) for a, e in zip(actual, expected, strict=True))
-    if isinstance(actual, Decimal):  # Java's BigDecimal.equals: the scale counts
-        if isinstance(expected, bool) or not isinstance(expected, (int, float, str)):
-            return False
-        if isinstance(expected, int):
-            return actual.as_tuple().exponent >= 0 and actual == expected  # type: ignore[operator]
-        try:
-            wanted = Decimal(expected if isinstance(expected, str) else
-                             getattr(expected, "text", repr(expected)))  # fmt: skip
-        except ArithmeticError:
-            return False
-        if isinstance(expected, str):  # new BigDecimal(text).equals(actual)
-            return wanted == actual and wanted.as_tuple().exponent == actual.as_tuple().exponent
-        return wanted == actual  # ksqlDB's runner reads the expected number at the column's scale
-    if isinstance(actual, bytes) and isinstance(expected, str):
-        return __import__("base64").b64encode(actual).decode() == expected
-    if isinstance(actual, float) and isinstance(expected, (int, float)) and not isinstance(
-            expected, bool):  # fmt: skip
-        return abs(actual - expected) < 0.000_001 or actual == expected
-    return type(actual) is type(expected) and bool(actual == expected)
 
 
 def _judge_post(world: _World, post: Mapping[str, Any]) -> None:
@@ -682,18 +412,6 @@ def report(outcomes: list[Outcome], verbose: bool) -> str:
     return "\n".join(lines)
 
 
-def _files(names: list[str] | None, corpus: Path) -> list[Path]:
-    if not names:
-        return sorted(corpus.glob("*.json"))
-    found = []
-    for name in names:
-        path = corpus / (name if name.endswith(".json") else f"{name}.json")
-        if not path.exists():
-            raise SystemExit(f"qtt: no file {path}")
-        found.append(path)
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.qtt", description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, default=QTT, help="the qtt folder")
@@ -708,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.corpus.is_dir():
         print(f"qtt: the corpus is not at {args.corpus}", file=sys.stderr)
         return 2
-    files = _files(args.file, args.corpus)
+    files = case_files(args.file, args.corpus)
     started = time.monotonic()
     outcomes = run(files, args.case, args.jobs)
     print(report(outcomes, args.verbose))

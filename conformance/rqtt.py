@@ -51,17 +51,8 @@ from typing import Any
 import httpx
 from confluent_kafka import TopicPartition
 
+from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
 from conformance.corpus import RQTT
-from conformance.qtt import (
-    _LATER,
-    Mismatch,
-    Skip,
-    _decode,
-    _encode,
-    _files,
-    _same,
-    load_cases,
-)
 from headwater.engine import schema_registry
 from headwater.engine.persistent import QUERY_ANALYZER
 from headwater.engine.schema_inference import schema_facts
@@ -143,7 +134,7 @@ def skip_cause(case: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def refusal_cause(message: str, statement: str) -> str | None:
     """The skip cause of a refusal of what a later issue brings ("not supported yet"), else None."""
-    if not _LATER.search(message):
+    if not LATER.search(message):
         return None
     upper = statement.upper()
     if re.search(r"\bWINDOW\b|WINDOWSTART|WINDOWEND|WINDOW_TYPE", upper):
@@ -241,7 +232,7 @@ def suffix_topics(case: Mapping[str, Any], suffix: str) -> tuple[dict, list[tupl
             new = (new[:sink.end()] + f"{added}, " + new[sink.end():] if sink[3]
                    else new[:sink.end(1)] + f" WITH ({added})" + new[sink.end(1):])  # fmt: skip
         statements.append(new)
-    out = copy.deepcopy(case)  # keeps the corpus's numbers as written (see conformance.qtt._Number)
+    out = copy.deepcopy(case)  # keeps the corpus's numbers as written (see conformance.cases._Number)
     out["statements"] = statements
     for part in ("topics", "inputs", "outputs"):
         for item in out.get(part, []):
@@ -294,7 +285,7 @@ def _canon(value: Any) -> Any:
         return ("o", tuple(sorted((k, _canon(v)) for k, v in value.items())))
     if isinstance(value, list):
         return ("a", tuple(_canon(v) for v in value))
-    if isinstance(value, float):  # the corpus's numbers may be a float subclass (conformance.qtt)
+    if isinstance(value, float):  # the corpus's numbers may be a float subclass (conformance.cases)
         return ("float", float(value))
     return (type(value).__name__, value)
 
@@ -605,10 +596,10 @@ class Node:
         """The case's input records, in order, in their sources' formats."""
         for record in inputs:
             source = source_for_topic(catalog, record["topic"])
-            key = _encode(record.get("key"), source, "key",  # type: ignore[arg-type]
-                          self.registry_client, self.given)
-            value = _encode(record.get("value"), source, "value",  # type: ignore[arg-type]
-                            self.registry_client, self.given)
+            key = encode(record.get("key"), source, "key",  # type: ignore[arg-type]
+                         self.registry_client, self.given)
+            value = encode(record.get("value"), source, "value",  # type: ignore[arg-type]
+                           self.registry_client, self.given)
             headers = [(h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
                        for h in record.get("headers") or []]  # fmt: skip
             # librdkafka reads a timestamp of 0 as "now": records without one get the clock's.
@@ -929,10 +920,10 @@ def _verify_outputs(node: Node, outputs: list[dict], catalog: Catalog, deadline:
                            f"{len(wanted)}")  # fmt: skip
         source = source_for_topic(catalog, topic)
         for index, (message, want) in enumerate(zip(got, wanted, strict=False)):
-            key = _decode(message.key(), source, "key")  # type: ignore[arg-type]
-            value = _decode(message.value(), source, "value")  # type: ignore[arg-type]
+            key = decode(message.key(), source, "key")  # type: ignore[arg-type]
+            value = decode(message.value(), source, "value")  # type: ignore[arg-type]
             stamp = message.timestamp()[1]
-            if not (_same(key, want.get("key")) and _same(value, want.get("value"))
+            if not (same(key, want.get("key")) and same(value, want.get("value"))
                     and int(want.get("timestamp", stamp)) == stamp):  # fmt: skip
                 raise Mismatch("wrong output record", f"{topic}[{index}]: <{key!r}, {value!r}> "
                                f"at {stamp}, expected <{want.get('key')!r}, "
@@ -1031,7 +1022,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.corpus.is_dir():
         print(f"rqtt: the corpus is not at {args.corpus}", file=sys.stderr)
         return 2
-    files = _files(args.file, args.corpus)
+    files = case_files(args.file, args.corpus)
     signal.signal(signal.SIGTERM, _interrupt)
     print(versions("pyspark", "httpx"), flush=True)
     started = time.monotonic()

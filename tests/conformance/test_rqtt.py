@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance import rqtt
-from conformance.qtt import Mismatch
+from conformance.cases import Mismatch
 
 HEADER = {"header": {"queryId": "q1", "schema": "`ID` STRING KEY, `C` BIGINT"}}
 SERVED = {"servedBy": [{"partition": 0, "host": "h", "position": 1, "lag": 0}]}
