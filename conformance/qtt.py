@@ -438,10 +438,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def ci_expected() -> list[str]:
+    """The cases that must keep passing (``CI_EXPECTED``), each as ``file stem: case name``."""
+    lines = [line.strip() for line in CI_EXPECTED.read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def case_id(outcome: Outcome) -> str:
+    """``outcome``'s case as the CI list names it: ``file stem: case name``."""
+    return f"{outcome.file}: {outcome.name}".strip()
+
+
 def _check_ci(outcomes: list[Outcome]) -> int:
-    expected = {line.strip() for line in CI_EXPECTED.read_text().splitlines()
-                if line.strip() and not line.startswith("#")}  # fmt: skip
-    passed = {f"{o.file}: {o.name}".strip() for o in outcomes if o.verdict == "passed"}
+    expected = set(ci_expected())
+    passed = {case_id(o) for o in outcomes if o.verdict == "passed"}
     lost = sorted(expected - passed)
     for line in lost:
         print(f"qtt --ci: expected to pass, did not: {line}", file=sys.stderr)
