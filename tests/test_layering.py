@@ -1,7 +1,8 @@
 """The data flow of docs/architecture.md, checked on the import graph.
 
 Imports point one way: sqlparse_ext -> metastore -> engine, store -> cluster
--> gateway -> shell, with headwater.kafka (the Kafka edge) usable from metastore upward; engine may read
+-> gateway; the clients of the HTTP API (dbapi, and shell on top of it) import none of the server,
+with headwater.kafka (the Kafka edge) usable from metastore upward; engine may read
 store (pull queries read materialized tables), never the reverse. A package whose
 folder does not exist yet is simply not checked.
 """
@@ -24,13 +25,15 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"sqlparse_ext", "metastore", "kafka"},
     "cluster": {"sqlparse_ext", "metastore", "store", "kafka"},
     "gateway": {"sqlparse_ext", "metastore", "engine", "store", "cluster", "kafka"},
-    "shell": {"sqlparse_ext", "gateway"},
+    "dbapi": {"sqlparse_ext"},
+    "shell": {"sqlparse_ext", "dbapi"},
 }
 
 # Folder -> third-party modules it must never import (pure cores stay free of I/O libraries).
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "sqlparse_ext": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "httpx", "prompt_toolkit"},
     "headwater/kafka": {"pyspark", "starlette", "uvicorn", "prompt_toolkit", "sqlglot"},
+    "dbapi": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "prompt_toolkit"},
     "shell": {"confluent_kafka", "pyspark", "starlette", "uvicorn"},
 }
 
