@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cli_helpers.tabular_output import TabularOutputFormatter  # type: ignore[import-untyped]
+from cli_helpers.tabular_output import TabularOutputFormatter
 
 from headwater import dbapi
 from headwater.sqlparse_ext.sqltypes import format_double
