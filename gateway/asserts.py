@@ -49,9 +49,8 @@ def _timeout_ms(services: Services, statement: ast.AssertTopic | ast.AssertSchem
         return _DEFAULT_TIMEOUT_MS
 
 
-def assert_topic(services: Services, statement: ast.Statement) -> Entity:
+def assert_topic(services: Services, asserted: ast.AssertTopic) -> Entity:
     """ASSERT [NOT EXISTS] TOPIC name [WITH (PARTITIONS=n, REPLICAS=m)] [TIMEOUT d]."""
-    asserted: ast.AssertTopic = statement  # type: ignore[assignment]
     topic = asserted.topic
 
     def check() -> None:
@@ -81,14 +80,13 @@ def assert_topic(services: Services, statement: ast.Statement) -> Entity:
         if errors:
             raise AssertionFailed("\n".join(errors))
 
-    _retry(check, _timeout_ms(services, asserted, "ksql.assert.topic.default.timeout.ms"), statement)
-    return {"@type": "assert_topic", "statementText": statement.text, "topicName": topic,
+    _retry(check, _timeout_ms(services, asserted, "ksql.assert.topic.default.timeout.ms"), asserted)
+    return {"@type": "assert_topic", "statementText": asserted.text, "topicName": topic,
             "exists": asserted.exists, "warnings": []}  # fmt: skip
 
 
-def assert_schema(services: Services, statement: ast.Statement) -> Entity:
+def assert_schema(services: Services, asserted: ast.AssertSchema) -> Entity:
     """ASSERT [NOT EXISTS] SCHEMA [SUBJECT name] [ID n] [TIMEOUT d]."""
-    asserted: ast.AssertSchema = statement  # type: ignore[assignment]
     subject, schema_id = asserted.subject, asserted.schema_id
     shown = (f" subject name {subject}" if subject else "") + (
         f" id {schema_id}" if schema_id is not None else "")  # fmt: skip
@@ -115,6 +113,6 @@ def assert_schema(services: Services, statement: ast.Statement) -> Entity:
             raise AssertionFailed(f"Schema with{shown} exists")
 
     _retry(check, _timeout_ms(services, asserted, "ksql.assert.schema.default.timeout.ms"),
-           statement)  # fmt: skip
-    return {"@type": "assert_schema", "statementText": statement.text, "subject": subject,
+           asserted)  # fmt: skip
+    return {"@type": "assert_schema", "statementText": asserted.text, "subject": subject,
             "id": schema_id, "exists": asserted.exists, "warnings": []}  # fmt: skip

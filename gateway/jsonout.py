@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-_encode_str = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_encode_str = json.encoder.encode_basestring_ascii
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
 

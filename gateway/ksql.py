@@ -49,13 +49,9 @@ from headwater.sqlparse_ext.params import ParameterError, from_json
 log = logging.getLogger(__name__)
 
 
-#: Statements that go through the command log.
 WRITTEN_HEADER = "Headwater-Written-Offsets"
 """The response header of ``/ksql`` listing where its INSERT ... VALUES rows landed (a JSON list of
 ``{"topic", "partition", "offset"}``): what ``headwater.read.after`` takes for read-your-writes."""
-
-CATALOG_STATEMENTS = (ast.CreateSource, ast.AlterSource, ast.Drop, ast.CreateType, ast.DropType,
-                      ast.CreateAsSelect, ast.InsertInto, ast.Terminate)  # fmt: skip
 
 
 # -- the request -----------------------------------------------------------------------------------
@@ -250,24 +246,45 @@ def execute(services: Services, request: KsqlRequest,
 def run_statement(services: Services, statement: ast.Statement,
                   overrides: Mapping[str, Any] | None = None) -> Entity:  # fmt: skip
     """The entity answering one statement (``overrides``: the request's session properties)."""
-    if isinstance(statement, ast.CreateAsSelect | ast.InsertInto) and services.no_spark:
-        kind = "CREATE ... AS SELECT" if isinstance(statement, ast.CreateAsSelect) \
-            else "INSERT INTO ... SELECT"  # fmt: skip
-        raise KsqlError(f"{kind} runs a persistent query on Spark, and this server cannot run "
-                        f"Spark: {services.no_spark}", 40000)  # fmt: skip
-    if isinstance(statement, CATALOG_STATEMENTS):
-        return _submit(services, statement, overrides or {})
-    if isinstance(statement, (ast.Select, ast.Print)):
-        kind = "SELECT" if isinstance(statement, ast.Select) else "PRINT"
-        raise KsqlError(f"{kind} statements must be sent to the /query endpoint (ksqlDB: The "
-                        "following statement types should be issued to the websocket endpoint "
-                        "'/query': * PRINT * SELECT)", 40002)  # fmt: skip
-    if isinstance(statement, ast.Show) and statement.what.upper() == "PROPERTIES":
-        return show_properties(services, statement, overrides or {})
-    handler = _HANDLERS.get(type(statement))
-    if handler is None:
-        raise _unsupported(statement)
-    return handler(services, statement)
+    match statement:
+        case ast.CreateAsSelect() | ast.InsertInto() if services.no_spark:
+            kind = "CREATE ... AS SELECT" if isinstance(statement, ast.CreateAsSelect) \
+                else "INSERT INTO ... SELECT"  # fmt: skip
+            raise KsqlError(f"{kind} runs a persistent query on Spark, and this server cannot run "
+                            f"Spark: {services.no_spark}", 40000)  # fmt: skip
+        case (
+            ast.CreateSource()
+            | ast.AlterSource()
+            | ast.Drop()
+            | ast.CreateType()
+            | ast.DropType()
+            | ast.CreateAsSelect()
+            | ast.InsertInto()
+            | ast.Terminate()
+        ):
+            # The statements that change the catalog go through the command log.
+            return _submit(services, statement, overrides or {})
+        case ast.Select() | ast.Print():
+            kind = "SELECT" if isinstance(statement, ast.Select) else "PRINT"
+            raise KsqlError(f"{kind} statements must be sent to the /query endpoint (ksqlDB: The "
+                            "following statement types should be issued to the websocket endpoint "
+                            "'/query': * PRINT * SELECT)", 40002)  # fmt: skip
+        case ast.Show() if statement.what.upper() == "PROPERTIES":
+            return show_properties(services, statement, overrides or {})
+        case ast.Show():
+            return _show(services, statement)
+        case ast.Describe():
+            return _describe(services, statement)
+        case ast.InsertValues():
+            return _insert_values(services, statement)
+        case ast.Explain():
+            return queries.explain(services, statement)
+        case ast.AssertTopic():
+            return assert_topic(services, statement)
+        case ast.AssertSchema():
+            return assert_schema(services, statement)
+        case _:
+            raise _unsupported(statement)
 
 
 def _unsupported(statement: ast.Statement) -> KsqlError:
@@ -292,20 +309,19 @@ def _submit(services: Services, statement: ast.Statement, overrides: Mapping[str
     }
 
 
-def _show(services: Services, statement: ast.Statement) -> Entity:
-    show: ast.Show = statement  # type: ignore[assignment]
-    what = show.what.upper()
+def _show(services: Services, statement: ast.Show) -> Entity:
+    what = statement.what.upper()
     if what == "QUERIES":
-        kind, body = queries.show_queries(services, show.extended)
+        kind, body = queries.show_queries(services, statement.extended)
         return {"@type": kind, "statementText": statement.text, **body, "warnings": []}
-    if show.extended and what in ("STREAMS", "TABLES"):  # as DESCRIBE STREAMS|TABLES EXTENDED
+    if statement.extended and what in ("STREAMS", "TABLES"):  # as DESCRIBE STREAMS|TABLES EXTENDED
         of_kind = SourceKind.STREAM if what == "STREAMS" else SourceKind.TABLE
         return _source_descriptions(services, statement, of_kind, extended=True)
-    if show.extended and what in ("TOPICS", "ALL TOPICS"):
+    if statement.extended and what in ("TOPICS", "ALL TOPICS"):
         return {"@type": "kafka_topics_extended", "statementText": statement.text,
                 **_topics(services, internal=what == "ALL TOPICS", extended=True),
                 "warnings": []}  # fmt: skip
-    if show.extended or what not in _SHOWS:
+    if statement.extended or what not in _SHOWS:
         raise _unsupported(statement)
     return {"@type": _SHOWS[what][0], "statementText": statement.text,
             **_SHOWS[what][1](services), "warnings": []}  # fmt: skip
@@ -451,21 +467,20 @@ def _source_descriptions(services: Services, statement: ast.Statement, kind: Sou
             "sourceDescriptions": described, "warnings": []}  # fmt: skip
 
 
-def _describe(services: Services, statement: ast.Statement) -> Entity:
-    describe: ast.Describe = statement  # type: ignore[assignment]
-    if describe.what == "FUNCTION":
-        return _describe_function(describe)
-    if describe.what in ("STREAMS", "TABLES"):
-        kind = SourceKind.STREAM if describe.what == "STREAMS" else SourceKind.TABLE
-        return _source_descriptions(services, statement, kind, describe.extended)
-    if describe.what != "SOURCE" or describe.name is None:
+def _describe(services: Services, statement: ast.Describe) -> Entity:
+    if statement.what == "FUNCTION":
+        return _describe_function(statement)
+    if statement.what in ("STREAMS", "TABLES"):
+        kind = SourceKind.STREAM if statement.what == "STREAMS" else SourceKind.TABLE
+        return _source_descriptions(services, statement, kind, statement.extended)
+    if statement.what != "SOURCE" or statement.name is None:
         raise _unsupported(statement)
     catalog = services.runner.catalog
-    source = catalog.source(describe.name)
+    source = catalog.source(statement.name)
     if source is None:
-        raise KsqlError(f"Could not find STREAM/TABLE '{describe.name}' in the Metastore", 40001)
+        raise KsqlError(f"Could not find STREAM/TABLE '{statement.name}' in the Metastore", 40001)
     description = source_description(source, catalog)
-    if describe.extended:
+    if statement.extended:
         description = queries.extended_source(services, source, catalog, description)
     return {
         "@type": "sourceDescription",
@@ -475,27 +490,23 @@ def _describe(services: Services, statement: ast.Statement) -> Entity:
     }
 
 
-def _explain(services: Services, statement: ast.Statement) -> Entity:
-    explain: ast.Explain = statement  # type: ignore[assignment]
-    return queries.explain(services, explain)
-
-
-def _insert_values(services: Services, statement: ast.Statement) -> Entity:
+def _insert_values(services: Services, statement: ast.InsertValues) -> Entity:
     """INSERT INTO ... VALUES: one record to the source's topic, in its formats, keyed as Kafka would.
 
     The entity carries where the row landed (``writtenOffsets``): the consistency token a later
     read-your-writes pull query may present. ``/ksql`` answers no entity for it (as ksqlDB: ``[]``)
     and sends the offsets in its ``Headwater-Written-Offsets`` header.
     """
-    insert: ast.InsertValues = statement  # type: ignore[assignment]
     catalog = services.runner.catalog
-    source = catalog.sources.get(insert.target)
+    source = catalog.sources.get(statement.target)
     if source is None:
-        raise KsqlError(f"Cannot insert values into an unknown stream/table: {insert.target}", 40001)
+        raise KsqlError(
+            f"Cannot insert values into an unknown stream/table: {statement.target}", 40001
+        )
     if services.writer is None:
         raise KsqlError("this server does not accept INSERT statements", 40001)
     try:
-        record = evaluate_insert_values(insert, source, catalog.types)
+        record = evaluate_insert_values(statement, source, catalog.types)
         serde = serde_of(source, catalog.types)
         key = serde.serialize_key(record.key)
         value = serde.serialize_value(record.value)
@@ -524,16 +535,6 @@ def _insert_values(services: Services, statement: ast.Statement) -> Entity:
                             "offset": written.offset}],
         "warnings": [],
     }  # fmt: skip
-
-
-_HANDLERS: dict[type[ast.Statement], Callable[[Services, ast.Statement], Entity]] = {
-    ast.Show: _show,
-    ast.Describe: _describe,
-    ast.InsertValues: _insert_values,
-    ast.Explain: _explain,
-    ast.AssertTopic: assert_topic,
-    ast.AssertSchema: assert_schema,
-}
 
 
 # -- rendering catalog objects ---------------------------------------------------------------------

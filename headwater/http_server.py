@@ -408,7 +408,7 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
 
     async def watch() -> None:
         await server.until_stopping()
-        instance.stop()
+        instance.stop()  # type: ignore[no-untyped-call]  # granian leaves Server.stop unannotated
 
     watcher = asyncio.create_task(watch())
     try:

@@ -65,7 +65,8 @@ def answering(url: str, timeout_s: float = 1.0) -> bool:
     except httpx.HTTPError:
         return False
     if response.status_code == 401:
-        return response.headers.get("WWW-Authenticate", "").lower().startswith("basic")
+        challenge: str = response.headers.get("WWW-Authenticate", "")
+        return challenge.lower().startswith("basic")
     return response.status_code == 200 and "KsqlServerInfo" in response.text
 
 

@@ -169,23 +169,43 @@ def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
         TooManyPersistentQueries: a valid persistent query that would pass ``active_limit``.
         ValidationError: the statement is not valid here; the message says why.
     """
-    if isinstance(statement, (ast.CreateAsSelect, ast.InsertInto)):
-        if analyze is None:
-            raise ValidationError("persistent queries need the engine, which this server lacks")
-        if isinstance(statement, ast.CreateAsSelect):
-            planned = _plan_create_as_select(statement, catalog, facts, analyze)
-        else:
-            planned = _plan_insert_select(statement, catalog, analyze)
-        if planned.command is not None and planned.command["type"] == "start_query":
-            check_capacity(len(catalog.queries) + 1, active_limit)
-        return planned
-    planner = _PLANNERS.get(type(statement))
-    if planner is None:
-        raise ValidationError(f"{type(statement).__name__} statements do not change the catalog")
-    planned = planner(statement, catalog, facts)
+    match statement:
+        case ast.CreateAsSelect():
+            planned = _plan_create_as_select(statement, catalog, facts, _engine(analyze))
+            return _within_capacity(planned, catalog, active_limit)
+        case ast.InsertInto():
+            planned = _plan_insert_select(statement, catalog, _engine(analyze))
+            return _within_capacity(planned, catalog, active_limit)
+        case ast.CreateSource():
+            planned = _plan_create_source(statement, catalog, facts)
+        case ast.AlterSource():
+            planned = _plan_alter_source(statement, catalog)
+        case ast.Drop():
+            planned = _plan_drop(statement, catalog)
+        case ast.CreateType():
+            planned = _plan_create_type(statement, catalog)
+        case ast.DropType():
+            planned = _plan_drop_type(statement, catalog)
+        case ast.Terminate():
+            planned = _plan_terminate(statement, catalog)
+        case _:
+            name = type(statement).__name__
+            raise ValidationError(f"{name} statements do not change the catalog")
     if analyze is not None and planned.command and planned.command["type"] == "create_source":
         # The engine's serde decides which columns each format can carry (one definition).
         analyze.check_sink(source_from_dict(planned.command["source"]), catalog)
+    return planned
+
+
+def _engine(analyze: QueryAnalyzer | None) -> QueryAnalyzer:
+    if analyze is None:
+        raise ValidationError("persistent queries need the engine, which this server lacks")
+    return analyze
+
+
+def _within_capacity(planned: Plan, catalog: Catalog, active_limit: int) -> Plan:
+    if planned.command is not None and planned.command["type"] == "start_query":
+        check_capacity(len(catalog.queries) + 1, active_limit)
     return planned
 
 
@@ -208,8 +228,7 @@ def check_capacity(count: int, active_limit: int) -> None:
         )
 
 
-def _plan_create_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
-    create: ast.CreateSource = statement
+def _plan_create_source(create: ast.CreateSource, catalog: Catalog, facts: TopicFacts) -> Plan:
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
     existing = catalog.source(create.name)
@@ -580,8 +599,7 @@ def _timestamp_column(
     return column.name
 
 
-def _plan_drop(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
-    drop: ast.Drop = statement
+def _plan_drop(drop: ast.Drop, catalog: Catalog) -> Plan:
     source = catalog.source(drop.name)
     if source is None:
         if drop.if_exists:
@@ -723,8 +741,7 @@ def _columns_sql(columns: tuple[Column, ...]) -> str:
     return ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "") for c in columns)
 
 
-def _plan_terminate(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
-    terminate: ast.Terminate = statement
+def _plan_terminate(terminate: ast.Terminate, catalog: Catalog) -> Plan:
     if terminate.query_id is None:
         ids = sorted(catalog.queries)
         if not ids:
@@ -737,8 +754,7 @@ def _plan_terminate(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan
     return Plan({"type": "terminate_query", "queryIds": [found]})
 
 
-def _plan_create_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
-    create: ast.CreateType = statement
+def _plan_create_type(create: ast.CreateType, catalog: Catalog) -> Plan:
     if create.name in catalog.types:
         if create.if_not_exists:
             return Plan(None, f"Type {create.name} already exists.")
@@ -750,8 +766,7 @@ def _plan_create_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Pl
     return Plan({"type": "create_type", "name": create.name, "sqlType": sql_type})
 
 
-def _plan_drop_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
-    drop: ast.DropType = statement
+def _plan_drop_type(drop: ast.DropType, catalog: Catalog) -> Plan:
     if drop.name not in catalog.types:
         if drop.if_exists:
             return Plan(None, f"Type {drop.name} does not exist.")
@@ -759,12 +774,11 @@ def _plan_drop_type(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan
     return Plan({"type": "drop_type", "name": drop.name})
 
 
-def _plan_alter_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> Plan:
+def _plan_alter_source(alter: ast.AlterSource, catalog: Catalog) -> Plan:
     """ALTER STREAM|TABLE name ADD [COLUMN] c type, ...: the source again, with value columns
     added (ksqlDB's rules and messages); its tables are materialized afresh from their topic,
     so rows written before read the new columns as NULL or, when their values hold them, as
     written."""
-    alter: ast.AlterSource = statement
     kind = SourceKind(alter.kind)
     existing = catalog.source(alter.name)
     if existing is None:
@@ -794,13 +808,3 @@ def _plan_alter_source(statement: Any, catalog: Catalog, facts: TopicFacts) -> P
     command = {"type": "create_source", "source": source_to_dict(source), "replace": True,
                "altered": True}  # fmt: skip
     return Plan(command)
-
-
-_PLANNERS = {
-    ast.CreateSource: _plan_create_source,
-    ast.AlterSource: _plan_alter_source,
-    ast.Drop: _plan_drop,
-    ast.CreateType: _plan_create_type,
-    ast.DropType: _plan_drop_type,
-    ast.Terminate: _plan_terminate,
-}

@@ -1,5 +1,5 @@
 """Runs statement text through the DB-API driver and yields typed results. Does I/O: the network
-(only through `headwater.gateway.dbapi`) and, for RUN SCRIPT, reading the script file.
+(only through `headwater.dbapi`) and, for RUN SCRIPT, reading the script file.
 
 The text is split and checked locally first with `headwater.sqlparse_ext.parse` (with the
 session's variables, so `${name}` works as on the server), then each statement runs in order:
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.gateway import dbapi
-from headwater.gateway.dbapi.entities import EntityTable, entity_table
+from headwater import dbapi
+from headwater.dbapi.entities import EntityTable, entity_table
 from headwater.sqlparse_ext import ParseError, parse
 from headwater.sqlparse_ext import statements as st
 

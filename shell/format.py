@@ -3,7 +3,7 @@ and CSV, the staleness footer of pull answers, and errors with a caret under the
 Pure: no I/O (the caller prints, and decides on a pager with `needs_pager`).
 
 Tables are drawn by cli_helpers (pgcli's table and CSV writer, over tabulate). `/ksql` entities
-use the driver's table views (`headwater.gateway.dbapi.entities`), so the shell shows the same
+use the driver's table views (`headwater.dbapi.entities`), so the shell shows the same
 headers a program gets in `cursor.description`.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cli_helpers.tabular_output import TabularOutputFormatter  # type: ignore[import-untyped]
+from cli_helpers.tabular_output import TabularOutputFormatter
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 from headwater.sqlparse_ext.sqltypes import format_double
 
 from .config import OutputFormat

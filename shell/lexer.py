@@ -28,7 +28,7 @@ from .vocabulary import DATA_TYPES, FUNCTIONS, KEYWORDS, PSEUDO_COLUMNS
 __all__ = ["HeadwaterLexer"]
 
 
-class HeadwaterLexer(RegexLexer):
+class HeadwaterLexer(RegexLexer):  # type: ignore[misc]  # Pygments ships no type hints
     """ksqlDB SQL, as headwater parses it."""
 
     name = "headwater"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from prompt_toolkit.input import Input
     from prompt_toolkit.output import Output
 
-    from headwater.gateway import dbapi
+    from headwater import dbapi
 
 __all__ = [
     "Hooks",
@@ -85,7 +85,7 @@ def settings_for(
 
 
 def _connect(settings: ShellSettings, transport: httpx.BaseTransport | None) -> dbapi.Connection:
-    from headwater.gateway import dbapi
+    from headwater import dbapi
 
     return dbapi.connect(
         list(settings.servers),
@@ -148,7 +148,7 @@ def open_shell(
     """
     import dataclasses
 
-    from headwater.gateway import dbapi
+    from headwater import dbapi
 
     from .completer import ShellCompleter
     from .executor import Executor
@@ -193,7 +193,7 @@ def open_shell(
 
 def _banner(connection: dbapi.Connection) -> bool:
     """Greets; False (and says why) when the server refuses the credentials."""
-    from headwater.gateway import dbapi
+    from headwater import dbapi
 
     try:
         info = connection.server_info()

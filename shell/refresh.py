@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 
 from .completer import Metadata
 

@@ -15,7 +15,7 @@ from typing import TextIO
 
 import click
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 from headwater.sqlparse_ext import statements as st
 
 from .executor import CATALOG_CHANGES, Executor, Result, RowStream, StatementFailed, TextStream

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType
 
 from headwater.sqlparse_ext.dialect import Headwater
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from sqlglot import exp, parser
+from sqlglot import Token, TokenType, exp, parser
 from sqlglot.errors import ParseError as SqlglotParseError
-from sqlglot.tokens import Token, TokenType
 
 from headwater.sqlparse_ext import expressions as hx
 

@@ -6,8 +6,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from sqlglot import exp
-from sqlglot.tokens import Token, TokenType
+from sqlglot import Token, TokenType, exp
 
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext._parse_common import NAME_TOKENS

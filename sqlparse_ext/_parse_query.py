@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
-from sqlglot import exp
-from sqlglot.tokens import TokenType
+from sqlglot import TokenType, exp
 
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext._parse_common import NAME_TOKENS
@@ -298,7 +297,8 @@ class QueryParser(TypeParser):
     def _parse_constructor_entries(self, keyed_by_name: bool) -> list[exp.Expr]:
         """``k := v, ...`` inside MAP(...) or STRUCT(...) (called after the parenthesis)."""
         entries: list[exp.Expr] = []
-        if self._curr.token_type == TokenType.R_PAREN:
+        # (a look, not a comparison: mypy would keep the token type narrowed past the loop below)
+        if self._match(TokenType.R_PAREN, advance=False):
             return entries
         while True:
             key: exp.Expr | None

@@ -7,8 +7,7 @@ BYTES, DATE, TIME, TIMESTAMP, ARRAY<T>, MAP<K, V>, STRUCT<name T, ...> and custo
 
 from __future__ import annotations
 
-from sqlglot import exp
-from sqlglot.tokens import TokenType
+from sqlglot import TokenType, exp
 
 from headwater.sqlparse_ext._parse_common import NAME_TOKENS, CommonParser
 

@@ -10,10 +10,9 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 
-from sqlglot import exp
+from sqlglot import Token, TokenType, exp
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType
 
 from headwater.sqlparse_ext import statements as st
 from headwater.sqlparse_ext._typed import build

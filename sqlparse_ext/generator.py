@@ -23,7 +23,7 @@ def _method(name: str) -> Callable[..., str]:
 class Generator(generator.Generator):
     """Single-line ksqlDB SQL."""
 
-    TYPE_MAPPING: ClassVar[dict] = {
+    TYPE_MAPPING: ClassVar[dict[exp.DType, str]] = {
         **generator.Generator.TYPE_MAPPING,
         exp.DType.VARCHAR: "STRING",
         exp.DType.VARBINARY: "BYTES",

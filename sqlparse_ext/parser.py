@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from sqlglot import exp, parser
-from sqlglot.tokens import TokenType
+from sqlglot import TokenType, exp, parser
 
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext._parse_admin import AdminParser
@@ -56,9 +55,9 @@ class Parser(AdminParser):
     """Statement parsers by first word; SELECT is handled before this table."""
 
     # ksqlDB's functions are UDFs looked up by name when planning: no sqlglot Func classes.
-    FUNCTIONS: ClassVar[dict[str, Callable]] = {}
-    NO_PAREN_FUNCTIONS: ClassVar[dict] = {}
-    FUNCTION_PARSERS: ClassVar[dict[str, Callable]] = {
+    FUNCTIONS: ClassVar[dict[str, Callable[..., exp.Expr]]] = {}
+    NO_PAREN_FUNCTIONS: ClassVar[dict[TokenType, type[exp.Func]]] = {}
+    FUNCTION_PARSERS: ClassVar[dict[str, Callable[..., exp.Expr]]] = {
         "CAST": lambda self: self._parse_ksql_cast(),
         "MAP": lambda self: self.expression(
             hx.MapConstructor(expressions=self._parse_constructor_entries(keyed_by_name=False))
@@ -67,11 +66,13 @@ class Parser(AdminParser):
             hx.StructConstructor(expressions=self._parse_constructor_entries(keyed_by_name=True))
         ),
     }
-    NO_PAREN_FUNCTION_PARSERS: ClassVar[dict] = {
+    NO_PAREN_FUNCTION_PARSERS: ClassVar[dict[str, Callable[..., exp.Expr]]] = {
         "CASE": _Base.NO_PAREN_FUNCTION_PARSERS["CASE"],
     }
-    ARRAY_CONSTRUCTORS: ClassVar[dict] = {"ARRAY": hx.ArrayConstructor}
-    PRIMARY_PARSERS: ClassVar[dict] = {
+    # sqlglot leaves this table untyped (a bare ClassVar: mypy takes exp.Func from its default);
+    # build_array_constructor takes any expression class, as ARRAY[...]'s own node is.
+    ARRAY_CONSTRUCTORS: ClassVar[dict[str, type[exp.Expr]]] = {"ARRAY": hx.ArrayConstructor}  # type: ignore[assignment]
+    PRIMARY_PARSERS: ClassVar[dict[TokenType, Callable[..., exp.Expr | None]]] = {
         TokenType.STRING: _Base.PRIMARY_PARSERS[TokenType.STRING],
         TokenType.NUMBER: lambda self, _token: self._parse_number_literal(),
         TokenType.NULL: _Base.PRIMARY_PARSERS[TokenType.NULL],
@@ -79,38 +80,38 @@ class Parser(AdminParser):
         TokenType.FALSE: _Base.PRIMARY_PARSERS[TokenType.FALSE],
         TokenType.STAR: lambda self, token: self.expression(exp.Star(), token),
     }
-    PLACEHOLDER_PARSERS: ClassVar[dict] = {}
-    RANGE_PARSERS: ClassVar[dict] = {
+    PLACEHOLDER_PARSERS: ClassVar[dict[TokenType, Callable[..., exp.Expr | None]]] = {}
+    RANGE_PARSERS: ClassVar[dict[TokenType, Callable[..., exp.Expr | None]]] = {
         TokenType.BETWEEN: _Base.RANGE_PARSERS[TokenType.BETWEEN],
         TokenType.IN: lambda self, this: self._parse_ksql_in(this),
         TokenType.IS: _Base.RANGE_PARSERS[TokenType.IS],
         TokenType.LIKE: _Base.RANGE_PARSERS[TokenType.LIKE],
     }
-    COLUMN_OPERATORS: ClassVar[dict] = {
+    COLUMN_OPERATORS: ClassVar[dict[TokenType, Callable[..., exp.Expr] | None]] = {
         TokenType.DOT: None,
         TokenType.ARROW: lambda self, this, field: self._parse_struct_deref(this, field),
     }
-    CAST_COLUMN_OPERATORS: ClassVar[set] = set()
-    LAMBDAS: ClassVar[dict] = {
+    CAST_COLUMN_OPERATORS: ClassVar[set[TokenType]] = set()
+    LAMBDAS: ClassVar[dict[TokenType, Callable[..., exp.Expr]]] = {
         TokenType.FARROW: lambda self, params: self._parse_ksql_lambda(params),
     }
-    UNARY_PARSERS: ClassVar[dict] = {
+    UNARY_PARSERS: ClassVar[dict[TokenType, Callable[..., exp.Expr | None]]] = {
         key: _Base.UNARY_PARSERS[key] for key in (TokenType.PLUS, TokenType.NOT, TokenType.DASH)
     }
-    ASSIGNMENT: ClassVar[dict] = {}
-    BITWISE: ClassVar[dict] = {}
-    EQUALITY: ClassVar[dict] = {
+    ASSIGNMENT: ClassVar[dict[TokenType, type[exp.Expr]]] = {}
+    BITWISE: ClassVar[dict[TokenType, type[exp.Binary]]] = {}
+    EQUALITY: ClassVar[dict[TokenType, type[exp.Binary]]] = {
         key: cls for key, cls in _Base.EQUALITY.items() if key != TokenType.NULLSAFE_EQ
     }
-    TERM: ClassVar[dict] = {
+    TERM: ClassVar[dict[TokenType, type[exp.Binary]]] = {
         key: cls for key, cls in _Base.TERM.items() if key != TokenType.COLLATE
     }
-    FACTOR: ClassVar[dict] = {
+    FACTOR: ClassVar[dict[TokenType, type[exp.Binary]]] = {
         key: cls
         for key, cls in _Base.FACTOR.items()
         if key in (TokenType.MOD, TokenType.SLASH, TokenType.STAR)
     }
-    STATEMENT_PARSERS: ClassVar[dict] = {}
+    STATEMENT_PARSERS: ClassVar[dict[TokenType, Callable[..., exp.Expr | None]]] = {}
 
     def _parse_statement(self) -> exp.Expr | None:
         """sqlglot's entry point: one ksqlDB statement, then the end of the chunk."""

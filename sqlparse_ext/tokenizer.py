@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sqlglot import tokens
-from sqlglot.tokens import TokenType
+from sqlglot import TokenType, tokens
 
 #: The words that stay keywords (sqlglot token types the expression parser relies on).
 RESERVED_WORDS: frozenset[str] = frozenset(

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from sortedcontainers import SortedDict  # type: ignore[import-untyped]
+from sortedcontainers import SortedDict
 
 from headwater.store.api import StoreId, WriteBatch, check_key
 from headwater.store.errors import PositionRegression, StoreClosed

@@ -1,7 +1,8 @@
 """The data flow of docs/architecture.md, checked on the import graph.
 
 Imports point one way: sqlparse_ext -> metastore -> engine, store -> cluster
--> gateway -> shell, with headwater.kafka (the Kafka edge) usable from metastore upward; engine may read
+-> gateway; the clients of the HTTP API (dbapi, and shell on top of it) import none of the server,
+with headwater.kafka (the Kafka edge) usable from metastore upward; engine may read
 store (pull queries read materialized tables), never the reverse. A package whose
 folder does not exist yet is simply not checked.
 """
@@ -18,19 +19,21 @@ REPO = Path(__file__).resolve().parents[1]
 # Folder -> the headwater packages it may import (besides itself).
 ALLOWED: dict[str, set[str]] = {
     "sqlparse_ext": set(),
-    "headwater/kafka": set(),
+    "kafka": set(),
     "metastore": {"sqlparse_ext", "kafka"},
     "engine": {"sqlparse_ext", "metastore", "store", "kafka"},
     "store": {"sqlparse_ext", "metastore", "kafka"},
     "cluster": {"sqlparse_ext", "metastore", "store", "kafka"},
     "gateway": {"sqlparse_ext", "metastore", "engine", "store", "cluster", "kafka"},
-    "shell": {"sqlparse_ext", "gateway"},
+    "dbapi": {"sqlparse_ext"},
+    "shell": {"sqlparse_ext", "dbapi"},
 }
 
 # Folder -> third-party modules it must never import (pure cores stay free of I/O libraries).
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "sqlparse_ext": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "httpx", "prompt_toolkit"},
-    "headwater/kafka": {"pyspark", "starlette", "uvicorn", "prompt_toolkit", "sqlglot"},
+    "kafka": {"pyspark", "starlette", "uvicorn", "prompt_toolkit", "sqlglot"},
+    "dbapi": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "prompt_toolkit"},
     "shell": {"confluent_kafka", "pyspark", "starlette", "uvicorn"},
 }
 
@@ -70,7 +73,7 @@ def test_imports_point_one_way(folder: str, path: Path) -> None:
     for name in _imports(path, package):
         parts = name.split(".")
         top = parts[0]
-        if top in ALLOWED or top in {"kafka"}:
+        if top in ALLOWED:
             pytest.fail(f"{path.relative_to(REPO)} imports {name!r}: use the headwater.* namespace")
         if top == "headwater" and len(parts) > 1 and parts[1] not in {"__version__"}:
             assert parts[1] in allowed, (

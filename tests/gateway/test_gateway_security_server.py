@@ -120,7 +120,7 @@ def test_clients_over_tls_with_basic_authentication(
     import subprocess
     import sys
 
-    from headwater.gateway import dbapi
+    from headwater import dbapi
 
     cert, key = self_signed
     server = server_factory(

@@ -78,6 +78,8 @@ def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
         ("DROP STREAM nope;", "Source NOPE does not exist"),
         ("DROP TYPE nope;", "Type NOPE does not exist"),
         ("SELECT * FROM users;", "do not change the catalog"),
+        # PAUSE is a query control like TERMINATE, but TERMINATE's planner is not its own
+        ("PAUSE SOME_QUERY;", "PauseQuery statements do not change the catalog"),
     ],
 )
 def test_invalid_statements_are_refused_with_ksqldb_messages(text: str, message: str) -> None:

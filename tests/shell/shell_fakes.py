@@ -3,7 +3,7 @@ ksqlDB's shapes, with a tiny catalog so that CREATE, SHOW, DESCRIBE and pull que
 
 Recordings: written by hand from the shapes of ksqlDB's docs (developer-guide/ksqldb-rest-api/
 ksql-endpoint.md and query-endpoint.md) and headwater's docs/architecture.md "REST conventions"
-(servedBy, line/column in error bodies), like tests/gateway/test_dbapi_cursor.py's.
+(servedBy, line/column in error bodies), like tests/dbapi/test_dbapi_cursor.py's.
 """
 
 from __future__ import annotations

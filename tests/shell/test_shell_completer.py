@@ -9,7 +9,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from shell_fakes import FakeKsql
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 from headwater.shell.completer import Metadata, ShellCompleter, complete, quote_name
 from headwater.shell.refresh import Refresher, fetch_metadata, metadata_from
 

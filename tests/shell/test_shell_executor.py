@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from shell_fakes import FakeKsql
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 from headwater.shell.executor import Entity, Executor, Message, Rows, StatementFailed
 
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from headwater.gateway import dbapi
-from headwater.gateway.dbapi.entities import entity_table
+from headwater import dbapi
+from headwater.dbapi.entities import entity_table
 from headwater.shell.executor import Entity, Message, Rows, StatementFailed
 from headwater.shell.format import (
     OutputFormat,

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from click.testing import CliRunner
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 from headwater.shell.executor import Executor, TextStream
 from headwater.shell.main import Hooks, run_command
 

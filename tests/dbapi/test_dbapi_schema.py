@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from headwater.gateway.dbapi import DataError, InterfaceError
-from headwater.gateway.dbapi._convert import convert
-from headwater.gateway.dbapi._jsonstream import JsonStreamError, iter_json_items
-from headwater.gateway.dbapi._schema import Column, SqlType, parse_schema
+from headwater.dbapi import DataError, InterfaceError
+from headwater.dbapi._convert import convert
+from headwater.dbapi._jsonstream import JsonStreamError, iter_json_items
+from headwater.dbapi._schema import Column, SqlType, parse_schema
 
 STRING = SqlType("STRING")
 

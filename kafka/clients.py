@@ -18,7 +18,11 @@ from types import MappingProxyType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+
+# NewTopic is documented under confluent_kafka.admin, which imports it from cimpl (its typed home)
+# without re-exporting it explicitly: mypy --strict accepts only the defining module.
+from confluent_kafka.cimpl import NewTopic
 
 from headwater.kafka import readers
 from headwater.kafka.errors import KafkaConfigError, TopicError, TransactionOutcomeUnknown

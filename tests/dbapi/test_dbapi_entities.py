@@ -1,4 +1,4 @@
-"""`/ksql` entities as tables (headwater.gateway.dbapi.entities).
+"""`/ksql` entities as tables (headwater.dbapi.entities).
 
 Recordings: no ksqlDB server runs here, so each entity below was written by hand from the shape
 named in its comment (ksqlDB docs developer-guide/ksqldb-rest-api/ksql-endpoint.md, or the Jackson
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from headwater.gateway.dbapi.entities import BUILDERS, EntityTable, entity_table, schema_type_text
+from headwater.dbapi.entities import BUILDERS, EntityTable, entity_table, schema_type_text
 
 # Shape: StreamsList / SourceInfo.Stream (ksql-endpoint.md "LIST STREAMS"; keyFormat/valueFormat
 # since ksqlDB 0.13). Headers: StreamsListTableBuilder.

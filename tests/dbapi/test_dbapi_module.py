@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import headwater.gateway.dbapi as driver
+import headwater.dbapi
 from headwater import dbapi
 
 
@@ -21,10 +21,24 @@ def test_globals() -> None:
     assert callable(dbapi.connect)
 
 
-def test_headwater_dbapi_reexports_the_gateway_driver() -> None:
-    assert dbapi.__all__ == driver.__all__
-    for name in driver.__all__:
-        assert getattr(dbapi, name) is getattr(driver, name), name
+def test_both_import_forms_give_the_driver_and_its_whole_api() -> None:
+    # `import headwater.dbapi` and `from headwater import dbapi` are the forms users write; the
+    # public API is the PEP 249 names plus headwater's extensions, each one present.
+    assert headwater.dbapi is dbapi
+    assert dbapi.__all__[-9:] == [
+        "AuthorizationError",
+        "ColumnDescription",
+        "ConnectionFailedError",
+        "NotFoundError",
+        "RetryPolicy",
+        "ServedBy",
+        "ServiceUnavailableError",
+        "StatementError",
+        "TooManyRequestsError",
+    ]
+    assert len(dbapi.__all__) == 28 + 9
+    for name in dbapi.__all__:
+        assert hasattr(dbapi, name), name
 
 
 def test_all_lists_every_pep_249_name() -> None:
@@ -149,7 +163,8 @@ def test_constructors() -> None:
 def test_importing_the_driver_does_not_load_the_server() -> None:
     code = (
         "import sys, headwater.dbapi; "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'starlette', 'uvicorn'}); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'starlette', 'uvicorn'} "
+        "or m.split('.')[:2] in (['headwater', 'gateway'], ['headwater', 'engine'])); "
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -79,7 +79,7 @@ class _Registry:
 _registry = _Registry()
 
 
-class Reader(Consumer):  # type: ignore[misc]  # confluent-kafka's classes are untyped
+class Reader(Consumer):
     """A confluent-kafka Consumer that records its assignment so its topics can be retired.
 
     Built by ``headwater.kafka.clients.consumer``; owned by one thread, which alone polls and closes

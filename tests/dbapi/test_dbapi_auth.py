@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from headwater.gateway import dbapi
+from headwater import dbapi
 
 GOOD = "Basic " + base64.b64encode(b"fred:pw").decode()
 

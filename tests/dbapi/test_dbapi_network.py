@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from headwater import dbapi
-from headwater.gateway.dbapi._retry import Failure, FailureKind, RetryPolicy, Step, plan_retry
+from headwater.dbapi._retry import Failure, FailureKind, RetryPolicy, Step, plan_retry
 
 Action = Callable[[BaseHTTPRequestHandler], None]
 
