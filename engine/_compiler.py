@@ -1,9 +1,9 @@
 """The expression compiler: one method per kind of node, closures per row, constants folded. Pure.
 
 `engine.expressions.compile_expression` is the entry point; this module holds the node-by-node rules
-(typing, NULL handling, numeric widening, comparisons, functions through `_functions.py`).
+(typing, NULL handling, numeric widening, comparisons, functions through `functions/registry.py`).
 
-Lambda bodies (``x => x + 1``, for the functions of `_functions_lambda.py`) compile in a scope that
+Lambda bodies (``x => x + 1``, for the functions of `functions/lambdas.py`) compile in a scope that
 adds the lambda's parameters, and with the semantics of the Java that ksqlDB generates for them:
 a comparison with NULL is false, while arithmetic on NULL, a logical operator on NULL or a failed
 operation throws (`LambdaAbort`), which makes the whole lambda function's call NULL.
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
-from headwater.engine import _functions_lambda as fl
 from headwater.engine._bound import BoundValue, building_slots
-from headwater.engine._functions import NULL, EvalFailure, format_expression
-from headwater.engine._functions_time import date_of_text, parse_partial_timestamp, time_of_text
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 from headwater.engine.errors import ExpressionError
+from headwater.engine.functions import lambdas as fl
+from headwater.engine.functions import registry as fn
+from headwater.engine.functions.registry import NULL, EvalFailure, format_expression
+from headwater.engine.functions.temporal import date_of_text, parse_partial_timestamp, time_of_text
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,

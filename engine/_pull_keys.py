@@ -20,9 +20,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import PullQueryError
 from headwater.engine.expressions import Scope, compile_expression, format_expression
+from headwater.engine.functions import registry as fn
 from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, identifier_name
 
 MAX_KEYS = 10_000

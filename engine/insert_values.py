@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine import _functions as fn
-from headwater.engine._functions import NULL, EvalFailure, format_expression
 from headwater.engine._scope import Scope, UnresolvedColumn, resolve_type
 from headwater.engine.errors import ExpressionError, StatementPrepareError
 from headwater.engine.expressions import compile_expression
+from headwater.engine.functions import registry as fn
+from headwater.engine.functions.registry import NULL, EvalFailure, format_expression
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,

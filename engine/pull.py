@@ -18,7 +18,6 @@ from typing import Any, Protocol
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine._pull_keys import (
     KeyAccess,
     KeyExtractor,
@@ -38,6 +37,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions import registry as fn
 from headwater.engine.persistent.udafs import AGGREGATE_NAMES
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType

@@ -36,10 +36,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from headwater.engine import _functions as fn
-from headwater.engine._functions import EvalFailure
 from headwater.engine._scope import resolve_type
 from headwater.engine.errors import EngineError
+from headwater.engine.functions import registry as fn
+from headwater.engine.functions.registry import EvalFailure
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import RowSerde, serde_of
 from headwater.gateway.errors import KsqlError, bad_request

@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 import headwater
 from headwater.engine.errors import EngineError, StatementPrepareError
-from headwater.engine.function_catalog import all_functions, describe_function
+from headwater.engine.functions.catalog import all_functions, describe_function
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.serde import serde_of

@@ -25,7 +25,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Compiled,
@@ -39,6 +38,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions import registry as fn
 from headwater.engine.persistent.compile import (
     PSEUDO_COLUMNS,
     RESERVED_NAMES,

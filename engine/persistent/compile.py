@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Evaluator,
@@ -37,6 +36,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions import registry as fn
 from headwater.engine.persistent.join_plan import (
     JoinError,
     JoinPlan,

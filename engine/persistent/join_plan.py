@@ -24,7 +24,6 @@ from typing import Literal
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Evaluator,
@@ -33,6 +32,7 @@ from headwater.engine.expressions import (
     format_expression,
     resolve_type,
 )
+from headwater.engine.functions import registry as fn
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Join, Query, SourceRef

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import EngineError, record_failure
+from headwater.engine.functions import registry as fn
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.compile import CompiledQuery, compile_query
 from headwater.engine.serde import RowSerde

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from headwater.engine._functions import (
+from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.registry import (
     BIGINT,
     BOOLEAN,
     BYTES,
@@ -24,7 +25,6 @@ from headwater.engine._functions import (
     TIMESTAMP,
     EvalFailure,
 )
-from headwater.engine.errors import ExpressionError
 from headwater.engine.persistent.udafs import (
     AGGREGATE_NAMES,
     HISTOGRAM_LIMIT,

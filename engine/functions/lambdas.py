@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine._functions import BIGINT, BOOLEAN, INTEGER, NULL, STRING, Impl
 from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.registry import BIGINT, BOOLEAN, INTEGER, NULL, STRING, Impl
 from headwater.sqlparse_ext.sqltypes import ArrayType, MapType, SqlType
 
 

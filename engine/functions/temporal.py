@@ -1,8 +1,8 @@
 """DATE, TIME and TIMESTAMP functions of the function table (PARSE_DATE, DATEADD, CONVERT_TZ, ...).
 Pure, except that UNIX_DATE() and UNIX_TIMESTAMP() read the clock.
 
-Registered into `_functions.FUNCTIONS`. Patterns are Java ``DateTimeFormatter`` patterns (the common
-letters, through `_functions._strftime_pattern`); units (``DAYS``) arrive as INTERVAL UNIT
+Registered into `registry.FUNCTIONS`. Patterns are Java ``DateTimeFormatter`` patterns (the common
+letters, through `registry._strftime_pattern`); units (``DAYS``) arrive as INTERVAL UNIT
 arguments holding their length in milliseconds.
 """
 
@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Sequence
 
-from headwater.engine._functions import (
+from headwater.engine.functions.registry import (
     _DAY_MS,
     _EPOCH,
     BIGINT,

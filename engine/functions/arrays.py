@@ -1,6 +1,6 @@
 """ARRAY and MAP functions of the function table (ARRAY_SORT, SLICE, MAP_UNION, ...). Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. Generic functions take the element type from their
+Registered into `registry.FUNCTIONS`. Generic functions take the element type from their
 arguments, as ksqlDB binds a Java type variable; NULL elements count as values (ARRAY_DISTINCT keeps
 one NULL, ARRAY_REMOVE can remove them).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.functions.registry import (
     BIGINT,
     BOOLEAN,
     DOUBLE,

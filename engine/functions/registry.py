@@ -632,17 +632,16 @@ FUNCTIONS: dict[str, Resolver] = {
 def _add_groups() -> frozenset[str]:
     """Adds the function groups of the sibling modules (which build on the helpers above) to
     `FUNCTIONS`, and returns the names among them that see NULL arguments."""
-    from headwater.engine import (
-        _functions_array,
-        _functions_json,
-        _functions_math,
-        _functions_string,
-        _functions_time,
+    from headwater.engine.functions import (
+        arrays,
+        json_text,
+        numeric,
+        strings,
+        temporal,
     )
 
     tolerant: set[str] = set()
-    for group in (_functions_array, _functions_json, _functions_math, _functions_string,
-                  _functions_time):  # fmt: skip
+    for group in (arrays, json_text, numeric, strings, temporal):
         FUNCTIONS.update(group.FUNCTIONS)
         tolerant |= group.NULL_TOLERANT
     return frozenset(tolerant)

@@ -1,7 +1,7 @@
 """STRING and BYTES functions of the function table (TO_BYTES, ENCODE, REGEXP_*, URL_*, ...).
 Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. Regular expressions are Java's; the common syntax is the
+Registered into `registry.FUNCTIONS`. Regular expressions are Java's; the common syntax is the
 same in Python's ``re``, and REGEXP_REPLACE's ``$1`` group references are translated.
 """
 
@@ -17,7 +17,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.functions.registry import (
     BIGINT,
     BYTES,
     DOUBLE,

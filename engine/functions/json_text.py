@@ -1,6 +1,6 @@
 """JSON functions of the function table (TO_JSON_STRING, EXTRACTJSONFIELD, JSON_*). Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. JSON text is read as ksqlDB's Jackson mapper reads it: the
+Registered into `registry.FUNCTIONS`. JSON text is read as ksqlDB's Jackson mapper reads it: the
 first value counts and anything after it is ignored, blank text is "missing", and fractional numbers
 keep their digits (``1.23450`` stays ``1.23450``). Output is compact, as Jackson writes it.
 """
@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine._serde_json import MAX_NESTING_DEPTH, nesting_depth
+from headwater.engine.functions.registry import (
     BIGINT,
     BOOLEAN,
     BYTES,
@@ -32,7 +33,6 @@ from headwater.engine._functions import (
     _fixed,
     to_string,
 )
-from headwater.engine._serde_json import MAX_NESTING_DEPTH, nesting_depth
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     DecimalType,

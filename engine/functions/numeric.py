@@ -1,7 +1,7 @@
 """Math functions of the function table (TRUNC, EXP, LN, LOG, POWER, trigonometry, GEO_DISTANCE).
 Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. Results follow Java's ``Math``: a value outside a function's
+Registered into `registry.FUNCTIONS`. Results follow Java's ``Math``: a value outside a function's
 domain gives NaN and an overflow gives an infinity, where Python's ``math`` would raise.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from decimal import ROUND_DOWN, Decimal, localcontext
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.functions.registry import (
     BIGINT,
     DOUBLE,
     INTEGER,
