@@ -25,10 +25,11 @@ from headwater.engine._compiler import (
     convert_numeric,
     like_regex,
 )
+from headwater.engine._format import format_expression
 from headwater.engine._scope import Evaluator, Row, Scope, UnresolvedColumn, resolve_type
 from headwater.engine.errors import ExpressionError
-from headwater.engine.functions.registry import NULL, EvalFailure, NullType, format_expression
 from headwater.engine.functions.temporal import parse_partial_timestamp
+from headwater.engine.functions.types import NULL, EvalFailure, NullType
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     SqlType,

@@ -1,7 +1,10 @@
-"""headwater.engine.functions: the built-in scalar functions and the type rules they share.
+"""headwater.engine.functions: the built-in functions, and the type rules and casts they share.
 
-The function registry (`registry.FUNCTIONS`: name -> resolver of argument types), its groups by
-family (`numeric`, `strings`, `temporal`, `arrays`, `json_text`; the lambda functions in `lambdas`),
-the type rules and casts the expression compiler applies, and `catalog`, what SHOW FUNCTIONS and
-DESCRIBE FUNCTION tell. Pure (no I/O), except that UNIX_DATE() and UNIX_TIMESTAMP() read the clock.
+Assembled top-down: `types` (the SQL types of values, numeric widening, Java overflow) and
+`signatures` (how a function declares the argument types it takes) at the bottom; `casts` (CAST)
+on `types`; the scalar function groups, one module per family (`conditional`, `numeric`,
+`strings`, `temporal`, `arrays`, `json_text`), on those; `registry` (`FUNCTIONS`, every scalar
+function by name) imports the groups, which never import it. `lambdas` holds TRANSFORM, REDUCE and
+FILTER, typed by the compiler; `catalog` is what SHOW FUNCTIONS and DESCRIBE FUNCTION tell. Pure
+(no I/O), except that UNIX_DATE() and UNIX_TIMESTAMP() read the clock.
 """

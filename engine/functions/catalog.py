@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from headwater.engine.functions import (
     arrays,
+    conditional,
     json_text,
     lambdas,
     numeric,
@@ -23,15 +24,9 @@ _CATEGORIES = (
     (numeric.FUNCTIONS, "MATHEMATICAL"),
     (strings.FUNCTIONS, "STRING"),
     (temporal.FUNCTIONS, "DATE / TIME"),
+    (conditional.FUNCTIONS, "CONDITIONAL"),
 )
-_BASE = {
-    **dict.fromkeys(("ABS", "ROUND", "FLOOR", "CEIL", "SQRT", "SIGN", "GREATEST", "LEAST"),
-                    "MATHEMATICAL"),
-    **dict.fromkeys(("TIMESTAMPTOSTRING", "STRINGTOTIMESTAMP", "FORMAT_TIMESTAMP",
-                     "PARSE_TIMESTAMP"), "DATE / TIME"),
-    **dict.fromkeys(("COALESCE", "IFNULL", "NULLIF"), "CONDITIONAL"),
-    "ARRAY_LENGTH": "ARRAY", "AS_VALUE": "OTHER",
-}  # the functions of the base table; the others there are STRING functions
+_OTHER = frozenset({"AS_VALUE"})  # a conditional module's function that ksqlDB files under OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +41,12 @@ class FunctionInfo:
 
 
 def _category(name: str) -> str:
+    if name in _OTHER:
+        return "OTHER"
     for table, category in _CATEGORIES:
         if name in table:
             return category
-    return _BASE.get(name, "STRING" if name in registry.FUNCTIONS else "OTHER")
+    return "OTHER"
 
 
 def all_functions() -> list[FunctionInfo]:

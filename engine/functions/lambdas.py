@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import ExpressionError
-from headwater.engine.functions.registry import BIGINT, BOOLEAN, INTEGER, NULL, STRING, Impl
+from headwater.engine.functions.signatures import Impl
+from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL, STRING
 from headwater.sqlparse_ext.sqltypes import ArrayType, MapType, SqlType
 
 

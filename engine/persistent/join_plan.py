@@ -32,13 +32,13 @@ from headwater.engine.expressions import (
     format_expression,
     resolve_type,
 )
-from headwater.engine.functions import registry as fn
+from headwater.engine.functions.types import BIGINT, INTEGER
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Join, Query, SourceRef
 
 JoinKind = Literal["INNER", "LEFT", "RIGHT", "FULL"]
-PSEUDO = (("ROWTIME", fn.BIGINT), ("ROWPARTITION", fn.INTEGER), ("ROWOFFSET", fn.BIGINT))
+PSEUDO = (("ROWTIME", BIGINT), ("ROWPARTITION", INTEGER), ("ROWOFFSET", BIGINT))
 #: The name of the joined source in messages and EXPLAIN.
 JOINED = "JOIN"
 #: Stream-stream joins without GRACE PERIOD keep ksqlDB's old windows: 24 hours of grace, and

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import EngineError, record_failure
-from headwater.engine.functions import registry as fn
+from headwater.engine.functions.registry import FUNCTIONS
+from headwater.engine.functions.types import STRING, EvalFailure
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.compile import CompiledQuery, compile_query
 from headwater.engine.serde import RowSerde
@@ -289,7 +290,7 @@ def skipped(query_id: str, exc: Exception, stage: str, topic: str, partition: in
 def _message(exc: BaseException) -> str:
     """An error's message, never blank; the type is named too for exceptions no operator raises
     on purpose."""
-    if isinstance(exc, (fn.EvalFailure, ValueError, TypeError)) and str(exc):
+    if isinstance(exc, (EvalFailure, ValueError, TypeError)) and str(exc):
         return str(exc)
     return record_failure(exc) or type(exc).__name__
 
@@ -310,7 +311,7 @@ def _timestamp_reader(source: Source) -> Any:
         return None
     column = source.column(name)
     pattern = str(source.property("TIMESTAMP_FORMAT"))
-    resolved = fn.FUNCTIONS["STRINGTOTIMESTAMP"]([fn.STRING, fn.STRING])
+    resolved = FUNCTIONS["STRINGTOTIMESTAMP"]([STRING, STRING])
     assert resolved is not None
     parse = resolved[1]
 

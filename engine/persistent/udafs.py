@@ -39,7 +39,7 @@ from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from headwater.engine.errors import ExpressionError
-from headwater.engine.functions.registry import (
+from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
     BYTES,

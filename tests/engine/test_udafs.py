@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from headwater.engine.errors import ExpressionError
-from headwater.engine.functions.registry import (
+from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
     BYTES,

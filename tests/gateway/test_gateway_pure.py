@@ -24,7 +24,7 @@ def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
     assert dumps(Decimal("1E+3")) == "1000"
     assert dumps((1, (2,))) == "[1,[2]]"
     # ksqlDB's strings for non-finite DOUBLEs come from the value renderer, before JSON
-    from headwater.engine.functions.registry import DOUBLE
+    from headwater.engine.functions.types import DOUBLE
     from headwater.engine.values import to_json_output
 
     assert dumps(to_json_output(float("nan"), DOUBLE)) == '"NaN"'
