@@ -38,9 +38,17 @@ from pathlib import Path
 from typing import Any, Self
 
 from bench.parse_coverage import strip_comments
-from headwater.engine import schema_registry
-from headwater.engine._proto_text import from_plain, message_class
 from headwater.engine.errors import EngineError
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats._proto_text import from_plain, message_class
+from headwater.engine.formats.schema_inference import schema_facts
+from headwater.engine.formats.schema_registry import (
+    MemorySchemaRegistry,
+    RegisteredSchema,
+    SchemaRegistry,
+)
+from headwater.engine.formats.serde import serde_of
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, OutputRecord, RecordPipeline
@@ -50,14 +58,6 @@ from headwater.engine.persistent.aggregating import (
     is_aggregate_statement,
 )
 from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
-from headwater.engine.schema_inference import schema_facts
-from headwater.engine.schema_registry import (
-    MemorySchemaRegistry,
-    RegisteredSchema,
-    SchemaRegistry,
-)
-from headwater.engine.serde import serde_of
-from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Source
 from headwater.metastore.errors import MetastoreError

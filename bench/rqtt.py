@@ -63,10 +63,10 @@ from bench.qtt import (
     _same,
     load_cases,
 )
-from headwater.engine import schema_registry
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats.schema_inference import schema_facts
+from headwater.engine.formats.schema_registry import HttpSchemaRegistry
 from headwater.engine.persistent import QUERY_ANALYZER
-from headwater.engine.schema_inference import schema_facts
-from headwater.engine.schema_registry import HttpSchemaRegistry
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import admin_client, consumer, create_topic, producer
 from headwater.metastore.apply import apply_command

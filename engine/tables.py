@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import EngineError, SerdeError
+from headwater.engine.formats.serde import serde_of
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.partitioner import partition_for
 from headwater.engine.pull import Row
-from headwater.engine.serde import serde_of
 from headwater.engine.values import has_map, resolve_type
-from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.kafka.clients import KafkaSettings
 from headwater.kafka.errors import EndOffsetsUnavailable
 from headwater.metastore.catalog import Catalog, Source, SourceKind

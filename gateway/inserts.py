@@ -38,6 +38,7 @@ from starlette.types import Receive, Scope, Send
 
 from headwater.engine._scope import resolve_type
 from headwater.engine.errors import EngineError
+from headwater.engine.formats.serde import RowSerde, serde_of
 from headwater.engine.functions.casts import parse_string
 from headwater.engine.functions.types import (
     BOOLEAN,
@@ -50,7 +51,6 @@ from headwater.engine.functions.types import (
     wrap_int,
 )
 from headwater.engine.partitioner import partition_for
-from headwater.engine.serde import RowSerde, serde_of
 from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.services import Services, services_of

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine._serde_json import MAX_NESTING_DEPTH, nesting_depth
+from headwater.engine.formats._json import MAX_NESTING_DEPTH, nesting_depth
 from headwater.engine.functions.casts import to_string
 from headwater.engine.functions.signatures import Impl, Resolver, fixed
 from headwater.engine.functions.types import (

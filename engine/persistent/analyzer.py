@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from headwater.engine.errors import SerdeError
+from headwater.engine.formats.serde import RowSerde
 from headwater.engine.persistent.aggregate import (
     compile_aggregate,
     describe_aggregate,
@@ -21,7 +22,6 @@ from headwater.engine.persistent.compile import (
     compile_query,
     describe_shape,
 )
-from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import QueryShape

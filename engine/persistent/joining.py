@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.engine.formats.serde import RowSerde
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.join_plan import (
     DEFAULT_GRACE_MS,
@@ -52,7 +53,6 @@ from headwater.engine.persistent.operators import (
     RowReader,
     skipped,
 )
-from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 _LEFT, _RIGHT = 0, 1

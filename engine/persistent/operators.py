@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import EngineError, record_failure
+from headwater.engine.formats.serde import RowSerde
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import STRING, EvalFailure
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.compile import CompiledQuery, compile_query
-from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast

@@ -25,15 +25,15 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from headwater.engine._proto_text import (
+from headwater.engine.errors import SerdeError
+from headwater.engine.formats._avro import fields_reader
+from headwater.engine.formats._proto_text import (
     fill_well_known,
     message_class,
     to_plain,
     well_known_reader,
 )
-from headwater.engine._serde_avro import fields_reader
-from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
+from headwater.engine.formats.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,

@@ -43,7 +43,7 @@ def parse_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
     from proto_schema_parser import ast as past
     from proto_schema_parser.parser import Parser
 
-    from headwater.engine._serde_protobuf import SUPPORT_FILES
+    from headwater.engine.formats._protobuf import SUPPORT_FILES
 
     try:
         tree = Parser().parse(text)
@@ -129,7 +129,7 @@ def message_class(text: str, full_name: str | None = None, index: tuple[int, ...
     Raises:
         SerdeError: If the text does not parse or build, or has no such message.
     """
-    from headwater.engine._serde_protobuf import support_pool
+    from headwater.engine.formats._protobuf import support_pool
 
     file = parse_proto(text)
     pool = support_pool()
