@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from headwater.engine.errors import PullQueryError
-from headwater.engine.pull import (
+from headwater.engine.pull.query import (
     KeyLookup,
     KeyRange,
     PullPlan,

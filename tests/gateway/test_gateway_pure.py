@@ -101,7 +101,7 @@ def test_pull_options_bad_values_are_400(properties: dict[str, object]) -> None:
 
 
 def test_bound_not_met_is_a_retriable_503_naming_each_partition() -> None:
-    from headwater.engine.tables import PartitionLag
+    from headwater.engine.pull.tables import PartitionLag
     from headwater.gateway.pull import _check_bound
 
     lags = {0: PartitionLag(5, 5, "READY"), 1: PartitionLag(2, 90, "RESTORING")}

@@ -19,14 +19,6 @@ from typing import Any, Protocol
 from sqlglot import exp
 
 from headwater.engine._format import format_expression
-from headwater.engine._pull_keys import (
-    KeyAccess,
-    KeyExtractor,
-    KeyLookup,
-    KeyRange,
-    TableScan,
-    explain_scan,
-)
 from headwater.engine.errors import ExpressionError, PullQueryError, record_failure
 from headwater.engine.expressions import (
     Evaluator,
@@ -40,6 +32,14 @@ from headwater.engine.expressions import (
 )
 from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL
 from headwater.engine.persistent.udafs import AGGREGATE_NAMES
+from headwater.engine.pull._keys import (
+    KeyAccess,
+    KeyExtractor,
+    KeyLookup,
+    KeyRange,
+    TableScan,
+    explain_scan,
+)
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
@@ -223,7 +223,7 @@ class PlanParts:
 
 def plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any]) -> PlanParts:
     """Everything :func:`plan_pull` plans but the key access (for a cached plan: see
-    ``engine.pull_template``).
+    ``engine.pull.template``).
 
     Raises:
         PullQueryError: as :func:`plan_pull`.

@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from headwater.engine.errors import EngineError
 from headwater.engine.formats.serde import RowSerde
-from headwater.engine.pull import Row
+from headwater.engine.pull.query import Row
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Source
