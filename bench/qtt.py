@@ -52,12 +52,12 @@ from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, OutputRecord, RecordPipeline
-from headwater.engine.persistent.aggregating import (
+from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     LocalAggregation,
     is_aggregate_statement,
 )
-from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
+from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Source
 from headwater.metastore.errors import MetastoreError

@@ -19,7 +19,7 @@ from typing import Any
 from headwater.engine.errors import PullQueryError, SourceDropped, record_failure
 from headwater.engine.formats.serde import RowSerde
 from headwater.engine.formats.windows import split_windowed_key, window_size_ms
-from headwater.engine.persistent.aggregate import is_aggregation
+from headwater.engine.persistent.aggregate_plan import is_aggregation
 from headwater.engine.pull.query import PullPlan, Row, plan_pull, row_failed, row_view
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import start_positions

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from headwater.engine.errors import SerdeError
 from headwater.engine.formats.serde import RowSerde
-from headwater.engine.persistent.aggregate import (
+from headwater.engine.persistent.aggregate_plan import (
     compile_aggregate,
     describe_aggregate,
     is_aggregation,
 )
-from headwater.engine.persistent.compile import (
+from headwater.engine.persistent.query_plan import (
     OutputColumn,
     QueryCompileError,
     compile_query,

@@ -33,8 +33,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
-from headwater.engine.persistent.aggregating import GroupedRow
-from headwater.engine.persistent.operators import OutputRecord
+from headwater.engine.persistent.aggregate_run import GroupedRow
+from headwater.engine.persistent.query_run import OutputRecord
 from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import ENTRY_SCHEMA, entry_rows
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch

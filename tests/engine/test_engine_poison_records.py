@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
-from headwater.engine.persistent.aggregating import AggregatePipeline, LocalAggregation
-from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
+from headwater.engine.persistent.aggregate_run import AggregatePipeline, LocalAggregation
+from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.engine.pull.query import Row, TableScan, execute_pull, plan_pull, select_rows
 from headwater.engine.pull.tables import StoredTable
 from headwater.engine.push import plan_push, push_rows

@@ -11,7 +11,7 @@ SELECT. This module applies its rules (the messages are ksqlDB's):
   the source's value columns, then its old key columns (those not made keys);
 - every expression is compiled by `headwater.engine.expressions`, the compiler pull queries use.
 
-Aggregations (GROUP BY, windows, HAVING) are `aggregate.py`'s; what later issues bring (joins,
+Aggregations (GROUP BY, windows, HAVING) are `aggregate_plan.py`'s; what later issues bring (joins,
 table functions) is refused here with the construct named, before anything reaches the command log.
 """
 

@@ -46,7 +46,7 @@ from headwater.engine.persistent.join_plan import (
     JoinPlan,
     JoinStep,
 )
-from headwater.engine.persistent.operators import (
+from headwater.engine.persistent.query_run import (
     OLD_ROW,
     InputRecord,
     ProcessingError,

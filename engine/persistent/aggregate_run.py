@@ -29,14 +29,14 @@ from headwater.engine.errors import EngineError
 from headwater.engine.formats.serde import RowSerde
 from headwater.engine.formats.windows import windowed_key
 from headwater.engine.partitioner import partition_for
-from headwater.engine.persistent.aggregate import (
+from headwater.engine.persistent.aggregate_plan import (
     CompiledAggregate,
     agg_name,
     compile_aggregate,
     group_name,
     is_aggregation,
 )
-from headwater.engine.persistent.operators import (
+from headwater.engine.persistent.query_run import (
     InputRecord,
     OutputRecord,
     ProcessingError,

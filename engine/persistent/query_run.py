@@ -25,12 +25,12 @@ from headwater.engine.formats.serde import RowSerde
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import STRING, EvalFailure
 from headwater.engine.partitioner import partition_for
-from headwater.engine.persistent.compile import CompiledQuery, compile_query
+from headwater.engine.persistent.query_plan import CompiledQuery, compile_query
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
-#: In a joined table's row: the key's previous joined row (its view), or None (see `joining`).
+#: In a joined table's row: the key's previous joined row (its view), or None (see `join_run`).
 OLD_ROW = "\0old"
 
 
@@ -59,7 +59,7 @@ class OutputRecord:
     source_partition: int
     source_offset: int
     source_seq: int = 0  # orders several outputs of one input record (a table row's undo, add)
-    source_rank: int = 0  # an aggregate's batch order (`aggregating.rank_records`)
+    source_rank: int = 0  # an aggregate's batch order (`aggregate_run.rank_records`)
 
     def order(self) -> tuple[int, int, int, int]:
         """The order the sink writes a batch's records in: the order they were computed in."""
