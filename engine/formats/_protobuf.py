@@ -331,7 +331,7 @@ class ProtobufSide:
                 set_field(msg, name, value)
         except (TypeError, ValueError) as exc:
             raise SerdeError(f"cannot write PROTOBUF: {exc}") from None
-        payload = msg.SerializeToString()
+        payload: bytes = msg.SerializeToString()
         if not self._with_registry:
             return payload
         if self._id is None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from headwater.engine.functions.signatures import Impl, Resolver, same_type_variadic
-from headwater.engine.functions.types import NULL, SqlType
+from headwater.engine.functions.types import NULL
+from headwater.sqlparse_ext.sqltypes import SqlType
 
 
 def _nullif(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:

@@ -149,9 +149,10 @@ def _java_hash(value: Any, t: SqlType) -> int | None:
             h = (31 * h + int.from_bytes(data[i:i + 2], "little")) & 0xFFFFFFFF
         return h
     if t == INTEGER:
-        return value & 0xFFFFFFFF
+        masked: int = value & 0xFFFFFFFF
+        return masked
     if t == BIGINT:
-        bits = value & 0xFFFFFFFFFFFFFFFF
+        bits: int = value & 0xFFFFFFFFFFFFFFFF
         return (bits ^ (bits >> 32)) & 0xFFFFFFFF
     if t == BOOLEAN:
         return 1231 if value else 1237
