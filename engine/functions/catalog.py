@@ -16,7 +16,7 @@ from headwater.engine.functions import (
     strings,
     temporal,
 )
-from headwater.engine.persistent.udafs import AGGREGATE_NAMES
+from headwater.engine.functions.aggregates import AGGREGATE_NAMES
 
 _CATEGORIES = (
     (arrays.FUNCTIONS, "ARRAY"),

@@ -38,6 +38,12 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions.aggregates import (
+    AGGREGATE_NAMES,
+    Udaf,
+    constant_arity,
+    resolve_udaf,
+)
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import BIGINT, BOOLEAN, NULL
 from headwater.engine.persistent.query_plan import (
@@ -49,7 +55,6 @@ from headwater.engine.persistent.query_plan import (
     _bare,
     _normal,
 )
-from headwater.engine.persistent.udafs import AGGREGATE_NAMES, Udaf, constant_arity, resolve_udaf
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name

@@ -54,7 +54,7 @@ PSEUDO_COLUMNS: Mapping[str, SqlType] = {
 }  # fmt: skip
 RESERVED_NAMES = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
 
-#: ksqlDB's aggregate functions (see `udafs.py`): only in aggregations.
+#: ksqlDB's aggregate functions (see `functions/aggregates.py`): only in aggregations.
 AGGREGATE_FUNCTIONS = frozenset({
     "COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT", "COLLECT_LIST",
     "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET", "STDDEV_SAMP",

@@ -30,8 +30,8 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions.aggregates import AGGREGATE_NAMES
 from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL
-from headwater.engine.persistent.udafs import AGGREGATE_NAMES
 from headwater.engine.pull._keys import (
     KeyAccess,
     KeyExtractor,

@@ -12,6 +12,14 @@ from typing import Any
 import pytest
 
 from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.aggregates import (
+    AGGREGATE_NAMES,
+    HISTOGRAM_LIMIT,
+    Udaf,
+    constant_arity,
+    intermediate_type,
+    resolve_udaf,
+)
 from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
@@ -24,14 +32,6 @@ from headwater.engine.functions.types import (
     TIME,
     TIMESTAMP,
     EvalFailure,
-)
-from headwater.engine.persistent.udafs import (
-    AGGREGATE_NAMES,
-    HISTOGRAM_LIMIT,
-    Udaf,
-    constant_arity,
-    intermediate_type,
-    resolve_udaf,
 )
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
