@@ -46,6 +46,7 @@ from headwater.engine.functions.aggregates import (
 )
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import BIGINT, BOOLEAN, NULL
+from headwater.engine.persistent.join_plan import joined_catalog
 from headwater.engine.persistent.query_plan import (
     PSEUDO_COLUMNS,
     RESERVED_NAMES,
@@ -54,6 +55,7 @@ from headwater.engine.persistent.query_plan import (
     QueryCompileError,
     _bare,
     _normal,
+    plan_query_joins,
 )
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Source, SourceKind
@@ -190,9 +192,6 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         QueryCompileError: ksqlDB would refuse the query, or it needs what is not built yet.
     """
     if query.joins:
-        from headwater.engine.persistent.join_plan import joined_catalog
-        from headwater.engine.persistent.query_plan import plan_query_joins
-
         plan = plan_query_joins(query, catalog, sink_name)
         return replace(compile_aggregate(plan.query, joined_catalog(plan, catalog), sink_name),
                        join=plan)  # fmt: skip
