@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from conformance.corpus import strip_comments
-from headwater.engine._proto_text import from_plain, message_class
-from headwater.engine.schema_registry import SchemaRegistry
-from headwater.engine.serde import serde_of
+from headwater.engine.formats._proto_text import from_plain, message_class
+from headwater.engine.formats.schema_registry import SchemaRegistry
+from headwater.engine.formats.serde import serde_of
 from headwater.metastore.catalog import Source
 
 #: Formats whose records carry a schema id of the (mock) schema registry.

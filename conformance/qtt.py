@@ -36,24 +36,24 @@ from typing import Any
 
 from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
 from conformance.corpus import QTT
-from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats.schema_inference import schema_facts
+from headwater.engine.formats.schema_registry import (
+    MemorySchemaRegistry,
+    RegisteredSchema,
+)
+from headwater.engine.formats.serde import serde_of
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, OutputRecord, RecordPipeline
-from headwater.engine.persistent.aggregating import (
+from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     LocalAggregation,
     is_aggregate_statement,
 )
-from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
-from headwater.engine.schema_inference import schema_facts
-from headwater.engine.schema_registry import (
-    MemorySchemaRegistry,
-    RegisteredSchema,
-)
-from headwater.engine.serde import serde_of
-from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Source
 from headwater.metastore.errors import MetastoreError

@@ -53,10 +53,10 @@ from confluent_kafka import TopicPartition
 
 from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
 from conformance.corpus import RQTT
-from headwater.engine import schema_registry
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats.schema_inference import schema_facts
+from headwater.engine.formats.schema_registry import HttpSchemaRegistry
 from headwater.engine.persistent import QUERY_ANALYZER
-from headwater.engine.schema_inference import schema_facts
-from headwater.engine.schema_registry import HttpSchemaRegistry
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import admin_client, consumer, create_topic, producer
 from headwater.metastore.apply import apply_command

@@ -1,6 +1,6 @@
 """Bound values: the literals of a cached plan, supplied per execution. Pure.
 
-A cached pull plan (``engine.pull_template``) is compiled once from a statement whose literals were
+A cached pull plan (``engine.pull.template``) is compiled once from a statement whose literals were
 replaced by :class:`BoundValue` nodes. The compiler gives each such node, and each subtree that
 depends on nothing but such nodes and constants, a *slot* (:class:`BoundSlots`): where the
 uncached compiler folds a constant subtree once at compile time, a template folds it once per

@@ -1,9 +1,9 @@
 """The expression compiler: one method per kind of node, closures per row, constants folded. Pure.
 
 `engine.expressions.compile_expression` is the entry point; this module holds the node-by-node rules
-(typing, NULL handling, numeric widening, comparisons, functions through `_functions.py`).
+(typing, NULL handling, numeric widening, comparisons, functions through `functions/registry.py`).
 
-Lambda bodies (``x => x + 1``, for the functions of `_functions_lambda.py`) compile in a scope that
+Lambda bodies (``x => x + 1``, for the functions of `functions/lambdas.py`) compile in a scope that
 adds the lambda's parameters, and with the semantics of the Java that ksqlDB generates for them:
 a comparison with NULL is false, while arithmetic on NULL, a logical operator on NULL or a failed
 operation throws (`LambdaAbort`), which makes the whole lambda function's call NULL.
@@ -20,13 +20,38 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
-from headwater.engine import _functions_lambda as fl
 from headwater.engine._bound import BoundValue, building_slots
-from headwater.engine._functions import NULL, EvalFailure, format_expression
-from headwater.engine._functions_time import date_of_text, parse_partial_timestamp, time_of_text
+from headwater.engine._format import format_expression
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 from headwater.engine.errors import ExpressionError
+from headwater.engine.functions import lambdas as fl
+from headwater.engine.functions.casts import cast_value, castable, parse_string
+from headwater.engine.functions.registry import FUNCTIONS, NULL_TOLERANT, VOLATILE
+from headwater.engine.functions.temporal import date_of_text, parse_partial_timestamp, time_of_text
+from headwater.engine.functions.types import (
+    BIGINT,
+    BOOLEAN,
+    BYTES,
+    DATE,
+    DOUBLE,
+    INTEGER,
+    INTEGRAL,
+    INTERVAL_UNIT,
+    INTERVAL_UNITS,
+    NULL,
+    STRING,
+    TEMPORAL,
+    TIME,
+    TIMESTAMP,
+    EvalFailure,
+    as_decimal_type,
+    common_type,
+    decimal_result,
+    fit_decimal,
+    is_numeric,
+    wider,
+    wrap_int,
+)
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -112,13 +137,13 @@ _EQUALITY = ("EQUAL", "NOT_EQUAL", "IS_NOT_DISTINCT_FROM", "IS_DISTINCT_FROM")
 
 def comparable(left: SqlType, right: SqlType, op: str) -> bool:
     """Whether ksqlDB compares values of these types with the operator (``EQUAL``, ...)."""
-    if fn.is_numeric(left) and fn.is_numeric(right):
+    if is_numeric(left) and is_numeric(right):
         return True
     if _temporal_pair(left, right) is not None:
         return True
     if left != right:
         return False
-    if left in (fn.STRING, fn.BYTES) or left in fn.TEMPORAL:
+    if left in (STRING, BYTES) or left in TEMPORAL:
         return True
     return op in _EQUALITY
 
@@ -127,12 +152,12 @@ def _temporal_pair(left: SqlType, right: SqlType) -> SqlType | None:
     """The type two different types compare as, when ksqlDB compares them as times: a TIME, DATE
     or TIMESTAMP with a STRING (parsed), or a DATE with a TIMESTAMP (its midnight)."""
     pair = {left, right}
-    if len(pair) != 2 or not pair & set(fn.TEMPORAL):
+    if len(pair) != 2 or not pair & set(TEMPORAL):
         return None
-    if fn.STRING in pair:
-        return next(iter(pair - {fn.STRING}))
-    if pair == {fn.DATE, fn.TIMESTAMP}:
-        return fn.TIMESTAMP
+    if STRING in pair:
+        return next(iter(pair - {STRING}))
+    if pair == {DATE, TIMESTAMP}:
+        return TIMESTAMP
     return None
 
 
@@ -141,10 +166,10 @@ def _as_temporal(node: _Node, target: SqlType) -> Evaluator:
     f = node.fn
     if node.type == target:
         return f
-    if node.type == fn.DATE:  # a DATE compared to a TIMESTAMP: its midnight
+    if node.type == DATE:  # a DATE compared to a TIMESTAMP: its midnight
         return lambda r: None if (v := f(r)) is None else v * 86_400_000
     parsers: dict[SqlType, Callable[[str], int]] = {
-        fn.TIME: time_of_text, fn.DATE: date_of_text, fn.TIMESTAMP: parse_partial_timestamp}
+        TIME: time_of_text, DATE: date_of_text, TIMESTAMP: parse_partial_timestamp}
     parse = parsers[target]
     return lambda r: None if (v := f(r)) is None else parse(v)
 
@@ -199,18 +224,18 @@ class _Compiler:
         return _constant(NULL, None)
 
     def _boolean(self, node: exp.Boolean) -> _Node:
-        return _constant(fn.BOOLEAN, bool(node.this))
+        return _constant(BOOLEAN, bool(node.this))
 
     def _literal(self, node: exp.Literal, negative: bool = False) -> _Node:
         text = str(node.this)
         if node.is_string:
-            return _constant(fn.STRING, text)
+            return _constant(STRING, text)
         sign = "-" if negative else ""
         if text.isdigit():
             value = int(sign + text)
-            return _constant(fn.INTEGER if -(2**31) <= value < 2**31 else fn.BIGINT, value)
+            return _constant(INTEGER if -(2**31) <= value < 2**31 else BIGINT, value)
         if "e" in text.lower():
-            return _constant(fn.DOUBLE, float(sign + text))
+            return _constant(DOUBLE, float(sign + text))
         number = Decimal(sign + text)
         _, digits, exponent = number.as_tuple()
         scale = max(-int(exponent), 0)
@@ -222,11 +247,11 @@ class _Compiler:
             return self._literal(inner_node, negative=True)
         inner = self.compile(inner_node)
         t = inner.type
-        if not fn.is_numeric(t):
+        if not is_numeric(t):
             raise ExpressionError(f"Error processing expression: {format_expression(node)}. "
                                   f"Unsupported arithmetic type {t}")  # fmt: skip
         f = inner.fn
-        negate: Callable[[Any], Any] = (lambda v: fn.wrap_int(-v, t)) if t in fn.INTEGRAL else (
+        negate: Callable[[Any], Any] = (lambda v: wrap_int(-v, t)) if t in INTEGRAL else (
             lambda v: -v
         )
         if self.java:
@@ -245,24 +270,24 @@ class _Compiler:
                 f"Arithmetic on types {lt} and {rt} are not supported."
             )
         lf, rf = left.fn, right.fn
-        if op == "+" and lt == rt == fn.STRING:
+        if op == "+" and lt == rt == STRING:
             if self.java:  # Java's string concatenation spells NULL "null"
-                return _make(fn.STRING, lambda r: _java_str(lf(r)) + _java_str(rf(r)),
+                return _make(STRING, lambda r: _java_str(lf(r)) + _java_str(rf(r)),
                              [left, right])  # fmt: skip
-            return _make(fn.STRING, _strict2(lf, rf, lambda a, b: a + b), [left, right])
-        if not (fn.is_numeric(lt) and fn.is_numeric(rt)):
+            return _make(STRING, _strict2(lf, rf, lambda a, b: a + b), [left, right])
+        if not (is_numeric(lt) and is_numeric(rt)):
             raise ExpressionError(
                 f"Error processing expression: {text}. "
                 f"Unsupported arithmetic types. {_base(lt)} {_base(rt)}"
             )
-        t = fn.wider(lt, rt)
+        t = wider(lt, rt)
         operate: Callable[[Any, Any], Any]
-        if t in fn.INTEGRAL:
+        if t in INTEGRAL:
             operate = _integer_op(op, t)
-        elif t == fn.DOUBLE:
+        elif t == DOUBLE:
             operate = _double_op(op)
         else:
-            t = fn.decimal_result(op, fn.as_decimal_type(lt), fn.as_decimal_type(rt))
+            t = decimal_result(op, as_decimal_type(lt), as_decimal_type(rt))
             operate = _decimal_op(op, t)
         if self.java:
             return _make(t, _unboxed2(lf, rf, operate), [left, right])
@@ -296,19 +321,19 @@ class _Compiler:
                     return (a is None and b is None) == same
                 return python_op(a, b)
 
-            return _make(fn.BOOLEAN, distinct, [left, right])
+            return _make(BOOLEAN, distinct, [left, right])
         as_time = _temporal_pair(left.type, right.type)
         if as_time is not None:  # a STRING is parsed (a bad one fails the comparison)
             lf, rf = _as_temporal(left, as_time), _as_temporal(right, as_time)
         compare = _strict2(lf, rf, python_op)
         # ksqlDB's generated code (and its interpreter): false, not NULL, when a side is NULL
-        return _make(fn.BOOLEAN, lambda r: compare(r) is True, [left, right],
+        return _make(BOOLEAN, lambda r: compare(r) is True, [left, right],
                      fallible=as_time is not None)  # fmt: skip
 
     def _logical(self, node: exp.Expr, word: str) -> _Node:
         left, right = self.compile(node.this), self.compile(node.expression)
         for side, child in ((left, node.this), (right, node.expression)):
-            if side.type not in (fn.BOOLEAN, NULL):
+            if side.type not in (BOOLEAN, NULL):
                 raise ExpressionError(
                     f"Operator {word} requires BOOLEAN operands, but "
                     f"{format_expression(child)} is {side.type}."
@@ -316,7 +341,7 @@ class _Compiler:
         lf, rf = left.fn, right.fn
         if self.java:  # Java's && and || on Booleans: NULL throws, the right side may not run
             stop = word == "OR"
-            return _make(fn.BOOLEAN, lambda r: stop if _unboxed(lf(r)) is stop else _unboxed(rf(r)),
+            return _make(BOOLEAN, lambda r: stop if _unboxed(lf(r)) is stop else _unboxed(rf(r)),
                          [left, right])  # fmt: skip
         if word == "AND":
 
@@ -335,7 +360,7 @@ class _Compiler:
                 b = rf(row)
                 return True if b is True else None if a is None or b is None else False
 
-        return _make(fn.BOOLEAN, evaluate, [left, right])
+        return _make(BOOLEAN, evaluate, [left, right])
 
     def _and(self, node: exp.And) -> _Node:
         return self._logical(node, "AND")
@@ -345,22 +370,22 @@ class _Compiler:
 
     def _not(self, node: exp.Not) -> _Node:
         inner = self.compile(node.this)
-        if inner.type not in (fn.BOOLEAN, NULL):
+        if inner.type not in (BOOLEAN, NULL):
             raise ExpressionError(
                 f"Operator NOT requires a BOOLEAN operand, but "
                 f"{format_expression(node.this)} is {inner.type}."
             )
         f = inner.fn
         if self.java:
-            return _make(fn.BOOLEAN, lambda r: not _unboxed(f(r)), [inner])
-        return _make(fn.BOOLEAN, lambda r: None if (v := f(r)) is None else not v, [inner])
+            return _make(BOOLEAN, lambda r: not _unboxed(f(r)), [inner])
+        return _make(BOOLEAN, lambda r: None if (v := f(r)) is None else not v, [inner])
 
     def _is(self, node: exp.Is) -> _Node:
         if not isinstance(node.expression, exp.Null):
             raise ExpressionError(f"Unsupported expression: {format_expression(node)}")
         inner = self.compile(node.this)
         f = inner.fn
-        return _make(fn.BOOLEAN, lambda r: f(r) is None, [inner])
+        return _make(BOOLEAN, lambda r: f(r) is None, [inner])
 
     def _between(self, node: exp.Between) -> _Node:
         value = node.this
@@ -377,7 +402,7 @@ class _Compiler:
             b = hf(row)
             return False if b is False else None if a is None or b is None else True
 
-        return _make(fn.BOOLEAN, evaluate, [low, high])
+        return _make(BOOLEAN, evaluate, [low, high])
 
     def _in(self, node: exp.In) -> _Node:
         value = self.compile(node.this)
@@ -413,7 +438,7 @@ class _Compiler:
                 seen = [f(row) for f in fns]
                 return True if v in seen else None if None in seen else False
 
-        return _make(fn.BOOLEAN, evaluate, [value, *items])
+        return _make(BOOLEAN, evaluate, [value, *items])
 
     def in_item(self, value: _Node, item: exp.Expr) -> _Node:
         """An IN-list element, type-checked against the tested value (string literals parse)."""
@@ -422,13 +447,13 @@ class _Compiler:
         if it == NULL or t == NULL or comparable(t, it, "EQUAL"):
             return compiled
         if (
-            it == fn.STRING
+            it == STRING
             and compiled.const
-            and t in (fn.BOOLEAN, *fn.TEMPORAL)
-            or (it == fn.STRING and compiled.const and fn.is_numeric(t))
+            and t in (BOOLEAN, *TEMPORAL)
+            or (it == STRING and compiled.const and is_numeric(t))
         ):
             try:
-                return _constant(t, fn.parse_string(compiled.fn({}), t))
+                return _constant(t, parse_string(compiled.fn({}), t))
             except EvalFailure as error:
                 raise ExpressionError(f"Invalid Predicate: {error}") from error
         raise ExpressionError(f"Invalid Predicate: operator does not exist: {t} = {it} "
@@ -436,10 +461,10 @@ class _Compiler:
 
     def _like(self, node: exp.Like, escape: str | None = None) -> _Node:
         value, pattern = self.compile(node.this), self.compile(node.expression)
-        if value.type not in (fn.STRING, NULL):
+        if value.type not in (STRING, NULL):
             raise ExpressionError("The column type for Like condition must be VARCHAR. "
                                   f"The column type is {value.type}")  # fmt: skip
-        if pattern.type not in (fn.STRING, NULL):
+        if pattern.type not in (STRING, NULL):
             raise ExpressionError("Like condition must be between strings")
         negate = bool(node.args.get("negate"))
         vf, pf = value.fn, pattern.fn
@@ -460,7 +485,7 @@ class _Compiler:
                     return None
                 return (like_regex(p, escape).fullmatch(v) is not None) != negate
 
-        return _make(fn.BOOLEAN, evaluate, [value, pattern])
+        return _make(BOOLEAN, evaluate, [value, pattern])
 
     def _escape(self, node: exp.Escape) -> _Node:
         escape = self.compile(node.expression)
@@ -480,7 +505,7 @@ class _Compiler:
                 cond = self._comparison(exp.EQ(this=node.this, expression=branch.this))
             else:
                 cond = self.compile(branch.this)
-                if cond.type not in (fn.BOOLEAN, NULL):
+                if cond.type not in (BOOLEAN, NULL):
                     raise ExpressionError(
                         "WHEN operand type should be boolean. Type for "
                         f"'{format_expression(branch.this)}' is {cond.type}"
@@ -490,7 +515,7 @@ class _Compiler:
         default = node.args.get("default")
         if default is not None:
             results.append(self.compile(default))
-        t = fn.common_type([r.type for r in results])
+        t = common_type([r.type for r in results])
         if t is None:
             raise ExpressionError(
                 "Invalid Case expression. Type for all 'THEN' clauses should be "
@@ -513,10 +538,10 @@ class _Compiler:
         inner = self.compile(node.this)
         target = resolve_type(from_datatype(node.args["to"]), self.scope.custom_types)
         source = inner.type
-        if not fn.castable(source, target):
+        if not castable(source, target):
             raise ExpressionError(f"Cast of {source} to {target} is not supported")
         f = inner.fn
-        return _make(target, lambda r: fn.cast_value(f(r), source, target), [inner],
+        return _make(target, lambda r: cast_value(f(r), source, target), [inner],
                      fallible=True)  # fmt: skip
 
     def _structderef(self, node: hx.StructDeref) -> _Node:
@@ -539,7 +564,7 @@ class _Compiler:
         bt, it = base.type, index.type
         bf, xf = base.fn, index.fn
         if isinstance(bt, ArrayType):
-            if it not in (*fn.INTEGRAL, NULL):
+            if it not in (*INTEGRAL, NULL):
                 raise ExpressionError(f"Array index must be INTEGER, not {it}: "
                                       f"{format_expression(node)}")  # fmt: skip
 
@@ -565,7 +590,7 @@ class _Compiler:
                 "element (see https://github.com/confluentinc/ksql/issues/4239)."
             )
         items = [self.compile(e) for e in node.expressions]
-        t = fn.common_type([i.type for i in items])
+        t = common_type([i.type for i in items])
         if t is None:
             raise ExpressionError(
                 "invalid input syntax: array elements must all have the same "
@@ -589,7 +614,7 @@ class _Compiler:
             )
         keys = [self.compile(e.this) for e in node.expressions]
         values = [self.compile(e.expression) for e in node.expressions]
-        kt, vt = fn.common_type([k.type for k in keys]), fn.common_type([v.type for v in values])
+        kt, vt = common_type([k.type for k in keys]), common_type([v.type for v in values])
         for t, what in ((kt, "keys"), (vt, "values")):
             if t is None:
                 raise ExpressionError(f"invalid input syntax: map {what} must all have the same "
@@ -613,7 +638,7 @@ class _Compiler:
         name = str(node.this).upper()
         if name in fl.LAMBDA_FUNCTIONS:
             return self._lambda_call(node, name)
-        resolver = fn.FUNCTIONS.get(name)
+        resolver = FUNCTIONS.get(name)
         if resolver is None:
             raise ExpressionError(f"Can't find any functions with the name '{name}'")
         if any(isinstance(a, exp.Lambda) for a in node.expressions):
@@ -631,14 +656,14 @@ class _Compiler:
             if name in ("COALESCE", "IFNULL", "GREATEST", "LEAST")
             else [a.fn for a in args]
         )
-        if name in fn.NULL_TOLERANT:
+        if name in NULL_TOLERANT:
             return _make(t, lambda r: impl(*(f(r) for f in fns)), args, fallible=True)
 
         def call(row: Row) -> Any:
             values = [f(row) for f in fns]
             return None if None in values else impl(*values)
 
-        if not args and name in fn.VOLATILE:  # reads the clock: not folded into a constant
+        if not args and name in VOLATILE:  # reads the clock: not folded into a constant
             return _Node(t, call, False, frozenset())
         return _make(t, call, args, fallible=True)
 
@@ -679,7 +704,7 @@ class _Compiler:
         body = _Compiler(self.scope.with_lambda(names, types)).compile(node.this)
         refs = body.refs - set(names)
         volatile = any(
-            f.name.upper() in fn.VOLATILE and not f.expressions for f in node.find_all(exp.Anonymous)
+            f.name.upper() in VOLATILE and not f.expressions for f in node.find_all(exp.Anonymous)
         )
         body_fn = body.fn
 
@@ -692,9 +717,9 @@ class _Compiler:
     def _function_argument(self, node: exp.Expr) -> _Node:
         """A call's argument; a bare time unit (``DAYS``) is an INTERVAL UNIT constant."""
         if isinstance(node, exp.Column) and not node.table and not node.this.quoted:
-            unit_ms = fn.INTERVAL_UNITS.get(node.name.upper())
+            unit_ms = INTERVAL_UNITS.get(node.name.upper())
             if unit_ms is not None:
-                return _constant(fn.INTERVAL_UNIT, unit_ms)
+                return _constant(INTERVAL_UNIT, unit_ms)
         return self.compile(node)
 
 
@@ -742,7 +767,7 @@ def _strict2(lf: Evaluator, rf: Evaluator, op: Callable[[Any, Any], Any]) -> Eva
 
 def _converted(node: _Node, t: SqlType) -> Evaluator:
     """The node's evaluator, with its numeric values converted to the wider type ``t``."""
-    convert = convert_numeric(node.type, t) if fn.is_numeric(t) else None
+    convert = convert_numeric(node.type, t) if is_numeric(t) else None
     f = node.fn
     if convert is None:
         return f
@@ -753,26 +778,26 @@ def convert_numeric(source: SqlType, target: SqlType) -> Callable[[Any], Any] | 
     """The function turning values of numeric type ``source`` into ``target`` (None: as is)."""
     if source == target or source == NULL:
         return None
-    if target == fn.DOUBLE:
+    if target == DOUBLE:
         return float
-    if isinstance(target, DecimalType) and source in fn.INTEGRAL:
+    if isinstance(target, DecimalType) and source in INTEGRAL:
         return Decimal
     return None
 
 
 def _integer_op(op: str, t: SqlType) -> Callable[[int, int], int]:
     if op == "+":
-        return lambda a, b: fn.wrap_int(a + b, t)
+        return lambda a, b: wrap_int(a + b, t)
     if op == "-":
-        return lambda a, b: fn.wrap_int(a - b, t)
+        return lambda a, b: wrap_int(a - b, t)
     if op == "*":
-        return lambda a, b: fn.wrap_int(a * b, t)
+        return lambda a, b: wrap_int(a * b, t)
 
     def divide(a: int, b: int) -> int:
         if b == 0:
             raise EvalFailure("/ by zero")
         quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
-        return fn.wrap_int(quotient, t) if op == "/" else a - b * quotient
+        return wrap_int(quotient, t) if op == "/" else a - b * quotient
 
     return divide
 
@@ -808,7 +833,7 @@ def _decimal_op(op: str, t: DecimalType) -> Callable[[Any, Any], Decimal]:
                 if op in "+-*"
                 else (x / y if op == "/" else x % y)
             )
-        return fn.fit_decimal(result, t)
+        return fit_decimal(result, t)
 
     return operate
 

@@ -4,7 +4,7 @@ Owns ksqlDB's expression semantics for pull queries and INSERT VALUES: literal t
 INTEGER, ``10000000000`` BIGINT, ``1.5`` DECIMAL(2, 1), ``1.5e0`` DOUBLE), column resolution
 (unquoted names upper-cased; ``T.COL`` through the source's name or alias), SQL three-valued logic,
 numeric widening (INTEGER < BIGINT < DECIMAL < DOUBLE), comparisons, BETWEEN, IN, LIKE, CASE, CAST,
-struct/array/map access, constructors and the functions of `_functions.py`; output column names (a
+struct/array/map access, constructors and the functions of `functions/registry.py`; output column names (a
 column's own name, a struct field's name, else ``KSQL_COL_n``). The node-by-node rules live in
 `_compiler.py`, the scope in `_scope.py`, INSERT VALUES in `insert_values.py`. Expressions without
 column references are folded into constants when compiled, so errors in them (``CAST('x' AS INT)``)
@@ -25,10 +25,11 @@ from headwater.engine._compiler import (
     convert_numeric,
     like_regex,
 )
-from headwater.engine._functions import NULL, EvalFailure, NullType, format_expression
-from headwater.engine._functions_time import parse_partial_timestamp
+from headwater.engine._format import format_expression
 from headwater.engine._scope import Evaluator, Row, Scope, UnresolvedColumn, resolve_type
 from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.temporal import parse_partial_timestamp
+from headwater.engine.functions.types import NULL, EvalFailure, NullType
 from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import (
     SqlType,

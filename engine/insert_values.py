@@ -7,11 +7,22 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine import _functions as fn
-from headwater.engine._functions import NULL, EvalFailure, format_expression
+from headwater.engine._format import format_expression
 from headwater.engine._scope import Scope, UnresolvedColumn, resolve_type
 from headwater.engine.errors import ExpressionError, StatementPrepareError
 from headwater.engine.expressions import compile_expression
+from headwater.engine.functions.casts import parse_string
+from headwater.engine.functions.types import (
+    BIGINT,
+    DOUBLE,
+    INTEGER,
+    NULL,
+    STRING,
+    TEMPORAL,
+    EvalFailure,
+    fit_decimal,
+    is_numeric,
+)
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -62,25 +73,25 @@ def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, show
     try:
         if source == target and not isinstance(target, DecimalType):
             return value
-        if fn.is_numeric(source) and fn.is_numeric(target):
+        if is_numeric(source) and is_numeric(target):
             widens = (
-                target == fn.DOUBLE
-                or source == fn.INTEGER
-                and target == fn.BIGINT
-                or (isinstance(target, DecimalType) and source != fn.DOUBLE)
+                target == DOUBLE
+                or source == INTEGER
+                and target == BIGINT
+                or (isinstance(target, DecimalType) and source != DOUBLE)
             )
             if not widens:
                 raise mismatch()
-            if target == fn.DOUBLE:
+            if target == DOUBLE:
                 return float(value)
             if isinstance(target, DecimalType):
-                fitted = fn.fit_decimal(Decimal(value), target)
+                fitted = fit_decimal(Decimal(value), target)
                 if fitted != value:
                     raise mismatch()
                 return fitted
             return value
-        if source == fn.STRING and (isinstance(target, DecimalType) or target in fn.TEMPORAL):
-            return fn.parse_string(value, target)
+        if source == STRING and (isinstance(target, DecimalType) or target in TEMPORAL):
+            return parse_string(value, target)
         if isinstance(source, ArrayType) and isinstance(target, ArrayType):
             return [coerce_value(v, source.element, target.element, column) for v in value]
         if isinstance(source, MapType) and isinstance(target, MapType):
@@ -154,7 +165,7 @@ def evaluate_insert_values(
         for column, node, text in zip(columns, statement.values, texts, strict=True):
             compiled = compile_expression(node, scope)
             target = (
-                fn.BIGINT
+                BIGINT
                 if column == "ROWTIME"
                 else resolve_type(by_name[column].type, custom_types)
             )

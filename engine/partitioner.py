@@ -5,7 +5,7 @@ Java producers, Kafka Streams and ksqlDB place a keyed record on partition
 ``partitioner=murmur2_random`` (headwater's producers set it). headwater uses :func:`partition_for`
 to know, without asking Kafka, which partition (and so which store replica) holds a key: for
 INSERT VALUES and for routing pull queries by key. The key bytes are the serialized record key
-(:meth:`headwater.engine.serde.RowSerde.serialize_key`).
+(:meth:`headwater.engine.formats.serde.RowSerde.serialize_key`).
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from headwater.engine.errors import PullQueryError, SourceDropped, record_failure
-from headwater.engine.persistent.aggregate import is_aggregation
-from headwater.engine.pull import PullPlan, Row, plan_pull, row_failed, row_view
-from headwater.engine.serde import RowSerde
-from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.engine.formats.serde import RowSerde
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms
+from headwater.engine.persistent.aggregate_plan import is_aggregation
+from headwater.engine.pull.query import PullPlan, Row, plan_pull, row_failed, row_view
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import start_positions
 from headwater.metastore.catalog import Source, SourceKind

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaException
 
-from headwater.engine import schema_registry
-from headwater.engine.schema_registry import SchemaRegistryError
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats.schema_registry import SchemaRegistryError
 from headwater.gateway.errors import Entity, KsqlError
 from headwater.gateway.services import Services
 from headwater.sqlparse_ext import statements as ast

@@ -36,12 +36,21 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from headwater.engine import _functions as fn
-from headwater.engine._functions import EvalFailure
 from headwater.engine._scope import resolve_type
 from headwater.engine.errors import EngineError
+from headwater.engine.formats.serde import RowSerde, serde_of
+from headwater.engine.functions.casts import parse_string
+from headwater.engine.functions.types import (
+    BOOLEAN,
+    BYTES,
+    DOUBLE,
+    INTEGRAL,
+    STRING,
+    EvalFailure,
+    fit_decimal,
+    wrap_int,
+)
 from headwater.engine.partitioner import partition_for
-from headwater.engine.serde import RowSerde, serde_of
 from headwater.gateway.errors import KsqlError, bad_request
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.services import Services, services_of
@@ -113,7 +122,7 @@ def _to_decimal(value: Any, target: DecimalType) -> Decimal:
     try:
         if isinstance(value, int):  # ksqlDB's default coercer: the value must fit exactly
             exact = Decimal(value)
-            fitted = fn.fit_decimal(exact, target)
+            fitted = fit_decimal(exact, target)
             if fitted != exact:
                 raise _Mismatch
             return fitted
@@ -121,7 +130,7 @@ def _to_decimal(value: Any, target: DecimalType) -> Decimal:
         if not number.is_finite():
             raise _Mismatch
         # ApiSqlValueCoercer: doubles and strings are set to the scale, HALF_UP
-        return fn.fit_decimal(number.quantize(Decimal(1).scaleb(-target.scale), ROUND_HALF_UP),
+        return fit_decimal(number.quantize(Decimal(1).scaleb(-target.scale), ROUND_HALF_UP),
                               target)  # fmt: skip
     except (InvalidOperation, EvalFailure) as exc:
         raise _Mismatch from exc
@@ -154,31 +163,31 @@ def _coerce(value: Any, target: SqlType) -> Any:
         return {name: _coerce(given.get(name), t) for name, t in types.items()}
     if isinstance(value, dict | list):
         raise _Mismatch
-    if target == fn.BOOLEAN:
+    if target == BOOLEAN:
         if not isinstance(value, bool):
             raise _Mismatch
         return value
     if isinstance(value, bool):
         raise _Mismatch
-    if target in fn.INTEGRAL:
-        if not isinstance(value, int) or fn.wrap_int(value, target) != value:
+    if target in INTEGRAL:
+        if not isinstance(value, int) or wrap_int(value, target) != value:
             raise _Mismatch
         return value
-    if target == fn.DOUBLE:
+    if target == DOUBLE:
         if not isinstance(value, int | float):
             raise _Mismatch
         return float(value)
     if not isinstance(value, str):
         raise _Mismatch
-    if target == fn.STRING:
+    if target == STRING:
         return value
-    if target == fn.BYTES:  # JSON carries BYTES as base64
+    if target == BYTES:  # JSON carries BYTES as base64
         try:
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise _Mismatch from exc
     try:
-        return fn.parse_string(value, target)  # DATE, TIME, TIMESTAMP from their ISO text
+        return parse_string(value, target)  # DATE, TIME, TIMESTAMP from their ISO text
     except EvalFailure as exc:
         raise _Mismatch from exc
 

@@ -26,10 +26,10 @@ from starlette.responses import Response
 
 import headwater
 from headwater.engine.errors import EngineError, StatementPrepareError
-from headwater.engine.function_catalog import all_functions, describe_function
+from headwater.engine.formats.serde import serde_of
+from headwater.engine.functions.catalog import all_functions, describe_function
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
-from headwater.engine.serde import serde_of
 from headwater.gateway import queries
 from headwater.gateway.asserts import assert_schema, assert_topic
 from headwater.gateway.errors import Entity, KsqlError, bad_request

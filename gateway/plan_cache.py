@@ -3,7 +3,7 @@
 A request's statement is read for its literal-free shape (``sqlparse_ext.shape``: one regular
 expression, no parse; bound ``parameters`` are put in their places first, as the parser would).
 The first query of a shape runs through the parser and the planner as always; if it is a pull
-query on a table, a template is then built from it (``engine.pull_template``). Later queries of
+query on a table, a template is then built from it (``engine.pull.template``). Later queries of
 the shape are bound to their literal values on that template.
 
 A template is used only while it matches: the same Source object in the catalog (a DROP, a
@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from headwater.engine.pull_template import PullTemplate, build_template
+from headwater.engine.pull.template import PullTemplate, build_template
 from headwater.gateway.pull import PreparedPull
 from headwater.gateway.pull_options import pull_options
 from headwater.metastore.catalog import SourceKind

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
+from headwater.engine.formats.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext.sqltypes import format_double
 
 NO_DATA = "¯\\_(ツ)_/¯ - no data processed"
@@ -175,7 +175,7 @@ class Registered:
     def protobuf(self, data: bytes) -> str:
         from google.protobuf import text_format
 
-        from headwater.engine._proto_text import message_class
+        from headwater.engine.formats._proto_text import message_class
 
         schema_id, text = self._schema(data, "PROTOBUF")
         count, pos = _varint(data, 5)

@@ -23,9 +23,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine._pull_keys import KeyLookup
 from headwater.engine.errors import EngineError
-from headwater.engine.pull import (
+from headwater.engine.pull._keys import KeyLookup
+from headwater.engine.pull.query import (
     PullPlan,
     PullResult,
     TableReader,
@@ -34,9 +34,9 @@ from headwater.engine.pull import (
     plan_pull,
     stream_pull,
 )
-from headwater.engine.pull_template import BoundPull
-from headwater.engine.streams import scan_stream
-from headwater.engine.tables import PartitionLag
+from headwater.engine.pull.streams import scan_stream
+from headwater.engine.pull.tables import PartitionLag
+from headwater.engine.pull.template import BoundPull
 from headwater.engine.values import output_converter
 from headwater.gateway import routed
 from headwater.gateway.errors import KsqlError

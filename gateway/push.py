@@ -26,8 +26,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from headwater.engine import schema_registry
 from headwater.engine.errors import EngineError, SourceDropped
+from headwater.engine.formats import schema_registry
 from headwater.engine.push import TopicFollower, plan_push, push_rows, stateful_clauses
 from headwater.engine.values import to_json_output
 from headwater.gateway.errors import KsqlError

@@ -19,8 +19,8 @@ from starlette.responses import JSONResponse, Response
 
 from headwater.cluster.auth import HEADER, sign
 from headwater.engine.persistent.analyzer import QueryDescription, describe_query
-from headwater.engine.persistent.compile import QueryCompileError
-from headwater.engine.persistent.operators import parse_persistent
+from headwater.engine.persistent.query_plan import QueryCompileError
+from headwater.engine.persistent.query_run import parse_persistent
 from headwater.gateway.errors import Entity, KsqlError
 from headwater.gateway.schemas import type_schema
 from headwater.gateway.services import Services, services_of

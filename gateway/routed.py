@@ -33,8 +33,8 @@ from headwater.cluster.agent import replica_lags_in
 from headwater.cluster.assignment import PartitionId
 from headwater.cluster.auth import HEADER, sign
 from headwater.cluster.routing import NoReplica, RoutePlan, RoutingBound, route
-from headwater.engine._pull_keys import KeyLookup
-from headwater.engine.tables import key_partition
+from headwater.engine.pull._keys import KeyLookup
+from headwater.engine.pull.tables import key_partition
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.forwarding import ExchangeFailed, RoutingInputs
 from headwater.gateway.ksql import SUBSTITUTION

@@ -18,8 +18,8 @@ from starlette.requests import Request
 
 from headwater.cluster.agent import ClusterAgent
 from headwater.cluster.controller import ControlPlane
+from headwater.engine.pull.tables import MaterializedTables
 from headwater.engine.spark.host import QueryEngine
-from headwater.engine.tables import MaterializedTables
 from headwater.gateway.admission import Admission
 from headwater.gateway.forwarding import Forwarding
 from headwater.gateway.writer import RowWriter

@@ -23,12 +23,12 @@ from headwater.cluster.controller import ControlPlane
 from headwater.cluster.epochs import ControlState
 from headwater.cluster.settings import ClusterSettings
 from headwater.cluster.tls import client_context
+from headwater.engine.formats.schema_inference import schema_facts
+from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.engine.persistent import QUERY_ANALYZER
-from headwater.engine.schema_inference import schema_facts
-from headwater.engine.schema_registry import SchemaRegistry
+from headwater.engine.pull.tables import MaterializedTables, materialized
 from headwater.engine.spark.host import QueryEngine
 from headwater.engine.spark.settings import EngineSettings
-from headwater.engine.tables import MaterializedTables, materialized
 from headwater.gateway import peers_applied
 from headwater.gateway.admission import Admission
 from headwater.gateway.forwarding import Forwarding

@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from headwater.engine.expressions import format_expression, select_names
 from headwater.engine.persistent import QUERY_ANALYZER
-from headwater.engine.persistent.aggregate import is_aggregation
+from headwater.engine.persistent.aggregate_plan import is_aggregation
 from headwater.engine.push import TopicFollower, plan_push
 from headwater.engine.spark.host import query_payload
 from headwater.gateway.errors import KsqlError

@@ -28,8 +28,8 @@ from starlette.applications import Starlette
 from headwater.cluster.settings import ClusterSettings
 from headwater.cluster.tls import PeerTls, client_context
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
-from headwater.engine import schema_registry
-from headwater.engine.schema_registry import SchemaRegistry
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app

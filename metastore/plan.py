@@ -77,7 +77,7 @@ class TopicFacts:
     partitions: Mapping[str, int] = field(default_factory=dict)
     #: subject (``<topic>-key``, ``<topic>-value``) or ``id:N`` -> the columns its schema gives,
     #: as (name, type text), or why it gives none, for a CREATE STREAM/TABLE whose columns are
-    #: to be inferred (engine.schema_inference gathers them); None: there is no schema registry.
+    #: to be inferred (engine.formats.schema_inference gathers them); None: there is no schema registry.
     schemas: Mapping[str, tuple[tuple[str, str], ...] | str] | None = None
 
 

@@ -1,6 +1,6 @@
 """The docs point at what exists: file paths, sections and named workarounds in every tracked text file.
 
-- A path whose first folder is one of the repository's own top-level folders (``engine/pull.py``,
+- A path whose first folder is one of the repository's own top-level folders (``engine/pull/query.py``,
   ``docs/architecture.md``) names a file or folder that exists, so a move that forgets a mention
   fails here; so does a mention of a design file the repository does not hold (``ARCHITECTURE.md``,
   ``notes/*.md``).

@@ -10,18 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from headwater.engine.errors import SerdeError
-from headwater.engine.persistent.aggregate import (
+from headwater.engine.formats.serde import RowSerde
+from headwater.engine.persistent.aggregate_plan import (
     compile_aggregate,
     describe_aggregate,
     is_aggregation,
 )
-from headwater.engine.persistent.compile import (
+from headwater.engine.persistent.query_plan import (
     OutputColumn,
     QueryCompileError,
     compile_query,
     describe_shape,
 )
-from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import QueryShape

@@ -10,8 +10,8 @@ table-table join, on a foreign key).
 This module turns that into a `JoinPlan`: the leaves, the binary steps, and the **joined source**
 (the schema of the tree's result, as ksqlDB's JoinNode has it). The rest of the query (WHERE,
 SELECT, PARTITION BY, GROUP BY ...) is rewritten to read the joined source's column names and then
-compiled by `compile.py` / `aggregate.py` exactly as a query over one source: one compiler for
-what every expression means, joins or not.
+compiled by `query_plan.py` / `aggregate_plan.py` exactly as a query over one source: one compiler
+for what every expression means, joins or not.
 
 The messages are ksqlDB's.
 """
@@ -24,7 +24,6 @@ from typing import Literal
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Evaluator,
@@ -33,12 +32,13 @@ from headwater.engine.expressions import (
     format_expression,
     resolve_type,
 )
+from headwater.engine.functions.types import BIGINT, INTEGER
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Join, Query, SourceRef
 
 JoinKind = Literal["INNER", "LEFT", "RIGHT", "FULL"]
-PSEUDO = (("ROWTIME", fn.BIGINT), ("ROWPARTITION", fn.INTEGER), ("ROWOFFSET", fn.BIGINT))
+PSEUDO = (("ROWTIME", BIGINT), ("ROWPARTITION", INTEGER), ("ROWOFFSET", BIGINT))
 #: The name of the joined source in messages and EXPLAIN.
 JOINED = "JOIN"
 #: Stream-stream joins without GRACE PERIOD keep ksqlDB's old windows: 24 hours of grace, and
@@ -471,7 +471,7 @@ def _check_key_selected(root: JoinStep, viable: list[str], query: Query, sink: s
                         names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
                         selected: list[exp.Expr]) -> None:  # fmt: skip
     if query.group_by or query.partition_by:
-        return  # the key is the grouping / partitioning then: compile.py and aggregate.py check
+        return  # the key is the grouping / partitioning: query_plan.py, aggregate_plan.py check
     texts = {_qualified_text(s, names) for s in selected if isinstance(s, exp.Column)
              and not isinstance(s.this, exp.Star)}  # fmt: skip
     stars = [exp.column(exp.Star()) if isinstance(s, exp.Star) else s for s in selected

@@ -9,7 +9,7 @@ The plan (`aggregate_frame`)::
 
 Spark shuffles rows by key and keeps the states (RocksDB, checkpointed with the query's offsets, so
 a restart neither loses nor double counts an update); what every stage computes is
-`headwater.engine.persistent.aggregating`'s, run on pickled rows and states. Records the operators
+`headwater.engine.persistent.aggregate_run`'s, run on pickled rows and states. Records the operators
 skip travel through the stages as error rows (all under one empty key) to the sink, which logs them.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from headwater.engine.persistent.aggregating import (
+from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
     GroupState,
@@ -33,7 +33,7 @@ from headwater.engine.persistent.aggregating import (
     TaskState,
     WindowedTask,
 )
-from headwater.engine.persistent.operators import ProcessingError
+from headwater.engine.persistent.query_run import ProcessingError
 from headwater.metastore.codec import catalog_from_dict
 
 #: Stage 1's rows: the group (or, over a table, the source key) to shuffle by, the pickled

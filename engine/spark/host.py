@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from headwater.engine.persistent.aggregating import is_aggregate_statement
+from headwater.engine.persistent.aggregate_run import is_aggregate_statement
 from headwater.engine.spark.settings import EngineSettings
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Query, SourceKind

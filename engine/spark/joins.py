@@ -10,7 +10,7 @@ The plan (`join_frame`)::
 
 A task is the partition a record is joined in (ksqlDB's co-partitioned task): the record's own
 partition, or its new key's for a re-keyed side. What the stages compute is
-`headwater.engine.persistent.joining`'s, on pickled records and states; the query's own operators
+`headwater.engine.persistent.join_run`'s, on pickled records and states; the query's own operators
 (projection, WHERE, PARTITION BY) run in the processor on the joined records. A batch's records are
 joined in Kafka Streams' order (per source partition in offset order, the partition heads by
 timestamp), so a replayed batch gives the same records in the same order.
@@ -28,8 +28,8 @@ from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from headwater.engine.persistent import RecordPipeline
-from headwater.engine.persistent.aggregating import AggregatePipeline, is_aggregate_statement
-from headwater.engine.persistent.joining import (
+from headwater.engine.persistent.aggregate_run import AggregatePipeline, is_aggregate_statement
+from headwater.engine.persistent.join_run import (
     JoinPipeline,
     JoinTask,
     KeyState,
@@ -37,7 +37,7 @@ from headwater.engine.persistent.joining import (
     TaskState,
     merge_order,
 )
-from headwater.engine.persistent.operators import InputRecord
+from headwater.engine.persistent.query_run import InputRecord
 from headwater.engine.spark.aggregation import AGGREGATED_SCHEMA, GROUPED_SCHEMA, grouped_rows
 from headwater.metastore.codec import catalog_from_dict
 

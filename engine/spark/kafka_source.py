@@ -33,8 +33,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
-from headwater.engine.persistent.aggregating import GroupedRow
-from headwater.engine.persistent.operators import OutputRecord
+from headwater.engine.persistent.aggregate_run import GroupedRow
+from headwater.engine.persistent.query_run import OutputRecord
 from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import ENTRY_SCHEMA, entry_rows
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
@@ -108,7 +108,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     # -- driver side (Spark's Python planner process) --------------------------------------------
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         """Each partition's beginning, or the offsets the query was given (a push query's: the
         ends as of its request)."""
         given = json.loads(self.options.get("startingoffsets") or "{}")
@@ -117,7 +117,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         ends = _probe(self.options).ends(self.topic, self.partition_count, start)
         waiting = {p: max(0, ends.get(p, int(start[p])) - int(start[p])) for p in start}
         total = sum(waiting.values())
@@ -130,11 +130,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {p: int(start[p]) + (max(1, n * cap // total) if n else 0)
                 for p, n in waiting.items()}  # fmt: skip
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return [_Range(int(p), int(start[p]), int(end[p])) for p in sorted(end, key=int)
                 if int(end[p]) > int(start.get(p, 0))]  # fmt: skip
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         pass
 
     def stop(self) -> None:

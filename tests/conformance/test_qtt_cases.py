@@ -15,7 +15,7 @@ import pytest
 
 from conformance import corpus, qtt
 from conformance.cases import load_cases
-from headwater.engine import schema_registry
+from headwater.engine.formats import schema_registry
 
 pytestmark = pytest.mark.corpus
 

@@ -8,18 +8,18 @@ import json
 
 import pytest
 
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord
-from headwater.engine.persistent.aggregate import compile_aggregate
-from headwater.engine.persistent.aggregating import (
+from headwater.engine.persistent.aggregate_plan import compile_aggregate
+from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
     LocalAggregation,
     is_aggregate_statement,
 )
 from headwater.engine.persistent.analyzer import describe_query
-from headwater.engine.persistent.compile import QueryCompileError
-from headwater.engine.windows import split_windowed_key, window_size_ms
+from headwater.engine.persistent.query_plan import QueryCompileError
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, SourceKind
 from headwater.metastore.errors import ValidationError

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
-from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
+from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan

@@ -9,7 +9,7 @@ import pytest
 
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
-from headwater.engine.persistent.compile import QueryCompileError, compile_query, describe_shape
+from headwater.engine.persistent.query_plan import QueryCompileError, compile_query, describe_shape
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import SourceInUse, ValidationError
 from headwater.metastore.plan import TopicFacts, plan

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
-from headwater.engine.persistent.aggregating import AggregatePipeline, LocalAggregation
-from headwater.engine.persistent.joining import JoinPipeline, LocalJoin
-from headwater.engine.pull import Row, TableScan, execute_pull, plan_pull, select_rows
+from headwater.engine.persistent.aggregate_run import AggregatePipeline, LocalAggregation
+from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
+from headwater.engine.pull.query import Row, TableScan, execute_pull, plan_pull, select_rows
+from headwater.engine.pull.tables import StoredTable
 from headwater.engine.push import plan_push, push_rows
-from headwater.engine.tables import StoredTable
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.plan import TopicFacts, plan
 from headwater.metastore.records import CommandRecord, encode

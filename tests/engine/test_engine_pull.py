@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from headwater.engine.errors import PullQueryError
-from headwater.engine.pull import (
+from headwater.engine.pull.query import (
     KeyLookup,
     KeyRange,
     PullPlan,
@@ -367,7 +367,7 @@ def test_engine_pull_scan_disabled_allows_lookups_and_streams() -> None:
     ("2020", 1577836800000), ("2020-02", 1580515200000),
 ])  # fmt: skip
 def test_window_bounds_read_ksqldb_partial_timestamps(text: str, millis: int) -> None:
-    from headwater.engine._functions_time import parse_partial_timestamp
+    from headwater.engine.functions.temporal import parse_partial_timestamp
 
     assert parse_partial_timestamp(text) == millis
 

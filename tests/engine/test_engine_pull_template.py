@@ -1,4 +1,4 @@
-"""Cached pull plans (engine.pull_template): a template built from one query of a shape answers
+"""Cached pull plans (engine.pull.template): a template built from one query of a shape answers
 every other query of that shape exactly as planning it afresh does (rows, order, key access,
 partitions read), or declines (and the caller plans afresh)."""
 
@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine_pull import MemoryReader, _source  # its reader and table helper, shared
 
-from headwater.engine.pull import PullResult, execute_pull, plan_pull
-from headwater.engine.pull_template import PullTemplate, build_template
+from headwater.engine.pull.query import PullResult, execute_pull, plan_pull
+from headwater.engine.pull.template import PullTemplate, build_template
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext import Select, parse_one
 from headwater.sqlparse_ext.shape import literal_shape

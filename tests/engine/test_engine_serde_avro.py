@@ -11,11 +11,11 @@ from typing import Any
 import fastavro
 import pytest
 
-from headwater.engine import schema_registry
-from headwater.engine._serde_avro import avro_schema
 from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
-from headwater.engine.serde import RowSerde
+from headwater.engine.formats import schema_registry
+from headwater.engine.formats._avro import avro_schema
+from headwater.engine.formats.schema_registry import MemorySchemaRegistry, RegisteredSchema
+from headwater.engine.formats.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 from headwater.sqlparse_ext import parse_type
 
@@ -126,8 +126,8 @@ def test_the_process_registry_is_the_default() -> None:
 
 
 def test_columns_are_inferred_from_the_registered_schema() -> None:
-    from headwater.engine._serde_avro import inferred_columns
-    from headwater.engine.schema_inference import schema_facts
+    from headwater.engine.formats._avro import inferred_columns
+    from headwater.engine.formats.schema_inference import schema_facts
     from headwater.sqlparse_ext import parse_one
 
     writer = {"type": "record", "name": "blah", "fields": [
@@ -170,7 +170,7 @@ def test_json_sr_writes_the_header_and_reads_with_or_without_it() -> None:
 
 
 def test_json_sr_columns_are_inferred_keeping_their_case() -> None:
-    from headwater.engine._serde_json_sr import inferred_columns
+    from headwater.engine.formats._json_sr import inferred_columns
 
     schema = {"type": "object", "properties": {
         "c1": {"type": "integer", "connect.type": "int32"}, "c2": {"oneOf": [

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.errors import SerdeError
-from headwater.engine.serde import RowSerde
+from headwater.engine.formats.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headwater.engine.errors import SerdeError
-from headwater.engine.serde import RowSerde
+from headwater.engine.formats.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 
@@ -354,7 +354,7 @@ def test_exact_decoding_is_the_careful_decoder_whatever_path_it_takes(value: obj
     import json
     from decimal import Decimal
 
-    from headwater.engine._serde_json import loads
+    from headwater.engine.formats._json import loads
 
     data = json.dumps(value).encode()
     assert loads(data, True) == json.loads(data, parse_float=Decimal)

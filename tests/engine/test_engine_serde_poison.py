@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from headwater.engine import _serde_json as jsonfmt
 from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import MemorySchemaRegistry
-from headwater.engine.serde import RowSerde
+from headwater.engine.formats import _json as jsonfmt
+from headwater.engine.formats.schema_registry import MemorySchemaRegistry
+from headwater.engine.formats.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 COLUMNS = ("K STRING KEY", "ID BIGINT", "NAME STRING", "PRICE DECIMAL(4, 2)", "TAGS ARRAY<INT>",

@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import MemorySchemaRegistry
-from headwater.engine.serde import RowSerde
+from headwater.engine.formats.schema_registry import MemorySchemaRegistry
+from headwater.engine.formats.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 
@@ -72,8 +72,8 @@ WRITER = ('syntax = "proto3"; import "google/protobuf/wrappers.proto"; message C
 
 
 def test_records_of_another_writer_are_read_by_field_name() -> None:
-    from headwater.engine._proto_text import from_plain, message_class
-    from headwater.engine.schema_registry import RegisteredSchema
+    from headwater.engine.formats._proto_text import from_plain, message_class
+    from headwater.engine.formats.schema_registry import RegisteredSchema
 
     registry = MemorySchemaRegistry()
     schema_id = registry.register("orders-value", RegisteredSchema("PROTOBUF", WRITER))
@@ -87,7 +87,7 @@ def test_records_of_another_writer_are_read_by_field_name() -> None:
 
 
 def test_columns_are_inferred_from_a_proto_schema() -> None:
-    from headwater.engine._proto_text import inferred_columns
+    from headwater.engine.formats._proto_text import inferred_columns
 
     assert inferred_columns(WRITER, "ROWVAL") == (
         ("C1", "STRING"), ("C2", "INTEGER"), ("C3", "STRUCT<`F1` INTEGER>"),

@@ -60,7 +60,7 @@ def test_an_error_without_a_message_still_has_a_text() -> None:
 
 
 def test_a_record_error_without_a_message_still_has_a_text() -> None:
-    from headwater.engine.persistent.operators import _message
+    from headwater.engine.persistent.query_run import _message
 
     assert _message(TimeoutError()) == "TimeoutError"
     assert _message(ValueError("bad")) == "bad"

@@ -1,4 +1,4 @@
-"""engine.tables: reading stored rows back (keys in SQL order, prefixes, envelopes), and freshness rules."""
+"""engine.pull.tables: reading stored rows back (keys in SQL order, prefixes, envelopes), and freshness rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.engine.tables import (
+from headwater.engine.pull.tables import (
     PartitionLag,
     StoredTable,
     UnsupportedKey,
@@ -109,7 +109,7 @@ def test_servable(lag: PartitionLag, bound: int, bounded: bool, servable: bool) 
 def test_serde_of_reuses_a_serde_until_the_types_change() -> None:
     from types import MappingProxyType
 
-    from headwater.engine.serde import serde_of
+    from headwater.engine.formats.serde import serde_of
 
     source = _table("CACHED")
     types = MappingProxyType({})
@@ -120,7 +120,7 @@ def test_serde_of_reuses_a_serde_until_the_types_change() -> None:
 
 
 def test_key_partition_matches_the_stored_tables(tmp_path: Path) -> None:
-    from headwater.engine.tables import key_partition
+    from headwater.engine.pull.tables import key_partition
 
     table = _stored(tmp_path, _table(), {})
     assert all(key_partition(table.source, Catalog().types, (k,)) == table.partition_of((k,))
@@ -128,8 +128,8 @@ def test_key_partition_matches_the_stored_tables(tmp_path: Path) -> None:
 
 
 def test_windowed_tables_store_each_window_under_key_start_end(tmp_path: Path) -> None:
-    from headwater.engine.tables import _key_of
-    from headwater.engine.windows import windowed_key
+    from headwater.engine.formats.windows import windowed_key
+    from headwater.engine.pull.tables import _key_of
 
     source = Source(SourceKind.TABLE, "W", (Column("K", "STRING", key=True), Column("V", "STRING")),
                     "w", 2, "KAFKA", "JSON", properties=(("WINDOW_SIZE", "60000 MILLISECONDS"),),

@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from headwater.engine._functions import (
+from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.aggregates import (
+    AGGREGATE_NAMES,
+    HISTOGRAM_LIMIT,
+    Udaf,
+    constant_arity,
+    intermediate_type,
+    resolve_udaf,
+)
+from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
     BYTES,
@@ -23,15 +32,6 @@ from headwater.engine._functions import (
     TIME,
     TIMESTAMP,
     EvalFailure,
-)
-from headwater.engine.errors import ExpressionError
-from headwater.engine.persistent.udafs import (
-    AGGREGATE_NAMES,
-    HISTOGRAM_LIMIT,
-    Udaf,
-    constant_arity,
-    intermediate_type,
-    resolve_udaf,
 )
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,

@@ -24,7 +24,7 @@ def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
     assert dumps(Decimal("1E+3")) == "1000"
     assert dumps((1, (2,))) == "[1,[2]]"
     # ksqlDB's strings for non-finite DOUBLEs come from the value renderer, before JSON
-    from headwater.engine._functions import DOUBLE
+    from headwater.engine.functions.types import DOUBLE
     from headwater.engine.values import to_json_output
 
     assert dumps(to_json_output(float("nan"), DOUBLE)) == '"NaN"'
@@ -101,7 +101,7 @@ def test_pull_options_bad_values_are_400(properties: dict[str, object]) -> None:
 
 
 def test_bound_not_met_is_a_retriable_503_naming_each_partition() -> None:
-    from headwater.engine.tables import PartitionLag
+    from headwater.engine.pull.tables import PartitionLag
     from headwater.gateway.pull import _check_bound
 
     lags = {0: PartitionLag(5, 5, "READY"), 1: PartitionLag(2, 90, "RESTORING")}

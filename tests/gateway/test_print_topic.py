@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from headwater.engine.schema_registry import MemorySchemaRegistry, RegisteredSchema
+from headwater.engine.formats.schema_registry import MemorySchemaRegistry, RegisteredSchema
 from headwater.gateway.app import create_app
 from headwater.gateway.printtopic import (
     NO_DATA,

@@ -95,7 +95,7 @@ def test_any_string_binds_to_exactly_itself(value):
 
 def test_a_stored_query_text_is_never_substituted_again():
     # the command log keeps the text as parsed; replaying it must not read a bound '${x}' again
-    from headwater.engine.persistent.operators import parse_persistent
+    from headwater.engine.persistent.query_run import parse_persistent
 
     create = parse_one("CREATE STREAM s2 AS SELECT * FROM s WHERE name = ?;", parameters=["${x}"])
     select, sink = parse_persistent(create.text)

@@ -6,32 +6,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from headwater.engine import (
-    _functions,
-    _functions_array,
-    _functions_json,
-    _functions_lambda,
-    _functions_math,
-    _functions_string,
-    _functions_time,
+from headwater.engine.functions import (
+    arrays,
+    conditional,
+    json_text,
+    lambdas,
+    numeric,
+    registry,
+    strings,
+    temporal,
 )
-from headwater.engine.persistent.udafs import AGGREGATE_NAMES
+from headwater.engine.functions.aggregates import AGGREGATE_NAMES
 
 _CATEGORIES = (
-    (_functions_array.FUNCTIONS, "ARRAY"),
-    (_functions_json.FUNCTIONS, "JSON"),
-    (_functions_math.FUNCTIONS, "MATHEMATICAL"),
-    (_functions_string.FUNCTIONS, "STRING"),
-    (_functions_time.FUNCTIONS, "DATE / TIME"),
+    (arrays.FUNCTIONS, "ARRAY"),
+    (json_text.FUNCTIONS, "JSON"),
+    (numeric.FUNCTIONS, "MATHEMATICAL"),
+    (strings.FUNCTIONS, "STRING"),
+    (temporal.FUNCTIONS, "DATE / TIME"),
+    (conditional.FUNCTIONS, "CONDITIONAL"),
 )
-_BASE = {
-    **dict.fromkeys(("ABS", "ROUND", "FLOOR", "CEIL", "SQRT", "SIGN", "GREATEST", "LEAST"),
-                    "MATHEMATICAL"),
-    **dict.fromkeys(("TIMESTAMPTOSTRING", "STRINGTOTIMESTAMP", "FORMAT_TIMESTAMP",
-                     "PARSE_TIMESTAMP"), "DATE / TIME"),
-    **dict.fromkeys(("COALESCE", "IFNULL", "NULLIF"), "CONDITIONAL"),
-    "ARRAY_LENGTH": "ARRAY", "AS_VALUE": "OTHER",
-}  # the functions of the base table; the others there are STRING functions
+_OTHER = frozenset({"AS_VALUE"})  # a conditional module's function that ksqlDB files under OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +41,18 @@ class FunctionInfo:
 
 
 def _category(name: str) -> str:
+    if name in _OTHER:
+        return "OTHER"
     for table, category in _CATEGORIES:
         if name in table:
             return category
-    return _BASE.get(name, "STRING" if name in _functions.FUNCTIONS else "OTHER")
+    return "OTHER"
 
 
 def all_functions() -> list[FunctionInfo]:
     """Every function, by name."""
-    found = {name: describe_function(name) for name in (*_functions.FUNCTIONS,
-                                                         *_functions_lambda.LAMBDA_FUNCTIONS,
+    found = {name: describe_function(name) for name in (*registry.FUNCTIONS,
+                                                         *lambdas.LAMBDA_FUNCTIONS,
                                                          *AGGREGATE_NAMES)}  # fmt: skip
     return [found[name] for name in sorted(found) if found[name] is not None]  # type: ignore[misc]
 
@@ -65,9 +62,9 @@ def describe_function(name: str) -> FunctionInfo | None:
     upper = name.upper()
     if upper in AGGREGATE_NAMES:
         return FunctionInfo(upper, "AGGREGATE", "AGGREGATE")
-    if upper in _functions_lambda.LAMBDA_FUNCTIONS:
+    if upper in lambdas.LAMBDA_FUNCTIONS:
         return FunctionInfo(upper, "SCALAR", "LAMBDA")
-    resolver = _functions.FUNCTIONS.get(upper)
+    resolver = registry.FUNCTIONS.get(upper)
     if resolver is None:
         return None
     signatures = tuple((tuple(str(p) for p in params), str(result))

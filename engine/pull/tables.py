@@ -6,7 +6,7 @@ server holds all of them until the cluster assigns replicas); a dropped table's 
 The restorer stores each record under its order-preserving key (``store.keys.encode_key`` of the
 key the serde decodes; a windowed table's key is followed by its window's start and end, so a
 key's windows are stored together, in start order) with the raw value in the store envelope;
-:class:`StoredTable` reads them back as ``engine.pull.Row`` values for the pull path.
+:class:`StoredTable` reads them back as ``engine.pull.query.Row`` values for the pull path.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.errors import EngineError, SerdeError
+from headwater.engine.formats.serde import serde_of
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.partitioner import partition_for
-from headwater.engine.pull import Row
-from headwater.engine.serde import serde_of
+from headwater.engine.pull.query import Row
 from headwater.engine.values import has_map, resolve_type
-from headwater.engine.windows import split_windowed_key, window_size_ms
 from headwater.kafka.clients import KafkaSettings
 from headwater.kafka.errors import EndOffsetsUnavailable
 from headwater.metastore.catalog import Catalog, Source, SourceKind
@@ -133,7 +133,7 @@ class PartitionLag:
 
 
 class StoredTable:
-    """One table's rows in this server's stores, read as ``Row`` values (``engine.pull.TableReader``).
+    """One table's rows in this server's stores, read as ``Row`` values (``engine.pull.query.TableReader``).
 
     A windowed table's keys carry ``WINDOWSTART`` and ``WINDOWEND`` after its key columns."""
 

@@ -18,15 +18,7 @@ from typing import Any, Protocol
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
-from headwater.engine._pull_keys import (
-    KeyAccess,
-    KeyExtractor,
-    KeyLookup,
-    KeyRange,
-    TableScan,
-    explain_scan,
-)
+from headwater.engine._format import format_expression
 from headwater.engine.errors import ExpressionError, PullQueryError, record_failure
 from headwater.engine.expressions import (
     Evaluator,
@@ -38,7 +30,16 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
-from headwater.engine.persistent.udafs import AGGREGATE_NAMES
+from headwater.engine.functions.aggregates import AGGREGATE_NAMES
+from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL
+from headwater.engine.pull._keys import (
+    KeyAccess,
+    KeyExtractor,
+    KeyLookup,
+    KeyRange,
+    TableScan,
+    explain_scan,
+)
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
@@ -53,8 +54,8 @@ log = logging.getLogger(__name__)
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 """A windowed table's window bounds: key columns after its own, in pull queries as in ksqlDB."""
-PSEUDO_COLUMNS: Mapping[str, SqlType] = {"ROWTIME": fn.BIGINT, "ROWPARTITION": fn.INTEGER,
-                                         "ROWOFFSET": fn.BIGINT}  # fmt: skip
+PSEUDO_COLUMNS: Mapping[str, SqlType] = {"ROWTIME": BIGINT, "ROWPARTITION": INTEGER,
+                                         "ROWOFFSET": BIGINT}  # fmt: skip
 _REFUSED_PSEUDO = ("ROWPARTITION", "ROWOFFSET")
 _PUSH_HINT = ("See https://cnfl.io/queries for more info.\n"
               "Add EMIT CHANGES if you intended to issue a push query.")  # fmt: skip
@@ -222,7 +223,7 @@ class PlanParts:
 
 def plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any]) -> PlanParts:
     """Everything :func:`plan_pull` plans but the key access (for a cached plan: see
-    ``engine.pull_template``).
+    ``engine.pull.template``).
 
     Raises:
         PullQueryError: as :func:`plan_pull`.
@@ -235,7 +236,7 @@ def _plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any], p
     _check_clauses(query, source)
     columns = {c.name: resolve_type(c.type, custom_types) for c in source.key_columns}
     window_bounds = WINDOW_BOUNDS if source.windowed else ()
-    columns.update({name: fn.BIGINT for name in window_bounds})  # a windowed table's key
+    columns.update({name: BIGINT for name in window_bounds})  # a windowed table's key
     columns.update({c.name: resolve_type(c.type, custom_types) for c in source.columns
                     if not c.key})  # fmt: skip
     scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
@@ -324,7 +325,7 @@ def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
             raise PullQueryError(error.message) from error
         if not push:
             _refuse_pseudo(compiled.references, "SELECT")
-        if compiled.type == fn.NULL:
+        if compiled.type == NULL:
             raise PullQueryError("Can't infer a type of null. Please explicitly cast it to a "
                                  "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
         column = OutputColumn(name, compiled.type, name in key_names)
@@ -345,7 +346,7 @@ def _refuse_pseudo(references: Collection[str], clause: str) -> None:
 
 def _where_error(error: ExpressionError, where: exp.Expr | None) -> PullQueryError:
     """ksqlDB's words for a WHERE clause that does not compile: the cause, then the clause."""
-    clause = "" if where is None else f"\nStatement: {fn.format_expression(where)}"
+    clause = "" if where is None else f"\nStatement: {format_expression(where)}"
     return PullQueryError(f"Error in WHERE expression: {error.message}{clause}")
 
 
@@ -358,7 +359,7 @@ def _compile_where(where: exp.Expr, scope: Scope, push: bool = False) -> Evaluat
         raise _where_error(error, where) from error
     if not push:
         _refuse_pseudo(compiled.references, "WHERE")
-    if compiled.type not in (fn.BOOLEAN, fn.NULL):
+    if compiled.type not in (BOOLEAN, NULL):
         raise PullQueryError("Type error in WHERE expression: Should evaluate to boolean but is "
                              f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
     return compiled.evaluate

@@ -11,7 +11,7 @@ SELECT. This module applies its rules (the messages are ksqlDB's):
   the source's value columns, then its old key columns (those not made keys);
 - every expression is compiled by `headwater.engine.expressions`, the compiler pull queries use.
 
-Aggregations (GROUP BY, windows, HAVING) are `aggregate.py`'s; what later issues bring (joins,
+Aggregations (GROUP BY, windows, HAVING) are `aggregate_plan.py`'s; what later issues bring (joins,
 table functions) is refused here with the construct named, before anything reaches the command log.
 """
 
@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Evaluator,
@@ -37,6 +36,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL
 from headwater.engine.persistent.join_plan import (
     JoinError,
     JoinPlan,
@@ -50,11 +50,11 @@ from headwater.sqlparse_ext.sqltypes import ArrayType, SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query
 
 PSEUDO_COLUMNS: Mapping[str, SqlType] = {
-    "ROWTIME": fn.BIGINT, "ROWPARTITION": fn.INTEGER, "ROWOFFSET": fn.BIGINT,
+    "ROWTIME": BIGINT, "ROWPARTITION": INTEGER, "ROWOFFSET": BIGINT,
 }  # fmt: skip
 RESERVED_NAMES = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
 
-#: ksqlDB's aggregate functions (see `udafs.py`): only in aggregations.
+#: ksqlDB's aggregate functions (see `functions/aggregates.py`): only in aggregations.
 AGGREGATE_FUNCTIONS = frozenset({
     "COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT", "COLLECT_LIST",
     "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET", "STDDEV_SAMP",
@@ -192,7 +192,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
                                     item) from error
         except ExpressionError as error:
             raise QueryCompileError(error.message) from error
-        if c.type == fn.NULL:
+        if c.type == NULL:
             raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
                                     "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
         compiled.append((item, name, c))
@@ -256,7 +256,7 @@ class TableFunction:
     kind: str
     argument: Evaluator = field(repr=False, compare=False)
     name: str = ""
-    type: SqlType = fn.NULL
+    type: SqlType = NULL
 
     def rows(self, row: Mapping[str, Any]) -> list[Any]:
         """The values it gives for one input row (none for a NULL or empty array)."""
@@ -424,7 +424,7 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
         raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:
         raise QueryCompileError(f"Error in WHERE expression: {error.message}") from error
-    if compiled.type not in (fn.BOOLEAN, fn.NULL):
+    if compiled.type not in (BOOLEAN, NULL):
         raise QueryCompileError("Type error in WHERE expression: Should evaluate to boolean but is "
                                 f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
     return compiled.evaluate, compiled.text
@@ -436,7 +436,7 @@ def _partition_by(nodes: Sequence[exp.Expr], scope: Scope,
     if any(isinstance(n, exp.Null) for n in nodes):
         if len(nodes) > 1:
             raise QueryCompileError("Cannot PARTITION BY multiple columns including NULL")
-        return [_PartitionExpr(None, "", fn.NULL)]
+        return [_PartitionExpr(None, "", NULL)]
     own = [output_name(n) for n in nodes]
     synthetic = iter(select_names(list(nodes)))
     for node, name in zip(nodes, own, strict=True):

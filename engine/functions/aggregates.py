@@ -38,7 +38,8 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
-from headwater.engine._functions import (
+from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
     BYTES,
@@ -53,7 +54,6 @@ from headwater.engine._functions import (
     NullType,
     wrap_int,
 )
-from headwater.engine.errors import ExpressionError
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     DecimalType,

@@ -9,11 +9,11 @@ the columns as (name, SQL type text), or the reason they cannot be had.
 
 from __future__ import annotations
 
-from headwater.engine import _proto_text as proto
-from headwater.engine import _serde_avro as avro
-from headwater.engine import _serde_json_sr as json_sr
 from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import SchemaRegistry
+from headwater.engine.formats import _avro as avro
+from headwater.engine.formats import _json_sr as json_sr
+from headwater.engine.formats import _proto_text as proto
+from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.sqlparse_ext import statements as ast
 
 #: Formats whose columns can be inferred from a registered schema.

@@ -1,8 +1,8 @@
-"""DATE, TIME and TIMESTAMP functions of the function table (PARSE_DATE, DATEADD, CONVERT_TZ, ...).
+"""DATE, TIME and TIMESTAMP functions of the function table (PARSE_TIMESTAMP, DATEADD, ...).
 Pure, except that UNIX_DATE() and UNIX_TIMESTAMP() read the clock.
 
-Registered into `_functions.FUNCTIONS`. Patterns are Java ``DateTimeFormatter`` patterns (the common
-letters, through `_functions._strftime_pattern`); units (``DAYS``) arrive as INTERVAL UNIT
+Registered into `registry.FUNCTIONS`. Patterns are Java ``DateTimeFormatter`` patterns (the common
+letters, through `_strftime_pattern`); units (``DAYS``) arrive as INTERVAL UNIT
 arguments holding their length in milliseconds.
 """
 
@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+import zoneinfo
 from collections.abc import Sequence
 
-from headwater.engine._functions import (
+from headwater.engine.functions.signatures import Impl, Resolver, fixed, overloads
+from headwater.engine.functions.types import (
     _DAY_MS,
     _EPOCH,
     BIGINT,
@@ -24,13 +26,64 @@ from headwater.engine._functions import (
     TIME,
     TIMESTAMP,
     EvalFailure,
-    Impl,
-    Resolver,
-    SqlType,
-    _fixed,
-    _strftime_pattern,
-    _zone,
 )
+from headwater.sqlparse_ext.sqltypes import SqlType
+
+_JAVA_PATTERN = re.compile(r"'(?:[^']|'')*'|([a-zA-Z])\1*")
+_STRF = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "MMM": "%b", "MMMM": "%B", "dd": "%d", "d": "%d",
+         "HH": "%H", "H": "%H", "hh": "%I", "h": "%I", "mm": "%M", "m": "%M", "ss": "%S", "s": "%S",
+         "SSS": "%f", "a": "%p", "EEE": "%a", "EEEE": "%A", "Z": "%z", "X": "%z", "XX": "%z",
+         "XXX": "%z", "D": "%j", "M": "%m", "z": "%Z", "zz": "%Z", "zzz": "%Z"}  # fmt: skip
+
+
+def _strftime_pattern(java: str) -> str:
+    """A Java ``DateTimeFormatter`` pattern (the common letters) as a ``strftime`` pattern.
+
+    Raises:
+        EvalFailure: For a letter sequence with no equivalent.
+    """
+
+    def convert(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token.startswith("'"):
+            return token[1:-1].replace("''", "'").replace("%", "%%") or "'"
+        if token not in _STRF:
+            raise EvalFailure(f"Unsupported date-time pattern letters: {token}")
+        return _STRF[token]
+
+    return _JAVA_PATTERN.sub(convert, java.replace("%", "%%"))
+
+
+def _zone(name: str | None) -> dt.tzinfo:
+    if name is None or name.upper() in ("UTC", "Z", "GMT"):
+        return dt.UTC
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as error:
+        raise EvalFailure(f"Unknown time zone: {name}") from error
+
+
+def _format_ts(ms: int, pattern: str, zone: str | None = None) -> str:
+    stamp = (_EPOCH + dt.timedelta(milliseconds=ms)).astimezone(_zone(zone))
+    return stamp.strftime(_strftime_pattern(pattern).replace("%f", f"{ms % 1000:03d}"))
+
+
+def _parse_ts(text: str, pattern: str, zone: str | None = None) -> int:
+    try:
+        stamp = dt.datetime.strptime(text, _strftime_pattern(pattern))
+    except ValueError as error:
+        raise EvalFailure(
+            f"Failed to parse timestamp '{text}' with formatter '{pattern}'"
+        ) from error
+    if stamp.tzinfo is None:
+        tz = _zone(zone)
+        stamp = (
+            stamp.replace(tzinfo=tz)
+            if isinstance(tz, dt.timezone)
+            else stamp.replace(tzinfo=tz, fold=0)
+        )
+    return (stamp - _EPOCH) // dt.timedelta(milliseconds=1)
+
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _DATE_LETTERS = re.compile(r"'(?:[^']|'')*'|([yuMLdDEeQqwWYGg])")
@@ -116,7 +169,7 @@ def _shift(target: SqlType, sign: int) -> Resolver:
             return (value + delta) % _DAY_MS
         return value + delta
 
-    return _fixed((INTERVAL_UNIT, INTEGER, target), target, shift)
+    return fixed((INTERVAL_UNIT, INTEGER, target), target, shift)
 
 
 _OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
@@ -141,31 +194,47 @@ def _convert_tz(ms: int, source: str, target: str) -> int:
 def _unix_date(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     if not args:
         return INTEGER, lambda: _days(dt.date.today())
-    return _fixed((DATE,), INTEGER, lambda days: days)(args)
+    return fixed((DATE,), INTEGER, lambda days: days)(args)
 
 
 def _unix_timestamp(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     if not args:
         return BIGINT, lambda: time.time_ns() // 1_000_000
-    return _fixed((TIMESTAMP,), BIGINT, lambda ms: ms)(args)
+    return fixed((TIMESTAMP,), BIGINT, lambda ms: ms)(args)
 
 
 FUNCTIONS: dict[str, Resolver] = {
-    "STRINGTODATE": _fixed((STRING, STRING), INTEGER, _string_to_date),
-    "PARSE_DATE": _fixed((STRING, STRING), DATE, _parse_date),
-    "PARSE_TIME": _fixed((STRING, STRING), TIME, _parse_time),
-    "DATETOSTRING": _fixed((INTEGER, STRING), STRING, _format_date),
-    "FORMAT_DATE": _fixed((DATE, STRING), STRING, _format_date),
-    "FORMAT_TIME": _fixed((TIME, STRING), STRING, _format_time),
+    "TIMESTAMPTOSTRING": overloads(
+        fixed((BIGINT, STRING), STRING, _format_ts),
+        fixed((BIGINT, STRING, STRING), STRING, _format_ts),
+    ),
+    "STRINGTOTIMESTAMP": overloads(
+        fixed((STRING, STRING), BIGINT, _parse_ts),
+        fixed((STRING, STRING, STRING), BIGINT, _parse_ts),
+    ),
+    "FORMAT_TIMESTAMP": overloads(
+        fixed((TIMESTAMP, STRING), STRING, _format_ts),
+        fixed((TIMESTAMP, STRING, STRING), STRING, _format_ts),
+    ),
+    "PARSE_TIMESTAMP": overloads(
+        fixed((STRING, STRING), TIMESTAMP, _parse_ts),
+        fixed((STRING, STRING, STRING), TIMESTAMP, _parse_ts),
+    ),
+    "STRINGTODATE": fixed((STRING, STRING), INTEGER, _string_to_date),
+    "PARSE_DATE": fixed((STRING, STRING), DATE, _parse_date),
+    "PARSE_TIME": fixed((STRING, STRING), TIME, _parse_time),
+    "DATETOSTRING": fixed((INTEGER, STRING), STRING, _format_date),
+    "FORMAT_DATE": fixed((DATE, STRING), STRING, _format_date),
+    "FORMAT_TIME": fixed((TIME, STRING), STRING, _format_time),
     "DATEADD": _shift(DATE, 1),
     "DATESUB": _shift(DATE, -1),
     "TIMEADD": _shift(TIME, 1),
     "TIMESUB": _shift(TIME, -1),
     "TIMESTAMPADD": _shift(TIMESTAMP, 1),
     "TIMESTAMPSUB": _shift(TIMESTAMP, -1),
-    "CONVERT_TZ": _fixed((TIMESTAMP, STRING, STRING), TIMESTAMP, _convert_tz),
-    "FROM_DAYS": _fixed((INTEGER,), DATE, lambda days: days),
-    "FROM_UNIXTIME": _fixed((BIGINT,), TIMESTAMP, lambda ms: ms),
+    "CONVERT_TZ": fixed((TIMESTAMP, STRING, STRING), TIMESTAMP, _convert_tz),
+    "FROM_DAYS": fixed((INTEGER,), DATE, lambda days: days),
+    "FROM_UNIXTIME": fixed((BIGINT,), TIMESTAMP, lambda ms: ms),
     "UNIX_DATE": _unix_date,
     "UNIX_TIMESTAMP": _unix_timestamp,
 }

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
+from headwater.engine.formats.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,

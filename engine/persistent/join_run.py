@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.engine.formats.serde import RowSerde
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.join_plan import (
     DEFAULT_GRACE_MS,
@@ -45,14 +46,13 @@ from headwater.engine.persistent.join_plan import (
     JoinPlan,
     JoinStep,
 )
-from headwater.engine.persistent.operators import (
+from headwater.engine.persistent.query_run import (
     OLD_ROW,
     InputRecord,
     ProcessingError,
     RowReader,
     skipped,
 )
-from headwater.engine.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 _LEFT, _RIGHT = 0, 1

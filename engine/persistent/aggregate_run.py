@@ -26,15 +26,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headwater.engine.errors import EngineError
+from headwater.engine.formats.serde import RowSerde
+from headwater.engine.formats.windows import windowed_key
 from headwater.engine.partitioner import partition_for
-from headwater.engine.persistent.aggregate import (
+from headwater.engine.persistent.aggregate_plan import (
     CompiledAggregate,
     agg_name,
     compile_aggregate,
     group_name,
     is_aggregation,
 )
-from headwater.engine.persistent.operators import (
+from headwater.engine.persistent.query_run import (
     InputRecord,
     OutputRecord,
     ProcessingError,
@@ -45,8 +47,6 @@ from headwater.engine.persistent.operators import (
     parse_persistent,
     skipped,
 )
-from headwater.engine.serde import RowSerde
-from headwater.engine.windows import windowed_key
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 
 Args = tuple[tuple[Any, ...], ...]  # per aggregate call, the values of its column arguments

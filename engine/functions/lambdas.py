@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine._functions import BIGINT, BOOLEAN, INTEGER, NULL, STRING, Impl
 from headwater.engine.errors import ExpressionError
+from headwater.engine.functions.signatures import Impl
+from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL, STRING
 from headwater.sqlparse_ext.sqltypes import ArrayType, MapType, SqlType
 
 
@@ -148,9 +149,10 @@ def _java_hash(value: Any, t: SqlType) -> int | None:
             h = (31 * h + int.from_bytes(data[i:i + 2], "little")) & 0xFFFFFFFF
         return h
     if t == INTEGER:
-        return value & 0xFFFFFFFF
+        masked: int = value & 0xFFFFFFFF
+        return masked
     if t == BIGINT:
-        bits = value & 0xFFFFFFFFFFFFFFFF
+        bits: int = value & 0xFFFFFFFFFFFFFFFF
         return (bits ^ (bits >> 32)) & 0xFFFFFFFF
     if t == BOOLEAN:
         return 1231 if value else 1237

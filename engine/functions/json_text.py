@@ -1,6 +1,6 @@
 """JSON functions of the function table (TO_JSON_STRING, EXTRACTJSONFIELD, JSON_*). Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. JSON text is read as ksqlDB's Jackson mapper reads it: the
+Registered into `registry.FUNCTIONS`. JSON text is read as ksqlDB's Jackson mapper reads it: the
 first value counts and anything after it is ignored, blank text is "missing", and fractional numbers
 keep their digits (``1.23450`` stays ``1.23450``). Output is compact, as Jackson writes it.
 """
@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.formats._json import MAX_NESTING_DEPTH, nesting_depth
+from headwater.engine.functions.casts import to_string
+from headwater.engine.functions.signatures import Impl, Resolver, fixed
+from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
     BYTES,
@@ -26,17 +29,12 @@ from headwater.engine._functions import (
     TIME,
     TIMESTAMP,
     EvalFailure,
-    Impl,
-    Resolver,
-    SqlType,
-    _fixed,
-    to_string,
 )
-from headwater.engine._serde_json import MAX_NESTING_DEPTH, nesting_depth
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     DecimalType,
     MapType,
+    SqlType,
     StructType,
     format_double,
 )
@@ -309,14 +307,14 @@ def _json_records(text: str) -> dict[str, str] | None:
 
 FUNCTIONS: dict[str, Resolver] = {
     "TO_JSON_STRING": _to_json_string,
-    "EXTRACTJSONFIELD": _fixed((STRING, STRING), STRING, _extract),
-    "IS_JSON_STRING": _fixed((STRING,), BOOLEAN, _is_json_string),
+    "EXTRACTJSONFIELD": fixed((STRING, STRING), STRING, _extract),
+    "IS_JSON_STRING": fixed((STRING,), BOOLEAN, _is_json_string),
     "JSON_ARRAY_CONTAINS": _json_array_contains,
-    "JSON_ARRAY_LENGTH": _fixed((STRING,), INTEGER, _json_array_length),
+    "JSON_ARRAY_LENGTH": fixed((STRING,), INTEGER, _json_array_length),
     "JSON_CONCAT": _json_concat_resolver,
-    "JSON_ITEMS": _fixed((STRING,), ArrayType(STRING), _json_items),
-    "JSON_KEYS": _fixed((STRING,), ArrayType(STRING), _json_keys),
-    "JSON_RECORDS": _fixed((STRING,), MapType(STRING, STRING), _json_records),
+    "JSON_ITEMS": fixed((STRING,), ArrayType(STRING), _json_items),
+    "JSON_KEYS": fixed((STRING,), ArrayType(STRING), _json_keys),
+    "JSON_RECORDS": fixed((STRING,), MapType(STRING, STRING), _json_records),
 }
 
 NULL_TOLERANT = frozenset({"TO_JSON_STRING", "IS_JSON_STRING", "JSON_ARRAY_CONTAINS"})

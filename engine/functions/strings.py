@@ -1,7 +1,7 @@
-"""STRING and BYTES functions of the function table (TO_BYTES, ENCODE, REGEXP_*, URL_*, ...).
+"""STRING and BYTES functions of the function table (SUBSTRING, TO_BYTES, REGEXP_*, URL_*, ...).
 Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. Regular expressions are Java's; the common syntax is the
+Registered into `registry.FUNCTIONS`. Regular expressions are Java's; the common syntax is the
 same in Python's ``re``, and REGEXP_REPLACE's ``$1`` group references are translated.
 """
 
@@ -17,7 +17,8 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.functions.signatures import Impl, Resolver, fixed, overloads
+from headwater.engine.functions.types import (
     BIGINT,
     BYTES,
     DOUBLE,
@@ -25,13 +26,8 @@ from headwater.engine._functions import (
     NULL,
     STRING,
     EvalFailure,
-    Impl,
-    Resolver,
-    SqlType,
-    _fixed,
-    _overloads,
 )
-from headwater.sqlparse_ext.sqltypes import ArrayType, MapType
+from headwater.sqlparse_ext.sqltypes import ArrayType, MapType, SqlType
 
 # -- bytes and encodings -----------------------------------------------------------------------
 
@@ -131,7 +127,7 @@ def _number_from_bytes(fmt: str) -> Impl:
 
 def _from_bytes_function(fmt: str, result: SqlType) -> Resolver:
     read = _number_from_bytes(fmt)
-    return _overloads(_fixed((BYTES,), result, read), _fixed((BYTES, STRING), result, read))
+    return overloads(fixed((BYTES,), result, read), fixed((BYTES, STRING), result, read))
 
 
 # -- characters and lists of strings -----------------------------------------------------------
@@ -332,41 +328,124 @@ def _url_encode(text: str) -> str:
     return urllib.parse.quote_plus(text, safe="*").replace("~", "%7E")
 
 
+def _substring(s: str, pos: int, length: int | None = None) -> str:
+    size = len(s)
+    start = max(size + pos, 0) if pos < 0 else max(min(pos - 1, size), 0)
+    if length is None:
+        return s[start:]
+    return s[start : max(min(start + length, size), start)]
+
+
+
+def _concat(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+    for t in (STRING, BYTES):
+        if args and all(a in (t, NULL) for a in args):
+            empty: Any = "" if t == STRING else b""
+            return t, lambda *xs, joiner=empty: joiner.join(x for x in xs if x is not None)
+    return None
+
+
+def _utf16_len(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+def _java_trim(s: str) -> str:
+    return s.strip("".join(chr(c) for c in range(33)))
+
+
+
+def _instr(s: str, sub: str, position: int = 1, occurrence: int = 1) -> int:
+    """1-based index of the ``occurrence``-th ``sub`` from ``position`` (backwards when negative),
+    0 when there is none (ksqlDB's INSTR, Oracle's rules)."""
+    if position == 0 or occurrence <= 0:
+        return 0
+    if position > 0:
+        index = position - 2
+        for _ in range(occurrence):
+            index = s.find(sub, index + 1)
+            if index < 0:
+                return 0
+        return index + 1
+    end = len(s) + position + len(sub)
+    index = len(s)
+    for _ in range(occurrence):
+        index = s.rfind(sub, 0, min(end, index - 1 + len(sub)))
+        if index < 0:
+            return 0
+    return index + 1
+
+
+def _pad(left: bool) -> Impl:
+    def pad(s: str, length: int, padding: str) -> str | None:
+        if length < 0 or not padding:
+            return None
+        if length <= len(s):
+            return s[:length]
+        fill = (padding * (length // len(padding) + 1))[: length - len(s)]
+        return fill + s if left else s + fill
+
+    return pad
+
+
+def _split(s: str, delimiter: str) -> list[str]:
+    return list(s) if delimiter == "" else s.split(delimiter)
+
+
 FUNCTIONS: dict[str, Resolver] = {
-    "TO_BYTES": _fixed((STRING, STRING), BYTES, _to_bytes),
-    "FROM_BYTES": _fixed((BYTES, STRING), STRING, _from_bytes),
-    "ENCODE": _fixed((STRING, STRING, STRING), STRING, _encode),
+    "UCASE": fixed((STRING,), STRING, str.upper),
+    "LCASE": fixed((STRING,), STRING, str.lower),
+    "LEN": overloads(fixed((STRING,), INTEGER, _utf16_len), fixed((BYTES,), INTEGER, len)),
+    "CONCAT": _concat,
+    "SUBSTRING": overloads(
+        fixed((STRING, INTEGER), STRING, _substring),
+        fixed((STRING, INTEGER, INTEGER), STRING, _substring),
+    ),
+    "TRIM": fixed((STRING,), STRING, _java_trim),
+    "LTRIM": fixed((STRING,), STRING, lambda s: s.lstrip("".join(chr(c) for c in range(33)))),
+    "RTRIM": fixed((STRING,), STRING, lambda s: s.rstrip("".join(chr(c) for c in range(33)))),
+    "REPLACE": fixed((STRING, STRING, STRING), STRING, lambda s, a, b: s.replace(a, b)),
+    "INSTR": overloads(
+        fixed((STRING, STRING), INTEGER, _instr),
+        fixed((STRING, STRING, INTEGER), INTEGER, _instr),
+        fixed((STRING, STRING, INTEGER, INTEGER), INTEGER, _instr),
+    ),
+    "LPAD": fixed((STRING, INTEGER, STRING), STRING, _pad(left=True)),
+    "RPAD": fixed((STRING, INTEGER, STRING), STRING, _pad(left=False)),
+    "SPLIT": fixed((STRING, STRING), ArrayType(STRING), _split),
+    "TO_BYTES": fixed((STRING, STRING), BYTES, _to_bytes),
+    "FROM_BYTES": fixed((BYTES, STRING), STRING, _from_bytes),
+    "ENCODE": fixed((STRING, STRING, STRING), STRING, _encode),
     "INT_FROM_BYTES": _from_bytes_function("i", INTEGER),
     "BIGINT_FROM_BYTES": _from_bytes_function("q", BIGINT),
     "DOUBLE_FROM_BYTES": _from_bytes_function("d", DOUBLE),
-    "CHR": _overloads(
-        _fixed((INTEGER,), STRING, _chr_code), _fixed((STRING,), STRING, _chr_escape)
+    "CHR": overloads(
+        fixed((INTEGER,), STRING, _chr_code), fixed((STRING,), STRING, _chr_escape)
     ),
     "CONCAT_WS": _concat_ws_resolver,
     "ELT": _strings_after(INTEGER, STRING, _elt),
     "FIELD": _strings_after(STRING, INTEGER, _field),
-    "INITCAP": _fixed((STRING,), STRING, _initcap),
-    "MD5": _fixed((STRING,), STRING, lambda s: hashlib.md5(s.encode()).hexdigest()),
-    "SPLIT_TO_MAP": _fixed((STRING, STRING, STRING), MapType(STRING, STRING), _split_to_map),
-    "REGEXP_EXTRACT": _overloads(
-        _fixed((STRING, STRING), STRING, _regexp_extract),
-        _fixed((STRING, STRING, INTEGER), STRING, _regexp_extract),
+    "INITCAP": fixed((STRING,), STRING, _initcap),
+    "MD5": fixed((STRING,), STRING, lambda s: hashlib.md5(s.encode()).hexdigest()),
+    "SPLIT_TO_MAP": fixed((STRING, STRING, STRING), MapType(STRING, STRING), _split_to_map),
+    "REGEXP_EXTRACT": overloads(
+        fixed((STRING, STRING), STRING, _regexp_extract),
+        fixed((STRING, STRING, INTEGER), STRING, _regexp_extract),
     ),
-    "REGEXP_EXTRACT_ALL": _overloads(
-        _fixed((STRING, STRING), ArrayType(STRING), _regexp_extract_all),
-        _fixed((STRING, STRING, INTEGER), ArrayType(STRING), _regexp_extract_all),
+    "REGEXP_EXTRACT_ALL": overloads(
+        fixed((STRING, STRING), ArrayType(STRING), _regexp_extract_all),
+        fixed((STRING, STRING, INTEGER), ArrayType(STRING), _regexp_extract_all),
     ),
-    "REGEXP_REPLACE": _fixed((STRING, STRING, STRING), STRING, _regexp_replace),
-    "REGEXP_SPLIT_TO_ARRAY": _fixed((STRING, STRING), ArrayType(STRING), _regexp_split),
-    "URL_ENCODE_PARAM": _fixed((STRING,), STRING, _url_encode),
-    "URL_DECODE_PARAM": _fixed((STRING,), STRING, urllib.parse.unquote_plus),
-    "URL_EXTRACT_FRAGMENT": _fixed((STRING,), STRING, _url_part("fragment")),
-    "URL_EXTRACT_HOST": _fixed((STRING,), STRING, _url_part("host")),
-    "URL_EXTRACT_PATH": _fixed((STRING,), STRING, _url_part("path")),
-    "URL_EXTRACT_PORT": _fixed((STRING,), INTEGER, _url_part("port")),
-    "URL_EXTRACT_PROTOCOL": _fixed((STRING,), STRING, _url_part("protocol")),
-    "URL_EXTRACT_QUERY": _fixed((STRING,), STRING, _url_part("query")),
-    "URL_EXTRACT_PARAMETER": _fixed((STRING, STRING), STRING, _url_parameter),
+    "REGEXP_REPLACE": fixed((STRING, STRING, STRING), STRING, _regexp_replace),
+    "REGEXP_SPLIT_TO_ARRAY": fixed((STRING, STRING), ArrayType(STRING), _regexp_split),
+    "URL_ENCODE_PARAM": fixed((STRING,), STRING, _url_encode),
+    "URL_DECODE_PARAM": fixed((STRING,), STRING, urllib.parse.unquote_plus),
+    "URL_EXTRACT_FRAGMENT": fixed((STRING,), STRING, _url_part("fragment")),
+    "URL_EXTRACT_HOST": fixed((STRING,), STRING, _url_part("host")),
+    "URL_EXTRACT_PATH": fixed((STRING,), STRING, _url_part("path")),
+    "URL_EXTRACT_PORT": fixed((STRING,), INTEGER, _url_part("port")),
+    "URL_EXTRACT_PROTOCOL": fixed((STRING,), STRING, _url_part("protocol")),
+    "URL_EXTRACT_QUERY": fixed((STRING,), STRING, _url_part("query")),
+    "URL_EXTRACT_PARAMETER": fixed((STRING, STRING), STRING, _url_parameter),
 }
 
-NULL_TOLERANT = frozenset({"CONCAT_WS", "ELT", "FIELD"})
+NULL_TOLERANT = frozenset({"CONCAT", "CONCAT_WS", "ELT", "FIELD"})

@@ -28,7 +28,7 @@ from typing import Any
 import fastavro
 
 from headwater.engine.errors import SerdeError, record_failure
-from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
+from headwater.engine.formats.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,

@@ -20,16 +20,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import EngineError, record_failure
+from headwater.engine.formats.serde import RowSerde
+from headwater.engine.functions.registry import FUNCTIONS
+from headwater.engine.functions.types import STRING, EvalFailure
 from headwater.engine.partitioner import partition_for
-from headwater.engine.persistent.compile import CompiledQuery, compile_query
-from headwater.engine.serde import RowSerde
+from headwater.engine.persistent.query_plan import CompiledQuery, compile_query
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
-#: In a joined table's row: the key's previous joined row (its view), or None (see `joining`).
+#: In a joined table's row: the key's previous joined row (its view), or None (see `join_run`).
 OLD_ROW = "\0old"
 
 
@@ -58,7 +59,7 @@ class OutputRecord:
     source_partition: int
     source_offset: int
     source_seq: int = 0  # orders several outputs of one input record (a table row's undo, add)
-    source_rank: int = 0  # an aggregate's batch order (`aggregating.rank_records`)
+    source_rank: int = 0  # an aggregate's batch order (`aggregate_run.rank_records`)
 
     def order(self) -> tuple[int, int, int, int]:
         """The order the sink writes a batch's records in: the order they were computed in."""
@@ -289,7 +290,7 @@ def skipped(query_id: str, exc: Exception, stage: str, topic: str, partition: in
 def _message(exc: BaseException) -> str:
     """An error's message, never blank; the type is named too for exceptions no operator raises
     on purpose."""
-    if isinstance(exc, (fn.EvalFailure, ValueError, TypeError)) and str(exc):
+    if isinstance(exc, (EvalFailure, ValueError, TypeError)) and str(exc):
         return str(exc)
     return record_failure(exc) or type(exc).__name__
 
@@ -310,7 +311,7 @@ def _timestamp_reader(source: Source) -> Any:
         return None
     column = source.column(name)
     pattern = str(source.property("TIMESTAMP_FORMAT"))
-    resolved = fn.FUNCTIONS["STRINGTOTIMESTAMP"]([fn.STRING, fn.STRING])
+    resolved = FUNCTIONS["STRINGTOTIMESTAMP"]([STRING, STRING])
     assert resolved is not None
     parse = resolved[1]
 

@@ -1,7 +1,7 @@
-"""Math functions of the function table (TRUNC, EXP, LN, LOG, POWER, trigonometry, GEO_DISTANCE).
-Pure (no I/O).
+"""Math functions of the function table (ABS, ROUND, FLOOR, CEIL, TRUNC, EXP, LN, LOG, POWER,
+trigonometry, GREATEST, LEAST, GEO_DISTANCE). Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. Results follow Java's ``Math``: a value outside a function's
+Registered into `registry.FUNCTIONS`. Results follow Java's ``Math``: a value outside a function's
 domain gives NaN and an overflow gives an infinity, where Python's ``math`` would raise.
 """
 
@@ -9,23 +9,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from decimal import ROUND_DOWN, Decimal, localcontext
+from decimal import (
+    ROUND_CEILING,
+    ROUND_DOWN,
+    ROUND_FLOOR,
+    ROUND_HALF_DOWN,
+    ROUND_HALF_UP,
+    Decimal,
+    localcontext,
+)
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.functions.signatures import (
+    Impl,
+    Resolver,
+    fixed,
+    overloads,
+    same_type_variadic,
+)
+from headwater.engine.functions.types import (
     BIGINT,
     DOUBLE,
     INTEGER,
+    INTEGRAL,
     NULL,
     STRING,
     EvalFailure,
-    Impl,
-    Resolver,
-    SqlType,
-    _fixed,
-    _overloads,
+    is_numeric,
+    wrap_int,
 )
-from headwater.sqlparse_ext.sqltypes import DecimalType
+from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, format_double
 
 
 def _java(f: Callable[[float], float]) -> Impl:
@@ -181,7 +194,7 @@ def _geo_distance(
 
 
 def _geo_resolver(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
-    coordinates = _fixed((DOUBLE,) * 4, DOUBLE, _geo_distance)(args[:4])
+    coordinates = fixed((DOUBLE,) * 4, DOUBLE, _geo_distance)(args[:4])
     if coordinates is None or len(args) not in (4, 5):
         return None
     if len(args) == 5 and args[4] not in (STRING, NULL):
@@ -189,16 +202,91 @@ def _geo_resolver(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     return DOUBLE, _geo_distance
 
 
+def _java_round(x: float) -> int:
+    return math.floor(x + 0.5)
+
+
+def _round_decimal(value: Decimal, places: int) -> Decimal:
+    """``BigDecimal.setScale(places)``, ties away from zero when positive, toward it otherwise."""
+    with localcontext() as context:
+        context.prec = 1000
+        rounding = ROUND_HALF_UP if value > 0 else ROUND_HALF_DOWN
+        return value.quantize(Decimal(1).scaleb(-places), rounding=rounding)
+
+
+def _round_double(x: float, places: int) -> float:
+    if not math.isfinite(x):
+        raise EvalFailure(f"Cannot round {format_double(x)}")
+    return float(_round_decimal(Decimal(repr(x)), places))
+
+
+def _round(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+    if len(args) == 2 and args[1] not in INTEGRAL or len(args) not in (1, 2):
+        return None
+    t = args[0]
+    if t in INTEGRAL:
+        return t, lambda x, *_: x
+    if t == DOUBLE and len(args) == 1:
+        return BIGINT, _java_round
+    if t == DOUBLE:
+        return DOUBLE, _round_double
+    # ksqlDB's result types: DECIMAL(p - s, 0), and the argument's type when places are given.
+    if isinstance(t, DecimalType) and len(args) == 1:
+        return DecimalType(max(t.precision - t.scale, 1), 0), lambda x: _round_decimal(x, 0)
+    if isinstance(t, DecimalType):
+        return t, lambda x, n: _round_decimal(_round_decimal(x, n), t.scale) if n < t.scale else x
+    return None
+
+
+def _floor_ceil(mode: str) -> Resolver:
+    def resolve(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+        if len(args) != 1 or not is_numeric(args[0]):
+            return None
+        t = args[0]
+        if t in INTEGRAL:
+            return t, lambda x: x
+        if t == DOUBLE:
+            return DOUBLE, (lambda x: float(math.floor(x))) if mode == "floor" else (
+                lambda x: float(math.ceil(x))
+            )
+        assert isinstance(t, DecimalType)
+        rounding = ROUND_FLOOR if mode == "floor" else ROUND_CEILING
+        return DecimalType(t.precision - t.scale + 1, 0), lambda x: x.quantize(
+            Decimal(1), rounding=rounding
+        )
+
+    return resolve
+
+
+
+def _abs(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
+    if len(args) != 1 or not is_numeric(args[0]):
+        return None
+    t = args[0]
+    return t, (lambda x: wrap_int(abs(x), t)) if t in INTEGRAL else abs
+
+
 FUNCTIONS: dict[str, Resolver] = {
-    **{name: _fixed((DOUBLE,), DOUBLE, _java(f)) for name, f in _UNARY.items()},
-    "LOG": _overloads(
-        _fixed((DOUBLE,), DOUBLE, _java(_ln)), _fixed((DOUBLE, DOUBLE), DOUBLE, _log)
+    "ABS": _abs,
+    "ROUND": _round,
+    "FLOOR": _floor_ceil("floor"),
+    "CEIL": _floor_ceil("ceil"),
+    "SQRT": fixed((DOUBLE,), DOUBLE, lambda x: math.sqrt(x) if x >= 0 else math.nan),
+    "SIGN": fixed((DOUBLE,), INTEGER, lambda x: (x > 0) - (x < 0)),
+    # NULLs are ignored; all NULL gives NULL (ksqlDB's GREATEST/LEAST).
+    "GREATEST": same_type_variadic(1, lambda *xs: max((x for x in xs if x is not None),
+                                                      default=None)),
+    "LEAST": same_type_variadic(1, lambda *xs: min((x for x in xs if x is not None),
+                                                   default=None)),
+    **{name: fixed((DOUBLE,), DOUBLE, _java(f)) for name, f in _UNARY.items()},
+    "LOG": overloads(
+        fixed((DOUBLE,), DOUBLE, _java(_ln)), fixed((DOUBLE, DOUBLE), DOUBLE, _log)
     ),
-    "POWER": _fixed((DOUBLE, DOUBLE), DOUBLE, _power),
-    "ATAN2": _fixed((DOUBLE, DOUBLE), DOUBLE, lambda y, x: math.atan2(float(y), float(x))),
-    "PI": _fixed((), DOUBLE, lambda: math.pi),
+    "POWER": fixed((DOUBLE, DOUBLE), DOUBLE, _power),
+    "ATAN2": fixed((DOUBLE, DOUBLE), DOUBLE, lambda y, x: math.atan2(float(y), float(x))),
+    "PI": fixed((), DOUBLE, lambda: math.pi),
     "TRUNC": _trunc,
     "GEO_DISTANCE": _geo_resolver,
 }
 
-NULL_TOLERANT = frozenset({"GEO_DISTANCE"})
+NULL_TOLERANT = frozenset({"GREATEST", "LEAST", "GEO_DISTANCE"})

@@ -3,21 +3,21 @@
 :class:`RowSerde` is built once per source (``RowSerde.for_source``), with every converter
 precomputed, and reused for every record. Formats, as ksqlDB writes and reads them:
 
-- **JSON** (``_serde_json``): a value is an object of column name -> value; with one value column
+- **JSON** (``_json``): a value is an object of column name -> value; with one value column
   and ``WRAP_SINGLE_VALUE=false`` it is the bare value. A key with one column is the bare value
   (ksqlDB never wraps keys); several key columns make an object.
-- **DELIMITED** (``_serde_delimited``): one CSV record, comma by default, ``VALUE_DELIMITER`` /
+- **DELIMITED** (``_delimited``): one CSV record, comma by default, ``VALUE_DELIMITER`` /
   ``KEY_DELIMITER`` (a character, ``TAB`` or ``SPACE``); primitives and DECIMAL only.
 - **KAFKA**: one column of INTEGER (4 bytes, big-endian, signed), BIGINT (8 bytes), DOUBLE
   (8-byte IEEE 754, big-endian), STRING (UTF-8) or BYTES (raw), as Kafka's own serializers;
   BOOLEAN, DECIMAL, DATE, TIME, TIMESTAMP and containers are refused, as ksqlDB does.
 - **NONE**: no columns; the bytes are ignored (keyless sources).
-- **AVRO** (``_serde_avro``): Avro binary behind Confluent's wire header (a zero byte, the schema's
+- **AVRO** (``_avro``): Avro binary behind Confluent's wire header (a zero byte, the schema's
   4-byte id); the schema derived from the columns is registered in the schema registry
-  (``engine.schema_registry``) under ``<topic>-key`` / ``<topic>-value``, and records are read with
+  (``schema_registry``) under ``<topic>-key`` / ``<topic>-value``, and records are read with
   their writer's schema, fetched by id. Keys and unwrapped values as for JSON.
-- **JSON_SR** (``_serde_json_sr``): JSON behind the same header, its JSON Schema registered.
-- **PROTOBUF** / **PROTOBUF_NOSR** (``_serde_protobuf``): protobuf messages of the columns (Kafka
+- **JSON_SR** (``_json_sr``): JSON behind the same header, its JSON Schema registered.
+- **PROTOBUF** / **PROTOBUF_NOSR** (``_protobuf``): protobuf messages of the columns (Kafka
   Connect's layout), behind the header with the ``.proto`` registered, or bare without a registry.
 
 NULL rules: a key whose columns are all NULL is written as a null record key, except that several
@@ -35,13 +35,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine import _serde_avro as avro
-from headwater.engine import _serde_delimited as delimited
-from headwater.engine import _serde_json as jsonfmt
-from headwater.engine import _serde_json_sr as json_sr
-from headwater.engine import _serde_protobuf as protobuf
-from headwater.engine import schema_registry
 from headwater.engine.errors import SerdeError, record_failure
+from headwater.engine.formats import _avro as avro
+from headwater.engine.formats import _delimited as delimited
+from headwater.engine.formats import _json as jsonfmt
+from headwater.engine.formats import _json_sr as json_sr
+from headwater.engine.formats import _protobuf as protobuf
+from headwater.engine.formats import schema_registry
 from headwater.engine.values import checker, mismatch, resolve_type
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, StructType
@@ -106,7 +106,7 @@ class RowSerde:
             source: the stream or table.
             custom_types: CREATE TYPE names -> type text (the catalog's ``types`` works too).
             registry: the schema registry of the AVRO format (default: the process's, see
-                :func:`headwater.engine.schema_registry.current`).
+                :func:`headwater.engine.formats.schema_registry.current`).
 
         Raises:
             SerdeError: If a format is unknown or not supported yet (AVRO, PROTOBUF, JSON_SR), a

@@ -20,9 +20,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import PullQueryError
 from headwater.engine.expressions import Scope, compile_expression, format_expression
+from headwater.engine.functions.types import DOUBLE, INTEGRAL, STRING, wrap_int
 from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, identifier_name
 
 MAX_KEYS = 10_000
@@ -115,14 +115,14 @@ def key_value(value: Any, t: SqlType) -> Any:
     """A literal's value as a value of the key column type, or None when it can never be equal."""
     if value is None:
         return None
-    if t in fn.INTEGRAL:
+    if t in INTEGRAL:
         if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
             return None
         if isinstance(value, float) and not math.isfinite(value) or value != int(value):
             return None
         number = int(value)
-        return number if fn.wrap_int(number, t) == number else None
-    if t == fn.DOUBLE and isinstance(value, (int, Decimal)) and not isinstance(value, bool):
+        return number if wrap_int(number, t) == number else None
+    if t == DOUBLE and isinstance(value, (int, Decimal)) and not isinstance(value, bool):
         return float(value)
     if (
         isinstance(t, DecimalType)
@@ -203,8 +203,8 @@ class KeyExtractor:
                     and (c.constant or c.bound)]  # fmt: skip
         if not compiled or len(compiled) != len(found):
             return None
-        if isinstance(where, exp.In) and any(c.type == fn.STRING for c in compiled) \
-                and key_type != fn.STRING:  # fmt: skip
+        if isinstance(where, exp.In) and any(c.type == STRING for c in compiled) \
+                and key_type != STRING:  # fmt: skip
             return None  # access() refuses it, with ksqlDB's message
         evaluators = [c.evaluate for c in compiled]
         if len(evaluators) > MAX_KEYS:
@@ -275,7 +275,7 @@ class KeyExtractor:
                 const, value, item_type = self._constant(item)
                 if not const:
                     return None
-                if item_type == fn.STRING and self.types[key] != fn.STRING:
+                if item_type == STRING and self.types[key] != STRING:
                     raise PullQueryError(
                         f"{format_expression(item)} can not be converted to the "
                         f"type of the key column: {key} {self.types[key]} KEY"
@@ -298,7 +298,7 @@ class KeyExtractor:
         converted = key_value(value, self.types[key])
         if op is exp.EQ:
             return _Bounds(values=[] if converted is None else [converted])
-        if converted is None or converted != value and self.types[key] in fn.INTEGRAL:
+        if converted is None or converted != value and self.types[key] in INTEGRAL:
             return _Bounds()  # an inexact bound: leave it to the residual filter
         inclusive = op in (exp.GTE, exp.LTE)
         if op in (exp.GT, exp.GTE):

@@ -4,7 +4,8 @@ plain values. Parsing is proto-schema-parser's; this module builds descriptors f
 Well-known messages read as the values they stand for: ``google.protobuf.Timestamp`` as epoch
 milliseconds, ``google.type.Date`` as days, ``google.type.TimeOfDay`` as milliseconds of the day,
 ``confluent.type.Decimal`` as a Decimal, the ``google.protobuf`` wrappers as their value; enums
-as their names. Imports other than those (schema references) are not supported.
+as their names. Imports other than those (schema references) are not supported. The well-known
+messages are defined here (`SUPPORT_FILES`, `support_pool`), for the messages `_protobuf` builds too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from google.protobuf import descriptor_pb2, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 
 from headwater.engine.errors import SerdeError
@@ -28,6 +29,39 @@ _SCALARS = {
     "bool": _F.TYPE_BOOL, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES,
 }  # fmt: skip
 _EPOCH = date(1970, 1, 1)
+_WRAPPERS = {
+    "BoolValue": _F.TYPE_BOOL, "Int32Value": _F.TYPE_INT32, "Int64Value": _F.TYPE_INT64,
+    "DoubleValue": _F.TYPE_DOUBLE, "StringValue": _F.TYPE_STRING, "BytesValue": _F.TYPE_BYTES,
+}  # fmt: skip
+
+#: The well-known messages the columns' messages use, defined here (wire-compatible).
+SUPPORT_FILES = (
+    ("google/protobuf/timestamp.proto", "google.protobuf",
+     {"Timestamp": [("seconds", _F.TYPE_INT64), ("nanos", _F.TYPE_INT32)]}),
+    ("google/protobuf/wrappers.proto", "google.protobuf",
+     {name: [("value", kind)] for name, kind in _WRAPPERS.items()}),
+    ("google/type/date.proto", "google.type",
+     {"Date": [("year", _F.TYPE_INT32), ("month", _F.TYPE_INT32), ("day", _F.TYPE_INT32)]}),
+    ("google/type/timeofday.proto", "google.type",
+     {"TimeOfDay": [("hours", _F.TYPE_INT32), ("minutes", _F.TYPE_INT32),
+                    ("seconds", _F.TYPE_INT32), ("nanos", _F.TYPE_INT32)]}),
+    ("confluent/type/decimal.proto", "confluent.type",
+     {"Decimal": [("value", _F.TYPE_BYTES), ("precision", _F.TYPE_UINT32),
+                  ("scale", _F.TYPE_INT32)]}),
+)  # fmt: skip
+
+
+def support_pool() -> descriptor_pool.DescriptorPool:
+    """A descriptor pool holding the well-known messages the columns' messages use."""
+    pool = descriptor_pool.DescriptorPool()
+    for name, package, messages in SUPPORT_FILES:
+        file = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto3")
+        for message, fields in messages.items():
+            added = file.message_type.add(name=message)
+            for number, (field, kind) in enumerate(fields, 1):
+                added.field.add(name=field, number=number, type=kind, label=_F.LABEL_OPTIONAL)
+        pool.Add(file)
+    return pool
 
 
 def _camel(name: str) -> str:
@@ -42,8 +76,6 @@ def parse_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
     """
     from proto_schema_parser import ast as past
     from proto_schema_parser.parser import Parser
-
-    from headwater.engine._serde_protobuf import SUPPORT_FILES
 
     try:
         tree = Parser().parse(text)
@@ -129,8 +161,6 @@ def message_class(text: str, full_name: str | None = None, index: tuple[int, ...
     Raises:
         SerdeError: If the text does not parse or build, or has no such message.
     """
-    from headwater.engine._serde_protobuf import support_pool
-
     file = parse_proto(text)
     pool = support_pool()
     try:

@@ -22,18 +22,20 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.message import DecodeError
 
-from headwater.engine._proto_text import (
+from headwater.engine.errors import SerdeError
+from headwater.engine.formats._avro import fields_reader
+from headwater.engine.formats._proto_text import (
+    SUPPORT_FILES,
     fill_well_known,
     message_class,
+    support_pool,
     to_plain,
     well_known_reader,
 )
-from headwater.engine._serde_avro import fields_reader
-from headwater.engine.errors import SerdeError
-from headwater.engine.schema_registry import RegisteredSchema, SchemaRegistry
+from headwater.engine.formats.schema_registry import RegisteredSchema, SchemaRegistry
 from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,
@@ -55,36 +57,6 @@ _SCALARS = {
 _MESSAGES = {"DATE": ".google.type.Date", "TIME": ".google.type.TimeOfDay",
              "TIMESTAMP": ".google.protobuf.Timestamp"}  # fmt: skip
 _HEADER = struct.Struct(">bI")
-
-#: The well-known messages the columns' messages use, defined here (wire-compatible).
-SUPPORT_FILES = (
-    ("google/protobuf/timestamp.proto", "google.protobuf",
-     {"Timestamp": [("seconds", _F.TYPE_INT64), ("nanos", _F.TYPE_INT32)]}),
-    ("google/protobuf/wrappers.proto", "google.protobuf",
-     {name: [("value", kind)] for kind, _, name in _SCALARS.values()}),
-    ("google/type/date.proto", "google.type",
-     {"Date": [("year", _F.TYPE_INT32), ("month", _F.TYPE_INT32), ("day", _F.TYPE_INT32)]}),
-    ("google/type/timeofday.proto", "google.type",
-     {"TimeOfDay": [("hours", _F.TYPE_INT32), ("minutes", _F.TYPE_INT32),
-                    ("seconds", _F.TYPE_INT32), ("nanos", _F.TYPE_INT32)]}),
-    ("confluent/type/decimal.proto", "confluent.type",
-     {"Decimal": [("value", _F.TYPE_BYTES), ("precision", _F.TYPE_UINT32),
-                  ("scale", _F.TYPE_INT32)]}),
-)  # fmt: skip
-
-
-def support_pool() -> descriptor_pool.DescriptorPool:
-    """A descriptor pool holding the well-known messages the columns' messages use."""
-    pool = descriptor_pool.DescriptorPool()
-    for name, package, messages in SUPPORT_FILES:
-        file = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto3")
-        for message, fields in messages.items():
-            added = file.message_type.add(name=message)
-            for number, (field, kind) in enumerate(fields, 1):
-                added.field.add(name=field, number=number, type=kind, label=_F.LABEL_OPTIONAL)
-        pool.Add(file)
-    return pool
-
 
 class _Builder:
     """Builds the message type of some columns and its .proto text."""
@@ -359,7 +331,7 @@ class ProtobufSide:
                 set_field(msg, name, value)
         except (TypeError, ValueError) as exc:
             raise SerdeError(f"cannot write PROTOBUF: {exc}") from None
-        payload = msg.SerializeToString()
+        payload: bytes = msg.SerializeToString()
         if not self._with_registry:
             return payload
         if self._id is None:

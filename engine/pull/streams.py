@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from confluent_kafka import KafkaError, TopicPartition
 
 from headwater.engine.errors import EngineError
-from headwater.engine.pull import Row
-from headwater.engine.serde import RowSerde
+from headwater.engine.formats.serde import RowSerde
+from headwater.engine.pull.query import Row
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Source

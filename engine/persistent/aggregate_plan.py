@@ -25,7 +25,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine import _functions as fn
 from headwater.engine.errors import ExpressionError
 from headwater.engine.expressions import (
     Compiled,
@@ -39,7 +38,16 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
-from headwater.engine.persistent.compile import (
+from headwater.engine.functions.aggregates import (
+    AGGREGATE_NAMES,
+    Udaf,
+    constant_arity,
+    resolve_udaf,
+)
+from headwater.engine.functions.registry import FUNCTIONS
+from headwater.engine.functions.types import BIGINT, BOOLEAN, NULL
+from headwater.engine.persistent.join_plan import joined_catalog
+from headwater.engine.persistent.query_plan import (
     PSEUDO_COLUMNS,
     RESERVED_NAMES,
     TABLE_FUNCTIONS,
@@ -47,8 +55,8 @@ from headwater.engine.persistent.compile import (
     QueryCompileError,
     _bare,
     _normal,
+    plan_query_joins,
 )
-from headwater.engine.persistent.udafs import AGGREGATE_NAMES, Udaf, constant_arity, resolve_udaf
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
@@ -184,9 +192,6 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         QueryCompileError: ksqlDB would refuse the query, or it needs what is not built yet.
     """
     if query.joins:
-        from headwater.engine.persistent.compile import plan_query_joins
-        from headwater.engine.persistent.join_plan import joined_catalog
-
         plan = plan_query_joins(query, catalog, sink_name)
         return replace(compile_aggregate(plan.query, joined_catalog(plan, catalog), sink_name),
                        join=plan)  # fmt: skip
@@ -233,7 +238,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     for node in (*items, *([query.having] if query.having is not None else [])):
         for call in node.find_all(exp.Anonymous):
             name = call.name.upper()
-            if name not in AGGREGATE_NAMES and name not in TABLE_FUNCTIONS and name not in fn.FUNCTIONS:
+            if name not in AGGREGATE_NAMES and name not in TABLE_FUNCTIONS and name not in FUNCTIONS:
                 raise QueryCompileError(f"Can't find any functions with the name '{name}'", None,
                                         call)  # fmt: skip
     splitter = _Splitter(scope, [g.normal for g in groups],
@@ -268,7 +273,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
 
     post_columns = {group_name(i): g.type for i, g in enumerate(groups)}
     if window is not None:
-        post_columns.update({name: fn.BIGINT for name in WINDOW_BOUNDS})
+        post_columns.update({name: BIGINT for name in WINDOW_BOUNDS})
     post_columns.update({agg_name(i): c.udaf.return_type for i, c in enumerate(splitter.calls)})
     post_scope = Scope(post_columns, frozenset(), custom)
     texts = {group_name(i): g.text for i, g in enumerate(groups)}
@@ -314,7 +319,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
             raise QueryCompileError(f"Reserved column name in select: `{name}`. Please remove or "
                                     "alias the column.", None, item)  # fmt: skip
         compiled = _compile_post(post, post_scope, "SELECT", texts)
-        if compiled.type == fn.NULL:
+        if compiled.type == NULL:
             raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
                                     "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
         value_columns.append(OutputColumn(name, compiled.type, False))
@@ -325,7 +330,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     having_text = ""
     if having_node is not None:
         compiled_having = _compile_post(having_node, post_scope, "HAVING", texts)
-        if compiled_having.type not in (fn.BOOLEAN, fn.NULL):
+        if compiled_having.type not in (BOOLEAN, NULL):
             raise QueryCompileError("Type error in HAVING expression: Should evaluate to boolean "
                                     f"but is {format_expression(query.having)} "  # type: ignore[arg-type]
                                     f"({compiled_having.type}) instead.")  # fmt: skip
@@ -372,7 +377,7 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
         raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:
         raise QueryCompileError(f"Error in WHERE expression: {error.message}") from error
-    if compiled.type not in (fn.BOOLEAN, fn.NULL):
+    if compiled.type not in (BOOLEAN, NULL):
         raise QueryCompileError("Type error in WHERE expression: Should evaluate to boolean but is "
                                 f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
     return compiled.evaluate, compiled.text

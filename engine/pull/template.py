@@ -2,7 +2,7 @@
 
 :func:`build_template` takes a parsed pull query and the positions of its literals (from
 ``sqlparse_ext.shape``), replaces each literal by a :class:`~headwater.engine._bound.BoundValue`
-of the type the literal had, and plans that tree as :func:`~headwater.engine.pull.plan_pull`
+of the type the literal had, and plans that tree as :func:`~headwater.engine.pull.query.plan_pull`
 would, but for the key access: subtrees of literals become slots folded per execution
 (``engine._bound``) and the key extractor is prepared ahead. :meth:`PullTemplate.bind` then takes
 the literal values of a query of the same shape, folds them, derives the key access from them (the
@@ -26,9 +26,9 @@ from typing import Any
 from sqlglot import exp
 
 from headwater.engine._bound import BoundSlots, BoundValue, activate, deactivate
-from headwater.engine._pull_keys import KeyAccess, KeyLookup, TableScan, TemplateMiss
 from headwater.engine.expressions import PSEUDO_TIMESTAMPS, Scope, compile_expression
-from headwater.engine.pull import (
+from headwater.engine.pull._keys import KeyAccess, KeyLookup, TableScan, TemplateMiss
+from headwater.engine.pull.query import (
     PlanParts,
     PullPlan,
     PullResult,
@@ -54,7 +54,7 @@ class BoundPull:
     folded: list[Any]
 
     def execute(self, reader: TableReader, partitions: Collection[int] | None = None) -> PullResult:
-        """:func:`~headwater.engine.pull.execute_pull` with this execution's values active."""
+        """:func:`~headwater.engine.pull.query.execute_pull` with this execution's values active."""
         token = activate(self.folded)
         try:
             return execute_pull(self.plan, reader, partitions=partitions)
@@ -63,7 +63,7 @@ class BoundPull:
 
     def stream(self, reader: TableReader, partitions: Collection[int] | None = None
                ) -> Iterator[list[Any]]:  # fmt: skip
-        """:func:`~headwater.engine.pull.stream_pull` with this execution's values active while
+        """:func:`~headwater.engine.pull.query.stream_pull` with this execution's values active while
         each row is computed (the rows may be consumed from several threads, one at a time)."""
         rows = stream_pull(self.plan, reader, partitions)
         while True:

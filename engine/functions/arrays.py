@@ -1,6 +1,6 @@
 """ARRAY and MAP functions of the function table (ARRAY_SORT, SLICE, MAP_UNION, ...). Pure (no I/O).
 
-Registered into `_functions.FUNCTIONS`. Generic functions take the element type from their
+Registered into `registry.FUNCTIONS`. Generic functions take the element type from their
 arguments, as ksqlDB binds a Java type variable; NULL elements count as values (ARRAY_DISTINCT keeps
 one NULL, ARRAY_REMOVE can remove them).
 """
@@ -10,21 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from headwater.engine._functions import (
+from headwater.engine.functions.casts import to_string
+from headwater.engine.functions.signatures import Impl, Resolver
+from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
     DOUBLE,
     INTEGER,
     NULL,
     STRING,
-    Impl,
-    Resolver,
-    SqlType,
     common_type,
     is_numeric,
-    to_string,
 )
-from headwater.sqlparse_ext.sqltypes import ArrayType, MapType, StructField, StructType
+from headwater.sqlparse_ext.sqltypes import ArrayType, MapType, SqlType, StructField, StructType
 
 _COMPOSITE = (ArrayType, MapType, StructType)
 
@@ -204,6 +202,9 @@ def _map_part(part: str) -> Resolver:
 
 
 FUNCTIONS: dict[str, Resolver] = {
+    "ARRAY_LENGTH": lambda args: (
+        (INTEGER, len) if len(args) == 1 and isinstance(args[0], ArrayType) else None
+    ),
     "ARRAY_CONCAT": _set_op(_concat),
     "ARRAY_DISTINCT": lambda args: (
         (args[0], _distinct) if len(args) == 1 and isinstance(args[0], ArrayType) else None

@@ -25,8 +25,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from headwater.engine._serde_json import parse_decimal_text
 from headwater.engine.errors import SerdeError
+from headwater.engine.formats._json import parse_decimal_text
 from headwater.engine.values import (
     BIGINT_MAX,
     BIGINT_MIN,
