@@ -81,12 +81,18 @@ SOURCE_TOPIC, OUTPUT_TOPIC, COUNTS_TOPIC = "abuse_src", "abuse_good", "abuse_cou
 PARTITIONS = 2
 EARLIEST = {"auto.offset.reset": "earliest"}
 SETUP = (
-    (f"CREATE STREAM SRC (K STRING KEY, ID BIGINT, PAD STRING) WITH (kafka_topic='{SOURCE_TOPIC}', "
-    f"partitions={PARTITIONS}, value_format='JSON');"),
-    (f"CREATE STREAM GOOD WITH (kafka_topic='{OUTPUT_TOPIC}') AS SELECT K, ID FROM SRC "
-    "WHERE ID >= 0 EMIT CHANGES;"),
-    (f"CREATE TABLE COUNTS WITH (kafka_topic='{COUNTS_TOPIC}') AS SELECT K, COUNT(*) AS N FROM SRC "
-    "GROUP BY K EMIT CHANGES;"),
+    (
+        f"CREATE STREAM SRC (K STRING KEY, ID BIGINT, PAD STRING) WITH (kafka_topic='{SOURCE_TOPIC}', "
+        f"partitions={PARTITIONS}, value_format='JSON');"
+    ),
+    (
+        f"CREATE STREAM GOOD WITH (kafka_topic='{OUTPUT_TOPIC}') AS SELECT K, ID FROM SRC "
+        "WHERE ID >= 0 EMIT CHANGES;"
+    ),
+    (
+        f"CREATE TABLE COUNTS WITH (kafka_topic='{COUNTS_TOPIC}') AS SELECT K, COUNT(*) AS N FROM SRC "
+        "GROUP BY K EMIT CHANGES;"
+    ),
 )
 TIMEOUT_S = 60.0
 
@@ -125,10 +131,19 @@ class Run:
         self.server_exits = 0
         self.events: list[str] = []
         self._stuck: list[socket.socket] = []
-        self._threads = [threading.Thread(target=self._guard, args=(target,), daemon=True)
-                         for target in (self._produce, self._cycle, self._push_vanishing,
-                                        self._push_stuck, self._burst, self._poll_info,
-                                        self._watch_queries, self._sample_rss)]  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._guard, args=(target,), daemon=True)
+            for target in (
+                self._produce,
+                self._cycle,
+                self._push_vanishing,
+                self._push_stuck,
+                self._burst,
+                self._poll_info,
+                self._watch_queries,
+                self._sample_rss,
+            )
+        ]
 
     def note(self, text: str) -> None:
         with self.lock:
@@ -143,8 +158,10 @@ class Run:
         while time.monotonic() < self.deadline and not self.stop.is_set():
             if self.server.process.poll() is not None:
                 self.server_exits += 1
-                self.note(f"the server exited (status {self.server.process.returncode}):\n"
-                          f"{self.server.log_tail(30)}")  # fmt: skip
+                self.note(
+                    f"the server exited (status {self.server.process.returncode}):\n"
+                    f"{self.server.log_tail(30)}"
+                )
                 break
             self.stop.wait(0.5)
 
@@ -184,6 +201,7 @@ class Run:
                         self.good_kinds[kind] += 1
                     else:
                         self.poison[kind] += 1
+
             return callback
 
         small = [k for k in POISON_KINDS if k not in ("huge-garbage", "deep-nesting")]
@@ -196,8 +214,12 @@ class Run:
                 huge_at = time.monotonic() + args.huge_every_s
             if next_id % args.poison_every == 0:
                 kinds.append(small[poison_n % len(small)])
-            send(sender, key_of(next_id, args.keys).encode(), good_value(next_id, good_kind),
-                 delivered(good_kind, next_id))  # fmt: skip
+            send(
+                sender,
+                key_of(next_id, args.keys).encode(),
+                good_value(next_id, good_kind),
+                delivered(good_kind, next_id),
+            )
             next_id += 1
             for kind in kinds:
                 key, value = poison(kind, poison_n, args.keys)
@@ -214,8 +236,9 @@ class Run:
 
     def _ksql(self, client: httpx.Client, sql: str) -> tuple[int, Any]:
         try:
-            response = client.post(f"{self.server.url}/ksql",
-                                   json={"ksql": sql, "streamsProperties": EARLIEST})  # fmt: skip
+            response = client.post(
+                f"{self.server.url}/ksql", json={"ksql": sql, "streamsProperties": EARLIEST}
+            )
             try:
                 return response.status_code, response.json()
             except ValueError:
@@ -232,12 +255,16 @@ class Run:
                     return
                 name = f"C{i}"
                 steps = [
-                    (f"CREATE STREAM {name} (K STRING KEY, ID BIGINT) WITH (kafka_topic="
-                    f"'abuse_c{i}', partitions=1, value_format='JSON');"),
+                    (
+                        f"CREATE STREAM {name} (K STRING KEY, ID BIGINT) WITH (kafka_topic="
+                        f"'abuse_c{i}', partitions=1, value_format='JSON');"
+                    ),
                     f"INSERT INTO {name} (K, ID) VALUES ('a', {i});",
-                    (f"CREATE STREAM {name}_OUT WITH (kafka_topic='abuse_c{i}_out') AS SELECT * "
-                    f"FROM {name} EMIT CHANGES;"),
-                ]  # fmt: skip
+                    (
+                        f"CREATE STREAM {name}_OUT WITH (kafka_topic='abuse_c{i}_out') AS SELECT * "
+                        f"FROM {name} EMIT CHANGES;"
+                    ),
+                ]
                 query_id = None
                 for sql in steps:
                     status, body = self._ksql(client, sql)
@@ -251,7 +278,8 @@ class Run:
                 self.stop.wait(chooser.uniform(2, 8))  # the query runs (or is still starting)
                 ends = ([f"TERMINATE {query_id};"] if query_id else []) + [
                     f"DROP STREAM IF EXISTS {name}_OUT DELETE TOPIC;",
-                    f"DROP STREAM {name} DELETE TOPIC;"]  # fmt: skip
+                    f"DROP STREAM {name} DELETE TOPIC;",
+                ]
                 for sql in ends:
                     status, body = self._ksql(client, sql)
                     if status != 200:
@@ -261,8 +289,9 @@ class Run:
 
     def _cycle_failed(self, sql: str, status: int, body: Any) -> None:
         with self.lock:
-            self.cycle_failures.append(f"t={time.monotonic() - self.t0:.0f} s {sql} -> {status}: "
-                                       f"{str(body)[:300]}")  # fmt: skip
+            self.cycle_failures.append(
+                f"t={time.monotonic() - self.t0:.0f} s {sql} -> {status}: {str(body)[:300]}"
+            )
 
     # -- the burst past the limit -------------------------------------------------------------------
 
@@ -282,9 +311,12 @@ class Run:
 
             def send(i: int) -> None:
                 with httpx.Client(timeout=TIMEOUT_S) as own:
-                    answers[i] = self._ksql(own, f"CREATE STREAM B{i} WITH (kafka_topic='abuse_b{i}') "
-                                                 f"AS SELECT K, ID FROM SRC WHERE ID % 2 = 0 "
-                                                 f"EMIT CHANGES;")  # fmt: skip
+                    answers[i] = self._ksql(
+                        own,
+                        f"CREATE STREAM B{i} WITH (kafka_topic='abuse_b{i}') "
+                        f"AS SELECT K, ID FROM SRC WHERE ID % 2 = 0 "
+                        f"EMIT CHANGES;",
+                    )
 
             senders = [threading.Thread(target=send, args=(i,)) for i in range(count)]
             for thread in senders:
@@ -303,7 +335,8 @@ class Run:
             self.stop.wait(20)  # they run beside the rest
             for i, query_id in accepted:
                 for sql in ([f"TERMINATE {query_id};"] if query_id else []) + [
-                        f"DROP STREAM B{i} DELETE TOPIC;"]:  # fmt: skip
+                    f"DROP STREAM B{i} DELETE TOPIC;"
+                ]:
                     status, body = self._ksql(client, sql)
                     if status != 200:
                         self._cycle_failed(sql, status, body)
@@ -312,13 +345,16 @@ class Run:
     # -- push clients -------------------------------------------------------------------------------
 
     def _push_request(self, earliest: bool) -> socket.socket:
-        body = json.dumps({"sql": "SELECT * FROM SRC EMIT CHANGES;",
-                           "properties": EARLIEST if earliest else {}}).encode()  # fmt: skip
+        body = json.dumps(
+            {"sql": "SELECT * FROM SRC EMIT CHANGES;", "properties": EARLIEST if earliest else {}}
+        ).encode()
         sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=10)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.sendall(b"POST /query-stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                     b"Content-Type: application/json\r\nAccept: application/vnd.ksqlapi.delimited.v1\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+        sock.sendall(
+            b"POST /query-stream HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nAccept: application/vnd.ksqlapi.delimited.v1\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
         return sock
 
     def _push_stuck(self) -> None:
@@ -349,8 +385,11 @@ class Run:
                 if i % 3:
                     sock.settimeout(5)
                     got = sock.recv(chooser.randrange(100, 20_000))
-                    kind = "vanished after reading" if got.startswith(b"HTTP/1.1 200") else \
-                        f"vanished after {got[:40]!r}"  # fmt: skip
+                    kind = (
+                        "vanished after reading"
+                        if got.startswith(b"HTTP/1.1 200")
+                        else f"vanished after {got[:40]!r}"
+                    )
                 else:
                     kind = "vanished before reading"
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -413,8 +452,10 @@ class Run:
                     self.rss_peak_mb, self.rss_peak_at = mb, time.monotonic() - self.t0
                     self.rss_peak_processes = _processes(self.server.process.pid)
                 if len(self.rss_samples) % 30 == 1:
-                    self.rss_timeline.append(f"t={time.monotonic() - self.t0:.0f} s PSS {mb:,.0f} MB "
-                                             f"(VmRSS by kind: {_processes(self.server.process.pid)})")
+                    self.rss_timeline.append(
+                        f"t={time.monotonic() - self.t0:.0f} s PSS {mb:,.0f} MB "
+                        f"(VmRSS by kind: {_processes(self.server.process.pid)})"
+                    )
             self.stop.wait(1.0)
 
 
@@ -454,7 +495,8 @@ def _query_id(body: Any) -> str | None:
     """The query id in a CREATE ... AS SELECT's answer."""
     text = json.dumps(body)
     found = re.search(r'"queryId": "([A-Za-z0-9_]+)"', text) or re.search(
-        r"query ID: ([A-Za-z0-9_]+)", text)  # fmt: skip
+        r"query ID: ([A-Za-z0-9_]+)", text
+    )
     return found.group(1) if found else None
 
 
@@ -506,13 +548,21 @@ def read_back(run: Run, settings: KafkaSettings, timeout_s: float) -> dict[str, 
             if state != last:
                 last, still_since = state, time.monotonic()
             done = output.missing == 0 and not wrong
-            if done or time.monotonic() > deadline or time.monotonic() - still_since > 60 or \
-                    run.server.process.poll() is not None:  # fmt: skip
+            if (
+                done
+                or time.monotonic() > deadline
+                or time.monotonic() - still_since > 60
+                or run.server.process.poll() is not None
+            ):
                 problems += found
                 if counts is None:
                     problems.append("the CTAS could not be read by a pull query")
-                return {"output": output, "unreadable": unreadable, "wrong": wrong,
-                        "problems": problems}  # fmt: skip
+                return {
+                    "output": output,
+                    "unreadable": unreadable,
+                    "wrong": wrong,
+                    "problems": problems,
+                }
             time.sleep(3)
 
 
@@ -523,8 +573,11 @@ def pull_counts(client: httpx.Client, url: str) -> dict[str, int] | None:
         return None
     if response.status_code != 200:
         return None
-    return {item["row"]["columns"][0]: item["row"]["columns"][1]
-            for item in response.json() if "row" in item}  # fmt: skip
+    return {
+        item["row"]["columns"][0]: item["row"]["columns"][1]
+        for item in response.json()
+        if "row" in item
+    }
 
 
 def processing_log_entries(settings: KafkaSettings) -> int:
@@ -541,14 +594,24 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
     broker.start()
     started.append(broker)
     settings = broker.settings()
-    server = Server(["-b", broker.bootstrap_servers, "--state-dir", str(work / "server"),
-                     "--set", f"{LIMIT_SETTING}={args.limit}"], work / "server.log")  # fmt: skip
+    server = Server(
+        [
+            "-b",
+            broker.bootstrap_servers,
+            "--state-dir",
+            str(work / "server"),
+            "--set",
+            f"{LIMIT_SETTING}={args.limit}",
+        ],
+        work / "server.log",
+    )
     started.append(server)
     server.wait_healthy()
     with httpx.Client(timeout=TIMEOUT_S) as client:
         for sql in SETUP:
-            answer = client.post(f"{server.url}/ksql",
-                                 json={"ksql": sql, "streamsProperties": EARLIEST})  # fmt: skip
+            answer = client.post(
+                f"{server.url}/ksql", json={"ksql": sql, "streamsProperties": EARLIEST}
+            )
             if answer.status_code != 200:
                 raise RuntimeError(f"{sql}: {answer.status_code} {answer.text[:300]}")
 
@@ -573,69 +636,109 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
     logged = processing_log_entries(settings)
     problems = back["problems"] if back else ["the server exited: nothing could be read back"]
     return {
-        "minutes": args.minutes, "seed": args.seed, "limit": args.limit, "rate": args.rate,
-        "loaded_s": round(loaded_s, 1), "settle_s": round(settle_s, 1),
-        "verified": verified and not problems, "problems": problems,
-        "server_exits": run.server_exits, "events": run.events,
-        "good_written": len(run.good_ids), "good_kinds": dict(run.good_kinds),
-        "poison_written": sum(run.poison.values()), "poison_kinds": dict(sorted(run.poison.items())),
+        "minutes": args.minutes,
+        "seed": args.seed,
+        "limit": args.limit,
+        "rate": args.rate,
+        "loaded_s": round(loaded_s, 1),
+        "settle_s": round(settle_s, 1),
+        "verified": verified and not problems,
+        "problems": problems,
+        "server_exits": run.server_exits,
+        "events": run.events,
+        "good_written": len(run.good_ids),
+        "good_kinds": dict(run.good_kinds),
+        "poison_written": sum(run.poison.values()),
+        "poison_kinds": dict(sorted(run.poison.items())),
         "produce_failures": run.produce_failures[:5],
         "processing_log_entries": logged,
-        "output": {"inputs": output.inputs, "outputs": output.outputs,
-                   "duplicates": output.duplicates, "missing": output.missing,
-                   "unexpected": output.unexpected, "examples": list(output.examples),
-                   "unreadable": back["unreadable"] if back else 0},
+        "output": {
+            "inputs": output.inputs,
+            "outputs": output.outputs,
+            "duplicates": output.duplicates,
+            "missing": output.missing,
+            "unexpected": output.unexpected,
+            "examples": list(output.examples),
+            "unreadable": back["unreadable"] if back else 0,
+        },
         "count_mismatches": back["wrong"][:10] if back else ["not read"],
-        "errored_queries": run.errored, "left_in_error": sorted(run.in_error),
+        "errored_queries": run.errored,
+        "left_in_error": sorted(run.in_error),
         "max_active": run.max_active,
-        "cycles": run.cycles, "cycle_failures": run.cycle_failures[:10],
+        "cycles": run.cycles,
+        "cycle_failures": run.cycle_failures[:10],
         "cycle_refused_by_limit": run.cycle_refused,
-        "burst": {"accepted": run.burst["accepted"], "refused": run.burst["refused"],
-                  "unclean": run.burst["unclean"], "examples": run.burst_examples},
+        "burst": {
+            "accepted": run.burst["accepted"],
+            "refused": run.burst["refused"],
+            "unclean": run.burst["unclean"],
+            "examples": run.burst_examples,
+        },
         "push": dict(sorted(run.push.items())),
-        "peak_rss_mb": round(run.rss_peak_mb), "peak_rss_at_s": round(run.rss_peak_at),
+        "peak_rss_mb": round(run.rss_peak_mb),
+        "peak_rss_at_s": round(run.rss_peak_at),
         "peak_server_process_rss_mb": round(run.server_rss_peak_mb),
         "peak_rss_sum_mb": round(run.rss_sum_peak_mb),
-        "peak_rss_processes": run.rss_peak_processes, "rss_timeline": run.rss_timeline,
+        "peak_rss_processes": run.rss_peak_processes,
+        "rss_timeline": run.rss_timeline,
         "rss_budget_mb": args.rss_budget_mb or 1536 + 200 * args.limit,
-        "info": {**latency_ms(run.info_s), "requests": len(run.info_s),
-                 "errors": sum(run.info_errors.values()),
-                 "error_kinds": dict(run.info_errors)},
+        "info": {
+            **latency_ms(run.info_s),
+            "requests": len(run.info_s),
+            "errors": sum(run.info_errors.values()),
+            "error_kinds": dict(run.info_errors),
+        },
         "info_p99_target_ms": args.info_p99_ms,
-    }  # fmt: skip
+    }
 
 
 def report(f: dict[str, Any]) -> None:
-    print(f"hostile soak: one server, {f['loaded_s']:g} s of load (seed {f['seed']}, "
-          f"{LIMIT_SETTING}={f['limit']}, {f['rate']:g} good records/s); read back in "
-          f"{f['settle_s']:g} s")  # fmt: skip
-    print(f"  good records written: {f['good_written']:,} "
-          f"({', '.join(f'{k} {n}' for k, n in sorted(f['good_kinds'].items()))})")
-    print(f"  poison records written: {f['poison_written']:,} "
-          f"({', '.join(f'{k} {n}' for k, n in f['poison_kinds'].items())}); processing-log "
-          f"entries: {f['processing_log_entries']:,}")  # fmt: skip
+    print(
+        f"hostile soak: one server, {f['loaded_s']:g} s of load (seed {f['seed']}, "
+        f"{LIMIT_SETTING}={f['limit']}, {f['rate']:g} good records/s); read back in "
+        f"{f['settle_s']:g} s"
+    )
+    print(
+        f"  good records written: {f['good_written']:,} "
+        f"({', '.join(f'{k} {n}' for k, n in sorted(f['good_kinds'].items()))})"
+    )
+    print(
+        f"  poison records written: {f['poison_written']:,} "
+        f"({', '.join(f'{k} {n}' for k, n in f['poison_kinds'].items())}); processing-log "
+        f"entries: {f['processing_log_entries']:,}"
+    )
     for failure in f["produce_failures"]:
         print(f"    produce failure: {failure}")
     out = f["output"]
-    print(f"  CSAS output: {out['outputs']:,} records for {out['inputs']:,} good ids "
-          f"({out['unreadable']} without an ID) {'; '.join(out['examples'])}")
-    print(f"  DDL cycles: {f['cycles']} (CSAS refused by the limit meanwhile: "
-          f"{f['cycle_refused_by_limit']})")
+    print(
+        f"  CSAS output: {out['outputs']:,} records for {out['inputs']:,} good ids "
+        f"({out['unreadable']} without an ID) {'; '.join(out['examples'])}"
+    )
+    print(
+        f"  DDL cycles: {f['cycles']} (CSAS refused by the limit meanwhile: "
+        f"{f['cycle_refused_by_limit']})"
+    )
     for failure in f["cycle_failures"]:
         print(f"    failed: {failure}")
     b = f["burst"]
-    print(f"  burst past the limit: {b['accepted']} accepted, {b['refused']} refused, "
-          f"{b['unclean']} unclean")
+    print(
+        f"  burst past the limit: {b['accepted']} accepted, {b['refused']} refused, "
+        f"{b['unclean']} unclean"
+    )
     for example in b["examples"]:
         print(f"    {example}")
     print(f"  push clients: {', '.join(f'{k} {n}' for k, n in f['push'].items()) or 'none'}")
     info = f["info"]
-    print(f"  /info: {info['requests']:,} requests, p50 {info['p50_ms']:g} ms, p99 {info['p99_ms']:g} "
-          f"ms, max {info['max_ms']:g} ms, errors {info['errors']} {info['error_kinds'] or ''}")
-    print(f"  peak memory (PSS) of the server's tree {f['peak_rss_mb']:,} MB at t={f['peak_rss_at_s']} s "
-          f"(VmRSS summed: {f['peak_rss_sum_mb']:,} MB) "
-          f"(budget: 1.5 GB + 200 MB per allowed query); the server's own process at most "
-          f"{f['peak_server_process_rss_mb']:,} MB; at the peak: {f['peak_rss_processes']}")
+    print(
+        f"  /info: {info['requests']:,} requests, p50 {info['p50_ms']:g} ms, p99 {info['p99_ms']:g} "
+        f"ms, max {info['max_ms']:g} ms, errors {info['errors']} {info['error_kinds'] or ''}"
+    )
+    print(
+        f"  peak memory (PSS) of the server's tree {f['peak_rss_mb']:,} MB at t={f['peak_rss_at_s']} s "
+        f"(VmRSS summed: {f['peak_rss_sum_mb']:,} MB) "
+        f"(budget: 1.5 GB + 200 MB per allowed query); the server's own process at most "
+        f"{f['peak_server_process_rss_mb']:,} MB; at the peak: {f['peak_rss_processes']}"
+    )
     for line in f["rss_timeline"]:
         print(f"    memory {line}")
     for query_id, message in f["errored_queries"].items():
@@ -664,14 +767,22 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=40.0, help="good records per second")
     parser.add_argument("--keys", type=int, default=16, help="keys of the good records")
     parser.add_argument("--poison-every", type=int, default=4, help="one poison per N good records")
-    parser.add_argument("--huge-every-s", type=float, default=15.0,
-                        help="seconds between 1.2 MB records (one good, one garbage, one deep)")
+    parser.add_argument(
+        "--huge-every-s",
+        type=float,
+        default=15.0,
+        help="seconds between 1.2 MB records (one good, one garbage, one deep)",
+    )
     parser.add_argument("--cycles", type=int, default=40, help="most DDL cycles")
     parser.add_argument("--stuck", type=int, default=4, help="push clients that never read")
     parser.add_argument("--vanishing", type=int, default=40, help="push clients that vanish")
     parser.add_argument("--burst-extra", type=int, default=4, help="CSAS past the limit")
-    parser.add_argument("--rss-budget-mb", type=float, default=0,
-                        help="peak RSS target (0: 1.5 GB + 200 MB per allowed query)")
+    parser.add_argument(
+        "--rss-budget-mb",
+        type=float,
+        default=0,
+        help="peak RSS target (0: 1.5 GB + 200 MB per allowed query)",
+    )
     parser.add_argument("--info-p99-ms", type=float, default=1000.0, help="/info p99 target")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (server log)")
     args = parser.parse_args()

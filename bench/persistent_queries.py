@@ -96,9 +96,23 @@ class _Server:
         exe = Path(sys.executable).with_name("headwater")
         self.log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [str(exe), "server", "-b", self.bootstrap, "--port", str(self.port), "--state-dir",
-             str(self.folder / "node"), "--service-id", self.service_id, *self.extra],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
+            [
+                str(exe),
+                "server",
+                "-b",
+                self.bootstrap,
+                "--port",
+                str(self.port),
+                "--state-dir",
+                str(self.folder / "node"),
+                "--service-id",
+                self.service_id,
+                *self.extra,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -115,8 +129,11 @@ class _Server:
         self._start()
 
     def ksql(self, sql: str, properties: dict[str, str] | None = None) -> list[dict]:
-        answer = httpx.post(f"{self.url}/ksql", json={"ksql": sql, "streamsProperties":
-                                                      properties or {}}, timeout=60)  # fmt: skip
+        answer = httpx.post(
+            f"{self.url}/ksql",
+            json={"ksql": sql, "streamsProperties": properties or {}},
+            timeout=60,
+        )
         if answer.status_code != 200:
             raise SystemExit(f"{sql}\n-> {answer.text}")
         return answer.json()  # type: ignore[no-any-return]
@@ -179,8 +196,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) -> None:
     settings = broker.settings()
     writer = producer(settings, "bench")
-    server.ksql("CREATE STREAM lat_in (id STRING KEY, v INT) WITH (kafka_topic='lat_in', "
-                "partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM lat_in (id STRING KEY, v INT) WITH (kafka_topic='lat_in', "
+        "partitions=2, value_format='JSON');"
+    )
     writer.produce("lat_in", b'{"V": 1}', b"first")
     writer.flush()
 
@@ -195,8 +214,9 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
     _wait_records(broker, "LAT_OUT2", 1, 120)
     warm = time.monotonic() - accepted
     print(f"CSAS accepted -> first output: cold {cold:.1f} s (Spark starts), warm {warm:.1f} s")
-    second = next(q["id"] for q in server.ksql("SHOW QUERIES;")[0]["queries"]
-                  if q["sinks"] == ["LAT_OUT2"])  # fmt: skip
+    second = next(
+        q["id"] for q in server.ksql("SHOW QUERIES;")[0]["queries"] if q["sinks"] == ["LAT_OUT2"]
+    )
     server.ksql(f"TERMINATE {second};")  # latency of one query, not of two sharing 2 cores
 
     # 2. latency, one record every 100 ms
@@ -218,15 +238,21 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
     latencies.sort()
     p50 = statistics.median(latencies)
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    print(f"produce -> CSAS sink record, {samples} records at <= 10/s: p50 {p50 * 1000:.0f} ms, "
-          f"p99 {p99 * 1000:.0f} ms (targets 500 / 1000 ms)")  # fmt: skip
+    print(
+        f"produce -> CSAS sink record, {samples} records at <= 10/s: p50 {p50 * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms (targets 500 / 1000 ms)"
+    )
     server.ksql("TERMINATE ALL;")
 
     # 3. throughput of filter + projection, sustained: the query runs, then the records arrive
-    server.ksql("CREATE STREAM tx (id STRING KEY, item STRING, amount INT, price DOUBLE, note "
-                "STRING) WITH (kafka_topic='tx', partitions=2, value_format='JSON');")  # fmt: skip
-    server.ksql("CREATE STREAM tx_big AS SELECT id, UCASE(item) AS item, amount * price AS total, "
-                "amount FROM tx WHERE amount > 50;")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM tx (id STRING KEY, item STRING, amount INT, price DOUBLE, note "
+        "STRING) WITH (kafka_topic='tx', partitions=2, value_format='JSON');"
+    )
+    server.ksql(
+        "CREATE STREAM tx_big AS SELECT id, UCASE(item) AS item, amount * price AS total, "
+        "amount FROM tx WHERE amount > 50;"
+    )
     writer.produce("tx", json.dumps({"ITEM": "warm", "AMOUNT": 99}).encode(), b"warm")
     writer.flush()
     _wait_records(broker, "TX_BIG", 1, 120)  # the query is running
@@ -246,22 +272,28 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
     _wait_records(broker, "TX_BIG", expected, 600)
     elapsed = time.monotonic() - started
     cpu = _cpu_seconds(server.process.pid) - cpu_before
-    print(f"filter + projection, {records} records on 2 partitions ({expected - 1} pass): "
-          f"{records / elapsed:,.0f} records/s sustained (producing them took {produced:.1f} s); "
-          f"CPU {cpu / records * 1000:.3f} s per 1k records (target >= 30,000 records/s)")
+    print(
+        f"filter + projection, {records} records on 2 partitions ({expected - 1} pass): "
+        f"{records / elapsed:,.0f} records/s sustained (producing them took {produced:.1f} s); "
+        f"CPU {cpu / records * 1000:.3f} s per 1k records (target >= 30,000 records/s)"
+    )
     server.ksql("TERMINATE ALL;")
 
     # 4. idle cost of 10 idle persistent queries
-    server.ksql("CREATE STREAM idle_in (id STRING KEY, v INT) WITH (kafka_topic='idle_in', "
-                "partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM idle_in (id STRING KEY, v INT) WITH (kafka_topic='idle_in', "
+        "partitions=2, value_format='JSON');"
+    )
     for n in range(10):
         server.ksql(f"CREATE STREAM idle_out{n} AS SELECT id, v + {n} AS w FROM idle_in;")
     time.sleep(20)  # let them start and settle
     cpu_before, at = _cpu_seconds(server.process.pid), time.monotonic()
     time.sleep(20)
     share = (_cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
-    print(f"10 idle persistent queries: {share * 100:.1f}% of one core, RSS "
-          f"{_rss_mb(server.process.pid):,.0f} MB (server + Spark) (target < 10% of a core)")
+    print(
+        f"10 idle persistent queries: {share * 100:.1f}% of one core, RSS "
+        f"{_rss_mb(server.process.pid):,.0f} MB (server + Spark) (target < 10% of a core)"
+    )
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ from headwater.http_server import (
     UVICORN_HTTP_ENV_VAR,
     HttpServerKind,
     LoopKind,
-)  # fmt: skip
+)
 from headwater.kafka.clients import KafkaSettings
 from tests.support.node import (
     Server,
@@ -81,7 +81,7 @@ from tests.support.node import (
     produce_rows,
     versions,
     wait_visible,
-)  # fmt: skip
+)
 
 TABLE = "T"
 TOPIC = "bench_pull"
@@ -112,12 +112,25 @@ def serve_bare(port: int, mode: str = "plain") -> None:
     from headwater.sqlparse_ext import parse
 
     def answer(keys: list[str]) -> bytes:
-        return json.dumps([
-            {"header": {"queryId": "query_0123456789abcdef", "schema": "`ID` STRING KEY, `V` BIGINT",
-                        "servedBy": [{"partition": 0, "host": f"127.0.0.1:{port}",
-                                      "position": 25000, "lag": 0}]}},
-            *({"row": {"columns": [key, 1]}} for key in keys),
-        ]).encode()  # fmt: skip
+        return json.dumps(
+            [
+                {
+                    "header": {
+                        "queryId": "query_0123456789abcdef",
+                        "schema": "`ID` STRING KEY, `V` BIGINT",
+                        "servedBy": [
+                            {
+                                "partition": 0,
+                                "host": f"127.0.0.1:{port}",
+                                "position": 25000,
+                                "lag": 0,
+                            }
+                        ],
+                    }
+                },
+                *({"row": {"columns": [key, 1]}} for key in keys),
+            ]
+        ).encode()
 
     def keys_of(text: str) -> list[str]:
         """The keys a workload's query reads (a range: the hundred keys from its low bound)."""
@@ -145,10 +158,18 @@ class Bare:
     def __init__(self, mode: str) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.pull_qps", "--serve-bare", str(self.port),
-             "--bare-mode", mode],
-            cwd=Path(__file__).resolve().parents[1], stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "bench.pull_qps",
+                "--serve-bare",
+                str(self.port),
+                "--bare-mode",
+                mode,
+            ],
+            cwd=Path(__file__).resolve().parents[1],
+            stdin=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -247,24 +268,29 @@ def workloads(rows: int) -> dict[str, Workload]:
 
     def range100(rng: random.Random) -> bytes:
         low = rng.randrange(max(1, rows - RANGE_ROWS))
-        return _body(f"SELECT * FROM {TABLE} WHERE ID >= '{_key_name(low)}' "
-                     f"AND ID < '{_key_name(low + RANGE_ROWS)}';")  # fmt: skip
+        return _body(
+            f"SELECT * FROM {TABLE} WHERE ID >= '{_key_name(low)}' "
+            f"AND ID < '{_key_name(low + RANGE_ROWS)}';"
+        )
 
-    return {w.name: w for w in (
-        Workload("key", "key lookup", key),
-        Workload("in10", f"IN ({IN_KEYS} keys)", in10),
-        Workload("range100", f"range ({RANGE_ROWS} rows)", range100),
-    )}  # fmt: skip
+    return {
+        w.name: w
+        for w in (
+            Workload("key", "key lookup", key),
+            Workload("in10", f"IN ({IN_KEYS} keys)", in10),
+            Workload("range100", f"range ({RANGE_ROWS} rows)", range100),
+        )
+    }
 
 
 def keys_workload(name: str, label: str, keys: Sequence[str]) -> Workload:
     """Key lookups of these keys only (the forwarded and local sets of the cluster stage)."""
-    return Workload(name, label, lambda rng: _body(
-        f"SELECT * FROM {TABLE} WHERE ID = '{rng.choice(keys)}';"))  # fmt: skip
+    return Workload(
+        name, label, lambda rng: _body(f"SELECT * FROM {TABLE} WHERE ID = '{rng.choice(keys)}';")
+    )
 
 
-async def _raw_worker(port: int, workload: Workload, seed: int, stop_at: float, load: Load
-                      ) -> None:  # fmt: skip
+async def _raw_worker(port: int, workload: Workload, seed: int, stop_at: float, load: Load) -> None:
     rng = random.Random(seed)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     head = f"POST /query HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
@@ -300,8 +326,9 @@ def run_raw(port: int, clients: int, workload: Workload, seconds: float, seed: i
     async def main() -> None:
         stop_at = time.perf_counter() + seconds
         start = time.perf_counter()
-        await asyncio.gather(*(_raw_worker(port, workload, seed + i, stop_at, load)
-                               for i in range(clients)))  # fmt: skip
+        await asyncio.gather(
+            *(_raw_worker(port, workload, seed + i, stop_at, load) for i in range(clients))
+        )
         load.seconds = time.perf_counter() - start
 
     asyncio.run(main())
@@ -347,8 +374,7 @@ def run_httpx(port: int, clients: int, workload: Workload, seconds: float, seed:
     return load
 
 
-async def _h2_worker(port: int, workload: Workload, seed: int, stop_at: float, load: Load
-                     ) -> None:  # fmt: skip
+async def _h2_worker(port: int, workload: Workload, seed: int, stop_at: float, load: Load) -> None:
     import h2.config
     import h2.connection
     import h2.events
@@ -363,9 +389,14 @@ async def _h2_worker(port: int, workload: Workload, seed: int, stop_at: float, l
         while clock() < stop_at:
             body = workload.make(rng)
             stream = connection.get_next_available_stream_id()
-            headers = [(":method", "POST"), (":path", "/query"), (":scheme", "http"),
-                       (":authority", f"127.0.0.1:{port}"), ("content-type", "application/json"),
-                       ("content-length", str(len(body)))]  # fmt: skip
+            headers = [
+                (":method", "POST"),
+                (":path", "/query"),
+                (":scheme", "http"),
+                (":authority", f"127.0.0.1:{port}"),
+                ("content-type", "application/json"),
+                ("content-length", str(len(body))),
+            ]
             start = clock()
             connection.send_headers(stream, headers)
             connection.send_data(stream, body, end_stream=True)
@@ -405,8 +436,9 @@ def run_h2(port: int, clients: int, workload: Workload, seconds: float, seed: in
     async def main() -> None:
         stop_at = time.perf_counter() + seconds
         start = time.perf_counter()
-        await asyncio.gather(*(_h2_worker(port, workload, seed + i, stop_at, load)
-                               for i in range(clients)))  # fmt: skip
+        await asyncio.gather(
+            *(_h2_worker(port, workload, seed + i, stop_at, load) for i in range(clients))
+        )
         load.seconds = time.perf_counter() - start
 
     asyncio.run(main())
@@ -423,8 +455,9 @@ def cpu_seconds(pid: int, thread: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(port: int, pid: int, args: argparse.Namespace, workload: Workload,
-            others: Sequence[int] = ()) -> Load:  # fmt: skip
+def measure(
+    port: int, pid: int, args: argparse.Namespace, workload: Workload, others: Sequence[int] = ()
+) -> Load:
     """A warm-up run (discarded), then the timed run, with the CPU both sides used (``others``:
     more server processes whose CPU counts as the server's, as in a cluster)."""
     run = CLIENTS[args.client]
@@ -447,13 +480,27 @@ def measure(port: int, pid: int, args: argparse.Namespace, workload: Workload,
 def profile(py_spy: str, pid: int, port: int, args: argparse.Namespace, out: Path) -> None:
     """Sample the server with py-spy under load; print inclusive and self time per function."""
     raw = out
-    command = [py_spy, "record", "--pid", str(pid), "--duration", str(args.profile_seconds),
-               "--format", "raw", "--output", str(raw), "--rate", "250", "--gil"]  # fmt: skip
+    command = [
+        py_spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--duration",
+        str(args.profile_seconds),
+        "--format",
+        "raw",
+        "--output",
+        str(raw),
+        "--rate",
+        "250",
+        "--gil",
+    ]
     sampler = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(0.5)
-        CLIENTS[args.client](port, args.clients, workloads(args.rows)["key"],
-                             args.profile_seconds + 1, args.seed + 7)  # fmt: skip
+        CLIENTS[args.client](
+            port, args.clients, workloads(args.rows)["key"], args.profile_seconds + 1, args.seed + 7
+        )
         _, err = sampler.communicate(timeout=args.profile_seconds + 60)
     finally:
         if sampler.poll() is None:
@@ -473,15 +520,32 @@ def profile(py_spy: str, pid: int, port: int, args: argparse.Namespace, out: Pat
         for frame in set(frames):
             inclusive[frame] += count
         own[frames[-1]] += count
-    print(f"py-spy --gil: {total:,} samples of the thread holding the server's GIL over "
-          f"{args.profile_seconds} s (collapsed stacks in {raw})")  # fmt: skip
+    print(
+        f"py-spy --gil: {total:,} samples of the thread holding the server's GIL over "
+        f"{args.profile_seconds} s (collapsed stacks in {raw})"
+    )
     print("  inclusive (% of GIL samples; the frames every request shares left out):")
     for frame, count in inclusive.most_common(80):
         share = count / total
-        if share < 0.85 and share >= 0.02 and any(part in frame for part in (
-            "gateway/", "engine/", "store/", "sqlparse_ext/", "metastore/", "starlette/",
-            "h11/", "anyio/", "Parser.parse ", "TokenizerCore.tokenize ",
-        )):  # fmt: skip
+        if (
+            share < 0.85
+            and share >= 0.02
+            and any(
+                part in frame
+                for part in (
+                    "gateway/",
+                    "engine/",
+                    "store/",
+                    "sqlparse_ext/",
+                    "metastore/",
+                    "starlette/",
+                    "h11/",
+                    "anyio/",
+                    "Parser.parse ",
+                    "TokenizerCore.tokenize ",
+                )
+            )
+        ):
             print(f"    {100 * share:5.1f}%  {frame}")
     print("  self (% of GIL samples), top 15:")
     for frame, count in own.most_common(15):
@@ -554,10 +618,12 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
         for body in bodies:
             serve(body)
         cached = (clock() - start) / n
-        print(f"in process, one thread, no HTTP ({n:,} queries): {cached * 1e6:.0f} us per query "
-              f"through the plan cache ({1 / cached:,.0f} queries/s on one core), "
-              f"{uncached * 1e6:.0f} us parsed and planned every time; plan cache "
-              f"{services.plans.stats()}")
+        print(
+            f"in process, one thread, no HTTP ({n:,} queries): {cached * 1e6:.0f} us per query "
+            f"through the plan cache ({1 / cached:,.0f} queries/s on one core), "
+            f"{uncached * 1e6:.0f} us parsed and planned every time; plan cache "
+            f"{services.plans.stats()}"
+        )
         profiler = cProfile.Profile()
         profiler.enable()
         for body in bodies:
@@ -567,14 +633,22 @@ def profile_in_process(settings: KafkaSettings, folder: Path, args: argparse.Nam
     total = sum(entry[2] for entry in stats.stats.values())  # type: ignore[attr-defined]
     rows = []
     for (path, line, name), (_cc, calls, tottime, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        if "/site-packages/" in path or not path.startswith(str(Path(__file__).resolve().parents[1])):
+        if "/site-packages/" in path or not path.startswith(
+            str(Path(__file__).resolve().parents[1])
+        ):
             continue
-        rows.append((cumulative, calls, tottime, f"{name} ({'/'.join(Path(path).parts[-2:])}:{line})"))
-    print(f"  cProfile, headwater's own functions by cumulative time (profiled total "
-          f"{total / n * 1e6:.0f} us/query; profiling inflates small calls):")
-    for cumulative, calls, tottime, label in sorted(rows, reverse=True)[:args.profile_top]:
-        print(f"    {cumulative / n * 1e6:6.0f} us/query (self {tottime / n * 1e6:4.0f})  "
-              f"{calls / n:4.1f} calls  {label}")
+        rows.append(
+            (cumulative, calls, tottime, f"{name} ({'/'.join(Path(path).parts[-2:])}:{line})")
+        )
+    print(
+        f"  cProfile, headwater's own functions by cumulative time (profiled total "
+        f"{total / n * 1e6:.0f} us/query; profiling inflates small calls):"
+    )
+    for cumulative, calls, tottime, label in sorted(rows, reverse=True)[: args.profile_top]:
+        print(
+            f"    {cumulative / n * 1e6:6.0f} us/query (self {tottime / n * 1e6:4.0f})  "
+            f"{calls / n:4.1f} calls  {label}"
+        )
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -588,25 +662,54 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--client", choices=sorted(CLIENTS), default="raw")
     parser.add_argument("--store", choices=("lmdb", "memory"), default="lmdb")
-    parser.add_argument("--http-server", choices=[k.value for k in HttpServerKind],
-                        default=DEFAULT_KIND.value, help="the HTTP server under both endpoints")
-    parser.add_argument("--http-loop", choices=[k.value for k in LoopKind], default="auto",
-                        help="its event loop (auto: uvloop when installed, as headwater server)")
-    parser.add_argument("--uvicorn-http", choices=("auto", "h11", "httptools"), default="auto",
-                        help="uvicorn's HTTP/1.1 parser (auto: httptools when installed)")
-    parser.add_argument("--workloads", default="key,in10,range100,forwarded",
-                        help="which to run, comma-separated: key, in10, range100, forwarded")
-    parser.add_argument("--no-bare", dest="bare", action="store_false",
-                        help="skip the bare endpoint (headwater's numbers only)")
+    parser.add_argument(
+        "--http-server",
+        choices=[k.value for k in HttpServerKind],
+        default=DEFAULT_KIND.value,
+        help="the HTTP server under both endpoints",
+    )
+    parser.add_argument(
+        "--http-loop",
+        choices=[k.value for k in LoopKind],
+        default="auto",
+        help="its event loop (auto: uvloop when installed, as headwater server)",
+    )
+    parser.add_argument(
+        "--uvicorn-http",
+        choices=("auto", "h11", "httptools"),
+        default="auto",
+        help="uvicorn's HTTP/1.1 parser (auto: httptools when installed)",
+    )
+    parser.add_argument(
+        "--workloads",
+        default="key,in10,range100,forwarded",
+        help="which to run, comma-separated: key, in10, range100, forwarded",
+    )
+    parser.add_argument(
+        "--no-bare",
+        dest="bare",
+        action="store_false",
+        help="skip the bare endpoint (headwater's numbers only)",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--py-spy", default=shutil.which("py-spy"),
-                        help="py-spy executable: profile the server afterwards (default: on PATH)")
+    parser.add_argument(
+        "--py-spy",
+        default=shutil.which("py-spy"),
+        help="py-spy executable: profile the server afterwards (default: on PATH)",
+    )
     parser.add_argument("--profile-seconds", type=int, default=5)
-    parser.add_argument("--profile-queries", type=int, default=3000,
-                        help="queries of the in-process cProfile stage (0: skip it)")
+    parser.add_argument(
+        "--profile-queries",
+        type=int,
+        default=3000,
+        help="queries of the in-process cProfile stage (0: skip it)",
+    )
     parser.add_argument("--profile-top", type=int, default=22)
-    parser.add_argument("--breakdown", action="store_true",
-                        help="also time the bare endpoint plus the threadpool hop and/or the SQL parse")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time the bare endpoint plus the threadpool hop and/or the SQL parse",
+    )
     parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--bare-mode", choices=BARE_MODES, default="plain", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -620,12 +723,28 @@ def main() -> None:
     os.environ[ENV_VAR] = args.http_server
     os.environ[LOOP_ENV_VAR] = args.http_loop
     os.environ[UVICORN_HTTP_ENV_VAR] = args.uvicorn_http
-    print(versions("starlette", "uvicorn", "hypercorn", "granian", "h11", "h2", "httptools",
-                   "uvloop", "httpx", "lmdb"))
-    print(f"HTTP server: {args.http_server} (loop {args.http_loop}, uvicorn parser "
-          f"{args.uvicorn_http}); client {args.client}")
-    print(f"{args.clients} concurrent clients ({args.client}) on the same machine as the server: "
-          "client and server share the CPUs")  # fmt: skip
+    print(
+        versions(
+            "starlette",
+            "uvicorn",
+            "hypercorn",
+            "granian",
+            "h11",
+            "h2",
+            "httptools",
+            "uvloop",
+            "httpx",
+            "lmdb",
+        )
+    )
+    print(
+        f"HTTP server: {args.http_server} (loop {args.http_loop}, uvicorn parser "
+        f"{args.uvicorn_http}); client {args.client}"
+    )
+    print(
+        f"{args.clients} concurrent clients ({args.client}) on the same machine as the server: "
+        "client and server share the CPUs"
+    )
     chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = set(chosen) - {*workloads(args.rows), "forwarded"}
     if unknown:
@@ -634,21 +753,30 @@ def main() -> None:
     table: list[tuple[str, Load, Load | None, str]] = []
     try:
         with EmbeddedBroker(None, port=0) as broker, httpx.Client(timeout=30.0) as client:
-            store_args = ["--in-memory"] if args.store == "memory" else ["--state-dir", str(work / "node")]
-            server = Server(["-b", broker.bootstrap_servers, "--service-id", "bench", *store_args],
-                            work / "server.log")  # fmt: skip
+            store_args = (
+                ["--in-memory"] if args.store == "memory" else ["--state-dir", str(work / "node")]
+            )
+            server = Server(
+                ["-b", broker.bootstrap_servers, "--service-id", "bench", *store_args],
+                work / "server.log",
+            )
             with server:
                 server.wait_healthy()
-                ksql(client, server.url,
-                     f"CREATE TABLE {TABLE} (ID STRING PRIMARY KEY, V BIGINT) WITH (kafka_topic='{TOPIC}', "
-                     f"partitions={PARTITIONS}, value_format='JSON');")  # fmt: skip
+                ksql(
+                    client,
+                    server.url,
+                    f"CREATE TABLE {TABLE} (ID STRING PRIMARY KEY, V BIGINT) WITH (kafka_topic='{TOPIC}', "
+                    f"partitions={PARTITIONS}, value_format='JSON');",
+                )
                 count, last, seconds = produce_rows(
                     broker.settings(), TOPIC, ((_key_name(i), {"V": i}) for i in range(args.rows))
                 )
                 start = time.perf_counter()
                 wait_visible(client, server.url, TABLE, last.values(), server=server)
-                print(f"table {TABLE}: {count:,} rows over {PARTITIONS} partitions ({args.store} store); "
-                      f"produced in {seconds:.1f} s, restored {time.perf_counter() - start:.1f} s later")
+                print(
+                    f"table {TABLE}: {count:,} rows over {PARTITIONS} partitions ({args.store} store); "
+                    f"produced in {seconds:.1f} s, restored {time.perf_counter() - start:.1f} s later"
+                )
                 single = workloads(args.rows)
                 with Bare("plain") if args.bare else contextlib.nullcontext() as bare:
                     for name in (n for n in chosen if n in single):
@@ -663,19 +791,26 @@ def main() -> None:
                     if args.breakdown:
                         for mode in BARE_MODES[1:]:
                             with Bare(mode) as extra:
-                                print(measure(extra.port, extra.process.pid, args,
-                                              single["key"]).line(f"bare + {mode}"))  # fmt: skip
+                                print(
+                                    measure(
+                                        extra.port, extra.process.pid, args, single["key"]
+                                    ).line(f"bare + {mode}")
+                                )
                     if args.py_spy:
                         out = Path(tempfile.gettempdir()) / "bench_pull_qps.collapsed"
                         profile(args.py_spy, server.process.pid, server.port, args, out)
                     else:
-                        print("py-spy not found: no profile of the server (pip install py-spy; "
-                              "--py-spy PATH)")  # fmt: skip
+                        print(
+                            "py-spy not found: no profile of the server (pip install py-spy; "
+                            "--py-spy PATH)"
+                        )
                     if "forwarded" in chosen:
                         key_bare = None
                         if bare is not None:
-                            key_bare = next((b for label, _, b, _ in table
-                                             if label == single["key"].label), None)  # fmt: skip
+                            key_bare = next(
+                                (b for label, _, b, _ in table if label == single["key"].label),
+                                None,
+                            )
                             if key_bare is None:
                                 key_bare = measure(bare.port, bare.process.pid, args, single["key"])
                         table.extend(cluster_stage(args, broker, server, client, work, key_bare))
@@ -689,18 +824,38 @@ def main() -> None:
 TARGETS = {"key": ">= 50% and >= 3,000 qps, p99 <= 5 ms", "forwarded": ">= 35%"}
 
 
-def cluster_stage(args: argparse.Namespace, broker: Any, first: Server, client: httpx.Client,
-                  work: Path, bare_key: Load | None) -> list[tuple[str, Load, Load | None, str]]:  # fmt: skip
+def cluster_stage(
+    args: argparse.Namespace,
+    broker: Any,
+    first: Server,
+    client: httpx.Client,
+    work: Path,
+    bare_key: Load | None,
+) -> list[tuple[str, Load, Load | None, str]]:
     """Two more servers join ``first``'s cluster; then key lookups sent to ``first``, forwarded
     (keys of partitions another server is active for) and local, on the same cluster."""
-    others = [Server(["-b", broker.bootstrap_servers, "--service-id", "bench", "--state-dir",
-                      str(work / f"node{i}")], work / f"server{i}.log") for i in (2, 3)]  # fmt: skip
+    others = [
+        Server(
+            [
+                "-b",
+                broker.bootstrap_servers,
+                "--service-id",
+                "bench",
+                "--state-dir",
+                str(work / f"node{i}"),
+            ],
+            work / f"server{i}.log",
+        )
+        for i in (2, 3)
+    ]
     try:
         for other in others:
             other.wait_healthy()
         local, forwarded = _split_keys(client, first, others, args.rows)
-        print(f"3-server cluster: of {len(local) + len(forwarded):,} sampled keys, {len(local):,} "
-              f"answered by the first server itself and {len(forwarded):,} forwarded")
+        print(
+            f"3-server cluster: of {len(local) + len(forwarded):,} sampled keys, {len(local):,} "
+            f"answered by the first server itself and {len(forwarded):,} forwarded"
+        )
         pids = [o.process.pid for o in others]
         rows = []
         near = keys_workload("local", "key lookup, local", local)
@@ -713,22 +868,38 @@ def cluster_stage(args: argparse.Namespace, broker: Any, first: Server, client: 
         one = argparse.Namespace(**{**vars(args), "clients": 1})
         alone_local = measure(first.port, first.process.pid, one, near, pids)
         alone_far = measure(first.port, first.process.pid, one, far, pids)
-        difference = (percentile(sorted(alone_far.latencies), 50)
-                      - percentile(sorted(alone_local.latencies), 50)) * 1000  # fmt: skip
-        print(f"one client: local p50 {percentile(sorted(alone_local.latencies), 50) * 1000:.2f} "
-              f"ms, forwarded p50 {percentile(sorted(alone_far.latencies), 50) * 1000:.2f} ms: "
-              f"forwarding adds {difference:.2f} ms (target < 1 ms)")  # fmt: skip
+        difference = (
+            percentile(sorted(alone_far.latencies), 50)
+            - percentile(sorted(alone_local.latencies), 50)
+        ) * 1000
+        print(
+            f"one client: local p50 {percentile(sorted(alone_local.latencies), 50) * 1000:.2f} "
+            f"ms, forwarded p50 {percentile(sorted(alone_far.latencies), 50) * 1000:.2f} ms: "
+            f"forwarding adds {difference:.2f} ms (target < 1 ms)"
+        )
         rows.append(("3 servers: key, local", served_local, bare_key, ""))
-        rows.append(("3 servers: forwarded", served_far, bare_key,
-                     f"{TARGETS['forwarded']}; +{difference:.2f} ms p50 at 1 client (< 1 ms)"))
+        rows.append(
+            (
+                "3 servers: forwarded",
+                served_far,
+                bare_key,
+                f"{TARGETS['forwarded']}; +{difference:.2f} ms p50 at 1 client (< 1 ms)",
+            )
+        )
         return rows
     finally:
         for other in others:
             other.stop()
 
 
-def _split_keys(client: httpx.Client, first: Server, others: Sequence[Server], rows: int,
-                sample: int = 400, timeout_s: float = 120.0) -> tuple[list[str], list[str]]:  # fmt: skip
+def _split_keys(
+    client: httpx.Client,
+    first: Server,
+    others: Sequence[Server],
+    rows: int,
+    sample: int = 400,
+    timeout_s: float = 120.0,
+) -> tuple[list[str], list[str]]:
     """Keys the first server answers itself, and keys it forwards, once the cluster has settled
     (the same split twice in a row, some keys forwarded)."""
     rng = random.Random(5)
@@ -738,11 +909,13 @@ def _split_keys(client: httpx.Client, first: Server, others: Sequence[Server], r
     while True:
         split: tuple[list[str], list[str]] = ([], [])
         for key in keys:
-            answer = client.post(f"{first.url}/query",
-                                 json={"ksql": f"SELECT * FROM {TABLE} WHERE ID = '{key}';"})  # fmt: skip
+            answer = client.post(
+                f"{first.url}/query", json={"ksql": f"SELECT * FROM {TABLE} WHERE ID = '{key}';"}
+            )
             items = answer.json() if answer.status_code == 200 else []
-            hosts = {s["host"] for i in items if "header" in i
-                     for s in i["header"].get("servedBy", ())}  # fmt: skip
+            hosts = {
+                s["host"] for i in items if "header" in i for s in i["header"].get("servedBy", ())
+            }
             if answer.status_code == 200 and any("row" in i for i in items) and hosts:
                 split[hosts != {f"127.0.0.1:{first.port}"}].append(key)
         if split[1] and previous == split and len(split[0]) + len(split[1]) == sample:
@@ -759,10 +932,14 @@ def print_table(table: list[tuple[str, Load, Load | None, str]], args: argparse.
     """The figures of the run, one line per workload, headwater beside the bare endpoint."""
     if not table:
         return
-    print(f"\nbench.pull_qps ({args.clients} clients, {args.client} client, {args.http_server}/"
-          f"{args.http_loop}; CPU = server CPU per query, all servers of a cluster)")  # fmt: skip
-    header = (f"{'workload':<24} {'qps':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | "
-              f"{'bare qps':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | {'ratio':>5}  target")
+    print(
+        f"\nbench.pull_qps ({args.clients} clients, {args.client} client, {args.http_server}/"
+        f"{args.http_loop}; CPU = server CPU per query, all servers of a cluster)"
+    )
+    header = (
+        f"{'workload':<24} {'qps':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | "
+        f"{'bare qps':>8} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | {'ratio':>5}  target"
+    )
     print(header)
     print("-" * len(header))
     for label, served, bare, target in table:
@@ -778,8 +955,10 @@ def print_table(table: list[tuple[str, Load, Load | None, str]], args: argparse.
 def _cells(load: Load, width: int = 7) -> str:
     values = sorted(load.latencies)
     count = max(1, len(values))
-    return (f"{load.qps:>{width},.0f} {percentile(values, 50) * 1000:>7.2f} "
-            f"{percentile(values, 99) * 1000:>7.2f} {load.server_cpu / count * 1e6:>7.0f}")
+    return (
+        f"{load.qps:>{width},.0f} {percentile(values, 50) * 1000:>7.2f} "
+        f"{percentile(values, 99) * 1000:>7.2f} {load.server_cpu / count * 1e6:>7.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,10 @@ class _Stream:
         self.header: dict[str, Any] | None = None
         self.started = time.monotonic()
         self._ready = threading.Event()
-        body = {"sql": sql, "properties": {"auto.offset.reset": "earliest" if earliest else
-                                           "latest"}}  # fmt: skip
+        body = {
+            "sql": sql,
+            "properties": {"auto.offset.reset": "earliest" if earliest else "latest"},
+        }
         self._thread = threading.Thread(target=self._run, args=(url, body), daemon=True)
         self._thread.start()
 
@@ -127,21 +129,31 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> None:
     writer = producer(broker.settings(), "bench")
-    server.ksql("CREATE STREAM clicks (user_id STRING KEY, page STRING, ms INT) WITH "
-                "(kafka_topic='clicks', partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM clicks (user_id STRING KEY, page STRING, ms INT) WITH "
+        "(kafka_topic='clicks', partitions=2, value_format='JSON');"
+    )
     writer.produce("clicks", json.dumps({"PAGE": "/first", "MS": 1}).encode(), b"u0")
     writer.flush()
 
     # 1. without state
-    stream = _Stream(server.url, "SELECT user_id, page FROM clicks WHERE ms > 0 EMIT CHANGES;",
-                     earliest=True)  # fmt: skip
+    stream = _Stream(
+        server.url, "SELECT user_id, page FROM clicks WHERE ms > 0 EMIT CHANGES;", earliest=True
+    )
     stream.wait_header()
     first = stream.wait_rows(1, 30) - stream.started
-    lat = _latency(stream, writer, "clicks", args.samples,
-                   lambda i: (f"u{i % 10}", {"PAGE": f"/p{i}", "MS": 5}))
+    lat = _latency(
+        stream,
+        writer,
+        "clicks",
+        args.samples,
+        lambda i: (f"u{i % 10}", {"PAGE": f"/p{i}", "MS": 5}),
+    )
     stream.close(server.url)
-    print(f"1. push query without state: first row {first * 1000:.0f} ms; produce -> row seen, "
-          f"{args.samples} records at 10/s: {_ms(lat)}")  # fmt: skip
+    print(
+        f"1. push query without state: first row {first * 1000:.0f} ms; produce -> row seen, "
+        f"{args.samples} records at 10/s: {_ms(lat)}"
+    )
 
     # 2. with state (a transient Spark query): cold, then warm
     sql = "SELECT user_id, COUNT(*) AS n FROM clicks GROUP BY user_id EMIT CHANGES;"
@@ -153,14 +165,19 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
     stream.wait_header(120)
     warm = stream.wait_rows(1, 180) - stream.started
     time.sleep(2)  # the backlog's updates, then one update per record
-    lat = _latency(stream, writer, "clicks", args.samples,
-                   lambda i: (f"s{i}", {"PAGE": "/s", "MS": 1}))
+    lat = _latency(
+        stream, writer, "clicks", args.samples, lambda i: (f"s{i}", {"PAGE": "/s", "MS": 1})
+    )
     stream.close(server.url)
-    print(f"2. push query with state (GROUP BY on Spark): first row cold {cold:.1f} s (Spark "
-          f"starts), warm {warm:.1f} s; produce -> updated row seen: {_ms(lat)}")  # fmt: skip
+    print(
+        f"2. push query with state (GROUP BY on Spark): first row cold {cold:.1f} s (Spark "
+        f"starts), warm {warm:.1f} s; produce -> updated row seen: {_ms(lat)}"
+    )
 
     # 3. fan-out: many clients on one stream
-    streams = [_Stream(server.url, "SELECT * FROM clicks EMIT CHANGES;") for _ in range(args.clients)]
+    streams = [
+        _Stream(server.url, "SELECT * FROM clicks EMIT CHANGES;") for _ in range(args.clients)
+    ]
     for s in streams:
         s.wait_header(60)
     time.sleep(1)
@@ -169,8 +186,11 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
     for i in range(args.records):
         while True:
             try:
-                writer.produce("clicks", json.dumps({"PAGE": f"/f{i}", "MS": i}).encode(),
-                               f"f{i % 1000}".encode())  # fmt: skip
+                writer.produce(
+                    "clicks",
+                    json.dumps({"PAGE": f"/f{i}", "MS": i}).encode(),
+                    f"f{i % 1000}".encode(),
+                )
                 break
             except BufferError:
                 writer.poll(0.05)
@@ -185,15 +205,22 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
     rss = _rss_mb(server.process.pid)
     for s in streams:
         s.close(server.url)
-    print(f"3. {args.clients} push clients on one stream, {args.records} records: {delivered:,} rows "
-          f"delivered in {elapsed:.1f} s = {delivered / elapsed:,.0f} rows/s; server CPU "
-          f"{cpu / elapsed * 100:.0f}% of one core, RSS {rss:.0f} MB (whole process tree)")
+    print(
+        f"3. {args.clients} push clients on one stream, {args.records} records: {delivered:,} rows "
+        f"delivered in {elapsed:.1f} s = {delivered / elapsed:,.0f} rows/s; server CPU "
+        f"{cpu / elapsed * 100:.0f}% of one core, RSS {rss:.0f} MB (whole process tree)"
+    )
 
     # 4. /inserts-stream
     rows = args.records
-    body = (json.dumps({"target": "CLICKS"}) + "\n" + "".join(
-        json.dumps({"USER_ID": f"i{i % 100}", "PAGE": f"/i{i}", "MS": i}) + "\n"
-        for i in range(rows))).encode()  # fmt: skip
+    body = (
+        json.dumps({"target": "CLICKS"})
+        + "\n"
+        + "".join(
+            json.dumps({"USER_ID": f"i{i % 100}", "PAGE": f"/i{i}", "MS": i}) + "\n"
+            for i in range(rows)
+        )
+    ).encode()
     started = time.monotonic()
     acks = 0
     with httpx.stream("POST", f"{server.url}/inserts-stream", content=body, timeout=300) as answer:
@@ -204,24 +231,33 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
                 if line and json.loads(line).get("status") == "ok":
                     acks += 1
     elapsed = time.monotonic() - started
-    print(f"4. /inserts-stream, one stream of {rows} rows: {acks:,} acknowledged in {elapsed:.1f} s "
-          f"= {acks / elapsed:,.0f} rows/s")  # fmt: skip
+    print(
+        f"4. /inserts-stream, one stream of {rows} rows: {acks:,} acknowledged in {elapsed:.1f} s "
+        f"= {acks / elapsed:,.0f} rows/s"
+    )
 
     # 5. a stream-table join on Spark
     _join(broker, server, writer, args)
 
 
 def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.Namespace) -> None:
-    server.ksql("CREATE TABLE users (id STRING PRIMARY KEY, name STRING, tier INT) WITH "
-                "(kafka_topic='users', partitions=2, value_format='JSON');")  # fmt: skip
-    server.ksql("CREATE STREAM visits (user_id STRING KEY, page STRING, ms INT) WITH "
-                "(kafka_topic='visits', partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE TABLE users (id STRING PRIMARY KEY, name STRING, tier INT) WITH "
+        "(kafka_topic='users', partitions=2, value_format='JSON');"
+    )
+    server.ksql(
+        "CREATE STREAM visits (user_id STRING KEY, page STRING, ms INT) WITH "
+        "(kafka_topic='visits', partitions=2, value_format='JSON');"
+    )
     for i in range(1000):
-        writer.produce("users", json.dumps({"NAME": f"user{i}", "TIER": i % 3}).encode(),
-                       f"u{i}".encode())  # fmt: skip
+        writer.produce(
+            "users", json.dumps({"NAME": f"user{i}", "TIER": i % 3}).encode(), f"u{i}".encode()
+        )
     writer.flush()
-    server.ksql("CREATE STREAM enriched AS SELECT v.user_id, page, ms, name, tier FROM visits v "
-                "LEFT JOIN users u ON v.user_id = u.id;")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM enriched AS SELECT v.user_id, page, ms, name, tier FROM visits v "
+        "LEFT JOIN users u ON v.user_id = u.id;"
+    )
     writer.produce("visits", json.dumps({"PAGE": "/warm", "MS": 0}).encode(), b"u1")
     writer.flush()
     _wait_records(broker, "ENRICHED", 1, 240)  # the query runs (Spark started, the table read)
@@ -231,8 +267,11 @@ def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.N
     for i in range(records):
         while True:
             try:
-                writer.produce("visits", json.dumps({"PAGE": f"/v{i % 50}", "MS": i}).encode(),
-                               f"u{i % 1000}".encode())  # fmt: skip
+                writer.produce(
+                    "visits",
+                    json.dumps({"PAGE": f"/v{i % 50}", "MS": i}).encode(),
+                    f"u{i % 1000}".encode(),
+                )
                 break
             except BufferError:
                 writer.poll(0.05)
@@ -240,8 +279,10 @@ def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.N
     _wait_records(broker, "ENRICHED", 1 + records, 600)
     elapsed = time.monotonic() - started
     cpu = _cpu_seconds(server.process.pid) - cpu_before
-    print(f"5. stream-table LEFT JOIN on Spark, {records:,} records against 1,000 table rows: "
-          f"{records / elapsed:,.0f} records/s ({cpu / records * 1000:.2f} CPU s per 1k records)")
+    print(
+        f"5. stream-table LEFT JOIN on Spark, {records:,} records against 1,000 table rows: "
+        f"{records / elapsed:,.0f} records/s ({cpu / records * 1000:.2f} CPU s per 1k records)"
+    )
     reader = consumer(broker.settings(), f"bench-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)
     reader.assign([TopicPartition("ENRICHED", p, 0) for p in range(2)])
     while reader.consume(10_000, 0.5):
@@ -249,8 +290,7 @@ def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.N
     seen: list[float] = []
     for i in range(args.samples):
         sent = time.monotonic()
-        writer.produce("visits", json.dumps({"PAGE": "/lat", "MS": i}).encode(),
-                       f"u{i}".encode())  # fmt: skip
+        writer.produce("visits", json.dumps({"PAGE": "/lat", "MS": i}).encode(), f"u{i}".encode())
         writer.flush()
         got = False
         while not got and time.monotonic() - sent < 10:
@@ -258,8 +298,10 @@ def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.N
         seen.append(time.monotonic() - sent)
         time.sleep(max(0.0, 0.1 - (time.monotonic() - sent)))
     reader.close()
-    print(f"   produce -> joined record on the sink topic, {args.samples} records at 10/s: "
-          f"{_ms(seen)}")
+    print(
+        f"   produce -> joined record on the sink topic, {args.samples} records at 10/s: "
+        f"{_ms(seen)}"
+    )
 
 
 if __name__ == "__main__":

@@ -133,15 +133,19 @@ def _idle_share(root: int, seconds: float) -> float:
     """The tree's CPU share over ``seconds`` (processes that end meanwhile are left out)."""
     before, at = {pid: _cpu_of(pid) for pid in _tree(root)}, time.monotonic()
     time.sleep(seconds)
-    used = sum(_cpu_of(pid) - start for pid, start in before.items()
-               if Path(f"/proc/{pid}").exists())  # fmt: skip
+    used = sum(
+        _cpu_of(pid) - start for pid, start in before.items() if Path(f"/proc/{pid}").exists()
+    )
     return max(0.0, used) / (time.monotonic() - at)
 
 
 def _report(label: str, root: int, idle_s: float) -> None:
     share = _idle_share(root, idle_s)
-    print(f"  {label}: RSS {_rss_mb(root):,.0f} MB, CPU {share * 100:.0f}% of a core idle, "
-          f"processes: {_processes(root)}", flush=True)  # fmt: skip
+    print(
+        f"  {label}: RSS {_rss_mb(root):,.0f} MB, CPU {share * 100:.0f}% of a core idle, "
+        f"processes: {_processes(root)}",
+        flush=True,
+    )
 
 
 def _kill_leftovers(pids: set[int]) -> None:
@@ -155,19 +159,28 @@ def _kill_leftovers(pids: set[int]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", default="1,5,10,20",
-                        help="queries running after each step (ascending)")  # fmt: skip
-    parser.add_argument("--settle", type=float, default=60.0,
-                        help="seconds after TERMINATE ALL before the last figures")  # fmt: skip
+    parser.add_argument(
+        "--steps", default="1,5,10,20", help="queries running after each step (ascending)"
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=60.0,
+        help="seconds after TERMINATE ALL before the last figures",
+    )
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of the CPU sample")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="more server settings")  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="more server settings"
+    )
     args = parser.parse_args(argv)
     steps = [int(s) for s in args.steps.split(",")]
     from pyspark import __version__ as spark_version
 
-    print(f"python {platform.python_version()}, pyspark {spark_version}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"python {platform.python_version()}, pyspark {spark_version}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     extra = ["--set", f"ksql.query.persistent.active.limit={steps[-1]}"]
     for item in args.set:
         extra += ["--set", item]
@@ -182,16 +195,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(settings: object, url: str, root: int, steps: list[int], args: argparse.Namespace,
-         seen: set[int]) -> None:  # fmt: skip
+def _run(
+    settings: object,
+    url: str,
+    root: int,
+    steps: list[int],
+    args: argparse.Namespace,
+    seen: set[int],
+) -> None:
     def ksql(sql: str, ok: bool = True) -> httpx.Response:
         answer = httpx.post(f"{url}/ksql", json={"ksql": sql}, timeout=120)
         if ok and answer.status_code != 200:
             raise SystemExit(f"{sql}\n-> {answer.status_code} {answer.text}")
         return answer
 
-    ksql("CREATE STREAM src (id STRING KEY, v INT) WITH (kafka_topic='src', partitions=2, "
-         "value_format='JSON');")  # fmt: skip
+    ksql(
+        "CREATE STREAM src (id STRING KEY, v INT) WITH (kafka_topic='src', partitions=2, "
+        "value_format='JSON');"
+    )
     _report("no query", root, args.idle)
     sinks: list[str] = []
     for want in steps:
@@ -205,13 +226,19 @@ def _run(settings: object, url: str, root: int, steps: list[int], args: argparse
         _one_through(settings, sinks, f"warm{want}".encode(), 300)  # new queries' first batch
         through = _one_through(settings, sinks, f"k{want}".encode(), 120)
         seen.update(_tree(root))
-        print(f"{want} queries (submitted in {submitted:.1f} s): {running} RUNNING after "
-              f"{took:.0f} s; one record to every sink: "
-              f"{'not within 120 s' if through is None else f'{through:.1f} s'}", flush=True)
+        print(
+            f"{want} queries (submitted in {submitted:.1f} s): {running} RUNNING after "
+            f"{took:.0f} s; one record to every sink: "
+            f"{'not within 120 s' if through is None else f'{through:.1f} s'}",
+            flush=True,
+        )
         _report(f"with {want}", root, args.idle)
     answer = ksql("CREATE STREAM m_over AS SELECT id, v FROM src;", ok=False)
-    print(f"query {len(sinks) + 1} with ksql.query.persistent.active.limit={steps[-1]}: "
-          f"{answer.status_code} {answer.json().get('message', answer.text)[:300]}", flush=True)
+    print(
+        f"query {len(sinks) + 1} with ksql.query.persistent.active.limit={steps[-1]}: "
+        f"{answer.status_code} {answer.json().get('message', answer.text)[:300]}",
+        flush=True,
+    )
     started = time.monotonic()
     ksql("TERMINATE ALL;")
     while time.monotonic() - started < 300 and _statuses(url):

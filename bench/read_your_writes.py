@@ -40,12 +40,25 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-ryw-"))
     try:
         with EmbeddedBroker(None, port=0) as broker, httpx.Client(timeout=30.0) as client:
-            server = Server(["-b", broker.bootstrap_servers, "--service-id", "ryw", "--state-dir",
-                             str(work / "node")], work / "server.log")  # fmt: skip
+            server = Server(
+                [
+                    "-b",
+                    broker.bootstrap_servers,
+                    "--service-id",
+                    "ryw",
+                    "--state-dir",
+                    str(work / "node"),
+                ],
+                work / "server.log",
+            )
             with server:
                 server.wait_healthy()
-                ksql(client, server.url, "CREATE TABLE T (ID STRING PRIMARY KEY, V BIGINT) WITH "
-                     f"(kafka_topic='ryw', partitions={args.partitions}, value_format='JSON');")
+                ksql(
+                    client,
+                    server.url,
+                    "CREATE TABLE T (ID STRING PRIMARY KEY, V BIGINT) WITH "
+                    f"(kafka_topic='ryw', partitions={args.partitions}, value_format='JSON');",
+                )
                 inserts: list[float] = []
                 pulls: list[float] = []
                 missed = 0
@@ -66,13 +79,19 @@ def main() -> None:
                         missed += rows != [(key, i)]
                 pulls.sort()
                 inserts.sort()
-                print(f"{args.rounds} rounds of INSERT then pull by the same DB-API connection, one "
-                      f"idle node, {args.partitions} partitions:")
-                print(f"  pull after INSERT: p50 {percentile(pulls, 50) * 1000:.1f} ms, p99 "
-                      f"{percentile(pulls, 99) * 1000:.1f} ms, max {pulls[-1] * 1000:.1f} ms "
-                      "(target p50 <= 30 ms)")  # fmt: skip
-                print(f"  INSERT: p50 {percentile(inserts, 50) * 1000:.1f} ms, p99 "
-                      f"{percentile(inserts, 99) * 1000:.1f} ms")
+                print(
+                    f"{args.rounds} rounds of INSERT then pull by the same DB-API connection, one "
+                    f"idle node, {args.partitions} partitions:"
+                )
+                print(
+                    f"  pull after INSERT: p50 {percentile(pulls, 50) * 1000:.1f} ms, p99 "
+                    f"{percentile(pulls, 99) * 1000:.1f} ms, max {pulls[-1] * 1000:.1f} ms "
+                    "(target p50 <= 30 ms)"
+                )
+                print(
+                    f"  INSERT: p50 {percentile(inserts, 50) * 1000:.1f} ms, p99 "
+                    f"{percentile(inserts, 99) * 1000:.1f} ms"
+                )
                 print(f"  pulls without their row: {missed} (must be 0)")
     finally:
         shutil.rmtree(work, ignore_errors=True)

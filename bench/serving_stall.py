@@ -69,8 +69,10 @@ class InfoProbe:
         ms = sorted(s * 1000 for s in self.seconds)
         if not ms:
             return "/info: no sample"
-        return (f"/info p50 {percentile(ms, 50):.1f} ms, p99 {percentile(ms, 99):.1f} ms, "
-                f"max {ms[-1]:.1f} ms over {len(ms)} requests, {self.failures} failed")  # fmt: skip
+        return (
+            f"/info p50 {percentile(ms, 50):.1f} ms, p99 {percentile(ms, 99):.1f} ms, "
+            f"max {ms[-1]:.1f} ms over {len(ms)} requests, {self.failures} failed"
+        )
 
 
 def _rss_kb(pid: int) -> int:
@@ -111,7 +113,10 @@ def worst_statements() -> dict[str, tuple[str, str]]:
     return {
         "200,000-term expression": ("/query", f"SELECT {terms}+1 FROM {TABLE};"),
         "50,000 tokens": ("/query", "SELECT " + ", ".join(["V"] * 25_000) + f" FROM {TABLE};"),
-        "nesting 5,000 deep": ("/query", "SELECT " + "(" * 5000 + "V" + ")" * 5000 + f" FROM {TABLE};"),
+        "nesting 5,000 deep": (
+            "/query",
+            "SELECT " + "(" * 5000 + "V" + ")" * 5000 + f" FROM {TABLE};",
+        ),
         "5,000 statements": ("/ksql", "SHOW STREAMS;" * 5000),
     }
 
@@ -135,9 +140,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--scans", type=int, default=4, help="concurrent full scans")
     parser.add_argument("--repeat", type=int, default=2, help="posts of each worst statement")
-    parser.add_argument("--server-arg", action="append", default=[],
-                        help="extra argument for headwater server (repeatable), e.g. "
-                             "--server-arg=--set --server-arg=ksql.query.pull.table.scan.max.concurrent=1")
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra argument for headwater server (repeatable), e.g. "
+        "--server-arg=--set --server-arg=ksql.query.pull.table.scan.max.concurrent=1",
+    )
     args = parser.parse_args()
 
     from headwater.kafka.broker import EmbeddedBroker
@@ -145,40 +154,64 @@ def main() -> None:
     print(versions("starlette", "granian", "uvloop", "orjson", "lmdb"))
     work = Path(tempfile.mkdtemp(prefix="bench-stall-"))
     with EmbeddedBroker(None, port=0) as broker, httpx.Client(timeout=60.0) as client:
-        server = Server(["-b", broker.bootstrap_servers, "--service-id", "stall", "--state-dir",
-                         str(work / "node"), *args.server_arg], work / "server.log")  # fmt: skip
+        server = Server(
+            [
+                "-b",
+                broker.bootstrap_servers,
+                "--service-id",
+                "stall",
+                "--state-dir",
+                str(work / "node"),
+                *args.server_arg,
+            ],
+            work / "server.log",
+        )
         with server:
             server.wait_healthy()
-            ksql(client, server.url,
-                 f"CREATE TABLE {TABLE} (ID STRING PRIMARY KEY, V BIGINT, S STRING, D DOUBLE) WITH "
-                 f"(kafka_topic='{TOPIC}', partitions={PARTITIONS}, value_format='JSON');")  # fmt: skip
-            rows = ((_key(i), {"V": i, "S": f"name-{i % 977}", "D": i / 7}) for i in range(args.rows))
+            ksql(
+                client,
+                server.url,
+                f"CREATE TABLE {TABLE} (ID STRING PRIMARY KEY, V BIGINT, S STRING, D DOUBLE) WITH "
+                f"(kafka_topic='{TOPIC}', partitions={PARTITIONS}, value_format='JSON');",
+            )
+            rows = (
+                (_key(i), {"V": i, "S": f"name-{i % 977}", "D": i / 7}) for i in range(args.rows)
+            )
             count, last, seconds = produce_rows(broker.settings(), TOPIC, rows)
             start = time.perf_counter()
             wait_visible(client, server.url, TABLE, last.values(), server=server, timeout_s=600)
-            print(f"table {TABLE}: {count:,} rows over {PARTITIONS} partitions, produced in "
-                  f"{seconds:.1f} s, restored {time.perf_counter() - start:.1f} s later; "
-                  f"server RSS peak {_rss_kb(server.process.pid) / 1024:.0f} MB")  # fmt: skip
+            print(
+                f"table {TABLE}: {count:,} rows over {PARTITIONS} partitions, produced in "
+                f"{seconds:.1f} s, restored {time.perf_counter() - start:.1f} s later; "
+                f"server RSS peak {_rss_kb(server.process.pid) / 1024:.0f} MB"
+            )
 
             status, got, alone = _scan(server.url)
-            print(f"one full scan: HTTP {status}, {got:,} rows in {alone:.2f} s "
-                  f"({got / alone:,.0f} rows/s); server RSS peak {_rss_kb(server.process.pid) / 1024:.0f} MB")
+            print(
+                f"one full scan: HTTP {status}, {got:,} rows in {alone:.2f} s "
+                f"({got / alone:,.0f} rows/s); server RSS peak {_rss_kb(server.process.pid) / 1024:.0f} MB"
+            )
 
             with InfoProbe(server.url) as probe:
                 results = _concurrently(args.scans, lambda _i: _scan(server.url))
             statuses = ", ".join(f"{s} ({r:,} rows, {t:.1f} s)" for s, r, t in results)
             print(f"{args.scans} concurrent full scans: {statuses}")
-            print(f"  meanwhile {probe.line()}; server RSS peak "
-                  f"{_rss_kb(server.process.pid) / 1024:.0f} MB")  # fmt: skip
+            print(
+                f"  meanwhile {probe.line()}; server RSS peak "
+                f"{_rss_kb(server.process.pid) / 1024:.0f} MB"
+            )
 
             for name, (endpoint, text) in worst_statements().items():
                 with InfoProbe(server.url) as probe:
                     answers = _concurrently(
-                        args.repeat, lambda _i, e=endpoint, t=text: _post(server.url, e, t))
+                        args.repeat, lambda _i, e=endpoint, t=text: _post(server.url, e, t)
+                    )
                 took = statistics.mean(t for _s, _m, t in answers)
                 status, message, _ = answers[0]
-                print(f"{args.repeat} x {name} ({len(text) / 1000:,.0f} KB) to {endpoint}: HTTP "
-                      f"{status} in {took:.2f} s {message!r}")  # fmt: skip
+                print(
+                    f"{args.repeat} x {name} ({len(text) / 1000:,.0f} KB) to {endpoint}: HTTP "
+                    f"{status} in {took:.2f} s {message!r}"
+                )
                 print(f"  meanwhile {probe.line()}")
             server.check()
 

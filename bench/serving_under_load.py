@@ -25,12 +25,15 @@ from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer
 
 
-def _latencies(client: httpx.Client, server: _Server, count: int) -> tuple[list[float], list[float]]:
+def _latencies(
+    client: httpx.Client, server: _Server, count: int
+) -> tuple[list[float], list[float]]:
     pulls, infos = [], []
     for i in range(count):
         started = time.perf_counter()
-        answer = client.post(f"{server.url}/query",
-                             json={"ksql": f"SELECT * FROM users WHERE id = 'u{i % 1000}';"})  # fmt: skip
+        answer = client.post(
+            f"{server.url}/query", json={"ksql": f"SELECT * FROM users WHERE id = 'u{i % 1000}';"}
+        )
         pulls.append(time.perf_counter() - started)
         if answer.status_code != 200 or '"row"' not in answer.text:
             raise SystemExit(f"pull query failed: {answer.status_code} {answer.text[:300]}")
@@ -58,26 +61,35 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(broker: EmbeddedBroker, server: _Server, queries: int, rate: int) -> None:
     writer = producer(broker.settings(), "bench")
-    server.ksql("CREATE TABLE users (id STRING PRIMARY KEY, v INT) WITH (kafka_topic='users', "
-                "partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE TABLE users (id STRING PRIMARY KEY, v INT) WITH (kafka_topic='users', "
+        "partitions=2, value_format='JSON');"
+    )
     for i in range(1000):
         writer.produce("users", json.dumps({"V": i}).encode(), f"u{i}".encode())
     writer.flush()
     client = httpx.Client(timeout=30)
     deadline = time.monotonic() + 60
-    while '"row"' not in client.post(f"{server.url}/query", json={
-            "ksql": "SELECT * FROM users WHERE id = 'u999';"}).text:  # fmt: skip
+    while (
+        '"row"'
+        not in client.post(
+            f"{server.url}/query", json={"ksql": "SELECT * FROM users WHERE id = 'u999';"}
+        ).text
+    ):
         if time.monotonic() > deadline:
             raise SystemExit("the table was not materialized in 60 s")
         time.sleep(0.2)
     pulls, infos = _latencies(client, server, queries)
     print(f"no persistent query:      {_show('pull by key', pulls)}; {_show('GET /info', infos)}")
 
-    server.ksql("CREATE STREAM busy (id STRING KEY, n INT) WITH (kafka_topic='busy', "
-                "partitions=2, value_format='JSON');")  # fmt: skip
+    server.ksql(
+        "CREATE STREAM busy (id STRING KEY, n INT) WITH (kafka_topic='busy', "
+        "partitions=2, value_format='JSON');"
+    )
     for n in range(10):
-        server.ksql(f"CREATE STREAM busy_out{n} AS SELECT id, n * {n} AS m FROM busy "
-                    f"WHERE n % 10 <> {n};")  # fmt: skip
+        server.ksql(
+            f"CREATE STREAM busy_out{n} AS SELECT id, n * {n} AS m FROM busy WHERE n % 10 <> {n};"
+        )
     stop = threading.Event()
 
     def feed() -> None:
@@ -99,7 +111,9 @@ def _run(broker: EmbeddedBroker, server: _Server, queries: int, rate: int) -> No
     finally:
         stop.set()
         feeder.join()
-    print(f"10 busy queries ({rate}/s in): {_show('pull by key', pulls)}; {_show('GET /info', infos)}")
+    print(
+        f"10 busy queries ({rate}/s in): {_show('pull by key', pulls)}; {_show('GET /info', infos)}"
+    )
 
 
 if __name__ == "__main__":

@@ -49,18 +49,22 @@ from tests.support.node import Server, ksql, produce_rows, pull, summarize_colla
 SERVICE_ID = "bench"
 
 
-def create_sources(client: httpx.Client, url: str, tables: int, streams: int, partitions: int) -> float:
+def create_sources(
+    client: httpx.Client, url: str, tables: int, streams: int, partitions: int
+) -> float:
     """Submit the DDL, a few statements per request; returns the seconds it took."""
     statements = [
         f"CREATE TABLE T{i} (ID STRING PRIMARY KEY, V BIGINT, NAME STRING) WITH "
-        f"(kafka_topic='t{i}', partitions={partitions}, value_format='JSON');" for i in range(tables)
+        f"(kafka_topic='t{i}', partitions={partitions}, value_format='JSON');"
+        for i in range(tables)
     ] + [
         f"CREATE STREAM S{i} (ID STRING KEY, V BIGINT, NAME STRING) WITH "
-        f"(kafka_topic='s{i}', partitions=1, value_format='JSON');" for i in range(streams)
-    ]  # fmt: skip
+        f"(kafka_topic='s{i}', partitions=1, value_format='JSON');"
+        for i in range(streams)
+    ]
     start = time.perf_counter()
     for first in range(0, len(statements), 10):
-        ksql(client, url, " ".join(statements[first:first + 10]))
+        ksql(client, url, " ".join(statements[first : first + 10]))
     return time.perf_counter() - start
 
 
@@ -94,8 +98,9 @@ def append_commands(settings: KafkaSettings, count: int) -> tuple[int, int]:
     for i in range(count):
         original = originals[i % len(originals)]
         command = {**original.command, "replace": True}
-        record = dataclasses.replace(original, command_id=new_command_id(),
-                                     validated_offset=end + i, command=command)  # fmt: skip
+        record = dataclasses.replace(
+            original, command_id=new_command_id(), validated_offset=end + i, command=command
+        )
         sender.produce(topic, value=encode(record))
         if i % 50 == 49:  # one record at a time in order: offsets end, end + 1, ...
             sender.flush(30)
@@ -104,8 +109,9 @@ def append_commands(settings: KafkaSettings, count: int) -> tuple[int, int]:
     return count, end_offsets(settings, topic, [0], read_committed=True)[0]
 
 
-def wait_tables(client: httpx.Client, server: Server, last_keys: dict[str, list[str]],
-                timeout_s: float) -> float:  # fmt: skip
+def wait_tables(
+    client: httpx.Client, server: Server, last_keys: dict[str, list[str]], timeout_s: float
+) -> float:
     """Poll until every table answers each of its keys; seconds since the server process started."""
     pending = [(table, key) for table, keys in last_keys.items() for key in keys]
     deadline = time.monotonic() + timeout_s
@@ -122,14 +128,22 @@ def wait_tables(client: httpx.Client, server: Server, last_keys: dict[str, list[
         if pending:
             server.check()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(pending)} table keys still not answered, e.g. {pending[:3]}")
+                raise TimeoutError(
+                    f"{len(pending)} table keys still not answered, e.g. {pending[:3]}"
+                )
             time.sleep(0.02)
     return time.perf_counter() - server.started
 
 
-def timed_start(label: str, args: list[str], log: Path, last_keys: dict[str, list[str]],
-                timeout_s: float, py_spy: str | None = None,
-                profile_s: int = 10) -> tuple[float, float]:  # fmt: skip
+def timed_start(
+    label: str,
+    args: list[str],
+    log: Path,
+    last_keys: dict[str, list[str]],
+    timeout_s: float,
+    py_spy: str | None = None,
+    profile_s: int = 10,
+) -> tuple[float, float]:
     """Start a server, time it to healthy and to every table answering, stop it (with ``py_spy``:
     sample it from its start for ``profile_s`` seconds)."""
     raw = log.with_suffix(".collapsed")
@@ -137,10 +151,23 @@ def timed_start(label: str, args: list[str], log: Path, last_keys: dict[str, lis
     with Server(args, log) as server, httpx.Client(timeout=30.0) as client:
         if py_spy:
             sampler = subprocess.Popen(
-                [py_spy, "record", "--pid", str(server.process.pid), "--format", "raw", "--rate",
-                 "200", "--duration", str(profile_s), "--output", str(raw)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+                [
+                    py_spy,
+                    "record",
+                    "--pid",
+                    str(server.process.pid),
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "200",
+                    "--duration",
+                    str(profile_s),
+                    "--output",
+                    str(raw),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         try:
             healthy = server.wait_healthy(timeout_s)
             ready = wait_tables(client, server, last_keys, timeout_s)
@@ -150,11 +177,23 @@ def timed_start(label: str, args: list[str], log: Path, last_keys: dict[str, lis
             if sampler is not None and sampler.poll() is None:
                 sampler.terminate()
                 sampler.wait()
-    print(f"{label}: healthy (catalog loaded) {healthy:.2f} s, every table answering "
-          f"{ready:.2f} s after process start")  # fmt: skip
+    print(
+        f"{label}: healthy (catalog loaded) {healthy:.2f} s, every table answering "
+        f"{ready:.2f} s after process start"
+    )
     if py_spy and raw.exists():
-        summarize_collapsed(raw, ("metastore/", "store/", "engine/", "gateway/services",
-                                  "confluent_kafka", "lmdb", "json"))  # fmt: skip
+        summarize_collapsed(
+            raw,
+            (
+                "metastore/",
+                "store/",
+                "engine/",
+                "gateway/services",
+                "confluent_kafka",
+                "lmdb",
+                "json",
+            ),
+        )
     return healthy, ready
 
 
@@ -167,8 +206,11 @@ def main() -> None:
     parser.add_argument("--extra-commands", type=int, default=10_000)
     parser.add_argument("--broker", choices=("memory", "durable"), default="memory")
     parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--py-spy", metavar="PATH",
-                        help="also run a second cold start under py-spy and print where it spends time")
+    parser.add_argument(
+        "--py-spy",
+        metavar="PATH",
+        help="also run a second cold start under py-spy and print where it spends time",
+    )
     args = parser.parse_args()
 
     from headwater.kafka.broker import EmbeddedBroker
@@ -185,8 +227,12 @@ def main() -> None:
             builder = Server([*common, "--state-dir", str(warm_dir)], work / "build.log")
             with builder:
                 builder.wait_healthy()
-                ddl = create_sources(client, builder.url, args.tables, args.streams, args.partitions)
-                print(f"build: {args.tables} tables + {args.streams} streams created in {ddl:.1f} s")
+                ddl = create_sources(
+                    client, builder.url, args.tables, args.streams, args.partitions
+                )
+                print(
+                    f"build: {args.tables} tables + {args.streams} streams created in {ddl:.1f} s"
+                )
                 per_table = args.rows // max(1, args.tables)
                 last_keys: dict[str, list[str]] = {}
                 total_rows, total_seconds = 0, 0.0
@@ -196,37 +242,70 @@ def main() -> None:
                     last_keys[f"T{t}"] = list(last.values())
                     total_rows += count
                     total_seconds += seconds
-                print(f"build: {total_rows:,} rows produced in {total_seconds:.1f} s "
-                      f"({total_rows / total_seconds:,.0f} rows/s)")  # fmt: skip
+                print(
+                    f"build: {total_rows:,} rows produced in {total_seconds:.1f} s "
+                    f"({total_rows / total_seconds:,.0f} rows/s)"
+                )
                 appended, log_end = append_commands(settings, args.extra_commands)
-                print(f"build: {appended:,} command records appended; the command log ends at "
-                      f"offset {log_end:,}")  # fmt: skip
+                print(
+                    f"build: {appended:,} command records appended; the command log ends at "
+                    f"offset {log_end:,}"
+                )
                 start = time.perf_counter()
                 wait_tables(client, builder, last_keys, args.timeout)
-                print(f"build: every table answering {time.perf_counter() - start:.1f} s after "
-                      "the last row was produced")  # fmt: skip
+                print(
+                    f"build: every table answering {time.perf_counter() - start:.1f} s after "
+                    "the last row was produced"
+                )
             sources = args.tables + args.streams
             what = f"{sources} sources, {total_rows:,} rows, {log_end:,} log offsets"
-            _healthy, warm = timed_start(f"(b) warm restart ({what})",
-                                         [*common, "--state-dir", str(warm_dir)],
-                                         work / "warm.log", last_keys, args.timeout)  # fmt: skip
-            cold_healthy, cold = timed_start(f"(a) cold start   ({what})",
-                                             [*common, "--state-dir", str(work / "cold")],
-                                             work / "cold.log", last_keys, args.timeout)  # fmt: skip
-            with Server(["-b", broker.bootstrap_servers, "--service-id", "bench-empty",
-                         "--state-dir", str(work / "empty")], work / "empty.log") as empty:
+            _healthy, warm = timed_start(
+                f"(b) warm restart ({what})",
+                [*common, "--state-dir", str(warm_dir)],
+                work / "warm.log",
+                last_keys,
+                args.timeout,
+            )
+            cold_healthy, cold = timed_start(
+                f"(a) cold start   ({what})",
+                [*common, "--state-dir", str(work / "cold")],
+                work / "cold.log",
+                last_keys,
+                args.timeout,
+            )
+            with Server(
+                [
+                    "-b",
+                    broker.bootstrap_servers,
+                    "--service-id",
+                    "bench-empty",
+                    "--state-dir",
+                    str(work / "empty"),
+                ],
+                work / "empty.log",
+            ) as empty:
                 baseline = empty.wait_healthy(args.timeout)
-            print(f"(c) an empty catalog (new service id): healthy {baseline:.2f} s after process "
-                  "start (imports, broker connections, uvicorn)")  # fmt: skip
+            print(
+                f"(c) an empty catalog (new service id): healthy {baseline:.2f} s after process "
+                "start (imports, broker connections, uvicorn)"
+            )
             replay = max(1e-3, cold_healthy - baseline)
-            print(f"catalog replay (cold): {log_end:,} log offsets in ~{replay:.2f} s "
-                  f"((a) healthy - (c) healthy) = {log_end / replay:,.0f} offsets/s "
-                  f"(target >= 5,000 commands/s)")  # fmt: skip
+            print(
+                f"catalog replay (cold): {log_end:,} log offsets in ~{replay:.2f} s "
+                f"((a) healthy - (c) healthy) = {log_end / replay:,.0f} offsets/s "
+                f"(target >= 5,000 commands/s)"
+            )
             print(f"target: ready <= 10 s: cold {cold:.1f} s, warm {warm:.1f} s")
             if args.py_spy:
-                timed_start("(a') cold start under py-spy", [*common, "--state-dir", str(work / "cold2")],
-                            work / "cold2.log", last_keys, args.timeout, args.py_spy,
-                            int(cold_healthy) + 1)  # fmt: skip
+                timed_start(
+                    "(a') cold start under py-spy",
+                    [*common, "--state-dir", str(work / "cold2")],
+                    work / "cold2.log",
+                    last_keys,
+                    args.timeout,
+                    args.py_spy,
+                    int(cold_healthy) + 1,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

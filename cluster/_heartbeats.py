@@ -43,8 +43,13 @@ def sender_of(body: Mapping[str, Any]) -> str:
     if not isinstance(info, Mapping):
         raise BadClusterMessage('the message needs a "hostInfo" object')
     host, port = info.get("host"), info.get("port")
-    if not isinstance(host, str) or not host or isinstance(port, bool) \
-            or not isinstance(port, int) or not 0 < port < 65536:  # fmt: skip
+    if (
+        not isinstance(host, str)
+        or not host
+        or isinstance(port, bool)
+        or not isinstance(port, int)
+        or not 0 < port < 65536
+    ):
         raise BadClusterMessage('"hostInfo" needs a "host" string and a "port" in 1..65535')
     return f"{host}:{port}"
 
@@ -122,7 +127,10 @@ class HeartbeatBook:
         """
         with self._lock:
             last, self._last_decide_ms = self._last_decide_ms, now_ms
-            if last is not None and now_ms - last > _STALL_CHECKS * self._settings.check_interval_ms:
+            if (
+                last is not None
+                and now_ms - last > _STALL_CHECKS * self._settings.check_interval_ms
+            ):
                 self._resumed_ms = now_ms
             grace = (self._settings.missed_threshold + 1) * self._settings.send_interval_ms
             if self._resumed_ms is not None and now_ms - self._resumed_ms <= grace:

@@ -48,8 +48,12 @@ class LagReport:
         object.__setattr__(self, "lags", MappingProxyType(frozen))
 
 
-def lag_body(server_id: str, lags: TableLags, now_ms: int,
-             queries: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def lag_body(
+    server_id: str,
+    lags: TableLags,
+    now_ms: int,
+    queries: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The ``POST /lag`` body reporting ``lags`` (and the ``queries`` the sender runs) at ``now_ms``."""
     body = {
         "hostInfo": host_info(server_id),
@@ -59,8 +63,9 @@ def lag_body(server_id: str, lags: TableLags, now_ms: int,
                     "current": info.current_offset_position,
                     "end": info.end_offset_position,
                     "lag": info.offset_lag,
-                    **({} if info.last_record_ms is None
-                       else {"lastRecordMs": info.last_record_ms}),
+                    **(
+                        {} if info.last_record_ms is None else {"lastRecordMs": info.last_record_ms}
+                    ),
                 }
                 for partition, info in sorted(parts.items())
             }
@@ -69,8 +74,10 @@ def lag_body(server_id: str, lags: TableLags, now_ms: int,
         "timestamp": now_ms,
     }
     if queries:
-        body["queries"] = {q: {k: status[k] for k in _QUERY_FIELDS if k in status}
-                           for q, status in sorted(queries.items())}  # fmt: skip
+        body["queries"] = {
+            q: {k: status[k] for k in _QUERY_FIELDS if k in status}
+            for q, status in sorted(queries.items())
+        }
     return body
 
 
@@ -87,14 +94,19 @@ def _queries(raw: Any) -> dict[str, dict[str, Any]]:
     for query_id, status in raw.items():
         if not isinstance(status, Mapping) or not isinstance(status.get("state"), str):
             continue
-        entry: dict[str, Any] = {"state": status["state"],
-                                 "message": str(status.get("message") or "")}  # fmt: skip
+        entry: dict[str, Any] = {
+            "state": status["state"],
+            "message": str(status.get("message") or ""),
+        }
         processed = status.get("processed")
         if isinstance(processed, Mapping) and all(
-                isinstance(offsets, Mapping) and all(_integer(o) for o in offsets.values())
-                for offsets in processed.values()):  # fmt: skip
-            entry["processed"] = {str(t): {str(p): int(o) for p, o in offsets.items()}
-                                  for t, offsets in processed.items()}  # fmt: skip
+            isinstance(offsets, Mapping) and all(_integer(o) for o in offsets.values())
+            for offsets in processed.values()
+        ):
+            entry["processed"] = {
+                str(t): {str(p): int(o) for p, o in offsets.items()}
+                for t, offsets in processed.items()
+            }
         found[str(query_id)] = entry
     return found
 
@@ -109,7 +121,8 @@ def _lag_info(table: str, partition: str, raw: Any) -> LagInfo:
         raise BadClusterMessage(f"{where} must be an object")
     current, end, lag, last = (raw.get(k) for k in ("current", "end", "lag", "lastRecordMs"))
     if not (isinstance(current, int) and isinstance(end, int) and isinstance(lag, int)) or any(
-            isinstance(v, bool) for v in (current, end, lag)):  # fmt: skip
+        isinstance(v, bool) for v in (current, end, lag)
+    ):
         raise BadClusterMessage(f'{where} needs integer "current", "end" and "lag"')
     if last is not None and not _integer(last):
         raise BadClusterMessage(f'{where}: "lastRecordMs" must be an integer')
@@ -178,11 +191,19 @@ def replica_lags(
     end = max_end_offset(host_lags, table, partition)
     if end is None:
         return {}
-    infos = {host: lags[table][partition] for host, lags in sorted(host_lags.items())
-             if table in lags and partition in lags[table]}  # fmt: skip
-    newest = max((i.last_record_ms for i in infos.values()
-                  if i.current_offset_position >= end and i.last_record_ms is not None),
-                 default=None)  # fmt: skip
+    infos = {
+        host: lags[table][partition]
+        for host, lags in sorted(host_lags.items())
+        if table in lags and partition in lags[table]
+    }
+    newest = max(
+        (
+            i.last_record_ms
+            for i in infos.values()
+            if i.current_offset_position >= end and i.last_record_ms is not None
+        ),
+        default=None,
+    )
     found = {}
     for host, info in infos.items():
         staleness = None

@@ -48,7 +48,12 @@ class MembersFollower:
     """
 
     def __init__(
-        self, kafka: KafkaSettings, topic: str, me: Member, *, announce_interval_ms: int = 3000,
+        self,
+        kafka: KafkaSettings,
+        topic: str,
+        me: Member,
+        *,
+        announce_interval_ms: int = 3000,
         expiry_ms: int = 60_000,
     ) -> None:
         if announce_interval_ms <= 0:
@@ -78,8 +83,13 @@ class MembersFollower:
         """The members, by server id (always including this server): every one announced that
         has neither left nor stopped announcing itself for longer than the expiry."""
         with self._lock:
-            return current(self._members, self._seen, int(time.time() * 1000), self._expiry_ms,
-                           self._me.server_id)  # fmt: skip
+            return current(
+                self._members,
+                self._seen,
+                int(time.time() * 1000),
+                self._expiry_ms,
+                self._me.server_id,
+            )
 
     def start(self) -> None:
         """Create the topic if missing, announce this server, and start following the topic.

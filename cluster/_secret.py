@@ -121,6 +121,8 @@ def _propose(kafka: KafkaSettings, topic: str, secret: str, deadline: float) -> 
         writer.poll(0.1)
     writer.flush(1)
     if failed or not delivered:
-        raise SecretUnavailable(f"the secret topic {topic}: proposal not written "
-                                f"({failed[0] if failed else 'timed out'})")  # fmt: skip
+        raise SecretUnavailable(
+            f"the secret topic {topic}: proposal not written "
+            f"({failed[0] if failed else 'timed out'})"
+        )
     return delivered[0]

@@ -53,9 +53,14 @@ from headwater.kafka.clients import KafkaSettings
 from headwater.store.lag import LagInfo
 
 __all__ = [
-    "HEARTBEAT_PATH", "LAG_PATH", "BadClusterMessage", "ClusterAgent", "LagReport",
-    "normalize_peer", "wall_clock_ms",
-]  # fmt: skip
+    "HEARTBEAT_PATH",
+    "LAG_PATH",
+    "BadClusterMessage",
+    "ClusterAgent",
+    "LagReport",
+    "normalize_peer",
+    "wall_clock_ms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +112,11 @@ class _Poster:
     """Signed JSON POSTs to peers from daemon workers, at most one in flight per (peer, path)."""
 
     def __init__(
-        self, secret: str | None, clock_ms: Callable[[], int], timeout_ms: int, workers: int,
+        self,
+        secret: str | None,
+        clock_ms: Callable[[], int],
+        timeout_ms: int,
+        workers: int,
         tls: PeerTls | None = None,
     ) -> None:
         self._secret = secret
@@ -125,8 +134,10 @@ class _Poster:
 
     def start(self) -> None:
         timeout = self._timeout_s
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)),
-                                    verify=client_context(self._tls) or True)  # fmt: skip
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 1.0)),
+            verify=client_context(self._tls) or True,
+        )
         for worker in self._workers:
             worker.start()
 
@@ -164,8 +175,9 @@ class _Poster:
         if self._client is None:
             return
         try:
-            answer = self._client.post(peer_url(self._tls, peer, path), content=content,
-                                       headers=headers)  # fmt: skip
+            answer = self._client.post(
+                peer_url(self._tls, peer, path), content=content, headers=headers
+            )
         except httpx.HTTPError as exc:  # the peer is down or slow: liveness will tell
             log.debug("POST %s to %s failed: %r", path, peer, exc)
             return
@@ -173,8 +185,9 @@ class _Poster:
             log.debug("POST %s to %s abandoned: %r", path, peer, exc)
             return
         if answer.status_code != 200:
-            log.warning("POST %s to %s answered %d: %s", path, peer, answer.status_code,
-                        answer.text[:200])  # fmt: skip
+            log.warning(
+                "POST %s to %s answered %d: %s", path, peer, answer.status_code, answer.text[:200]
+            )
 
 
 class ClusterAgent:
@@ -212,8 +225,13 @@ class ClusterAgent:
         self._seeds = frozenset(normalize_peer(p) for p in settings.peers) - {settings.self_id}
         self._heartbeats = HeartbeatBook(settings.heartbeat)
         self._lags = LagBook()
-        self._poster = _Poster(settings.auth_secret, clock_ms, settings.request_timeout_ms,
-                               max(2, sender_threads), settings.tls)  # fmt: skip
+        self._poster = _Poster(
+            settings.auth_secret,
+            clock_ms,
+            settings.request_timeout_ms,
+            max(2, sender_threads),
+            settings.tls,
+        )
         self._start_ms = clock_ms()
         me = Member(settings.self_id, settings.tags, self._start_ms)
         self._follower = MembersFollower(
@@ -250,12 +268,14 @@ class ClusterAgent:
         self._poster.start()
         heartbeat = self._settings.heartbeat
         self._threads = [
-            _repeat(self._stop, heartbeat.send_interval_ms, self._send_heartbeats,
-                    "cluster-heartbeat"),
+            _repeat(
+                self._stop, heartbeat.send_interval_ms, self._send_heartbeats, "cluster-heartbeat"
+            ),
             _repeat(self._stop, heartbeat.check_interval_ms, self.check, "cluster-check"),
-            _repeat(self._stop, self._settings.lag_report_interval_ms, self._send_lags,
-                    "cluster-lag"),
-        ]  # fmt: skip
+            _repeat(
+                self._stop, self._settings.lag_report_interval_ms, self._send_lags, "cluster-lag"
+            ),
+        ]
 
     def stop(self) -> None:
         """Stop every thread (sending nothing more; peers will see this server go down)."""
@@ -367,8 +387,9 @@ class ClusterAgent:
             self._poster.post(peer, LAG_PATH, body)
 
 
-def replica_lags_in(host_lags: Mapping[str, Any], table: str, partition: int
-                    ) -> dict[str, ReplicaLag]:  # fmt: skip
+def replica_lags_in(
+    host_lags: Mapping[str, Any], table: str, partition: int
+) -> dict[str, ReplicaLag]:
     """Each replica's lag of ``table``'s ``partition`` in ``host_lags`` (see
     :meth:`ClusterAgent.host_lag_tables`; the merge :meth:`ClusterAgent.replica_lags` does)."""
     return merge_replica_lags(host_lags, table, partition)

@@ -252,8 +252,13 @@ def warm_up(
     entries = []
     for p, new in desired.items():
         old = previous.get(p)
-        if (old is not None and old.active in live and new.active != old.active and new.standbys
-                and lag.get((p, new.active), max_lag + 1) > max_lag):  # fmt: skip
+        if (
+            old is not None
+            and old.active in live
+            and new.active != old.active
+            and new.standbys
+            and lag.get((p, new.active), max_lag + 1) > max_lag
+        ):
             others = [s for s in new.standbys if s != old.active]
             new = Replicas(old.active, (new.active, *others)[: len(new.standbys)])
         entries.append((p, new))
@@ -368,8 +373,12 @@ class _Racks:
         """
         constraining = [t for t in self.names if len(self.values[t]) > len(chosen)]
         for level in range(len(constraining), 0, -1):
-            used = {(t, self.tags[s][t]) for s in chosen for t in constraining[:level]
-                    if t in self.tags[s]}  # fmt: skip
+            used = {
+                (t, self.tags[s][t])
+                for s in chosen
+                for t in constraining[:level]
+                if t in self.tags[s]
+            }
             ok = [s for s in candidates if used.isdisjoint(self.tags[s].items())]
             if ok:
                 return ok
@@ -417,9 +426,10 @@ def _next_move(
             options = [
                 (src in before[p], dst not in before[p], p)
                 for p in parts
-                if src in placed[p][1:] and dst not in placed[p]
+                if src in placed[p][1:]
+                and dst not in placed[p]
                 and racks.no_narrower([dst if s == src else s for s in placed[p]], placed[p])
-            ]  # fmt: skip
+            ]
             if options:
                 return src, dst, min(options)[2]
     return None

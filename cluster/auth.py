@@ -85,8 +85,9 @@ SECRET_FORMAT_VERSION = 1
 
 def encode_secret(secret: str) -> bytes:
     """The secret-topic record value proposing ``secret``."""
-    return json.dumps({"v": SECRET_FORMAT_VERSION, "secret": secret},
-                      sort_keys=True, separators=(",", ":")).encode()  # fmt: skip
+    return json.dumps(
+        {"v": SECRET_FORMAT_VERSION, "secret": secret}, sort_keys=True, separators=(",", ":")
+    ).encode()
 
 
 def decode_secret(data: bytes | None) -> str | None:

@@ -80,8 +80,9 @@ def encode(record: ControlRecord) -> bytes:
             ],
         }
         if record.removed:
-            body["removed"] = [{"table": p.table, "partition": p.partition}
-                               for p in sorted(record.removed)]  # fmt: skip
+            body["removed"] = [
+                {"table": p.table, "partition": p.partition} for p in sorted(record.removed)
+            ]
     body["v"] = 2 if "removed" in body else 1
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
 

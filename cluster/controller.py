@@ -359,8 +359,12 @@ class ControlPlane:
     def _follow(self) -> None:
         reader: Consumer | None = None
         try:
-            reader = consumer(self._kafka, f"control-{self._id}", partition_eof=True,
-                              fetch_wait_max_ms=_FETCH_WAIT_MS)  # fmt: skip
+            reader = consumer(
+                self._kafka,
+                f"control-{self._id}",
+                partition_eof=True,
+                fetch_wait_max_ms=_FETCH_WAIT_MS,
+            )
             # Offset 0, not OFFSET_BEGINNING: a logical offset costs a ListOffsets round first.
             reader.assign([TopicPartition(self._topic, 0, 0)])
             with self._changed:
@@ -405,9 +409,15 @@ class ControlPlane:
             self._position = offset + 1
             self._caught_up = False
             self._history.append(FoldedRecord(offset, writer, record, accepted, reason))
-        log.log(logging.INFO if accepted else logging.DEBUG,
-                "%s folded control record %d by %s: %s%s", self._id, offset, writer,
-                "" if accepted else "rejected, ", reason)  # fmt: skip
+        log.log(
+            logging.INFO if accepted else logging.DEBUG,
+            "%s folded control record %d by %s: %s%s",
+            self._id,
+            offset,
+            writer,
+            "" if accepted else "rejected, ",
+            reason,
+        )
         if accepted and self._on_change is not None:
             try:
                 self._on_change(state)
@@ -453,12 +463,14 @@ class ControlPlane:
             return None
         if state.controller != self._id:
             backoff_ms = _CLAIM_BACKOFF_WINDOWS * self._settings.heartbeat.window_ms
-            if not may_claim(state, self._id, live, self._deposed_ms, time.monotonic() * 1000,
-                             backoff_ms):  # fmt: skip
+            if not may_claim(
+                state, self._id, live, self._deposed_ms, time.monotonic() * 1000, backoff_ms
+            ):
                 return None
             return next_claim(state, self._id, end)
-        return plan_decision(state, self._settings, live, self._members(), self._partitions(),
-                             self._lags(), end)  # fmt: skip
+        return plan_decision(
+            state, self._settings, live, self._members(), self._partitions(), self._lags(), end
+        )
 
     def _append(self, record: ControlRecord) -> None:
         """Append ``record``, then wait until the follower has folded it (accepted or not)."""
@@ -471,17 +483,25 @@ class ControlPlane:
         assert self._producer is not None
         sent: list[tuple[KafkaError | None, Message]] = []
         value, key = encode(record), self._id.encode()
-        self._producer.produce(self._topic, value, key, partition=0,
-                               on_delivery=lambda e, m: sent.append((e, m)))  # fmt: skip
+        self._producer.produce(
+            self._topic, value, key, partition=0, on_delivery=lambda e, m: sent.append((e, m))
+        )
         self._producer.flush(_FLUSH_TIMEOUT_S)
         if not sent or sent[0][0] is not None:
             # Outcome unknown: the follower folds it if it landed; decide again once caught up.
-            log.warning("control record of %s unconfirmed: %s", self._id,
-                        sent[0][0] if sent else "flush timed out")  # fmt: skip
+            log.warning(
+                "control record of %s unconfirmed: %s",
+                self._id,
+                sent[0][0] if sent else "flush timed out",
+            )
             return
         offset = int(sent[0][1].offset() or 0)
         with self._changed:
             self._changed.wait_for(
-                lambda: self._position > offset or self._status is not PlaneStatus.RUNNING
-                or self._stop.is_set(), _FOLD_TIMEOUT_S,
-            )  # fmt: skip
+                lambda: (
+                    self._position > offset
+                    or self._status is not PlaneStatus.RUNNING
+                    or self._stop.is_set()
+                ),
+                _FOLD_TIMEOUT_S,
+            )

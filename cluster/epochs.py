@@ -282,8 +282,14 @@ def elect(state: ControlState, live_servers: Collection[str]) -> str:
     return min(live_servers)
 
 
-def may_claim(state: ControlState, server_id: str, live_servers: Collection[str],
-              deposed_ms: float | None, now_ms: float, backoff_ms: float) -> bool:  # fmt: skip
+def may_claim(
+    state: ControlState,
+    server_id: str,
+    live_servers: Collection[str],
+    deposed_ms: float | None,
+    now_ms: float,
+    backoff_ms: float,
+) -> bool:
     """Whether ``server_id`` should claim the controller role now.
 
     It should when :func:`elect` names it and it is not the controller, unless another server

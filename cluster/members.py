@@ -55,8 +55,12 @@ class Member:
 
 def encode(member: Member) -> bytes:
     """The members-topic record value of an announcement."""
-    body: dict[str, object] = {"v": FORMAT_VERSION, "server": member.server_id,
-                               "tags": dict(member.tags), "start": member.start_time_ms}
+    body: dict[str, object] = {
+        "v": FORMAT_VERSION,
+        "server": member.server_id,
+        "tags": dict(member.tags),
+        "start": member.start_time_ms,
+    }
     if member.left:  # absent otherwise: a server of the first release reads every other record
         body["left"] = True
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
@@ -76,18 +80,27 @@ def decode(data: bytes | None) -> Member:
         raise BadAnnouncement(f"unknown announcement format: {str(raw)[:80]}")
     server, tags, start = raw.get("server"), raw.get("tags", {}), raw.get("start", 0)
     left = raw.get("left", False)
-    if not isinstance(server, str) or ":" not in server or not isinstance(tags, dict) \
-            or not isinstance(start, int) or not isinstance(left, bool):  # fmt: skip
+    if (
+        not isinstance(server, str)
+        or ":" not in server
+        or not isinstance(tags, dict)
+        or not isinstance(start, int)
+        or not isinstance(left, bool)
+    ):
         raise BadAnnouncement(f"malformed announcement: {str(raw)[:80]}")
     return Member(server, MappingProxyType({str(k): str(v) for k, v in tags.items()}), start, left)
 
 
-def current(members: Mapping[str, Member], seen_ms: Mapping[str, int], now_ms: int,
-            expiry_ms: int, me: str) -> dict[str, Member]:  # fmt: skip
+def current(
+    members: Mapping[str, Member], seen_ms: Mapping[str, int], now_ms: int, expiry_ms: int, me: str
+) -> dict[str, Member]:
     """The members still in the cluster: not left, and announced within ``expiry_ms`` of
     ``now_ms`` (``seen_ms``: when each id last announced itself); ``me`` always."""
-    return {sid: m for sid, m in members.items()
-            if sid == me or (not m.left and now_ms - seen_ms.get(sid, now_ms) <= expiry_ms)}
+    return {
+        sid: m
+        for sid, m in members.items()
+        if sid == me or (not m.left and now_ms - seen_ms.get(sid, now_ms) <= expiry_ms)
+    }
 
 
 def fold(members: Mapping[str, Member], member: Member) -> dict[str, Member]:

@@ -88,8 +88,10 @@ def _variants(case: dict) -> Iterator[dict]:
                 variant["statements"] = [s.replace("{FORMAT}", fmt) for s in case["statements"]]
                 suffix.append(fmt)
             if config is not None:
-                variant["properties"] = {k: (config if v == "{CONFIG}" else v)
-                                         for k, v in case.get("properties", {}).items()}  # fmt: skip
+                variant["properties"] = {
+                    k: (config if v == "{CONFIG}" else v)
+                    for k, v in case.get("properties", {}).items()
+                }
                 suffix.append(str(config))
             if suffix:
                 variant["name"] = f"{case['name']} - {' - '.join(suffix)}"
@@ -110,15 +112,22 @@ def case_files(names: list[str] | None, corpus: Path) -> list[Path]:
 
 
 #: Refusals of what a later issue brings (joins, table functions, windowed sources): skips.
-LATER = re.compile(r"not supported (yet|in persistent queries yet)|arrive with issue|"
-                   r"Table function|Windowed sources")  # fmt: skip
+LATER = re.compile(
+    r"not supported (yet|in persistent queries yet)|arrive with issue|"
+    r"Table function|Windowed sources"
+)
 
 
 # -- records as the corpus writes them -------------------------------------------------------------
 
 
-def encode(value: Any, source: Source, part: str, registry: SchemaRegistry | None = None,
-           given: Collection[str] = ()) -> bytes | None:  # fmt: skip
+def encode(
+    value: Any,
+    source: Source,
+    part: str,
+    registry: SchemaRegistry | None = None,
+    given: Collection[str] = (),
+) -> bytes | None:
     """``value`` (JSON, as the corpus writes it) as a record key or value of ``source``'s format;
     ``given``: the subjects whose schemas the case gives (records are written with those)."""
     fmt = source.key_format if part == "key" else source.value_format
@@ -140,12 +149,14 @@ def encode(value: Any, source: Source, part: str, registry: SchemaRegistry | Non
 
 
 def _as_json(source: Source) -> Source:
-    return replace(source, key_format="JSON" if source.key_format != "NONE" else "NONE",
-                   value_format="JSON")  # fmt: skip
+    return replace(
+        source, key_format="JSON" if source.key_format != "NONE" else "NONE", value_format="JSON"
+    )
 
 
-def _encode_registered(value: Any, source: Source, part: str, registry: SchemaRegistry,
-                       given: Collection[str]) -> bytes | None:  # fmt: skip
+def _encode_registered(
+    value: Any, source: Source, part: str, registry: SchemaRegistry, given: Collection[str]
+) -> bytes | None:
     """A record in a registry format, as ksqlDB's runner writes one: with the schema the case
     gives for the topic, else with the source's own."""
     subject = f"{source.topic}-{part}"
@@ -202,8 +213,10 @@ def _datum(value: Any, schema: Any) -> Any:
         return Decimal(str(value)).quantize(Decimal(1).scaleb(-int(schema.get("scale", 0))))
     if kind == "record":
         folded = {str(k).upper(): v for k, v in value.items()}
-        return {f["name"]: _datum(value.get(f["name"], folded.get(f["name"].upper())), f["type"])
-                for f in schema["fields"]}  # fmt: skip
+        return {
+            f["name"]: _datum(value.get(f["name"], folded.get(f["name"].upper())), f["type"])
+            for f in schema["fields"]
+        }
     if kind == "array":
         return [_datum(v, schema["items"]) for v in value]
     if kind == "map":
@@ -243,7 +256,9 @@ def _kafka_bytes(value: Any, kind: str) -> bytes:
 def decode(data: bytes | None, source: Source | None, part: str) -> Any:
     if data is None:
         return None
-    fmt = "JSON" if source is None else (source.key_format if part == "key" else source.value_format)
+    fmt = (
+        "JSON" if source is None else (source.key_format if part == "key" else source.value_format)
+    )
     if fmt in REGISTRY_FORMATS and source is not None:  # the values, as ksqlDB's runner has them
         serde = serde_of(source)
         if part == "key":
@@ -289,15 +304,17 @@ def same(actual: Any, expected: Any) -> bool:
         return True
     if isinstance(expected, list) and isinstance(actual, list):
         return len(actual) == len(expected) and all(
-            same(a, e) for a, e in zip(actual, expected, strict=True))
+            same(a, e) for a, e in zip(actual, expected, strict=True)
+        )
     if isinstance(actual, Decimal):  # Java's BigDecimal.equals: the scale counts
         if isinstance(expected, bool) or not isinstance(expected, (int, float, str)):
             return False
         if isinstance(expected, int):
             return actual.as_tuple().exponent >= 0 and actual == expected  # type: ignore[operator]
         try:
-            wanted = Decimal(expected if isinstance(expected, str) else
-                             getattr(expected, "text", repr(expected)))  # fmt: skip
+            wanted = Decimal(
+                expected if isinstance(expected, str) else getattr(expected, "text", repr(expected))
+            )
         except ArithmeticError:
             return False
         if isinstance(expected, str):  # new BigDecimal(text).equals(actual)
@@ -305,7 +322,10 @@ def same(actual: Any, expected: Any) -> bool:
         return wanted == actual  # ksqlDB's runner reads the expected number at the column's scale
     if isinstance(actual, bytes) and isinstance(expected, str):
         return __import__("base64").b64encode(actual).decode() == expected
-    if isinstance(actual, float) and isinstance(expected, (int, float)) and not isinstance(
-            expected, bool):  # fmt: skip
+    if (
+        isinstance(actual, float)
+        and isinstance(expected, (int, float))
+        and not isinstance(expected, bool)
+    ):
         return abs(actual - expected) < 0.000_001 or actual == expected
     return type(actual) is type(expected) and bool(actual == expected)

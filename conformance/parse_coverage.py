@@ -125,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         f"round-trip {report.round_tripped}/{report.parsed} "
         f"({_percent(report.round_tripped, report.parsed)})"
     )
-    print(f"correct (accept what ksqlDB accepts, reject its syntax errors) {report.correct}/"
-          f"{report.total} ({_percent(report.correct, report.total)})")
+    print(
+        f"correct (accept what ksqlDB accepts, reject its syntax errors) {report.correct}/"
+        f"{report.total} ({_percent(report.correct, report.total)})"
+    )
     print(
         f"ksqlDB syntax errors in the corpus: {report.rejected_total}; rejected too: "
         f"{len(report.rejected_ok)}; accepted: {len(report.rejected_accepted)}"

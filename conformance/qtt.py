@@ -87,8 +87,14 @@ class _Topic:
     partitions: int
     records: list[tuple[int, InputRecord]] = field(default_factory=list)  # (partition, record)
 
-    def append(self, partition: int, key: bytes | None, value: bytes | None, timestamp: int,
-               headers: tuple[tuple[str, bytes | None], ...] = ()) -> InputRecord:  # fmt: skip
+    def append(
+        self,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: tuple[tuple[str, bytes | None], ...] = (),
+    ) -> InputRecord:
         offset = sum(1 for p, _ in self.records if p == partition)
         record = InputRecord(key, value, timestamp, partition, offset, headers)
         self.records.append((partition, record))
@@ -113,17 +119,31 @@ class _World:
         if isinstance(statement, ast.InsertValues):
             self._insert_values(statement)
             return
-        if not isinstance(statement, (ast.CreateSource, ast.CreateAsSelect, ast.InsertInto,
-                                      ast.Drop, ast.CreateType, ast.DropType, ast.Terminate)):
+        if not isinstance(
+            statement,
+            (
+                ast.CreateSource,
+                ast.CreateAsSelect,
+                ast.InsertInto,
+                ast.Drop,
+                ast.CreateType,
+                ast.DropType,
+                ast.Terminate,
+            ),
+        ):
             raise Skip(f"statement {type(statement).__name__}")
         if isinstance(statement, ast.CreateSource):
             # ksqlDB's runner creates the topics its source statements name (one partition
             # unless PARTITIONS says otherwise), as a user would before running them.
             for name in topics_named(statement):
-                self.topics.setdefault(name, _Topic(int(statement.properties.get("PARTITIONS") or 1)))
+                self.topics.setdefault(
+                    name, _Topic(int(statement.properties.get("PARTITIONS") or 1))
+                )
         named = topics_named(statement)
-        facts = TopicFacts({n: self.topics[n].partitions for n in named if n in self.topics},
-                           schema_facts(statement, self.registry))  # fmt: skip
+        facts = TopicFacts(
+            {n: self.topics[n].partitions for n in named if n in self.topics},
+            schema_facts(statement, self.registry),
+        )
         planned = plan(statement, self.catalog, facts, QUERY_ANALYZER)
         if planned.command is None:
             return
@@ -143,7 +163,8 @@ class _World:
                 after = RecordPipeline.for_query(query, self.catalog)
             if after.compiled.join is not None:
                 self.pipelines[query_id] = LocalJoin(
-                    JoinPipeline(query_id, after.compiled.join, self.catalog.types), after)
+                    JoinPipeline(query_id, after.compiled.join, self.catalog.types), after
+                )
             else:
                 self.pipelines[query_id] = after
             self._catch_up(query_id)
@@ -155,8 +176,9 @@ class _World:
     def _insert_values(self, statement: ast.InsertValues) -> None:
         source = self.catalog.source(statement.target)
         if source is None:
-            raise EngineError(f"Cannot insert values into an unknown stream/table: "
-                              f"{statement.target}")  # fmt: skip
+            raise EngineError(
+                f"Cannot insert values into an unknown stream/table: {statement.target}"
+            )
         insert = evaluate_insert_values(statement, source, self.catalog.types)
         serde = serde_of(source, self.catalog.types)
         key = serde.serialize_key(insert.key)
@@ -170,9 +192,15 @@ class _World:
             if topic in _topics_of(pipeline):
                 self._run(pipeline, record, topic)
 
-    def produce(self, topic_name: str, key: bytes | None, value: bytes | None, timestamp: int,
-                partition: int | None, headers: tuple[tuple[str, bytes | None], ...] = ()
-                ) -> None:  # fmt: skip
+    def produce(
+        self,
+        topic_name: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        partition: int | None,
+        headers: tuple[tuple[str, bytes | None], ...] = (),
+    ) -> None:
         topic = self.topics.setdefault(topic_name, _Topic(1))
         if partition is None:
             partition = 0 if key is None else partition_for(key, topic.partitions)
@@ -182,8 +210,12 @@ class _World:
             if topic_name in _topics_of(pipeline):
                 self._run(pipeline, record, topic_name)
 
-    def _run(self, pipeline: RecordPipeline | LocalAggregation | LocalJoin, record: InputRecord,
-             topic: str) -> None:  # fmt: skip
+    def _run(
+        self,
+        pipeline: RecordPipeline | LocalAggregation | LocalJoin,
+        record: InputRecord,
+        topic: str,
+    ) -> None:
         if isinstance(pipeline, LocalJoin):
             outputs, errors = pipeline.process_topic(topic, [record])
         else:
@@ -212,8 +244,13 @@ def run_case(file: str, case: dict) -> Outcome:
     except Mismatch as mismatch:
         return Outcome(file, name, "failed", mismatch.cause, mismatch.detail)
     except Exception as exc:  # noqa: BLE001 - a crash of one case is a failure to report, not to raise
-        return Outcome(file, name, "failed", "crash", "".join(
-            traceback.format_exception_only(type(exc), exc)).strip())
+        return Outcome(
+            file,
+            name,
+            "failed",
+            "crash",
+            "".join(traceback.format_exception_only(type(exc), exc)).strip(),
+        )
     return Outcome(file, name, "passed")
 
 
@@ -221,8 +258,10 @@ def _run_case(case: dict) -> None:
     if case.get("enabled") is False:
         raise Skip("disabled in the corpus")
     statements_text = "\n".join(case["statements"])
-    if any(f"'{f}'" in statements_text.upper() or f"={f}" in statements_text.upper().replace(" ", "")
-           for f in _LATER_FORMATS):  # fmt: skip
+    if any(
+        f"'{f}'" in statements_text.upper() or f"={f}" in statements_text.upper().replace(" ", "")
+        for f in _LATER_FORMATS
+    ):
         raise Skip("format PROTOBUF")
     expected_error = case.get("expectedException")
     topics = {t["name"]: int(t.get("partitions", 1)) for t in case.get("topics", [])}
@@ -236,10 +275,16 @@ def _run_case(case: dict) -> None:
                     continue  # schemaless: the records are written as the source's format says
                 kind = {"AVRO": "AVRO", "JSON_SR": "JSON"}.get(fmt, "PROTOBUF")
                 world.given.add(f"{topic['name']}-{part}")
-                world.registry.register(f"{topic['name']}-{part}",
-                                        RegisteredSchema(kind, schema if isinstance(schema, str) and kind == "PROTOBUF"
-                                                         else json.dumps(schema)),
-                                        topic.get(f"{part}SchemaId"))  # fmt: skip
+                world.registry.register(
+                    f"{topic['name']}-{part}",
+                    RegisteredSchema(
+                        kind,
+                        schema
+                        if isinstance(schema, str) and kind == "PROTOBUF"
+                        else json.dumps(schema),
+                    ),
+                    topic.get(f"{part}SchemaId"),
+                )
     try:
         statements = parse(statements_text)
     except ParseError as error:
@@ -260,13 +305,18 @@ def _run_case(case: dict) -> None:
         if _UNKNOWN_FUNCTION.search(_message(error)):
             raise Mismatch("unknown function", _message(error)) from error
         if expected_error is not None:
-            raise Mismatch("wrong error", f"expected {expected_error.get('message')!r}, got "
-                           f"{_message(error)!r}") from error  # fmt: skip
-        raise Mismatch("refused a valid statement",
-                       f"statement {statement_index + 1}: {_message(error)}") from error
+            raise Mismatch(
+                "wrong error",
+                f"expected {expected_error.get('message')!r}, got {_message(error)!r}",
+            ) from error
+        raise Mismatch(
+            "refused a valid statement", f"statement {statement_index + 1}: {_message(error)}"
+        ) from error
     _feed_inputs(world, case.get("inputs", []))
     if expected_error is not None:
-        raise Mismatch("error expected", f"expected {expected_error.get('message')!r}, nothing failed")
+        raise Mismatch(
+            "error expected", f"expected {expected_error.get('message')!r}, nothing failed"
+        )
     _judge_outputs(world, case.get("outputs", []))
     _judge_post(world, case.get("post", {}))
 
@@ -304,11 +354,21 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
             raise Skip("input topic without a source")
         key = encode(record.get("key"), source, "key", world.registry, world.given)
         value = encode(record.get("value"), source, "value", world.registry, world.given)
-        headers = tuple((h["KEY"], None if h.get("VALUE") is None else
-                         __import__("base64").b64decode(h["VALUE"]))
-                        for h in record.get("headers", []) or [])  # fmt: skip
-        world.produce(topic, key, value, int(record.get("timestamp", 0) or 0),
-                      record.get("partition"), headers)  # fmt: skip
+        headers = tuple(
+            (
+                h["KEY"],
+                None if h.get("VALUE") is None else __import__("base64").b64decode(h["VALUE"]),
+            )
+            for h in record.get("headers", []) or []
+        )
+        world.produce(
+            topic,
+            key,
+            value,
+            int(record.get("timestamp", 0) or 0),
+            record.get("partition"),
+            headers,
+        )
 
 
 def _judge_outputs(world: _World, outputs: list[dict]) -> None:
@@ -324,8 +384,11 @@ def _judge_outputs(world: _World, outputs: list[dict]) -> None:
         sink = next((s for s in world.catalog.sources.values() if s.topic == topic), None)
         for index, want in enumerate(wanted):
             if index >= len(actual):
-                raise Mismatch("missing record", f"{topic}: {len(actual)} records, expected "
-                               f"{len(wanted)}; first missing: {want}")  # fmt: skip
+                raise Mismatch(
+                    "missing record",
+                    f"{topic}: {len(actual)} records, expected "
+                    f"{len(wanted)}; first missing: {want}",
+                )
             got = actual[index]
             key_bytes = got.key
             if sink is not None and sink.windowed and key_bytes is not None:
@@ -333,28 +396,41 @@ def _judge_outputs(world: _World, outputs: list[dict]) -> None:
                 key_bytes, start, end = split_windowed_key(key_bytes, session, window_size_ms(sink))
                 window = {"start": start, "end": end, "type": "session" if session else "time"}
                 if want.get("window") != window:
-                    raise Mismatch("wrong window", f"{topic}[{index}]: window {window}, expected "
-                                   f"{want.get('window')}")  # fmt: skip
+                    raise Mismatch(
+                        "wrong window",
+                        f"{topic}[{index}]: window {window}, expected {want.get('window')}",
+                    )
             key = decode(key_bytes, sink, "key")
             value = decode(got.value, sink, "value")
             if not same(key, want.get("key")):
-                raise Mismatch("wrong key", f"{topic}[{index}]: key {key!r}, expected "
-                               f"{want.get('key')!r}")  # fmt: skip
+                raise Mismatch(
+                    "wrong key", f"{topic}[{index}]: key {key!r}, expected {want.get('key')!r}"
+                )
             if not same(value, want.get("value")):
-                raise Mismatch("wrong value", f"{topic}[{index}]: value {value!r}, expected "
-                               f"{want.get('value')!r}")  # fmt: skip
+                raise Mismatch(
+                    "wrong value",
+                    f"{topic}[{index}]: value {value!r}, expected {want.get('value')!r}",
+                )
             if "timestamp" in want and int(want["timestamp"]) != got.timestamp:
-                raise Mismatch("wrong timestamp", f"{topic}[{index}]: timestamp {got.timestamp}"
-                               f", expected {want['timestamp']}")  # fmt: skip
+                raise Mismatch(
+                    "wrong timestamp",
+                    f"{topic}[{index}]: timestamp {got.timestamp}, expected {want['timestamp']}",
+                )
         if len(actual) > len(wanted):
-            raise Mismatch("extra record", f"{topic}: {len(actual)} records, expected "
-                           f"{len(wanted)}; first extra: {actual[len(wanted)]}")  # fmt: skip
+            raise Mismatch(
+                "extra record",
+                f"{topic}: {len(actual)} records, expected "
+                f"{len(wanted)}; first extra: {actual[len(wanted)]}",
+            )
 
 
 def _judge_post(world: _World, post: Mapping[str, Any]) -> None:
     for wanted in post.get("sources", []):
-        source = world.catalog.source(wanted["name"].upper() if wanted["name"].upper()
-                                      in world.catalog.sources else wanted["name"])  # fmt: skip
+        source = world.catalog.source(
+            wanted["name"].upper()
+            if wanted["name"].upper() in world.catalog.sources
+            else wanted["name"]
+        )
         if source is None:
             raise Mismatch("post: missing source", wanted["name"])
         kind = wanted.get("type")
@@ -408,19 +484,26 @@ def report(outcomes: list[Outcome], verbose: bool) -> str:
         for o in outcomes:
             if o.verdict == "failed":
                 lines.append(f"FAILED {o.file}: {o.name}: {o.cause}: {o.detail}")
-    lines.append(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    lines.append(
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.qtt", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m conformance.qtt", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--corpus", type=Path, default=QTT, help="the qtt folder")
     parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
     parser.add_argument("--case", help="only cases whose name contains this text")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", type=Path, help="write a JSON report here")
-    parser.add_argument("--ci", action="store_true",
-                        help="fail if a case of conformance/qtt_ci_expected.txt does not pass")
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="fail if a case of conformance/qtt_ci_expected.txt does not pass",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():

@@ -172,11 +172,14 @@ def source_catalog(statements: list[str], topics: Mapping[str, int]) -> Catalog:
     for offset, text in enumerate(statements):
         try:
             for statement in parse(text):
-                if not isinstance(statement, (ast.CreateSource, ast.CreateAsSelect,
-                                              ast.CreateType)):  # fmt: skip
+                if not isinstance(
+                    statement, (ast.CreateSource, ast.CreateAsSelect, ast.CreateType)
+                ):
                     continue
-                facts = TopicFacts({n: topics.get(n, 1) for n in topics_named(statement)},
-                                   schema_facts(statement, schema_registry.current()))
+                facts = TopicFacts(
+                    {n: topics.get(n, 1) for n in topics_named(statement)},
+                    schema_facts(statement, schema_registry.current()),
+                )
                 planned = plan(statement, catalog, facts, QUERY_ANALYZER)
                 if planned.command is not None:
                     record = CommandRecord(f"c{offset}", offset, statement.text, planned.command)
@@ -204,8 +207,11 @@ def source_for_topic(catalog: Catalog, topic: str) -> Source | _Guess:
 
 _KAFKA_TOPIC = re.compile(r"(KAFKA_TOPIC\s*=\s*')([^']*)(')", re.IGNORECASE)
 _AS_SELECT = re.compile(r"\bAS\s+SELECT\b", re.IGNORECASE)
-_SINK = re.compile(r"^(\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:STREAM|TABLE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
-                   r"(`[^`]+`|\"[^\"]+\"|[\w.]+))(\s+WITH\s*\()?", re.IGNORECASE)
+_SINK = re.compile(
+    r"^(\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:STREAM|TABLE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(`[^`]+`|\"[^\"]+\"|[\w.]+))(\s+WITH\s*\()?",
+    re.IGNORECASE,
+)
 
 
 def suffix_topics(case: Mapping[str, Any], suffix: str) -> tuple[dict, list[tuple[str, str]]]:
@@ -227,12 +233,17 @@ def suffix_topics(case: Mapping[str, Any], suffix: str) -> tuple[dict, list[tupl
         sink = _SINK.match(new)
         if _AS_SELECT.search(new) and "KAFKA_TOPIC" not in new.upper() and sink is not None:
             name = sink[2]
-            topic = rename(name[1:-1] if name[0] in "`\"" else name.upper())
+            topic = rename(name[1:-1] if name[0] in '`"' else name.upper())
             added = f"KAFKA_TOPIC='{topic}'"
-            new = (new[:sink.end()] + f"{added}, " + new[sink.end():] if sink[3]
-                   else new[:sink.end(1)] + f" WITH ({added})" + new[sink.end(1):])  # fmt: skip
+            new = (
+                new[: sink.end()] + f"{added}, " + new[sink.end() :]
+                if sink[3]
+                else new[: sink.end(1)] + f" WITH ({added})" + new[sink.end(1) :]
+            )
         statements.append(new)
-    out = copy.deepcopy(case)  # keeps the corpus's numbers as written (see conformance.cases._Number)
+    out = copy.deepcopy(
+        case
+    )  # keeps the corpus's numbers as written (see conformance.cases._Number)
     out["statements"] = statements
     for part in ("topics", "inputs", "outputs"):
         for item in out.get(part, []):
@@ -253,8 +264,9 @@ def renumber_schema_ids(case: dict, offset: int) -> dict:
     if not any(f"{p}SchemaId" in t for t in case.get("topics", []) for p in ("key", "value")):
         return case
     out = copy.deepcopy(case)
-    out["statements"] = [_SCHEMA_ID.sub(lambda m: f"{m[1]}{int(m[2]) + offset}", text)
-                         for text in case["statements"]]  # fmt: skip
+    out["statements"] = [
+        _SCHEMA_ID.sub(lambda m: f"{m[1]}{int(m[2]) + offset}", text) for text in case["statements"]
+    ]
     for topic in out.get("topics", []):
         for part in ("key", "value"):
             if f"{part}SchemaId" in topic:
@@ -308,9 +320,15 @@ def _cause_of(path: str) -> str:
     return "wrong response"
 
 
-def match_fields(actual: Any, expected: Mapping[str, Any], statements: list[str], idx: int,
-                 path: str, tallies: tuple[Counter[Any], Counter[Any]], verify_order: bool
-                 ) -> None:  # fmt: skip
+def match_fields(
+    actual: Any,
+    expected: Mapping[str, Any],
+    statements: list[str],
+    idx: int,
+    path: str,
+    tallies: tuple[Counter[Any], Counter[Any]],
+    verify_order: bool,
+) -> None:
     """ksqlDB's ``matchResponseFields``: every key of ``expected`` (``key|startsWith`` compares a
     prefix) must be in ``actual`` with an equal value; nested objects recurse; unless
     ``verify_order``, ``row.columns`` values go to ``tallies`` (actual, expected) instead.
@@ -334,8 +352,9 @@ def match_fields(actual: Any, expected: Mapping[str, Any], statements: list[str]
             match_fields(got, want, statements, idx, here, tallies, verify_order)
         elif operator.upper() == "STARTSWITH":
             if not (isinstance(got, str) and isinstance(want, str) and got.startswith(want)):
-                raise Mismatch(_cause_of(here), f"{here}: {_short(got)}, expected to start "
-                               f"with {_short(want)}")  # fmt: skip
+                raise Mismatch(
+                    _cause_of(here), f"{here}: {_short(got)}, expected to start with {_short(want)}"
+                )
         elif not verify_order and "query" in here and "row" in here and key.lower() == "columns":
             tallies[0][_canon(got)] += 1
             tallies[1][_canon(want)] += 1
@@ -348,9 +367,12 @@ def _check_tallies(tallies: tuple[Counter[Any], Counter[Any]], path: str) -> Non
     if actual != expected:
         extra = list((actual - expected).elements())
         missing = list((expected - actual).elements())
-        raise Mismatch("wrong rows", f"{path}: rows (any order) differ; unexpected "
-                       f"{_short([_plain(c) for c in extra])}, missing "
-                       f"{_short([_plain(c) for c in missing])}")  # fmt: skip
+        raise Mismatch(
+            "wrong rows",
+            f"{path}: rows (any order) differ; unexpected "
+            f"{_short([_plain(c) for c in extra])}, missing "
+            f"{_short([_plain(c) for c in missing])}",
+        )
 
 
 def _plain(canon: Any) -> Any:
@@ -368,8 +390,9 @@ def query_items(answer: Any) -> list[Any]:
     return [i for i in items if not (isinstance(i, dict) and set(i) == {"servedBy"})]
 
 
-def verify_query(items: list[Any], expected: list[Any], statements: list[str], idx: int,
-                 verify_order: bool) -> None:  # fmt: skip
+def verify_query(
+    items: list[Any], expected: list[Any], statements: list[str], idx: int, verify_order: bool
+) -> None:
     """One ``/query`` answer against its expected items (``RqttQueryResponse.verify``).
 
     Raises:
@@ -377,9 +400,12 @@ def verify_query(items: list[Any], expected: list[Any], statements: list[str], i
     """
     path = f"responses[{idx}]->query"
     if len(items) != len(expected):
-        raise Mismatch(_count_cause(items, expected), f"{path}: {len(items)} items, expected "
-                       f"{len(expected)}: got {_short(items, 400)}, expected "
-                       f"{_short(expected, 400)}")  # fmt: skip
+        raise Mismatch(
+            _count_cause(items, expected),
+            f"{path}: {len(items)} items, expected "
+            f"{len(expected)}: got {_short(items, 400)}, expected "
+            f"{_short(expected, 400)}",
+        )
     tallies: tuple[Counter[Any], Counter[Any]] = (Counter(), Counter())
     for i, (got, want) in enumerate(zip(items, expected, strict=True)):
         if not isinstance(want, dict):
@@ -400,8 +426,12 @@ def _count_cause(items: list[Any], expected: list[Any]) -> str:
     return "missing rows" if rows(items) < rows(expected) else "extra rows"
 
 
-def verify_responses(actual: list[tuple[str, Any]], expected: list[Mapping[str, Any]],
-                     statements: list[str], verify_order: bool) -> None:  # fmt: skip
+def verify_responses(
+    actual: list[tuple[str, Any]],
+    expected: list[Mapping[str, Any]],
+    statements: list[str],
+    verify_order: bool,
+) -> None:
     """Every expected response against the actual ones, in order (``verifyResponses``).
 
     Args:
@@ -424,8 +454,9 @@ def verify_responses(actual: list[tuple[str, Any]], expected: list[Mapping[str, 
             raise Mismatch("wrong response kind", f"responses[{idx}]: {got_kind}, expected {kind}")
         if kind == "admin":
             tallies: tuple[Counter[Any], Counter[Any]] = (Counter(), Counter())
-            match_fields(got, payload, statements, idx, f"responses[{idx}]->admin", tallies,
-                         verify_order)  # fmt: skip
+            match_fields(
+                got, payload, statements, idx, f"responses[{idx}]->admin", tallies, verify_order
+            )
             _check_tallies(tallies, f"responses[{idx}]->admin")
         else:
             verify_query(got, payload, statements, idx, verify_order)
@@ -494,16 +525,25 @@ class Node:
     def start_server(self) -> None:
         """Start a ``headwater server`` (a new service id: an empty catalog) and warm Spark up."""
         self.server = Server(
-            ["-b", self.broker.bootstrap_servers, "--state-dir",
-             str(self.folder / f"node-{uuid.uuid4().hex[:6]}"),
-             "--service-id", f"rqtt_{uuid.uuid4().hex[:6]}",
-             # ksqlDB's RQTT server: one aggregate update per input record, and queries read
-             # their sources from the beginning (its TestKsqlRestApp sets
-             # ksql.streams.auto.offset.reset=earliest).
-             "--set", "ksql.streams.cache.max.bytes.buffering=0",
-             "--set", "ksql.streams.auto.offset.reset=earliest",
-             "--set", f"ksql.schema.registry.url={self.registry.url}"],
-            self.log_path)  # fmt: skip
+            [
+                "-b",
+                self.broker.bootstrap_servers,
+                "--state-dir",
+                str(self.folder / f"node-{uuid.uuid4().hex[:6]}"),
+                "--service-id",
+                f"rqtt_{uuid.uuid4().hex[:6]}",
+                # ksqlDB's RQTT server: one aggregate update per input record, and queries read
+                # their sources from the beginning (its TestKsqlRestApp sets
+                # ksql.streams.auto.offset.reset=earliest).
+                "--set",
+                "ksql.streams.cache.max.bytes.buffering=0",
+                "--set",
+                "ksql.streams.auto.offset.reset=earliest",
+                "--set",
+                f"ksql.schema.registry.url={self.registry.url}",
+            ],
+            self.log_path,
+        )
         self.server.wait_healthy(120)
         self.url = self.server.url
         self._warm_up()
@@ -512,9 +552,11 @@ class Node:
         """One persistent query until it runs, so the first case does not wait for Spark."""
         topic = f"rqtt_warm_up_{uuid.uuid4().hex[:6]}"
         self.create_topics({topic: 1})
-        self.ksql(f"CREATE STREAM RQTT_WARM (ID STRING KEY, V INT) WITH (kafka_topic='{topic}', "
-                  f"value_format='JSON');\nCREATE STREAM RQTT_WARM_OUT WITH (kafka_topic="
-                  f"'{topic}_out') AS SELECT * FROM RQTT_WARM;")  # fmt: skip
+        self.ksql(
+            f"CREATE STREAM RQTT_WARM (ID STRING KEY, V INT) WITH (kafka_topic='{topic}', "
+            f"value_format='JSON');\nCREATE STREAM RQTT_WARM_OUT WITH (kafka_topic="
+            f"'{topic}_out') AS SELECT * FROM RQTT_WARM;"
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             states = self.query_states()
@@ -541,25 +583,28 @@ class Node:
     def _post(self, route: str, text: str, properties: Mapping[str, Any] | None) -> tuple[int, Any]:
         assert self.server is not None
         self.server.check()
-        answer = self.http.post(f"{self.url}{route}",
-                                json={"ksql": text, "streamsProperties": dict(properties or {})})
+        answer = self.http.post(
+            f"{self.url}{route}", json={"ksql": text, "streamsProperties": dict(properties or {})}
+        )
         try:
             body = answer.json()
         except ValueError:
             body = answer.text
         return answer.status_code, restore_names(body, self.back)
 
-    def push(self, text: str, properties: Mapping[str, Any], timeout_s: float
-             ) -> tuple[int, Any]:  # fmt: skip
+    def push(self, text: str, properties: Mapping[str, Any], timeout_s: float) -> tuple[int, Any]:
         """POST /query with a push query: the items streamed until it ends (its LIMIT) or
         ``timeout_s`` passes (then the items so far)."""
         assert self.server is not None
         deadline = time.monotonic() + timeout_s
         items: list[Any] = []
         try:
-            with self.http.stream("POST", f"{self.url}/query", timeout=timeout_s,
-                                  json={"ksql": text, "streamsProperties": dict(properties)}
-                                  ) as answer:  # fmt: skip
+            with self.http.stream(
+                "POST",
+                f"{self.url}/query",
+                timeout=timeout_s,
+                json={"ksql": text, "streamsProperties": dict(properties)},
+            ) as answer:
                 if answer.status_code != 200:
                     answer.read()
                     return answer.status_code, restore_names(answer.json(), self.back)
@@ -583,8 +628,10 @@ class Node:
 
     def query_states(self) -> dict[str, str]:
         """Query id -> state (and the message of an ERROR) of the server's persistent queries."""
-        return {q: f"{s.get('state')}: {s.get('message') or s.get('lastError') or ''}".rstrip(": ")
-                for q, s in self.query_statuses().items()}  # fmt: skip
+        return {
+            q: f"{s.get('state')}: {s.get('message') or s.get('lastError') or ''}".rstrip(": ")
+            for q, s in self.query_statuses().items()
+        }
 
     # -- Kafka
 
@@ -596,15 +643,32 @@ class Node:
         """The case's input records, in order, in their sources' formats."""
         for record in inputs:
             source = source_for_topic(catalog, record["topic"])
-            key = encode(record.get("key"), source, "key",  # type: ignore[arg-type]
-                         self.registry_client, self.given)
-            value = encode(record.get("value"), source, "value",  # type: ignore[arg-type]
-                           self.registry_client, self.given)
-            headers = [(h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
-                       for h in record.get("headers") or []]  # fmt: skip
+            key = encode(
+                record.get("key"),
+                source,
+                "key",  # type: ignore[arg-type]
+                self.registry_client,
+                self.given,
+            )
+            value = encode(
+                record.get("value"),
+                source,
+                "value",  # type: ignore[arg-type]
+                self.registry_client,
+                self.given,
+            )
+            headers = [
+                (h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
+                for h in record.get("headers") or []
+            ]
             # librdkafka reads a timestamp of 0 as "now": records without one get the clock's.
-            self.producer.produce(record["topic"], value, key,
-                                  timestamp=int(record.get("timestamp") or 0), headers=headers)
+            self.producer.produce(
+                record["topic"],
+                value,
+                key,
+                timestamp=int(record.get("timestamp") or 0),
+                headers=headers,
+            )
         if self.producer.flush(30):
             raise RuntimeError("input records not delivered in 30 s")
 
@@ -705,8 +769,9 @@ def _process_tree(root: int) -> dict[int, tuple[str, str]]:
 def _identity(pid: int) -> tuple[str, str] | None:
     try:
         started = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")  # fmt: skip
+        command = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except (OSError, IndexError):
         return None
     return started, command
@@ -717,8 +782,9 @@ def _kill_survivors(tree: dict[int, tuple[str, str]]) -> list[str]:
     start time); what was found."""
 
     def alive() -> list[int]:
-        return [pid for pid, (started, _) in tree.items()
-                if (_identity(pid) or ("", ""))[0] == started]  # fmt: skip
+        return [
+            pid for pid, (started, _) in tree.items() if (_identity(pid) or ("", ""))[0] == started
+        ]
 
     deadline = time.monotonic() + 5
     while alive() and time.monotonic() < deadline:
@@ -810,8 +876,17 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
         elif _PUSH.search(text):
             status, body = node.push(text, push_properties, wait_s)
         else:
-            status, body = _ask(node, text, properties, want, original, idx, verify_order,
-                                deadline if wait else 0.0, batches)  # fmt: skip
+            status, body = _ask(
+                node,
+                text,
+                properties,
+                want,
+                original,
+                idx,
+                verify_order,
+                deadline if wait else 0.0,
+                batches,
+            )
         if status != 200:
             _refused(body, status, expected_error, text)
             run.failed_queries += 1
@@ -819,8 +894,10 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
         run.responses.append(("query", query_items(body)))
     if expected_error is not None:
         if len(run.responses) > len(admin) or not run.failed_queries:
-            raise Mismatch("error expected", f"expected {expected_error.get('message')!r}, "
-                           "the statements succeeded")  # fmt: skip
+            raise Mismatch(
+                "error expected",
+                f"expected {expected_error.get('message')!r}, the statements succeeded",
+            )
         return
     _verify_outputs(node, case.get("outputs", []), catalog, deadline)
     try:
@@ -849,9 +926,17 @@ def register_schemas(registry: LocalRegistry, case: Mapping[str, Any]) -> set[st
     return subjects
 
 
-def _ask(node: Node, text: str, properties: Mapping[str, Any], want: list[Any] | None,
-         statements: list[str], idx: int, verify_order: bool, deadline: float,
-         batches: Mapping[str, int]) -> tuple[int, Any]:  # fmt: skip
+def _ask(
+    node: Node,
+    text: str,
+    properties: Mapping[str, Any],
+    want: list[Any] | None,
+    statements: list[str],
+    idx: int,
+    verify_order: bool,
+    deadline: float,
+    batches: Mapping[str, int],
+) -> tuple[int, Any]:
     """POST /query; until ``deadline``, again while the answer is not the expected one, or is
     retriable, or may still change. ksqlDB's runner first waits until its persistent queries
     processed the inputs; here an answer is final once every persistent query runs and has
@@ -878,17 +963,22 @@ def _ask(node: Node, text: str, properties: Mapping[str, Any], want: list[Any] |
             statuses = node.query_statuses()
             if any(s.get("state") == "ERROR" for s in statuses.values()):
                 return status, body
-            if all(s.get("state") == "RUNNING"
-                   and int(s.get("batches") or 0) >= batches.get(q, 0) + 2
-                   for q, s in statuses.items()):  # fmt: skip
+            if all(
+                s.get("state") == "RUNNING" and int(s.get("batches") or 0) >= batches.get(q, 0) + 2
+                for q, s in statuses.items()
+            ):
                 return status, body
         time.sleep(0.25)
 
 
 def _without_query_id(items: list[Any]) -> list[Any]:
     """The items with the header's ``queryId`` (new for every query) left out."""
-    return [{"header": {k: v for k, v in i["header"].items() if k != "queryId"}}
-            if isinstance(i, dict) and isinstance(i.get("header"), dict) else i for i in items]
+    return [
+        {"header": {k: v for k, v in i["header"].items() if k != "queryId"}}
+        if isinstance(i, dict) and isinstance(i.get("header"), dict)
+        else i
+        for i in items
+    ]
 
 
 def _refused(body: Any, status: int, expected_error: Mapping[str, Any] | None, text: str) -> None:
@@ -916,25 +1006,33 @@ def _verify_outputs(node: Node, outputs: list[dict], catalog: Catalog, deadline:
     for topic, wanted in by_topic.items():
         got = node.read_topic(topic, len(wanted), max(deadline, time.monotonic() + 5))
         if len(got) < len(wanted):
-            raise Mismatch("missing output records", f"{topic}: {len(got)} records, expected "
-                           f"{len(wanted)}")  # fmt: skip
+            raise Mismatch(
+                "missing output records", f"{topic}: {len(got)} records, expected {len(wanted)}"
+            )
         source = source_for_topic(catalog, topic)
         for index, (message, want) in enumerate(zip(got, wanted, strict=False)):
             key = decode(message.key(), source, "key")  # type: ignore[arg-type]
             value = decode(message.value(), source, "value")  # type: ignore[arg-type]
             stamp = message.timestamp()[1]
-            if not (same(key, want.get("key")) and same(value, want.get("value"))
-                    and int(want.get("timestamp", stamp)) == stamp):  # fmt: skip
-                raise Mismatch("wrong output record", f"{topic}[{index}]: <{key!r}, {value!r}> "
-                               f"at {stamp}, expected <{want.get('key')!r}, "
-                               f"{want.get('value')!r}> at {want.get('timestamp')}")  # fmt: skip
+            if not (
+                same(key, want.get("key"))
+                and same(value, want.get("value"))
+                and int(want.get("timestamp", stamp)) == stamp
+            ):
+                raise Mismatch(
+                    "wrong output record",
+                    f"{topic}[{index}]: <{key!r}, {value!r}> "
+                    f"at {stamp}, expected <{want.get('key')!r}, "
+                    f"{want.get('value')!r}> at {want.get('timestamp')}",
+                )
 
 
 # -- the report ------------------------------------------------------------------------------------
 
 
-def run(files: list[Path], name_filter: str | None, wait_s: float, verbose: bool,
-        log_path: Path) -> tuple[list[Outcome], list[str], list[str]]:  # fmt: skip
+def run(
+    files: list[Path], name_filter: str | None, wait_s: float, verbose: bool, log_path: Path
+) -> tuple[list[Outcome], list[str], list[str]]:
     """Every case of ``files`` on one node: (outcomes, cleanup problems, survivors of the server).
     The server's output goes to ``log_path``."""
     cases = list(load_cases(files, name_filter))
@@ -947,9 +1045,12 @@ def run(files: list[Path], name_filter: str | None, wait_s: float, verbose: bool
                 outcome = run_case(node, file, case, wait_s)
                 outcomes.append(outcome)
                 if verbose:
-                    print(f"[{number}/{len(cases)}] {outcome.verdict:7s} {outcome.seconds:5.1f} s "
-                          f"{file}: {outcome.name}" + (f" ({outcome.cause})" if outcome.cause
-                                                       else ""), flush=True)  # fmt: skip
+                    print(
+                        f"[{number}/{len(cases)}] {outcome.verdict:7s} {outcome.seconds:5.1f} s "
+                        f"{file}: {outcome.name}"
+                        + (f" ({outcome.cause})" if outcome.cause else ""),
+                        flush=True,
+                    )
                 if skip_cause(case) is None:
                     _between_cases(node, f"{file}: {case['name']}", problems)
         except KeyboardInterrupt:
@@ -971,8 +1072,10 @@ def _between_cases(node: Node, after: str, problems: list[str]) -> None:
                 problems.append(f"after {after} (attempt {attempt}): {exc}")
     if not node.alive():
         assert node.server is not None
-        problems.append(f"the server died ({node.server.process.returncode}) during {after} or "
-                        f"its cleanup; its log: {node.log_path}")  # fmt: skip
+        problems.append(
+            f"the server died ({node.server.process.returncode}) during {after} or "
+            f"its cleanup; its log: {node.log_path}"
+        )
         node.stop_server()
         node.start_server()
 
@@ -989,35 +1092,54 @@ def report(outcomes: list[Outcome], verbose: bool) -> str:
             for cause, n in causes.most_common():
                 example = next(o for o in outcomes if o.verdict == verdict and o.cause == cause)
                 lines.append(f"  {n:5d}  {cause}")
-                lines.append(f"         e.g. {example.file}: {example.name}: {example.detail[:240]}")
+                lines.append(
+                    f"         e.g. {example.file}: {example.name}: {example.detail[:240]}"
+                )
     if verbose:
         for o in outcomes:
             if o.verdict != "passed":
                 lines.append(f"{o.verdict.upper()} {o.file}: {o.name}: {o.cause}: {o.detail}")
-    lines.append(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    lines.append(
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+    )
     pull = [o for o in outcomes if o.pull]
     passed = sum(1 for o in pull if o.verdict == "passed")
     skipped = sum(1 for o in pull if o.verdict == "skipped")
     share = f"{100 * passed / len(pull):.1f}%" if pull else "n/a"
-    lines.append(f"pull-query cases: {passed} of {len(pull)} passed ({share}; {skipped} of them "
-                 f"skipped, {len(pull) - passed - skipped} failed)")  # fmt: skip
+    lines.append(
+        f"pull-query cases: {passed} of {len(pull)} passed ({share}; {skipped} of them "
+        f"skipped, {len(pull) - passed - skipped} failed)"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONFAULTHANDLER", "1")  # a crashing server logs its stacks
-    parser = argparse.ArgumentParser(prog="python -m conformance.rqtt", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m conformance.rqtt", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--corpus", type=Path, default=RQTT, help="the rqtt folder")
     parser.add_argument("--file", action="append", help="a file name or stem (repeatable)")
     parser.add_argument("--case", help="only cases whose name contains this text")
-    parser.add_argument("--wait-s", type=float, default=30.0,
-                        help="how long a pull query may take to show the expected rows")
+    parser.add_argument(
+        "--wait-s",
+        type=float,
+        default=30.0,
+        help="how long a pull query may take to show the expected rows",
+    )
     parser.add_argument("--json", type=Path, help="write a JSON report here")
     parser.add_argument("--server-log", type=Path, help="where the server's output goes")
-    parser.add_argument("--ci", action="store_true",
-                        help="fail if a case of conformance/rqtt_ci_expected.txt does not pass")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print each case as it ends, and every failure and skip")
+    parser.add_argument(
+        "--ci",
+        action="store_true",
+        help="fail if a case of conformance/rqtt_ci_expected.txt does not pass",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print each case as it ends, and every failure and skip",
+    )
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
         print(f"rqtt: the corpus is not at {args.corpus}", file=sys.stderr)
@@ -1038,10 +1160,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rqtt: still running after the server stopped (killed): {survivor}", file=sys.stderr)
     if args.json:
         summary = Counter(o.verdict for o in outcomes)
-        args.json.write_text(json.dumps({
-            "versions": versions("pyspark", "httpx"), "seconds": round(elapsed, 1),
-            "totals": dict(summary), "problems": problems, "leftovers": leftovers,
-            "outcomes": [asdict(o) for o in outcomes]}, indent=1))  # fmt: skip
+        args.json.write_text(
+            json.dumps(
+                {
+                    "versions": versions("pyspark", "httpx"),
+                    "seconds": round(elapsed, 1),
+                    "totals": dict(summary),
+                    "problems": problems,
+                    "leftovers": leftovers,
+                    "outcomes": [asdict(o) for o in outcomes],
+                },
+                indent=1,
+            )
+        )
     if args.ci:
         return _check_ci(outcomes)
     return 0
@@ -1052,8 +1183,11 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 
 def _check_ci(outcomes: list[Outcome]) -> int:
-    expected = {line.strip() for line in CI_EXPECTED.read_text().splitlines()
-                if line.strip() and not line.startswith("#")}  # fmt: skip
+    expected = {
+        line.strip()
+        for line in CI_EXPECTED.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     ran = {f"{o.file}: {o.name}".strip() for o in outcomes}
     passed = {f"{o.file}: {o.name}".strip() for o in outcomes if o.verdict == "passed"}
     lost = sorted((expected & ran) - passed)

@@ -25,6 +25,7 @@ _UNSET = object()
 READ_AFTER = "headwater.read.after"
 """Request property carrying the offsets this connection's INSERTs wrote (read-your-writes)."""
 
+
 class Connection:
     """A session with a headwater (or ksqlDB) cluster, always in autocommit.
 
@@ -197,18 +198,25 @@ class Connection:
                 body["commandSequenceNumber"] = self._sequence
             if self._written:
                 # Read-your-writes: the server answers only from replicas that have applied them.
-                body["streamsProperties"].setdefault(READ_AFTER, [
-                    {"topic": topic, "partition": partition, "offset": offset}
-                    for (topic, partition), offset in sorted(self._written.items())
-                ])  # fmt: skip
+                body["streamsProperties"].setdefault(
+                    READ_AFTER,
+                    [
+                        {"topic": topic, "partition": partition, "offset": offset}
+                        for (topic, partition), offset in sorted(self._written.items())
+                    ],
+                )
         return body
 
     def _note_written(self, items: Iterable[Any]) -> None:
         """Remember where INSERTs wrote (``{"topic", "partition", "offset"}`` items: the
         ``Headwater-Written-Offsets`` header of `/ksql`), so later queries see those writes."""
         for item in items:
-            if isinstance(item, Mapping) and isinstance(item.get("topic"), str) \
-                    and type(item.get("partition")) is int and type(item.get("offset")) is int:
+            if (
+                isinstance(item, Mapping)
+                and isinstance(item.get("topic"), str)
+                and type(item.get("partition")) is int
+                and type(item.get("offset")) is int
+            ):
                 key = (item["topic"], item["partition"])
                 with self._lock:
                     self._written[key] = max(self._written.get(key, -1), item["offset"])

@@ -76,8 +76,9 @@ def _written(header: str | None) -> list[Any]:
 _VARIABLE_WORDS = re.compile(r"\b(?:UN)?DEFINE\b", re.IGNORECASE)
 
 
-def _keep_variables(connection: Connection, operation: str,
-                    parameters: Sequence[Any] | None) -> None:  # fmt: skip
+def _keep_variables(
+    connection: Connection, operation: str, parameters: Sequence[Any] | None
+) -> None:
     """Apply the operation's DEFINE/UNDEFINE statements to the connection's session (the server
     applies them for the rest of one request only, as ksqlDB does; a session keeps them, as
     ksqlDB's CLI does), so later statements of this connection see the variables."""
@@ -86,14 +87,18 @@ def _keep_variables(connection: Connection, operation: str,
     from headwater.sqlparse_ext import ParseError, parse
     from headwater.sqlparse_ext import statements as st
 
-    variables = {k: v if isinstance(v, str) else str(v) for k, v in connection.session_variables.items()}
+    variables = {
+        k: v if isinstance(v, str) else str(v) for k, v in connection.session_variables.items()
+    }
     try:
         statements = parse(operation, variables, parameters=parameters)
     except ParseError:  # the server ran it, so this cannot happen but with a stale variable
         return
     for statement in statements:
         if isinstance(statement, st.DefineVariable | st.UndefineVariable):
-            for same in [k for k in connection.session_variables if k.upper() == statement.name.upper()]:
+            for same in [
+                k for k in connection.session_variables if k.upper() == statement.name.upper()
+            ]:
                 connection.unset_variable(same)
         if isinstance(statement, st.DefineVariable):
             connection.set_variable(statement.name, statement.value)
@@ -236,7 +241,8 @@ class Cursor:
             return self
         try:
             answer, headers = connection._transport.request_json_with_headers(
-                "POST", "/ksql", body, idempotent=False)
+                "POST", "/ksql", body, idempotent=False
+            )
         except Error as exc:
             connection._note_entities(exc.entities)
             raise
@@ -390,8 +396,9 @@ class Cursor:
         return rows
 
 
-def _emits_changes(sql: str, variables: Mapping[str, Any],
-                   parameters: Sequence[Any] | None = None) -> bool:  # fmt: skip
+def _emits_changes(
+    sql: str, variables: Mapping[str, Any], parameters: Sequence[Any] | None = None
+) -> bool:
     """Whether `sql` is one push query (`EMIT CHANGES`), as the parser reads it (False when it
     does not parse: the server then says why)."""
     from headwater.sqlparse_ext import ParseError, parse
@@ -401,5 +408,8 @@ def _emits_changes(sql: str, variables: Mapping[str, Any],
         statements = parse(sql, {k: str(v) for k, v in variables.items()}, parameters=parameters)
     except (ParseError, ValueError):
         return False
-    return (len(statements) == 1 and isinstance(statements[0], st.Select)
-            and statements[0].query.emit == "CHANGES")  # fmt: skip
+    return (
+        len(statements) == 1
+        and isinstance(statements[0], st.Select)
+        and statements[0].query.emit == "CHANGES"
+    )

@@ -172,15 +172,22 @@ class HttpTransport:
         Args:
             follow: the answer runs until it is closed (a push query): no read timeout.
         """
-        response = self._send("POST", path, body, stream=True, idempotent=True,
-                              timeout=self._follow_timeout if follow else None)  # fmt: skip
+        response = self._send(
+            "POST",
+            path,
+            body,
+            stream=True,
+            idempotent=True,
+            timeout=self._follow_timeout if follow else None,
+        )
         return Streamed(self._iterate(response, path), self._origin(response), response.headers)
 
     def stream_lines(self, path: str, body: Mapping[str, Any]) -> Streamed:
         """Send a POST whose answer is text read until it is closed (PRINT); yield its lines as
         they arrive (without their line ends; empty ones too), with no read timeout."""
-        response = self._send("POST", path, body, stream=True, idempotent=True,
-                              timeout=self._follow_timeout)  # fmt: skip
+        response = self._send(
+            "POST", path, body, stream=True, idempotent=True, timeout=self._follow_timeout
+        )
         return Streamed(self._lines(response, path), self._origin(response), response.headers)
 
     def close_query(self, server_url: str, query_id: str) -> bool:
@@ -239,8 +246,11 @@ class HttpTransport:
             last: Error
             try:
                 request = self._client.build_request(
-                    method, url, content=content,
-                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout)  # fmt: skip
+                    method,
+                    url,
+                    content=content,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                )
                 response = self._client.send(request, stream=stream)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 failure = Failure(FailureKind.CONNECT)

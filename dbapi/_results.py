@@ -15,8 +15,14 @@ from ._errors import DataError, Error, InterfaceError, error_from_body
 from ._schema import Column, parse_schema
 from .entities import EntityTable
 
-__all__ = ["ColumnDescription", "LinesResult", "QueryResult", "ResultSet", "ServedBy",
-           "TableResult"]
+__all__ = [
+    "ColumnDescription",
+    "LinesResult",
+    "QueryResult",
+    "ResultSet",
+    "ServedBy",
+    "TableResult",
+]
 
 
 class ColumnDescription(NamedTuple):

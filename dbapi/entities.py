@@ -220,15 +220,26 @@ def _query_description(entity: Entity) -> EntityTable:
 def _query_descriptions(entity: Entity) -> EntityTable:
     """SHOW QUERIES EXTENDED: one row per query."""
     return _table(
-        [("Query ID", "STRING"), ("Status", "STRING"), ("Sources", "STRING"),
-         ("Sinks", "STRING"), ("Statistics", "STRING"), ("Errors", "STRING")],
         [
-            [q.get("id"), q.get("state"), ", ".join(q.get("sources") or []),
-             ", ".join(q.get("sinks") or []), q.get("statistics", ""),
-             "; ".join(str(e.get("errorMessage")) for e in q.get("queryErrors") or [])]
+            ("Query ID", "STRING"),
+            ("Status", "STRING"),
+            ("Sources", "STRING"),
+            ("Sinks", "STRING"),
+            ("Statistics", "STRING"),
+            ("Errors", "STRING"),
+        ],
+        [
+            [
+                q.get("id"),
+                q.get("state"),
+                ", ".join(q.get("sources") or []),
+                ", ".join(q.get("sinks") or []),
+                q.get("statistics", ""),
+                "; ".join(str(e.get("errorMessage")) for e in q.get("queryErrors") or []),
+            ]
             for q in _items(entity, "queryDescriptions")
         ],
-    )  # fmt: skip
+    )
 
 
 def _type_list(entity: Entity) -> EntityTable:

@@ -81,8 +81,9 @@ def _constant(t: SqlType, value: Any) -> _Node:
     return _Node(t, lambda row: value, True, frozenset())
 
 
-def _make(t: SqlType, evaluator: Evaluator, children: Sequence[_Node], fallible: bool = False
-          ) -> _Node:  # fmt: skip
+def _make(
+    t: SqlType, evaluator: Evaluator, children: Sequence[_Node], fallible: bool = False
+) -> _Node:
     """A node; folded into a constant when its children are, NULL-on-failure when fallible."""
     refs = frozenset().union(*(c.refs for c in children))
     if all(c.const for c in children):
@@ -169,13 +170,17 @@ def _as_temporal(node: _Node, target: SqlType) -> Evaluator:
     if node.type == DATE:  # a DATE compared to a TIMESTAMP: its midnight
         return lambda r: None if (v := f(r)) is None else v * 86_400_000
     parsers: dict[SqlType, Callable[[str], int]] = {
-        TIME: time_of_text, DATE: date_of_text, TIMESTAMP: parse_partial_timestamp}
+        TIME: time_of_text,
+        DATE: date_of_text,
+        TIMESTAMP: parse_partial_timestamp,
+    }
     parse = parsers[target]
     return lambda r: None if (v := f(r)) is None else parse(v)
 
 
-def compare_error(left: _Node | Compiled, right: _Node | Compiled, op: str, texts: tuple[str, str]
-                  ) -> ExpressionError:  # fmt: skip
+def compare_error(
+    left: _Node | Compiled, right: _Node | Compiled, op: str, texts: tuple[str, str]
+) -> ExpressionError:
     """ksqlDB's message for a comparison of incompatible types."""
     return ExpressionError(
         f"Cannot compare {texts[0]} ({left.type}) to {texts[1]} ({right.type}) with {op}."
@@ -248,11 +253,13 @@ class _Compiler:
         inner = self.compile(inner_node)
         t = inner.type
         if not is_numeric(t):
-            raise ExpressionError(f"Error processing expression: {format_expression(node)}. "
-                                  f"Unsupported arithmetic type {t}")  # fmt: skip
+            raise ExpressionError(
+                f"Error processing expression: {format_expression(node)}. "
+                f"Unsupported arithmetic type {t}"
+            )
         f = inner.fn
-        negate: Callable[[Any], Any] = (lambda v: wrap_int(-v, t)) if t in INTEGRAL else (
-            lambda v: -v
+        negate: Callable[[Any], Any] = (
+            (lambda v: wrap_int(-v, t)) if t in INTEGRAL else (lambda v: -v)
         )
         if self.java:
             return _make(t, lambda r: negate(_unboxed(f(r))), [inner])
@@ -272,8 +279,7 @@ class _Compiler:
         lf, rf = left.fn, right.fn
         if op == "+" and lt == rt == STRING:
             if self.java:  # Java's string concatenation spells NULL "null"
-                return _make(STRING, lambda r: _java_str(lf(r)) + _java_str(rf(r)),
-                             [left, right])  # fmt: skip
+                return _make(STRING, lambda r: _java_str(lf(r)) + _java_str(rf(r)), [left, right])
             return _make(STRING, _strict2(lf, rf, lambda a, b: a + b), [left, right])
         if not (is_numeric(lt) and is_numeric(rt)):
             raise ExpressionError(
@@ -294,8 +300,9 @@ class _Compiler:
         return _make(t, _strict2(lf, rf, operate), [left, right], fallible=True)
 
     def _dpipe(self, node: exp.DPipe) -> _Node:
-        raise ExpressionError(f"Unsupported expression: {format_expression(node)} "
-                              "(use CONCAT or + to join strings)")  # fmt: skip
+        raise ExpressionError(
+            f"Unsupported expression: {format_expression(node)} (use CONCAT or + to join strings)"
+        )
 
     def _comparison(self, node: exp.Expr, prefix: str = "") -> _Node:
         symbol, op, python_op = _COMPARE[type(node)]
@@ -327,8 +334,9 @@ class _Compiler:
             lf, rf = _as_temporal(left, as_time), _as_temporal(right, as_time)
         compare = _strict2(lf, rf, python_op)
         # ksqlDB's generated code (and its interpreter): false, not NULL, when a side is NULL
-        return _make(BOOLEAN, lambda r: compare(r) is True, [left, right],
-                     fallible=as_time is not None)  # fmt: skip
+        return _make(
+            BOOLEAN, lambda r: compare(r) is True, [left, right], fallible=as_time is not None
+        )
 
     def _logical(self, node: exp.Expr, word: str) -> _Node:
         left, right = self.compile(node.this), self.compile(node.expression)
@@ -341,8 +349,11 @@ class _Compiler:
         lf, rf = left.fn, right.fn
         if self.java:  # Java's && and || on Booleans: NULL throws, the right side may not run
             stop = word == "OR"
-            return _make(BOOLEAN, lambda r: stop if _unboxed(lf(r)) is stop else _unboxed(rf(r)),
-                         [left, right])  # fmt: skip
+            return _make(
+                BOOLEAN,
+                lambda r: stop if _unboxed(lf(r)) is stop else _unboxed(rf(r)),
+                [left, right],
+            )
         if word == "AND":
 
             def evaluate(row: Row) -> Any:
@@ -389,10 +400,12 @@ class _Compiler:
 
     def _between(self, node: exp.Between) -> _Node:
         value = node.this
-        low = self._comparison(exp.GTE(this=value, expression=node.args["low"]),
-                               "Invalid expression: ")  # fmt: skip
-        high = self._comparison(exp.LTE(this=value, expression=node.args["high"]),
-                                "Invalid expression: ")  # fmt: skip
+        low = self._comparison(
+            exp.GTE(this=value, expression=node.args["low"]), "Invalid expression: "
+        )
+        high = self._comparison(
+            exp.LTE(this=value, expression=node.args["high"]), "Invalid expression: "
+        )
         lf, hf = low.fn, high.fn
 
         def evaluate(row: Row) -> Any:
@@ -456,14 +469,17 @@ class _Compiler:
                 return _constant(t, parse_string(compiled.fn({}), t))
             except EvalFailure as error:
                 raise ExpressionError(f"Invalid Predicate: {error}") from error
-        raise ExpressionError(f"Invalid Predicate: operator does not exist: {t} = {it} "
-                              f"({format_expression(item)})")  # fmt: skip
+        raise ExpressionError(
+            f"Invalid Predicate: operator does not exist: {t} = {it} ({format_expression(item)})"
+        )
 
     def _like(self, node: exp.Like, escape: str | None = None) -> _Node:
         value, pattern = self.compile(node.this), self.compile(node.expression)
         if value.type not in (STRING, NULL):
-            raise ExpressionError("The column type for Like condition must be VARCHAR. "
-                                  f"The column type is {value.type}")  # fmt: skip
+            raise ExpressionError(
+                "The column type for Like condition must be VARCHAR. "
+                f"The column type is {value.type}"
+            )
         if pattern.type not in (STRING, NULL):
             raise ExpressionError("Like condition must be between strings")
         negate = bool(node.args.get("negate"))
@@ -541,8 +557,7 @@ class _Compiler:
         if not castable(source, target):
             raise ExpressionError(f"Cast of {source} to {target} is not supported")
         f = inner.fn
-        return _make(target, lambda r: cast_value(f(r), source, target), [inner],
-                     fallible=True)  # fmt: skip
+        return _make(target, lambda r: cast_value(f(r), source, target), [inner], fallible=True)
 
     def _structderef(self, node: hx.StructDeref) -> _Node:
         base = self.compile(node.this)
@@ -550,12 +565,15 @@ class _Compiler:
             raise ExpressionError(f"'{format_expression(node)}' is only allowed in a SELECT list")
         name = identifier_name(node.expression)
         if not isinstance(base.type, StructType):
-            raise ExpressionError(f"Can't dereference {format_expression(node.this)}: it is "
-                                  f"{base.type}, not a STRUCT.")  # fmt: skip
+            raise ExpressionError(
+                f"Can't dereference {format_expression(node.this)}: it is "
+                f"{base.type}, not a STRUCT."
+            )
         found = next((f for f in base.type.fields if f.name == name), None)
         if found is None:
-            raise ExpressionError(f"Could not find field '{name}' in "
-                                  f"'{format_expression(node.this)}'.")  # fmt: skip
+            raise ExpressionError(
+                f"Could not find field '{name}' in '{format_expression(node.this)}'."
+            )
         f = base.fn
         return _make(found.type, lambda r: None if (s := f(r)) is None else s.get(name), [base])
 
@@ -565,8 +583,9 @@ class _Compiler:
         bf, xf = base.fn, index.fn
         if isinstance(bt, ArrayType):
             if it not in (*INTEGRAL, NULL):
-                raise ExpressionError(f"Array index must be INTEGER, not {it}: "
-                                      f"{format_expression(node)}")  # fmt: skip
+                raise ExpressionError(
+                    f"Array index must be INTEGER, not {it}: {format_expression(node)}"
+                )
 
             def element(row: Row) -> Any:
                 items, i = bf(row), xf(row)
@@ -578,8 +597,9 @@ class _Compiler:
             return _make(bt.element, element, [base, index])
         if isinstance(bt, MapType):
             if it != NULL and not comparable(bt.key, it, "EQUAL"):
-                raise ExpressionError(f"Map key must be {bt.key}, not {it}: "
-                                      f"{format_expression(node)}")  # fmt: skip
+                raise ExpressionError(
+                    f"Map key must be {bt.key}, not {it}: {format_expression(node)}"
+                )
             return _make(bt.value, _strict2(bf, xf, lambda m, k: m.get(k)), [base, index])
         raise ExpressionError(f"Can't subscript {format_expression(node.this)}: it is {bt}.")
 
@@ -617,8 +637,10 @@ class _Compiler:
         kt, vt = common_type([k.type for k in keys]), common_type([v.type for v in values])
         for t, what in ((kt, "keys"), (vt, "values")):
             if t is None:
-                raise ExpressionError(f"invalid input syntax: map {what} must all have the same "
-                                      f"type in {format_expression(node)}")  # fmt: skip
+                raise ExpressionError(
+                    f"invalid input syntax: map {what} must all have the same "
+                    f"type in {format_expression(node)}"
+                )
             if t == NULL:
                 raise ExpressionError(f"Cannot construct a map with all NULL {what}")
         assert kt is not None and vt is not None
@@ -642,8 +664,10 @@ class _Compiler:
         if resolver is None:
             raise ExpressionError(f"Can't find any functions with the name '{name}'")
         if any(isinstance(a, exp.Lambda) for a in node.expressions):
-            shown = ", ".join("LAMBDA" if isinstance(a, exp.Lambda)
-                              else str(self._function_argument(a).type) for a in node.expressions)
+            shown = ", ".join(
+                "LAMBDA" if isinstance(a, exp.Lambda) else str(self._function_argument(a).type)
+                for a in node.expressions
+            )
             raise ExpressionError(f"Function '{node.this}' does not accept parameters ({shown}).")
         args = [self._function_argument(a) for a in node.expressions]
         resolved = resolver([a.type for a in args])
@@ -675,7 +699,9 @@ class _Compiler:
                 names = [identifier_name(p) for p in lambda_node.expressions]
                 self.scope.with_lambda(names, [NULL] * len(names))
         args: dict[int, _Node] = {
-            i: self._function_argument(a) for i, a in enumerate(nodes) if not isinstance(a, exp.Lambda)
+            i: self._function_argument(a)
+            for i, a in enumerate(nodes)
+            if not isinstance(a, exp.Lambda)
         }
 
         def lambda_type(position: int, types: tuple[SqlType, ...]) -> SqlType:
@@ -684,8 +710,10 @@ class _Compiler:
             args[position] = self._lambda(lambda_node, types)
             return args[position].type
 
-        shapes = [len(a.expressions) if isinstance(a, exp.Lambda) else args[i].type
-                  for i, a in enumerate(nodes)]  # fmt: skip
+        shapes = [
+            len(a.expressions) if isinstance(a, exp.Lambda) else args[i].type
+            for i, a in enumerate(nodes)
+        ]
         t, impl = fl.bind(name, str(node.this), shapes, lambda_type)
         children = [args[i] for i in range(len(nodes))]
         fns = [c.fn for c in children]
@@ -852,5 +880,3 @@ def like_regex(pattern: str, escape: str | None = None) -> re.Pattern[str]:
         else:
             out.append(re.escape(ch))
     return re.compile("".join(out), re.DOTALL)
-
-

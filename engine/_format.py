@@ -14,11 +14,23 @@ from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext.sqltypes import from_datatype, identifier_name
 
 _BINARY = {
-    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=",
-    exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.And: "AND",
-    exp.Or: "OR", exp.DPipe: "||", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.And: "AND",
+    exp.Or: "OR",
+    exp.DPipe: "||",
+    exp.NullSafeEQ: "IS NOT DISTINCT FROM",
     exp.NullSafeNEQ: "IS DISTINCT FROM",
-}  # fmt: skip
+}
 
 
 def _name(identifier: exp.Expr) -> str:

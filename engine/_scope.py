@@ -118,5 +118,3 @@ def resolve_type(t: SqlType | str, custom_types: Mapping[str, Any] | None = None
             tuple(StructField(f.name, resolve_type(f.type, custom_types)) for f in t.fields)
         )
     return t
-
-

@@ -58,7 +58,7 @@ __all__ = [
     "select_names",
     "star_of",
     "struct_star_fields",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +130,17 @@ def star_of(item: exp.Expr, qualifiers: frozenset[str]) -> bool:
     Raises:
         ExpressionError: For ``T.*`` whose ``T`` is not the source's name or alias.
     """
-    if not (isinstance(item, exp.Star)
-            or isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):  # fmt: skip
+    if not (
+        isinstance(item, exp.Star)
+        or isinstance(item, exp.Column)
+        and isinstance(item.this, exp.Star)
+    ):
         return False
     table = item.args.get("table")
     if table is not None and identifier_name(table) not in qualifiers:
-        raise ExpressionError(f"'{identifier_name(table)}' is not a valid stream/table name or "
-                              "alias.")  # fmt: skip
+        raise ExpressionError(
+            f"'{identifier_name(table)}' is not a valid stream/table name or alias."
+        )
     return True
 
 
@@ -153,13 +157,18 @@ def struct_star_fields(item: exp.Expr, columns: Mapping[str, SqlType]) -> list[e
     struct = columns.get(name) if name else None
     if not isinstance(struct, StructType):
         raise ExpressionError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
-    return [hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
-            for f in struct.fields]  # fmt: skip
+    return [
+        hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
+        for f in struct.fields
+    ]
 
 
-def expand_stars(items: Sequence[exp.Expr], qualifiers: frozenset[str],
-                 columns: Mapping[str, SqlType],
-                 star: Callable[[], list[exp.Expr]]) -> list[exp.Expr]:  # fmt: skip
+def expand_stars(
+    items: Sequence[exp.Expr],
+    qualifiers: frozenset[str],
+    columns: Mapping[str, SqlType],
+    star: Callable[[], list[exp.Expr]],
+) -> list[exp.Expr]:
     """A SELECT list with ``*``/``T.*`` replaced by ``star()`` and ``S->*`` by ``S``'s fields.
 
     Raises:
@@ -191,8 +200,11 @@ def pseudo_timestamps_in_millis(where: exp.Expr) -> exp.Expr:
     """
 
     def is_pseudo(node: object) -> bool:
-        return isinstance(node, exp.Column) and not node.table and (
-            node.name.upper() in PSEUDO_TIMESTAMPS)
+        return (
+            isinstance(node, exp.Column)
+            and not node.table
+            and (node.name.upper() in PSEUDO_TIMESTAMPS)
+        )
 
     def as_millis(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Literal) and node.is_string:
@@ -204,7 +216,8 @@ def pseudo_timestamps_in_millis(where: exp.Expr) -> exp.Expr:
 
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, _TIME_COMPARISONS) and any(
-                is_pseudo(child) for child in (node.this, node.args.get("expression"))):  # fmt: skip
+            is_pseudo(child) for child in (node.this, node.args.get("expression"))
+        ):
             for arg in ("this", "expression", "low", "high"):
                 child = node.args.get(arg)
                 if isinstance(child, exp.Expr):
@@ -237,9 +250,7 @@ def compile_expression(node: exp.Expr, scope: Scope, *, synthetic_index: int = 0
         result = _Compiler(scope).compile(inner)
         text = format_expression(inner)
     except RecursionError:
-        raise ExpressionError("The expression is nested too deeply to compile; split it into "
-                              "smaller expressions.") from None  # fmt: skip
+        raise ExpressionError(
+            "The expression is nested too deeply to compile; split it into smaller expressions."
+        ) from None
     return Compiled(result.type, name, result.fn, result.refs, result.const, text, result.bound)
-
-
-

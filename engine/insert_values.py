@@ -52,8 +52,7 @@ class InsertRecord:
 _NOT_INSERTABLE = ("ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
 
 
-def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, shown: str = ""
-                 ) -> Any:  # fmt: skip
+def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, shown: str = "") -> Any:
     """A value of type ``source`` as a value of the column type ``target`` (INSERT VALUES rules).
 
     INTEGER widens to BIGINT, DECIMAL and DOUBLE; BIGINT to DECIMAL and DOUBLE; DECIMAL to DOUBLE
@@ -65,8 +64,10 @@ def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, show
     """
 
     def mismatch() -> ExpressionError:
-        return ExpressionError(f"Expected type {target} for field {column} but got "
-                               f"{shown if shown else repr(value)}({source})")  # fmt: skip
+        return ExpressionError(
+            f"Expected type {target} for field {column} but got "
+            f"{shown if shown else repr(value)}({source})"
+        )
 
     if value is None or source == NULL:
         return None
@@ -95,9 +96,12 @@ def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, show
         if isinstance(source, ArrayType) and isinstance(target, ArrayType):
             return [coerce_value(v, source.element, target.element, column) for v in value]
         if isinstance(source, MapType) and isinstance(target, MapType):
-            return {coerce_value(k, source.key, target.key, column):
-                    coerce_value(v, source.value, target.value, column)
-                    for k, v in value.items()}  # fmt: skip
+            return {
+                coerce_value(k, source.key, target.key, column): coerce_value(
+                    v, source.value, target.value, column
+                )
+                for k, v in value.items()
+            }
         if isinstance(source, StructType) and isinstance(target, StructType):
             given = {f.name: f.type for f in source.fields}
             if not set(given) <= {f.name for f in target.fields}:
@@ -115,7 +119,7 @@ def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, show
 
 def evaluate_insert_values(
     statement: InsertValues, source: Source, custom_types: Mapping[str, Any]
-) -> InsertRecord:  # fmt: skip
+) -> InsertRecord:
     """The record of ``INSERT INTO target [(columns)] VALUES (values)``.
 
     Without a column list the values are for every column, key columns first, then the value
@@ -139,24 +143,29 @@ def evaluate_insert_values(
     if statement.columns:
         columns = list(statement.columns)
         if len(columns) != len(statement.values):
-            raise StatementPrepareError("Expected number columns and values to match: "
-                                        f"{len(columns)}, {len(statement.values)}")  # fmt: skip
+            raise StatementPrepareError(
+                "Expected number columns and values to match: "
+                f"{len(columns)}, {len(statement.values)}"
+            )
     else:
         columns = [c.name for c in source.key_columns] + [
             c.name for c in source.columns if not c.key
         ]
         if len(columns) != len(statement.values):
             expected = ", ".join(f"`{c}`" for c in columns)
-            raise ExpressionError(f"Failed to insert values into '{name}'. Expected a value for "
-                                  f"each column. Expected Columns: [{expected}]. "
-                                  f"Got [{', '.join(texts)}]")  # fmt: skip
+            raise ExpressionError(
+                f"Failed to insert values into '{name}'. Expected a value for "
+                f"each column. Expected Columns: [{expected}]. "
+                f"Got [{', '.join(texts)}]"
+            )
     for column in columns:
         if column in _NOT_INSERTABLE:
             raise ExpressionError(f"Inserting into column `{column}` is not allowed.")
         if column != "ROWTIME" and column not in by_name:
             raise ExpressionError(f"Column name `{column}` does not exist.")
-    headers = [c for c in columns if c in by_name and not by_name[c].key
-               and not by_name[c].in_value]  # fmt: skip
+    headers = [
+        c for c in columns if c in by_name and not by_name[c].key and not by_name[c].in_value
+    ]
     if headers:
         raise ExpressionError(f"Cannot insert into HEADER columns: {', '.join(headers)}")
     scope = Scope({}, frozenset(), custom_types)
@@ -165,9 +174,7 @@ def evaluate_insert_values(
         for column, node, text in zip(columns, statement.values, texts, strict=True):
             compiled = compile_expression(node, scope)
             target = (
-                BIGINT
-                if column == "ROWTIME"
-                else resolve_type(by_name[column].type, custom_types)
+                BIGINT if column == "ROWTIME" else resolve_type(by_name[column].type, custom_types)
             )
             given[column] = coerce_value(compiled.evaluate({}), compiled.type, target, column, text)
     except UnresolvedColumn:

@@ -42,17 +42,24 @@ def plan_push(select: Select, source: Source, custom_types: Mapping[str, Any]) -
     query = select.query
     needing_state = stateful_clauses(query)
     if needing_state:
-        raise PullQueryError(f"Push queries with {', '.join(needing_state)} need state, which "
-                             "headwater does not run for push queries yet (it will, as transient "
-                             "Spark queries): create a table or stream AS SELECT and query it")  # fmt: skip
+        raise PullQueryError(
+            f"Push queries with {', '.join(needing_state)} need state, which "
+            "headwater does not run for push queries yet (it will, as transient "
+            "Spark queries): create a table or stream AS SELECT and query it"
+        )
     as_stream = dataclasses.replace(source, kind=SourceKind.STREAM)
     return plan_pull(dataclasses.replace(query, emit=None), as_stream, custom_types, push=True)
 
 
 def stateful_clauses(query: Query) -> list[str]:
     """What makes a push query need state (then it runs as a transient Spark query), or []."""
-    present = dict(zip(_STATEFUL, (query.joins, query.window, query.group_by, query.partition_by,
-                                   query.having), strict=True))  # fmt: skip
+    present = dict(
+        zip(
+            _STATEFUL,
+            (query.joins, query.window, query.group_by, query.partition_by, query.having),
+            strict=True,
+        )
+    )
     found = [clause for clause, given in present.items() if given]
     if not found and is_aggregation(query):
         found = ["aggregate functions"]
@@ -70,14 +77,25 @@ class TopicFollower:
         KafkaEdgeError: the ends could not be read within ``start_timeout_ms``.
     """
 
-    def __init__(self, settings: KafkaSettings, source: Source, custom_types: Mapping[str, Any],
-                 *, from_beginning: bool, start_timeout_ms: int = 10000) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        source: Source,
+        custom_types: Mapping[str, Any],
+        *,
+        from_beginning: bool,
+        start_timeout_ms: int = 10000,
+    ) -> None:
         self.source = source
         self._serde = RowSerde.for_source(source, custom_types)
         self._window_size = window_size_ms(source)
-        self.starts = start_positions(settings, source.topic, range(source.partitions),
-                                      from_beginning=from_beginning,
-                                      timeout_ms=start_timeout_ms)  # fmt: skip
+        self.starts = start_positions(
+            settings,
+            source.topic,
+            range(source.partitions),
+            from_beginning=from_beginning,
+            timeout_ms=start_timeout_ms,
+        )
         self._consumer = consumer(settings, "push-query", fetch_wait_max_ms=20)
         self._consumer.assign(self.starts)
         self.skipped = 0
@@ -87,8 +105,10 @@ class TopicFollower:
         tombstone (a deleted row: its value columns NULL). A stream's tombstones, a table's
         records without a key and undecodable records are left out."""
         if self._consumer.retired():
-            raise SourceDropped(f"{self.source.name} was dropped and its topic "
-                                f"{self.source.topic} deleted: the push query ends")  # fmt: skip
+            raise SourceDropped(
+                f"{self.source.name} was dropped and its topic "
+                f"{self.source.topic} deleted: the push query ends"
+            )
         rows: list[tuple[Row, bool]] = []
         table = self.source.kind is SourceKind.TABLE
         for message in poll_batch(self._consumer, 500, timeout_s):
@@ -99,9 +119,13 @@ class TopicFollower:
                 value = self._serde.deserialize_value(message.value())
             except Exception as exc:  # noqa: BLE001 - the record's boundary: skipped, never the query
                 self.skipped += 1
-                log.warning("push query on %s skips the record at partition %s, offset %s: %s",
-                            self.source.topic, message.partition(), message.offset(),
-                            record_failure(exc))  # fmt: skip
+                log.warning(
+                    "push query on %s skips the record at partition %s, offset %s: %s",
+                    self.source.topic,
+                    message.partition(),
+                    message.offset(),
+                    record_failure(exc),
+                )
                 continue
             if table and all(k is None for k in key):
                 continue  # ksqlDB drops a table's records without a key
@@ -110,8 +134,18 @@ class TopicFollower:
                 continue
             columns = dict.fromkeys(self._serde.value_names) if value is None else value
             _kind, timestamp = message.timestamp()
-            rows.append((Row(key, columns, int(timestamp), int(message.partition() or 0),
-                             int(message.offset() or 0)), tombstone))  # fmt: skip
+            rows.append(
+                (
+                    Row(
+                        key,
+                        columns,
+                        int(timestamp),
+                        int(message.partition() or 0),
+                        int(message.offset() or 0),
+                    ),
+                    tombstone,
+                )
+            )
         return rows
 
     def _key(self, data: bytes | None) -> tuple[Any, ...]:
@@ -120,16 +154,18 @@ class TopicFollower:
             return self._serde.deserialize_key(data)
         if data is None:
             return (*self._serde.deserialize_key(None), None, None)
-        inner, start, end = split_windowed_key(data, self.source.windowed == "SESSION",
-                                               self._window_size)  # fmt: skip
+        inner, start, end = split_windowed_key(
+            data, self.source.windowed == "SESSION", self._window_size
+        )
         return (*self._serde.deserialize_key(inner), start, end)
 
     def close(self) -> None:
         self._consumer.close()
 
 
-def push_rows(plan: PullPlan, rows: list[tuple[Row, bool]], sent: int
-              ) -> tuple[list[tuple[list[Any], bool]], bool]:  # fmt: skip
+def push_rows(
+    plan: PullPlan, rows: list[tuple[Row, bool]], sent: int
+) -> tuple[list[tuple[list[Any], bool]], bool]:
     """The rows that pass the WHERE (a tombstone always passes: the row it deletes may have),
     projected, each with its tombstone flag, up to the LIMIT (``sent`` rows were sent before); and
     whether the LIMIT is reached."""

@@ -72,8 +72,15 @@ def error_response(
     retriable: bool = False,
 ) -> Response:
     """ksqlDB's error body, with HTTP status ``error_code // 100`` (500 if that is no status)."""
-    body = error_body(error_code, message, kind=kind, statement_text=statement_text,
-                      entities=entities, line=line, column=column)  # fmt: skip
+    body = error_body(
+        error_code,
+        message,
+        kind=kind,
+        statement_text=statement_text,
+        entities=entities,
+        line=line,
+        column=column,
+    )
     status = error_code // 100 if 400 <= error_code // 100 < 600 else 500
     headers = {"Retry-After": "1"} if retriable and status in (429, 503) else None
     # dumpb writes what JSONResponse cannot: a lone surrogate the client sent, echoed in a message
@@ -83,9 +90,15 @@ def error_response(
 async def _ksql_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, KsqlError)
     return error_response(
-        exc.error_code, exc.message, kind=exc.kind, statement_text=exc.statement_text,
-        entities=exc.entities, line=exc.line, column=exc.column, retriable=exc.retriable,
-    )  # fmt: skip
+        exc.error_code,
+        exc.message,
+        kind=exc.kind,
+        statement_text=exc.statement_text,
+        entities=exc.entities,
+        line=exc.line,
+        column=exc.column,
+        retriable=exc.retriable,
+    )
 
 
 async def _parse_error(_request: Request, exc: Exception) -> Response:
@@ -164,11 +177,15 @@ class KsqlMediaType:
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [
-                    (name, KSQL_V1.encode()) if name == b"content-type"
-                    and value.startswith(b"application/json") else (name, value)
-                    for name, value in message.get("headers", ())
-                ]}  # fmt: skip
+                message = {
+                    **message,
+                    "headers": [
+                        (name, KSQL_V1.encode())
+                        if name == b"content-type" and value.startswith(b"application/json")
+                        else (name, value)
+                        for name, value in message.get("headers", ())
+                    ],
+                }
             await send(message)
 
         await self.app(scope, receive, sending)
@@ -194,10 +211,20 @@ def create_app(
         def secret() -> str | None:
             return services.cluster.settings.auth_secret if services.cluster is not None else None
 
-        middleware.append(Middleware(BasicAuthMiddleware, settings=authentication, secret=secret,
-                                     max_body_bytes=services.limits.max_body_bytes))  # fmt: skip
-    app = Starlette(routes=ROUTES, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan,
-                    middleware=middleware)  # fmt: skip
+        middleware.append(
+            Middleware(
+                BasicAuthMiddleware,
+                settings=authentication,
+                secret=secret,
+                max_body_bytes=services.limits.max_body_bytes,
+            )
+        )
+    app = Starlette(
+        routes=ROUTES,
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=lifespan,
+        middleware=middleware,
+    )
     app.state.services = services
     app.state.push_queries = PushQueries()
     return app

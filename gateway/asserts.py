@@ -39,8 +39,9 @@ def _retry(check: Callable[[], None], timeout_ms: int, statement: ast.Statement)
         time.sleep(_RETRY_S)
 
 
-def _timeout_ms(services: Services, statement: ast.AssertTopic | ast.AssertSchema,
-                setting: str) -> int:  # fmt: skip
+def _timeout_ms(
+    services: Services, statement: ast.AssertTopic | ast.AssertSchema, setting: str
+) -> int:
     if statement.timeout is not None:
         return statement.timeout.milliseconds
     try:
@@ -75,27 +76,37 @@ def assert_topic(services: Services, asserted: ast.AssertTopic) -> Entity:
             if actual is None:
                 errors.append(f"Cannot assert unknown topic property: {name}")
             elif not (isinstance(wanted, int) and wanted == actual):
-                errors.append(f"Mismatched configuration for topic {topic}: For config "
-                              f"{name.lower()}, expected {wanted} got {actual}")  # fmt: skip
+                errors.append(
+                    f"Mismatched configuration for topic {topic}: For config "
+                    f"{name.lower()}, expected {wanted} got {actual}"
+                )
         if errors:
             raise AssertionFailed("\n".join(errors))
 
     _retry(check, _timeout_ms(services, asserted, "ksql.assert.topic.default.timeout.ms"), asserted)
-    return {"@type": "assert_topic", "statementText": asserted.text, "topicName": topic,
-            "exists": asserted.exists, "warnings": []}  # fmt: skip
+    return {
+        "@type": "assert_topic",
+        "statementText": asserted.text,
+        "topicName": topic,
+        "exists": asserted.exists,
+        "warnings": [],
+    }
 
 
 def assert_schema(services: Services, asserted: ast.AssertSchema) -> Entity:
     """ASSERT [NOT EXISTS] SCHEMA [SUBJECT name] [ID n] [TIMEOUT d]."""
     subject, schema_id = asserted.subject, asserted.schema_id
     shown = (f" subject name {subject}" if subject else "") + (
-        f" id {schema_id}" if schema_id is not None else "")  # fmt: skip
+        f" id {schema_id}" if schema_id is not None else ""
+    )
 
     def check() -> None:
         registry = schema_registry.current()
         if registry is None:
-            raise AssertionFailed("Cannot check schema existence: no schema registry is "
-                                  "configured (ksql.schema.registry.url)")  # fmt: skip
+            raise AssertionFailed(
+                "Cannot check schema existence: no schema registry is "
+                "configured (ksql.schema.registry.url)"
+            )
         try:
             exists = True
             if subject is not None:
@@ -112,7 +123,14 @@ def assert_schema(services: Services, asserted: ast.AssertSchema) -> Entity:
         if not asserted.exists and exists:
             raise AssertionFailed(f"Schema with{shown} exists")
 
-    _retry(check, _timeout_ms(services, asserted, "ksql.assert.schema.default.timeout.ms"),
-           asserted)  # fmt: skip
-    return {"@type": "assert_schema", "statementText": asserted.text, "subject": subject,
-            "id": schema_id, "exists": asserted.exists, "warnings": []}  # fmt: skip
+    _retry(
+        check, _timeout_ms(services, asserted, "ksql.assert.schema.default.timeout.ms"), asserted
+    )
+    return {
+        "@type": "assert_schema",
+        "statementText": asserted.text,
+        "subject": subject,
+        "id": schema_id,
+        "exists": asserted.exists,
+        "warnings": [],
+    }

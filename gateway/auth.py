@@ -46,9 +46,17 @@ from headwater.cluster import auth as internal
 from headwater.cluster.agent import wall_clock_ms
 
 __all__ = [
-    "ALWAYS_OPEN", "Authentication", "BadCredentialsFile", "BasicAuthMiddleware", "Credential",
-    "Outcome", "check_basic", "load_credentials", "parse_credentials", "skipped",
-]  # fmt: skip
+    "ALWAYS_OPEN",
+    "Authentication",
+    "BadCredentialsFile",
+    "BasicAuthMiddleware",
+    "Credential",
+    "Outcome",
+    "check_basic",
+    "load_credentials",
+    "parse_credentials",
+    "skipped",
+]
 
 ALWAYS_OPEN = ("/healthcheck", "/v1/metadata", "/v1/metadata/id")
 """Paths ksqlDB never authenticates (its ``AuthenticationPluginHandler``)."""
@@ -128,8 +136,10 @@ def parse_credentials(text: str, origin: str = "credentials file") -> dict[str, 
         if not sep or not user or not password:
             raise BadCredentialsFile(f"{origin}, line {number}: expected user: password[,role...]")
         if _JETTY.match(password):
-            raise BadCredentialsFile(f"{origin}, line {number}: {password.split(':')[0]}: "
-                                     "passwords are not read (use plain or sha256:<hex>)")
+            raise BadCredentialsFile(
+                f"{origin}, line {number}: {password.split(':')[0]}: "
+                "passwords are not read (use plain or sha256:<hex>)"
+            )
         hashed = _SHA256.fullmatch(password)
         users[user] = Credential(
             None if hashed else password,
@@ -198,14 +208,27 @@ def check_basic(settings: Authentication, header: str | None) -> tuple[Outcome, 
     return Outcome.OK, user
 
 
-def _error(status: int, code: int, message: str, headers: list[tuple[bytes, bytes]]
-           ) -> tuple[Message, Message]:  # fmt: skip
-    body = orjson.dumps({"@type": "generic_error", "error_code": code, "message": message,
-                         "statementText": "", "entities": []})  # fmt: skip
-    start: Message = {"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        *headers,
-    ]}  # fmt: skip
+def _error(
+    status: int, code: int, message: str, headers: list[tuple[bytes, bytes]]
+) -> tuple[Message, Message]:
+    body = orjson.dumps(
+        {
+            "@type": "generic_error",
+            "error_code": code,
+            "message": message,
+            "statementText": "",
+            "entities": [],
+        }
+    )
+    start: Message = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ],
+    }
     return start, {"type": "http.response.body", "body": body}
 
 
@@ -238,8 +261,9 @@ class BasicAuthMiddleware:
         self._challenge = (b"www-authenticate", f'Basic realm="{realm}"'.encode())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") \
-                or skipped(scope["path"], self.settings.skip_paths):  # fmt: skip
+        if scope["type"] not in ("http", "websocket") or skipped(
+            scope["path"], self.settings.skip_paths
+        ):
             await self.app(scope, receive, send)
             return
         headers = {name.lower(): value for name, value in scope["headers"]}
@@ -255,14 +279,19 @@ class BasicAuthMiddleware:
         if authorization is None and signature is not None and self.secret() is not None:
             await self._internal(scope, receive, send, signature.decode("latin-1"))
             return
-        outcome, user = check_basic(self.settings, authorization.decode("latin-1")
-                                    if authorization is not None else None)  # fmt: skip
+        outcome, user = check_basic(
+            self.settings, authorization.decode("latin-1") if authorization is not None else None
+        )
         if outcome is Outcome.OK:
             scope.setdefault("state", {})["user"] = user
             await self.app(scope, receive, send)
         elif outcome is Outcome.FORBIDDEN:
-            await self._refuse(send, 403, 40300, f"Forbidden: {user} has none of the roles "
-                               f"{', '.join(self.settings.roles)}")  # fmt: skip
+            await self._refuse(
+                send,
+                403,
+                40300,
+                f"Forbidden: {user} has none of the roles {', '.join(self.settings.roles)}",
+            )
         else:
             await self._refuse(send, 401, 40100, "Unauthorized", [self._challenge])
 
@@ -284,11 +313,13 @@ class BasicAuthMiddleware:
                 break
         body = b"".join(chunks)
         secret = self.secret()
-        verdict = internal.verify(secret or "", signature, self.clock_ms(), scope["method"],
-                                  scope["path"], body)  # fmt: skip
+        verdict = internal.verify(
+            secret or "", signature, self.clock_ms(), scope["method"], scope["path"], body
+        )
         if secret is None or not verdict.ok:
-            await self._refuse(send, 401, 40100, f"Unauthorized: {verdict.reason}",
-                               [self._challenge])  # fmt: skip
+            await self._refuse(
+                send, 401, 40100, f"Unauthorized: {verdict.reason}", [self._challenge]
+            )
             return
         replayed = False
 
@@ -301,8 +332,14 @@ class BasicAuthMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send, status: int, code: int, message: str,
-                      headers: list[tuple[bytes, bytes]] | None = None) -> None:  # fmt: skip
+    async def _refuse(
+        self,
+        send: Send,
+        status: int,
+        code: int,
+        message: str,
+        headers: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
         start, body = _error(status, code, message, headers or [])
         await send(start)
         await send(body)

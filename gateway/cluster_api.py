@@ -32,8 +32,9 @@ UNAUTHORIZED = 40100
 def _agent(request: Request) -> ClusterAgent:
     agent: ClusterAgent | None = getattr(services_of(request), "cluster", None)
     if agent is None:
-        raise KsqlError("this server does not run as part of a cluster", 40400,
-                        kind="generic_error")  # fmt: skip
+        raise KsqlError(
+            "this server does not run as part of a cluster", 40400, kind="generic_error"
+        )
     return agent
 
 
@@ -77,13 +78,17 @@ def check_internal_auth(
     if secret is None:
         return
     verdict = auth.verify(
-        secret, request.headers.get(auth.HEADER),
+        secret,
+        request.headers.get(auth.HEADER),
         wall_clock_ms() if now_ms is None else now_ms,
-        request.method, request.url.path, body,
-    )  # fmt: skip
+        request.method,
+        request.url.path,
+        body,
+    )
     if not verdict.ok:
-        raise KsqlError(f"unauthorized internal request: {verdict.reason}", UNAUTHORIZED,
-                        kind="generic_error")  # fmt: skip
+        raise KsqlError(
+            f"unauthorized internal request: {verdict.reason}", UNAUTHORIZED, kind="generic_error"
+        )
 
 
 async def _bounded(request: Request) -> None:
@@ -165,10 +170,15 @@ def active_standby_per_query(state: ControlState | None) -> dict[str, dict[str, 
         return hosts
 
     def entry(host: str, table: str) -> dict[str, Any]:
-        return hosts.setdefault(host, {}).setdefault(table, {
-            "activeStores": [], "activePartitions": [],
-            "standByStores": [], "standByPartitions": [],
-        })  # fmt: skip
+        return hosts.setdefault(host, {}).setdefault(
+            table,
+            {
+                "activeStores": [],
+                "activePartitions": [],
+                "standByStores": [],
+                "standByPartitions": [],
+            },
+        )
 
     for partition, leader in sorted(state.partitions.items()):
         where = {"topic": partition.table, "partition": partition.partition}

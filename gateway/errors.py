@@ -49,9 +49,15 @@ class KsqlError(Exception):
 
     def body(self) -> Entity:
         """ksqlDB's error body of this error (also the ``errorMessage`` of a streamed answer)."""
-        return error_body(self.error_code, self.message, kind=self.kind,
-                          statement_text=self.statement_text, entities=self.entities,
-                          line=self.line, column=self.column)  # fmt: skip
+        return error_body(
+            self.error_code,
+            self.message,
+            kind=self.kind,
+            statement_text=self.statement_text,
+            entities=self.entities,
+            line=self.line,
+            column=self.column,
+        )
 
 
 def error_body(

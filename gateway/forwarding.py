@@ -33,6 +33,7 @@ __all__ = ["ROUTING_TTL_S", "ExchangeFailed", "Forwarding", "RoutingInputs"]
 class ExchangeFailed(Exception):
     """A peer did not answer (connection refused or lost, timeout, a malformed answer)."""
 
+
 ROUTING_TTL_S = 0.05
 
 
@@ -51,9 +52,12 @@ class RoutingInputs:
 class Forwarding:
     """Per server: the peers' HTTP client (kept-alive connections) and routing inputs."""
 
-    def __init__(self, ttl_s: float = ROUTING_TTL_S,
-                 clock: Callable[[], float] = time.monotonic,
-                 tls: ssl.SSLContext | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        ttl_s: float = ROUTING_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._ttl_s = ttl_s
         self._tls = tls
         self._clock = clock
@@ -78,11 +82,15 @@ class Forwarding:
                     limits = httpx.Limits(max_connections=64, max_keepalive_connections=32)
                     self._client = httpx.Client(
                         timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 0.5)),
-                        limits=limits, verify=self._tls or True)  # fmt: skip
+                        limits=limits,
+                        verify=self._tls or True,
+                    )
                 client = self._client
         return client
 
-    def routing_inputs(self, read: Callable[[], RoutingInputs], fresh: bool = False) -> RoutingInputs:
+    def routing_inputs(
+        self, read: Callable[[], RoutingInputs], fresh: bool = False
+    ) -> RoutingInputs:
         """The routing inputs, read again when older than the TTL (or when ``fresh``)."""
         inputs = self._inputs
         now = self._clock()
@@ -91,8 +99,9 @@ class Forwarding:
             self._inputs = inputs
         return inputs
 
-    async def exchange(self, host: str, path: str, body: bytes, headers: Mapping[str, str],
-                       timeout_s: float) -> tuple[int, bytes]:  # fmt: skip
+    async def exchange(
+        self, host: str, path: str, body: bytes, headers: Mapping[str, str], timeout_s: float
+    ) -> tuple[int, bytes]:
         """POST ``body`` to ``http(s)://host/path`` on a kept-alive connection: (status, body).
 
         A request that fails on a reused connection (the peer closed it meanwhile) is sent once
@@ -102,8 +111,9 @@ class Forwarding:
             ExchangeFailed: no answer within ``timeout_s``, or none at all.
         """
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        request = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\n{head}"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body  # fmt: skip
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\n{head}Content-Length: {len(body)}\r\n\r\n"
+        ).encode("latin-1") + body
         try:
             async with asyncio.timeout(timeout_s):
                 for attempt in (0, 1):
@@ -121,8 +131,9 @@ class Forwarding:
             raise ExchangeFailed(f"{host}: no answer within {timeout_s:g} s") from None
         raise ExchangeFailed(f"{host}: no answer")  # pragma: no cover - the loop returns or raises
 
-    async def _connection(self, host: str, fresh: bool
-                          ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], bool]:  # fmt: skip
+    async def _connection(
+        self, host: str, fresh: bool
+    ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], bool]:
         loop = asyncio.get_running_loop()
         if self._idle_loop is not loop:
             self._idle, self._idle_loop = {}, loop
@@ -135,8 +146,9 @@ class Forwarding:
         try:
             if self._tls is None:
                 return await asyncio.open_connection(name, int(port)), False
-            return await asyncio.open_connection(name, int(port), ssl=self._tls,
-                                                 server_hostname=name.strip("[]")), False
+            return await asyncio.open_connection(
+                name, int(port), ssl=self._tls, server_hostname=name.strip("[]")
+            ), False
         except (OSError, ValueError, ssl.SSLError) as error:
             raise ExchangeFailed(f"{host}: {error}") from None
 
@@ -156,8 +168,9 @@ class Forwarding:
         self._idle = {}
 
 
-async def _exchange(connection: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                    request: bytes) -> tuple[int, bytes]:  # fmt: skip
+async def _exchange(
+    connection: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: bytes
+) -> tuple[int, bytes]:
     """One request and its answer on ``connection`` (HTTP/1.1, Content-Length bodies)."""
     reader, writer = connection
     writer.write(request)

@@ -130,8 +130,7 @@ def _to_decimal(value: Any, target: DecimalType) -> Decimal:
         if not number.is_finite():
             raise _Mismatch
         # ApiSqlValueCoercer: doubles and strings are set to the scale, HALF_UP
-        return fit_decimal(number.quantize(Decimal(1).scaleb(-target.scale), ROUND_HALF_UP),
-                              target)  # fmt: skip
+        return fit_decimal(number.quantize(Decimal(1).scaleb(-target.scale), ROUND_HALF_UP), target)
     except (InvalidOperation, EvalFailure) as exc:
         raise _Mismatch from exc
 
@@ -204,12 +203,14 @@ def coerce_json(value: Any, target: SqlType) -> Any:
     try:
         return _coerce(value, target)
     except _Mismatch:
-        raise RowError(f"Can't coerce a field of type {_java_class(value)} into type {target}"
-                       ) from None  # fmt: skip
+        raise RowError(
+            f"Can't coerce a field of type {_java_class(value)} into type {target}"
+        ) from None
 
 
-def row_values(row: Mapping[str, Any], source: Source, custom_types: Mapping[str, Any]
-               ) -> tuple[tuple[Any, ...], dict[str, Any]]:  # fmt: skip
+def row_values(
+    row: Mapping[str, Any], source: Source, custom_types: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The key and value of the record one JSON row becomes (``KeyValueExtractor``).
 
     A name that is not a key or value column refuses the row, with the words ``INSERT ... VALUES``
@@ -236,8 +237,10 @@ def row_values(row: Mapping[str, Any], source: Source, custom_types: Mapping[str
         if value is None:
             raise RowError(f"Key field must be specified: {column.name}")
         key.append(coerce_json(value, resolve_type(column.type, custom_types)))
-    values = {c.name: coerce_json(fields.get(c.name), resolve_type(c.type, custom_types))
-              for c in source.value_columns}  # fmt: skip
+    values = {
+        c.name: coerce_json(fields.get(c.name), resolve_type(c.type, custom_types))
+        for c in source.value_columns
+    }
     return tuple(key), values
 
 
@@ -290,8 +293,14 @@ def resolve_target(services: Services, target: str) -> Source:
     return source
 
 
-def write_record(services: Services, source: Source, serde: RowSerde, key: tuple[Any, ...],
-                 value: Mapping[str, Any] | None, timestamp_ms: int | None = None) -> Written:  # fmt: skip
+def write_record(
+    services: Services,
+    source: Source,
+    serde: RowSerde,
+    key: tuple[Any, ...],
+    value: Mapping[str, Any] | None,
+    timestamp_ms: int | None = None,
+) -> Written:
     """Serialize and write one record as INSERT VALUES does, and wait for the broker.
 
     Raises:
@@ -302,12 +311,14 @@ def write_record(services: Services, source: Source, serde: RowSerde, key: tuple
     key_bytes = serde.serialize_key(key)
     value_bytes = serde.serialize_value(value)
     partition = partition_for(key_bytes, source.partitions) if key_bytes is not None else None
-    return services.writer.write(source.topic, key_bytes, value_bytes, partition=partition,
-                                 timestamp_ms=timestamp_ms)  # fmt: skip
+    return services.writer.write(
+        source.topic, key_bytes, value_bytes, partition=partition, timestamp_ms=timestamp_ms
+    )
 
 
-def _prepare(services: Services, source: Source, serde: RowSerde, line: bytes
-             ) -> tuple[bytes | None, bytes | None, int | None]:  # fmt: skip
+def _prepare(
+    services: Services, source: Source, serde: RowSerde, line: bytes
+) -> tuple[bytes | None, bytes | None, int | None]:
     """A line's record: serialized key and value and its partition. Raises RowError."""
     row = parse_row(line)
     key, value = row_values(row, source, services.runner.catalog.types)
@@ -315,14 +326,16 @@ def _prepare(services: Services, source: Source, serde: RowSerde, line: bytes
         key_bytes = serde.serialize_key(key)
         value_bytes = serde.serialize_value(value)
     except EngineError as exc:
-        raise RowError(f"Failed to insert values into '{source.name}'. {exc.message}",
-                       exc.error_code) from exc  # fmt: skip
+        raise RowError(
+            f"Failed to insert values into '{source.name}'. {exc.message}", exc.error_code
+        ) from exc
     partition = partition_for(key_bytes, source.partitions) if key_bytes is not None else None
     return key_bytes, value_bytes, partition
 
 
-def insert_rows(services: Services, source: Source, serde: RowSerde, lines: list[bytes],
-                first_seq: int) -> list[dict[str, Any]]:  # fmt: skip
+def insert_rows(
+    services: Services, source: Source, serde: RowSerde, lines: list[bytes], first_seq: int
+) -> list[dict[str, Any]]:
     """Write each line's row in order; one ack or error per line. Blocks (run in a thread).
 
     The batch's records are produced together and acknowledged by one wait for the broker (as
@@ -454,8 +467,15 @@ class InsertsResponse(Response):
     """The acks of a stream of inserts, sent as the rows arrive (an ASGI app of its own: it reads
     the rest of the request body itself, so nothing else may ``receive`` meanwhile)."""
 
-    def __init__(self, services: Services, source: Source, serde: RowSerde, lines: BodyLines,
-                 *, as_array: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        services: Services,
+        source: Source,
+        serde: RowSerde,
+        lines: BodyLines,
+        *,
+        as_array: bool,
+    ) -> None:
         self.status_code = 200
         self.media_type = JSON if as_array else DELIMITED
         self.background = None
@@ -472,8 +492,9 @@ class InsertsResponse(Response):
         return (("[" if first else ",") + ",".join(dumps(a) for a in answers)).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})  # fmt: skip
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
         seq = 0
         try:
             while True:
@@ -486,15 +507,17 @@ class InsertsResponse(Response):
                     break
                 if lines is None:
                     break
-                answers = await run_in_threadpool(insert_rows, self._services, self._source,
-                                                  self._serde, lines, seq)  # fmt: skip
+                answers = await run_in_threadpool(
+                    insert_rows, self._services, self._source, self._serde, lines, seq
+                )
                 await self._send(send, self._render(answers, seq == 0))
                 seq += len(answers)
             tail = (b"]" if seq else b"[]") if self._as_array else b""
             await send({"type": "http.response.body", "body": tail, "more_body": False})
         except (ClientDisconnect, OSError):
-            log.debug("inserts-stream into %s: the client went after %d rows", self._source.name,
-                      seq)  # fmt: skip
+            log.debug(
+                "inserts-stream into %s: the client went after %d rows", self._source.name, seq
+            )
 
     @staticmethod
     async def _send(send: Send, body: bytes) -> None:
@@ -513,8 +536,9 @@ async def inserts_stream_endpoint(request: Request) -> Response:
     try:
         serde = await run_in_threadpool(serde_of, source, services.runner.catalog.types)
     except EngineError as exc:
-        raise KsqlError(f"Failed to insert values into '{source.name}'. {exc.message}",
-                        exc.error_code) from exc  # fmt: skip
+        raise KsqlError(
+            f"Failed to insert values into '{source.name}'. {exc.message}", exc.error_code
+        ) from exc
     accept = request.headers.get("accept", "")
     as_array = JSON in accept and DELIMITED not in accept
     return InsertsResponse(services, source, serde, lines, as_array=as_array)

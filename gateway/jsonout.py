@@ -81,7 +81,9 @@ def _write(value: Any, out: list[str]) -> None:
         if math.isfinite(value):
             out.append(float.__repr__(value))
         else:
-            out.append('"NaN"' if math.isnan(value) else ('"Infinity"' if value > 0 else '"-Infinity"'))
+            out.append(
+                '"NaN"' if math.isnan(value) else ('"Infinity"' if value > 0 else '"-Infinity"')
+            )
     elif isinstance(value, Decimal):
         if not value.is_finite():
             raise TypeError(f"cannot write the decimal {value} as JSON")

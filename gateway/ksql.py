@@ -78,8 +78,13 @@ class KsqlRequest:
             ParseError: the text does not parse, or the parameters do not fit its placeholders,
                 or it exceeds ``limits``.
         """
-        return parse(self.ksql, self.session_variables, parameters=self.parameters,
-                     substitution=self.substitutes(), limits=limits)  # fmt: skip
+        return parse(
+            self.ksql,
+            self.session_variables,
+            parameters=self.parameters,
+            substitution=self.substitutes(),
+            limits=limits,
+        )
 
     def substitutes(self) -> bool:
         """Whether ``${name}`` is substituted (``ksql.variable.substitution.enable``)."""
@@ -107,8 +112,11 @@ async def read_body(request: Request, limit: int, timeout_s: float = 30.0) -> by
                     raise bad_request(f"the request body is larger than {limit} bytes", 41300)
                 chunks.append(chunk)
     except TimeoutError:
-        raise bad_request(f"the request body did not arrive within {timeout_s:g} s "
-                          "(ksql.server.request.body.timeout.ms)", 40800) from None
+        raise bad_request(
+            f"the request body did not arrive within {timeout_s:g} s "
+            "(ksql.server.request.body.timeout.ms)",
+            40800,
+        ) from None
     return b"".join(chunks)
 
 
@@ -132,8 +140,13 @@ def decode_request(body: bytes) -> KsqlRequest:
     sequence = raw.get("commandSequenceNumber")
     if sequence is not None and (not isinstance(sequence, int) or isinstance(sequence, bool)):
         raise bad_request('"commandSequenceNumber" must be an integer')
-    return KsqlRequest(ksql, properties, variables_text(variables), sequence,
-                       decode_parameters(raw.get("parameters")))  # fmt: skip
+    return KsqlRequest(
+        ksql,
+        properties,
+        variables_text(variables),
+        sequence,
+        decode_parameters(raw.get("parameters")),
+    )
 
 
 def decode_parameters(raw: Any) -> tuple[object, ...] | None:
@@ -142,7 +155,7 @@ def decode_parameters(raw: Any) -> tuple[object, ...] | None:
     if raw is None:
         return None
     if not isinstance(raw, list):
-        raise bad_request('"parameters" must be a JSON array (one value per \'?\' placeholder)')
+        raise bad_request("\"parameters\" must be a JSON array (one value per '?' placeholder)")
     try:
         return tuple(from_json(value) for value in raw)
     except ParameterError as exc:
@@ -159,8 +172,11 @@ async def ksql_endpoint(request: Request) -> Response:
     """``POST /ksql``: parse the body, run the statements, render the entities (with ``dumpb``:
     a client's text echoed back may hold what JSONResponse cannot write, a lone surrogate)."""
     services = services_of(request)
-    decoded = decode_request(await read_body(request, services.limits.max_body_bytes,
-                           services.limits.body_read_timeout_s))
+    decoded = decode_request(
+        await read_body(
+            request, services.limits.max_body_bytes, services.limits.body_read_timeout_s
+        )
+    )
     written: list[Entity] = []
     entities = await run_in_threadpool(execute, services, decoded, written)
     # ksqlDB answers INSERT ... VALUES with no entity; where the rows landed (the read-your-writes
@@ -172,8 +188,9 @@ async def ksql_endpoint(request: Request) -> Response:
 # -- running statements ----------------------------------------------------------------------------
 
 
-def execute(services: Services, request: KsqlRequest,
-            written: list[Entity] | None = None) -> list[Entity]:  # fmt: skip
+def execute(
+    services: Services, request: KsqlRequest, written: list[Entity] | None = None
+) -> list[Entity]:
     """Run every statement of ``request`` in order; the entities, one per statement but
     ``INSERT ... VALUES``, which answers none (as ksqlDB); where its row landed goes to ``written``.
 
@@ -206,9 +223,14 @@ def execute(services: Services, request: KsqlRequest,
             defined.pop(statement.name.upper(), None)
             continue
         if isinstance(statement, ast.Show) and statement.what.upper() == "VARIABLES":
-            entities.append({"@type": "variables", "statementText": statement.text,
-                             "variables": [{"name": n, "value": v} for n, v in sorted(defined.items())],
-                             "warnings": []})  # fmt: skip
+            entities.append(
+                {
+                    "@type": "variables",
+                    "statementText": statement.text,
+                    "variables": [{"name": n, "value": v} for n, v in sorted(defined.items())],
+                    "warnings": [],
+                }
+            )
             continue
         try:
             entity = run_statement(services, statement, request.streams_properties)
@@ -237,21 +259,29 @@ def execute(services: Services, request: KsqlRequest,
                 column=column,
                 retriable=exc.retriable,
                 # ksqlDB answers a request error (its query capacity) as a generic_error
-                kind="generic_error" if isinstance(exc, TooManyPersistentQueries)
+                kind="generic_error"
+                if isinstance(exc, TooManyPersistentQueries)
                 else "statement_error",
             ) from exc
     return entities
 
 
-def run_statement(services: Services, statement: ast.Statement,
-                  overrides: Mapping[str, Any] | None = None) -> Entity:  # fmt: skip
+def run_statement(
+    services: Services, statement: ast.Statement, overrides: Mapping[str, Any] | None = None
+) -> Entity:
     """The entity answering one statement (``overrides``: the request's session properties)."""
     match statement:
         case ast.CreateAsSelect() | ast.InsertInto() if services.no_spark:
-            kind = "CREATE ... AS SELECT" if isinstance(statement, ast.CreateAsSelect) \
-                else "INSERT INTO ... SELECT"  # fmt: skip
-            raise KsqlError(f"{kind} runs a persistent query on Spark, and this server cannot run "
-                            f"Spark: {services.no_spark}", 40000)  # fmt: skip
+            kind = (
+                "CREATE ... AS SELECT"
+                if isinstance(statement, ast.CreateAsSelect)
+                else "INSERT INTO ... SELECT"
+            )
+            raise KsqlError(
+                f"{kind} runs a persistent query on Spark, and this server cannot run "
+                f"Spark: {services.no_spark}",
+                40000,
+            )
         case (
             ast.CreateSource()
             | ast.AlterSource()
@@ -266,9 +296,12 @@ def run_statement(services: Services, statement: ast.Statement,
             return _submit(services, statement, overrides or {})
         case ast.Select() | ast.Print():
             kind = "SELECT" if isinstance(statement, ast.Select) else "PRINT"
-            raise KsqlError(f"{kind} statements must be sent to the /query endpoint (ksqlDB: The "
-                            "following statement types should be issued to the websocket endpoint "
-                            "'/query': * PRINT * SELECT)", 40002)  # fmt: skip
+            raise KsqlError(
+                f"{kind} statements must be sent to the /query endpoint (ksqlDB: The "
+                "following statement types should be issued to the websocket endpoint "
+                "'/query': * PRINT * SELECT)",
+                40002,
+            )
         case ast.Show() if statement.what.upper() == "PROPERTIES":
             return show_properties(services, statement, overrides or {})
         case ast.Show():
@@ -318,13 +351,20 @@ def _show(services: Services, statement: ast.Show) -> Entity:
         of_kind = SourceKind.STREAM if what == "STREAMS" else SourceKind.TABLE
         return _source_descriptions(services, statement, of_kind, extended=True)
     if statement.extended and what in ("TOPICS", "ALL TOPICS"):
-        return {"@type": "kafka_topics_extended", "statementText": statement.text,
-                **_topics(services, internal=what == "ALL TOPICS", extended=True),
-                "warnings": []}  # fmt: skip
+        return {
+            "@type": "kafka_topics_extended",
+            "statementText": statement.text,
+            **_topics(services, internal=what == "ALL TOPICS", extended=True),
+            "warnings": [],
+        }
     if statement.extended or what not in _SHOWS:
         raise _unsupported(statement)
-    return {"@type": _SHOWS[what][0], "statementText": statement.text,
-            **_SHOWS[what][1](services), "warnings": []}  # fmt: skip
+    return {
+        "@type": _SHOWS[what][0],
+        "statementText": statement.text,
+        **_SHOWS[what][1](services),
+        "warnings": [],
+    }
 
 
 def _sources(kind: SourceKind) -> Callable[[Services], Entity]:
@@ -392,8 +432,10 @@ def _consumers_by_topic(services: Services, timeout: float) -> dict[str, tuple[i
         found: dict[str, tuple[int, set[str]]] = {}
         for group_id, future in described.items():
             for member in future.result(timeout).members:
-                assigned = {tp.topic for tp in (member.assignment.topic_partitions
-                                                if member.assignment else [])}  # fmt: skip
+                assigned = {
+                    tp.topic
+                    for tp in (member.assignment.topic_partitions if member.assignment else [])
+                }
                 for topic in assigned:
                     count, owners = found.get(topic, (0, set()))
                     found[topic] = (count + 1, owners | {group_id})
@@ -404,25 +446,38 @@ def _consumers_by_topic(services: Services, timeout: float) -> dict[str, tuple[i
 
 
 def _functions(services: Services) -> Entity:
-    return {"functions": [{"name": f.name, "type": f.kind, "category": f.category}
-                          for f in all_functions()]}  # fmt: skip
+    return {
+        "functions": [
+            {"name": f.name, "type": f.kind, "category": f.category} for f in all_functions()
+        ]
+    }
 
 
-def show_properties(services: Services, statement: ast.Statement,
-                    overrides: Mapping[str, Any]) -> Entity:  # fmt: skip
+def show_properties(
+    services: Services, statement: ast.Statement, overrides: Mapping[str, Any]
+) -> Entity:
     """SHOW PROPERTIES in ksqlDB's shape: the server's settings, then the session's overrides
     (which win), each with its scope; which were overridden, which are at their default."""
     values = {**services.properties, **{k: str(v) for k, v in overrides.items()}}
     return {
         "@type": "properties",
         "statementText": statement.text,
-        "properties": [{"name": k, "scope": "KSQL" if k.startswith(("ksql.", "headwater."))
-                        else "SERVER", "value": v} for k, v in sorted(values.items())],
+        "properties": [
+            {
+                "name": k,
+                "scope": "KSQL" if k.startswith(("ksql.", "headwater.")) else "SERVER",
+                "value": v,
+            }
+            for k, v in sorted(values.items())
+        ],
         "overwrittenProperties": sorted(overrides),
-        "defaultProperties": sorted(k for k, v in services.properties.items()
-                                    if k not in overrides and services.defaults.get(k) == v),
+        "defaultProperties": sorted(
+            k
+            for k, v in services.properties.items()
+            if k not in overrides and services.defaults.get(k) == v
+        ),
         "warnings": [],
-    }  # fmt: skip
+    }
 
 
 _SHOWS: dict[str, tuple[str, Callable[[Services], Entity]]] = {
@@ -441,30 +496,52 @@ def _describe_function(statement: ast.Describe) -> Entity:
     found = describe_function(statement.name or "")
     if found is None:
         raise KsqlError(f"Can't find any functions with the name '{statement.name}'", 40001)
-    variants = [{"arguments": [{"name": f"arg{i}", "type": t, "description": "",
-                                "isVariadic": False} for i, t in enumerate(params, 1)],
-                 "returnType": result, "description": "", "argumentTypes": list(params)}
-                for params, result in found.signatures]  # fmt: skip
-    return {"@type": "describe_function", "statementText": statement.text, "name": found.name,
-            "description": "" if variants else "its parameter and result types follow its "
-            "arguments", "author": "headwater", "version": headwater.__version__,
-            "path": "internal", "functions": variants, "type": found.kind, "warnings": []}  # fmt: skip
+    variants = [
+        {
+            "arguments": [
+                {"name": f"arg{i}", "type": t, "description": "", "isVariadic": False}
+                for i, t in enumerate(params, 1)
+            ],
+            "returnType": result,
+            "description": "",
+            "argumentTypes": list(params),
+        }
+        for params, result in found.signatures
+    ]
+    return {
+        "@type": "describe_function",
+        "statementText": statement.text,
+        "name": found.name,
+        "description": "" if variants else "its parameter and result types follow its arguments",
+        "author": "headwater",
+        "version": headwater.__version__,
+        "path": "internal",
+        "functions": variants,
+        "type": found.kind,
+        "warnings": [],
+    }
 
 
-def _source_descriptions(services: Services, statement: ast.Statement, kind: SourceKind,
-                         extended: bool) -> Entity:  # fmt: skip
+def _source_descriptions(
+    services: Services, statement: ast.Statement, kind: SourceKind, extended: bool
+) -> Entity:
     """DESCRIBE STREAMS|TABLES [EXTENDED], SHOW STREAMS|TABLES EXTENDED: every source's
     description, in ksqlDB's ``source_descriptions`` shape."""
     catalog = services.runner.catalog
     described = []
-    for source in sorted((s for s in catalog.sources.values() if s.kind is kind),
-                         key=lambda s: s.name):  # fmt: skip
+    for source in sorted(
+        (s for s in catalog.sources.values() if s.kind is kind), key=lambda s: s.name
+    ):
         description = source_description(source, catalog)
         if extended:
             description = queries.extended_source(services, source, catalog, description)
         described.append(description)
-    return {"@type": "source_descriptions", "statementText": statement.text,
-            "sourceDescriptions": described, "warnings": []}  # fmt: skip
+    return {
+        "@type": "source_descriptions",
+        "statementText": statement.text,
+        "sourceDescriptions": described,
+        "warnings": [],
+    }
 
 
 def _describe(services: Services, statement: ast.Describe) -> Entity:
@@ -512,16 +589,18 @@ def _insert_values(services: Services, statement: ast.InsertValues) -> Entity:
         value = serde.serialize_value(record.value)
     except StatementPrepareError as exc:
         line, column = line_column(statement, offset_in_message(statement, exc.message))
-        raise KsqlError(f"Failed to prepare statement: {exc.message}", exc.error_code,
-                        line=line, column=column) from exc  # fmt: skip
+        raise KsqlError(
+            f"Failed to prepare statement: {exc.message}", exc.error_code, line=line, column=column
+        ) from exc
     except EngineError as exc:
         prefix = f"Failed to insert values into '{source.name}'. "
         message = exc.message if exc.message.startswith(prefix) else prefix + exc.message
         line, column = line_column(statement, offset_in_message(statement, exc.message))
         raise KsqlError(message, exc.error_code, line=line, column=column) from exc
     partition = partition_for(key, source.partitions) if key is not None else None
-    written = services.writer.write(source.topic, key, value, partition=partition,
-                                    timestamp_ms=record.rowtime)  # fmt: skip
+    written = services.writer.write(
+        source.topic, key, value, partition=partition, timestamp_ms=record.rowtime
+    )
     return {
         "@type": "currentStatus",
         "statementText": statement.text,
@@ -529,12 +608,13 @@ def _insert_values(services: Services, statement: ast.InsertValues) -> Entity:
         "commandStatus": {
             "status": "SUCCESS",
             "message": f"Inserted 1 row into {source.name} (partition {written.partition}, "
-                       f"offset {written.offset})",
+            f"offset {written.offset})",
         },
-        "writtenOffsets": [{"topic": written.topic, "partition": written.partition,
-                            "offset": written.offset}],
+        "writtenOffsets": [
+            {"topic": written.topic, "partition": written.partition, "offset": written.offset}
+        ],
         "warnings": [],
-    }  # fmt: skip
+    }
 
 
 # -- rendering catalog objects ---------------------------------------------------------------------
@@ -580,6 +660,12 @@ def _field(column: Column, catalog: Catalog) -> Entity:
 
 
 __all__ = [
-    "KsqlError", "KsqlRequest", "decode_request", "execute", "ksql_endpoint", "read_body",
-    "run_statement", "source_description",
-]  # fmt: skip
+    "KsqlError",
+    "KsqlRequest",
+    "decode_request",
+    "execute",
+    "ksql_endpoint",
+    "read_body",
+    "run_statement",
+    "source_description",
+]

@@ -27,8 +27,9 @@ def named_offset(statement: ast.Statement, name: str) -> int | None:
         if isinstance(node, exp.Column | exp.Identifier) and node.name.upper() == wanted:
             start = node.meta.get("start")
             if start is None and isinstance(node, exp.Column):
-                start = node.this.meta.get("start") if isinstance(node.this, exp.Expression) \
-                    else None  # fmt: skip
+                start = (
+                    node.this.meta.get("start") if isinstance(node.this, exp.Expression) else None
+                )
             if start is not None:
                 return int(start)
     return None
@@ -38,16 +39,21 @@ def source_offset(statement: ast.Statement, name: str) -> int | None:
     """The offset of the first stream or table called ``name`` (``FROM nope``), or None."""
     wanted = name.upper()
     for node in statement.expression.walk():
-        if isinstance(node, exp.Table) and node.name.upper() == wanted \
-                and isinstance(node.this, exp.Expression) and "start" in node.this.meta:  # fmt: skip
+        if (
+            isinstance(node, exp.Table)
+            and node.name.upper() == wanted
+            and isinstance(node.this, exp.Expression)
+            and "start" in node.this.meta
+        ):
             return int(node.this.meta["start"])
     return None
 
 
 def keyword_offset(statement: ast.Statement, keyword: str) -> int | None:
     """The offset of ``keyword`` as a word of the statement's text outside quotes, or None."""
-    for match in re.finditer(rf"'(?:[^']|'')*'|`[^`]*`|\"[^\"]*\"|\b{keyword}\b", statement.text,
-                             re.IGNORECASE):  # fmt: skip
+    for match in re.finditer(
+        rf"'(?:[^']|'')*'|`[^`]*`|\"[^\"]*\"|\b{keyword}\b", statement.text, re.IGNORECASE
+    ):
         if match.group()[0] not in "'`\"":
             return match.start()
     return None

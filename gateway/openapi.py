@@ -30,8 +30,8 @@ _ERROR = {
 _PARAMETERS = {
     "type": "array",
     "description": "headwater: one value per '?' placeholder, bound as data after ${name} "
-                   'substitution ({"decimal": "1.5"}, {"bytes": "<base64>"}, {"map": [[k, v]]} '
-                   "for the types JSON lacks)",
+    'substitution ({"decimal": "1.5"}, {"bytes": "<base64>"}, {"map": [[k, v]]} '
+    "for the types JSON lacks)",
 }
 
 _KSQL_REQUEST = {
@@ -76,85 +76,147 @@ def _json(description: str, schema: dict[str, Any] | None = None) -> dict[str, A
 
 
 PATHS: dict[str, dict[str, Any]] = {
-    "/ksql": {"post": {
-        "summary": "Run statements other than SELECT (DDL, INSERT VALUES, SHOW, DESCRIBE, ...)",
-        "requestBody": {"content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}},
-        "responses": {"200": _json("one entity per statement", {"type": "array"}),
-                      **_errors(400, 413, 503)},
-    }},
-    "/query": {"post": {
-        "summary": "Run a pull or push query: a JSON array of a header, rows and an optional "
-                   "finalMessage; or PRINT a topic: text lines (text/plain) as records arrive",
-        "requestBody": {"content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}},
-        "responses": {"200": _json("[{header}, {row}..., {finalMessage}?]; with Accept: "
-                                   "application/x-ndjson one item per line; PRINT: "
-                                   "'Key format: ...', 'Value format: ...' and 'rowtime: ..., "
-                                   "key: ..., value: ..., partition: N' lines, the PRINT's id "
-                                   "(for /close-query) in the X-Query-Id header",
-                                   {"type": "array"}),
-                      **_errors(400, 413, 429, 503)},
-    }},
-    "/query-stream": {"post": {
-        "summary": "Run a pull or push query (ksqlDB's HTTP/2-era API): a header line, then one "
-                   "array per row (streamed as they arrive for a push query)",
-        "requestBody": {"content": {_JSON: {"schema": {
-            "$ref": "#/components/schemas/QueryStreamRequest"}}}},
-        "responses": {"200": {"description": "a header object, then one JSON array per row",
-                              "content": {_DELIMITED: {}, _JSON: {}}},
-                      **_errors(400, 413, 429, 503)},
-    }},
-    "/close-query": {"post": {
-        "summary": "End a push query (EMIT CHANGES) or a PRINT started on any connection to this "
-                   "server",
-        "requestBody": {"content": {_JSON: {"schema": {"type": "object", "properties": {
-            "queryId": {"type": "string"}}, "required": ["queryId"]}}}},
-        "responses": {"200": {"description": "the query ends"}, **_errors(400, 404)},
-    }},
-    "/inserts-stream": {"post": {
-        "summary": "Insert a stream of rows (ksqlDB's inserts-stream): the body is a first line "
-                   '{"target": "NAME", "properties": {...}} then one JSON object per row, each '
-                   "ended by a newline; each row is acknowledged as soon as the broker has it",
-        "requestBody": {"content": {_DELIMITED: {"schema": {"type": "string"}}}},
-        "responses": {"200": {"description": 'one item per row, in order: {"status": "ok", '
-                                             '"seq": N} or {"status": "error", "seq": N, '
-                                             '"error_code": 40000, "message": ...}; one per line, '
-                                             "or a JSON array with Accept: application/json",
-                              "content": {_DELIMITED: {}, _JSON: {"schema": {"type": "array"}}}},
-                      **_errors(400, 413)},
-    }},
-    "/info": {"get": {"summary": "Server version, service id, status and catalog digest",
-                      "responses": {"200": _json("KsqlServerInfo")}}},
-    "/healthcheck": {"get": {"summary": "Health of the metastore, Kafka and the command runner",
-                             "responses": {"200": _json("healthy"), "503": _json("unhealthy")}}},
-    "/status": {"get": {"summary": "Every catalog command decided here and its status",
-                        "responses": {"200": _json("commandStatuses")}}},
-    "/status/{command_id}": {"get": {
-        "summary": "One catalog command's status",
-        "parameters": [{"name": "command_id", "in": "path", "required": True,
-                        "schema": {"type": "string"}}],
-        "responses": {"200": _json("status and message"), **_errors(404)},
-    }},
-    "/heartbeat": {"post": {
-        "summary": "Internal: a peer's heartbeat (KLIP-12); signed with the cluster's secret",
-        "responses": {"200": _json("recorded"), **_errors(400, 401)},
-    }},
-    "/lag": {"post": {
-        "summary": "Internal: a peer's store lags (KIP-535); signed with the cluster's secret",
-        "responses": {"200": _json("recorded"), **_errors(400, 401)},
-    }},
-    "/clusterStatus": {"get": {
-        "summary": "This server's view of the cluster: hosts, alive, last heartbeat, actives and "
-                   "standbys, store lags",
-        "responses": {"200": _json("clusterStatus")},
-    }},
-    "/queryStatus": {"get": {
-        "summary": "The persistent queries this server runs and how each is doing (state, "
-                   "records written and skipped, last error)",
-        "responses": {"200": _json("queryStatus")},
-    }},
-    "/openapi.json": {"get": {"summary": "This document",
-                              "responses": {"200": _json("OpenAPI 3.1")}}},
-}  # fmt: skip
+    "/ksql": {
+        "post": {
+            "summary": "Run statements other than SELECT (DDL, INSERT VALUES, SHOW, DESCRIBE, ...)",
+            "requestBody": {
+                "content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}
+            },
+            "responses": {
+                "200": _json("one entity per statement", {"type": "array"}),
+                **_errors(400, 413, 503),
+            },
+        }
+    },
+    "/query": {
+        "post": {
+            "summary": "Run a pull or push query: a JSON array of a header, rows and an optional "
+            "finalMessage; or PRINT a topic: text lines (text/plain) as records arrive",
+            "requestBody": {
+                "content": {_JSON: {"schema": {"$ref": "#/components/schemas/KsqlRequest"}}}
+            },
+            "responses": {
+                "200": _json(
+                    "[{header}, {row}..., {finalMessage}?]; with Accept: "
+                    "application/x-ndjson one item per line; PRINT: "
+                    "'Key format: ...', 'Value format: ...' and 'rowtime: ..., "
+                    "key: ..., value: ..., partition: N' lines, the PRINT's id "
+                    "(for /close-query) in the X-Query-Id header",
+                    {"type": "array"},
+                ),
+                **_errors(400, 413, 429, 503),
+            },
+        }
+    },
+    "/query-stream": {
+        "post": {
+            "summary": "Run a pull or push query (ksqlDB's HTTP/2-era API): a header line, then one "
+            "array per row (streamed as they arrive for a push query)",
+            "requestBody": {
+                "content": {_JSON: {"schema": {"$ref": "#/components/schemas/QueryStreamRequest"}}}
+            },
+            "responses": {
+                "200": {
+                    "description": "a header object, then one JSON array per row",
+                    "content": {_DELIMITED: {}, _JSON: {}},
+                },
+                **_errors(400, 413, 429, 503),
+            },
+        }
+    },
+    "/close-query": {
+        "post": {
+            "summary": "End a push query (EMIT CHANGES) or a PRINT started on any connection to this "
+            "server",
+            "requestBody": {
+                "content": {
+                    _JSON: {
+                        "schema": {
+                            "type": "object",
+                            "properties": {"queryId": {"type": "string"}},
+                            "required": ["queryId"],
+                        }
+                    }
+                }
+            },
+            "responses": {"200": {"description": "the query ends"}, **_errors(400, 404)},
+        }
+    },
+    "/inserts-stream": {
+        "post": {
+            "summary": "Insert a stream of rows (ksqlDB's inserts-stream): the body is a first line "
+            '{"target": "NAME", "properties": {...}} then one JSON object per row, each '
+            "ended by a newline; each row is acknowledged as soon as the broker has it",
+            "requestBody": {"content": {_DELIMITED: {"schema": {"type": "string"}}}},
+            "responses": {
+                "200": {
+                    "description": 'one item per row, in order: {"status": "ok", '
+                    '"seq": N} or {"status": "error", "seq": N, '
+                    '"error_code": 40000, "message": ...}; one per line, '
+                    "or a JSON array with Accept: application/json",
+                    "content": {_DELIMITED: {}, _JSON: {"schema": {"type": "array"}}},
+                },
+                **_errors(400, 413),
+            },
+        }
+    },
+    "/info": {
+        "get": {
+            "summary": "Server version, service id, status and catalog digest",
+            "responses": {"200": _json("KsqlServerInfo")},
+        }
+    },
+    "/healthcheck": {
+        "get": {
+            "summary": "Health of the metastore, Kafka and the command runner",
+            "responses": {"200": _json("healthy"), "503": _json("unhealthy")},
+        }
+    },
+    "/status": {
+        "get": {
+            "summary": "Every catalog command decided here and its status",
+            "responses": {"200": _json("commandStatuses")},
+        }
+    },
+    "/status/{command_id}": {
+        "get": {
+            "summary": "One catalog command's status",
+            "parameters": [
+                {"name": "command_id", "in": "path", "required": True, "schema": {"type": "string"}}
+            ],
+            "responses": {"200": _json("status and message"), **_errors(404)},
+        }
+    },
+    "/heartbeat": {
+        "post": {
+            "summary": "Internal: a peer's heartbeat (KLIP-12); signed with the cluster's secret",
+            "responses": {"200": _json("recorded"), **_errors(400, 401)},
+        }
+    },
+    "/lag": {
+        "post": {
+            "summary": "Internal: a peer's store lags (KIP-535); signed with the cluster's secret",
+            "responses": {"200": _json("recorded"), **_errors(400, 401)},
+        }
+    },
+    "/clusterStatus": {
+        "get": {
+            "summary": "This server's view of the cluster: hosts, alive, last heartbeat, actives and "
+            "standbys, store lags",
+            "responses": {"200": _json("clusterStatus")},
+        }
+    },
+    "/queryStatus": {
+        "get": {
+            "summary": "The persistent queries this server runs and how each is doing (state, "
+            "records written and skipped, last error)",
+            "responses": {"200": _json("queryStatus")},
+        }
+    },
+    "/openapi.json": {
+        "get": {"summary": "This document", "responses": {"200": _json("OpenAPI 3.1")}}
+    },
+}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -168,13 +230,19 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": PATHS,
         "components": {
-            "schemas": {"Error": _ERROR, "KsqlRequest": _KSQL_REQUEST,
-                        "QueryStreamRequest": _QUERY_STREAM_REQUEST},
-            "securitySchemes": {"basic": {
-                "type": "http", "scheme": "basic",
-                "description": "Only with authentication.method=BASIC; then every path but "
-                               "/healthcheck (and authentication.skip.paths) answers 401 "
-                               "(error_code 40100, WWW-Authenticate: Basic) without it",
-            }},
+            "schemas": {
+                "Error": _ERROR,
+                "KsqlRequest": _KSQL_REQUEST,
+                "QueryStreamRequest": _QUERY_STREAM_REQUEST,
+            },
+            "securitySchemes": {
+                "basic": {
+                    "type": "http",
+                    "scheme": "basic",
+                    "description": "Only with authentication.method=BASIC; then every path but "
+                    "/healthcheck (and authentication.skip.paths) answers 401 "
+                    "(error_code 40100, WWW-Authenticate: Basic) without it",
+                }
+            },
         },
-    }  # fmt: skip
+    }

@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 _RETRY_S = 0.05
 
 
-def waiter(agent: ClusterAgent, forwarding: Forwarding, timeout_s: float
-           ) -> Callable[[str], list[str]]:  # fmt: skip
+def waiter(
+    agent: ClusterAgent, forwarding: Forwarding, timeout_s: float
+) -> Callable[[str], list[str]]:
     """``wait(command_id)``: asks every live peer until each has applied ``command_id`` or
     ``timeout_s`` has passed; returns the peers that did not confirm (empty: all did)."""
 
@@ -35,29 +36,48 @@ def waiter(agent: ClusterAgent, forwarding: Forwarding, timeout_s: float
         client = forwarding.client(timeout_s)
         while pending and time.monotonic() < deadline:
             for peer in sorted(pending):
-                if _applied(client, forwarding.scheme, peer, command_id,
-                            agent.settings.auth_secret, deadline):  # fmt: skip
+                if _applied(
+                    client,
+                    forwarding.scheme,
+                    peer,
+                    command_id,
+                    agent.settings.auth_secret,
+                    deadline,
+                ):
                     pending.discard(peer)
             pending &= set(agent.live())  # a peer that died meanwhile replays the log at start
             if pending:
                 time.sleep(_RETRY_S)
         if pending:
-            log.warning("peers %s did not confirm command %s within %.1f s",
-                        sorted(pending), command_id, timeout_s)  # fmt: skip
+            log.warning(
+                "peers %s did not confirm command %s within %.1f s",
+                sorted(pending),
+                command_id,
+                timeout_s,
+            )
         return sorted(pending)
 
     return wait
 
 
-def _applied(client: httpx.Client, scheme: str, peer: str, command_id: str, secret: str | None,
-             deadline: float) -> bool:  # fmt: skip
+def _applied(
+    client: httpx.Client,
+    scheme: str,
+    peer: str,
+    command_id: str,
+    secret: str | None,
+    deadline: float,
+) -> bool:
     path = f"/status/{command_id}"
     headers = {}
     if secret:
         headers[HEADER] = sign(secret, int(time.time() * 1000), "GET", path, b"")
     try:
-        answer = client.get(f"{scheme}://{peer}{path}", headers=headers,
-                            timeout=max(0.1, deadline - time.monotonic()))  # fmt: skip
+        answer = client.get(
+            f"{scheme}://{peer}{path}",
+            headers=headers,
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
     except httpx.HTTPError as exc:
         log.debug("status of %s on %s: %s", command_id, peer, exc)
         return False

@@ -87,10 +87,12 @@ class PlanCache:
                 source = catalog.sources.get(template.source.name)
                 if source is None:
                     continue
-                options = pull_options(services.pull, request.streams_properties,
-                                       dict(source.properties))  # fmt: skip
-                if not template.matches(shape.values, source, catalog.types,
-                                        options.table_scan_enabled):  # fmt: skip
+                options = pull_options(
+                    services.pull, request.streams_properties, dict(source.properties)
+                )
+                if not template.matches(
+                    shape.values, source, catalog.types, options.table_scan_enabled
+                ):
                     continue
                 try:
                     bound = template.bind(shape.values)
@@ -102,8 +104,9 @@ class PlanCache:
         self.misses += 1
         return Lookup(None, shape, text)
 
-    def learn(self, lookup: Lookup, statement: ast.Statement, prepared: PreparedPull,
-              services: Services) -> None:  # fmt: skip
+    def learn(
+        self, lookup: Lookup, statement: ast.Statement, prepared: PreparedPull, services: Services
+    ) -> None:
         """Build the template of a shape the uncached path has just planned (``prepared``)."""
         shape = lookup.shape
         if shape is None or not isinstance(statement, ast.Select):
@@ -114,11 +117,12 @@ class PlanCache:
             return
         types = services.runner.catalog.types
         scan = prepared.options.table_scan_enabled
-        if any(t.matches(shape.values, source, types, scan) for t in self._shapes.get(shape.key, ())):
+        if any(
+            t.matches(shape.values, source, types, scan) for t in self._shapes.get(shape.key, ())
+        ):
             return  # one matches already: these values did not bind (planned afresh, as they must)
         try:
-            template = build_template(statement, shape.starts, shape.values, source, types,
-                                      scan)  # fmt: skip
+            template = build_template(statement, shape.starts, shape.values, source, types, scan)
         except Exception:  # noqa: BLE001 - a shape the templates do not cover: never cached
             self._refuse(shape.key)
             return
@@ -131,8 +135,12 @@ class PlanCache:
 
     def stats(self) -> dict[str, Any]:
         """Counters for /status-style reporting and benchmarks."""
-        return {"shapes": len(self._shapes), "hits": self.hits, "misses": self.misses,
-                "uncacheable": len(self._uncacheable)}  # fmt: skip
+        return {
+            "shapes": len(self._shapes),
+            "hits": self.hits,
+            "misses": self.misses,
+            "uncacheable": len(self._uncacheable),
+        }
 
     def _touch(self, key: str) -> None:
         with self._lock:

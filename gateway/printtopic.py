@@ -26,8 +26,10 @@ from headwater.sqlparse_ext.sqltypes import format_double
 
 NO_DATA = "¯\\_(ツ)_/¯ - no data processed"
 UNRECOGNISED = "UNRECOGNISED_BYTES"
-NO_FORMAT = (" does not match any supported format. "
-             "It may be a STRING with encoding other than UTF8, or some other format.")  # fmt: skip
+NO_FORMAT = (
+    " does not match any supported format. "
+    "It may be a STRING with encoding other than UTF8, or some other format."
+)
 
 
 class NotThisFormat(Exception):
@@ -219,13 +221,16 @@ def avro_text(value: Any) -> str:
     if isinstance(value, dt.date):
         return str((value - dt.date(1970, 1, 1)).days)
     if isinstance(value, dt.time):
-        return str(((value.hour * 60 + value.minute) * 60 + value.second) * 1000
-                   + value.microsecond // 1000)  # fmt: skip
+        return str(
+            ((value.hour * 60 + value.minute) * 60 + value.second) * 1000
+            + value.microsecond // 1000
+        )
     if isinstance(value, bytes):
         return '{"bytes": ' + json.dumps(value.decode("latin-1")) + "}"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(str(k))}: {avro_text(v)}"
-                               for k, v in value.items()) + "}"  # fmt: skip
+        return (
+            "{" + ", ".join(f"{json.dumps(str(k))}: {avro_text(v)}" for k, v in value.items()) + "}"
+        )
     if isinstance(value, list):
         return "[" + ", ".join(avro_text(v) for v in value) + "]"
     return str(value)
@@ -259,21 +264,29 @@ def _session_windowed(inner: Decoder) -> Decoder:
     return read
 
 
-def formats(registry: SchemaRegistry | Registered | None, *, key: bool
-            ) -> list[tuple[str, Decoder]]:  # fmt: skip
+def formats(
+    registry: SchemaRegistry | Registered | None, *, key: bool
+) -> list[tuple[str, Decoder]]:
     """ksqlDB's formats in its order; for keys each also windowed (SESSION, HOPPING, TUMBLING)."""
     registered = registry if isinstance(registry, Registered) else Registered(registry)
     plain: list[tuple[str, Decoder]] = [
-        ("AVRO", registered.avro), ("PROTOBUF", registered.protobuf), ("JSON", json_text),
-        ("JSON_SR", registered.json_sr), ("KAFKA_INT", kafka_int), ("KAFKA_BIGINT", kafka_bigint),
-        ("KAFKA_DOUBLE", kafka_double), ("KAFKA_STRING", kafka_string),
-    ]  # fmt: skip
+        ("AVRO", registered.avro),
+        ("PROTOBUF", registered.protobuf),
+        ("JSON", json_text),
+        ("JSON_SR", registered.json_sr),
+        ("KAFKA_INT", kafka_int),
+        ("KAFKA_BIGINT", kafka_bigint),
+        ("KAFKA_DOUBLE", kafka_double),
+        ("KAFKA_STRING", kafka_string),
+    ]
     out: list[tuple[str, Decoder]] = []
     for name, decode in plain:
         if key:
-            out += [(f"SESSION({name})", _session_windowed(decode)),
-                    (f"HOPPING({name})", _time_windowed(decode)),
-                    (f"TUMBLING({name})", _time_windowed(decode))]  # fmt: skip
+            out += [
+                (f"SESSION({name})", _session_windowed(decode)),
+                (f"HOPPING({name})", _time_windowed(decode)),
+                (f"TUMBLING({name})", _time_windowed(decode)),
+            ]
         out.append((name, decode))
     out.append((UNRECOGNISED, raw_bytes))
     return out
@@ -331,10 +344,12 @@ class RecordFormatter:
         self.values = Deserializers(formats(registered, key=False))
 
     def _line(self, record: TopicRecord) -> str:
-        return (f"rowtime: {rowtime_text(record.timestamp_ms)}, "
-                f"key: {self.keys.format(record.key)}, "
-                f"value: {self.values.format(record.value)}, "
-                f"partition: {record.partition}")  # fmt: skip
+        return (
+            f"rowtime: {rowtime_text(record.timestamp_ms)}, "
+            f"key: {self.keys.format(record.key)}, "
+            f"value: {self.values.format(record.value)}, "
+            f"partition: {record.partition}"
+        )
 
     def format(self, records: Iterable[TopicRecord]) -> list[str]:
         """One line per record; formatted again when the batch ruled out the format in use."""
@@ -342,8 +357,10 @@ class RecordFormatter:
         key_format = self.keys.possible_formats()[0] if self.keys.possible_formats() else None
         value_format = self.values.possible_formats()[0] if self.values.possible_formats() else None
         lines = [self._line(r) for r in records]
-        if key_format in self.keys.possible_formats() and \
-                value_format in self.values.possible_formats():  # fmt: skip
+        if (
+            key_format in self.keys.possible_formats()
+            and value_format in self.values.possible_formats()
+        ):
             return lines
         return [self._line(r) for r in records]
 
@@ -376,8 +393,9 @@ class TopicPrint:
         limit: stop after this many printed records (None: never).
     """
 
-    def __init__(self, registry: SchemaRegistry | None, interval: int = 1,
-                 limit: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, registry: SchemaRegistry | None, interval: int = 1, limit: int | None = None
+    ) -> None:
         if interval < 1:
             raise ValueError(f"INTERVAL must be greater than one, but was: {interval}")
         self.formatter = RecordFormatter(registry)

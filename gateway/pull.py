@@ -74,8 +74,12 @@ class ServedBy:
 
     def as_json(self) -> dict[str, Any]:
         """The ``servedBy`` item."""
-        return {"partition": self.partition, "host": self.host, "position": self.position,
-                "lag": self.lag}  # fmt: skip
+        return {
+            "partition": self.partition,
+            "host": self.host,
+            "position": self.position,
+            "lag": self.lag,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +106,13 @@ def _source(services: Services, statement: ast.Select) -> Source:
     name = statement.query.source.name
     source = services.runner.catalog.sources.get(name)
     if source is None:
-        raise KsqlError(f"{name} does not exist.", 40001, statement_text=statement.text,
-                        line=statement.line, column=statement.column)  # fmt: skip
+        raise KsqlError(
+            f"{name} does not exist.",
+            40001,
+            statement_text=statement.text,
+            line=statement.line,
+            column=statement.column,
+        )
     return source
 
 
@@ -130,7 +139,9 @@ class PreparedPull:
             return self.bound.execute(reader, partitions)
         return execute_pull(self.plan, reader, partitions=partitions)
 
-    def stream(self, reader: TableReader, partitions: Collection[int] | None) -> Iterator[list[Any]]:
+    def stream(
+        self, reader: TableReader, partitions: Collection[int] | None
+    ) -> Iterator[list[Any]]:
         """:meth:`execute`'s rows, lazily (for a scan or a key range)."""
         if self.bound is not None:
             return self.bound.stream(reader, partitions)
@@ -145,8 +156,11 @@ class PreparedPull:
     def point_lookup(self) -> bool:
         """Whether it reads a few keys of a table (cheap enough to run without a thread hop)."""
         access = self.plan.access
-        return (self.source.kind is SourceKind.TABLE and isinstance(access, KeyLookup)
-                and len(access.keys) <= _POINT_LOOKUP_KEYS)  # fmt: skip
+        return (
+            self.source.kind is SourceKind.TABLE
+            and isinstance(access, KeyLookup)
+            and len(access.keys) <= _POINT_LOOKUP_KEYS
+        )
 
 
 _POINT_LOOKUP_KEYS = 16
@@ -175,24 +189,35 @@ def prepare_pull(
             f"EMIT {query.emit} is only supported in persistent queries (CREATE TABLE ... AS "
             "SELECT ... WINDOW ... EMIT FINAL); drop it to ask a pull query, or use EMIT CHANGES "
             "for a push query",
-            40001, statement_text=statement.text, line=line, column=column,
-        )  # fmt: skip
+            40001,
+            statement_text=statement.text,
+            line=line,
+            column=column,
+        )
     if query.joins:
-        raise KsqlError("Pull queries don't support JOIN clauses.", 40001,
-                        statement_text=statement.text)  # fmt: skip
+        raise KsqlError(
+            "Pull queries don't support JOIN clauses.", 40001, statement_text=statement.text
+        )
     catalog = services.runner.catalog
     source = _source(services, statement)
     options = pull_options(services.pull, properties, dict(source.properties))
     try:
-        plan = plan_pull(statement, source, catalog.types,
-                         table_scan_enabled=options.table_scan_enabled)  # fmt: skip
+        plan = plan_pull(
+            statement, source, catalog.types, table_scan_enabled=options.table_scan_enabled
+        )
     except EngineError as exc:
         offset = offset_in_message(statement, exc.message)
         if offset is None and "WHERE" in exc.message and query.where is not None:
             offset = query.where.meta.get("start") or _first_start(query.where)
         line, column = line_column(statement, offset)
-        raise KsqlError(exc.message, exc.error_code, statement_text=statement.text,
-                        retriable=exc.retriable, line=line, column=column) from exc  # fmt: skip
+        raise KsqlError(
+            exc.message,
+            exc.error_code,
+            statement_text=statement.text,
+            retriable=exc.retriable,
+            line=line,
+            column=column,
+        ) from exc
     return PreparedPull(statement.text, source, plan, options)
 
 
@@ -213,8 +238,9 @@ class NeedsForwarding(Exception):
         properties: the properties to forward with (a bound less the writers' lag), or None.
     """
 
-    def __init__(self, plans: dict[int, list[str]] | None = None,
-                 skip: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, plans: dict[int, list[str]] | None = None, skip: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__()
         self.plans = plans
         self.skip: dict[str, str] = dict(skip or {})
@@ -257,28 +283,34 @@ def execute_prepared(
             catalog = services.runner.catalog
             records, ends = scan_stream(services.settings, source, catalog.types)
             result = execute_stream_pull(plan, records)
-            served = tuple(ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items()))
+            served = tuple(
+                ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items())
+            )
             rows = list(budget.apply(_render(plan, result.rows)))
             return PullAnswer(query_id, columns, rows, served, "Query Completed")
         forwarded = routed.forwarded_partitions(properties)
         writers: tuple[WrittenBy, ...] = ()
         if forwarded is None:  # the server asked answers for the writers, not those it forwards to
-            prepared, properties, writers = _check_writers(services, prepared, properties,
-                                                           local_only)  # fmt: skip
+            prepared, properties, writers = _check_writers(
+                services, prepared, properties, local_only
+            )
         try:
-            answer = _table_answer(services, prepared, properties, query_id, columns, local_only,
-                                   skip or {}, forwarded)  # fmt: skip
+            answer = _table_answer(
+                services, prepared, properties, query_id, columns, local_only, skip or {}, forwarded
+            )
         except NeedsForwarding as needs:  # the caller forwards: with the checked writers' bound
             needs.written_by, needs.properties = writers, properties
             raise
         return dataclasses.replace(answer, written_by=writers) if writers else answer
     except EngineError as exc:
-        raise KsqlError(exc.message, exc.error_code, statement_text=prepared.text,
-                        retriable=exc.retriable) from exc  # fmt: skip
+        raise KsqlError(
+            exc.message, exc.error_code, statement_text=prepared.text, retriable=exc.retriable
+        ) from exc
 
 
-def _check_writers(services: Services, prepared: PreparedPull, properties: Mapping[str, Any],
-                   local_only: bool) -> tuple[PreparedPull, Mapping[str, Any], tuple[WrittenBy, ...]]:
+def _check_writers(
+    services: Services, prepared: PreparedPull, properties: Mapping[str, Any], local_only: bool
+) -> tuple[PreparedPull, Mapping[str, Any], tuple[WrittenBy, ...]]:
     """The table's writing queries (``gateway.writers``), checked against the query's bound; and
     the query and properties with what the bound leaves to the changelog."""
     max_lag = prepared.options.max_offset_lag
@@ -292,8 +324,11 @@ def _check_writers(services: Services, prepared: PreparedPull, properties: Mappi
         return prepared, properties, writers
     left = changelog_bound(max_lag, writers)
     options = dataclasses.replace(prepared.options, max_offset_lag=left)
-    return (dataclasses.replace(prepared, options=options, upstream_lag=max_lag - left),
-            {**properties, "acceptable.offset.lag": left}, writers)  # fmt: skip
+    return (
+        dataclasses.replace(prepared, options=options, upstream_lag=max_lag - left),
+        {**properties, "acceptable.offset.lag": left},
+        writers,
+    )
 
 
 def _table_answer(
@@ -358,7 +393,9 @@ class Budget:
             raise KsqlError(
                 f"the pull query ran out of its time budget ({self.timeout_ms} ms); narrow it with "
                 "a key condition or a LIMIT, or raise ksql.query.pull.timeout.ms",
-                40800, kind="generic_error")  # fmt: skip
+                40800,
+                kind="generic_error",
+            )
 
     def apply(self, rows: Iterable[list[Any]]) -> Iterator[list[Any]]:
         """``rows``, checked against the deadline (every 256 rows) and the row bound."""
@@ -370,15 +407,20 @@ class Budget:
                 raise KsqlError(
                     f"the table scan returns more than {max_rows:,} rows (setting "
                     "ksql.query.pull.table.scan.max.rows); add a key condition or a LIMIT",
-                    40000, kind="generic_error")  # fmt: skip
+                    40000,
+                    kind="generic_error",
+                )
             yield row
         self.check_time()
 
 
 def _renderer(plan: PullPlan) -> Callable[[list[Any]], list[Any]] | None:
     """Turns a result row's values into their JSON-able form in place (None: nothing to do)."""
-    converters = [(i, c) for i, column in enumerate(plan.schema)
-                  if (c := output_converter(column.type)) is not None]  # fmt: skip
+    converters = [
+        (i, c)
+        for i, column in enumerate(plan.schema)
+        if (c := output_converter(column.type)) is not None
+    ]
     if not converters:
         return None
 
@@ -408,20 +450,29 @@ def _routed(
     catalog = services.runner.catalog
     partitions = routed.needed_partitions(prepared, catalog.types)
     try:
-        plans = routed.plan_hosts(services, prepared, partitions, properties,
-                                  may_wait=not local_only)  # fmt: skip
+        plans = routed.plan_hosts(
+            services, prepared, partitions, properties, may_wait=not local_only
+        )
     except routed.NeedsWait:
         raise NeedsForwarding from None  # from a worker thread, which may wait
     if skip:
         plans = _without(plans, frozenset(skip))
         if any(not hosts for hosts in plans.values()):
             failed = "; ".join(f"{host}: {why}" for host, why in sorted(skip.items()))
-            raise KsqlError(f"no replica answered ({failed}), and no other replica is within the "
-                            "bounds", 50302, kind="generic_error", retriable=True)  # fmt: skip
+            raise KsqlError(
+                f"no replica answered ({failed}), and no other replica is within the bounds",
+                50302,
+                kind="generic_error",
+                retriable=True,
+            )
     if local_only and any(hosts[0] != services.advertised for hosts in plans.values()):
         raise NeedsForwarding(plans)
     tokens = routed.read_after(properties, prepared.source.topic)
-    if prepared.scan and not local_only and all(h[0] == services.advertised for h in plans.values()):
+    if (
+        prepared.scan
+        and not local_only
+        and all(h[0] == services.advertised for h in plans.values())
+    ):
         try:  # every partition is read here: the answer streams
             stream, served = _scan_table(services, prepared, tuple(sorted(plans)), tokens, budget)
             return PullAnswer(query_id, columns, [], served, stream=stream)
@@ -435,14 +486,18 @@ def _routed(
 
     def run_local(parts: tuple[int, ...]) -> routed.PartialAnswer:
         try:
-            result, served = _pull_table(services, prepared, parts, tokens,
-                                         may_wait=not local_only)  # fmt: skip
+            result, served = _pull_table(services, prepared, parts, tokens, may_wait=not local_only)
             rows = list(budget.apply(_render(prepared.plan, result.rows)))
         except EngineError as exc:  # e.g. a partition moved away a moment ago: the next replica
-            raise KsqlError(exc.message, exc.error_code, kind="generic_error",
-                            retriable=exc.retriable) from exc  # fmt: skip
-        return routed.PartialAnswer(services.advertised, parts, rows,
-                                    [(s.partition, s.host, s.position, s.lag) for s in served])
+            raise KsqlError(
+                exc.message, exc.error_code, kind="generic_error", retriable=exc.retriable
+            ) from exc
+        return routed.PartialAnswer(
+            services.advertised,
+            parts,
+            rows,
+            [(s.partition, s.host, s.position, s.lag) for s in served],
+        )
 
     if local_only:
         # here, on the event loop: a failure goes to the other replicas without blocking it
@@ -459,8 +514,14 @@ def _routed(
             raise NeedsForwarding(others, {services.advertised: exc.message}) from exc
 
     lookup = isinstance(prepared.plan.access, KeyLookup)
-    answers = routed.gather(services, plans, run_local, prepared.text, properties,
-                            forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None)
+    answers = routed.gather(
+        services,
+        plans,
+        run_local,
+        prepared.text,
+        properties,
+        forward_timeout_s=routed.LOOKUP_FORWARD_TIMEOUT_S if lookup else None,
+    )
     return answer_of(prepared, answers, query_id, columns, budget)
 
 
@@ -469,9 +530,13 @@ def _without(plans: dict[int, list[str]], hosts: frozenset[str]) -> dict[int, li
     return {p: [h for h in tried if h not in hosts] for p, tried in plans.items()}
 
 
-def answer_of(prepared: PreparedPull, answers: list[routed.PartialAnswer],
-              query_id: str | None = None, columns: tuple[OutputColumn, ...] | None = None,
-              budget: Budget | None = None) -> PullAnswer:  # fmt: skip
+def answer_of(
+    prepared: PreparedPull,
+    answers: list[routed.PartialAnswer],
+    query_id: str | None = None,
+    columns: tuple[OutputColumn, ...] | None = None,
+    budget: Budget | None = None,
+) -> PullAnswer:
     """The answer put together from the hosts' partial answers (checked against ``budget``)."""
     rows = [row for answer in answers for row in answer.rows]
     if prepared.plan.limit is not None:
@@ -479,11 +544,17 @@ def answer_of(prepared: PreparedPull, answers: list[routed.PartialAnswer],
     if budget is not None:
         rows = list(budget.apply(rows))
     served = sorted(s for answer in answers for s in answer.served_by)
-    return PullAnswer(query_id or _query_id(), columns or _columns(prepared.plan.schema), rows,
-                      tuple(ServedBy(*s) for s in served))  # fmt: skip
+    return PullAnswer(
+        query_id or _query_id(),
+        columns or _columns(prepared.plan.schema),
+        rows,
+        tuple(ServedBy(*s) for s in served),
+    )
 
 
-def run_pull(services: Services, statement: ast.Select, properties: Mapping[str, Any]) -> PullAnswer:
+def run_pull(
+    services: Services, statement: ast.Select, properties: Mapping[str, Any]
+) -> PullAnswer:
     """Check, plan and run a pull query (see :func:`prepare_pull`, :func:`execute_prepared`)."""
     return execute_prepared(services, prepare_pull(services, statement, properties), properties)
 
@@ -518,11 +589,20 @@ def _scan_table(
     return rows, served
 
 
-def _served(services: Services, prepared: PreparedPull, before: Mapping[int, PartitionLag],
-            touched: list[int]) -> tuple[ServedBy, ...]:  # fmt: skip
+def _served(
+    services: Services,
+    prepared: PreparedPull,
+    before: Mapping[int, PartitionLag],
+    touched: list[int],
+) -> tuple[ServedBy, ...]:
     """The partitions read, checked against the query's lag bound, as ``servedBy`` items."""
-    _check_bound(prepared.source.name, before, touched, prepared.options.max_offset_lag,
-                 prepared.upstream_lag)
+    _check_bound(
+        prepared.source.name,
+        before,
+        touched,
+        prepared.options.max_offset_lag,
+        prepared.upstream_lag,
+    )
     return tuple(
         ServedBy(p, services.advertised, before[p].position, before[p].known_lag) for p in touched
     )
@@ -540,18 +620,26 @@ def _ready(
     source, max_lag = prepared.source, prepared.options.max_offset_lag
     tables = services.tables
     if tables is None:
-        raise KsqlError(f"this server does not materialize tables; {source.name} cannot be "
-                        "queried here", 50302, kind="generic_error", retriable=True)  # fmt: skip
+        raise KsqlError(
+            f"this server does not materialize tables; {source.name} cannot be queried here",
+            50302,
+            kind="generic_error",
+            retriable=True,
+        )
     reader = tables.reader(source, services.runner.catalog)
     wanted = {p: pos for p, pos in read_after.items() if partitions is None or p in partitions}
     if wanted and not may_wait:
         raise NeedsForwarding
-    if wanted and not tables.restorer.wait_for_positions(source.name, wanted,
-                                                         routed.READ_AFTER_WAIT_S):  # fmt: skip
+    if wanted and not tables.restorer.wait_for_positions(
+        source.name, wanted, routed.READ_AFTER_WAIT_S
+    ):
         raise KsqlError(
             f"{source.name} has not applied the written offsets {wanted} here within "
-            f"{routed.READ_AFTER_WAIT_S:g} s; retry", 50302, kind="generic_error", retriable=True,
-        )  # fmt: skip
+            f"{routed.READ_AFTER_WAIT_S:g} s; retry",
+            50302,
+            kind="generic_error",
+            retriable=True,
+        )
     before = tables.lags(source.name, partitions)
     bounded = max_lag < routed.UNBOUNDED
     needed = partitions if partitions is not None else tuple(before)
@@ -564,13 +652,19 @@ def _ready(
     if bounded:  # a bound is a promise about this moment: against the topic's end now
         if not may_wait:
             raise NeedsForwarding
-        before = tables.fresh_lags(source.name, partitions, max_lag, FRESH_END_WAIT_S,
-                                   FRESH_CATCH_UP_WAIT_S)
+        before = tables.fresh_lags(
+            source.name, partitions, max_lag, FRESH_END_WAIT_S, FRESH_CATCH_UP_WAIT_S
+        )
     return reader, dict(before)
 
 
-def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int], max_lag: int,
-                 upstream_lag: int = 0) -> None:  # fmt: skip
+def _check_bound(
+    table: str,
+    lags: Mapping[int, PartitionLag],
+    touched: list[int],
+    max_lag: int,
+    upstream_lag: int = 0,
+) -> None:
     bounded = max_lag < 2**63 - 1
     bad = [p for p in touched if p not in lags or not lags[p].servable(max_lag, bounded)]
     if not bad:
@@ -581,8 +675,15 @@ def _check_bound(table: str, lags: Mapping[int, PartitionLag], touched: list[int
     )
     raise KsqlError(
         f"table {table} cannot be answered within an offset lag of {max_lag} yet ({details}"
-        + (f"; the bound less the {upstream_lag} records its writing queries lag behind their "
-           "sources" if upstream_lag else "") + "); "
+        + (
+            f"; the bound less the {upstream_lag} records its writing queries lag behind their "
+            "sources"
+            if upstream_lag
+            else ""
+        )
+        + "); "
         "retry shortly, or accept more lag with SET 'acceptable.offset.lag'",
-        50302, kind="generic_error", retriable=True,
-    )  # fmt: skip
+        50302,
+        kind="generic_error",
+        retriable=True,
+    )

@@ -62,9 +62,12 @@ class PushQueries:
         """
         with self._lock:
             if len(self._running) >= self.max_running:
-                raise KsqlError(f"this server runs {self.max_running} push queries already "
-                                "(the most it runs at once): retry later", 42900,
-                                retriable=True)  # fmt: skip
+                raise KsqlError(
+                    f"this server runs {self.max_running} push queries already "
+                    "(the most it runs at once): retry later",
+                    42900,
+                    retriable=True,
+                )
             query_id = f"transient_{uuid.uuid4().hex[:16]}"
             stop = self._running[query_id] = threading.Event()
             return query_id, stop
@@ -96,8 +99,9 @@ def _from_beginning(services: Services, properties: Mapping[str, Any]) -> bool:
         raise KsqlError(exc.message, 40000) from exc
 
 
-def start_push(services: Services, registry: PushQueries, statement: ast.Select,
-               properties: Mapping[str, Any]) -> tuple[str, Any, Any, threading.Event]:  # fmt: skip
+def start_push(
+    services: Services, registry: PushQueries, statement: ast.Select, properties: Mapping[str, Any]
+) -> tuple[str, Any, Any, threading.Event]:
     """Plans the push query and starts following its topic: (query id, plan, follower, stop).
 
     Raises:
@@ -106,8 +110,9 @@ def start_push(services: Services, registry: PushQueries, statement: ast.Select,
     catalog = services.runner.catalog
     source = catalog.source(statement.query.source.name)
     if source is None:
-        raise KsqlError(f"{statement.query.source.name} does not exist.", 40001,
-                        statement_text=statement.text)  # fmt: skip
+        raise KsqlError(
+            f"{statement.query.source.name} does not exist.", 40001, statement_text=statement.text
+        )
     from_beginning = _from_beginning(services, properties)
     follower: Any
     if stateful_clauses(statement.query):  # a transient Spark query, its result followed
@@ -124,31 +129,49 @@ def start_push(services: Services, registry: PushQueries, statement: ast.Select,
         raise KsqlError(exc.message, exc.error_code, statement_text=statement.text) from exc
     query_id, stop = registry.start()
     try:
-        follower = TopicFollower(services.settings, source, catalog.types,
-                                 from_beginning=from_beginning)  # fmt: skip
+        follower = TopicFollower(
+            services.settings, source, catalog.types, from_beginning=from_beginning
+        )
     except Exception:
         registry.end(query_id)
         raise
     return query_id, plan, follower, stop
 
 
-async def stream_push(request: Request, registry: PushQueries, query_id: str, plan: Any,
-                      follower: Any, stop: threading.Event, *,
-                      shape: str) -> AsyncIterator[bytes]:  # fmt: skip
+async def stream_push(
+    request: Request,
+    registry: PushQueries,
+    query_id: str,
+    plan: Any,
+    follower: Any,
+    stop: threading.Event,
+    *,
+    shape: str,
+) -> AsyncIterator[bytes]:
     """The bytes of a push query's answer, as rows arrive; ends with the LIMIT, the client's
     going, or ``/close-query``. ``shape``: ``array`` (/query) or ``lines`` (/query-stream)."""
     types = [c.type for c in plan.schema]
     columns = [c.name for c in plan.schema]
-    schema = ", ".join(f"`{c.name}` {c.type.sql()}" + (" KEY" if c.key else "")
-                       for c in plan.schema)  # fmt: skip
+    schema = ", ".join(
+        f"`{c.name}` {c.type.sql()}" + (" KEY" if c.key else "") for c in plan.schema
+    )
     sent = 0
     try:
         if shape == "array":  # each item is followed by ",\n" as soon as it is sent (ksqlDB's)
-            yield ("[" + dumps({"header": {"queryId": query_id, "schema": schema}}) + ",\n"
-                   ).encode()  # fmt: skip
+            yield (
+                "[" + dumps({"header": {"queryId": query_id, "schema": schema}}) + ",\n"
+            ).encode()
         else:
-            yield (dumps({"queryId": query_id, "columnNames": columns,
-                          "columnTypes": [t.sql() for t in types]}) + "\n").encode()  # fmt: skip
+            yield (
+                dumps(
+                    {
+                        "queryId": query_id,
+                        "columnNames": columns,
+                        "columnTypes": [t.sql() for t in types],
+                    }
+                )
+                + "\n"
+            ).encode()
         reached = plan.limit == 0
         while not reached and not stop.is_set():
             try:
@@ -156,10 +179,16 @@ async def stream_push(request: Request, registry: PushQueries, query_id: str, pl
                 rows, reached = push_rows(plan, batch, sent)
             except Exception as exc:  # reported in the stream, which then ends
                 log.exception("push query %s failed", query_id)
-                error = {"@type": "generic_error", "error_code": 50000,
-                         "message": f"the push query failed: {exc}"}  # fmt: skip
-                yield ((dumps({"errorMessage": error}) + "]\n") if shape == "array"
-                       else dumps({"errorMessage": error}) + "\n").encode()  # fmt: skip
+                error = {
+                    "@type": "generic_error",
+                    "error_code": 50000,
+                    "message": f"the push query failed: {exc}",
+                }
+                yield (
+                    (dumps({"errorMessage": error}) + "]\n")
+                    if shape == "array"
+                    else dumps({"errorMessage": error}) + "\n"
+                ).encode()
                 return
             if await request.is_disconnected():
                 return
@@ -170,8 +199,9 @@ async def stream_push(request: Request, registry: PushQueries, query_id: str, pl
                 item: dict[str, Any] = {"columns": values}
                 if tombstone:
                     item["tombstone"] = True
-                chunk.append(dumps({"row": item}) + ",\n" if shape == "array"
-                             else dumps(values) + "\n")  # fmt: skip
+                chunk.append(
+                    dumps({"row": item}) + ",\n" if shape == "array" else dumps(values) + "\n"
+                )
             if chunk:
                 yield "".join(chunk).encode()
         if shape == "array":
@@ -195,11 +225,13 @@ class TopicReader:
     """A consumer of every partition of a topic, from its end or its beginning: raw records. Its
     start is fixed when the constructor returns (see ``start_positions``)."""
 
-    def __init__(self, services: Services, topic: str, partitions: int, *,
-                 from_beginning: bool) -> None:  # fmt: skip
+    def __init__(
+        self, services: Services, topic: str, partitions: int, *, from_beginning: bool
+    ) -> None:
         self.topic = topic
-        starts = start_positions(services.settings, topic, range(partitions),
-                                 from_beginning=from_beginning)  # fmt: skip
+        starts = start_positions(
+            services.settings, topic, range(partitions), from_beginning=from_beginning
+        )
         self._consumer = consumer(services.settings, "print-topic", fetch_wait_max_ms=20)
         self._consumer.assign(starts)
 
@@ -211,8 +243,14 @@ class TopicReader:
             if message.error() is not None:
                 continue
             kind, timestamp = message.timestamp()
-            records.append(TopicRecord(int(timestamp) if kind else None, message.key(),
-                                       message.value(), int(message.partition() or 0)))  # fmt: skip
+            records.append(
+                TopicRecord(
+                    int(timestamp) if kind else None,
+                    message.key(),
+                    message.value(),
+                    int(message.partition() or 0),
+                )
+            )
         return records
 
     def close(self) -> None:
@@ -231,14 +269,18 @@ def topic_partitions(services: Services, topic: str) -> int:
     if found is None or found.error is not None or not found.partitions:
         similar = sorted(t for t in metadata.topics if t.lower() == topic.lower() and t != topic)
         hint = "".join(f"\n\tprint {t};" for t in similar)
-        raise KsqlError(f"Could not find topic '{topic}', or the KSQL user does not have "
-                        "permissions to list the topic. Topic names are case-sensitive."
-                        + (f"\nDid you mean:{hint}" if hint else ""), 40000)  # fmt: skip
+        raise KsqlError(
+            f"Could not find topic '{topic}', or the KSQL user does not have "
+            "permissions to list the topic. Topic names are case-sensitive."
+            + (f"\nDid you mean:{hint}" if hint else ""),
+            40000,
+        )
     return len(found.partitions)
 
 
-def start_print(services: Services, registry: PushQueries, statement: ast.Print,
-                properties: Mapping[str, Any]) -> tuple[str, TopicPrint, TopicReader, threading.Event]:  # fmt: skip
+def start_print(
+    services: Services, registry: PushQueries, statement: ast.Print, properties: Mapping[str, Any]
+) -> tuple[str, TopicPrint, TopicReader, threading.Event]:
     """Checks the topic and starts reading it: (query id, printer, reader, stop). Blocks on Kafka.
 
     Raises:
@@ -265,8 +307,14 @@ def _print_lines(reader: TopicReader, printer: TopicPrint) -> list[str]:
     return printer.lines(reader.poll(_POLL_S))
 
 
-async def stream_print(request: Request, registry: PushQueries, query_id: str, printer: TopicPrint,
-                       reader: TopicReader, stop: threading.Event) -> AsyncIterator[bytes]:  # fmt: skip
+async def stream_print(
+    request: Request,
+    registry: PushQueries,
+    query_id: str,
+    printer: TopicPrint,
+    reader: TopicReader,
+    stop: threading.Event,
+) -> AsyncIterator[bytes]:
     """PRINT's text as records arrive; ends with the LIMIT, the client's going, or
     ``/close-query``."""
     quiet_since = time.monotonic()

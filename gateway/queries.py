@@ -30,8 +30,9 @@ from headwater.sqlparse_ext import statements as ast
 _REMOTE_TIMEOUT_S = 2.0
 
 
-def status_of(services: Services, query_id: str,
-              remote: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def status_of(
+    services: Services, query_id: str, remote: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """The query's status: from this server's engine, else from ``remote`` (`remote_statuses`)."""
     engine = services.queries
     found = engine.statuses().get(query_id) if engine is not None else None
@@ -54,12 +55,17 @@ def remote_statuses(services: Services) -> dict[str, dict[str, Any]]:
     if not controller:
         return {}
     secret = services.cluster.settings.auth_secret if services.cluster is not None else None
-    headers = {HEADER: sign(secret, int(time.time() * 1000), "GET", "/queryStatus", b"")} \
-        if secret else {}  # fmt: skip
+    headers = (
+        {HEADER: sign(secret, int(time.time() * 1000), "GET", "/queryStatus", b"")}
+        if secret
+        else {}
+    )
     try:
         answer = services.forwarding.client(_REMOTE_TIMEOUT_S).get(
-            f"{services.forwarding.scheme}://{controller}/queryStatus", headers=headers,
-            timeout=_REMOTE_TIMEOUT_S)  # fmt: skip
+            f"{services.forwarding.scheme}://{controller}/queryStatus",
+            headers=headers,
+            timeout=_REMOTE_TIMEOUT_S,
+        )
         queries = answer.json().get("queries", {}) if answer.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return {}
@@ -70,13 +76,21 @@ async def query_status_endpoint(request: Request) -> Response:
     """``GET /queryStatus``: the queries this server runs and their statuses."""
     services = services_of(request)
     engine = services.queries
-    return JSONResponse({"server": services.advertised,
-                         "spark": engine.spark_state if engine is not None else "DISABLED",
-                         "queries": engine.statuses() if engine is not None else {}})  # fmt: skip
+    return JSONResponse(
+        {
+            "server": services.advertised,
+            "spark": engine.spark_state if engine is not None else "DISABLED",
+            "queries": engine.statuses() if engine is not None else {},
+        }
+    )
 
 
-def query_summary(services: Services, query: Query, catalog: Catalog,
-                  remote: dict[str, dict[str, Any]] | None = None) -> Entity:  # fmt: skip
+def query_summary(
+    services: Services,
+    query: Query,
+    catalog: Catalog,
+    remote: dict[str, dict[str, Any]] | None = None,
+) -> Entity:
     """ksqlDB's ``RunningQuery`` (one item of SHOW QUERIES)."""
     status = status_of(services, query.id, remote)
     sink = catalog.sources.get(query.sink) if query.sink else None
@@ -97,13 +111,18 @@ def show_queries(services: Services, extended: bool) -> tuple[str, Entity]:
     queries = sorted(catalog.queries.values(), key=lambda q: q.id)
     remote = remote_statuses(services) if queries else {}
     if extended:
-        return "query_descriptions", {"queryDescriptions": [
-            query_description(services, q, catalog, remote) for q in queries]}
+        return "query_descriptions", {
+            "queryDescriptions": [query_description(services, q, catalog, remote) for q in queries]
+        }
     return "queries", {"queries": [query_summary(services, q, catalog, remote) for q in queries]}
 
 
-def query_description(services: Services, query: Query, catalog: Catalog,
-                      remote: dict[str, dict[str, Any]] | None = None) -> Entity:  # fmt: skip
+def query_description(
+    services: Services,
+    query: Query,
+    catalog: Catalog,
+    remote: dict[str, dict[str, Any]] | None = None,
+) -> Entity:
     """ksqlDB's ``QueryDescription`` of a running query (EXPLAIN, SHOW QUERIES EXTENDED)."""
     status = status_of(services, query.id, remote)
     select, sink_name = parse_persistent(query.statement_text)
@@ -111,8 +130,13 @@ def query_description(services: Services, query: Query, catalog: Catalog,
     compiled = _describe(select, catalog, sink_name)
     errors = []
     if status.get("lastError"):
-        errors.append({"timestamp": status.get("lastErrorMs", 0), "errorMessage":
-                       status["lastError"], "type": "USER"})  # fmt: skip
+        errors.append(
+            {
+                "timestamp": status.get("lastErrorMs", 0),
+                "errorMessage": status["lastError"],
+                "type": "USER",
+            }
+        )
     if status["state"] == "ERROR" and status.get("message"):
         errors.append({"timestamp": 0, "errorMessage": status["message"], "type": "SYSTEM"})
     return {
@@ -142,29 +166,49 @@ def explain(services: Services, statement: ast.Explain) -> Entity:
         wanted = statement.query_id.upper()
         query = next((q for q in catalog.queries.values() if q.id.upper() == wanted), None)
         if query is None:
-            raise KsqlError(f"Query with id:{statement.query_id} does not exist, use SHOW "
-                            "QUERIES to view the full set of running queries.", 40001)  # fmt: skip
+            raise KsqlError(
+                f"Query with id:{statement.query_id} does not exist, use SHOW "
+                "QUERIES to view the full set of running queries.",
+                40001,
+            )
         description = query_description(services, query, catalog, remote_statuses(services))
     else:
         inner = statement.statement
         if not isinstance(inner, (ast.CreateAsSelect, ast.InsertInto)):
-            raise KsqlError("EXPLAIN explains persistent queries (CREATE ... AS SELECT, INSERT "
-                            "INTO ... SELECT) and query ids.", 40001)  # fmt: skip
+            raise KsqlError(
+                "EXPLAIN explains persistent queries (CREATE ... AS SELECT, INSERT "
+                "INTO ... SELECT) and query ids.",
+                40001,
+            )
         sink_name = inner.name if isinstance(inner, ast.CreateAsSelect) else inner.target
         compiled = _describe(inner.query, catalog, sink_name)
         description = {
-            "id": "", "statementText": inner.text.strip(), "windowType": None,
-            "fields": _fields(compiled), "sources": [compiled.source], "sinks": [sink_name],
-            "topology": "", "executionPlan": "\n".join(compiled.steps),
-            "overriddenProperties": {}, "ksqlHostQueryStatus": {}, "queryType": "PERSISTENT",
-            "queryErrors": [], "tasksMetadata": [], "state": "",
-        }  # fmt: skip
-    return {"@type": "queryDescription", "statementText": statement.text,
-            "queryDescription": description, "warnings": []}  # fmt: skip
+            "id": "",
+            "statementText": inner.text.strip(),
+            "windowType": None,
+            "fields": _fields(compiled),
+            "sources": [compiled.source],
+            "sinks": [sink_name],
+            "topology": "",
+            "executionPlan": "\n".join(compiled.steps),
+            "overriddenProperties": {},
+            "ksqlHostQueryStatus": {},
+            "queryType": "PERSISTENT",
+            "queryErrors": [],
+            "tasksMetadata": [],
+            "state": "",
+        }
+    return {
+        "@type": "queryDescription",
+        "statementText": statement.text,
+        "queryDescription": description,
+        "warnings": [],
+    }
 
 
-def extended_source(services: Services, source: Source, catalog: Catalog,
-                    description: Entity) -> Entity:  # fmt: skip
+def extended_source(
+    services: Services, source: Source, catalog: Catalog, description: Entity
+) -> Entity:
     """DESCRIBE ... EXTENDED: the description with the queries' statuses, statistics and errors."""
     writers = catalog.writers_of(source.name)
     readers = catalog.readers_of(source.name)
@@ -197,15 +241,19 @@ def _describe(select: ast.Query, catalog: Catalog, sink_name: str) -> QueryDescr
 
 def _fields(compiled: QueryDescription) -> list[Entity]:
 
-    return [{"name": c.name, "schema": type_schema(c.type.sql()),
-             **({"type": "KEY"} if c.key else {})} for c in compiled.columns]  # fmt: skip
+    return [
+        {"name": c.name, "schema": type_schema(c.type.sql()), **({"type": "KEY"} if c.key else {})}
+        for c in compiled.columns
+    ]
 
 
 def _statistics(status: dict[str, Any]) -> str:
     if "records" not in status:
         return ""
-    return (f"messages-written: {status['records']} batches: {status.get('batches', 0)} "
-            f"processing-errors: {status.get('errors', 0)}")  # fmt: skip
+    return (
+        f"messages-written: {status['records']} batches: {status.get('batches', 0)} "
+        f"processing-errors: {status.get('errors', 0)}"
+    )
 
 
 def _when(status: dict[str, Any]) -> str:

@@ -92,8 +92,9 @@ def _wants(request: Request, *types: str) -> bool:
 async def query_endpoint(request: Request) -> Response:
     """``POST /query``: one pull query, answered as ksqlDB's JSON array (or one item per line)."""
     services = services_of(request)
-    body = await read_body(request, services.limits.max_body_bytes,
-                           services.limits.body_read_timeout_s)
+    body = await read_body(
+        request, services.limits.max_body_bytes, services.limits.body_read_timeout_s
+    )
     decoded = decode_request(body)
     if routed.INTERNAL_PARTITIONS in decoded.streams_properties:
         _check_internal(services, request, body)
@@ -101,7 +102,9 @@ async def query_endpoint(request: Request) -> Response:
     if lookup.prepared is not None:  # a pull query of a known shape: no parse, no planning
         answer = await _run(services, lookup.prepared, decoded.streams_properties)
         return await _pull_response(request, services, answer, query_items)
-    parsed = await run_in_threadpool(_one_statement, decoded, services.limits.parse)  # a big text must not stall the loop
+    parsed = await run_in_threadpool(
+        _one_statement, decoded, services.limits.parse
+    )  # a big text must not stall the loop
     if isinstance(parsed, ast.Print):
         return await _print(request, services, parsed, decoded.streams_properties)
     statement = _only_select(parsed)
@@ -116,16 +119,22 @@ _BIG_ANSWER_ROWS = 200
 """Answers with more rows are rendered in a worker thread, not on the event loop."""
 
 
-async def _pull_response(request: Request, services: Services, answer: PullAnswer,
-                         items: _Items, lines_type: str = NDJSON,
-                         lines: bool | None = None) -> Response:  # fmt: skip
+async def _pull_response(
+    request: Request,
+    services: Services,
+    answer: PullAnswer,
+    items: _Items,
+    lines_type: str = NDJSON,
+    lines: bool | None = None,
+) -> Response:
     """The answer as a JSON array (or one item a line), streamed when the answer is."""
     if lines is None:
         lines = _wants(request, NDJSON, DELIMITED)
     if answer.stream is not None:
         chunks = _line_chunks(items(answer)) if lines else _array_chunks(items(answer))
-        return StreamingResponse(_released(chunks, services), media_type=lines_type if lines
-                                 else JSON)  # fmt: skip
+        return StreamingResponse(
+            _released(chunks, services), media_type=lines_type if lines else JSON
+        )
     if lines:
         return StreamingResponse(_lines(items(answer)), media_type=lines_type)
     if len(answer.rows) > _BIG_ANSWER_ROWS:
@@ -146,16 +155,18 @@ async def _released(chunks: Iterator[bytes], services: Services) -> AsyncIterato
 async def query_stream_endpoint(request: Request) -> Response:
     """``POST /query-stream``: a header object, then one JSON array per row."""
     services = services_of(request)
-    body = await read_body(request, services.limits.max_body_bytes,
-                           services.limits.body_read_timeout_s)
+    body = await read_body(
+        request, services.limits.max_body_bytes, services.limits.body_read_timeout_s
+    )
     decoded = _decode_stream_request(body)
     properties = decoded.streams_properties
     lookup = services.plans.lookup(decoded, services)
     if lookup.prepared is not None:
         answer = await _run(services, lookup.prepared, properties)
     else:
-        statement = _only_select(await run_in_threadpool(_one_statement, decoded,
-                                                         services.limits.parse))  # fmt: skip
+        statement = _only_select(
+            await run_in_threadpool(_one_statement, decoded, services.limits.parse)
+        )
         if statement.query.emit == "CHANGES":
             return await _push(request, services, statement, properties, "lines")
         answer = await _answer(services, statement, properties, lookup)
@@ -163,23 +174,31 @@ async def query_stream_endpoint(request: Request) -> Response:
     return await _pull_response(request, services, answer, stream_items, DELIMITED, not array)
 
 
-async def _push(request: Request, services: Services, statement: ast.Select,
-                properties: Mapping[str, Any], shape: str) -> Response:  # fmt: skip
+async def _push(
+    request: Request,
+    services: Services,
+    statement: ast.Select,
+    properties: Mapping[str, Any],
+    shape: str,
+) -> Response:
     """A push query: its start is fixed (in a worker thread: it reads the ends from Kafka) before
     its header is sent."""
     registry = push.registry_of(request)
     query_id, plan, follower, stop = await run_in_threadpool(
-        push.start_push, services, registry, statement, properties)
+        push.start_push, services, registry, statement, properties
+    )
     body = push.stream_push(request, registry, query_id, plan, follower, stop, shape=shape)
     return StreamingResponse(body, media_type=JSON if shape == "array" else DELIMITED)
 
 
-async def _print(request: Request, services: Services, statement: ast.Print,
-                 properties: Mapping[str, Any]) -> Response:  # fmt: skip
+async def _print(
+    request: Request, services: Services, statement: ast.Print, properties: Mapping[str, Any]
+) -> Response:
     """PRINT: the topic's records as text lines, as they arrive."""
     registry = push.registry_of(request)
     query_id, printer, reader, stop = await run_in_threadpool(
-        push.start_print, services, registry, statement, properties)
+        push.start_print, services, registry, statement, properties
+    )
     body = push.stream_print(request, registry, query_id, printer, reader, stop)
     return StreamingResponse(body, media_type=TEXT, headers={"X-Query-Id": query_id})
 
@@ -188,8 +207,9 @@ async def close_query_endpoint(request: Request) -> Response:
     """``POST /close-query`` with ``{"queryId": ...}``: ends a push query (started on any
     connection to this server)."""
     services = services_of(request)
-    body = await read_body(request, services.limits.max_body_bytes,
-                           services.limits.body_read_timeout_s)
+    body = await read_body(
+        request, services.limits.max_body_bytes, services.limits.body_read_timeout_s
+    )
     try:
         query_id = orjson.loads(body or b"{}").get("queryId")
     except (ValueError, AttributeError):  # orjson's JSONDecodeError is a ValueError
@@ -199,8 +219,9 @@ async def close_query_endpoint(request: Request) -> Response:
     return Response(status_code=200)
 
 
-async def _answer(services: Services, statement: ast.Select, properties: Mapping[str, Any],
-                  lookup: Lookup) -> PullAnswer:  # fmt: skip
+async def _answer(
+    services: Services, statement: ast.Select, properties: Mapping[str, Any], lookup: Lookup
+) -> PullAnswer:
     """Plan (and teach the plan cache the statement's shape) in a worker thread, then run."""
 
     def planned() -> PreparedPull:
@@ -211,8 +232,9 @@ async def _answer(services: Services, statement: ast.Select, properties: Mapping
     return await _run(services, await run_in_threadpool(planned), properties)
 
 
-async def _run(services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
-               ) -> PullAnswer:  # fmt: skip
+async def _run(
+    services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
+) -> PullAnswer:
     """Run key lookups on the event loop (a few store reads: a thread hop would cost more than
     the query, bench/pull_qps.py; they never wait, so they need no admission), and forward
     there those that one other server answers; everything else runs in a worker thread,
@@ -228,10 +250,16 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                 host = hosts.pop()
                 try:
                     partial = await routed.forward_async(
-                        services, host, prepared.text, needs.properties or properties,
-                        sorted(needs.plans or ()), routed.LOOKUP_FORWARD_TIMEOUT_S)  # fmt: skip
-                    return dataclasses.replace(answer_of(prepared, [partial]),
-                                               written_by=needs.written_by)  # fmt: skip
+                        services,
+                        host,
+                        prepared.text,
+                        needs.properties or properties,
+                        sorted(needs.plans or ()),
+                        routed.LOOKUP_FORWARD_TIMEOUT_S,
+                    )
+                    return dataclasses.replace(
+                        answer_of(prepared, [partial]), written_by=needs.written_by
+                    )
                 except ExchangeFailed as failed:
                     skip[host] = str(failed).removeprefix(f"{host}: ")  # next replica, in a thread
                 except KsqlError as error:
@@ -240,13 +268,15 @@ async def _run(services: Services, prepared: PreparedPull, properties: Mapping[s
                     skip[host] = error.message
     if not prepared.scan:
         async with services.admission.slot():
-            return await run_in_threadpool(execute_prepared, services, prepared, properties,
-                                           skip=skip)  # fmt: skip
+            return await run_in_threadpool(
+                execute_prepared, services, prepared, properties, skip=skip
+            )
     async with services.admission.slot():
         await services.scans.acquire()
         try:
-            answer = await run_in_threadpool(execute_prepared, services, prepared, properties,
-                                             skip=skip)  # fmt: skip
+            answer = await run_in_threadpool(
+                execute_prepared, services, prepared, properties, skip=skip
+            )
         except BaseException:
             services.scans.release()
             raise
@@ -272,8 +302,12 @@ def _decode_stream_request(body: bytes) -> KsqlRequest:
     variables = raw.get("sessionVariables") or {}
     if not isinstance(properties, dict) or not isinstance(variables, dict):
         raise bad_request('"properties" and "sessionVariables" must be JSON objects')
-    return KsqlRequest(raw["sql"], properties, variables_text(variables),
-                       parameters=decode_parameters(raw.get("parameters")))  # fmt: skip
+    return KsqlRequest(
+        raw["sql"],
+        properties,
+        variables_text(variables),
+        parameters=decode_parameters(raw.get("parameters")),
+    )
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -281,8 +315,11 @@ def _decode_stream_request(body: bytes) -> KsqlRequest:
 
 def query_items(answer: PullAnswer) -> Iterator[Any]:
     """The items of a ``/query`` answer (a streamed answer's error ends it as an item)."""
-    header = {"queryId": answer.query_id, "schema": answer.schema_text(),
-              "servedBy": [s.as_json() for s in answer.served_by]}  # fmt: skip
+    header = {
+        "queryId": answer.query_id,
+        "schema": answer.schema_text(),
+        "servedBy": [s.as_json() for s in answer.served_by],
+    }
     if answer.written_by:
         header["writtenBy"] = [w.as_json() for w in answer.written_by]
     yield {"header": header}

@@ -68,7 +68,9 @@ class PartialAnswer:
     host: str
     partitions: tuple[int, ...]
     rows: list[list[Any]]
-    served_by: list[tuple[int, str, int, int | None]]  # (partition, host, position, lag; None: unknown)
+    served_by: list[
+        tuple[int, str, int, int | None]
+    ]  # (partition, host, position, lag; None: unknown)
 
 
 def forwarded_partitions(properties: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -103,8 +105,11 @@ def read_after(properties: Mapping[str, Any], topic: str) -> dict[int, int]:
         raise KsqlError(f"{READ_AFTER} must be a list of {{topic, partition, offset}}", 40000)
     wanted: dict[int, int] = {}
     for item in value:
-        if not (isinstance(item, Mapping) and isinstance(item.get("partition"), int)
-                and isinstance(item.get("offset"), int)):  # fmt: skip
+        if not (
+            isinstance(item, Mapping)
+            and isinstance(item.get("partition"), int)
+            and isinstance(item.get("offset"), int)
+        ):
             raise KsqlError(f"{READ_AFTER}: malformed entry {item!r}", 40000)
         if item.get("topic", topic) == topic:
             wanted[item["partition"]] = max(wanted.get(item["partition"], 0), item["offset"] + 1)
@@ -134,8 +139,12 @@ def needed_partitions(prepared: Any, catalog_types: Mapping[str, Any]) -> list[i
 
 
 def plan_hosts(
-    services: Services, prepared: Any, partitions: Sequence[int], properties: Mapping[str, Any],
-    *, may_wait: bool = True,
+    services: Services,
+    prepared: Any,
+    partitions: Sequence[int],
+    properties: Mapping[str, Any],
+    *,
+    may_wait: bool = True,
 ) -> dict[int, list[str]]:
     """For each partition, the hosts to try in order.
 
@@ -161,8 +170,9 @@ def plan_hosts(
         token = tokens.get(partition)
         decided = _decide(services, inputs, pid, lag_bound, staleness, token)
         if isinstance(decided, NoReplica):  # the inputs may be a few ms old: decide on today's
-            inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services),
-                                                        fresh=True)  # fmt: skip
+            inputs = services.forwarding.routing_inputs(
+                lambda: _routing_inputs(services), fresh=True
+            )
             decided = _decide(services, inputs, pid, lag_bound, staleness, token)
         if isinstance(decided, NoReplica) and token is not None and _holds(services, inputs, pid):
             # Read-your-writes: the write is on its way into this server's replica (a few ms,
@@ -172,8 +182,9 @@ def plan_hosts(
             tables = services.tables
             assert tables is not None
             tables.restorer.wait_for_positions(table, {partition: token}, READ_AFTER_WAIT_S)
-            inputs = services.forwarding.routing_inputs(lambda: _routing_inputs(services),
-                                                        fresh=True)  # fmt: skip
+            inputs = services.forwarding.routing_inputs(
+                lambda: _routing_inputs(services), fresh=True
+            )
             decided = _decide(services, inputs, pid, lag_bound, staleness, token)
         if isinstance(decided, NoReplica):
             raise KsqlError(decided.message(), 50302, kind="generic_error", retriable=True)
@@ -193,21 +204,32 @@ def _holds(services: Services, inputs: RoutingInputs, pid: PartitionId) -> bool:
     return services.advertised in (leader.replicas.active, *leader.replicas.standbys)
 
 
-def _decide(services: Services, inputs: RoutingInputs, pid: PartitionId, lag_bound: int,
-            staleness: int | None, token: int | None) -> RoutePlan | NoReplica:  # fmt: skip
+def _decide(
+    services: Services,
+    inputs: RoutingInputs,
+    pid: PartitionId,
+    lag_bound: int,
+    staleness: int | None,
+    token: int | None,
+) -> RoutePlan | NoReplica:
     """The routing decision for one partition, made once per inputs and bound."""
     key = (pid.table, pid.partition, lag_bound, staleness, token)
     decided = inputs.routes.get(key)
     if decided is None:
         leader = inputs.state.partitions.get(pid)
         if leader is None:
-            raise KsqlError(f"{pid.table} partition {pid.partition} has no replica assigned yet; "
-                            "retry shortly", 50302, kind="generic_error", retriable=True)  # fmt: skip
+            raise KsqlError(
+                f"{pid.table} partition {pid.partition} has no replica assigned yet; retry shortly",
+                50302,
+                kind="generic_error",
+                retriable=True,
+            )
         bound = RoutingBound(None if lag_bound >= UNBOUNDED else lag_bound, staleness, token)
         lags = inputs.replica_lags.get((pid.table, pid.partition))
         if lags is None:
             lags = inputs.replica_lags[(pid.table, pid.partition)] = replica_lags_in(
-                inputs.host_lags, pid.table, pid.partition)  # fmt: skip
+                inputs.host_lags, pid.table, pid.partition
+            )
         decided = route(pid, leader.replicas, inputs.alive, lags, bound, services.advertised)
         inputs.routes[key] = decided
     return decided
@@ -224,16 +246,22 @@ def _routing_inputs(services: Services) -> RoutingInputs:
     )
 
 
-def forward_request(services: Services, text: str, properties: Mapping[str, Any],
-                    partitions: Sequence[int]) -> tuple[bytes, dict[str, str]]:  # fmt: skip
+def forward_request(
+    services: Services, text: str, properties: Mapping[str, Any], partitions: Sequence[int]
+) -> tuple[bytes, dict[str, str]]:
     """The body and headers that ask a peer to answer ``text`` for ``partitions`` (signed when
     the cluster has a secret)."""
-    body = orjson.dumps({
-        "ksql": text,
-        # the text was substituted and bound where the query arrived: never again
-        "streamsProperties": {**properties, INTERNAL_PARTITIONS: list(partitions),
-                              SUBSTITUTION: False},
-    })  # fmt: skip
+    body = orjson.dumps(
+        {
+            "ksql": text,
+            # the text was substituted and bound where the query arrived: never again
+            "streamsProperties": {
+                **properties,
+                INTERNAL_PARTITIONS: list(partitions),
+                SUBSTITUTION: False,
+            },
+        }
+    )
     headers = {"Content-Type": "application/json"}
     cluster = services.cluster
     secret = cluster.settings.auth_secret if cluster is not None else None
@@ -242,8 +270,9 @@ def forward_request(services: Services, text: str, properties: Mapping[str, Any]
     return body, headers
 
 
-def partial_answer(host: str, partitions: Sequence[int], status: int, content: bytes
-                   ) -> PartialAnswer:  # fmt: skip
+def partial_answer(
+    host: str, partitions: Sequence[int], status: int, content: bytes
+) -> PartialAnswer:
     """What a peer answered to :func:`forward_request`.
 
     Raises:
@@ -255,16 +284,27 @@ def partial_answer(host: str, partitions: Sequence[int], status: int, content: b
         text = content.decode("utf-8", "replace")
         message = items.get("message", text) if isinstance(items, dict) else text
         code = items.get("error_code", status * 100) if isinstance(items, dict) else 50000
-        raise KsqlError(f"{host}: {message}", int(code), kind="generic_error",
-                        retriable=status in (429, 503))  # fmt: skip
+        raise KsqlError(
+            f"{host}: {message}", int(code), kind="generic_error", retriable=status in (429, 503)
+        )
     for item in items:  # an answer that failed midway (its time budget, its row bound)
         if isinstance(item, dict) and isinstance(error := item.get("errorMessage"), dict):
-            raise KsqlError(f"{host}: {error.get('message', '')}",
-                            int(error.get("error_code", 50000)), kind="generic_error")  # fmt: skip
+            raise KsqlError(
+                f"{host}: {error.get('message', '')}",
+                int(error.get("error_code", 50000)),
+                kind="generic_error",
+            )
     rows = [item["row"]["columns"] for item in items if "row" in item]
     reports = [s for item in items for s in _served_by_of(item)]
-    served = [(int(s["partition"]), str(s.get("host", host)), int(s.get("position") or 0),
-               None if s.get("lag") is None else int(s["lag"])) for s in reports]  # fmt: skip
+    served = [
+        (
+            int(s["partition"]),
+            str(s.get("host", host)),
+            int(s.get("position") or 0),
+            None if s.get("lag") is None else int(s["lag"]),
+        )
+        for s in reports
+    ]
     return PartialAnswer(host, tuple(partitions), rows, served)
 
 
@@ -298,13 +338,18 @@ def forward(
     body, headers = forward_request(services, text, properties, partitions)
     extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
     url = f"{services.forwarding.scheme}://{host}/query"
-    response = _client(services).post(url, content=body, headers=headers,
-                                      **extra)  # fmt: skip
+    response = _client(services).post(url, content=body, headers=headers, **extra)
     return partial_answer(host, partitions, response.status_code, response.content)
 
 
-async def forward_async(services: Services, host: str, text: str, properties: Mapping[str, Any],
-                        partitions: Sequence[int], timeout_s: float) -> PartialAnswer:  # fmt: skip
+async def forward_async(
+    services: Services,
+    host: str,
+    text: str,
+    properties: Mapping[str, Any],
+    partitions: Sequence[int],
+    timeout_s: float,
+) -> PartialAnswer:
     """:func:`forward` on the event loop, over the server's kept-alive peer connections.
 
     Raises:
@@ -320,8 +365,9 @@ async def forward_async(services: Services, host: str, text: str, properties: Ma
 
 
 def _client(services: Services) -> httpx.Client:
-    timeout_s = (services.cluster.settings.request_timeout_ms / 1000
-                 if services.cluster is not None else 2.0)  # fmt: skip
+    timeout_s = (
+        services.cluster.settings.request_timeout_ms / 1000 if services.cluster is not None else 2.0
+    )
     return services.forwarding.client(timeout_s)
 
 
@@ -350,7 +396,8 @@ def gather(
             groups.setdefault(hosts[0], []).append(partition)
         futures = {
             host: _pool.submit(forward, services, host, text, properties, parts, forward_timeout_s)
-            for host, parts in groups.items() if host != services.advertised
+            for host, parts in groups.items()
+            if host != services.advertised
         }
         outcomes: dict[str, PartialAnswer | Exception] = {}
         if services.advertised in groups:
@@ -374,16 +421,22 @@ def gather(
                 if isinstance(outcome, PartialAnswer):
                     pending.pop(partition)
                     continue
-                log.info("pull: %s failed for partition %d (%s); trying the next replica",
-                         host, partition, outcome)  # fmt: skip
+                log.info(
+                    "pull: %s failed for partition %d (%s); trying the next replica",
+                    host,
+                    partition,
+                    outcome,
+                )
                 failures.setdefault(partition, []).append(f"{host}: {outcome}")
                 pending[partition].pop(0)
                 if not pending[partition]:
                     raise KsqlError(
                         f"no replica answered for partition {partition}: "
                         + "; ".join(failures[partition]),
-                        50302, kind="generic_error", retriable=True,
-                    )  # fmt: skip
+                        50302,
+                        kind="generic_error",
+                        retriable=True,
+                    )
             if isinstance(outcome, PartialAnswer):
                 answers.append(outcome)
     answers.sort(key=lambda a: min(a.partitions))

@@ -127,8 +127,12 @@ def open_services(
             stack.callback(stores.close_all)
             tables = MaterializedTables(settings, stores)
             stack.callback(tables.stop)
-        runner = CommandRunner(settings, topic, snapshots,
-                               listener=retiring(settings, tables.listener if tables else None))
+        runner = CommandRunner(
+            settings,
+            topic,
+            snapshots,
+            listener=retiring(settings, tables.listener if tables else None),
+        )
         runner.start()
         stack.callback(runner.stop)
         _catch_up(topic, runner, limits.startup_catch_up_timeout_s)
@@ -145,31 +149,51 @@ def open_services(
         forwarding = Forwarding(tls=client_context(cluster.tls if cluster is not None else None))
         stack.callback(forwarding.close)
         submitter = CommandSubmitter(
-            settings, service_id, topic, runner, admin, analyze=QUERY_ANALYZER,
+            settings,
+            service_id,
+            topic,
+            runner,
+            admin,
+            analyze=QUERY_ANALYZER,
             limits=SubmitSettings(active_query_limit=limits.persistent_query_limit),
             schema_facts=lambda s: schema_facts(s, registry),
-            peers_applied=None if agent is None else peers_applied.waiter(
-                agent, forwarding, limits.catch_up_timeout_s / 2),
+            peers_applied=None
+            if agent is None
+            else peers_applied.waiter(agent, forwarding, limits.catch_up_timeout_s / 2),
         )
         queries: QueryEngine | None = None
         if engine is not None:
             if engine.processing_log_topic:
                 create_topic(admin, settings, engine.processing_log_topic, 1)
-            queries = QueryEngine(engine, settings, lambda: runner.catalog,
-                                  _queries_owned(control))  # fmt: skip
+            queries = QueryEngine(engine, settings, lambda: runner.catalog, _queries_owned(control))
             queries.start()
             stack.callback(queries.close)
             if agent is not None:
                 agent.report_queries(queries.statuses)
         info = ServerInfo(headwater.__version__, kafka_cluster_id(admin), service_id)
         yield Services(
-            settings, service_id, runner, submitter, admin, info, limits, pull, advertised,
-            Admission(limits.pull_max_concurrent, limits.pull_queue_size), tables, writer, agent,
-            control, queries, no_spark, dict(properties or {}), dict(defaults or {}),
+            settings,
+            service_id,
+            runner,
+            submitter,
+            admin,
+            info,
+            limits,
+            pull,
+            advertised,
+            Admission(limits.pull_max_concurrent, limits.pull_queue_size),
+            tables,
+            writer,
+            agent,
+            control,
+            queries,
+            no_spark,
+            dict(properties or {}),
+            dict(defaults or {}),
             forwarding=forwarding,
             scans=Admission(limits.scan_max_concurrent, limits.pull_queue_size, "table scans"),
             plans=PlanCache(),
-        )  # fmt: skip
+        )
 
 
 def _queries_owned(control: ControlPlane | None) -> Callable[[Catalog], set[str]]:
@@ -229,13 +253,24 @@ def _join_cluster(
                 held.setdefault(pid.table, set()).add(pid.partition)
         tables.assign({name: frozenset(parts) for name, parts in held.items()})
 
-    control = ControlPlane(settings, service_id, cluster, live=agent.live, members=agent.members,
-                           partitions=partitions, lags=lags, on_change=on_change)  # fmt: skip
+    control = ControlPlane(
+        settings,
+        service_id,
+        cluster,
+        live=agent.live,
+        members=agent.members,
+        partitions=partitions,
+        lags=lags,
+        on_change=on_change,
+    )
     control.start()
     stack.callback(control.stop)
     if not control.wait_caught_up(_CONTROL_CATCH_UP_S):
-        log.warning("the control topic was not read to its end within %g s (%s); serving anyway",
-                    _CONTROL_CATCH_UP_S, control.reason() or control.status().value)  # fmt: skip
+        log.warning(
+            "the control topic was not read to its end within %g s (%s); serving anyway",
+            _CONTROL_CATCH_UP_S,
+            control.reason() or control.status().value,
+        )
     return agent, control
 
 

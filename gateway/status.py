@@ -27,6 +27,9 @@ async def command_status_endpoint(request: Request) -> JSONResponse:
     if outcome is None:
         raise KsqlError(f"command not found: {command_id}", 40400, kind="generic_error")
     return JSONResponse(
-        {"status": outcome.state.value, "message": outcome.message,
-         "commandSequenceNumber": outcome.offset}
-    )  # fmt: skip
+        {
+            "status": outcome.state.value,
+            "message": outcome.message,
+            "commandSequenceNumber": outcome.offset,
+        }
+    )

@@ -56,8 +56,9 @@ _EMIT = re.compile(r"\bEMIT\s+(CHANGES|FINAL)\b", re.IGNORECASE)
 class TransientFollower:
     """A transient Spark query and the follower of its result topic; `close` ends both."""
 
-    def __init__(self, services: Services, query_id: str, topic: str,
-                 follower: TopicFollower) -> None:  # fmt: skip
+    def __init__(
+        self, services: Services, query_id: str, topic: str, follower: TopicFollower
+    ) -> None:
         self._services = services
         self.query_id = query_id
         self.topic = topic
@@ -82,8 +83,9 @@ class TransientFollower:
         if engine is not None:
             engine.wait_stopped(self.query_id, timeout_s=30)
         try:
-            failed = clients.delete_topics(self._services.admin, self._services.settings,
-                                           [self.topic], names_reused=False)  # fmt: skip
+            failed = clients.delete_topics(
+                self._services.admin, self._services.settings, [self.topic], names_reused=False
+            )
         except Exception as exc:  # noqa: BLE001 - a leftover hidden topic is logged, not raised
             failed = {self.topic: str(exc)}
         if failed:
@@ -92,8 +94,10 @@ class TransientFollower:
 
 def _output_names(query: ast.Query) -> list[str] | None:
     """The push query's column names as a CREATE ... AS SELECT would name them (None with ``*``)."""
-    if any(isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
-           for i in query.select):  # fmt: skip
+    if any(
+        isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
+        for i in query.select
+    ):
         return None
     return select_names(list(query.select))
 
@@ -104,8 +108,7 @@ def _with_grouping_selected(statement: ast.Select) -> str:
     text = _LIMIT.sub("", statement.text.strip().rstrip(";").rstrip())
     query = statement.query
     selected = {format_expression(i.this if isinstance(i, exp.Alias) else i) for i in query.select}
-    missing = [format_expression(g) for g in query.group_by
-               if format_expression(g) not in selected]  # fmt: skip
+    missing = [format_expression(g) for g in query.group_by if format_expression(g) not in selected]
     one_group = not query.group_by and is_aggregation(query)
     if one_group:  # an aggregate over the whole stream: ksqlDB's transient queries allow it
         missing = ["1"]
@@ -117,7 +120,7 @@ def _with_grouping_selected(statement: ast.Select) -> str:
         return text
     hidden = [f"HW_KEY_{i}" for i in range(len(missing))]
     added = "".join(f", {g} AS {h}" for g, h in zip(missing, hidden, strict=True))
-    text = text[:found.start()] + added + " " + text[found.start():]
+    text = text[: found.start()] + added + " " + text[found.start() :]
     if one_group:  # GROUP BY goes before HAVING, or before the final EMIT
         having = _HAVING.search(text) if query.having is not None else None
         emit = list(_EMIT.finditer(text))
@@ -126,8 +129,9 @@ def _with_grouping_selected(statement: ast.Select) -> str:
     return text
 
 
-def start_transient(services: Services, statement: ast.Select, properties: Mapping[str, Any],
-                    from_beginning: bool) -> tuple[Any, TransientFollower]:  # fmt: skip
+def start_transient(
+    services: Services, statement: ast.Select, properties: Mapping[str, Any], from_beginning: bool
+) -> tuple[Any, TransientFollower]:
     """Starts a push query that needs state: (its plan over the result, its follower).
 
     Raises:
@@ -136,13 +140,19 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
     """
     engine = services.queries
     if engine is None and services.no_spark:
-        raise KsqlError("Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
-                        f"Spark, and this server cannot run Spark: {services.no_spark}", 40000,
-                        statement_text=statement.text)  # fmt: skip
+        raise KsqlError(
+            "Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
+            f"Spark, and this server cannot run Spark: {services.no_spark}",
+            40000,
+            statement_text=statement.text,
+        )
     if engine is None:
-        raise KsqlError("Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
-                        "Spark, and this server runs no Spark engine.", 40000,
-                        statement_text=statement.text)  # fmt: skip
+        raise KsqlError(
+            "Push queries with GROUP BY, WINDOW, JOIN, PARTITION BY or HAVING run on "
+            "Spark, and this server runs no Spark engine.",
+            40000,
+            statement_text=statement.text,
+        )
     catalog = services.runner.catalog
     name = f"HW_TRANSIENT_{uuid.uuid4().hex[:12].upper()}"
     topic = f"{TOPIC_PREFIX}{name.lower()}"
@@ -152,14 +162,17 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
         assert isinstance(parsed, ast.Select)
         shape = QUERY_ANALYZER.shape(parsed.query, catalog, name)
         kind = shape.kind.value
-        create = parse_one(f"CREATE {kind} {name} WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
-                           f"KEY_FORMAT='JSON', VALUE_FORMAT='JSON') AS {select_text};",
-                           substitution=False)
+        create = parse_one(
+            f"CREATE {kind} {name} WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
+            f"KEY_FORMAT='JSON', VALUE_FORMAT='JSON') AS {select_text};",
+            substitution=False,
+        )
         planned = plan(create, catalog, TopicFacts({}, None), QUERY_ANALYZER)
         assert planned.command is not None
         offset = catalog.last_offset + 1
-        local, _ = apply_command(catalog, CommandRecord(name, offset, create.text,
-                                                        planned.command), offset)  # fmt: skip
+        local, _ = apply_command(
+            catalog, CommandRecord(name, offset, create.text, planned.command), offset
+        )
     except MetastoreError as exc:
         raise KsqlError(exc.message, 40001, statement_text=statement.text) from exc
     sink = local.source(name)
@@ -180,11 +193,21 @@ def start_transient(services: Services, statement: ast.Select, properties: Mappi
         # (the table side of a join from its beginning, as ksqlDB reads it: offset_reset.py)
         leaves = [s for s in (local.source(n) for n in query.sources) if s is not None]
         payload["startingOffsets"] = {
-            leaf.topic: {str(p): o for p, o in end_offsets(
-                services.settings, leaf.topic, range(leaf.partitions)).items()}
-            for leaf in leaves if source_resets(leaves, LATEST)[leaf.topic] == LATEST}  # fmt: skip
+            leaf.topic: {
+                str(p): o
+                for p, o in end_offsets(
+                    services.settings, leaf.topic, range(leaf.partitions)
+                ).items()
+            }
+            for leaf in leaves
+            if source_resets(leaves, LATEST)[leaf.topic] == LATEST
+        }
     query_id = query.id
     engine.run_transient(query_id, payload)
-    log.info("push query with state: transient query %s over topic %s, from %s", query_id, topic,
-             payload.get("startingOffsets", "the beginning"))
+    log.info(
+        "push query with state: transient query %s over topic %s, from %s",
+        query_id,
+        topic,
+        payload.get("startingOffsets", "the beginning"),
+    )
     return push_plan, TransientFollower(services, query_id, topic, follower)

@@ -69,9 +69,19 @@ class RowWriter:
             raise found
         return found
 
-    def write_many(self, records: list[tuple[str, bytes | None, bytes | None, int | None,
-                                             int | None, list[tuple[str, bytes | None]] | None]]
-                   ) -> list[Written | ProduceFailed]:  # fmt: skip
+    def write_many(
+        self,
+        records: list[
+            tuple[
+                str,
+                bytes | None,
+                bytes | None,
+                int | None,
+                int | None,
+                list[tuple[str, bytes | None]] | None,
+            ]
+        ],
+    ) -> list[Written | ProduceFailed]:
         """Write records (topic, key, value, partition, timestamp, headers) in order and wait
         once for all their acknowledgements: where each landed, or why it did not."""
         outcomes: list[tuple[KafkaError | None, Message | None] | ProduceFailed | None] = []
@@ -79,8 +89,9 @@ class RowWriter:
             index = len(outcomes)
             outcomes.append(None)
 
-            def delivered(error: KafkaError | None, message: Message | None,
-                          index: int = index) -> None:  # fmt: skip
+            def delivered(
+                error: KafkaError | None, message: Message | None, index: int = index
+            ) -> None:
                 outcomes[index] = (error, message)
 
             extra: dict[str, Any] = {}
@@ -103,17 +114,26 @@ class RowWriter:
             if isinstance(outcome, ProduceFailed):
                 found.append(outcome)
             elif outcome is None:
-                found.append(ProduceFailed(topic, f"no acknowledgement within {self._timeout_s:g} "
-                                                  "s (the record may still have been written)"))
+                found.append(
+                    ProduceFailed(
+                        topic,
+                        f"no acknowledgement within {self._timeout_s:g} "
+                        "s (the record may still have been written)",
+                    )
+                )
             else:
                 error, message = outcome
                 if error is not None or message is None:
                     retriable = bool(error.retriable()) if error is not None else True
-                    found.append(ProduceFailed(topic, error.str() if error else "no message",
-                                               retriable=retriable))  # fmt: skip
+                    found.append(
+                        ProduceFailed(
+                            topic, error.str() if error else "no message", retriable=retriable
+                        )
+                    )
                 else:
-                    found.append(Written(topic, int(message.partition() or 0),
-                                         int(message.offset() or 0)))  # fmt: skip
+                    found.append(
+                        Written(topic, int(message.partition() or 0), int(message.offset() or 0))
+                    )
         return found
 
     def close(self, timeout_s: float = 5.0) -> None:

@@ -58,8 +58,9 @@ class WrittenBy:
     def describe(self) -> str:
         """One line for an error message."""
         if self.state != "RUNNING":
-            return f"query {self.query_id} is {self.state}" + (f" ({self.message})"
-                                                                if self.message else "")
+            return f"query {self.query_id} is {self.state}" + (
+                f" ({self.message})" if self.message else ""
+            )
         if self.lag is None:
             return f"query {self.query_id} is RUNNING with an unknown lag behind its sources"
         return f"query {self.query_id} is RUNNING, {self.lag} records behind its sources"
@@ -69,8 +70,9 @@ class NeedsEnds(Exception):
     """The writers' lag needs end offsets read now, which the event loop must not wait for."""
 
 
-def query_lag(processed: Mapping[str, Mapping[str, int]],
-              sources: Sequence[tuple[str, int]], ends: Ends) -> int | None:  # fmt: skip
+def query_lag(
+    processed: Mapping[str, Mapping[str, int]], sources: Sequence[tuple[str, int]], ends: Ends
+) -> int | None:
     """The records in ``sources`` (topic, partitions) beyond ``processed`` (topic ->
     {partition: next offset} its last committed micro-batch read to); None when some source's
     processed offsets or end offsets are unknown."""
@@ -87,8 +89,9 @@ def query_lag(processed: Mapping[str, Mapping[str, int]],
     return total
 
 
-def written_by(query: Query, status: Mapping[str, Any] | None, catalog: Catalog,
-               ends: Ends) -> WrittenBy:  # fmt: skip
+def written_by(
+    query: Query, status: Mapping[str, Any] | None, catalog: Catalog, ends: Ends
+) -> WrittenBy:
     """A writing query's state and lag, from its status (None: nobody reports it)."""
     if status is None:
         return WrittenBy(query.id, "UNKNOWN", None, "no server reports it running")
@@ -98,8 +101,11 @@ def written_by(query: Query, status: Mapping[str, Any] | None, catalog: Catalog,
     processed = status.get("processed")
     if not isinstance(processed, Mapping):
         return WrittenBy(query.id, state, None)
-    sources = [(catalog.sources[n].topic, catalog.sources[n].partitions)
-               for n in query.sources if n in catalog.sources]  # fmt: skip
+    sources = [
+        (catalog.sources[n].topic, catalog.sources[n].partitions)
+        for n in query.sources
+        if n in catalog.sources
+    ]
     return WrittenBy(query.id, state, query_lag(processed, sources, ends))
 
 
@@ -113,7 +119,11 @@ def check_writers(table: str, writers: Sequence[WrittenBy], max_lag: int, bounde
         raise KsqlError(
             f"table {table} cannot be answered within an offset lag of {max_lag} yet: "
             f"{'; '.join(w.describe() for w in bad)}; retry shortly, or accept more lag with SET "
-            "'acceptable.offset.lag'", 50302, kind="generic_error", retriable=True)  # fmt: skip
+            "'acceptable.offset.lag'",
+            50302,
+            kind="generic_error",
+            retriable=True,
+        )
 
 
 def changelog_bound(max_lag: int, writers: Sequence[WrittenBy]) -> int:
@@ -128,8 +138,9 @@ def query_statuses(services: Services) -> dict[str, Mapping[str, Any]]:
     agent = services.cluster
     if agent is not None:
         live = agent.live()
-        reports = sorted((r.timestamp_ms, host, r) for host, r in agent.lag_reports().items()
-                         if host in live)  # fmt: skip
+        reports = sorted(
+            (r.timestamp_ms, host, r) for host, r in agent.lag_reports().items() if host in live
+        )
         for _, _, report in reports:
             found.update(report.queries)
     if services.queries is not None:
@@ -137,8 +148,9 @@ def query_statuses(services: Services) -> dict[str, Mapping[str, Any]]:
     return found
 
 
-def writers_of(services: Services, source: Source, *, may_wait: bool,
-               fresh: bool) -> tuple[WrittenBy, ...]:  # fmt: skip
+def writers_of(
+    services: Services, source: Source, *, may_wait: bool, fresh: bool
+) -> tuple[WrittenBy, ...]:
     """The queries writing ``source`` and how current each is (empty: none writes it).
 
     Args:
@@ -171,5 +183,7 @@ def writers_of(services: Services, source: Source, *, may_wait: bool,
             return None
 
     statuses = query_statuses(services)
-    return tuple(written_by(q, statuses.get(q.id), catalog, ends)
-                 for q in sorted(queries, key=lambda q: q.id))  # fmt: skip
+    return tuple(
+        written_by(q, statuses.get(q.id), catalog, ends)
+        for q in sorted(queries, key=lambda q: q.id)
+    )

@@ -1,4 +1,5 @@
 """The ``headwater`` console command."""
+
 from __future__ import annotations
 
 import logging
@@ -27,19 +28,46 @@ from headwater.shell.main import (
 @click.group(invoke_without_command=True)
 @click.version_option(package_name="headwater")
 @shell_options
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="State folder of the local node started when none runs  "
-                   "[default: $XDG_DATA_HOME/headwater/node]")
-@click.option("--port", "node_port", type=click.IntRange(1, 65535), default=None,
-              help="HTTP port of the local node on 127.0.0.1, found or started  [default: 8088]")
-@click.option("--execute", "-e", "statements", multiple=True, metavar="SQL",
-              help="Run these statements without a prompt and exit, as `ksql -e` (repeatable).")
-@click.option("--file", "-f", "file_", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Run this script without a prompt and exit, as `ksql -f`.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="State folder of the local node started when none runs  "
+    "[default: $XDG_DATA_HOME/headwater/node]",
+)
+@click.option(
+    "--port",
+    "node_port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="HTTP port of the local node on 127.0.0.1, found or started  [default: 8088]",
+)
+@click.option(
+    "--execute",
+    "-e",
+    "statements",
+    multiple=True,
+    metavar="SQL",
+    help="Run these statements without a prompt and exit, as `ksql -e` (repeatable).",
+)
+@click.option(
+    "--file",
+    "-f",
+    "file_",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Run this script without a prompt and exit, as `ksql -f`.",
+)
 @click.pass_context
-def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tuple[str, ...],
-         state_dir: Path | None, node_port: int | None, statements: tuple[str, ...],
-         file_: str | None) -> None:
+def main(
+    ctx: click.Context,
+    servers: tuple[str, ...],
+    output: str,
+    defines: tuple[str, ...],
+    state_dir: Path | None,
+    node_port: int | None,
+    statements: tuple[str, ...],
+    file_: str | None,
+) -> None:
     """headwater: a SQL-first streaming database for Kafka.
 
     With no command: open the shell on the local node (http://127.0.0.1:8088, or --port), starting
@@ -51,8 +79,10 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
         if statements or file_:
             raise click.UsageError("-e and -f go without a command (or after `headwater run`)")
         if node_port is not None:
-            raise click.UsageError("--port is the local node's, without a command (`headwater "
-                                   "server` has its own --port)")  # fmt: skip
+            raise click.UsageError(
+                "--port is the local node's, without a command (`headwater "
+                "server` has its own --port)"
+            )
         remember_group_options(ctx, servers, output, defines)  # `headwater -s URL run -`
         return
     if statements and file_:
@@ -88,21 +118,42 @@ def main(ctx: click.Context, servers: tuple[str, ...], output: str, defines: tup
         if script is not None:
             text, name = script
             hooks = ctx.find_object(Hooks) or Hooks()
-            code = run_text(text, name, settings_for(servers, output, defines=parse_defines(defines),
-                                                     history_file=None, login=login_of(ctx)),
-                            transport=hooks.transport)  # fmt: skip
+            code = run_text(
+                text,
+                name,
+                settings_for(
+                    servers,
+                    output,
+                    defines=parse_defines(defines),
+                    history_file=None,
+                    login=login_of(ctx),
+                ),
+                transport=hooks.transport,
+            )
         elif sys.stdin.isatty():
-            code = open_shell(list(servers), output, defines=parse_defines(defines),
-                              login=login_of(ctx))  # fmt: skip
+            code = open_shell(
+                list(servers), output, defines=parse_defines(defines), login=login_of(ctx)
+            )
         else:  # `headwater < script.sql`: run it as `headwater run -` would
-            code = run_text(sys.stdin.read(), "<stdin>",
-                            settings_for(servers, output, defines=parse_defines(defines),
-                                         history_file=None, login=login_of(ctx)))  # fmt: skip
+            code = run_text(
+                sys.stdin.read(),
+                "<stdin>",
+                settings_for(
+                    servers,
+                    output,
+                    defines=parse_defines(defines),
+                    history_file=None,
+                    login=login_of(ctx),
+                ),
+            )
     finally:
         if node is not None and node.process is not None:
             try:
-                click.echo(f"stopping the local node (pid {node.process.pid}; it finishes in the "
-                           "background) ...", err=True)  # fmt: skip
+                click.echo(
+                    f"stopping the local node (pid {node.process.pid}; it finishes in the "
+                    "background) ...",
+                    err=True,
+                )
             except OSError:  # the terminal is gone (closed window): stop the node all the same
                 pass
             node.stop(wait=False)
@@ -114,10 +165,19 @@ def _exit_for_signal(signum: int, _frame: object) -> None:
 
 
 @main.command()
-@click.option("--port", type=click.IntRange(0, 65535), default=9092, show_default=True,
-              help="Kafka port on 127.0.0.1; 0 picks a free one.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep topics and records in this folder (durable, on SeaweedFS).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=9092,
+    show_default=True,
+    help="Kafka port on 127.0.0.1; 0 picks a free one.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep topics and records in this folder (durable, on SeaweedFS).",
+)
 @click.option("--in-memory", is_flag=True, help="Keep everything in memory (the default).")
 def broker(port: int, data_dir: Path | None, in_memory: bool) -> None:
     """Run an embedded Kafka broker (Tansu) on 127.0.0.1 until stopped with Ctrl-C or SIGTERM."""
@@ -146,36 +206,77 @@ def _settings_help() -> str:
     shown = defaults()
     lines = ["Settings (--config FILE, --set KEY=VALUE; options above win):", ""]
     for setting in SETTINGS:
-        lines.append(f"\b\n  {setting.key} = {shown[setting.key] or '(unset)'}\n      {setting.doc}")
-    lines.append("\b\n  client.tag.<name> = (unset)\n      This server's tags (e.g. client.tag.zone=z1), "
-                 "for rack-aware standbys.")
+        lines.append(
+            f"\b\n  {setting.key} = {shown[setting.key] or '(unset)'}\n      {setting.doc}"
+        )
+    lines.append(
+        "\b\n  client.tag.<name> = (unset)\n      This server's tags (e.g. client.tag.zone=z1), "
+        "for rack-aware standbys."
+    )
     return "\n".join(lines)
 
 
 @main.command(epilog=_settings_help())
-@click.option("--port", type=click.IntRange(0, 65535), default=None,
-              help="HTTP port  [default: 8088]")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=None, help="HTTP port  [default: 8088]"
+)
 @click.option("--host", default=None, help="Address to listen on  [default: 127.0.0.1]")
-@click.option("--bootstrap-servers", "-b", default=None, metavar="HOST:PORT[,...]",
-              help="The Kafka cluster; without it the node starts the embedded broker.")
-@click.option("--service-id", default=None,
-              help="The ksqlDB service id; servers with the same id share one catalog  "
-                   "[default: default_]")
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Catalog snapshots, table stores and the embedded broker's data  "
-                   "[default: $XDG_DATA_HOME/headwater/node]")
-@click.option("--in-memory", is_flag=True,
-              help="A throwaway node: embedded broker, stores and catalog in memory.")
-@click.option("--peers", default=None, metavar="HOST:PORT[,...]",
-              help="Servers of the same service to contact first (cluster.peers); the members "
-                   "topic finds the rest.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              default=None, help="A properties file of settings (see below).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="One setting (repeatable); applied after --config.")
-def server(port: int | None, host: str | None, bootstrap_servers: str | None,
-           service_id: str | None, state_dir: Path | None, in_memory: bool, peers: str | None,
-           config_file: Path | None, overrides: tuple[str, ...]) -> None:
+@click.option(
+    "--bootstrap-servers",
+    "-b",
+    default=None,
+    metavar="HOST:PORT[,...]",
+    help="The Kafka cluster; without it the node starts the embedded broker.",
+)
+@click.option(
+    "--service-id",
+    default=None,
+    help="The ksqlDB service id; servers with the same id share one catalog  [default: default_]",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Catalog snapshots, table stores and the embedded broker's data  "
+    "[default: $XDG_DATA_HOME/headwater/node]",
+)
+@click.option(
+    "--in-memory",
+    is_flag=True,
+    help="A throwaway node: embedded broker, stores and catalog in memory.",
+)
+@click.option(
+    "--peers",
+    default=None,
+    metavar="HOST:PORT[,...]",
+    help="Servers of the same service to contact first (cluster.peers); the members "
+    "topic finds the rest.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A properties file of settings (see below).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="One setting (repeatable); applied after --config.",
+)
+def server(
+    port: int | None,
+    host: str | None,
+    bootstrap_servers: str | None,
+    service_id: str | None,
+    state_dir: Path | None,
+    in_memory: bool,
+    peers: str | None,
+    config_file: Path | None,
+    overrides: tuple[str, ...],
+) -> None:
     """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
     from headwater.config import ConfigError, load
     from headwater.http_server import PortInUse, UnknownHttpServer, UnsupportedTls
@@ -184,15 +285,22 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = load(config_file, overrides, bootstrap_servers=bootstrap_servers,
-                      service_id=service_id, state_dir=str(state_dir) if state_dir else None,
-                      peers=tuple(p.strip() for p in peers.split(",") if p.strip()) if peers else None)
+        config = load(
+            config_file,
+            overrides,
+            bootstrap_servers=bootstrap_servers,
+            service_id=service_id,
+            state_dir=str(state_dir) if state_dir else None,
+            peers=tuple(p.strip() for p in peers.split(",") if p.strip()) if peers else None,
+        )
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     if host is not None or port is not None:
         from dataclasses import replace
 
-        config = replace(config, listener=(host or config.host, config.port if port is None else port))
+        config = replace(
+            config, listener=(host or config.host, config.port if port is None else port)
+        )
     if in_memory and (config.state_dir or state_dir):
         raise click.UsageError("--in-memory and --state-dir exclude each other")
 
@@ -210,9 +318,17 @@ def server(port: int | None, host: str | None, bootstrap_servers: str | None,
 
 @main.command()
 @click.argument("script", type=click.File("r", encoding="utf-8"), default="-")
-@click.option("--define", "-d", "defines", multiple=True, metavar="NAME=VALUE",
-              help="Define a variable for ${NAME} substitution (repeatable).")
-@click.option("--sql", "print_sql", is_flag=True, help="Print each statement back as normalized SQL.")
+@click.option(
+    "--define",
+    "-d",
+    "defines",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Define a variable for ${NAME} substitution (repeatable).",
+)
+@click.option(
+    "--sql", "print_sql", is_flag=True, help="Print each statement back as normalized SQL."
+)
 def parse(script: IO[str], defines: tuple[str, ...], print_sql: bool) -> None:
     """Check a SQL script (a file, or - for standard input) without running it.
 

@@ -50,8 +50,10 @@ def _optional_text(text: str) -> str | None:
 def _offset_reset(text: str) -> str | None:
     value = text.strip().lower()
     if value and value not in ("earliest", "latest"):
-        raise ValueError("expected earliest or latest ('none' is not valid within KSQL), or "
-                         "nothing: streams from their end, tables from their beginning")  # fmt: skip
+        raise ValueError(
+            "expected earliest or latest ('none' is not valid within KSQL), or "
+            "nothing: streams from their end, tables from their beginning"
+        )
     return value or None
 
 
@@ -101,112 +103,300 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("bootstrap.servers", "bootstrap_servers", _optional_text,
-            "Kafka cluster host:port[,...]; unset: start the embedded broker in the state dir."),
-    Setting("ksql.service.id", "service_id", _service_id,
-            "Servers with the same service id share one catalog (and command topic)."),
-    Setting("listeners", "listener", _listener,
-            "Where the HTTP API listens (http://HOST:PORT, or https://HOST:PORT with ssl.*)."),
-    Setting("state.dir", "state_dir", _optional_text,
-            "Catalog snapshots, table stores and the embedded broker's data."),
-    Setting("ksql.query.pull.table.scan.enabled", "pull_table_scan_enabled", _bool,
-            "Allow pull queries without a key condition to scan whole tables."),
-    Setting("ksql.query.pull.max.allowed.offset.lag", "pull_max_allowed_offset_lag", _int(0),
-            "Server-wide bound on how many records a pull answer may lag behind its topic."),
-    Setting("ksql.query.pull.max.concurrent.requests", "pull_max_concurrent_requests", _int(1),
-            "Pull queries executed at once; more wait in a bounded queue."),
-    Setting("ksql.query.pull.queue.size", "pull_queue_size", _int(0),
-            "Pull queries allowed to wait; beyond it the answer is 429 with Retry-After."),
-    Setting("ksql.server.request.max.bytes", "max_body_bytes", _int(1024),
-            "Largest request body accepted (larger ones get 413)."),
-    Setting("ksql.server.command.response.timeout.ms", "command_timeout_ms", _int(1),
-            "How long a statement waits for the command log (and catch-up) before 50301."),
-    Setting("ksql.server.request.body.timeout.ms", "body_read_timeout_ms", _int(1),
-            "How long a request body may take to arrive; slower ones get 408."),
-    Setting("ksql.statement.max.chars", "statement_max_chars", _int(0),
-            "Longest statement accepted, in characters (0: no bound); longer ones get 400."),
-    Setting("ksql.statement.max.tokens", "statement_max_tokens", _int(0),
-            "Most tokens one statement may have (0: no bound); more get 400 before parsing."),
-    Setting("ksql.statement.max.depth", "statement_max_depth", _int(0),
-            "Deepest nesting of a statement's expressions (0: no bound); deeper gets 400."),
-    Setting("ksql.request.max.statements", "request_max_statements", _int(0),
-            "Most statements one request may carry (0: no bound)."),
-    Setting("ksql.query.pull.timeout.ms", "pull_timeout_ms", _int(1),
-            "Time budget of one pull query; a request may set less. Beyond it the query stops with 408."),
-    Setting("ksql.query.pull.table.scan.max.rows", "pull_scan_max_rows", _int(0),
-            "Most rows a table scan may return (0: no bound); a request may set less."),
-    Setting("ksql.query.pull.table.scan.max.concurrent", "pull_scan_max_concurrent", _int(1),
-            "Table and stream scans run at once; more wait in the pull queue (429 when it is full)."),
-    Setting("ksql.advertised.listener", "advertised_listener", _optional_listener,
-            "How peers reach this server (http://HOST:PORT); unset: the listener's address."),
-    Setting("cluster.peers", "peers", _list,
-            "Comma-separated host:port of servers to contact before the members topic names them."),
-    Setting("num.standby.replicas", "standby_replicas", _int(0, 16),
-            "Standby replicas per table partition, on other servers."),
-    Setting("rack.aware.assignment.tags", "rack_tags", _list,
-            "Comma-separated tag names standbys are spread over (KIP-708)."),
-    Setting("ksql.heartbeat.send.interval.ms", "heartbeat_send_interval_ms", _int(1),
-            "How often a server sends a heartbeat to each peer."),
-    Setting("ksql.heartbeat.check.interval.ms", "heartbeat_check_interval_ms", _int(1),
-            "How often a server decides which peers are alive."),
-    Setting("ksql.heartbeat.window.ms", "heartbeat_window_ms", _int(1),
-            "How far back received heartbeats count."),
-    Setting("ksql.heartbeat.missed.threshold.ms", "heartbeat_missed_threshold", _int(2),
-            "Missed heartbeats in a row after which a peer is down (a count, ksqlDB's name)."),
-    Setting("ksql.heartbeat.received.threshold.ms", "heartbeat_received_threshold", _int(1),
-            "Heartbeats in a row after which a down peer is up again (a count, ksqlDB's name)."),
-    Setting("ksql.lag.reporting.send.interval.ms", "lag_report_interval_ms", _int(1),
-            "How often a server posts its store lags to its peers."),
-    Setting("cluster.auth.secret", "auth_secret", _optional_text,
-            "Secret signing heartbeats, lag reports and forwarded queries; unset: the service's "
-            "servers generate one and share it through Kafka (internal traffic is signed either way)."),
-    Setting("authentication.method", "auth_method", _auth_method,
-            "NONE, or BASIC: clients must send HTTP Basic credentials of a user of "
-            "authentication.basic.credentials.file."),
-    Setting("authentication.basic.credentials.file", "auth_credentials_file", _optional_text,
-            "The users for BASIC: lines 'user: password[,role...]', the password plain or "
-            "sha256:<hex>."),
-    Setting("authentication.realm", "auth_realm", _text,
-            "The realm a 401 names in its WWW-Authenticate header."),
-    Setting("authentication.roles", "auth_roles", _list,
-            "Comma-separated roles a user needs one of (*: any listed user)."),
-    Setting("authentication.skip.paths", "auth_skip_paths", _list,
-            "Comma-separated paths open without credentials (* wildcards); /healthcheck is "
-            "always open."),
-    Setting("ssl.certificate.location", "tls_cert_file", _optional_text,
-            "PEM certificate (chain) of the listener; set: the API and internal traffic use TLS."),
-    Setting("ssl.key.location", "tls_key_file", _optional_text,
-            "PEM private key of ssl.certificate.location."),
-    Setting("ssl.key.password", "tls_key_password", _optional_text,
-            "Password of an encrypted ssl.key.location."),
-    Setting("ssl.ca.location", "tls_ca_file", _optional_text,
-            "PEM CA certificates peers' certificates are verified with; unset: the system's CAs "
-            "and ssl.certificate.location itself (one self-signed certificate for all servers)."),
-    Setting("spark.master", "spark_master", _text,
-            "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT."),
-    Setting("ksql.query.persistent.enabled", "persistent_queries_enabled", _bool,
-            "Run persistent queries on this server (false: it only serves and submits)."),
-    Setting("ksql.query.persistent.active.limit", "persistent_active_limit", _int(1, 2**31 - 1),
-            "Most persistent queries (CREATE ... AS SELECT, INSERT INTO ... SELECT) the service "
-            "may hold; one more is refused (400) until a TERMINATE frees a slot. Each is a Python "
-            "process of ~120-140 MB on the server that runs them all: 20 run on 2 cores in ~4 GB "
-            "(ksqlDB's default, 2147483647, is for threads, not processes)."),
-    Setting("headwater.query.checkpoint.root", "checkpoint_root", _optional_text,
-            "Query checkpoints; unset: <state.dir>/checkpoints (a cluster needs a shared path)."),
-    Setting("headwater.query.trigger.interval.ms", "trigger_interval_ms", _int(0),
-            "How often an idle persistent query looks for new records (0: continuously)."),
-    Setting("headwater.query.max.records.per.batch", "max_records_per_batch", _int(1),
-            "Admission control: the most records one micro-batch of a query reads."),
-    Setting("ksql.schema.registry.url", "schema_registry_url", _optional_text,
-            "The schema registry of the AVRO and JSON_SR formats (Confluent's REST API); unset: "
-            "those formats are refused."),
-    Setting("ksql.streams.auto.offset.reset", "auto_offset_reset", _offset_reset,
-            "Where queries start reading when a statement does not SET 'auto.offset.reset': "
-            "earliest or latest; unset: persistent queries read streams from their end and tables "
-            "from their beginning, push queries from the end (also as auto.offset.reset)."),
-    Setting("ksql.streams.cache.max.bytes.buffering", "cache_max_bytes_buffering", _int(0),
-            "0: an aggregate writes one update per input record (ksqlDB's tests); more: one "
-            "update per key per micro-batch (ksqlDB's default, 10485760)."),
+    Setting(
+        "bootstrap.servers",
+        "bootstrap_servers",
+        _optional_text,
+        "Kafka cluster host:port[,...]; unset: start the embedded broker in the state dir.",
+    ),
+    Setting(
+        "ksql.service.id",
+        "service_id",
+        _service_id,
+        "Servers with the same service id share one catalog (and command topic).",
+    ),
+    Setting(
+        "listeners",
+        "listener",
+        _listener,
+        "Where the HTTP API listens (http://HOST:PORT, or https://HOST:PORT with ssl.*).",
+    ),
+    Setting(
+        "state.dir",
+        "state_dir",
+        _optional_text,
+        "Catalog snapshots, table stores and the embedded broker's data.",
+    ),
+    Setting(
+        "ksql.query.pull.table.scan.enabled",
+        "pull_table_scan_enabled",
+        _bool,
+        "Allow pull queries without a key condition to scan whole tables.",
+    ),
+    Setting(
+        "ksql.query.pull.max.allowed.offset.lag",
+        "pull_max_allowed_offset_lag",
+        _int(0),
+        "Server-wide bound on how many records a pull answer may lag behind its topic.",
+    ),
+    Setting(
+        "ksql.query.pull.max.concurrent.requests",
+        "pull_max_concurrent_requests",
+        _int(1),
+        "Pull queries executed at once; more wait in a bounded queue.",
+    ),
+    Setting(
+        "ksql.query.pull.queue.size",
+        "pull_queue_size",
+        _int(0),
+        "Pull queries allowed to wait; beyond it the answer is 429 with Retry-After.",
+    ),
+    Setting(
+        "ksql.server.request.max.bytes",
+        "max_body_bytes",
+        _int(1024),
+        "Largest request body accepted (larger ones get 413).",
+    ),
+    Setting(
+        "ksql.server.command.response.timeout.ms",
+        "command_timeout_ms",
+        _int(1),
+        "How long a statement waits for the command log (and catch-up) before 50301.",
+    ),
+    Setting(
+        "ksql.server.request.body.timeout.ms",
+        "body_read_timeout_ms",
+        _int(1),
+        "How long a request body may take to arrive; slower ones get 408.",
+    ),
+    Setting(
+        "ksql.statement.max.chars",
+        "statement_max_chars",
+        _int(0),
+        "Longest statement accepted, in characters (0: no bound); longer ones get 400.",
+    ),
+    Setting(
+        "ksql.statement.max.tokens",
+        "statement_max_tokens",
+        _int(0),
+        "Most tokens one statement may have (0: no bound); more get 400 before parsing.",
+    ),
+    Setting(
+        "ksql.statement.max.depth",
+        "statement_max_depth",
+        _int(0),
+        "Deepest nesting of a statement's expressions (0: no bound); deeper gets 400.",
+    ),
+    Setting(
+        "ksql.request.max.statements",
+        "request_max_statements",
+        _int(0),
+        "Most statements one request may carry (0: no bound).",
+    ),
+    Setting(
+        "ksql.query.pull.timeout.ms",
+        "pull_timeout_ms",
+        _int(1),
+        "Time budget of one pull query; a request may set less. Beyond it the query stops with 408.",
+    ),
+    Setting(
+        "ksql.query.pull.table.scan.max.rows",
+        "pull_scan_max_rows",
+        _int(0),
+        "Most rows a table scan may return (0: no bound); a request may set less.",
+    ),
+    Setting(
+        "ksql.query.pull.table.scan.max.concurrent",
+        "pull_scan_max_concurrent",
+        _int(1),
+        "Table and stream scans run at once; more wait in the pull queue (429 when it is full).",
+    ),
+    Setting(
+        "ksql.advertised.listener",
+        "advertised_listener",
+        _optional_listener,
+        "How peers reach this server (http://HOST:PORT); unset: the listener's address.",
+    ),
+    Setting(
+        "cluster.peers",
+        "peers",
+        _list,
+        "Comma-separated host:port of servers to contact before the members topic names them.",
+    ),
+    Setting(
+        "num.standby.replicas",
+        "standby_replicas",
+        _int(0, 16),
+        "Standby replicas per table partition, on other servers.",
+    ),
+    Setting(
+        "rack.aware.assignment.tags",
+        "rack_tags",
+        _list,
+        "Comma-separated tag names standbys are spread over (KIP-708).",
+    ),
+    Setting(
+        "ksql.heartbeat.send.interval.ms",
+        "heartbeat_send_interval_ms",
+        _int(1),
+        "How often a server sends a heartbeat to each peer.",
+    ),
+    Setting(
+        "ksql.heartbeat.check.interval.ms",
+        "heartbeat_check_interval_ms",
+        _int(1),
+        "How often a server decides which peers are alive.",
+    ),
+    Setting(
+        "ksql.heartbeat.window.ms",
+        "heartbeat_window_ms",
+        _int(1),
+        "How far back received heartbeats count.",
+    ),
+    Setting(
+        "ksql.heartbeat.missed.threshold.ms",
+        "heartbeat_missed_threshold",
+        _int(2),
+        "Missed heartbeats in a row after which a peer is down (a count, ksqlDB's name).",
+    ),
+    Setting(
+        "ksql.heartbeat.received.threshold.ms",
+        "heartbeat_received_threshold",
+        _int(1),
+        "Heartbeats in a row after which a down peer is up again (a count, ksqlDB's name).",
+    ),
+    Setting(
+        "ksql.lag.reporting.send.interval.ms",
+        "lag_report_interval_ms",
+        _int(1),
+        "How often a server posts its store lags to its peers.",
+    ),
+    Setting(
+        "cluster.auth.secret",
+        "auth_secret",
+        _optional_text,
+        "Secret signing heartbeats, lag reports and forwarded queries; unset: the service's "
+        "servers generate one and share it through Kafka (internal traffic is signed either way).",
+    ),
+    Setting(
+        "authentication.method",
+        "auth_method",
+        _auth_method,
+        "NONE, or BASIC: clients must send HTTP Basic credentials of a user of "
+        "authentication.basic.credentials.file.",
+    ),
+    Setting(
+        "authentication.basic.credentials.file",
+        "auth_credentials_file",
+        _optional_text,
+        "The users for BASIC: lines 'user: password[,role...]', the password plain or "
+        "sha256:<hex>.",
+    ),
+    Setting(
+        "authentication.realm",
+        "auth_realm",
+        _text,
+        "The realm a 401 names in its WWW-Authenticate header.",
+    ),
+    Setting(
+        "authentication.roles",
+        "auth_roles",
+        _list,
+        "Comma-separated roles a user needs one of (*: any listed user).",
+    ),
+    Setting(
+        "authentication.skip.paths",
+        "auth_skip_paths",
+        _list,
+        "Comma-separated paths open without credentials (* wildcards); /healthcheck is "
+        "always open.",
+    ),
+    Setting(
+        "ssl.certificate.location",
+        "tls_cert_file",
+        _optional_text,
+        "PEM certificate (chain) of the listener; set: the API and internal traffic use TLS.",
+    ),
+    Setting(
+        "ssl.key.location",
+        "tls_key_file",
+        _optional_text,
+        "PEM private key of ssl.certificate.location.",
+    ),
+    Setting(
+        "ssl.key.password",
+        "tls_key_password",
+        _optional_text,
+        "Password of an encrypted ssl.key.location.",
+    ),
+    Setting(
+        "ssl.ca.location",
+        "tls_ca_file",
+        _optional_text,
+        "PEM CA certificates peers' certificates are verified with; unset: the system's CAs "
+        "and ssl.certificate.location itself (one self-signed certificate for all servers).",
+    ),
+    Setting(
+        "spark.master",
+        "spark_master",
+        _text,
+        "Where persistent queries run: local[*] (in the server's Spark), or spark://HOST:PORT.",
+    ),
+    Setting(
+        "ksql.query.persistent.enabled",
+        "persistent_queries_enabled",
+        _bool,
+        "Run persistent queries on this server (false: it only serves and submits).",
+    ),
+    Setting(
+        "ksql.query.persistent.active.limit",
+        "persistent_active_limit",
+        _int(1, 2**31 - 1),
+        "Most persistent queries (CREATE ... AS SELECT, INSERT INTO ... SELECT) the service "
+        "may hold; one more is refused (400) until a TERMINATE frees a slot. Each is a Python "
+        "process of ~120-140 MB on the server that runs them all: 20 run on 2 cores in ~4 GB "
+        "(ksqlDB's default, 2147483647, is for threads, not processes).",
+    ),
+    Setting(
+        "headwater.query.checkpoint.root",
+        "checkpoint_root",
+        _optional_text,
+        "Query checkpoints; unset: <state.dir>/checkpoints (a cluster needs a shared path).",
+    ),
+    Setting(
+        "headwater.query.trigger.interval.ms",
+        "trigger_interval_ms",
+        _int(0),
+        "How often an idle persistent query looks for new records (0: continuously).",
+    ),
+    Setting(
+        "headwater.query.max.records.per.batch",
+        "max_records_per_batch",
+        _int(1),
+        "Admission control: the most records one micro-batch of a query reads.",
+    ),
+    Setting(
+        "ksql.schema.registry.url",
+        "schema_registry_url",
+        _optional_text,
+        "The schema registry of the AVRO and JSON_SR formats (Confluent's REST API); unset: "
+        "those formats are refused.",
+    ),
+    Setting(
+        "ksql.streams.auto.offset.reset",
+        "auto_offset_reset",
+        _offset_reset,
+        "Where queries start reading when a statement does not SET 'auto.offset.reset': "
+        "earliest or latest; unset: persistent queries read streams from their end and tables "
+        "from their beginning, push queries from the end (also as auto.offset.reset).",
+    ),
+    Setting(
+        "ksql.streams.cache.max.bytes.buffering",
+        "cache_max_bytes_buffering",
+        _int(0),
+        "0: an aggregate writes one update per input record (ksqlDB's tests); more: one "
+        "update per key per micro-batch (ksqlDB's default, 10485760).",
+    ),
 )
 """Every key a properties file or ``--set`` may use."""
 
@@ -322,8 +512,9 @@ def as_text(config: ServerConfig) -> dict[str, str]:
             value = ",".join(value)
         elif isinstance(value, bool):
             value = str(value).lower()
-        shown[setting.key] = "" if value is None else "[hidden]" if setting.key in HIDDEN \
-            else str(value)  # fmt: skip
+        shown[setting.key] = (
+            "" if value is None else "[hidden]" if setting.key in HIDDEN else str(value)
+        )
     return shown
 
 
@@ -394,7 +585,7 @@ def load(
         if key in ("listeners", "ksql.advertised.listener"):
             https = https or value.strip().lower().startswith("https://")
         if key.startswith(TAG_PREFIX) and len(key) > len(TAG_PREFIX):
-            tags[key[len(TAG_PREFIX):]] = value.strip()
+            tags[key[len(TAG_PREFIX) :]] = value.strip()
             continue
         setting = _BY_KEY.get(_ALIASES.get(key, key))
         if setting is None:
@@ -411,7 +602,9 @@ def load(
         raise ConfigError(f"not settings: {', '.join(sorted(unknown))}")
     config = ServerConfig(**values)
     if https and not config.tls:
-        raise ConfigError("an https:// listener needs ssl.certificate.location and ssl.key.location")
+        raise ConfigError(
+            "an https:// listener needs ssl.certificate.location and ssl.key.location"
+        )
     if config.tls != (config.tls_key_file is not None):
         raise ConfigError("ssl.certificate.location and ssl.key.location go together")
     if config.auth_method == "BASIC" and not config.auth_credentials_file:
@@ -440,7 +633,9 @@ def heartbeat_settings(config: ServerConfig) -> HeartbeatSettings:
 
 def _did_you_mean(key: str) -> str:
     close = difflib.get_close_matches(key, list(_BY_KEY), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else " (see `headwater server --help-settings`)"
+    return (
+        f" (did you mean {close[0]!r}?)" if close else " (see `headwater server --help-settings`)"
+    )
 
 
 def as_mapping(config: ServerConfig) -> Mapping[str, Any]:

@@ -120,7 +120,8 @@ class HttpServerSettings:
             raise UnsupportedTls(
                 "granian cannot read an encrypted key (ssl.key.password): serve with "
                 f"{ENV_VAR}=hypercorn or {ENV_VAR}=uvicorn, or use an unencrypted key file "
-                "readable only by the server's user")
+                "readable only by the server's user"
+            )
 
 
 class UnknownHttpServer(ValueError):
@@ -131,8 +132,7 @@ class UnsupportedTls(ValueError):
     """The chosen HTTP server cannot serve TLS as configured."""
 
 
-def settings_from_env(environ: Mapping[str, str], *, host: str, port: int
-                      ) -> HttpServerSettings:  # fmt: skip
+def settings_from_env(environ: Mapping[str, str], *, host: str, port: int) -> HttpServerSettings:
     """The settings for ``host:port`` with the server, loop and parser the environment chooses
     (``HEADWATER_HTTP_SERVER``, ``HEADWATER_HTTP_LOOP``, ``HEADWATER_UVICORN_HTTP``; unset or
     empty: the defaults).
@@ -142,15 +142,17 @@ def settings_from_env(environ: Mapping[str, str], *, host: str, port: int
     """
     uvicorn_http = _choice(environ, UVICORN_HTTP_ENV_VAR, ("auto", "h11", "httptools"))
     return HttpServerSettings(
-        host=host, port=port,
+        host=host,
+        port=port,
         kind=HttpServerKind(_choice(environ, ENV_VAR, tuple(HttpServerKind), DEFAULT_KIND)),
         loop=LoopKind(_choice(environ, LOOP_ENV_VAR, tuple(LoopKind), LoopKind.AUTO)),
         uvicorn_http=uvicorn_http,
-    )  # fmt: skip
+    )
 
 
-def _choice(environ: Mapping[str, str], name: str, known: tuple[str, ...],
-            default: str = "auto") -> str:  # fmt: skip
+def _choice(
+    environ: Mapping[str, str], name: str, known: tuple[str, ...], default: str = "auto"
+) -> str:
     value = environ.get(name, "").strip().lower()
     if not value:
         return default
@@ -176,8 +178,9 @@ class HttpServer:
         self._stop_requested = threading.Event()
         self._on_stopping: OnStopping | None = None
 
-    def run(self, on_started: OnStarted | None = None,
-            on_stopping: OnStopping | None = None) -> None:  # fmt: skip
+    def run(
+        self, on_started: OnStarted | None = None, on_stopping: OnStopping | None = None
+    ) -> None:
         """Serve until stopped; returns after the graceful shutdown (signals are not re-raised).
 
         Args:
@@ -248,12 +251,19 @@ def check_port(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise PortInUse(f"cannot listen on {host} port {port}: {exc.strerror}") from None
-            raise PortInUse(f"port {port} on {host} is already in use (another server listens "
-                            "there): stop it, or choose another port with --port") from None
+            raise PortInUse(
+                f"port {port} on {host} is already in use (another server listens "
+                "there): stop it, or choose another port with --port"
+            ) from None
 
 
-def serve_app(app: ASGIApp, settings: HttpServerSettings, *, on_started: OnStarted | None = None,
-              on_stopping: OnStopping | None = None) -> None:  # fmt: skip
+def serve_app(
+    app: ASGIApp,
+    settings: HttpServerSettings,
+    *,
+    on_started: OnStarted | None = None,
+    on_stopping: OnStopping | None = None,
+) -> None:
     """Serve ``app`` until SIGINT/SIGTERM (see :meth:`HttpServer.run`)."""
     HttpServer(app, settings).run(on_started, on_stopping)
 
@@ -338,14 +348,20 @@ async def _uvicorn(server: HttpServer, ready: OnStarted) -> None:
     import uvicorn
 
     settings = server.settings
-    config = uvicorn.Config(server.app, host=settings.host, port=settings.port,
-                            log_level=settings.log_level, backlog=settings.backlog,
-                            http=settings.uvicorn_http,
-                            limit_concurrency=settings.max_connections,
-                            timeout_graceful_shutdown=max(1, round(settings.graceful_timeout_s)),
-                            lifespan="on", ssl_certfile=settings.tls_cert_file,
-                            ssl_keyfile=settings.tls_key_file,
-                            ssl_keyfile_password=settings.tls_key_password)  # fmt: skip
+    config = uvicorn.Config(
+        server.app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        backlog=settings.backlog,
+        http=settings.uvicorn_http,
+        limit_concurrency=settings.max_connections,
+        timeout_graceful_shutdown=max(1, round(settings.graceful_timeout_s)),
+        lifespan="on",
+        ssl_certfile=settings.tls_cert_file,
+        ssl_keyfile=settings.tls_key_file,
+        ssl_keyfile_password=settings.tls_key_password,
+    )
     instance = _uvicorn_class()(config)
 
     async def watch() -> None:
@@ -387,22 +403,30 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
     from granian.server.embed import Server
 
     settings = server.settings
-    instance = Server(server.app, address=settings.host, port=settings.port,
-                      interface=Interfaces.ASGI, http=HTTPModes.auto, backlog=settings.backlog,
-                      log_level=LogLevels(settings.log_level), log_access=False,
-                      websockets=False, backpressure=settings.max_connections,
-                      http1_settings=HTTP1Settings(
-                          header_read_timeout=round(settings.header_read_timeout_s * 1000)),
-                      http2_settings=HTTP2Settings(max_headers_size=settings.max_header_bytes),
-                      **_granian_tls(settings))  # fmt: skip
+    instance = Server(
+        server.app,
+        address=settings.host,
+        port=settings.port,
+        interface=Interfaces.ASGI,
+        http=HTTPModes.auto,
+        backlog=settings.backlog,
+        log_level=LogLevels(settings.log_level),
+        log_access=False,
+        websockets=False,
+        backpressure=settings.max_connections,
+        http1_settings=HTTP1Settings(
+            header_read_timeout=round(settings.header_read_timeout_s * 1000)
+        ),
+        http2_settings=HTTP2Settings(max_headers_size=settings.max_header_bytes),
+        **_granian_tls(settings),
+    )
     instance.workers_kill_timeout = max(1, round(settings.graceful_timeout_s))
     logging.getLogger("_granian").addFilter(_not_experimental)  # after granian's own log setup
 
     def on_startup() -> None:
         # granian calls its startup hooks before its socket accepts connections (under uvloop
         # a client could be refused in between): ready once a connection goes through
-        asyncio.get_running_loop().create_task(_when_listening(settings.host, settings.port,
-                                                               ready))  # fmt: skip
+        asyncio.get_running_loop().create_task(_when_listening(settings.host, settings.port, ready))
 
     instance.on_startup(on_startup)
 
@@ -417,8 +441,9 @@ async def _granian(server: HttpServer, ready: OnStarted) -> None:
         if not server.stop_requested:
             raise
         # granian 2.8's embedded server raises when a worker outlives workers_kill_timeout.
-        log.warning("granian: requests still open after %s s at shutdown",
-                    settings.graceful_timeout_s)  # fmt: skip
+        log.warning(
+            "granian: requests still open after %s s at shutdown", settings.graceful_timeout_s
+        )
     finally:
         watcher.cancel()
 
@@ -429,9 +454,11 @@ def _granian_tls(settings: HttpServerSettings) -> dict[str, Any]:
         return {}
     from pathlib import Path
 
-    return {"ssl_cert": Path(settings.tls_cert_file),
-            "ssl_key": Path(settings.tls_key_file) if settings.tls_key_file else None,
-            "ssl_key_password": settings.tls_key_password}  # fmt: skip
+    return {
+        "ssl_cert": Path(settings.tls_cert_file),
+        "ssl_key": Path(settings.tls_key_file) if settings.tls_key_file else None,
+        "ssl_key_password": settings.tls_key_password,
+    }
 
 
 async def _when_listening(host: str, port: int, ready: OnStarted, timeout_s: float = 10.0) -> None:

@@ -91,9 +91,11 @@ def ensure_local_node(
         return LocalNode(url)
     port = url.rsplit(":", 1)[-1]
     if _taken(int(port)):
-        raise LocalNodeError(f"port {port} on 127.0.0.1 is already in use by something that is not "
-                             "a headwater server: stop it, or start the local node on another "
-                             "port with --port (e.g. headwater --port 8089)")  # fmt: skip
+        raise LocalNodeError(
+            f"port {port} on 127.0.0.1 is already in use by something that is not "
+            "a headwater server: stop it, or start the local node on another "
+            "port with --port (e.g. headwater --port 8089)"
+        )
     _wait_for_previous(state_dir, start_timeout_s)
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "server.log"
@@ -102,9 +104,11 @@ def ensure_local_node(
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [*command, "server", "--port", port, "--state-dir", str(state_dir)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in the shell must not reach the node
-        )  # fmt: skip
+        )
     node = LocalNode(url, process, log_path)
     deadline = time.monotonic() + start_timeout_s
     while not healthy(url):
@@ -189,4 +193,3 @@ def _tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
-

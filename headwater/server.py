@@ -67,8 +67,11 @@ class Node:
 
     def serving(self, service_id: str) -> str:
         """Where it serves, its Kafka and its state, in one line (``serving http://... (...)``)."""
-        kafka = f"embedded broker {self.bootstrap_servers}, {self.embedded_broker}" \
-            if self.embedded_broker else f"Kafka {self.bootstrap_servers}"  # fmt: skip
+        kafka = (
+            f"embedded broker {self.bootstrap_servers}, {self.embedded_broker}"
+            if self.embedded_broker
+            else f"Kafka {self.bootstrap_servers}"
+        )
         where = f"state in {self.state_dir}" if self.state_dir else "in memory"
         return f"serving {self.url} ({kafka}; service id {service_id}; {where})"
 
@@ -172,8 +175,10 @@ def authentication_of(config: ServerConfig) -> Authentication | None:
     except BadCredentialsFile as exc:
         raise ConfigError(f"authentication.basic.credentials.file: {exc}") from None
     if not users:
-        log.warning("%s lists no user: every request but the open paths will be refused",
-                    config.auth_credentials_file)  # fmt: skip
+        log.warning(
+            "%s lists no user: every request but the open paths will be refused",
+            config.auth_credentials_file,
+        )
     return Authentication(config.auth_realm, users, config.auth_roles, config.auth_skip_paths)
 
 
@@ -189,12 +194,14 @@ def check_tls(config: ServerConfig) -> None:
     try:
         server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         # never "" for a password: OpenSSL would prompt on the terminal for an encrypted key
-        server.load_cert_chain(config.tls_cert_file, config.tls_key_file,
-                               config.tls_key_password or "")  # fmt: skip
+        server.load_cert_chain(
+            config.tls_cert_file, config.tls_key_file, config.tls_key_password or ""
+        )
         client_context(PeerTls(config.tls_ca_file, config.tls_cert_file))
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"TLS files (ssl.certificate.location, ssl.key.location, "
-                          f"ssl.ca.location): {exc}") from None
+        raise ConfigError(
+            f"TLS files (ssl.certificate.location, ssl.key.location, ssl.ca.location): {exc}"
+        ) from None
 
 
 def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
@@ -213,7 +220,8 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         processing_log_topic=f"{service_id}ksql_processing_log",
         # Executors elsewhere (a standalone master) find the schema registry as local ones do.
         extra=((f"spark.executorEnv.{schema_registry.URL_ENV}", config.schema_registry_url),)
-        if config.schema_registry_url else (),
+        if config.schema_registry_url
+        else (),
     )
 
 
@@ -263,11 +271,17 @@ def serve(
     """
     no_spark = java_problem(os.environ) if config.persistent_queries_enabled else None
     if no_spark is not None:
-        log.warning("persistent queries and push queries with state are refused on this server "
-                    "(they run on Spark): %s. Everything else works.", no_spark)  # fmt: skip
-    http = replace(settings_from_env(os.environ, host=config.host, port=config.port),
-                   tls_cert_file=config.tls_cert_file, tls_key_file=config.tls_key_file,
-                   tls_key_password=config.tls_key_password)  # fmt: skip
+        log.warning(
+            "persistent queries and push queries with state are refused on this server "
+            "(they run on Spark): %s. Everything else works.",
+            no_spark,
+        )
+    http = replace(
+        settings_from_env(os.environ, host=config.host, port=config.port),
+        tls_cert_file=config.tls_cert_file,
+        tls_key_file=config.tls_key_file,
+        tls_key_password=config.tls_key_password,
+    )
     authentication = authentication_of(config)
     check_tls(config)
     check_port(config.host, config.port)  # before anything starts: one clear line, not a panic
@@ -301,15 +315,21 @@ def serve(
                 advertised=config.advertised,
                 cluster=cluster_settings_of(config),
                 engine=engine_settings_of(config, state_dir or scratch, config.service_id)
-                if config.persistent_queries_enabled and no_spark is None else None,
+                if config.persistent_queries_enabled and no_spark is None
+                else None,
                 registry=_schema_registry(config),
                 properties=as_text(config),
                 defaults=defaults(),
                 no_spark=no_spark,
             )
         )
-        node = Node(f"{config.scheme}://{config.host}:{config.port}", bootstrap, state_dir, embedded,
-                    services)  # fmt: skip
+        node = Node(
+            f"{config.scheme}://{config.host}:{config.port}",
+            bootstrap,
+            state_dir,
+            embedded,
+            services,
+        )
         if on_ready is not None:
             on_ready(node)
         if state_dir is not None:

@@ -63,4 +63,6 @@ def weed_binary() -> Path:
     on_path = shutil.which("weed")
     if on_path is not None:
         return Path(on_path)
-    raise BinaryNotFound(f"SeaweedFS (weed), needed by the durable broker, is not installed: {_WEED_HINT}")
+    raise BinaryNotFound(
+        f"SeaweedFS (weed), needed by the durable broker, is not installed: {_WEED_HINT}"
+    )

@@ -117,8 +117,13 @@ class ChildProcess:
         try:
             self._popen.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            log.warning("%s (pid %d) did not stop within %.1f s of %s: killing it", self.name,
-                        self.pid, timeout_s, stop_signal.name)  # fmt: skip
+            log.warning(
+                "%s (pid %d) did not stop within %.1f s of %s: killing it",
+                self.name,
+                self.pid,
+                timeout_s,
+                stop_signal.name,
+            )
             self.kill()
         else:
             log.info("%s (pid %d) stopped in %.2f s", self.name, self.pid, time.monotonic() - began)

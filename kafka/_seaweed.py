@@ -106,7 +106,10 @@ def start_seaweed(
     }
     # cwd is the data folder: weed also looks for its *.toml configuration in the working folder.
     child = ChildProcess(
-        "weed", weed_argv(binary, data_dir, socket_dir, ports), env=env, cwd=data_dir,
+        "weed",
+        weed_argv(binary, data_dir, socket_dir, ports),
+        env=env,
+        cwd=data_dir,
         log_path=log_path,
     )
     try:
@@ -130,11 +133,15 @@ def _wait_for_s3(child: ChildProcess, endpoint: str, timeout_s: float) -> None:
     while True:
         code = child.exit_code()
         if code is not None:
-            raise ChildDied(f"SeaweedFS (weed) exited with status {code} while starting",
-                            log_tail=child.log_tail())
+            raise ChildDied(
+                f"SeaweedFS (weed) exited with status {code} while starting",
+                log_tail=child.log_tail(),
+            )
         if _s3_answers(endpoint):
             return
         if time.monotonic() > deadline:
-            raise StartTimeout(f"SeaweedFS's S3 endpoint {endpoint} did not answer within "
-                               f"{timeout_s:.0f} s", log_tail=child.log_tail())
+            raise StartTimeout(
+                f"SeaweedFS's S3 endpoint {endpoint} did not answer within {timeout_s:.0f} s",
+                log_tail=child.log_tail(),
+            )
         time.sleep(_POLL_INTERVAL_S)

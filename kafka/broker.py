@@ -91,7 +91,7 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """"127.0.0.1:PORT" of the running broker."""
+        """ "127.0.0.1:PORT" of the running broker."""
         if self.port is None:
             raise BrokerError("the embedded broker is not running")
         return f"{LOOPBACK}:{self.port}"
@@ -115,8 +115,10 @@ class EmbeddedBroker:
             if child is not None:
                 code = child.exit_code()
                 if code is not None:
-                    raise ChildDied(f"{child.name} (pid {child.pid}) exited with status {code}",
-                                    log_tail=child.log_tail())
+                    raise ChildDied(
+                        f"{child.name} (pid {child.pid}) exited with status {code}",
+                        log_tail=child.log_tail(),
+                    )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -158,7 +160,10 @@ class EmbeddedBroker:
             if weed is not None:
                 assert self.data_dir is not None and self._scratch is not None
                 self._weed, access = start_seaweed(
-                    weed, self.data_dir / "seaweedfs", self._scratch, logs / "weed.log",
+                    weed,
+                    self.data_dir / "seaweedfs",
+                    self._scratch,
+                    logs / "weed.log",
                     self.start_timeout_s,
                 )
                 storage, env = f"s3://{BUCKET}/", {**env, **access.environment()}
@@ -167,15 +172,22 @@ class EmbeddedBroker:
             self.stop()
             raise
         self.start_seconds = time.monotonic() - began
-        log.info("embedded broker ready on %s (%s) in %.2f s", self.bootstrap_servers,
-                 self.describe(), self.start_seconds)
+        log.info(
+            "embedded broker ready on %s (%s) in %.2f s",
+            self.bootstrap_servers,
+            self.describe(),
+            self.start_seconds,
+        )
 
     def stop(self) -> None:
         """Stop every child this object started (broker first, then its store), by pid.
 
         Safe to call twice, after a failed start, and after a child was killed from outside.
         """
-        for child, (stop_signal, timeout_s) in ((self._tansu, _TANSU_STOP), (self._weed, _WEED_STOP)):
+        for child, (stop_signal, timeout_s) in (
+            (self._tansu, _TANSU_STOP),
+            (self._weed, _WEED_STOP),
+        ):
             if child is not None:
                 child.stop(timeout_s=timeout_s, stop_signal=stop_signal)
         self._forget()
@@ -212,9 +224,7 @@ class EmbeddedBroker:
             raise DataDirUnusable(
                 f"data folder {self.data_dir} is not usable: {exc.strerror or exc}"
             ) from exc
-        if not os.access(self.data_dir, os.W_OK) or not os.access(
-            self.data_dir / "logs", os.W_OK
-        ):
+        if not os.access(self.data_dir, os.W_OK) or not os.access(self.data_dir / "logs", os.W_OK):
             raise DataDirUnusable(f"data folder {self.data_dir} is not writable")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -230,8 +240,16 @@ class EmbeddedBroker:
         for attempt in range(1, attempts + 1):
             port = self.requested_port or free_port()
             url = f"tcp://{LOOPBACK}:{port}"
-            argv = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                    "--storage-engine", storage]
+            argv = [
+                str(binary),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                storage,
+            ]
             cwd = self.data_dir if self.data_dir is not None else self._scratch
             assert cwd is not None
             self._tansu = ChildProcess("tansu", argv, env=env, cwd=cwd, log_path=log_path)
@@ -242,8 +260,9 @@ class EmbeddedBroker:
                     raise
                 self._tansu = None
                 if attempt == attempts:
-                    raise PortInUse(f"port {port} on {LOOPBACK} is already in use",
-                                    log_tail=exc.log_tail) from exc
+                    raise PortInUse(
+                        f"port {port} on {LOOPBACK} is already in use", log_tail=exc.log_tail
+                    ) from exc
             else:
                 self.port = port
                 return
@@ -255,11 +274,14 @@ class EmbeddedBroker:
         def check(what: str) -> None:
             code = child.exit_code()
             if code is not None:
-                raise ChildDied(f"tansu exited with status {code} while starting",
-                                log_tail=child.log_tail())
+                raise ChildDied(
+                    f"tansu exited with status {code} while starting", log_tail=child.log_tail()
+                )
             if time.monotonic() > deadline:
-                raise StartTimeout(f"tansu did not {what} within {self.start_timeout_s:.0f} s",
-                                   log_tail=child.log_tail())
+                raise StartTimeout(
+                    f"tansu did not {what} within {self.start_timeout_s:.0f} s",
+                    log_tail=child.log_tail(),
+                )
 
         # A plain TCP probe first, so librdkafka does not log "connection refused" while Tansu binds.
         while not _accepts(port):

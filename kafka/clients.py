@@ -143,7 +143,9 @@ def consumer_config(
     # after ~session.timeout.ms/2 (23 s at librdkafka's default). headwater assigns partitions
     # explicitly (each server knows which partitions it holds); librdkafka still requires a group.id,
     # which an assign-only consumer uses for nothing as long as it does not commit.
-    config["group.id"] = group_id if group_id is not None else f"{settings.client_id_prefix}-{purpose}"
+    config["group.id"] = (
+        group_id if group_id is not None else f"{settings.client_id_prefix}-{purpose}"
+    )
     # Where a group is needed, a short session keeps that first assignment to a few seconds.
     config["session.timeout.ms"] = settings.session_timeout_ms
     config.setdefault("enable.auto.commit", False)
@@ -219,8 +221,9 @@ def consumer_from_config(config: Mapping[str, Any], *, follows_new_topics: bool 
     return Reader(dict(config), follows_new_topics=follows_new_topics)
 
 
-def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str], *,
-                  names_reused: bool = True) -> dict[str, str]:
+def delete_topics(
+    admin: AdminClient, settings: KafkaSettings, names: list[str], *, names_reused: bool = True
+) -> dict[str, str]:
     """Delete topics: the only way headwater deletes one.
 
     Workaround "a topic deleted under a fetching consumer kills the process" (``readers``): every
@@ -239,14 +242,18 @@ def delete_topics(admin: AdminClient, settings: KafkaSettings, names: list[str],
     failed: dict[str, str] = {}
     readers.retire(names)
     try:
-        futures = admin.delete_topics(list(names), operation_timeout=timeout_s,
-                                      request_timeout=timeout_s)  # fmt: skip
+        futures = admin.delete_topics(
+            list(names), operation_timeout=timeout_s, request_timeout=timeout_s
+        )
         for name, future in futures.items():
             try:
                 future.result(timeout=timeout_s + 5)
             except KafkaException as exc:
                 error = exc.args[0]
-                if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if (
+                    isinstance(error, KafkaError)
+                    and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+                ):
                     continue  # already gone
                 failed[name] = str(exc)
             except TimeoutError:
@@ -295,17 +302,18 @@ def create_topic(
     # Workaround "a client that knew a deleted topic dies when its name is created again" (readers):
     # consumers of this process that read a deleted topic of this name are renewed first.
     if not readers.wait_renewed([name], timeout_s):
-        raise TopicError(name, "consumers that read a deleted topic of this name are still open",
-                         retriable=True)  # fmt: skip
+        raise TopicError(
+            name, "consumers that read a deleted topic of this name are still open", retriable=True
+        )
     new = NewTopic(
         name,
         num_partitions=partitions,
         replication_factor=settings.replication_factor,
         config=dict(config or {}),
     )
-    future = admin.create_topics(
-        [new], operation_timeout=timeout_s, request_timeout=timeout_s
-    )[name]
+    future = admin.create_topics([new], operation_timeout=timeout_s, request_timeout=timeout_s)[
+        name
+    ]
     try:
         future.result(timeout=timeout_s + 5)
     except KafkaException as exc:
@@ -353,8 +361,9 @@ def init_transactions(producer_: Producer, settings: KafkaSettings) -> None:
         producer_.list_topics(timeout=settings.init_transactions_timeout_ms / 1000)
     except KafkaException:
         pass  # init_transactions reports what is wrong, with its own timeout
-    _with_timeout(producer_.init_transactions, "init_transactions",
-                  settings.init_transactions_timeout_ms)
+    _with_timeout(
+        producer_.init_transactions, "init_transactions", settings.init_transactions_timeout_ms
+    )
 
 
 def commit_transaction(producer_: Producer, settings: KafkaSettings) -> None:
@@ -368,8 +377,9 @@ def commit_transaction(producer_: Producer, settings: KafkaSettings) -> None:
         TransactionOutcomeUnknown: no answer in time.
         KafkaException: any other failure, as librdkafka reports it.
     """
-    _with_timeout(producer_.commit_transaction, "commit_transaction",
-                  settings.commit_transaction_timeout_ms)
+    _with_timeout(
+        producer_.commit_transaction, "commit_transaction", settings.commit_transaction_timeout_ms
+    )
 
 
 def abort_transaction(producer_: Producer, settings: KafkaSettings) -> None:
@@ -379,8 +389,9 @@ def abort_transaction(producer_: Producer, settings: KafkaSettings) -> None:
         TransactionOutcomeUnknown: no answer in time.
         KafkaException: any other failure, as librdkafka reports it.
     """
-    _with_timeout(producer_.abort_transaction, "abort_transaction",
-                  settings.commit_transaction_timeout_ms)
+    _with_timeout(
+        producer_.abort_transaction, "abort_transaction", settings.commit_transaction_timeout_ms
+    )
 
 
 def _with_timeout(call: Any, operation: str, timeout_ms: int) -> None:

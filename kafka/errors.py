@@ -74,7 +74,9 @@ class TransactionOutcomeUnknown(KafkaEdgeError):
     def __init__(self, operation: str, timeout_ms: int, cause: str) -> None:
         self.operation = operation
         self.timeout_ms = timeout_ms
-        super().__init__(f"{operation} gave no answer within {timeout_ms} ms ({cause}); outcome unknown")
+        super().__init__(
+            f"{operation} gave no answer within {timeout_ms} ms ({cause}); outcome unknown"
+        )
 
 
 class EndOffsetsUnavailable(KafkaEdgeError):

@@ -42,8 +42,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
-__all__ = ["Reader", "note_deleted", "readers_of", "reinstate", "release_holds", "retire",
-           "retired_topics", "wait_renewed"]
+__all__ = [
+    "Reader",
+    "note_deleted",
+    "readers_of",
+    "reinstate",
+    "release_holds",
+    "retire",
+    "retired_topics",
+    "wait_renewed",
+]
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,9 @@ from headwater.metastore.records import CommandRecord
 Applier = Callable[[Catalog, Mapping[str, Any], int], tuple[Catalog, str]]
 
 
-def _create_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
+def _create_source(
+    catalog: Catalog, command: Mapping[str, Any], offset: int
+) -> tuple[Catalog, str]:
     source = source_from_dict(command["source"])
     existing = catalog.source(source.name)
     if existing is not None:
@@ -41,7 +43,9 @@ def _create_source(catalog: Catalog, command: Mapping[str, Any], offset: int) ->
     if source.created_offset < 0:
         source = replace(source, created_offset=offset)
     noun = "Stream" if source.kind is SourceKind.STREAM else "Table"
-    return catalog.with_source(source, offset), f"{noun} {'altered' if command.get('altered') else 'created'}"
+    return catalog.with_source(
+        source, offset
+    ), f"{noun} {'altered' if command.get('altered') else 'created'}"
 
 
 def _drop_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:
@@ -54,7 +58,9 @@ def _drop_source(catalog: Catalog, command: Mapping[str, Any], offset: int) -> t
         raise SourceInUse(refusal)
     if source.query_id is not None and source.query_id in catalog.queries:
         catalog = catalog.without_query(source.query_id, offset)  # as ksqlDB: the drop ends it
-    return catalog.without_source(name, offset), f"Source `{name}` (topic: {source.topic}) was dropped."
+    return catalog.without_source(
+        name, offset
+    ), f"Source `{name}` (topic: {source.topic}) was dropped."
 
 
 def _create_type(catalog: Catalog, command: Mapping[str, Any], offset: int) -> tuple[Catalog, str]:

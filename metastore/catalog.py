@@ -19,7 +19,6 @@ from typing import Any
 PropertyValue = str | int | float | bool
 
 
-
 def _empty() -> Mapping[str, Any]:
     return MappingProxyType({})
 
@@ -206,15 +205,23 @@ class Catalog:
         readers = sorted(q.id for q in inserts if name in q.sources)
         writers = sorted(q.id for q in inserts if q.sink == name)
         if readers or writers:
-            return (f"Cannot drop {name}.\nThe following queries read from this source: "
-                    f"[{', '.join(readers)}].\nThe following queries write into this source: "
-                    f"[{', '.join(writers)}].\nYou need to terminate them before dropping {name}.")
-        derived = sorted(s.name for s in self.sources.values()
-                         if s.name != name and s.query_id is not None
-                         and name in getattr(self.queries.get(s.query_id), "sources", ()))  # fmt: skip
+            return (
+                f"Cannot drop {name}.\nThe following queries read from this source: "
+                f"[{', '.join(readers)}].\nThe following queries write into this source: "
+                f"[{', '.join(writers)}].\nYou need to terminate them before dropping {name}."
+            )
+        derived = sorted(
+            s.name
+            for s in self.sources.values()
+            if s.name != name
+            and s.query_id is not None
+            and name in getattr(self.queries.get(s.query_id), "sources", ())
+        )
         if derived:
-            return (f"Cannot drop {name}.\nThe following streams and/or tables read from this "
-                    f"source: [{', '.join(derived)}].\nYou need to drop them before dropping {name}.")
+            return (
+                f"Cannot drop {name}.\nThe following streams and/or tables read from this "
+                f"source: [{', '.join(derived)}].\nYou need to drop them before dropping {name}."
+            )
         return None
 
 

@@ -112,11 +112,17 @@ def start_offsets_to_dict(offsets: Iterable[tuple[str, int, int]]) -> dict[str, 
     return found
 
 
-def start_offsets_from_dict(body: Mapping[str, Mapping[str, int]]) -> tuple[tuple[str, int, int], ...]:
+def start_offsets_from_dict(
+    body: Mapping[str, Mapping[str, int]],
+) -> tuple[tuple[str, int, int], ...]:
     """The inverse of :func:`start_offsets_to_dict`."""
-    return tuple(sorted((str(topic), int(partition), int(offset))
-                        for topic, offsets in body.items()
-                        for partition, offset in offsets.items()))  # fmt: skip
+    return tuple(
+        sorted(
+            (str(topic), int(partition), int(offset))
+            for topic, offsets in body.items()
+            for partition, offset in offsets.items()
+        )
+    )
 
 
 def query_from_dict(body: Mapping[str, Any]) -> Query:

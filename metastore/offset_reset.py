@@ -39,8 +39,10 @@ def check_reset(value: object) -> str:
     if text == "none":
         raise ValidationError("'none' is not valid for this property within KSQL")
     if text not in (EARLIEST, LATEST):
-        raise ValidationError(f"Invalid value {value!r} for configuration auto.offset.reset: "
-                              "String must be one of: earliest, latest")  # fmt: skip
+        raise ValidationError(
+            f"Invalid value {value!r} for configuration auto.offset.reset: "
+            "String must be one of: earliest, latest"
+        )
     return text
 
 

@@ -32,32 +32,59 @@ from headwater.sqlparse_ext import statements as ast
 #: WITH properties a CREATE STREAM/TABLE accepts (ksqlDB's, plus headwater's dotted ones).
 SOURCE_PROPERTIES = frozenset(
     {
-        "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
-        "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
-        "WINDOW_TYPE", "WINDOW_SIZE", "RETENTION_MS",
-        "KEY_SCHEMA_ID", "VALUE_SCHEMA_ID", "KEY_SCHEMA_FULL_NAME", "VALUE_SCHEMA_FULL_NAME",
-        "KEY_PROTOBUF_NULLABLE_REPRESENTATION", "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
-        "ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS",
+        "KAFKA_TOPIC",
+        "KEY_FORMAT",
+        "VALUE_FORMAT",
+        "FORMAT",
+        "PARTITIONS",
+        "REPLICAS",
+        "TIMESTAMP",
+        "TIMESTAMP_FORMAT",
+        "VALUE_DELIMITER",
+        "KEY_DELIMITER",
+        "WRAP_SINGLE_VALUE",
+        "WINDOW_TYPE",
+        "WINDOW_SIZE",
+        "RETENTION_MS",
+        "KEY_SCHEMA_ID",
+        "VALUE_SCHEMA_ID",
+        "KEY_SCHEMA_FULL_NAME",
+        "VALUE_SCHEMA_FULL_NAME",
+        "KEY_PROTOBUF_NULLABLE_REPRESENTATION",
+        "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
+        "ACCEPTABLE.OFFSET.LAG",
+        "MAX.STALENESS.MS",
     }
-)  # fmt: skip
+)
 
 #: WITH properties a CREATE STREAM ... AS SELECT accepts.
 SINK_PROPERTIES = frozenset(
     {
-        "KAFKA_TOPIC", "KEY_FORMAT", "VALUE_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS",
-        "TIMESTAMP", "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE",
+        "KAFKA_TOPIC",
+        "KEY_FORMAT",
+        "VALUE_FORMAT",
+        "FORMAT",
+        "PARTITIONS",
+        "REPLICAS",
+        "TIMESTAMP",
+        "TIMESTAMP_FORMAT",
+        "VALUE_DELIMITER",
+        "KEY_DELIMITER",
+        "WRAP_SINGLE_VALUE",
         "RETENTION_MS",
-        "KEY_PROTOBUF_NULLABLE_REPRESENTATION", "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
+        "KEY_PROTOBUF_NULLABLE_REPRESENTATION",
+        "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
     }
-)  # fmt: skip
+)
 
 #: What a CREATE TABLE ... AS SELECT may set besides a sink's properties: how stale a read of
 #: the table may be (as a declared table's WITH clause may).
 TABLE_SINK_PROPERTIES = frozenset({"ACCEPTABLE.OFFSET.LAG", "MAX.STALENESS.MS"})
 
 #: Serialization formats headwater reads and writes today.
-SUPPORTED_FORMATS = frozenset({"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF",
-                               "PROTOBUF_NOSR"})
+SUPPORTED_FORMATS = frozenset(
+    {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR"}
+)
 #: Of those, the formats whose schemas live in a schema registry.
 SCHEMA_FORMATS = frozenset({"AVRO", "JSON_SR", "PROTOBUF"})
 #: Of those, the formats whose columns headwater infers from the registry.
@@ -152,9 +179,13 @@ ACTIVE_LIMIT_SETTING = "ksql.query.persistent.active.limit"
 NO_ACTIVE_LIMIT = 2**31 - 1
 
 
-def plan(statement: ast.Statement, catalog: Catalog, facts: TopicFacts,
-         analyze: QueryAnalyzer | None = None,
-         active_limit: int = NO_ACTIVE_LIMIT) -> Plan:  # fmt: skip
+def plan(
+    statement: ast.Statement,
+    catalog: Catalog,
+    facts: TopicFacts,
+    analyze: QueryAnalyzer | None = None,
+    active_limit: int = NO_ACTIVE_LIMIT,
+) -> Plan:
     """Validate ``statement`` against ``catalog`` and plan its command.
 
     Args:
@@ -236,8 +267,10 @@ def _plan_create_source(create: ast.CreateSource, catalog: Catalog, facts: Topic
         if create.if_not_exists:
             return Plan(None, f"Cannot add {noun} {create.name}: it already exists.")
         if create.or_replace and (create.source or existing.read_only):
-            raise ValidationError(f"Cannot add {noun} '{create.name}': CREATE OR REPLACE is not "
-                                  f"supported on source {noun}s.")  # fmt: skip
+            raise ValidationError(
+                f"Cannot add {noun} '{create.name}': CREATE OR REPLACE is not "
+                f"supported on source {noun}s."
+            )
         if not create.or_replace or existing.kind is not kind:
             raise SourceExists(
                 f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
@@ -251,8 +284,9 @@ def _plan_create_source(create: ast.CreateSource, catalog: Catalog, facts: Topic
     topic = _required(properties, "KAFKA_TOPIC", create.kind)
     key_format, value_format = _formats(properties, create.kind)
     _check_registry(str(topic), (key_format, value_format), facts)
-    create = _with_inferred_columns(create, str(topic), properties, (key_format, value_format),
-                                    facts)  # fmt: skip
+    create = _with_inferred_columns(
+        create, str(topic), properties, (key_format, value_format), facts
+    )
     columns = _columns(create, kind, catalog)
     _check_formats(columns, key_format, value_format)
     partitions, create_topic = _topic(str(topic), properties, facts)
@@ -272,31 +306,46 @@ def _plan_create_source(create: ast.CreateSource, catalog: Catalog, facts: Topic
         timestamp_column=timestamp,
         windowed=windowed,
     )
-    command = {"type": "create_source", "source": source_to_dict(source), "replace": existing is not None}
+    command = {
+        "type": "create_source",
+        "source": source_to_dict(source),
+        "replace": existing is not None,
+    }
     return Plan(command, create_topic=create_topic)
 
 
-def _with_inferred_columns(create: ast.CreateSource, topic: str,
-                           properties: Mapping[str, PropertyValue], formats: tuple[str, str],
-                           facts: TopicFacts) -> ast.CreateSource:  # fmt: skip
+def _with_inferred_columns(
+    create: ast.CreateSource,
+    topic: str,
+    properties: Mapping[str, PropertyValue],
+    formats: tuple[str, str],
+    facts: TopicFacts,
+) -> ast.CreateSource:
     """``create`` with the key and value columns it leaves out taken from the schema registry,
     for formats with registered schemas (ksqlDB's schema inference)."""
     declared_keys = any(c.key or c.primary_key for c in create.columns)
-    declared_values = any(not (c.key or c.primary_key or c.headers or c.header_key)
-                          for c in create.columns)  # fmt: skip
+    declared_values = any(
+        not (c.key or c.primary_key or c.headers or c.header_key) for c in create.columns
+    )
     added: dict[str, list[ast.Column]] = {"key": [], "value": []}
-    for part, fmt, declared in (("key", formats[0], declared_keys),
-                                ("value", formats[1], declared_values)):  # fmt: skip
+    for part, fmt, declared in (
+        ("key", formats[0], declared_keys),
+        ("value", formats[1], declared_values),
+    ):
         schema_id = properties.get(f"{part.upper()}_SCHEMA_ID")
         if fmt in SCHEMA_FORMATS and fmt not in INFERRED_FORMATS and not declared:
             if part == "key":
                 continue
-            raise ValidationError(f"No columns supplied: headwater does not infer columns from "
-                                  f"{fmt} schemas yet; declare them")  # fmt: skip
+            raise ValidationError(
+                f"No columns supplied: headwater does not infer columns from "
+                f"{fmt} schemas yet; declare them"
+            )
         if fmt not in INFERRED_FORMATS or facts.schemas is None:
             if schema_id is not None:
-                raise ValidationError(f"{part.upper()}_SCHEMA_ID is only valid with a format "
-                                      "whose schemas are in the schema registry")  # fmt: skip
+                raise ValidationError(
+                    f"{part.upper()}_SCHEMA_ID is only valid with a format "
+                    "whose schemas are in the schema registry"
+                )
             continue
         if declared and schema_id is None:
             continue
@@ -307,20 +356,29 @@ def _with_inferred_columns(create: ast.CreateSource, topic: str,
                 continue  # no key schema: a stream without key columns
             raise ValidationError(
                 f"Schema for message {part}s on topic '{topic}' does not exist in the Schema "
-                f"Registry.Subject: {topic}-{part}")  # fmt: skip
+                f"Registry.Subject: {topic}-{part}"
+            )
         if isinstance(found, str):
             raise ValidationError(f"Unable to use the {part} schema of {subject}: {found}")
         if declared:
-            raise ValidationError(f"Table or stream columns and {part.upper()}_SCHEMA_ID cannot "
-                                  "both be given")  # fmt: skip
+            raise ValidationError(
+                f"Table or stream columns and {part.upper()}_SCHEMA_ID cannot both be given"
+            )
         for name, type_text in found:
             try:
                 sql_type = parse_type(type_text)
             except ParseError as exc:
-                raise ValidationError(f"Unable to use the {part} schema of {subject}: {exc}") from None
-            added[part].append(ast.Column(name, sql_type, key=part == "key" and
-                                          create.kind == "STREAM",
-                                          primary_key=part == "key" and create.kind == "TABLE"))
+                raise ValidationError(
+                    f"Unable to use the {part} schema of {subject}: {exc}"
+                ) from None
+            added[part].append(
+                ast.Column(
+                    name,
+                    sql_type,
+                    key=part == "key" and create.kind == "STREAM",
+                    primary_key=part == "key" and create.kind == "TABLE",
+                )
+            )
     if not added["key"] and not added["value"]:
         return create
     keys = [c for c in create.columns if c.key or c.primary_key] + added["key"]
@@ -328,8 +386,9 @@ def _with_inferred_columns(create: ast.CreateSource, topic: str,
     return replace(create, columns=(*keys, *rest))
 
 
-def _declared_window(properties: Mapping[str, PropertyValue],
-                     columns: tuple[Column, ...]) -> str | None:  # fmt: skip
+def _declared_window(
+    properties: Mapping[str, PropertyValue], columns: tuple[Column, ...]
+) -> str | None:
     """A declared source's window (``WINDOW_TYPE``, with ``WINDOW_SIZE`` for time windows): its
     record keys are windowed keys."""
     kind = properties.get("WINDOW_TYPE")
@@ -339,20 +398,25 @@ def _declared_window(properties: Mapping[str, PropertyValue],
         return None
     window = str(kind).upper()
     if window not in ("TUMBLING", "HOPPING", "SESSION"):
-        raise ValidationError(f"Invalid value for 'WINDOW_TYPE': {kind}. Valid values: "
-                              "[SESSION, HOPPING, TUMBLING]")  # fmt: skip
+        raise ValidationError(
+            f"Invalid value for 'WINDOW_TYPE': {kind}. Valid values: [SESSION, HOPPING, TUMBLING]"
+        )
     size = properties.get("WINDOW_SIZE")
     if window == "SESSION" and size is not None:
         raise ValidationError("'WINDOW_SIZE' should not be set for SESSION windows.")
     if window != "SESSION" and size is None:
-        raise ValidationError(f"{window} windows require 'WINDOW_SIZE' to be provided in the "
-                              "WITH clause. For example: 'WINDOW_SIZE'='10 SECONDS'")  # fmt: skip
+        raise ValidationError(
+            f"{window} windows require 'WINDOW_SIZE' to be provided in the "
+            "WITH clause. For example: 'WINDOW_SIZE'='10 SECONDS'"
+        )
     if window != "SESSION":
         parts = str(size).split()
         try:
             ast.Duration(int(parts[0]), parts[1].upper()).milliseconds  # noqa: B018 - a check
         except (ValueError, IndexError, KeyError):
-            raise ValidationError(f"Invalid WINDOW_SIZE: {size!r} (for example '10 SECONDS')") from None
+            raise ValidationError(
+                f"Invalid WINDOW_SIZE: {size!r} (for example '10 SECONDS')"
+            ) from None
     if not any(c.key for c in columns):
         raise ValidationError("Windowed sources require a key column.")
     return window
@@ -362,8 +426,10 @@ def _check_registry(topic: str, formats: tuple[str, ...], facts: TopicFacts) -> 
     """Formats with schemas in a registry need one (ksqlDB's message)."""
     for fmt in formats:
         if fmt in SCHEMA_FORMATS and facts.schemas is None:
-            raise ValidationError(f"Cannot create topic '{topic}' with format {fmt} without "
-                                  "configuring 'ksql.schema.registry.url'")  # fmt: skip
+            raise ValidationError(
+                f"Cannot create topic '{topic}' with format {fmt} without "
+                "configuring 'ksql.schema.registry.url'"
+            )
 
 
 def _check_properties(properties: ast.Properties) -> dict[str, PropertyValue]:
@@ -430,8 +496,10 @@ def _columns(create: ast.CreateSource, kind: SourceKind, catalog: Catalog) -> tu
             raise ValidationError(f"Duplicate column names: {column.name}")
         seen.add(column.name)
         if column.name.upper() in ("ROWPARTITION", "ROWOFFSET"):
-            raise ValidationError(f"'{column.name.upper()}' is a reserved column name. You cannot "
-                                  "use it as a name for a column.")  # fmt: skip
+            raise ValidationError(
+                f"'{column.name.upper()}' is a reserved column name. You cannot "
+                "use it as a name for a column."
+            )
         _check_header_type(column, catalog)
         resolved = Column(
             name=column.name,
@@ -455,11 +523,13 @@ def _check_header_type(column: ast.Column, catalog: Catalog) -> None:
         return
     text = _resolve_type(column.type, catalog).sql()
     if column.headers and text.upper() != _HEADERS_TYPE.upper():
-        raise ValidationError(f"Invalid type for HEADERS column: expected {_HEADERS_TYPE}, got "
-                              f"{text}")  # fmt: skip
+        raise ValidationError(
+            f"Invalid type for HEADERS column: expected {_HEADERS_TYPE}, got {text}"
+        )
     if column.header_key and text != "BYTES":
-        raise ValidationError(f"Invalid type for HEADER('{column.header_key}') column: expected "
-                              f"BYTES, got {text}")  # fmt: skip
+        raise ValidationError(
+            f"Invalid type for HEADER('{column.header_key}') column: expected BYTES, got {text}"
+        )
 
 
 def _resolve_type(sql_type: sqltypes.SqlType, catalog: Catalog) -> sqltypes.SqlType:
@@ -504,7 +574,8 @@ def _check_formats(columns: tuple[Column, ...], key_format: str, value_format: s
                 "Map keys, including types that contain maps, are not supported as they may lead "
                 "to unexpected behavior due to inconsistent serialization. Key column name: "
                 f"`{key.name}`. Column type: {key.type}. See "
-                "https://github.com/confluentinc/ksql/issues/6621 for more.")  # fmt: skip
+                "https://github.com/confluentinc/ksql/issues/6621 for more."
+            )
     # ksqlDB's words: the columns listed in brackets, a type named by its base name; a key
     # format's refusal comes wrapped in what the key serde was asked to hold.
     for fmt, group in ((key_format, keys), (value_format, values)):
@@ -521,9 +592,11 @@ def _check_formats(columns: tuple[Column, ...], key_format: str, value_format: s
         if reason is None:
             continue
         if group is keys:
-            raise ValidationError(f"Key format does not support schema.\nformat: {fmt}\nschema: "
-                                  f"Persistence{{columns=[{listed}], features=[]}}\nreason: "
-                                  f"{reason}")  # fmt: skip
+            raise ValidationError(
+                f"Key format does not support schema.\nformat: {fmt}\nschema: "
+                f"Persistence{{columns=[{listed}], features=[]}}\nreason: "
+                f"{reason}"
+            )
         raise ValidationError(reason)
 
 
@@ -535,14 +608,22 @@ def _topic(
     topic: str, properties: Mapping[str, PropertyValue], facts: TopicFacts
 ) -> tuple[int, tuple[str, int] | None]:
     wanted = properties.get("PARTITIONS")
-    if wanted is not None and (not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1):
+    if wanted is not None and (
+        not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1
+    ):
         raise ValidationError(f"Invalid number of partitions in WITH clause: {wanted}")
     if wanted is not None and wanted > MAX_PARTITIONS:
-        raise ValidationError(f"Invalid number of partitions in WITH clause: {wanted} (at most "
-                              f"{MAX_PARTITIONS:,} partitions per topic)")  # fmt: skip
+        raise ValidationError(
+            f"Invalid number of partitions in WITH clause: {wanted} (at most "
+            f"{MAX_PARTITIONS:,} partitions per topic)"
+        )
     replicas = properties.get("REPLICAS")
-    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool)
-                                 or replicas < 1 and replicas != -1):  # fmt: skip
+    if replicas is not None and (
+        not isinstance(replicas, int)
+        or isinstance(replicas, bool)
+        or replicas < 1
+        and replicas != -1
+    ):
         raise ValidationError(f"Invalid number of replicas in WITH clause: {replicas}")
     _check_topic_name(topic)
     existing = facts.partitions.get(topic)
@@ -569,11 +650,14 @@ def _check_topic_name(topic: str) -> None:
     if topic in ("", ".", ".."):
         raise ValidationError(f"Topic name is illegal, it can't be empty, '.' or '..': {topic!r}")
     if len(topic) > 249:
-        raise ValidationError("Topic name is illegal, it can't be longer than 249 characters, "
-                              f"topic name: {topic}")  # fmt: skip
+        raise ValidationError(
+            f"Topic name is illegal, it can't be longer than 249 characters, topic name: {topic}"
+        )
     if not _TOPIC_NAME.fullmatch(topic):
-        raise ValidationError(f"Topic name \"{topic}\" is illegal, it contains a character other "
-                              "than ASCII alphanumerics, '.', '_' and '-'")  # fmt: skip
+        raise ValidationError(
+            f'Topic name "{topic}" is illegal, it contains a character other '
+            "than ASCII alphanumerics, '.', '_' and '-'"
+        )
 
 
 def _timestamp_column(
@@ -585,7 +669,9 @@ def _timestamp_column(
     wanted = str(name)
     column = next((c for c in columns if c.name in (wanted, wanted.upper())), None)
     if column is None:
-        raise ValidationError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: '{wanted}'")
+        raise ValidationError(
+            f"The TIMESTAMP column set in the WITH clause does not exist in the schema: '{wanted}'"
+        )
     if column.type not in {"BIGINT", "TIMESTAMP", "STRING"}:
         raise ValidationError(
             f"Timestamp column, `{column.name}`, should be LONG(INT64), TIMESTAMP, or a String "
@@ -621,8 +707,9 @@ def _plan_drop(drop: ast.Drop, catalog: Catalog) -> Plan:
     return Plan(command, delete_topic=source.topic if drop.delete_topic else None)
 
 
-def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: TopicFacts,
-                           analyze: QueryAnalyzer) -> Plan:  # fmt: skip
+def _plan_create_as_select(
+    create: ast.CreateAsSelect, catalog: Catalog, facts: TopicFacts, analyze: QueryAnalyzer
+) -> Plan:
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
     existing = catalog.source(create.name)
@@ -646,22 +733,28 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
     shape = analyze.shape(create.query, catalog, create.name)
     if shape.kind is not kind:
         produced = shape.kind.value
-        raise ValidationError(f"Invalid result type. Your SELECT query produces a {produced}. "
-                              f"Please use CREATE {produced} AS SELECT statement instead.")
+        raise ValidationError(
+            f"Invalid result type. Your SELECT query produces a {produced}. "
+            f"Please use CREATE {produced} AS SELECT statement instead."
+        )
     source = catalog.source(shape.sources[0])
     assert source is not None  # the analysis resolved it
     columns = shape.columns
     keyless = not any(c.key for c in columns)
     key_format, value_format = _sink_formats(properties, source, keyless)
-    for side, fmt, source_fmt in (("KEY", key_format, source.key_format),
-                                  ("VALUE", value_format, source.value_format)):  # fmt: skip
+    for side, fmt, source_fmt in (
+        ("KEY", key_format, source.key_format),
+        ("VALUE", value_format, source.value_format),
+    ):
         inherited = source.property(f"{side}_DELIMITER")
         if fmt == source_fmt == "DELIMITED" and inherited is not None:
             properties.setdefault(f"{side}_DELIMITER", inherited)  # as ksqlDB: the source's
     _check_formats(columns, key_format, value_format)
     topic = str(properties.get("KAFKA_TOPIC") or create.name)
     _check_registry(topic, (key_format, value_format), facts)
-    wanted = properties.get("PARTITIONS", source.partitions if topic not in facts.partitions else None)
+    wanted = properties.get(
+        "PARTITIONS", source.partitions if topic not in facts.partitions else None
+    )
     partitions, create_topic = _topic(topic, {"PARTITIONS": wanted} if wanted else {}, facts)
     timestamp = _timestamp_column(properties, columns)
     if shape.windowed is not None:
@@ -682,19 +775,28 @@ def _plan_create_as_select(create: ast.CreateAsSelect, catalog: Catalog, facts: 
         windowed=shape.windowed,
     )
     analyze.check_sink(sink, catalog)
-    query = {"kind": "CTAS" if kind is SourceKind.TABLE else "CSAS", "statementText": create.text.strip(), "sink": create.name,
-             "sources": list(shape.sources)}  # fmt: skip
-    command = {"type": "start_query", "query": query,
-               "sink": {"source": source_to_dict(sink), "replace": False}}  # fmt: skip
+    query = {
+        "kind": "CTAS" if kind is SourceKind.TABLE else "CSAS",
+        "statementText": create.text.strip(),
+        "sink": create.name,
+        "sources": list(shape.sources),
+    }
+    command = {
+        "type": "start_query",
+        "query": query,
+        "sink": {"source": source_to_dict(sink), "replace": False},
+    }
     return Plan(command, create_topic=create_topic)
 
 
-def _sink_formats(properties: Mapping[str, PropertyValue], source: Source,
-                  keyless: bool) -> tuple[str, str]:  # fmt: skip
+def _sink_formats(
+    properties: Mapping[str, PropertyValue], source: Source, keyless: bool
+) -> tuple[str, str]:
     both = properties.get("FORMAT")
     _one_format_property(properties)
-    value = _format_name(both or properties.get("VALUE_FORMAT") or source.value_format,
-                         "VALUE_FORMAT")  # fmt: skip
+    value = _format_name(
+        both or properties.get("VALUE_FORMAT") or source.value_format, "VALUE_FORMAT"
+    )
     if keyless:
         given = properties.get("KEY_FORMAT")
         if given is not None and str(given).upper() != "NONE":
@@ -718,9 +820,11 @@ def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: Query
         raise ValidationError(f"Cannot insert into read-only stream: {target.name}")
     shape = analyze.shape(insert.query, catalog, insert.target)
     if shape.kind is not target.kind:
-        raise ValidationError(f"Incompatible data sink and query result. Data sink ({target.name}) "
-                              f"type is {target.kind.value} but select query result is "
-                              f"{shape.kind.value}.")  # fmt: skip
+        raise ValidationError(
+            f"Incompatible data sink and query result. Data sink ({target.name}) "
+            f"type is {target.kind.value} but select query result is "
+            f"{shape.kind.value}."
+        )
     if target.name in shape.sources:
         raise ValidationError(f"Cannot insert into {target.name}: the query reads from it.")
     sink_columns = tuple(c for c in target.columns if not (c.headers or c.header_key))
@@ -732,8 +836,12 @@ def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: Query
             f"Result schema is {_columns_sql(shape.columns)}\n"
             f"Sink schema is {_columns_sql(sink_columns)}"
         )
-    query = {"kind": "INSERTQUERY", "statementText": insert.text.strip(), "sink": target.name,
-             "sources": list(shape.sources)}  # fmt: skip
+    query = {
+        "kind": "INSERTQUERY",
+        "statementText": insert.text.strip(),
+        "sink": target.name,
+        "sources": list(shape.sources),
+    }
     return Plan({"type": "start_query", "query": query})
 
 
@@ -784,27 +892,38 @@ def _plan_alter_source(alter: ast.AlterSource, catalog: Catalog) -> Plan:
     if existing is None:
         raise UnknownSource(f"Source {alter.name} does not exist.")
     if existing.kind is not kind:
-        raise ValidationError(f"Incompatible data source type is {existing.kind.value}, but "
-                              f"statement was ALTER {kind.value}")  # fmt: skip
+        raise ValidationError(
+            f"Incompatible data source type is {existing.kind.value}, but "
+            f"statement was ALTER {kind.value}"
+        )
     if existing.query_id is not None or catalog.writers_of(alter.name):
         raise ValidationError("ALTER command is not supported for CREATE ... AS statements.")
     if existing.read_only:
-        raise ValidationError(f"ALTER command is not supported for source {kind.value.lower()}s: "
-                              f"{alter.name} is read-only.")  # fmt: skip
+        raise ValidationError(
+            f"ALTER command is not supported for source {kind.value.lower()}s: "
+            f"{alter.name} is read-only."
+        )
     taken = {c.name for c in existing.columns}
     added: list[Column] = []
     for column in alter.columns:
         if column.name in taken:
-            raise ValidationError(f"Cannot add column `{column.name}` to schema. A column with "
-                                  "the same name already exists.")  # fmt: skip
+            raise ValidationError(
+                f"Cannot add column `{column.name}` to schema. A column with "
+                "the same name already exists."
+            )
         if column.key or column.primary_key or column.headers:
-            raise ValidationError(f"Cannot add column `{column.name}`: ALTER adds value columns "
-                                  "only.")  # fmt: skip
+            raise ValidationError(
+                f"Cannot add column `{column.name}`: ALTER adds value columns only."
+            )
         taken.add(column.name)
         added.append(Column(name=column.name, type=_resolve_type(column.type, catalog).sql()))
     columns = (*existing.columns, *added)
     _check_formats(columns, existing.key_format, existing.value_format)
     source = replace(existing, columns=columns, created_offset=-1)
-    command = {"type": "create_source", "source": source_to_dict(source), "replace": True,
-               "altered": True}  # fmt: skip
+    command = {
+        "type": "create_source",
+        "source": source_to_dict(source),
+        "replace": True,
+        "altered": True,
+    }
     return Plan(command)

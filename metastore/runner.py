@@ -225,8 +225,13 @@ class CommandRunner:
                 self._high = cached_end_offsets(reader, self._topic, [0]).get(0, self._high)
                 wanted = next_lane(lane, self.position, self._high, at_end, _CATCH_UP_AFTER_RECORDS)
                 if wanted is not lane:
-                    log.info("command topic %s: reading from the %s consumer at offset %d (end %s)",
-                             self._topic, wanted.value, self.position, self._high)  # fmt: skip
+                    log.info(
+                        "command topic %s: reading from the %s consumer at offset %d (end %s)",
+                        self._topic,
+                        wanted.value,
+                        self.position,
+                        self._high,
+                    )
                     reader.unassign()
                     lane = wanted
                     if lane not in readers:
@@ -246,12 +251,21 @@ class CommandRunner:
         self._high = cached_end_offsets(live, self._topic, [0]).get(0, self._high)
         (position,) = live.position([TopicPartition(self._topic, 0)])  # past transaction markers
         at = position.offset if position.offset >= 0 else self.position
-        longer = live_wait_after_stall(self._live_wait_ms, at, self._high, idle_s, _STALL_S,
-                                       _CATCH_UP_FETCH_WAIT_MS)  # fmt: skip
+        longer = live_wait_after_stall(
+            self._live_wait_ms, at, self._high, idle_s, _STALL_S, _CATCH_UP_FETCH_WAIT_MS
+        )
         if longer is None:
             return None
-        log.info("command topic %s: no record for %.1f s at offset %d with the end at %s: fetch wait "
-                 "%d ms -> %d ms", self._topic, idle_s, at, self._high, self._live_wait_ms, longer)  # fmt: skip
+        log.info(
+            "command topic %s: no record for %.1f s at offset %d with the end at %s: fetch wait "
+            "%d ms -> %d ms",
+            self._topic,
+            idle_s,
+            at,
+            self._high,
+            self._live_wait_ms,
+            longer,
+        )
         live.close()
         self._live_wait_ms = longer
         renewed = self._reader(Lane.LIVE)
@@ -261,8 +275,13 @@ class CommandRunner:
     def _reader(self, lane: Lane) -> Consumer:
         wait_ms = self._live_wait_ms if lane is Lane.LIVE else _CATCH_UP_FETCH_WAIT_MS
         purpose = "command-runner" if lane is Lane.LIVE else f"command-runner-{lane.value}"
-        return consumer(self._settings, purpose, read_committed=True,
-                        partition_eof=True, fetch_wait_max_ms=wait_ms)  # fmt: skip
+        return consumer(
+            self._settings,
+            purpose,
+            read_committed=True,
+            partition_eof=True,
+            fetch_wait_max_ms=wait_ms,
+        )
 
     def _decide(self, offset: int, value: bytes | None) -> bool:
         try:

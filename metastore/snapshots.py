@@ -72,7 +72,9 @@ class SnapshotStore:
     def _files(self) -> list[Path]:
         if not self.folder.is_dir():
             return []
-        return sorted(p for p in self.folder.iterdir() if p.name.startswith(_PREFIX) and p.suffix == _SUFFIX)
+        return sorted(
+            p for p in self.folder.iterdir() if p.name.startswith(_PREFIX) and p.suffix == _SUFFIX
+        )
 
     def _fsync_folder(self) -> None:
         fd = os.open(self.folder, os.O_RDONLY)

@@ -160,7 +160,10 @@ class CommandSubmitter:
         )
 
     def _attempt(
-        self, statement: ast.Statement, attempt: int, attempt_ids: list[str],
+        self,
+        statement: ast.Statement,
+        attempt: int,
+        attempt_ids: list[str],
         offset_reset: str | None = None,
     ) -> Submitted | None:
         """One attempt of steps 1-4; None means "try again"."""
@@ -177,8 +180,13 @@ class CommandSubmitter:
                     self._abort(producer)
                     return self._answer(earlier, attempt)
                 catalog = self._runner.catalog
-                planned = plan(statement, catalog, self._facts(statement), self._analyze,  # step 3
-                               self._limits.active_query_limit)
+                planned = plan(
+                    statement,
+                    catalog,
+                    self._facts(statement),
+                    self._analyze,  # step 3
+                    self._limits.active_query_limit,
+                )
                 if planned.command is None:
                     self._abort(producer)
                     # Nothing to append: the answer is as of the last record decided.
@@ -237,18 +245,27 @@ class CommandSubmitter:
         """The decision on an earlier attempt that was applied, or that failed for good."""
         for command_id in attempt_ids:
             outcome = self._runner.outcome(command_id)
-            if outcome is not None and (outcome.state is CommandState.SUCCESS or not outcome.conflict):
+            if outcome is not None and (
+                outcome.state is CommandState.SUCCESS or not outcome.conflict
+            ):
                 return outcome
         return None
 
     def _answer(self, outcome: Outcome, attempt: int, warnings: tuple[str, ...] = ()) -> Submitted:
         if outcome.state is not CommandState.SUCCESS:
             raise ValidationError(outcome.message)
-        return Submitted(outcome.command_id, outcome.offset, outcome.message, self._runner.catalog,
-                         attempt, warnings)  # fmt: skip
+        return Submitted(
+            outcome.command_id,
+            outcome.offset,
+            outcome.message,
+            self._runner.catalog,
+            attempt,
+            warnings,
+        )
 
-    def _with_start_offsets(self, command: Mapping[str, Any], catalog: Catalog,
-                            offset_reset: str | None) -> Mapping[str, Any]:  # fmt: skip
+    def _with_start_offsets(
+        self, command: Mapping[str, Any], catalog: Catalog, offset_reset: str | None
+    ) -> Mapping[str, Any]:
         """A ``start_query`` command with the offsets its query starts at: each partition's end,
         read from fetches now, of every source it reads from its end; other commands unchanged."""
         if command.get("type") != "start_query":
@@ -261,11 +278,17 @@ class CommandSubmitter:
             if resets[source.topic] != LATEST or source.topic in starts:
                 continue
             try:
-                ends = end_offsets(self._settings, source.topic, range(source.partitions),
-                                   timeout_ms=self._limits.catch_up_timeout_ms)  # fmt: skip
+                ends = end_offsets(
+                    self._settings,
+                    source.topic,
+                    range(source.partitions),
+                    timeout_ms=self._limits.catch_up_timeout_ms,
+                )
             except EndOffsetsUnavailable as exc:
-                raise CommandTimeout(f"could not read the end of {source.name}'s topic, where the "
-                                     f"query starts (auto.offset.reset=latest): {exc}") from exc
+                raise CommandTimeout(
+                    f"could not read the end of {source.name}'s topic, where the "
+                    f"query starts (auto.offset.reset=latest): {exc}"
+                ) from exc
             starts[source.topic] = {str(p): ends[p] for p in sorted(ends)}
         if not starts:
             return command
@@ -277,12 +300,17 @@ class CommandSubmitter:
         if not names:
             return TopicFacts({}, schemas)
         try:
-            metadata = self._admin.list_topics(timeout=self._settings.topic_operation_timeout_ms / 1000)
+            metadata = self._admin.list_topics(
+                timeout=self._settings.topic_operation_timeout_ms / 1000
+            )
         except KafkaException as exc:
             raise CommandTimeout(f"could not list Kafka topics: {exc}") from exc
         return TopicFacts(
-            {n: len(metadata.topics[n].partitions) for n in names if n in metadata.topics
-             and metadata.topics[n].error is None},
+            {
+                n: len(metadata.topics[n].partitions)
+                for n in names
+                if n in metadata.topics and metadata.topics[n].error is None
+            },
             schemas,
         )
 
@@ -299,8 +327,10 @@ class CommandSubmitter:
             return ()
         waiting = self._peers_applied(command_id) if self._peers_applied is not None else []
         if waiting:
-            warning = (f"The topic {topic} was not deleted: the servers {', '.join(waiting)} did "
-                       "not confirm in time that they stopped reading it. Delete it once they have.")
+            warning = (
+                f"The topic {topic} was not deleted: the servers {', '.join(waiting)} did "
+                "not confirm in time that they stopped reading it. Delete it once they have."
+            )
             return (warning,)
         failed = clients.delete_topics(self._admin, self._settings, [topic])
         if topic in failed:

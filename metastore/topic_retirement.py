@@ -85,8 +85,9 @@ class DeletionWatcher:
         with self._lock:
             self._watched[topic] = time.monotonic() + HOLD_S
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="topic-deletion-watch",
-                                                daemon=True)  # fmt: skip
+                self._thread = threading.Thread(
+                    target=self._run, name="topic-deletion-watch", daemon=True
+                )
                 self._thread.start()
 
     def _run(self) -> None:

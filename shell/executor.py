@@ -42,9 +42,15 @@ __all__ = [
 
 MAX_SCRIPT_DEPTH = 8
 CATALOG_CHANGES = (
-    st.CreateSource, st.CreateAsSelect, st.Drop, st.CreateType, st.DropType, st.AlterSource,
-    st.Terminate, st.InsertInto,
-)  # fmt: skip
+    st.CreateSource,
+    st.CreateAsSelect,
+    st.Drop,
+    st.CreateType,
+    st.DropType,
+    st.AlterSource,
+    st.Terminate,
+    st.InsertInto,
+)
 """Statements after which the completer's catalog names are refreshed."""
 
 
@@ -171,10 +177,16 @@ class Executor:
             return parse(text, self.variables())
         except ParseError as exc:
             raise StatementFailed(
-                exc.message, source_name=source_name, source_text=text, line=exc.line,
-                column=exc.column, statement_text=exc.statement_text, error_code=exc.error_code,
-                has_position=True, ran_nothing=True,
-            ) from exc  # fmt: skip
+                exc.message,
+                source_name=source_name,
+                source_text=text,
+                line=exc.line,
+                column=exc.column,
+                statement_text=exc.statement_text,
+                error_code=exc.error_code,
+                has_position=True,
+                ran_nothing=True,
+            ) from exc
 
     def run(self, text: str, source_name: str = "<input>") -> Iterator[tuple[st.Statement, Result]]:
         """Run every statement of `text`, yielding (statement, result) pairs as they come.
@@ -190,17 +202,25 @@ class Executor:
                 line, column, exact = _located(statement, exc.line, exc.column)
                 raise StatementFailed(
                     f"authentication failed: {exc.message}"
-                    if isinstance(exc, dbapi.AuthorizationError) else exc.message,
-                    source_name=source_name, source_text=text, line=line,
-                    column=column, statement_text=statement.text, error_code=exc.error_code,
+                    if isinstance(exc, dbapi.AuthorizationError)
+                    else exc.message,
+                    source_name=source_name,
+                    source_text=text,
+                    line=line,
+                    column=column,
+                    statement_text=statement.text,
+                    error_code=exc.error_code,
                     has_position=exact and exc.error_code == 40001,
-                ) from exc  # fmt: skip
+                ) from exc
             except OSError as exc:  # RUN SCRIPT: the file
                 raise StatementFailed(
-                    f"cannot read the script: {exc.strerror or exc}", source_name=source_name,
-                    source_text=text, line=statement.line, column=statement.column,
+                    f"cannot read the script: {exc.strerror or exc}",
+                    source_name=source_name,
+                    source_text=text,
+                    line=statement.line,
+                    column=statement.column,
                     statement_text=statement.text,
-                ) from exc  # fmt: skip
+                ) from exc
 
     # -- one statement ------------------------------------------------------------------------------
 

@@ -92,7 +92,10 @@ def _dumps(value: Any) -> str:
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     cells = [[cell(v) for v in row] for row in rows]
     lines = _TABLES.format_output(  # no number parsing: it would round 6 digits (-122.421)
-        cells, list(headers), format_name=_TABLE_STYLE, preserve_whitespace=True,
+        cells,
+        list(headers),
+        format_name=_TABLE_STYLE,
+        preserve_whitespace=True,
         disable_numparse=True,
     )
     return "\n".join(lines)
@@ -156,10 +159,13 @@ def _describe(entity: Mapping[str, Any], table_text: str) -> str:
     lines = [f"{'Name':<20} : {description.get('name', '')}"]
     if description.get("extended"):
         for label, key in (
-            ("Type", "type"), ("Timestamp field", "timestamp"), ("Key format", "keyFormat"),
-            ("Value format", "valueFormat"), ("Kafka topic", "topic"),
+            ("Type", "type"),
+            ("Timestamp field", "timestamp"),
+            ("Key format", "keyFormat"),
+            ("Value format", "valueFormat"),
+            ("Kafka topic", "topic"),
             ("Statement", "statement"),
-        ):  # fmt: skip
+        ):
             value = description.get(key)
             lines.append(f"{label:<20} : {value if value not in (None, '') else 'Not set'}")
     lines.append(table_text)
@@ -168,15 +174,24 @@ def _describe(entity: Mapping[str, Any], table_text: str) -> str:
             "For runtime statistics and query details run: DESCRIBE <Stream,Table> EXTENDED;"
         )
         return "\n".join(lines)
-    for title, key in (("Queries that read from this", "readQueries"),
-                       ("Queries that write from this", "writeQueries")):  # fmt: skip
+    for title, key in (
+        ("Queries that read from this", "readQueries"),
+        ("Queries that write from this", "writeQueries"),
+    ):
         kind = str(description.get("type", "source")).upper()
         queries = description.get(key) or []
         lines += ["", f"{title} {kind}", "-" * (len(title) + len(kind) + 1)]
-        lines += [f"{q.get('id')} ({q.get('state', 'UNKNOWN')}) : {q.get('queryString', '')}"
-                  for q in queries] or ["(none)"]  # fmt: skip
-    lines += ["", "Runtime statistics", "------------------",
-              description.get("statistics") or "(none)", description.get("errorStats") or ""]
+        lines += [
+            f"{q.get('id')} ({q.get('state', 'UNKNOWN')}) : {q.get('queryString', '')}"
+            for q in queries
+        ] or ["(none)"]
+    lines += [
+        "",
+        "Runtime statistics",
+        "------------------",
+        description.get("statistics") or "(none)",
+        description.get("errorStats") or "",
+    ]
     return "\n".join(line for line in lines).rstrip()
 
 
@@ -184,22 +199,39 @@ def _explain(entity: Mapping[str, Any], table_text: str) -> str:
     """EXPLAIN as ksqlDB's CLI prints it: the query, its fields, sources, sinks and plan."""
     query = entity.get("queryDescription") or {}
     hosts = ", ".join(f"{h}: {s}" for h, s in (query.get("ksqlHostQueryStatus") or {}).items())
-    lines = [f"{'ID':<20} : {query.get('id') or '(not running: EXPLAIN of a statement)'}",
-             f"{'Query Type':<20} : {query.get('queryType', '')}",
-             f"{'SQL':<20} : {query.get('statementText', '')}"]  # fmt: skip
+    lines = [
+        f"{'ID':<20} : {query.get('id') or '(not running: EXPLAIN of a statement)'}",
+        f"{'Query Type':<20} : {query.get('queryType', '')}",
+        f"{'SQL':<20} : {query.get('statementText', '')}",
+    ]
     if hosts:
         lines.append(f"{'Host Query Status':<20} : {hosts}")
-    lines += ["", table_text, "", "Sources that this query reads from:",
-              "-----------------------------------", *(query.get("sources") or []), "",
-              "Sinks that this query writes to:", "-------------------------------",
-              *(query.get("sinks") or []), "", "Execution plan", "--------------",
-              query.get("executionPlan", "")]  # fmt: skip
+    lines += [
+        "",
+        table_text,
+        "",
+        "Sources that this query reads from:",
+        "-----------------------------------",
+        *(query.get("sources") or []),
+        "",
+        "Sinks that this query writes to:",
+        "-------------------------------",
+        *(query.get("sinks") or []),
+        "",
+        "Execution plan",
+        "--------------",
+        query.get("executionPlan", ""),
+    ]
     if query.get("statistics"):
         lines += ["", "Runtime statistics", "------------------", query["statistics"]]
     errors = query.get("queryErrors") or []
     if errors:
-        lines += ["", "Errors", "------", *(f"{e.get('type')}: {e.get('errorMessage')}"
-                                             for e in errors)]  # fmt: skip
+        lines += [
+            "",
+            "Errors",
+            "------",
+            *(f"{e.get('type')}: {e.get('errorMessage')}" for e in errors),
+        ]
     return "\n".join(lines)
 
 

@@ -43,18 +43,36 @@ def _store(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 def login_options(function: F) -> F:
     """Add ``-u/--user``, ``--password`` and ``--ca-file`` to a click command."""
     options = [
-        click.option("--user", "-u", metavar="USER", expose_value=False, callback=_store,
-                     help="Log in as USER (HTTP Basic); the password is asked for unless "
-                          f"--password or ${PASSWORD_ENV} gives it."),
-        click.option("--password", "-p", metavar="PASSWORD", expose_value=False, callback=_store,
-                     envvar=PASSWORD_ENV, show_envvar=True,
-                     help="The password of --user (prefer the environment variable: a command "
-                          "line is visible to other users)."),
-        click.option("--ca-file", metavar="PEM", expose_value=False, callback=_store,
-                     type=click.Path(dir_okay=False, exists=True),
-                     help="Verify https:// servers with this CA file (e.g. their self-signed "
-                          "certificate) instead of the system's CAs."),
-    ]  # fmt: skip
+        click.option(
+            "--user",
+            "-u",
+            metavar="USER",
+            expose_value=False,
+            callback=_store,
+            help="Log in as USER (HTTP Basic); the password is asked for unless "
+            f"--password or ${PASSWORD_ENV} gives it.",
+        ),
+        click.option(
+            "--password",
+            "-p",
+            metavar="PASSWORD",
+            expose_value=False,
+            callback=_store,
+            envvar=PASSWORD_ENV,
+            show_envvar=True,
+            help="The password of --user (prefer the environment variable: a command "
+            "line is visible to other users).",
+        ),
+        click.option(
+            "--ca-file",
+            metavar="PEM",
+            expose_value=False,
+            callback=_store,
+            type=click.Path(dir_okay=False, exists=True),
+            help="Verify https:// servers with this CA file (e.g. their self-signed "
+            "certificate) instead of the system's CAs.",
+        ),
+    ]
     for option in reversed(options):
         function = option(function)
     return function

@@ -80,7 +80,9 @@ def settings_for(
         variables=dict(defines or {}),
         history_file=history if isinstance(history, Path) else None,
         refresh_catalog=refresh_catalog,
-        user=login.user, password=login.password, ca_file=login.ca_file,
+        user=login.user,
+        password=login.password,
+        ca_file=login.ca_file,
     )
 
 
@@ -156,8 +158,14 @@ def open_shell(
     from .repl import repl
     from .runner import Runner
 
-    settings = settings_for(servers, output, defines=defines, history_file=history_file,
-                            refresh_catalog=refresh_catalog, login=login)  # fmt: skip
+    settings = settings_for(
+        servers,
+        output,
+        defines=defines,
+        history_file=history_file,
+        refresh_catalog=refresh_catalog,
+        login=login,
+    )
     with _connect(settings, transport) as connection:
         if not _banner(connection):
             return 1
@@ -181,11 +189,22 @@ def open_shell(
 
         if settings.refresh_catalog:
             refresher.refresh()
-        runner = Runner(Executor(connection), settings.output, interactive=True,
-                        pager=settings.pager, on_statement=on_statement)  # fmt: skip
+        runner = Runner(
+            Executor(connection),
+            settings.output,
+            interactive=True,
+            pager=settings.pager,
+            on_statement=on_statement,
+        )
         try:
-            return repl(runner, completer, settings, after_each=after_each, input=input,
-                        output=output_device)  # fmt: skip
+            return repl(
+                runner,
+                completer,
+                settings,
+                after_each=after_each,
+                input=input,
+                output=output_device,
+            )
         except dbapi.Error as exc:  # never a traceback
             click.echo(f"Error: {exc.message}", err=True)
             return 1
@@ -201,12 +220,17 @@ def _banner(connection: dbapi.Connection) -> bool:
         click.echo(f"authentication failed: {exc.message} ({connection.server_url})", err=True)
         return False
     except dbapi.Error as exc:
-        click.echo(f"Warning: no server answered yet ({exc.message}); statements will be sent to "
-                   f"{', '.join(connection.urls)} when you run them.", err=True)  # fmt: skip
+        click.echo(
+            f"Warning: no server answered yet ({exc.message}); statements will be sent to "
+            f"{', '.join(connection.urls)} when you run them.",
+            err=True,
+        )
         return True
-    click.echo(f"headwater shell, connected to {connection.server_url} "
-               f"(ksqlDB {info.get('version', '?')} API, "
-               f"service id {info.get('ksqlServiceId', '?')}). Type 'help' for help.")  # fmt: skip
+    click.echo(
+        f"headwater shell, connected to {connection.server_url} "
+        f"(ksqlDB {info.get('version', '?')} API, "
+        f"service id {info.get('ksqlServiceId', '?')}). Type 'help' for help."
+    )
     return True
 
 
@@ -217,15 +241,32 @@ def shell_options(function: F) -> F:
     """--server (repeatable), --output, --define and the login options (``shell.login``), for
     `headwater` itself and its commands."""
     options = [
-        click.option("--server", "-s", "servers", multiple=True, metavar="URL",
-                     help=f"A server URL (repeatable, or comma-separated); the next one is "
-                          f"tried when one does not answer. Default {DEFAULT_SERVER}."),
-        click.option("--output", "-o", type=click.Choice([f.value for f in OutputFormat],
-                     case_sensitive=False), default="table", show_default=True,
-                     help="How results are printed."),
-        click.option("--define", "-d", "defines", multiple=True, metavar="NAME=VALUE",
-                     help="Define a variable for ${NAME} substitution (repeatable)."),
-    ]  # fmt: skip
+        click.option(
+            "--server",
+            "-s",
+            "servers",
+            multiple=True,
+            metavar="URL",
+            help=f"A server URL (repeatable, or comma-separated); the next one is "
+            f"tried when one does not answer. Default {DEFAULT_SERVER}.",
+        ),
+        click.option(
+            "--output",
+            "-o",
+            type=click.Choice([f.value for f in OutputFormat], case_sensitive=False),
+            default="table",
+            show_default=True,
+            help="How results are printed.",
+        ),
+        click.option(
+            "--define",
+            "-d",
+            "defines",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="Define a variable for ${NAME} substitution (repeatable).",
+        ),
+    ]
     for option in reversed(options):
         function = option(function)
     return login_options(function)
@@ -234,36 +275,57 @@ def shell_options(function: F) -> F:
 _GROUP_OPTIONS = "headwater.shell.options"
 
 
-def remember_group_options(ctx: click.Context, servers: tuple[str, ...], output: str,
-                           defines: tuple[str, ...]) -> None:  # fmt: skip
+def remember_group_options(
+    ctx: click.Context, servers: tuple[str, ...], output: str, defines: tuple[str, ...]
+) -> None:
     """Keep the group's --server/--output/--define for its command (``headwater -s URL run -``):
     click gives a group's options to the group only."""
     given = ctx.get_parameter_source("output") not in (None, click.core.ParameterSource.DEFAULT)
     ctx.meta[_GROUP_OPTIONS] = (servers, output if given else None, defines)
 
 
-def _with_group_options(ctx: click.Context, servers: tuple[str, ...], output: str,
-                        defines: tuple[str, ...]) -> tuple[tuple[str, ...], str, tuple[str, ...]]:  # fmt: skip
+def _with_group_options(
+    ctx: click.Context, servers: tuple[str, ...], output: str, defines: tuple[str, ...]
+) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
     """A command's --server/--output/--define, the group's filling what the command leaves out
     (the command's own win; defines add up, the command's last)."""
     group_servers, group_output, group_defines = ctx.meta.get(_GROUP_OPTIONS, ((), None, ()))
-    own_output = ctx.get_parameter_source("output") not in (None, click.core.ParameterSource.DEFAULT)
-    return (servers or group_servers, output if own_output or group_output is None else group_output,
-            group_defines + defines)
+    own_output = ctx.get_parameter_source("output") not in (
+        None,
+        click.core.ParameterSource.DEFAULT,
+    )
+    return (
+        servers or group_servers,
+        output if own_output or group_output is None else group_output,
+        group_defines + defines,
+    )
 
 
 @click.command("shell")
 @shell_options
 @click.option("--no-history", is_flag=True, help="Keep no history file.")
 @click.pass_context
-def shell_command(ctx: click.Context, servers: tuple[str, ...], output: str,
-                  defines: tuple[str, ...], no_history: bool) -> None:  # fmt: skip
+def shell_command(
+    ctx: click.Context,
+    servers: tuple[str, ...],
+    output: str,
+    defines: tuple[str, ...],
+    no_history: bool,
+) -> None:
     """Open the interactive shell (also what `headwater` alone does)."""
     servers, output, defines = _with_group_options(ctx, servers, output, defines)
     hooks = ctx.find_object(Hooks) or Hooks()
     history: Path | None | object = None if no_history else _DEFAULT_HISTORY
-    ctx.exit(open_shell(list(servers), output, defines=parse_defines(defines), history_file=history,
-                        login=login_of(ctx), transport=hooks.transport))  # fmt: skip
+    ctx.exit(
+        open_shell(
+            list(servers),
+            output,
+            defines=parse_defines(defines),
+            history_file=history,
+            login=login_of(ctx),
+            transport=hooks.transport,
+        )
+    )
 
 
 def script_text(statements: tuple[str, ...], path: str | None) -> tuple[str, str]:
@@ -303,9 +365,15 @@ def script_text(statements: tuple[str, ...], path: str | None) -> tuple[str, str
 )
 @shell_options
 @click.pass_context
-def run_command(ctx: click.Context, script: str | None, file_: str | None,
-                statements: tuple[str, ...], servers: tuple[str, ...], output: str,
-                defines: tuple[str, ...]) -> None:  # fmt: skip
+def run_command(
+    ctx: click.Context,
+    script: str | None,
+    file_: str | None,
+    statements: tuple[str, ...],
+    servers: tuple[str, ...],
+    output: str,
+    defines: tuple[str, ...],
+) -> None:
     """Run a SQL script (SCRIPT, -f FILE, - for standard input) or -e statements, without a
     prompt. Stops at the first error, saying which statement failed, and exits with status 1."""
     sources = [s for s in (script, file_) if s is not None]
@@ -314,6 +382,7 @@ def run_command(ctx: click.Context, script: str | None, file_: str | None,
     text, name = script_text(statements, sources[0] if sources else None)
     servers, output, defines = _with_group_options(ctx, servers, output, defines)
     hooks = ctx.find_object(Hooks) or Hooks()
-    settings = settings_for(servers, output, defines=parse_defines(defines), history_file=None,
-                            login=login_of(ctx))  # fmt: skip
+    settings = settings_for(
+        servers, output, defines=parse_defines(defines), history_file=None, login=login_of(ctx)
+    )
     ctx.exit(run_text(text, name, settings, transport=hooks.transport))

@@ -58,9 +58,11 @@ def metadata_from(
             found["tables"] = _names(entity, "tables")
         elif kind == "queries":
             queries = entity.get("queries")
-            found["queries"] = tuple(
-                sorted(str(q["id"]) for q in queries if isinstance(q, Mapping) and "id" in q)
-            ) if isinstance(queries, list) else ()  # fmt: skip
+            found["queries"] = (
+                tuple(sorted(str(q["id"]) for q in queries if isinstance(q, Mapping) and "id" in q))
+                if isinstance(queries, list)
+                else ()
+            )
         elif kind == "type_list":
             types = entity.get("types")
             found["types"] = tuple(sorted(types)) if isinstance(types, Mapping) else ()
@@ -98,8 +100,12 @@ def fetch_metadata(connection: dbapi.Connection) -> Metadata:
                 entities.extend(cursor.execute(statement).entities)
             except dbapi.DatabaseError as exc:
                 log.debug("completion refresh: %s failed: %s", statement, exc)
-        sources = [n for e in entities if e.get("@type") in ("streams", "tables")
-                   for n in _names(e, str(e["@type"]))]  # fmt: skip
+        sources = [
+            n
+            for e in entities
+            if e.get("@type") in ("streams", "tables")
+            for n in _names(e, str(e["@type"]))
+        ]
         descriptions: list[Mapping[str, Any]] = []
         for name in sources:
             quoted = "`" + name.replace("`", "``") + "`"
@@ -135,8 +141,9 @@ class Refresher:
                 self._again = True
                 return
             self._running = True
-            self._thread = threading.Thread(target=self._loop, name="headwater-refresh",
-                                            daemon=True)  # fmt: skip
+            self._thread = threading.Thread(
+                target=self._loop, name="headwater-refresh", daemon=True
+            )
             self._thread.start()
 
     def wait(self, timeout_s: float | None = None) -> None:

@@ -29,9 +29,36 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z0-9_@]*)$")
 _NAME_TYPES = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 # Tokens after which an expression (column, function) may start inside a query.
 _EXPRESSION_AFTER = frozenset(
-    {"SELECT", "WHERE", "AND", "OR", "ON", "BY", "HAVING", "WHEN", "THEN", "ELSE", "NOT", ",",
-     "(", "=", "<", ">", "<=", ">=", "<>", "!=", "+", "-", "*", "/", "%", "CASE", "DISTINCT"}
-)  # fmt: skip
+    {
+        "SELECT",
+        "WHERE",
+        "AND",
+        "OR",
+        "ON",
+        "BY",
+        "HAVING",
+        "WHEN",
+        "THEN",
+        "ELSE",
+        "NOT",
+        ",",
+        "(",
+        "=",
+        "<",
+        ">",
+        "<=",
+        ">=",
+        "<>",
+        "!=",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "CASE",
+        "DISTINCT",
+    }
+)
 
 
 class Kind(enum.Enum):

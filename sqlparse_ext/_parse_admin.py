@@ -52,18 +52,22 @@ class AdminParser(DdlParser):
                 self._expected(f"{' or '.join(follow)} after {first}")
             words.append(self._prev.text.upper())
         extended = extendable and self._match_word("EXTENDED")
-        return hx.ShowObjects(this=exp.var(" ".join(words)), verb=exp.var(verb),
-                              extended=extended or None)
+        return hx.ShowObjects(
+            this=exp.var(" ".join(words)), verb=exp.var(verb), extended=extended or None
+        )
 
     def _parse_ksql_describe(self) -> hx.DescribeObject:
         """``DESCRIBE name|STREAMS|TABLES [EXTENDED]`` or ``DESCRIBE FUNCTION|CONNECTOR name``."""
-        if self._curr.token_type in NAME_TOKENS and self._next.token_type in NAME_TOKENS and (
-            self._is_word("FUNCTION", "CONNECTOR")
+        if (
+            self._curr.token_type in NAME_TOKENS
+            and self._next.token_type in NAME_TOKENS
+            and (self._is_word("FUNCTION", "CONNECTOR"))
         ):
             kind = self._curr.text.upper()
             self._advance()
-            return hx.DescribeObject(this=self._parse_name(f"a {kind.lower()} name"),
-                                     kind=exp.var(kind))
+            return hx.DescribeObject(
+                this=self._parse_name(f"a {kind.lower()} name"), kind=exp.var(kind)
+            )
         if self._is_word("STREAMS", "TABLES") and self._next.token_type not in NAME_TOKENS - {
             TokenType.VAR
         }:
@@ -112,8 +116,9 @@ class AdminParser(DdlParser):
         name = self._expect(TokenType.STRING, "a quoted property name after SET")
         self._expect(TokenType.EQ, "'=' after the property name")
         value = self._expect(TokenType.STRING, "a quoted property value")
-        return hx.SetProperty(this=exp.Literal.string(name.text),
-                              expression=exp.Literal.string(value.text))
+        return hx.SetProperty(
+            this=exp.Literal.string(name.text), expression=exp.Literal.string(value.text)
+        )
 
     def _parse_ksql_unset(self) -> hx.UnsetProperty:
         """``UNSET 'name'``."""
@@ -150,8 +155,9 @@ class AdminParser(DdlParser):
             self._expect(TokenType.EXISTS, "EXISTS after NOT")
             not_exists = True
         if self._match_word("TOPIC"):
-            topic = hx.AssertTopic(this=self._parse_resource_name("a topic name"),
-                                   not_exists=not_exists)
+            topic = hx.AssertTopic(
+                this=self._parse_resource_name("a topic name"), not_exists=not_exists
+            )
             topic.set("properties", self._parse_with_properties())
             topic.set("timeout", self._parse_timeout())
             return topic

@@ -16,10 +16,18 @@ from headwater.sqlparse_ext import expressions as hx
 #: ksqlDB's window units (``windowUnit``), singular and plural.
 TIME_UNITS: frozenset[str] = frozenset(
     {
-        "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND",
-        "DAYS", "HOURS", "MINUTES", "SECONDS", "MILLISECONDS",
+        "DAY",
+        "HOUR",
+        "MINUTE",
+        "SECOND",
+        "MILLISECOND",
+        "DAYS",
+        "HOURS",
+        "MINUTES",
+        "SECONDS",
+        "MILLISECONDS",
     }
-)  # fmt: skip
+)
 
 #: Token types that can name something (ksqlDB's ``identifier``).
 NAME_TOKENS: frozenset[TokenType] = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
@@ -73,10 +81,15 @@ class CommonParser(parser.Parser):
     def _is_word(self, *words: str) -> bool:
         """Whether the current token is one of these words (a keyword or an unquoted name)."""
         curr = self._curr
-        return bool(curr) and curr.token_type not in (
-            TokenType.STRING,
-            TokenType.IDENTIFIER,
-        ) and curr.text.upper() in words
+        return (
+            bool(curr)
+            and curr.token_type
+            not in (
+                TokenType.STRING,
+                TokenType.IDENTIFIER,
+            )
+            and curr.text.upper() in words
+        )
 
     def _match_word(self, *words: str) -> bool:
         """Consume the current token if it is one of these words."""

@@ -32,24 +32,35 @@ class DdlParser(QueryParser):
         kind = self._prev.text.upper()
         exists = self._parse_if_not_exists()
         name = self._parse_source_name()
-        columns = self._parse_table_elements(kind) if self._curr.token_type == TokenType.L_PAREN \
-            else None
+        columns = (
+            self._parse_table_elements(kind) if self._curr.token_type == TokenType.L_PAREN else None
+        )
         properties = self._parse_with_properties()
         if self._match(TokenType.ALIAS):
             if columns is not None:
-                self._expected("WITH or end of statement (no column list with AS SELECT)",
-                               self._prev)
+                self._expected(
+                    "WITH or end of statement (no column list with AS SELECT)", self._prev
+                )
             if source_token is not None:
                 self._expected(f"{kind} (CREATE SOURCE {kind} cannot be AS SELECT)", source_token)
             if self._curr.token_type != TokenType.SELECT:
                 self._expected("SELECT after AS")
             return hx.CreateAsSelect(
-                this=name, kind=kind, expression=self._parse_ksql_query(),
-                properties=properties, replace=replace or None, exists=exists or None,
+                this=name,
+                kind=kind,
+                expression=self._parse_ksql_query(),
+                properties=properties,
+                replace=replace or None,
+                exists=exists or None,
             )
         return hx.CreateSource(
-            this=name, kind=kind, expressions=columns, properties=properties,
-            replace=replace or None, exists=exists or None, source=bool(source_token) or None,
+            this=name,
+            kind=kind,
+            expressions=columns,
+            properties=properties,
+            replace=replace or None,
+            exists=exists or None,
+            source=bool(source_token) or None,
         )
 
     def _parse_if_not_exists(self) -> bool:
@@ -180,8 +191,9 @@ class DdlParser(QueryParser):
             and window_type.name.upper() == "SESSION"
             and "WINDOW_SIZE" in values
         ):
-            self.raise_error("'WINDOW_SIZE' should not be set for SESSION windows", seen[
-                "WINDOW_SIZE"])
+            self.raise_error(
+                "'WINDOW_SIZE' should not be set for SESSION windows", seen["WINDOW_SIZE"]
+            )
 
     def _parse_ksql_insert(self) -> exp.Expr:
         """``INSERT INTO name [WITH (...)] query`` or ``INSERT INTO name [(cols)] VALUES (...)``."""
@@ -224,15 +236,15 @@ class DdlParser(QueryParser):
             self._expected("STREAM, TABLE or TYPE after DROP")
         exists = self._parse_if_exists()
         if kind == "TYPE":
-            return hx.DropObject(this=self._parse_name("a type name"), kind=kind,
-                                 exists=exists or None)
+            return hx.DropObject(
+                this=self._parse_name("a type name"), kind=kind, exists=exists or None
+            )
         name = self._parse_source_name()
         delete_topic = None
         if self._match_word("DELETE"):
             self._expect_word("TOPIC", what="TOPIC after DELETE")
             delete_topic = True
-        return hx.DropObject(this=name, kind=kind, exists=exists or None,
-                             delete_topic=delete_topic)
+        return hx.DropObject(this=name, kind=kind, exists=exists or None, delete_topic=delete_topic)
 
     def _parse_ksql_alter(self) -> hx.AlterSource:
         """``ALTER STREAM|TABLE name ADD [COLUMN] name type [, ADD [COLUMN] name type ...]``."""
@@ -249,5 +261,3 @@ class DdlParser(QueryParser):
             if not self._match(TokenType.COMMA):
                 break
         return hx.AlterSource(this=name, kind=kind, expressions=columns)
-
-

@@ -24,11 +24,19 @@ _NOT_ALIASES = frozenset({"EMIT", "WITHIN"})
 #: Tokens after which a ``-`` is binary (subtraction), not the sign of a literal.
 _OPERAND_END = frozenset(
     {
-        TokenType.NUMBER, TokenType.STRING, TokenType.VAR, TokenType.IDENTIFIER,
-        TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.NULL, TokenType.TRUE,
-        TokenType.FALSE, TokenType.END, TokenType.STAR,
+        TokenType.NUMBER,
+        TokenType.STRING,
+        TokenType.VAR,
+        TokenType.IDENTIFIER,
+        TokenType.R_PAREN,
+        TokenType.R_BRACKET,
+        TokenType.NULL,
+        TokenType.TRUE,
+        TokenType.FALSE,
+        TokenType.END,
+        TokenType.STAR,
     }
-)  # fmt: skip
+)
 
 _JOIN_START = frozenset(
     {TokenType.JOIN, TokenType.INNER, TokenType.LEFT, TokenType.RIGHT, TokenType.FULL}
@@ -72,8 +80,9 @@ class QueryParser(TypeParser):
         """``name [[AS] alias]``: ksqlDB reads only named streams and tables."""
         table = self._parse_source_name()
         if self._curr.token_type == TokenType.L_PAREN:
-            self._expected("a stream or table name (table functions go in the SELECT list)",
-                           self._prev)
+            self._expected(
+                "a stream or table name (table functions go in the SELECT list)", self._prev
+            )
         alias_token = None
         if self._match(TokenType.ALIAS):
             alias_token = self._curr
@@ -126,8 +135,9 @@ class QueryParser(TypeParser):
         if self._match(TokenType.GROUP_BY):
             query.set("group", exp.Group(expressions=self._parse_value_list("GROUP BY")))
         if self._match(TokenType.PARTITION_BY):
-            query.set("partition", hx.PartitionBy(expressions=self._parse_value_list(
-                "PARTITION BY")))
+            query.set(
+                "partition", hx.PartitionBy(expressions=self._parse_value_list("PARTITION BY"))
+            )
         if self._match(TokenType.HAVING):
             query.set("having", exp.Having(this=self._parse_condition_or_fail("a condition")))
         if self._match_word("EMIT"):
@@ -135,8 +145,10 @@ class QueryParser(TypeParser):
                 self._expected("CHANGES or FINAL after EMIT")
             query.set("emit", hx.Emit(this=exp.var(self._prev.text.upper())))
         if self._match(TokenType.LIMIT):
-            query.set("limit", exp.Limit(
-                expression=self._parse_integer("a non-negative integer after LIMIT")))
+            query.set(
+                "limit",
+                exp.Limit(expression=self._parse_integer("a non-negative integer after LIMIT")),
+            )
 
     def _expected_clause(self, query: exp.Expr) -> str:
         """What may follow the query parsed so far, for the error at a stray token."""

@@ -90,12 +90,14 @@ def _window(node: exp.Expr | None) -> st.Window | None:
         "grace": _duration(node.args.get("grace")),
     }
     if isinstance(node, hx.SessionWindow):
-        return st.Window(kind="SESSION", size=cast(st.Duration, _duration(node.args["gap"])),
-                         **common)
+        return st.Window(
+            kind="SESSION", size=cast(st.Duration, _duration(node.args["gap"])), **common
+        )
     size = cast(st.Duration, _duration(node.args["size"]))
     if isinstance(node, hx.HoppingWindow):
-        return st.Window(kind="HOPPING", size=size, advance=_duration(node.args["advance"]),
-                         **common)
+        return st.Window(
+            kind="HOPPING", size=size, advance=_duration(node.args["advance"]), **common
+        )
     return st.Window(kind="TUMBLING", size=size, **common)
 
 
@@ -144,68 +146,112 @@ Fields = dict[str, Any]
 
 _BUILDERS: dict[type[exp.Expr], Callable[[Any], tuple[type[st.Statement], Fields]]] = {
     hx.KsqlSelect: lambda n: (st.Select, {"query": query(n)}),
-    hx.CreateSource: lambda n: (st.CreateSource, {
-        "kind": n.args["kind"], "name": _name(n.this),
-        "columns": tuple(_column(c) for c in n.expressions),
-        "properties": properties(n.args.get("properties")),
-        "or_replace": _flag(n, "replace"), "if_not_exists": _flag(n, "exists"),
-        "source": _flag(n, "source"),
-    }),
-    hx.CreateAsSelect: lambda n: (st.CreateAsSelect, {
-        "kind": n.args["kind"], "name": _name(n.this), "query": query(n.expression),
-        "properties": properties(n.args.get("properties")),
-        "or_replace": _flag(n, "replace"), "if_not_exists": _flag(n, "exists"),
-    }),
-    hx.InsertSelect: lambda n: (st.InsertInto, {
-        "target": _name(n.this), "query": query(n.expression),
-        "properties": properties(n.args.get("properties")),
-    }),
-    hx.InsertValues: lambda n: (st.InsertValues, {
-        "target": _name(n.this),
-        "columns": tuple(_name(c) for c in n.args.get("columns") or ()),
-        "values": tuple(n.expressions),
-    }),
-    hx.AlterSource: lambda n: (st.AlterSource, {
-        "kind": n.args["kind"], "name": _name(n.this),
-        "columns": tuple(_column(c) for c in n.expressions),
-    }),
-    hx.CreateType: lambda n: (st.CreateType, {
-        "name": _name(n.this), "type": from_datatype(n.args["kind"]),
-        "if_not_exists": _flag(n, "exists"),
-    }),
+    hx.CreateSource: lambda n: (
+        st.CreateSource,
+        {
+            "kind": n.args["kind"],
+            "name": _name(n.this),
+            "columns": tuple(_column(c) for c in n.expressions),
+            "properties": properties(n.args.get("properties")),
+            "or_replace": _flag(n, "replace"),
+            "if_not_exists": _flag(n, "exists"),
+            "source": _flag(n, "source"),
+        },
+    ),
+    hx.CreateAsSelect: lambda n: (
+        st.CreateAsSelect,
+        {
+            "kind": n.args["kind"],
+            "name": _name(n.this),
+            "query": query(n.expression),
+            "properties": properties(n.args.get("properties")),
+            "or_replace": _flag(n, "replace"),
+            "if_not_exists": _flag(n, "exists"),
+        },
+    ),
+    hx.InsertSelect: lambda n: (
+        st.InsertInto,
+        {
+            "target": _name(n.this),
+            "query": query(n.expression),
+            "properties": properties(n.args.get("properties")),
+        },
+    ),
+    hx.InsertValues: lambda n: (
+        st.InsertValues,
+        {
+            "target": _name(n.this),
+            "columns": tuple(_name(c) for c in n.args.get("columns") or ()),
+            "values": tuple(n.expressions),
+        },
+    ),
+    hx.AlterSource: lambda n: (
+        st.AlterSource,
+        {
+            "kind": n.args["kind"],
+            "name": _name(n.this),
+            "columns": tuple(_column(c) for c in n.expressions),
+        },
+    ),
+    hx.CreateType: lambda n: (
+        st.CreateType,
+        {
+            "name": _name(n.this),
+            "type": from_datatype(n.args["kind"]),
+            "if_not_exists": _flag(n, "exists"),
+        },
+    ),
     hx.ShowObjects: lambda n: (st.Show, {"what": n.this.name, "extended": _flag(n, "extended")}),
-    hx.PrintTopic: lambda n: (st.Print, {
-        "topic": n.this.name, "from_beginning": _flag(n, "from_beginning"),
-        "interval": int(n.args["interval"].name) if n.args.get("interval") else None,
-        "limit": int(n.args["limit"].name) if n.args.get("limit") else None,
-    }),
+    hx.PrintTopic: lambda n: (
+        st.Print,
+        {
+            "topic": n.this.name,
+            "from_beginning": _flag(n, "from_beginning"),
+            "interval": int(n.args["interval"].name) if n.args.get("interval") else None,
+            "limit": int(n.args["limit"].name) if n.args.get("limit") else None,
+        },
+    ),
     hx.SetProperty: lambda n: (st.SetProperty, {"name": n.this.name, "value": n.expression.name}),
     hx.UnsetProperty: lambda n: (st.UnsetProperty, {"name": n.this.name}),
-    hx.DefineVariable: lambda n: (st.DefineVariable, {
-        "name": n.this.name, "value": n.expression.name,
-    }),
+    hx.DefineVariable: lambda n: (
+        st.DefineVariable,
+        {
+            "name": n.this.name,
+            "value": n.expression.name,
+        },
+    ),
     hx.UndefineVariable: lambda n: (st.UndefineVariable, {"name": n.this.name}),
     hx.RunScript: lambda n: (st.RunScript, {"path": n.this.name}),
-    hx.AssertTopic: lambda n: (st.AssertTopic, {
-        "topic": n.this.name, "exists": not _flag(n, "not_exists"),
-        "properties": properties(n.args.get("properties")),
-        "timeout": _duration(n.args.get("timeout")),
-    }),
-    hx.AssertSchema: lambda n: (st.AssertSchema, {
-        "subject": n.args["subject"].name if n.args.get("subject") else None,
-        "schema_id": int(n.args["id"].name) if n.args.get("id") else None,
-        "exists": not _flag(n, "not_exists"), "timeout": _duration(n.args.get("timeout")),
-    }),
-}  # fmt: skip
+    hx.AssertTopic: lambda n: (
+        st.AssertTopic,
+        {
+            "topic": n.this.name,
+            "exists": not _flag(n, "not_exists"),
+            "properties": properties(n.args.get("properties")),
+            "timeout": _duration(n.args.get("timeout")),
+        },
+    ),
+    hx.AssertSchema: lambda n: (
+        st.AssertSchema,
+        {
+            "subject": n.args["subject"].name if n.args.get("subject") else None,
+            "schema_id": int(n.args["id"].name) if n.args.get("id") else None,
+            "exists": not _flag(n, "not_exists"),
+            "timeout": _duration(n.args.get("timeout")),
+        },
+    ),
+}
 
 
 def _drop(node: hx.DropObject) -> tuple[type[st.Statement], Fields]:
     if node.args["kind"] == "TYPE":
         return st.DropType, {"name": _name(node.this), "if_exists": _flag(node, "exists")}
     return st.Drop, {
-        "kind": node.args["kind"], "name": _name(node.this),
-        "if_exists": _flag(node, "exists"), "delete_topic": _flag(node, "delete_topic"),
-    }  # fmt: skip
+        "kind": node.args["kind"],
+        "name": _name(node.this),
+        "if_exists": _flag(node, "exists"),
+        "delete_topic": _flag(node, "delete_topic"),
+    }
 
 
 _CONTROLS: dict[str, type[st.Statement]] = {
@@ -224,24 +270,32 @@ def _describe(node: hx.DescribeObject) -> tuple[type[st.Statement], Fields]:
     kind = node.args.get("kind")
     what = kind.name if kind is not None else "SOURCE"
     return st.Describe, {
-        "what": what, "name": _optional_name(node.this), "extended": _flag(node, "extended"),
-    }  # fmt: skip
+        "what": what,
+        "name": _optional_name(node.this),
+        "extended": _flag(node, "extended"),
+    }
 
 
-def build(node: exp.Expr, text: str, line: int, column: int, offset: int,
-          written: str | None = None) -> st.Statement:  # fmt: skip
+def build(
+    node: exp.Expr, text: str, line: int, column: int, offset: int, written: str | None = None
+) -> st.Statement:
     """The typed statement of a parsed node, placed at ``line:column`` (``offset``); ``written``
     is its text before substitution (when that differs from ``text``)."""
     position: Fields = {
-        "text": text, "line": line, "column": column, "offset": offset, "expression": node,
+        "text": text,
+        "line": line,
+        "column": column,
+        "offset": offset,
+        "expression": node,
         "written": text if written is None else written,
-    }  # fmt: skip
+    }
     if isinstance(node, hx.ExplainStatement):
         inner = node.args.get("expression")
         return st.Explain(
             query_id=_optional_name(node.this) if inner is None else None,
             statement=build(inner, text, line, column, offset, written)
-            if inner is not None else None,
+            if inner is not None
+            else None,
             **position,
         )
     if isinstance(node, hx.DropObject):

@@ -79,22 +79,29 @@ def _parse_node(text: str, limits: ParseLimits | None = None) -> exp.Expr:
     """Tokenize and parse one statement's (substituted) text into its sqlglot node."""
     tokenizer, parser = _tools()
     if limits is not None and 0 < limits.max_statement_chars < len(text):
-        raise _Refused(f"expected a statement of at most {limits.max_statement_chars:,} characters, "
-                       f"found one of {len(text):,} (setting ksql.statement.max.chars)", 0)
+        raise _Refused(
+            f"expected a statement of at most {limits.max_statement_chars:,} characters, "
+            f"found one of {len(text):,} (setting ksql.statement.max.chars)",
+            0,
+        )
     tokens: list[Token] = tokenizer.tokenize(text)
     if limits is not None and 0 < limits.max_tokens < len(tokens):
-        raise _Refused(f"expected a statement of at most {limits.max_tokens:,} tokens, found "
-                       f"{len(tokens):,} (setting ksql.statement.max.tokens)",
-                       tokens[limits.max_tokens].start)  # fmt: skip
+        raise _Refused(
+            f"expected a statement of at most {limits.max_tokens:,} tokens, found "
+            f"{len(tokens):,} (setting ksql.statement.max.tokens)",
+            tokens[limits.max_tokens].start,
+        )
     if limits is not None and limits.max_depth > 0:  # parentheses, before the parser recurses
         depth = 0
         for token in tokens:
             if token.token_type in _OPENING:
                 depth += 1
                 if depth > limits.max_depth:
-                    raise _Refused(f"expected expressions nested at most {limits.max_depth} deep, "
-                                   "found deeper nesting here (setting ksql.statement.max.depth)",
-                                   token.start)  # fmt: skip
+                    raise _Refused(
+                        f"expected expressions nested at most {limits.max_depth} deep, "
+                        "found deeper nesting here (setting ksql.statement.max.depth)",
+                        token.start,
+                    )
             elif token.token_type in _CLOSING:
                 depth -= 1
     while tokens and tokens[-1].token_type == TokenType.SEMICOLON:
@@ -110,8 +117,11 @@ def _parse_node(text: str, limits: ParseLimits | None = None) -> exp.Expr:
     assert node is not None
     if limits is not None and (deep := too_deep(node, limits.max_depth)) is not None:
         starts = (n.meta["start"] for n in deep.walk() if "start" in n.meta)
-        raise _Refused(f"expected expressions nested at most {limits.max_depth} deep, found deeper "
-                       "nesting here (setting ksql.statement.max.depth)", next(starts, 0))
+        raise _Refused(
+            f"expected expressions nested at most {limits.max_depth} deep, found deeper "
+            "nesting here (setting ksql.statement.max.depth)",
+            next(starts, 0),
+        )
     return node
 
 
@@ -140,7 +150,10 @@ def _fail(
 
 
 def _statement(
-    segment: Segment, variables: Mapping[str, str] | None, index: LineIndex, bound: Bound | None,
+    segment: Segment,
+    variables: Mapping[str, str] | None,
+    index: LineIndex,
+    bound: Bound | None,
     limits: ParseLimits | None = None,
 ) -> st.Statement:
     substituted = substitute(segment.text, variables, segment, index, bound)
@@ -148,8 +161,9 @@ def _statement(
         node = _parse_node(substituted.text, limits)
         # The statement's text is what was parsed (variables and parameters in place): it is
         # what the command log keeps, and it is never substituted again.
-        return build(node, substituted.text, segment.line, segment.column, segment.offset,
-                     segment.text)
+        return build(
+            node, substituted.text, segment.line, segment.column, segment.offset, segment.text
+        )
     except ParseError:
         raise
     except Exception as error:
@@ -199,13 +213,16 @@ def parse(
             raise ParseError(
                 f"line {extra.line}:{extra.column}: expected at most {limits.max_statements:,} "
                 f"statements in one request, found {len(segments):,} (setting "
-                "ksql.request.max.statements)", extra.line, extra.column, extra.text)
+                "ksql.request.max.statements)",
+                extra.line,
+                extra.column,
+                extra.text,
+            )
         defined = {name.upper(): value for name, value in (variables or {}).items()}
         bound = None if parameters is None else Bound(_literals(parameters, text))
         statements: list[st.Statement] = []
         for segment in segments:
-            statement = _statement(segment, defined if substitution else None, index, bound,
-                                   limits)  # fmt: skip
+            statement = _statement(segment, defined if substitution else None, index, bound, limits)
             if isinstance(statement, st.DefineVariable):
                 defined[statement.name.upper()] = statement.value
             elif isinstance(statement, st.UndefineVariable):
@@ -215,15 +232,21 @@ def parse(
             line, column = index.position(len(text.rstrip()))
             raise ParseError(
                 f"line {line}:{column}: expected {len(bound.literals)} '?' placeholder(s) for the "
-                f"bound parameters, found {bound.used}", line, column, text)
+                f"bound parameters, found {bound.used}",
+                line,
+                column,
+                text,
+            )
         return statements
     except ParseError:
         raise
     except Exception as error:
         raise ParseError(
             f"line 1:1: expected a valid script (internal error {type(error).__name__})",
-            1, 1, text,
-        ) from error  # fmt: skip
+            1,
+            1,
+            text,
+        ) from error
 
 
 def _literals(parameters: Sequence[object], text: str) -> list[str]:
@@ -252,8 +275,9 @@ def parse_one(
     Raises:
         ParseError: ``text`` holds no statement, several, or an invalid one.
     """
-    statements = parse(text, variables, parameters=parameters, substitution=substitution,
-                       limits=limits)  # fmt: skip
+    statements = parse(
+        text, variables, parameters=parameters, substitution=substitution, limits=limits
+    )
     if len(statements) == 1:
         return statements[0]
     if not statements:
@@ -265,8 +289,10 @@ def parse_one(
     second = statements[1]
     raise ParseError(
         f"line {second.line}:{second.column}: expected one statement, found a second one",
-        second.line, second.column, second.text,
-    )  # fmt: skip
+        second.line,
+        second.column,
+        second.text,
+    )
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -291,8 +317,10 @@ def to_sql(statement: st.Statement) -> str:
         raise ParseError(
             f"line {statement.line}:{statement.column}: expected a printable statement "
             f"({type(error).__name__}: {error})",
-            statement.line, statement.column, statement.text,
-        ) from error  # fmt: skip
+            statement.line,
+            statement.column,
+            statement.text,
+        ) from error
 
 
 @functools.lru_cache(maxsize=1024)
@@ -307,8 +335,9 @@ def parse_type(text: str) -> SqlType:
     try:
         select = parse_one(f"SELECT CAST(NULL AS {text}) FROM T;")
     except ParseError as exc:
-        raise ParseError(f"not a type: {text!r} ({exc.message})", line=1, column=1,
-                         statement_text=text) from None
+        raise ParseError(
+            f"not a type: {text!r} ({exc.message})", line=1, column=1, statement_text=text
+        ) from None
     node = select.expression.find(exp.DataType) if select.expression is not None else None
     if node is None or not isinstance(select, st.Select) or ";" in text:
         raise ParseError(f"not a type: {text!r}", line=1, column=1, statement_text=text)

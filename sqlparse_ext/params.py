@@ -41,8 +41,14 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 __all__ = [
-    "MAX_DEPTH", "ParameterError", "bind", "from_json", "leading_keyword", "literal",
-    "placeholders", "to_json",
+    "MAX_DEPTH",
+    "ParameterError",
+    "bind",
+    "from_json",
+    "leading_keyword",
+    "literal",
+    "placeholders",
+    "to_json",
 ]
 
 MAX_DEPTH = 32
@@ -268,7 +274,7 @@ def from_json(value: object, _depth: int = 0) -> object:
     if isinstance(value, list):
         return [from_json(v, _depth + 1) for v in value]
     if isinstance(value, dict) and len(value) == 1:
-        (kind, inner), = value.items()
+        ((kind, inner),) = value.items()
         if kind == "decimal" and isinstance(inner, str):
             try:
                 return decimal.Decimal(inner)
@@ -279,8 +285,10 @@ def from_json(value: object, _depth: int = 0) -> object:
                 return base64.b64decode(inner, validate=True)
             except ValueError:
                 raise ParameterError("a bytes parameter must be base64 text") from None
-        if kind == "map" and isinstance(inner, list) and all(
-            isinstance(e, list) and len(e) == 2 for e in inner
+        if (
+            kind == "map"
+            and isinstance(inner, list)
+            and all(isinstance(e, list) and len(e) == 2 for e in inner)
         ):
             return {_key(from_json(k, _depth + 1)): from_json(v, _depth + 1) for k, v in inner}
     raise ParameterError(

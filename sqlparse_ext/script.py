@@ -164,8 +164,13 @@ class Bound:
         self.used = 0
 
 
-def substitute(text: str, variables: Mapping[str, str] | None, segment: Segment,
-               index: LineIndex, bound: Bound | None = None) -> Substituted:
+def substitute(
+    text: str,
+    variables: Mapping[str, str] | None,
+    segment: Segment,
+    index: LineIndex,
+    bound: Bound | None = None,
+) -> Substituted:
     """Replace every ``${name}`` outside comments with its value (names case-insensitive), and,
     when ``bound`` is given, every ``?`` outside literals, identifiers and comments with the next
     bound parameter's literal.
@@ -209,8 +214,10 @@ def substitute(text: str, variables: Mapping[str, str] | None, segment: Segment,
         name = match.group(1)
         value = variables.get(name.upper())
         if value is None:
-            raise fail(match.start(),
-                       f"variable '{name}' is not defined (expected DEFINE {name} = '...' before it)")
+            raise fail(
+                match.start(),
+                f"variable '{name}' is not defined (expected DEFINE {name} = '...' before it)",
+            )
         replace(match.start(), match.end(), value)
 
     i, n = 0, len(text)
@@ -231,8 +238,11 @@ def substitute(text: str, variables: Mapping[str, str] | None, segment: Segment,
             i = match.end()
         elif c == "?" and bound is not None:
             if bound.used >= len(bound.literals):
-                raise fail(i, f"expected {len(bound.literals)} bound parameter(s), found more "
-                              "'?' placeholders than that")
+                raise fail(
+                    i,
+                    f"expected {len(bound.literals)} bound parameter(s), found more "
+                    "'?' placeholders than that",
+                )
             replace(i, i + 1, bound.literals[bound.used])
             bound.used += 1
             i += 1

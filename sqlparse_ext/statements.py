@@ -69,8 +69,13 @@ class Duration:
     amount: int
     unit: str
 
-    _MS: ClassVar[dict[str, int]] = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000,
-           "DAY": 86_400_000}  # fmt: skip
+    _MS: ClassVar[dict[str, int]] = {
+        "MILLISECOND": 1,
+        "SECOND": 1000,
+        "MINUTE": 60_000,
+        "HOUR": 3_600_000,
+        "DAY": 86_400_000,
+    }
 
     @property
     def milliseconds(self) -> int:

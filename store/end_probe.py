@@ -68,7 +68,9 @@ class EndProbe:
         self._thread: threading.Thread | None = None
         self._recent: dict[_Key, tuple[float, int]] = {}  # the last end read: (monotonic, end)
 
-    def recent(self, topic: str, partitions: Iterable[int], max_age_s: float) -> dict[int, int] | None:
+    def recent(
+        self, topic: str, partitions: Iterable[int], max_age_s: float
+    ) -> dict[int, int] | None:
         """The ends of `partitions` that a round of this probe read within `max_age_s` (no I/O),
         or None when some partition has none that recent."""
         oldest = time.monotonic() - max_age_s
@@ -113,13 +115,15 @@ class EndProbe:
     def _ensure_running(self) -> None:
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, args=(self._reader(),),
-                                                name=self._purpose, daemon=True)  # fmt: skip
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._reader(),), name=self._purpose, daemon=True
+                )
                 self._thread.start()
 
     def _reader(self) -> Reader:
-        config = consumer_config(self._kafka, self._purpose, partition_eof=True,
-                                 fetch_wait_max_ms=_FETCH_WAIT_MS)  # fmt: skip
+        config = consumer_config(
+            self._kafka, self._purpose, partition_eof=True, fetch_wait_max_ms=_FETCH_WAIT_MS
+        )
         config["enable.auto.offset.store"] = False  # nothing is ever committed
         return consumer_from_config(config, follows_new_topics=True)
 

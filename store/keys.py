@@ -319,11 +319,15 @@ def _enc_container(value: Any, key_type: KeyType) -> bytes:
     if isinstance(value, bytes | bytearray):
         return bytes([_C_BYTES]) + _enc_bytes(bytes(value), KeyType.BYTES)
     if isinstance(value, list | tuple):
-        return bytes([_C_LIST]) + b"".join(_enc_container(v, key_type) for v in value) + bytes(
-            [_C_END])
+        return (
+            bytes([_C_LIST])
+            + b"".join(_enc_container(v, key_type) for v in value)
+            + bytes([_C_END])
+        )
     if isinstance(value, dict):
-        entries = [_enc_container(k, key_type) + _enc_container(v, key_type)
-                   for k, v in value.items()]  # fmt: skip
+        entries = [
+            _enc_container(k, key_type) + _enc_container(v, key_type) for k, v in value.items()
+        ]
         return bytes([_C_DICT]) + b"".join(entries) + bytes([_C_END])
     raise KeyEncodingError(f"cannot encode {type(value).__name__} in a container key")
 

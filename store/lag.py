@@ -35,8 +35,9 @@ class LagInfo:
             raise ValueError(f"offset_lag must be >= 0: {self}")
 
     @classmethod
-    def of(cls, position: int | None, end_offset: int,
-           last_record_ms: int | None = None) -> LagInfo:  # fmt: skip
+    def of(
+        cls, position: int | None, end_offset: int, last_record_ms: int | None = None
+    ) -> LagInfo:
         """Builds the lag of a store at `position` against a changelog ending at `end_offset`.
 
         The lag is clamped at 0: a store can be ahead of the end offset it is compared with when that

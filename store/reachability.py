@@ -41,8 +41,11 @@ def reachable_partitions(
     try:
         stats: Any = orjson.loads(stats_json)
         brokers = stats.get("brokers") or {}
-        up = {int(b["nodeid"]) for b in brokers.values()
-              if b.get("state") == _UP and int(b.get("nodeid", -1)) >= 0}  # fmt: skip
+        up = {
+            int(b["nodeid"])
+            for b in brokers.values()
+            if b.get("state") == _UP and int(b.get("nodeid", -1)) >= 0
+        }
         if not up:
             return dict.fromkeys(assigned, False)
         leaders: dict[tuple[str, int], int] = {}

@@ -226,7 +226,11 @@ class PartitionStatus:
         return self.state is PartitionState.READY
 
     def advanced(
-        self, position: int, end_offset: int | None, skipped: int = 0, at_end: bool = False,
+        self,
+        position: int,
+        end_offset: int | None,
+        skipped: int = 0,
+        at_end: bool = False,
         last_record_ms: int | None = None,
     ) -> PartitionStatus:
         """The status after applying a batch up to `position` and seeing `end_offset`.

@@ -195,8 +195,9 @@ class TableRestorer:
                 self._stores.close(table, partition)
         log.info("stopped materializing %s%s", table, ", stores dropped" if drop_stores else "")
 
-    def set_partitions(self, table: str, partitions: Iterable[int], key_of: KeyOf,
-                       *, drop_removed: bool = True) -> None:  # fmt: skip
+    def set_partitions(
+        self, table: str, partitions: Iterable[int], key_of: KeyOf, *, drop_removed: bool = True
+    ) -> None:
         """Changes which partitions of a materialized table are held, leaving the others untouched
         (their positions, end offsets and READY state stay: queries on them never see a gap).
 
@@ -232,8 +233,13 @@ class TableRestorer:
             )
             self._submit(lambda: self._attach(topic, targets))
         if added or removed:
-            log.info("table %s: now holding partitions %s (added %s, removed %s)", table,
-                     sorted(wanted), added, removed)  # fmt: skip
+            log.info(
+                "table %s: now holding partitions %s (added %s, removed %s)",
+                table,
+                sorted(wanted),
+                added,
+                removed,
+            )
 
     # -- status (any thread; never blocks on Kafka) ----------------------------------------------
 
@@ -288,7 +294,10 @@ class TableRestorer:
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("the restorer is running")
-            readers = {lane: consumer_from_config(self._consumer_config(lane), follows_new_topics=True) for lane in Lane}
+            readers = {
+                lane: consumer_from_config(self._consumer_config(lane), follows_new_topics=True)
+                for lane in Lane
+            }
             self._stop.clear()
             self._thread = threading.Thread(
                 target=self._run, args=(readers,), name=self._purpose, daemon=True
@@ -302,9 +311,10 @@ class TableRestorer:
             self._purpose if live else f"{self._purpose}-{lane.value}",
             read_committed=self._settings.read_committed,
             partition_eof=True,
-            fetch_wait_max_ms=self._settings.fetch_wait_max_ms if live
+            fetch_wait_max_ms=self._settings.fetch_wait_max_ms
+            if live
             else self._settings.catch_up_fetch_wait_max_ms,
-        )  # fmt: skip
+        )
         config.setdefault("max.partition.fetch.bytes", self._settings.max_partition_fetch_bytes)
         config.setdefault("enable.auto.offset.store", False)  # nothing is ever committed
         if self._settings.statistics_interval_ms > 0:
@@ -365,7 +375,10 @@ class TableRestorer:
         log.info("renewing the restorer's consumers: a topic they read was deleted")
         for reader in self._readers.values():
             reader.close()
-        self._readers = {lane: consumer_from_config(self._consumer_config(lane), follows_new_topics=True) for lane in Lane}
+        self._readers = {
+            lane: consumer_from_config(self._consumer_config(lane), follows_new_topics=True)
+            for lane in Lane
+        }
         self._lanes.clear()
         self._assigned_at.clear()
         self._fetched.clear()
@@ -455,11 +468,22 @@ class TableRestorer:
             position = min(t.position for t in routed)
             end = self._cached_end(lane, key)
             eof = eofs.get(key)
-            wanted = next_lane(lane, position, end, eof is not None and position >= eof,
-                               self._settings.catch_up_after_records)  # fmt: skip
+            wanted = next_lane(
+                lane,
+                position,
+                end,
+                eof is not None and position >= eof,
+                self._settings.catch_up_after_records,
+            )
             if wanted is not lane:
-                log.debug("%s[%d]: reading from the %s consumer at %d (end %s)", key[0], key[1],
-                          wanted.value, position, end)  # fmt: skip
+                log.debug(
+                    "%s[%d]: reading from the %s consumer at %d (end %s)",
+                    key[0],
+                    key[1],
+                    wanted.value,
+                    position,
+                    end,
+                )
                 self._unassign([key])
                 self._assign([(key[0], key[1], position)], wanted)
 
@@ -514,24 +538,43 @@ class TableRestorer:
                 target.store.apply(WriteBatch(run.changes, position))
         except StoreError as exc:
             reason = f"the store refused a batch: {exc}"
-            log.error("store %s/%d: %s; no longer restoring it", target.table, target.partition,
-                      reason)
+            log.error(
+                "store %s/%d: %s; no longer restoring it", target.table, target.partition, reason
+            )
             self._update(target, lambda s: s.failed(reason))
             if self._routes.remove(key, target):
                 self._unassign([key])
             return
         target.position = position
         for skipped in run.skipped[:_MAX_SKIP_LOGS]:
-            log.warning("table %s skipped the record at %s[%d]@%d: %s",
-                        target.table, key[0], key[1], skipped.offset, skipped.reason)
+            log.warning(
+                "table %s skipped the record at %s[%d]@%d: %s",
+                target.table,
+                key[0],
+                key[1],
+                skipped.offset,
+                skipped.reason,
+            )
         if len(run.skipped) > _MAX_SKIP_LOGS:
-            log.warning("table %s skipped %d more records of %s[%d] below offset %d",
-                        target.table, len(run.skipped) - _MAX_SKIP_LOGS, key[0], key[1], position)
+            log.warning(
+                "table %s skipped %d more records of %s[%d] below offset %d",
+                target.table,
+                len(run.skipped) - _MAX_SKIP_LOGS,
+                key[0],
+                key[1],
+                position,
+            )
         at_end = eof is not None and position >= eof
         cleared = bool(records)
         newest = max((r.timestamp()[1] for r in records if r.timestamp()[0]), default=None)
-        self._update(target, lambda s: s.advanced(position, end, len(run.skipped), at_end, newest)
-                     .noted(None if cleared else s.error).reachable(True))  # a fetch came back
+        self._update(
+            target,
+            lambda s: (
+                s.advanced(position, end, len(run.skipped), at_end, newest)
+                .noted(None if cleared else s.error)
+                .reachable(True)
+            ),
+        )  # a fetch came back
 
     def _refresh_ends(self) -> None:
         for key, lane in list(self._lanes.items()):
@@ -551,8 +594,9 @@ class TableRestorer:
         if not held:
             return  # an idle consumer may hold no connection: it says nothing of the others'
         verdicts = reachable_partitions(stats_json, held)
-        applied = verdicts_to_apply(verdicts, self._fetched, self._assigned_at, time.monotonic(),
-                                    _FIRST_FETCH_GRACE_S)  # fmt: skip
+        applied = verdicts_to_apply(
+            verdicts, self._fetched, self._assigned_at, time.monotonic(), _FIRST_FETCH_GRACE_S
+        )
         for key, reachable in applied.items():
             for target in self._routes.targets(key):
                 self._update(target, lambda s: s.reachable(reachable))  # noqa: B023

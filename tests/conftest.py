@@ -116,15 +116,25 @@ def memory_services(
 
     from headwater.gateway.startup import open_services  # the server's imports: only when used
 
-    settings = dataclasses.replace(memory_broker.settings(), init_transactions_timeout_ms=3000,
-                                   commit_transaction_timeout_ms=1500)  # fmt: skip
+    settings = dataclasses.replace(
+        memory_broker.settings(),
+        init_transactions_timeout_ms=3000,
+        commit_transaction_timeout_ms=1500,
+    )
     with ExitStack() as stack:
 
         def make(name: str, **options: Any) -> Any:
             folder = tmp_path_factory.mktemp(name)
-            return stack.enter_context(open_services(
-                settings, f"{name}-{uuid.uuid4().hex[:8]}", folder, stores_dir=folder,
-                stores_in_memory=True, **options))  # fmt: skip
+            return stack.enter_context(
+                open_services(
+                    settings,
+                    f"{name}-{uuid.uuid4().hex[:8]}",
+                    folder,
+                    stores_dir=folder,
+                    stores_in_memory=True,
+                    **options,
+                )
+            )
 
         yield make
 
@@ -135,15 +145,17 @@ def memory_services(
 class ServerProcess:
     """A ``headwater server`` child process on a free port (see ``server_factory``)."""
 
-    def __init__(self, args: list[str], port: int, log_path: Path, *,
-                 tls_ca: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, args: list[str], port: int, log_path: Path, *, tls_ca: str | None = None
+    ) -> None:
         self.args = args
         self.port = port
         self.host = f"127.0.0.1:{port}"  # its id in a cluster (the advertised host:port)
         self.url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{port}"
         # with TLS: clients verify the server with the CA file
-        self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=tls_ca) \
-            if tls_ca else True  # fmt: skip
+        self.verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=tls_ca) if tls_ca else True
+        )
         self.auth: tuple[str, str] | None = None  # HTTP Basic credentials of ksql() and query()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
@@ -154,8 +166,10 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [str(exe), "server", "--port", str(self.port), *self.args],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         if wait:
             self.wait_healthy(timeout_s)
         return self
@@ -167,8 +181,10 @@ class ServerProcess:
             if self.process.poll() is not None:
                 pytest.fail(f"server exited with {self.process.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/healthcheck", timeout=1,
-                             verify=self.verify).status_code == 200:  # fmt: skip
+                if (
+                    httpx.get(f"{self.url}/healthcheck", timeout=1, verify=self.verify).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass
@@ -199,12 +215,22 @@ class ServerProcess:
         return self.process.returncode
 
     def ksql(self, sql: str, **fields: object) -> httpx.Response:
-        return httpx.post(f"{self.url}/ksql", json={"ksql": sql, **fields}, timeout=30,
-                          verify=self.verify, auth=self.auth)  # fmt: skip
+        return httpx.post(
+            f"{self.url}/ksql",
+            json={"ksql": sql, **fields},
+            timeout=30,
+            verify=self.verify,
+            auth=self.auth,
+        )
 
     def query(self, sql: str, **fields: object) -> httpx.Response:
-        return httpx.post(f"{self.url}/query", json={"ksql": sql, **fields}, timeout=30,
-                          verify=self.verify, auth=self.auth)  # fmt: skip
+        return httpx.post(
+            f"{self.url}/query",
+            json={"ksql": sql, **fields},
+            timeout=30,
+            verify=self.verify,
+            auth=self.auth,
+        )
 
 
 ServerFactory = Callable[..., ServerProcess]
@@ -232,8 +258,12 @@ def _spark_pids() -> set[int]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            if not (b"org.apache.spark" in cmdline or b"pyspark.daemon" in cmdline
-                    or b"pyspark.worker" in cmdline or b"multiprocessing.spawn" in cmdline):  # fmt: skip
+            if not (
+                b"org.apache.spark" in cmdline
+                or b"pyspark.daemon" in cmdline
+                or b"pyspark.worker" in cmdline
+                or b"multiprocessing.spawn" in cmdline
+            ):
                 continue
             if wanted not in (entry / "environ").read_bytes().split(b"\0"):
                 continue  # another run's (a benchmark, another checkout's tests)
@@ -262,8 +292,9 @@ def _making_servers(folder: Path) -> Iterator[ServerFactory]:
     before = _spark_pids()
 
     def make(*args: str, start: bool = True, tls_ca: str | None = None) -> ServerProcess:
-        server = ServerProcess(list(args), free_port(), folder / f"server-{len(made)}.log",
-                               tls_ca=tls_ca)  # fmt: skip
+        server = ServerProcess(
+            list(args), free_port(), folder / f"server-{len(made)}.log", tls_ca=tls_ca
+        )
         made.append(server)
         return server.start() if start else server
 
@@ -300,9 +331,26 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
     files (made with openssl: ``cryptography`` is not a dependency)."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key

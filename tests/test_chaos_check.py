@@ -18,8 +18,14 @@ from tests.support.chaos_check import (
 )
 
 # Partition 0 holds a=1, b=2, a=3, b=4, a=5 at offsets 0..4; partition 1 holds c=6 at offset 0.
-RECORDS = [LogRecord(0, 0, "a", 1), LogRecord(0, 1, "b", 2), LogRecord(0, 2, "a", 3),
-           LogRecord(0, 3, "b", 4), LogRecord(0, 4, "a", 5), LogRecord(1, 0, "c", 6)]  # fmt: skip
+RECORDS = [
+    LogRecord(0, 0, "a", 1),
+    LogRecord(0, 1, "b", 2),
+    LogRecord(0, 2, "a", 3),
+    LogRecord(0, 3, "b", 4),
+    LogRecord(0, 4, "a", 5),
+    LogRecord(1, 0, "c", 6),
+]
 LOG = Log(RECORDS)
 
 
@@ -47,8 +53,10 @@ def test_an_offset_holding_another_record_is_a_lost_write() -> None:
 
 def test_a_table_holding_an_older_value_or_none_loses_the_write() -> None:
     lost = lost_writes(ACKS, LOG, {"s1": {"a": 3, "b": 4}})
-    assert lost == ["a=5 (offset 4): the table on s1 holds 3 (offset 2)",
-                    "c=6 (offset 0): the table on s1 holds None (offset None)"]  # fmt: skip
+    assert lost == [
+        "a=5 (offset 4): the table on s1 holds 3 (offset 2)",
+        "c=6 (offset 0): the table on s1 holds None (offset None)",
+    ]
 
 
 def test_a_table_holding_a_newer_unacknowledged_value_loses_nothing() -> None:
@@ -104,11 +112,18 @@ def test_a_value_never_written_to_the_key_is_counted() -> None:
 
 
 def test_ddl_acknowledged_creates_and_drops_must_show_in_every_catalog() -> None:
-    ops = [DdlOp("S1", "CREATE", "ok"), DdlOp("S2", "CREATE", "ok"), DdlOp("S2", "DROP", "ok"),
-           DdlOp("S3", "CREATE", "unknown"), DdlOp("S1", "DROP", "refused")]  # fmt: skip
+    ops = [
+        DdlOp("S1", "CREATE", "ok"),
+        DdlOp("S2", "CREATE", "ok"),
+        DdlOp("S2", "DROP", "ok"),
+        DdlOp("S3", "CREATE", "unknown"),
+        DdlOp("S1", "DROP", "refused"),
+    ]
     assert ddl_mismatches(ops, {"s1": {"S1"}, "s2": {"S1", "S3"}}) == []
     assert ddl_mismatches(ops, {"s1": {"S2"}}) == [
-        "s1: S1 missing after an acknowledged CREATE", "s1: S2 still there after an acknowledged DROP"]
+        "s1: S1 missing after an acknowledged CREATE",
+        "s1: S2 still there after an acknowledged DROP",
+    ]
 
 
 def test_output_check_counts_duplicates_missing_and_unexpected() -> None:
@@ -128,6 +143,9 @@ def test_digests_agree_only_when_all_answered_the_same() -> None:
 def test_lag_underestimates_compare_reported_lags_with_acknowledged_ends() -> None:
     # Sent at 10: partition 0 has 5 acknowledged records. Position 5 lag 0: exact; position 3
     # reporting lag 1: 1 short. Sent at 2.5: 2 acknowledged, position 3 is ahead: 0.
-    reads = [read("a", 5, at=10.0, position=5), read("a", 3, at=10.0, position=3, lag=1),
-             read("a", 1, at=2.5, position=3)]  # fmt: skip
+    reads = [
+        read("a", 5, at=10.0, position=5),
+        read("a", 3, at=10.0, position=3, lag=1),
+        read("a", 1, at=2.5, position=3),
+    ]
     assert lag_underestimates(reads, ACKS) == [0, 1, 0]

@@ -28,7 +28,9 @@ def test_every_subcommand_has_help(command: str) -> None:
 def test_console_script_is_installed() -> None:
     # The entry point itself, as a user runs it (not just the click object).
     exe = Path(sys.executable).with_name("headwater")
-    done = subprocess.run([str(exe), "--help"], check=False, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(exe), "--help"], check=False, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and "broker" in done.stdout
 
 
@@ -49,7 +51,9 @@ def test_parse_reports_each_statement(tmp_path: Path) -> None:
 
 
 def test_parse_points_at_the_error_and_fails() -> None:
-    script = "SHOW STREAMS;\nCREATE STREAM s (v INT)\n  WITH (kafka_topic='t' value_format='JSON');\n"
+    script = (
+        "SHOW STREAMS;\nCREATE STREAM s (v INT)\n  WITH (kafka_topic='t' value_format='JSON');\n"
+    )
     result = CliRunner().invoke(main, ["parse", "-"], input=script)
     assert result.exit_code == 1
     lines = result.output.splitlines()

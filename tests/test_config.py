@@ -38,8 +38,12 @@ def test_properties_file_then_set_then_options(tmp_path: Path) -> None:
         "state.dir=/var/lib/\\\n    headwater\n",
         encoding="utf-8",
     )
-    config = load(file, ["ksql.service.id=from_set", "ksql.query.pull.max.allowed.offset.lag=100"],
-                  bootstrap_servers="kafka:9092", service_id=None)
+    config = load(
+        file,
+        ["ksql.service.id=from_set", "ksql.query.pull.max.allowed.offset.lag=100"],
+        bootstrap_servers="kafka:9092",
+        service_id=None,
+    )
     assert config.service_id == "from_set"
     assert config.listener == ("0.0.0.0", 9000)
     assert config.pull_table_scan_enabled is False
@@ -51,8 +55,11 @@ def test_properties_file_then_set_then_options(tmp_path: Path) -> None:
 
 
 def test_unknown_key_is_an_error_naming_the_closest() -> None:
-    with pytest.raises(ConfigError, match=r"unknown setting 'ksql.query.pull.table.scan.enable' "
-                                          r"\(did you mean 'ksql.query.pull.table.scan.enabled'\?\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown setting 'ksql.query.pull.table.scan.enable' "
+        r"\(did you mean 'ksql.query.pull.table.scan.enabled'\?\)",
+    ):
         load(overrides=["ksql.query.pull.table.scan.enable=true"])
     with pytest.raises(ConfigError, match="unknown setting 'zzz'"):
         load(overrides=["zzz=1"])
@@ -61,8 +68,11 @@ def test_unknown_key_is_an_error_naming_the_closest() -> None:
 def test_unknown_key_in_a_file_names_the_file(tmp_path: Path) -> None:
     file = tmp_path / "bad.properties"
     file.write_text("ksql.servce.id=x\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"bad.properties: unknown setting 'ksql.servce.id' "
-                                          r"\(did you mean 'ksql.service.id'\?\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"bad.properties: unknown setting 'ksql.servce.id' "
+        r"\(did you mean 'ksql.service.id'\?\)",
+    ):
         load(file)
 
 
@@ -90,17 +100,27 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_parse_properties_separators_and_blank_values() -> None:
     assert parse_properties("a=1\nb: 2\nc 3\nd=\n  e = x=y \n") == {
-        "a": "1", "b": "2", "c": "3", "d": "", "e": "x=y",
+        "a": "1",
+        "b": "2",
+        "c": "3",
+        "d": "",
+        "e": "x=y",
     }
 
 
 def test_cluster_settings_and_client_tags() -> None:
-    config = load(overrides=[
-        "client.tag.zone=z2", "client.tag.cluster=c1", "num.standby.replicas=2",
-        "rack.aware.assignment.tags=zone, cluster", "cluster.peers=a:1,b:2",
-        "ksql.advertised.listener=http://10.0.0.7:8088", "cluster.auth.secret=s",
-        "ksql.heartbeat.send.interval.ms=50",
-    ])
+    config = load(
+        overrides=[
+            "client.tag.zone=z2",
+            "client.tag.cluster=c1",
+            "num.standby.replicas=2",
+            "rack.aware.assignment.tags=zone, cluster",
+            "cluster.peers=a:1,b:2",
+            "ksql.advertised.listener=http://10.0.0.7:8088",
+            "cluster.auth.secret=s",
+            "ksql.heartbeat.send.interval.ms=50",
+        ]
+    )
     assert config.client_tags == (("cluster", "c1"), ("zone", "z2"))
     assert config.standby_replicas == 2 and config.rack_tags == ("zone", "cluster")
     assert config.peers == ("a:1", "b:2") and config.advertised == "10.0.0.7:8088"
@@ -129,11 +149,16 @@ def test_security_settings_that_do_not_fit_together(items: list[str], message: s
 
 
 def test_security_settings() -> None:
-    config = load(overrides=[
-        "listeners=https://0.0.0.0:8443", "ssl.certificate.location=c.pem",
-        "ssl.key.location=k.pem", "authentication.method=basic",
-        "authentication.basic.credentials.file=users", "authentication.skip.paths=/info, /x/*",
-    ])  # fmt: skip
+    config = load(
+        overrides=[
+            "listeners=https://0.0.0.0:8443",
+            "ssl.certificate.location=c.pem",
+            "ssl.key.location=k.pem",
+            "authentication.method=basic",
+            "authentication.basic.credentials.file=users",
+            "authentication.skip.paths=/info, /x/*",
+        ]
+    )
     assert config.tls and config.scheme == "https" and config.auth_method == "BASIC"
     assert config.auth_skip_paths == ("/info", "/x/*") and config.auth_roles == ("*",)
     assert as_mapping(config)["ssl.key.location"] == "k.pem"
@@ -163,23 +188,43 @@ def test_secrets_are_never_shown_as_text() -> None:
     assert config.auth_secret == "s3cret"
 
 
-def test_tls_files_are_checked_before_the_server_starts(self_signed: tuple[Path, Path],
-                                                        tmp_path: Path) -> None:  # fmt: skip
+def test_tls_files_are_checked_before_the_server_starts(
+    self_signed: tuple[Path, Path], tmp_path: Path
+) -> None:
     import subprocess
 
     from headwater.server import check_tls
 
     cert, key = self_signed
     check_tls(load(overrides=[f"ssl.certificate.location={cert}", f"ssl.key.location={key}"]))
-    for items in ([f"ssl.certificate.location={tmp_path / 'nope.pem'}", f"ssl.key.location={key}"],
-                  [f"ssl.certificate.location={cert}", f"ssl.key.location={cert}"],
-                  [f"ssl.certificate.location={cert}", f"ssl.key.location={key}",
-                   f"ssl.ca.location={tmp_path / 'nope.pem'}"]):  # fmt: skip
+    for items in (
+        [f"ssl.certificate.location={tmp_path / 'nope.pem'}", f"ssl.key.location={key}"],
+        [f"ssl.certificate.location={cert}", f"ssl.key.location={cert}"],
+        [
+            f"ssl.certificate.location={cert}",
+            f"ssl.key.location={key}",
+            f"ssl.ca.location={tmp_path / 'nope.pem'}",
+        ],
+    ):
         with pytest.raises(ConfigError, match="TLS files"):
             check_tls(load(overrides=items))
     encrypted = tmp_path / "encrypted.pem"
-    subprocess.run(["openssl", "pkey", "-in", str(key), "-aes256", "-passout", "pass:pw",
-                    "-out", str(encrypted)], check=True, capture_output=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "pkey",
+            "-in",
+            str(key),
+            "-aes256",
+            "-passout",
+            "pass:pw",
+            "-out",
+            str(encrypted),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     base = [f"ssl.certificate.location={cert}", f"ssl.key.location={encrypted}"]
     check_tls(load(overrides=[*base, "ssl.key.password=pw"]))
     for wrong in ([], ["ssl.key.password=guess"]):  # never a terminal prompt

@@ -27,11 +27,15 @@ _WORKAROUND = re.compile(r"Workaround \"([^\"]+)\"")
 
 
 def _tracked_texts() -> dict[str, str]:
-    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     texts = {}
     for name in listed.stdout.split():
         path = ROOT / name
-        if (path.suffix in _TEXT_SUFFIXES or name.startswith((".ci/", "scripts/"))) and path.is_file():
+        if (
+            path.suffix in _TEXT_SUFFIXES or name.startswith((".ci/", "scripts/"))
+        ) and path.is_file():
             texts[name] = path.read_text(encoding="utf-8", errors="replace")
     return texts
 
@@ -56,7 +60,9 @@ def test_every_path_into_the_repository_exists() -> None:
 
 
 def test_no_file_names_a_design_document_outside_the_repository() -> None:
-    found = {f"{name}: {m.group(1)}" for name, text in TEXTS.items() for m in _OUTSIDE.finditer(text)}
+    found = {
+        f"{name}: {m.group(1)}" for name, text in TEXTS.items() for m in _OUTSIDE.finditer(text)
+    }
     assert not found, "\n".join(sorted(found))
 
 
@@ -82,8 +88,12 @@ def test_every_named_workaround_is_described() -> None:
         for m in _WORKAROUND.finditer(text)
     }
     assert named, "no workaround found: the pattern no longer matches the code"
-    missing = sorted(f"{name}: {workaround!r}" for name, workaround in named if workaround not in headings)
-    assert not missing, "workarounds without a section in docs/embedded-broker.md:\n" + "\n".join(missing)
+    missing = sorted(
+        f"{name}: {workaround!r}" for name, workaround in named if workaround not in headings
+    )
+    assert not missing, "workarounds without a section in docs/embedded-broker.md:\n" + "\n".join(
+        missing
+    )
 
 
 @pytest.mark.parametrize("page", ["docs/architecture.md", "docs/embedded-broker.md", "README.md"])

@@ -23,7 +23,14 @@ ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 # Package -> third-party modules it must never import (pure cores stay free of I/O libraries).
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
-    "sqlparse_ext": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "httpx", "prompt_toolkit"},
+    "sqlparse_ext": {
+        "confluent_kafka",
+        "pyspark",
+        "starlette",
+        "uvicorn",
+        "httpx",
+        "prompt_toolkit",
+    },
     "kafka": {"pyspark", "starlette", "uvicorn", "prompt_toolkit", "sqlglot"},
     "shell": {"confluent_kafka", "pyspark", "starlette", "uvicorn"},
     "dbapi": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "prompt_toolkit"},
@@ -34,7 +41,9 @@ SPARK_HOME = "engine/spark"
 @cache
 def _folders() -> dict[str, Path]:
     """Installed package name -> its folder (pyproject's package-dir and packages)."""
-    setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
     roots: dict[str, str] = setup["package-dir"]
     folders = {}
     for package in setup["packages"]:
@@ -128,8 +137,8 @@ def test_the_drawn_import_graph_is_the_real_one() -> None:
         for name in sorted(set(drawn) | set(real))
         if drawn.get(name) != real.get(name)
     ]
-    assert not wrong, "docs/architecture.md, 'The import graph', differs from the code:\n" + "\n".join(
-        wrong
+    assert not wrong, (
+        "docs/architecture.md, 'The import graph', differs from the code:\n" + "\n".join(wrong)
     )
 
 
@@ -165,7 +174,11 @@ def test_the_drawn_graph_points_one_way() -> None:
 def test_no_import_cycle_inside_a_package(package: str) -> None:
     inside = {m: p for m, p in _modules().items() if m == package or m.rsplit(".", 1)[0] == package}
     graph = {
-        module: {imported for imported, _line in _runtime_imports(path, module) if imported in inside and imported != module}
+        module: {
+            imported
+            for imported, _line in _runtime_imports(path, module)
+            if imported in inside and imported != module
+        }
         for module, path in inside.items()
     }
     cycle = _cycle(graph)
@@ -176,7 +189,9 @@ def _cases() -> list[tuple[str, Path]]:
     return sorted(((_node(module), path) for module, path in _modules().items()), key=str)
 
 
-@pytest.mark.parametrize(("node", "path"), _cases(), ids=lambda v: str(v).replace(str(REPO) + "/", ""))
+@pytest.mark.parametrize(
+    ("node", "path"), _cases(), ids=lambda v: str(v).replace(str(REPO) + "/", "")
+)
 def test_each_file_imports_what_its_package_may(node: str, path: Path) -> None:
     module = next(m for m, p in _modules().items() if p == path)
     allowed = _drawn().get(node, set()) | {node}

@@ -36,13 +36,15 @@ def test_a_port_taken_by_something_else_is_one_clear_error(taken_port: int, tmp_
     assert str(refused.value) == (
         f"port {taken_port} on 127.0.0.1 is already in use by something that is not a headwater "
         "server: stop it, or start the local node on another port with --port (e.g. headwater "
-        "--port 8089)")  # fmt: skip
+        "--port 8089)"
+    )
     assert not (tmp_path / "node" / "server.log").exists(), "no node was started"
 
 
 def test_the_shell_takes_the_local_nodes_port(taken_port: int, tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["--port", str(taken_port), "--state-dir", str(tmp_path),
-                                       "-e", "SHOW STREAMS;"])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["--port", str(taken_port), "--state-dir", str(tmp_path), "-e", "SHOW STREAMS;"]
+    )
     assert result.exit_code == 1
     assert f"starting a local node on http://127.0.0.1:{taken_port}" in result.output
     assert f"Error: port {taken_port} on 127.0.0.1 is already in use" in result.output
@@ -55,9 +57,14 @@ def test_the_shell_takes_the_local_nodes_port(taken_port: int, tmp_path: Path) -
 def test_where_kafka_listens_comes_from_the_running_node_not_an_old_log(tmp_path: Path) -> None:
     url = "http://127.0.0.1:8088"
     (tmp_path / "server.log").write_text(
-        f"catalog loaded; serving {url} (embedded broker 127.0.0.1:40123, old; state in x)\n")
+        f"catalog loaded; serving {url} (embedded broker 127.0.0.1:40123, old; state in x)\n"
+    )
     assert announcement(LocalNode(url), tmp_path) is None  # a log of a node long gone
-    said = {"pid": os.getpid(), "url": url, "serving": f"serving {url} (embedded broker 127.0.0.1:5)"}
+    said = {
+        "pid": os.getpid(),
+        "url": url,
+        "serving": f"serving {url} (embedded broker 127.0.0.1:5)",
+    }
     (tmp_path / NODE_FILE).write_text(json.dumps(said))
     assert announcement(LocalNode(url), tmp_path) == said["serving"]
     assert announcement(LocalNode("http://127.0.0.1:9999"), tmp_path) is None  # another node

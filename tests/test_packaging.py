@@ -9,7 +9,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_every_package_folder_is_listed() -> None:
-    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
     listed = set(config["packages"])
     folders = {name: REPO / folder for name, folder in config["package-dir"].items()}
     found = set()

@@ -61,11 +61,18 @@ _PRIMITIVES: dict[str, Any] = {
 def avro_type(sql_type: SqlType, name: str) -> Any:
     """The Avro schema of one SQL type (not nullable); ``name`` names nested records."""
     if isinstance(sql_type, DecimalType):
-        return {"type": "bytes", "logicalType": "decimal", "precision": sql_type.precision,
-                "scale": sql_type.scale, "connect.version": 1,
-                "connect.parameters": {"scale": str(sql_type.scale),
-                                       "connect.decimal.precision": str(sql_type.precision)},
-                "connect.name": "org.apache.kafka.connect.data.Decimal"}  # fmt: skip
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": sql_type.precision,
+            "scale": sql_type.scale,
+            "connect.version": 1,
+            "connect.parameters": {
+                "scale": str(sql_type.scale),
+                "connect.decimal.precision": str(sql_type.precision),
+            },
+            "connect.name": "org.apache.kafka.connect.data.Decimal",
+        }
     if isinstance(sql_type, PrimitiveType):
         found = _PRIMITIVES.get(sql_type.name)
         if found is None:
@@ -87,9 +94,15 @@ def _optional(schema: Any) -> Any:
 
 
 def _record(columns: Sequence[tuple[str, SqlType]], name: str) -> dict[str, Any]:
-    return {"type": "record", "name": name, "namespace": NAMESPACE, "fields": [
-        {"name": column, "type": _optional(avro_type(t, f"{name}_{column}")), "default": None}
-        for column, t in columns]}  # fmt: skip
+    return {
+        "type": "record",
+        "name": name,
+        "namespace": NAMESPACE,
+        "fields": [
+            {"name": column, "type": _optional(avro_type(t, f"{name}_{column}")), "default": None}
+            for column, t in columns
+        ],
+    }
 
 
 def avro_schema(columns: Sequence[tuple[str, SqlType]], unwrapped: bool) -> Any:
@@ -133,7 +146,8 @@ def _days(value: Any, where: str) -> Any:
 def _millis_of_day(value: Any, where: str) -> Any:
     if isinstance(value, datetime.time):
         return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + (
-            value.microsecond // 1000)
+            value.microsecond // 1000
+        )
     return _number(int, "TIME")(value, where)
 
 
@@ -176,6 +190,7 @@ _READERS: dict[str, Callable[[Any, str], Any]] = {
 def reader(sql_type: SqlType) -> Callable[[Any, str], Any]:
     """A converter of Avro datums (as fastavro reads them) to values of ``sql_type``."""
     if isinstance(sql_type, DecimalType):
+
         def read_decimal(value: Any, where: str) -> Any:
             if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
                 raise SerdeError(f"{where}: cannot read {type(value).__name__} as {sql_type}")
@@ -223,8 +238,9 @@ def _nullable(read: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
     return read_or_null
 
 
-def fields_reader(columns: Sequence[tuple[str, SqlType]]
-                  ) -> Callable[[dict[str, Any], str], list[Any]]:  # fmt: skip
+def fields_reader(
+    columns: Sequence[tuple[str, SqlType]],
+) -> Callable[[dict[str, Any], str], list[Any]]:
     """Reads the columns from a record (a dict) by name: exactly, else ignoring case."""
     readers = tuple((name, name.upper(), reader(t)) for name, t in columns)
 
@@ -250,8 +266,13 @@ def fields_reader(columns: Sequence[tuple[str, SqlType]]
 class AvroSide:
     """The writer and reader of one side (key or value) of a source in the AVRO format."""
 
-    def __init__(self, columns: Sequence[tuple[str, SqlType]], unwrapped: bool, subject: str,
-                 registry: SchemaRegistry | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, SqlType]],
+        unwrapped: bool,
+        subject: str,
+        registry: SchemaRegistry | None,
+    ) -> None:
         self.columns = tuple(columns)
         self.unwrapped = unwrapped
         self.subject = subject
@@ -267,16 +288,22 @@ class AvroSide:
 
     def _registry_or_fail(self) -> SchemaRegistry:
         if self._registry is None:
-            raise SerdeError(f"the AVRO format needs a schema registry: set "
-                             f"'ksql.schema.registry.url' (subject {self.subject})")  # fmt: skip
+            raise SerdeError(
+                f"the AVRO format needs a schema registry: set "
+                f"'ksql.schema.registry.url' (subject {self.subject})"
+            )
         return self._registry
 
     def write(self, values: Sequence[Any]) -> bytes | None:
         if self._id is None:
             self._id = self._registry_or_fail().register(
-                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema)))
-        datum: Any = values[0] if self.unwrapped else {
-            name: value for (name, _), value in zip(self.columns, values)}
+                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
+            )
+        datum: Any = (
+            values[0]
+            if self.unwrapped
+            else {name: value for (name, _), value in zip(self.columns, values)}
+        )
         buffer = io.BytesIO()
         buffer.write(_HEADER.pack(0, self._id))
         try:
@@ -332,30 +359,44 @@ def _sql_of(schema: Any, upper: bool = True) -> str:
         return "TIME"
     if logical in ("timestamp-millis", "timestamp-micros"):
         return "TIMESTAMP"
-    simple = {"boolean": "BOOLEAN", "int": "INTEGER", "long": "BIGINT", "float": "DOUBLE",
-              "double": "DOUBLE", "string": "STRING", "enum": "STRING", "bytes": "BYTES",
-              "fixed": "BYTES"}  # fmt: skip
+    simple = {
+        "boolean": "BOOLEAN",
+        "int": "INTEGER",
+        "long": "BIGINT",
+        "float": "DOUBLE",
+        "double": "DOUBLE",
+        "string": "STRING",
+        "enum": "STRING",
+        "bytes": "BYTES",
+        "fixed": "BYTES",
+    }
     if kind in simple:
         return simple[kind]
     if kind == "array":
         items = schema["items"]
         entry = items if isinstance(items, dict) else None
-        if entry is not None and entry.get("type") == "record" and [
-                f["name"] for f in entry["fields"]] == ["key", "value"]:  # fmt: skip
+        if (
+            entry is not None
+            and entry.get("type") == "record"
+            and [f["name"] for f in entry["fields"]] == ["key", "value"]
+        ):
             fields = {f["name"]: f["type"] for f in entry["fields"]}
             return f"MAP<{_sql_of(fields['key'], upper)}, {_sql_of(fields['value'], upper)}>"
         return f"ARRAY<{_sql_of(items, upper)}>"
     if kind == "map":
         return f"MAP<STRING, {_sql_of(schema['values'], upper)}>"
     if kind == "record":
-        listed = ", ".join(f"`{f['name'].upper() if upper else f['name']}` "
-                           f"{_sql_of(f['type'], upper)}" for f in schema["fields"])
+        listed = ", ".join(
+            f"`{f['name'].upper() if upper else f['name']}` {_sql_of(f['type'], upper)}"
+            for f in schema["fields"]
+        )
         return f"STRUCT<{listed}>"
     raise SerdeError(f"cannot infer a column from the Avro type {json.dumps(schema)}")
 
 
-def inferred_columns(schema_text: str, unwrapped_name: str,
-                     upper: bool = True) -> tuple[tuple[str, str], ...]:  # fmt: skip
+def inferred_columns(
+    schema_text: str, unwrapped_name: str, upper: bool = True
+) -> tuple[tuple[str, str], ...]:
     """The columns ksqlDB infers from a registered Avro schema: a record's fields (names upper-cased,
     unless ``upper`` is False: a schema named by id keeps its names), or one column named
     ``unwrapped_name`` (ROWKEY, ROWVAL) for any other schema.
@@ -372,6 +413,8 @@ def inferred_columns(schema_text: str, unwrapped_name: str,
         branches = [b for b in top if b != "null"]
         top = branches[0] if len(branches) == 1 else top
     if isinstance(top, dict) and top.get("type") == "record":
-        return tuple((f["name"].upper() if upper else f["name"], _sql_of(f["type"], upper))
-                     for f in top["fields"])  # fmt: skip
+        return tuple(
+            (f["name"].upper() if upper else f["name"], _sql_of(f["type"], upper))
+            for f in top["fields"]
+        )
     return ((unwrapped_name, _sql_of(schema, upper)),)

@@ -86,9 +86,15 @@ def encoder(sql_type: SqlType) -> Encoder:
         return lambda v: "null" if v is None else "[" + ",".join(map(element, v)) + "]"
     if isinstance(sql_type, MapType):
         value = encoder(sql_type.value)
-        return lambda v: "null" if v is None else "{" + ",".join(
-            f"{encode_string('null' if k is None else str(k))}:{value(x)}" for k, x in v.items()
-        ) + "}"  # fmt: skip
+        return lambda v: (
+            "null"
+            if v is None
+            else "{"
+            + ",".join(
+                f"{encode_string('null' if k is None else str(k))}:{value(x)}" for k, x in v.items()
+            )
+            + "}"
+        )
     if isinstance(sql_type, StructType):
         return object_encoder(tuple((f.name, encoder(f.type)) for f in sql_type.fields))
     raise SerdeError(f"{sql_type} is not resolved (custom types must be resolved first)")
@@ -149,8 +155,9 @@ def nesting_depth(data: bytes) -> int:
 
 def _check_depth(data: bytes) -> None:
     if nesting_depth(data) > MAX_NESTING_DEPTH:
-        raise SerdeError(f"invalid JSON: arrays and objects nested deeper than "
-                         f"{MAX_NESTING_DEPTH} levels")  # fmt: skip
+        raise SerdeError(
+            f"invalid JSON: arrays and objects nested deeper than {MAX_NESTING_DEPTH} levels"
+        )
 
 
 def loads(data: bytes, exact_floats: bool) -> Any:

@@ -35,11 +35,22 @@ _PRIMITIVES: dict[str, dict[str, Any]] = {
     "DOUBLE": {"type": "number", "connect.type": "float64"},
     "STRING": {"type": "string"},
     "BYTES": {"type": "string", "connect.type": "bytes"},
-    "DATE": {"type": "integer", "connect.type": "int32", "title": "org.apache.kafka.connect.data.Date"},
-    "TIME": {"type": "integer", "connect.type": "int32", "title": "org.apache.kafka.connect.data.Time"},
-    "TIMESTAMP": {"type": "integer", "connect.type": "int64",
-                  "title": "org.apache.kafka.connect.data.Timestamp"},
-}  # fmt: skip
+    "DATE": {
+        "type": "integer",
+        "connect.type": "int32",
+        "title": "org.apache.kafka.connect.data.Date",
+    },
+    "TIME": {
+        "type": "integer",
+        "connect.type": "int32",
+        "title": "org.apache.kafka.connect.data.Time",
+    },
+    "TIMESTAMP": {
+        "type": "integer",
+        "connect.type": "int64",
+        "title": "org.apache.kafka.connect.data.Timestamp",
+    },
+}
 
 
 def _optional(schema: dict[str, Any]) -> dict[str, Any]:
@@ -49,25 +60,37 @@ def _optional(schema: dict[str, Any]) -> dict[str, Any]:
 def json_type(sql_type: SqlType) -> dict[str, Any]:
     """The JSON Schema of one SQL type (not nullable)."""
     if isinstance(sql_type, DecimalType):
-        return {"type": "number", "title": "org.apache.kafka.connect.data.Decimal",
-                "connect.parameters": {"scale": str(sql_type.scale),
-                                       "connect.decimal.precision": str(sql_type.precision)}}  # fmt: skip
+        return {
+            "type": "number",
+            "title": "org.apache.kafka.connect.data.Decimal",
+            "connect.parameters": {
+                "scale": str(sql_type.scale),
+                "connect.decimal.precision": str(sql_type.precision),
+            },
+        }
     if isinstance(sql_type, PrimitiveType):
         return dict(_PRIMITIVES[sql_type.name])
     if isinstance(sql_type, ArrayType):
         return {"type": "array", "items": _optional(json_type(sql_type.element))}
     if isinstance(sql_type, MapType):
-        return {"type": "object", "connect.type": "map",
-                "additionalProperties": _optional(json_type(sql_type.value))}  # fmt: skip
+        return {
+            "type": "object",
+            "connect.type": "map",
+            "additionalProperties": _optional(json_type(sql_type.value)),
+        }
     if isinstance(sql_type, StructType):
         return _object(tuple((f.name, f.type) for f in sql_type.fields))
     raise SerdeError(f"The 'JSON_SR' format does not support type '{sql_type}'")
 
 
 def _object(columns: Sequence[tuple[str, SqlType]]) -> dict[str, Any]:
-    return {"type": "object", "properties": {
-        name: {**_optional(json_type(t)), "connect.index": index}
-        for index, (name, t) in enumerate(columns)}}  # fmt: skip
+    return {
+        "type": "object",
+        "properties": {
+            name: {**_optional(json_type(t)), "connect.index": index}
+            for index, (name, t) in enumerate(columns)
+        },
+    }
 
 
 def json_schema(columns: Sequence[tuple[str, SqlType]], unwrapped: bool) -> dict[str, Any]:
@@ -77,10 +100,14 @@ def json_schema(columns: Sequence[tuple[str, SqlType]], unwrapped: bool) -> dict
     return _object(columns)
 
 
-def with_header(write: Callable[[Sequence[Any]], bytes | None], read: Callable[[bytes], Any],
-                columns: Sequence[tuple[str, SqlType]], unwrapped: bool, subject: str,
-                registry: SchemaRegistry | None) -> tuple[Callable[[Sequence[Any]], bytes | None],
-                                                          Callable[[bytes], Any]]:  # fmt: skip
+def with_header(
+    write: Callable[[Sequence[Any]], bytes | None],
+    read: Callable[[bytes], Any],
+    columns: Sequence[tuple[str, SqlType]],
+    unwrapped: bool,
+    subject: str,
+    registry: SchemaRegistry | None,
+) -> tuple[Callable[[Sequence[Any]], bytes | None], Callable[[bytes], Any]]:
     """The JSON format's writer and reader, behind the wire header of the registered schema."""
     schema = RegisteredSchema("JSON", json.dumps(json_schema(columns, unwrapped)))
     registered: list[int] = []
@@ -91,8 +118,10 @@ def with_header(write: Callable[[Sequence[Any]], bytes | None], read: Callable[[
             return None
         if not registered:
             if registry is None:
-                raise SerdeError(f"the JSON_SR format needs a schema registry: set "
-                                 f"'ksql.schema.registry.url' (subject {subject})")  # fmt: skip
+                raise SerdeError(
+                    f"the JSON_SR format needs a schema registry: set "
+                    f"'ksql.schema.registry.url' (subject {subject})"
+                )
             registered.append(registry.register(subject, schema))
         return _HEADER.pack(0, registered[0]) + data
 
@@ -119,8 +148,10 @@ def _sql_of(schema: Any) -> str:
     title = schema.get("title", "")
     if title == "org.apache.kafka.connect.data.Decimal":
         parameters = schema.get("connect.parameters", {})
-        return (f"DECIMAL({int(parameters.get('connect.decimal.precision', 64))}, "
-                f"{int(parameters.get('scale', 0))})")  # fmt: skip
+        return (
+            f"DECIMAL({int(parameters.get('connect.decimal.precision', 64))}, "
+            f"{int(parameters.get('scale', 0))})"
+        )
     for suffix, sql in ((".Date", "DATE"), (".Time", "TIME"), (".Timestamp", "TIMESTAMP")):
         if title.endswith(suffix):
             return sql
@@ -136,8 +167,7 @@ def _sql_of(schema: Any) -> str:
         return f"ARRAY<{_sql_of(schema.get('items', {}))}>"
     if kind == "object":
         if "properties" in schema:
-            listed = ", ".join(f"`{name}` {_sql_of(t)}"
-                               for name, t in schema["properties"].items())  # fmt: skip
+            listed = ", ".join(f"`{name}` {_sql_of(t)}" for name, t in schema["properties"].items())
             return f"STRUCT<{listed}>"
         return f"MAP<STRING, {_sql_of(schema.get('additionalProperties', {}))}>"
     raise SerdeError(f"cannot infer a column from the JSON Schema {json.dumps(schema)}")

@@ -22,33 +22,73 @@ from headwater.engine.errors import SerdeError
 
 _F = descriptor_pb2.FieldDescriptorProto
 _SCALARS = {
-    "double": _F.TYPE_DOUBLE, "float": _F.TYPE_FLOAT, "int32": _F.TYPE_INT32,
-    "int64": _F.TYPE_INT64, "uint32": _F.TYPE_UINT32, "uint64": _F.TYPE_UINT64,
-    "sint32": _F.TYPE_SINT32, "sint64": _F.TYPE_SINT64, "fixed32": _F.TYPE_FIXED32,
-    "fixed64": _F.TYPE_FIXED64, "sfixed32": _F.TYPE_SFIXED32, "sfixed64": _F.TYPE_SFIXED64,
-    "bool": _F.TYPE_BOOL, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES,
-}  # fmt: skip
+    "double": _F.TYPE_DOUBLE,
+    "float": _F.TYPE_FLOAT,
+    "int32": _F.TYPE_INT32,
+    "int64": _F.TYPE_INT64,
+    "uint32": _F.TYPE_UINT32,
+    "uint64": _F.TYPE_UINT64,
+    "sint32": _F.TYPE_SINT32,
+    "sint64": _F.TYPE_SINT64,
+    "fixed32": _F.TYPE_FIXED32,
+    "fixed64": _F.TYPE_FIXED64,
+    "sfixed32": _F.TYPE_SFIXED32,
+    "sfixed64": _F.TYPE_SFIXED64,
+    "bool": _F.TYPE_BOOL,
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
+}
 _EPOCH = date(1970, 1, 1)
 _WRAPPERS = {
-    "BoolValue": _F.TYPE_BOOL, "Int32Value": _F.TYPE_INT32, "Int64Value": _F.TYPE_INT64,
-    "DoubleValue": _F.TYPE_DOUBLE, "StringValue": _F.TYPE_STRING, "BytesValue": _F.TYPE_BYTES,
-}  # fmt: skip
+    "BoolValue": _F.TYPE_BOOL,
+    "Int32Value": _F.TYPE_INT32,
+    "Int64Value": _F.TYPE_INT64,
+    "DoubleValue": _F.TYPE_DOUBLE,
+    "StringValue": _F.TYPE_STRING,
+    "BytesValue": _F.TYPE_BYTES,
+}
 
 #: The well-known messages the columns' messages use, defined here (wire-compatible).
 SUPPORT_FILES = (
-    ("google/protobuf/timestamp.proto", "google.protobuf",
-     {"Timestamp": [("seconds", _F.TYPE_INT64), ("nanos", _F.TYPE_INT32)]}),
-    ("google/protobuf/wrappers.proto", "google.protobuf",
-     {name: [("value", kind)] for name, kind in _WRAPPERS.items()}),
-    ("google/type/date.proto", "google.type",
-     {"Date": [("year", _F.TYPE_INT32), ("month", _F.TYPE_INT32), ("day", _F.TYPE_INT32)]}),
-    ("google/type/timeofday.proto", "google.type",
-     {"TimeOfDay": [("hours", _F.TYPE_INT32), ("minutes", _F.TYPE_INT32),
-                    ("seconds", _F.TYPE_INT32), ("nanos", _F.TYPE_INT32)]}),
-    ("confluent/type/decimal.proto", "confluent.type",
-     {"Decimal": [("value", _F.TYPE_BYTES), ("precision", _F.TYPE_UINT32),
-                  ("scale", _F.TYPE_INT32)]}),
-)  # fmt: skip
+    (
+        "google/protobuf/timestamp.proto",
+        "google.protobuf",
+        {"Timestamp": [("seconds", _F.TYPE_INT64), ("nanos", _F.TYPE_INT32)]},
+    ),
+    (
+        "google/protobuf/wrappers.proto",
+        "google.protobuf",
+        {name: [("value", kind)] for name, kind in _WRAPPERS.items()},
+    ),
+    (
+        "google/type/date.proto",
+        "google.type",
+        {"Date": [("year", _F.TYPE_INT32), ("month", _F.TYPE_INT32), ("day", _F.TYPE_INT32)]},
+    ),
+    (
+        "google/type/timeofday.proto",
+        "google.type",
+        {
+            "TimeOfDay": [
+                ("hours", _F.TYPE_INT32),
+                ("minutes", _F.TYPE_INT32),
+                ("seconds", _F.TYPE_INT32),
+                ("nanos", _F.TYPE_INT32),
+            ]
+        },
+    ),
+    (
+        "confluent/type/decimal.proto",
+        "confluent.type",
+        {
+            "Decimal": [
+                ("value", _F.TYPE_BYTES),
+                ("precision", _F.TYPE_UINT32),
+                ("scale", _F.TYPE_INT32),
+            ]
+        },
+    ),
+)
 
 
 def support_pool() -> descriptor_pool.DescriptorPool:
@@ -81,13 +121,15 @@ def parse_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
         tree = Parser().parse(text)
     except Exception as exc:  # noqa: BLE001 - the parser raises several kinds
         raise SerdeError(f"not a .proto schema: {exc}") from None
-    file = descriptor_pb2.FileDescriptorProto(name="registered.proto",
-                                              syntax=tree.syntax or "proto2")  # fmt: skip
+    file = descriptor_pb2.FileDescriptorProto(
+        name="registered.proto", syntax=tree.syntax or "proto2"
+    )
     for element in tree.file_elements:
         if isinstance(element, past.Import):
             if element.name not in {f[0] for f in SUPPORT_FILES}:
-                raise SerdeError(f"schema references are not supported yet: import "
-                                 f"{element.name!r}")  # fmt: skip
+                raise SerdeError(
+                    f"schema references are not supported yet: import {element.name!r}"
+                )
             file.dependency.append(element.name)
         elif isinstance(element, past.Package):
             file.package = element.name
@@ -131,8 +173,14 @@ def _message(proto: descriptor_pb2.DescriptorProto, element: Any, proto3: bool) 
             entry = proto.nested_type.add(name=f"{_camel(item.name)}Entry")
             entry.options.map_entry = True
             for number, type_name in ((1, item.key_type), (2, item.value_type)):
-                _typed(entry.field.add(name="key" if number == 1 else "value", number=number,
-                                       label=_F.LABEL_OPTIONAL), type_name)  # fmt: skip
+                _typed(
+                    entry.field.add(
+                        name="key" if number == 1 else "value",
+                        number=number,
+                        label=_F.LABEL_OPTIONAL,
+                    ),
+                    type_name,
+                )
             field.label, field.type_name = _F.LABEL_REPEATED, f"{proto.name}.{entry.name}"
             field.type = _F.TYPE_MESSAGE
             continue
@@ -197,15 +245,17 @@ def well_known_reader(name: str) -> Callable[[Any], Any] | None:
     if name == "google.type.TimeOfDay":
         return lambda m: ((m.hours * 60 + m.minutes) * 60 + m.seconds) * 1000 + m.nanos // 1_000_000
     if name == "confluent.type.Decimal":
-        return lambda m: Decimal(int.from_bytes(m.value, "big", signed=True) if m.value else 0
-                                 ).scaleb(-m.scale)  # fmt: skip
+        return lambda m: Decimal(
+            int.from_bytes(m.value, "big", signed=True) if m.value else 0
+        ).scaleb(-m.scale)
     if name.startswith("google.protobuf.") and name.endswith("Value"):
         return lambda m: m.value
     return None
 
 
-def fill_well_known(msg: Any, name: str, value: Any, *, precision: int | None = None,
-                    scale: int | None = None) -> bool:  # fmt: skip
+def fill_well_known(
+    msg: Any, name: str, value: Any, *, precision: int | None = None, scale: int | None = None
+) -> bool:
     """Fills a Timestamp, Date, TimeOfDay or Decimal message (``name`` its full name) from its
     plain value; whether ``name`` is one of them. A Decimal takes ``scale`` (default: the
     value's own) and ``precision`` (default: unset)."""
@@ -268,18 +318,34 @@ def _single(field: FieldDescriptor, value: Any, present: bool) -> Any:
 
 
 _SQL = {
-    FieldDescriptor.TYPE_BOOL: "BOOLEAN", FieldDescriptor.TYPE_INT32: "INTEGER",
-    FieldDescriptor.TYPE_SINT32: "INTEGER", FieldDescriptor.TYPE_SFIXED32: "INTEGER",
-    FieldDescriptor.TYPE_UINT32: "BIGINT", FieldDescriptor.TYPE_FIXED32: "BIGINT",
-    FieldDescriptor.TYPE_INT64: "BIGINT", FieldDescriptor.TYPE_SINT64: "BIGINT",
-    FieldDescriptor.TYPE_SFIXED64: "BIGINT", FieldDescriptor.TYPE_UINT64: "BIGINT",
-    FieldDescriptor.TYPE_FIXED64: "BIGINT", FieldDescriptor.TYPE_FLOAT: "DOUBLE",
-    FieldDescriptor.TYPE_DOUBLE: "DOUBLE", FieldDescriptor.TYPE_STRING: "STRING",
-    FieldDescriptor.TYPE_BYTES: "BYTES", FieldDescriptor.TYPE_ENUM: "STRING",
-}  # fmt: skip
-_WRAPPED = {"BoolValue": "BOOLEAN", "Int32Value": "INTEGER", "UInt32Value": "BIGINT",
-            "Int64Value": "BIGINT", "UInt64Value": "BIGINT", "FloatValue": "DOUBLE",
-            "DoubleValue": "DOUBLE", "StringValue": "STRING", "BytesValue": "BYTES"}  # fmt: skip
+    FieldDescriptor.TYPE_BOOL: "BOOLEAN",
+    FieldDescriptor.TYPE_INT32: "INTEGER",
+    FieldDescriptor.TYPE_SINT32: "INTEGER",
+    FieldDescriptor.TYPE_SFIXED32: "INTEGER",
+    FieldDescriptor.TYPE_UINT32: "BIGINT",
+    FieldDescriptor.TYPE_FIXED32: "BIGINT",
+    FieldDescriptor.TYPE_INT64: "BIGINT",
+    FieldDescriptor.TYPE_SINT64: "BIGINT",
+    FieldDescriptor.TYPE_SFIXED64: "BIGINT",
+    FieldDescriptor.TYPE_UINT64: "BIGINT",
+    FieldDescriptor.TYPE_FIXED64: "BIGINT",
+    FieldDescriptor.TYPE_FLOAT: "DOUBLE",
+    FieldDescriptor.TYPE_DOUBLE: "DOUBLE",
+    FieldDescriptor.TYPE_STRING: "STRING",
+    FieldDescriptor.TYPE_BYTES: "BYTES",
+    FieldDescriptor.TYPE_ENUM: "STRING",
+}
+_WRAPPED = {
+    "BoolValue": "BOOLEAN",
+    "Int32Value": "INTEGER",
+    "UInt32Value": "BIGINT",
+    "Int64Value": "BIGINT",
+    "UInt64Value": "BIGINT",
+    "FloatValue": "DOUBLE",
+    "DoubleValue": "DOUBLE",
+    "StringValue": "STRING",
+    "BytesValue": "BYTES",
+}
 
 
 def _sql_of(field: FieldDescriptor, params: dict[str, str], upper: bool = True) -> str:
@@ -305,13 +371,16 @@ def _one(field: FieldDescriptor, params: dict[str, str], upper: bool = True) -> 
         return f"DECIMAL({params.get('precision', '64')}, {params.get('scale', '0')})"
     if name.startswith("google.protobuf.") and name.rsplit(".", 1)[1] in _WRAPPED:
         return _WRAPPED[name.rsplit(".", 1)[1]]
-    listed = ", ".join(f"`{f.name.upper() if upper else f.name}` {_sql_of(f, {}, upper)}"
-                       for f in field.message_type.fields)  # fmt: skip
+    listed = ", ".join(
+        f"`{f.name.upper() if upper else f.name}` {_sql_of(f, {}, upper)}"
+        for f in field.message_type.fields
+    )
     return f"STRUCT<{listed}>"
 
 
-def inferred_columns(text: str, unwrapped_name: str, full_name: str | None = None,
-                     upper: bool = True) -> tuple[tuple[str, str], ...]:  # fmt: skip
+def inferred_columns(
+    text: str, unwrapped_name: str, full_name: str | None = None, upper: bool = True
+) -> tuple[tuple[str, str], ...]:
     """The columns ksqlDB infers from a registered ``.proto`` schema: the message's fields, names
     upper-cased unless ``upper`` is False (a schema named by id keeps its names), DECIMAL's
     precision and scale from Confluent's ``field_meta`` parameters.
@@ -323,8 +392,10 @@ def inferred_columns(text: str, unwrapped_name: str, full_name: str | None = Non
     params = _decimal_params(text)
     descriptor = message_class(text, full_name).DESCRIPTOR
     try:
-        return tuple((f.name.upper() if upper else f.name, _sql_of(f, params.get(f.name, {}), upper))
-                     for f in descriptor.fields)  # fmt: skip
+        return tuple(
+            (f.name.upper() if upper else f.name, _sql_of(f, params.get(f.name, {}), upper))
+            for f in descriptor.fields
+        )
     except KeyError as exc:
         raise SerdeError(f"cannot infer a column from the .proto field type {exc}") from None
 

@@ -54,27 +54,37 @@ _SCALARS = {
     "STRING": (_F.TYPE_STRING, "string", "StringValue"),
     "BYTES": (_F.TYPE_BYTES, "bytes", "BytesValue"),
 }
-_MESSAGES = {"DATE": ".google.type.Date", "TIME": ".google.type.TimeOfDay",
-             "TIMESTAMP": ".google.protobuf.Timestamp"}  # fmt: skip
+_MESSAGES = {
+    "DATE": ".google.type.Date",
+    "TIME": ".google.type.TimeOfDay",
+    "TIMESTAMP": ".google.protobuf.Timestamp",
+}
 _HEADER = struct.Struct(">bI")
+
 
 class _Builder:
     """Builds the message type of some columns and its .proto text."""
 
     def __init__(self, nullable: str) -> None:
         self.nullable = nullable  # "" (proto3 defaults), "OPTIONAL" or "WRAPPER"
-        self.file = descriptor_pb2.FileDescriptorProto(name="ksql.proto", syntax="proto3",
-                                                       dependency=[f[0] for f in SUPPORT_FILES])
+        self.file = descriptor_pb2.FileDescriptorProto(
+            name="ksql.proto", syntax="proto3", dependency=[f[0] for f in SUPPORT_FILES]
+        )
         self.count = 0
         self.names: dict[int, str] = {}
 
-    def message(self, columns: Sequence[tuple[str, SqlType]],
-                parent: descriptor_pb2.DescriptorProto | None, indent: str
-                ) -> tuple[str, list[str]]:  # fmt: skip
+    def message(
+        self,
+        columns: Sequence[tuple[str, SqlType]],
+        parent: descriptor_pb2.DescriptorProto | None,
+        indent: str,
+    ) -> tuple[str, list[str]]:
         """(full type name, .proto lines) of a message for ``columns``."""
         self.count += 1
         name = f"ConnectDefault{self.count}"
-        proto = (parent.nested_type if parent is not None else self.file.message_type).add(name=name)
+        proto = (parent.nested_type if parent is not None else self.file.message_type).add(
+            name=name
+        )
         full = name if parent is None else f"{self.names[id(parent)]}.{name}"
         self.names[id(proto)] = full
         nested: list[str] = []
@@ -87,8 +97,14 @@ class _Builder:
         blank = [""] if nested else []
         return "." + full, [f"{indent}message {name} {{", *body, *blank, *nested, f"{indent}}}"]
 
-    def _field(self, field: Any, sql_type: SqlType, owner: descriptor_pb2.DescriptorProto,
-               indent: str, in_container: bool = False) -> tuple[str, list[str]]:  # fmt: skip
+    def _field(
+        self,
+        field: Any,
+        sql_type: SqlType,
+        owner: descriptor_pb2.DescriptorProto,
+        indent: str,
+        in_container: bool = False,
+    ) -> tuple[str, list[str]]:
         number, name = field.number, field.name
         if isinstance(sql_type, PrimitiveType) and sql_type.name in _SCALARS:
             kind, text, wrapper = _SCALARS[sql_type.name]
@@ -129,12 +145,18 @@ class _Builder:
             # Connect writes a map as repeated key/value entries (the same bytes as map<K, V>)
             self.count += 1
             shown = f"ConnectDefault{self.count}Entry"
-            lines = [f"{indent}message {shown} {{", f"{indent}  {key_text}",
-                     f"{indent}  {value_text}", *inner, f"{indent}}}"]  # fmt: skip
+            lines = [
+                f"{indent}message {shown} {{",
+                f"{indent}  {key_text}",
+                f"{indent}  {value_text}",
+                *inner,
+                f"{indent}}}",
+            ]
             return f"repeated {shown} {name} = {number};", lines
         if isinstance(sql_type, StructType):
-            nested, lines = self.message(tuple((f.name, f.type) for f in sql_type.fields), owner,
-                                         indent)  # fmt: skip
+            nested, lines = self.message(
+                tuple((f.name, f.type) for f in sql_type.fields), owner, indent
+            )
             field.type, field.type_name = _F.TYPE_MESSAGE, nested
             return f"{nested.rsplit('.', 1)[1]} {name} = {number};", lines
         raise SerdeError(f"The 'PROTOBUF' format does not support type '{sql_type}'")
@@ -151,8 +173,9 @@ def proto_schema(columns: Sequence[tuple[str, SqlType]], nullable: str = "") -> 
         raise SerdeError(f"The 'PROTOBUF' format cannot hold these columns: {exc}") from None
     descriptor = pool.FindMessageTypeByName(builder.file.message_type[0].name)
     body = "\n".join(lines)
-    imports = "".join(f'import "{f[0]}";\n' for f in SUPPORT_FILES
-                      if any(f"{f[1]}.{m} " in body for m in f[2]))  # fmt: skip
+    imports = "".join(
+        f'import "{f[0]}";\n' for f in SUPPORT_FILES if any(f"{f[1]}.{m} " in body for m in f[2])
+    )
     text = 'syntax = "proto3";\n\n' + (imports + "\n" if imports else "") + body + "\n"
     return text, message_factory.GetMessageClass(descriptor)
 
@@ -164,6 +187,7 @@ def _setter(sql_type: SqlType, nullable: str) -> Callable[[Any, str, Any], None]
     """Sets field ``name`` of message ``msg`` to a value of ``sql_type`` (None: left unset)."""
     if isinstance(sql_type, PrimitiveType) and sql_type.name in _SCALARS:
         if nullable == "WRAPPER":
+
             def set_wrapped(msg: Any, name: str, value: Any) -> None:
                 if value is not None:
                     getattr(msg, name).value = value
@@ -178,6 +202,7 @@ def _setter(sql_type: SqlType, nullable: str) -> Callable[[Any, str, Any], None]
     if isinstance(sql_type, ArrayType):
         element = sql_type.element
         if isinstance(element, PrimitiveType) and element.name in _SCALARS:
+
             def set_repeated(msg: Any, name: str, value: Any) -> None:
                 if value is not None:
                     default = _SCALAR_DEFAULTS[element.name]
@@ -227,16 +252,23 @@ def _setter(sql_type: SqlType, nullable: str) -> Callable[[Any, str, Any], None]
     return set_message
 
 
-_SCALAR_DEFAULTS = {"BOOLEAN": False, "INTEGER": 0, "BIGINT": 0, "DOUBLE": 0.0, "STRING": "",
-                    "BYTES": b""}  # fmt: skip
+_SCALAR_DEFAULTS = {
+    "BOOLEAN": False,
+    "INTEGER": 0,
+    "BIGINT": 0,
+    "DOUBLE": 0.0,
+    "STRING": "",
+    "BYTES": b"",
+}
 
 
 def _to_message(sql_type: SqlType) -> Callable[[Any, Any], object]:
     """Fills a sub-message from a value of ``sql_type`` (not None)."""
     if isinstance(sql_type, DecimalType):
         precision, scale = sql_type.precision, sql_type.scale
-        return lambda msg, value: fill_well_known(msg, "confluent.type.Decimal", value,
-                                                  precision=precision, scale=scale)  # fmt: skip
+        return lambda msg, value: fill_well_known(
+            msg, "confluent.type.Decimal", value, precision=precision, scale=scale
+        )
     if isinstance(sql_type, PrimitiveType) and sql_type.name in _MESSAGES:
         name = _MESSAGES[sql_type.name][1:]
         return lambda msg, value: fill_well_known(msg, name, value)
@@ -310,9 +342,14 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 class ProtobufSide:
     """The writer and reader of one side (key or value) of a source in PROTOBUF(_NOSR)."""
 
-    def __init__(self, columns: Sequence[tuple[str, SqlType]], subject: str,
-                 registry: SchemaRegistry | None, with_registry: bool,
-                 nullable: str = "") -> None:  # fmt: skip
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, SqlType]],
+        subject: str,
+        registry: SchemaRegistry | None,
+        with_registry: bool,
+        nullable: str = "",
+    ) -> None:
         self.columns = tuple(columns)
         self.subject = subject
         self._registry = registry
@@ -336,9 +373,13 @@ class ProtobufSide:
             return payload
         if self._id is None:
             if self._registry is None:
-                raise SerdeError(f"the PROTOBUF format needs a schema registry: set "
-                                 f"'ksql.schema.registry.url' (subject {self.subject})")  # fmt: skip
-            self._id = self._registry.register(self.subject, RegisteredSchema("PROTOBUF", self.text))
+                raise SerdeError(
+                    f"the PROTOBUF format needs a schema registry: set "
+                    f"'ksql.schema.registry.url' (subject {self.subject})"
+                )
+            self._id = self._registry.register(
+                self.subject, RegisteredSchema("PROTOBUF", self.text)
+            )
         return _HEADER.pack(0, self._id) + b"\x00" + payload  # message indexes: [0]
 
     def read(self, data: bytes) -> list[Any] | None:
@@ -368,8 +409,10 @@ class ProtobufSide:
         reader = self._writers.get(key)
         if reader is None:
             if self._registry is None:
-                raise SerdeError(f"the PROTOBUF format needs a schema registry: set "
-                                 f"'ksql.schema.registry.url' (subject {self.subject})")  # fmt: skip
+                raise SerdeError(
+                    f"the PROTOBUF format needs a schema registry: set "
+                    f"'ksql.schema.registry.url' (subject {self.subject})"
+                )
             registered = self._registry.schema(schema_id)
             if registered.kind != "PROTOBUF":
                 raise SerdeError(f"schema {schema_id} is {registered.kind}, not PROTOBUF")

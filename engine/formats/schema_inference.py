@@ -30,8 +30,14 @@ def _formats(properties: ast.Properties) -> tuple[str, str]:
     return key, value
 
 
-def _columns(fmt: str, schema_text: str, kind: str, name: str,
-             full_name: str | None = None, by_id: bool = False) -> Columns | str:  # fmt: skip
+def _columns(
+    fmt: str,
+    schema_text: str,
+    kind: str,
+    name: str,
+    full_name: str | None = None,
+    by_id: bool = False,
+) -> Columns | str:
     """A schema named by id keeps its field names (ksqlDB writes with that very schema); one
     inferred from a subject gets them upper-cased (JSON Schema's keep their case either way)."""
     if kind != INFERRING_FORMATS[fmt]:
@@ -46,8 +52,9 @@ def _columns(fmt: str, schema_text: str, kind: str, name: str,
         return str(exc)
 
 
-def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
-                 ) -> dict[str, Columns | str] | None:  # fmt: skip
+def schema_facts(
+    statement: ast.Statement, registry: SchemaRegistry | None
+) -> dict[str, Columns | str] | None:
     """Subject (``<topic>-key``, ``<topic>-value``) or ``id:N`` -> the inferred columns, or why
     there are none, for a CREATE STREAM/TABLE in a registry format; None without a registry.
 
@@ -63,8 +70,9 @@ def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
     if topic is None:
         return {}
     found: dict[str, Columns | str] = {}
-    for part, fmt, unwrapped in zip(("key", "value"), _formats(statement.properties),
-                                    ("ROWKEY", "ROWVAL")):  # fmt: skip
+    for part, fmt, unwrapped in zip(
+        ("key", "value"), _formats(statement.properties), ("ROWKEY", "ROWVAL")
+    ):
         if fmt not in INFERRING_FORMATS:
             continue
         schema_id = upper.get(f"{part.upper()}_SCHEMA_ID")
@@ -76,9 +84,13 @@ def schema_facts(statement: ast.Statement, registry: SchemaRegistry | None
             except (ValueError, SerdeError) as exc:
                 found[f"id:{schema_id}"] = str(exc)
             else:
-                found[f"id:{schema_id}"] = _columns(fmt, schema.text, schema.kind, unwrapped, full_name, by_id=True)
+                found[f"id:{schema_id}"] = _columns(
+                    fmt, schema.text, schema.kind, unwrapped, full_name, by_id=True
+                )
             continue
         latest = registry.latest(f"{topic}-{part}")
         if latest is not None:
-            found[f"{topic}-{part}"] = _columns(fmt, latest[1].text, latest[1].kind, unwrapped, full_name)
+            found[f"{topic}-{part}"] = _columns(
+                fmt, latest[1].text, latest[1].kind, unwrapped, full_name
+            )
     return found

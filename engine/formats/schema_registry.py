@@ -118,8 +118,11 @@ class HttpSchemaRegistry:
         import httpx
 
         self.url = url.rstrip("/")
-        self._client = httpx.Client(base_url=self.url, timeout=timeout_s, headers={
-            "Content-Type": "application/vnd.schemaregistry.v1+json"})  # fmt: skip
+        self._client = httpx.Client(
+            base_url=self.url,
+            timeout=timeout_s,
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        )
         self._lock = threading.Lock()
         self._by_id: dict[int, RegisteredSchema] = {}
         self._ids: dict[tuple[str, RegisteredSchema], int] = {}
@@ -128,11 +131,13 @@ class HttpSchemaRegistry:
         import httpx
 
         try:
-            response = self._client.request(method, path, content=None if body is None
-                                            else json.dumps(body))  # fmt: skip
+            response = self._client.request(
+                method, path, content=None if body is None else json.dumps(body)
+            )
         except httpx.HTTPError as exc:
-            raise SchemaRegistryError(f"the schema registry at {self.url} cannot be reached: "
-                                      f"{exc}") from None  # fmt: skip
+            raise SchemaRegistryError(
+                f"the schema registry at {self.url} cannot be reached: {exc}"
+            ) from None
         if response.status_code == 404:
             return None
         if response.status_code >= 400:
@@ -140,8 +145,9 @@ class HttpSchemaRegistry:
                 message = response.json().get("message", response.text)
             except ValueError:
                 message = response.text
-            raise SchemaRegistryError(f"the schema registry refused {method} {path}: "
-                                      f"{response.status_code} {message}")  # fmt: skip
+            raise SchemaRegistryError(
+                f"the schema registry refused {method} {path}: {response.status_code} {message}"
+            )
         return response.json()
 
     def register(self, subject: str, schema: RegisteredSchema) -> int:
@@ -154,8 +160,9 @@ class HttpSchemaRegistry:
             body["schemaType"] = schema.kind
         answer = self._call("POST", f"/subjects/{subject}/versions", body)
         if not isinstance(answer, dict) or "id" not in answer:
-            raise SchemaRegistryError(f"the schema registry at {self.url} did not register a "
-                                      f"schema for {subject}")  # fmt: skip
+            raise SchemaRegistryError(
+                f"the schema registry at {self.url} did not register a schema for {subject}"
+            )
         schema_id = int(answer["id"])
         with self._lock:
             self._ids[(subject, schema)] = schema_id

@@ -49,8 +49,16 @@ from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, S
 Writer = Callable[[Sequence[Any]], "bytes | None"]
 Reader = Callable[[bytes], "list[Any] | None"]
 
-SUPPORTED_FORMATS = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF",
-                     "PROTOBUF_NOSR")
+SUPPORTED_FORMATS = (
+    "JSON",
+    "DELIMITED",
+    "KAFKA",
+    "NONE",
+    "AVRO",
+    "JSON_SR",
+    "PROTOBUF",
+    "PROTOBUF_NOSR",
+)
 LATER_FORMATS: tuple[str, ...] = ()
 #: Formats whose records name a schema in a schema registry.
 REGISTRY_FORMATS = ("AVRO", "PROTOBUF", "JSON_SR")
@@ -98,8 +106,12 @@ class RowSerde:
     _value: _Side
 
     @classmethod
-    def for_source(cls, source: Source, custom_types: Mapping[str, Any] | None = None,
-                   registry: schema_registry.SchemaRegistry | None = None) -> RowSerde:  # fmt: skip
+    def for_source(
+        cls,
+        source: Source,
+        custom_types: Mapping[str, Any] | None = None,
+        registry: schema_registry.SchemaRegistry | None = None,
+    ) -> RowSerde:
         """The serde of ``source``'s key and value formats, built once.
 
         Args:
@@ -119,8 +131,9 @@ class RowSerde:
         if registry is None:
             registry = schema_registry.current()
         key_side = _side(source, "key", source.key_format, keys, wrap=False, registry=registry)
-        value_side = _side(source, "value", source.value_format, values, wrap=wrap,
-                           registry=registry)  # fmt: skip
+        value_side = _side(
+            source, "value", source.value_format, values, wrap=wrap, registry=registry
+        )
         return cls(
             source.name, source.topic, key_side.names, value_side.names, key_side, value_side
         )
@@ -164,8 +177,9 @@ class RowSerde:
                 return tuple(values[name] for name in side.names)
             return tuple(values)
         except Exception as exc:  # noqa: BLE001 - whatever a record's bytes cause is their fault
-            raise SerdeError(f"Failed to deserialize key from topic: {self.topic}. "
-                             f"{record_failure(exc)}") from None  # fmt: skip
+            raise SerdeError(
+                f"Failed to deserialize key from topic: {self.topic}. {record_failure(exc)}"
+            ) from None
 
     def serialize_value(self, row: Mapping[str, Any] | None) -> bytes | None:
         """The record value for a row (value columns by name); None for a tombstone.
@@ -198,8 +212,9 @@ class RowSerde:
                 return values
             return dict(zip(side.names, values))
         except Exception as exc:  # noqa: BLE001 - whatever a record's bytes cause is their fault
-            raise SerdeError(f"Failed to deserialize value from topic: {self.topic}. "
-                             f"{record_failure(exc)}") from None  # fmt: skip
+            raise SerdeError(
+                f"Failed to deserialize value from topic: {self.topic}. {record_failure(exc)}"
+            ) from None
 
 
 def _write(side: _Side, values: list[Any], part: str) -> bytes | None:
@@ -253,7 +268,11 @@ def _type_name(t: SqlType) -> str:
 
 
 def _side(
-    source: Source, part: str, fmt_name: str, columns: tuple[tuple[str, SqlType], ...], wrap: bool,
+    source: Source,
+    part: str,
+    fmt_name: str,
+    columns: tuple[tuple[str, SqlType], ...],
+    wrap: bool,
     registry: schema_registry.SchemaRegistry | None = None,
 ) -> _Side:
     """The writer and reader of the key (``part="key"``) or value of ``source``; a key format
@@ -263,13 +282,19 @@ def _side(
     except SerdeError as exc:
         if part != "key" or exc.message.startswith("Key format"):
             raise
-        raise SerdeError(f"Key format does not support schema.\nformat: {fmt_name.upper()}\n"
-                         f"schema: Persistence{{columns={_describe_columns(columns, part)}, "
-                         f"features=[]}}\nreason: {exc.message}") from None
+        raise SerdeError(
+            f"Key format does not support schema.\nformat: {fmt_name.upper()}\n"
+            f"schema: Persistence{{columns={_describe_columns(columns, part)}, "
+            f"features=[]}}\nreason: {exc.message}"
+        ) from None
 
 
 def _side_of(
-    source: Source, part: str, fmt_name: str, columns: tuple[tuple[str, SqlType], ...], wrap: bool,
+    source: Source,
+    part: str,
+    fmt_name: str,
+    columns: tuple[tuple[str, SqlType], ...],
+    wrap: bool,
     registry: schema_registry.SchemaRegistry | None = None,
 ) -> _Side:
     fmt = fmt_name.upper()
@@ -297,8 +322,10 @@ def _side_of(
     if fmt == "DELIMITED":
         for name, t in columns:
             if not delimited.supports(t):
-                raise SerdeError(f"The 'DELIMITED' format does not support type '{_type_name(t)}', "
-                                 f"column: `{name}`")  # fmt: skip
+                raise SerdeError(
+                    f"The 'DELIMITED' format does not support type '{_type_name(t)}', "
+                    f"column: `{name}`"
+                )
         prop = source.property(delimiter_prop)
         delimiter = "," if prop is None else delimited.parse_delimiter(prop, delimiter_prop)
         return _Side(names, checks, *_delimited(columns, delimiter))
@@ -308,10 +335,17 @@ def _side_of(
             return _Side(names, checks, lambda values: None, lambda data: [])
         nullable = str(source.property(f"{part.upper()}_PROTOBUF_NULLABLE_REPRESENTATION") or "")
         if nullable.upper() not in ("", "OPTIONAL", "WRAPPER"):
-            raise SerdeError(f"{part.upper()}_PROTOBUF_NULLABLE_REPRESENTATION must be OPTIONAL or "
-                             f"WRAPPER, not {nullable!r}")  # fmt: skip
-        side_pb = protobuf.ProtobufSide(columns, f"{source.topic}-{part}", registry,
-                                        with_registry=fmt == "PROTOBUF", nullable=nullable.upper())
+            raise SerdeError(
+                f"{part.upper()}_PROTOBUF_NULLABLE_REPRESENTATION must be OPTIONAL or "
+                f"WRAPPER, not {nullable!r}"
+            )
+        side_pb = protobuf.ProtobufSide(
+            columns,
+            f"{source.topic}-{part}",
+            registry,
+            with_registry=fmt == "PROTOBUF",
+            nullable=nullable.upper(),
+        )
         return _Side(names, checks, side_pb.write, side_pb.read, nulls_written=True)
     if fmt == "AVRO":
         if not columns:
@@ -324,8 +358,13 @@ def _side_of(
     if fmt == "JSON_SR":
         if not columns:
             return _Side(names, checks, lambda values: None, lambda data: [])
-        write, read = json_sr.with_header(*_json(columns, unwrapped=unwrapped), columns, unwrapped,
-                                          f"{source.topic}-{part}", registry)  # fmt: skip
+        write, read = json_sr.with_header(
+            *_json(columns, unwrapped=unwrapped),
+            columns,
+            unwrapped,
+            f"{source.topic}-{part}",
+            registry,
+        )
         return _Side(names, checks, write, read, nulls_written=not unwrapped)
     return _Side(names, checks, *_json(columns, unwrapped=unwrapped), nulls_written=not unwrapped)
 
@@ -450,8 +489,12 @@ def serde_of(source: Source, custom_types: Mapping[str, Any] | None = None) -> R
     """
     registry = schema_registry.current()
     known = _by_identity.get(id(source))  # no hashing of the whole Source on the hot path
-    if known is not None and known[0] is source and known[1] is custom_types \
-            and known[2] is registry:  # fmt: skip
+    if (
+        known is not None
+        and known[0] is source
+        and known[1] is custom_types
+        and known[2] is registry
+    ):
         return known[3]
     with _cache_lock:
         found = _cache.get(source)

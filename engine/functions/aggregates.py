@@ -712,8 +712,9 @@ def _limit(config: Mapping[str, Any], key: str) -> int:
     return _INT_MAX if limit < 0 else limit
 
 
-def _unordered(add: Callable[[Any, Args], Any], state: Any, args: Args,
-               order: Order | None = None) -> Any:  # fmt: skip
+def _unordered(
+    add: Callable[[Any, Args], Any], state: Any, args: Args, order: Order | None = None
+) -> Any:
     """``add`` for a function that has no use for the row's order."""
     return add(state, args)
 
@@ -734,9 +735,14 @@ def _udaf(
     return Udaf(name, t, undo is not None, initial, add_function, undo, result, merge)
 
 
-def _reversible(name: str, t: SqlType, zero: Any, step: Callable[..., Any],
-                merge: Callable[[Any, Any], Any],
-                result: Callable[[Any], Any] = _natural) -> Udaf:  # fmt: skip
+def _reversible(
+    name: str,
+    t: SqlType,
+    zero: Any,
+    step: Callable[..., Any],
+    merge: Callable[[Any, Any], Any],
+    result: Callable[[Any], Any] = _natural,
+) -> Udaf:
     """A table function whose undo is its add with the sign flipped: ``step(sign, state, args)``."""
     return _udaf(name, t, partial(_const, zero), partial(step, 1), merge, result, partial(step, -1))
 
@@ -877,8 +883,15 @@ def _build_stddev(name: str, types: Types, consts: Consts, _: Config) -> Resolve
     zero = (0.0 if t == DOUBLE else 0, 0, 0.0)
     result = _variance_result if name == "STDDEV_SAMP" else _stddev_result
     merge = partial(_stddev_merge, t, name == "STDDEV_SAMP")
-    udaf = _udaf(name, DOUBLE, partial(_const, zero), partial(_stddev_add, t), merge, result,
-                 partial(_stddev_undo, t))  # fmt: skip
+    udaf = _udaf(
+        name,
+        DOUBLE,
+        partial(_const, zero),
+        partial(_stddev_add, t),
+        merge,
+        result,
+        partial(_stddev_undo, t),
+    )
     return udaf, _struct(("SUM", t), ("COUNT", BIGINT), ("M2", DOUBLE))
 
 
@@ -886,8 +899,9 @@ def _build_correlation(types: Types, consts: Consts, _: Config) -> Resolved | No
     if len(types) != 2 or consts or types[0] != types[1] or types[0] not in _NUMERIC_JAVA:
         return None
     zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0)
-    udaf = _reversible("CORRELATION", DOUBLE, zero, _correlation, _correlation_merge,
-                       _correlation_result)  # fmt: skip
+    udaf = _reversible(
+        "CORRELATION", DOUBLE, zero, _correlation, _correlation_merge, _correlation_result
+    )
     names = ("X_SUM", "Y_SUM", "X_SQUARED_SUM", "Y_SQUARED_SUM", "XY_SUM")
     return udaf, _struct(*((n, DOUBLE) for n in names), ("COUNT", BIGINT))
 

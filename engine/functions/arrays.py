@@ -230,6 +230,13 @@ FUNCTIONS: dict[str, Resolver] = {
     "MAP_UNION": _map_union,
 }
 
-NULL_TOLERANT = frozenset({
-    "ARRAY_CONCAT", "ARRAY_CONTAINS", "ARRAY_REMOVE", "ARRAY_JOIN", "SLICE", "MAP_UNION",
-})  # fmt: skip
+NULL_TOLERANT = frozenset(
+    {
+        "ARRAY_CONCAT",
+        "ARRAY_CONTAINS",
+        "ARRAY_REMOVE",
+        "ARRAY_JOIN",
+        "SLICE",
+        "MAP_UNION",
+    }
+)

@@ -64,11 +64,21 @@ def to_string(value: Any, t: SqlType) -> str:
         return "[" + ", ".join(_java_text(v, t.element) for v in value) + "]"
     if isinstance(t, MapType):  # Java's HashMap.toString, in its iteration order
         keys = _java_hash_order(list(value))
-        return "{" + ", ".join(f"{_java_text(k, t.key)}={_java_text(value[k], t.value)}"
-                               for k in keys) + "}"  # fmt: skip
+        return (
+            "{"
+            + ", ".join(f"{_java_text(k, t.key)}={_java_text(value[k], t.value)}" for k in keys)
+            + "}"
+        )
     if isinstance(t, StructType):  # Kafka Connect's Struct.toString: NULL fields left out
-        return "Struct{" + ",".join(f"{f.name}={_java_text(value.get(f.name), f.type)}"
-                                    for f in t.fields if value.get(f.name) is not None) + "}"
+        return (
+            "Struct{"
+            + ",".join(
+                f"{f.name}={_java_text(value.get(f.name), f.type)}"
+                for f in t.fields
+                if value.get(f.name) is not None
+            )
+            + "}"
+        )
     return str(value)
 
 

@@ -51,9 +51,10 @@ def _category(name: str) -> str:
 
 def all_functions() -> list[FunctionInfo]:
     """Every function, by name."""
-    found = {name: describe_function(name) for name in (*registry.FUNCTIONS,
-                                                         *lambdas.LAMBDA_FUNCTIONS,
-                                                         *AGGREGATE_NAMES)}  # fmt: skip
+    found = {
+        name: describe_function(name)
+        for name in (*registry.FUNCTIONS, *lambdas.LAMBDA_FUNCTIONS, *AGGREGATE_NAMES)
+    }
     return [found[name] for name in sorted(found) if found[name] is not None]  # type: ignore[misc]
 
 
@@ -67,6 +68,8 @@ def describe_function(name: str) -> FunctionInfo | None:
     resolver = registry.FUNCTIONS.get(upper)
     if resolver is None:
         return None
-    signatures = tuple((tuple(str(p) for p in params), str(result))
-                       for params, result in getattr(resolver, "signatures", ()))  # fmt: skip
+    signatures = tuple(
+        (tuple(str(p) for p in params), str(result))
+        for params, result in getattr(resolver, "signatures", ())
+    )
     return FunctionInfo(upper, "SCALAR", _category(upper), signatures)

@@ -19,7 +19,6 @@ def _nullif(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     return args[0], lambda a, b: None if a == b else a
 
 
-
 FUNCTIONS: dict[str, Resolver] = {
     "COALESCE": same_type_variadic(1, lambda *xs: next((x for x in xs if x is not None), None)),
     "IFNULL": same_type_variadic(2, lambda a, b: b if a is None else a, maximum=2),

@@ -59,8 +59,10 @@ def parse_json(text: str) -> Any:
     body = text.lstrip(" \t\r\n")
     if not body:
         return _MISSING
-    if body.count("[") + body.count("{") > MAX_NESTING_DEPTH and \
-            nesting_depth(body.encode("utf-8", "surrogatepass")) > MAX_NESTING_DEPTH:  # fmt: skip
+    if (
+        body.count("[") + body.count("{") > MAX_NESTING_DEPTH
+        and nesting_depth(body.encode("utf-8", "surrogatepass")) > MAX_NESTING_DEPTH
+    ):
         raise EvalFailure(f"Invalid JSON format:{text}")  # parsing it would exhaust the stack
     try:
         return _DECODER.raw_decode(body)[0]
@@ -68,8 +70,15 @@ def parse_json(text: str) -> Any:
         raise EvalFailure(f"Invalid JSON format:{text}") from error
 
 
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b",
-            "\f": "\\f"}  # fmt: skip
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\f": "\\f",
+}
 
 
 def _quote(text: str) -> str:

@@ -68,8 +68,11 @@ def _match(param: SqlType, arg: SqlType, bound: dict[Generic, SqlType]) -> bool:
     if isinstance(param, ArrayType):
         return isinstance(arg, ArrayType) and _match(param.element, arg.element, bound)
     if isinstance(param, MapType):
-        return (isinstance(arg, MapType) and _match(param.key, arg.key, bound)
-                and _match(param.value, arg.value, bound))  # fmt: skip
+        return (
+            isinstance(arg, MapType)
+            and _match(param.key, arg.key, bound)
+            and _match(param.value, arg.value, bound)
+        )
     return param == arg
 
 
@@ -87,8 +90,9 @@ def _shown(bound: Mapping[Generic, SqlType]) -> str:
     return "{" + ", ".join(f"{g}={t}" for g, t in bound.items()) + "}"
 
 
-def bind(name: str, shown_name: str, args: Sequence[SqlType | int], lambda_type: LambdaTyper
-         ) -> tuple[SqlType, Impl]:  # fmt: skip
+def bind(
+    name: str, shown_name: str, args: Sequence[SqlType | int], lambda_type: LambdaTyper
+) -> tuple[SqlType, Impl]:
     """The result type and implementation of a call of a lambda function.
 
     Args:
@@ -104,8 +108,12 @@ def bind(name: str, shown_name: str, args: Sequence[SqlType | int], lambda_type:
     for signature in LAMBDA_FUNCTIONS[name]:
         bound: dict[Generic, SqlType] = {}
         if len(signature.params) == len(args) and all(
-            isinstance(a, int) and isinstance(p, LambdaParam) and len(p.inputs) == a
-            or isinstance(a, SqlType) and not isinstance(p, LambdaParam) and _match(p, a, bound)
+            isinstance(a, int)
+            and isinstance(p, LambdaParam)
+            and len(p.inputs) == a
+            or isinstance(a, SqlType)
+            and not isinstance(p, LambdaParam)
+            and _match(p, a, bound)
             for p, a in zip(signature.params, args, strict=True)
         ):
             break
@@ -117,15 +125,19 @@ def bind(name: str, shown_name: str, args: Sequence[SqlType | int], lambda_type:
             continue
         missing = next((g for g in param.inputs if g not in bound), None)
         if missing is not None:
-            raise ExpressionError(f"Could not resolve type for generic {missing}. "
-                                  f"The generic mapping so far: {_shown(bound)}")  # fmt: skip
+            raise ExpressionError(
+                f"Could not resolve type for generic {missing}. "
+                f"The generic mapping so far: {_shown(bound)}"
+            )
         inputs = tuple(bound[g] for g in param.inputs)
         body = lambda_type(position, inputs)
         instance = f"LAMBDA ({', '.join(str(t) for t in inputs)}) => {body}"
         result = param.result
         if body == NULL or not isinstance(result, Generic) and body != result:
-            raise ExpressionError(f"Cannot infer generics for {param} from {instance} because "
-                                  "they do not have the same schema structure.")  # fmt: skip
+            raise ExpressionError(
+                f"Cannot infer generics for {param} from {instance} because "
+                "they do not have the same schema structure."
+            )
         if isinstance(result, Generic) and bound.setdefault(result, body) != body:
             raise ExpressionError(
                 f"Found invalid instance of generic schema when mapping {param} to {instance}. "
@@ -146,7 +158,7 @@ def _java_hash(value: Any, t: SqlType) -> int | None:
         h = 0
         data = value.encode("utf-16-le")
         for i in range(0, len(data), 2):
-            h = (31 * h + int.from_bytes(data[i:i + 2], "little")) & 0xFFFFFFFF
+            h = (31 * h + int.from_bytes(data[i : i + 2], "little")) & 0xFFFFFFFF
         return h
     if t == INTEGER:
         masked: int = value & 0xFFFFFFFF
@@ -197,8 +209,9 @@ def _transform_array(items: list[Any] | None, f: Callable[[Any], Any]) -> list[A
     return None if items is None else [f(x) for x in items]
 
 
-def _transform_map(entries: dict[Any, Any] | None, key: Callable[[Any, Any], Any],
-                   value: Callable[[Any, Any], Any]) -> dict[Any, Any] | None:  # fmt: skip
+def _transform_map(
+    entries: dict[Any, Any] | None, key: Callable[[Any, Any], Any], value: Callable[[Any, Any], Any]
+) -> dict[Any, Any] | None:
     if entries is None:
         return None
     return _to_map([(key(k, v), value(k, v)) for k, v in entries.items()])
@@ -208,8 +221,9 @@ def _filter_array(items: list[Any] | None, f: Callable[[Any], Any]) -> list[Any]
     return None if items is None else [x for x in items if _kept(f(x))]
 
 
-def _filter_map(entries: dict[Any, Any] | None, f: Callable[[Any, Any], Any]
-                ) -> dict[Any, Any] | None:  # fmt: skip
+def _filter_map(
+    entries: dict[Any, Any] | None, f: Callable[[Any, Any], Any]
+) -> dict[Any, Any] | None:
     if entries is None:
         return None
     return _to_map([(k, v) for k, v in entries.items() if _kept(f(k, v))])
@@ -226,8 +240,9 @@ def _reduce_array(items: list[Any] | None, state: Any, f: Callable[[Any, Any], A
 def _reduce_map(bound: Mapping[Generic, SqlType]) -> Impl:
     key_type = bound[_K]
 
-    def reduce(entries: dict[Any, Any] | None, state: Any, f: Callable[[Any, Any, Any], Any]
-               ) -> Any:  # fmt: skip
+    def reduce(
+        entries: dict[Any, Any] | None, state: Any, f: Callable[[Any, Any, Any], Any]
+    ) -> Any:
         if state is None or entries is None:
             return state
         for k, v in java_map_order(entries, key_type):
@@ -243,20 +258,26 @@ def _always(impl: Impl) -> Callable[[Mapping[Generic, SqlType]], Impl]:
 
 LAMBDA_FUNCTIONS: dict[str, tuple[Signature, ...]] = {
     "TRANSFORM": (
-        Signature((ArrayType(_T), LambdaParam((_T,), _R)), ArrayType(_R),
-                  _always(_transform_array)),
-        Signature((MapType(_K, _V), LambdaParam((_K, _V), _R), LambdaParam((_K, _V), _T)),
-                  MapType(_R, _T), _always(_transform_map)),
+        Signature(
+            (ArrayType(_T), LambdaParam((_T,), _R)), ArrayType(_R), _always(_transform_array)
+        ),
+        Signature(
+            (MapType(_K, _V), LambdaParam((_K, _V), _R), LambdaParam((_K, _V), _T)),
+            MapType(_R, _T),
+            _always(_transform_map),
+        ),
     ),
     "REDUCE": (
         Signature((ArrayType(_T), _S, LambdaParam((_S, _T), _S)), _S, _always(_reduce_array)),
         Signature((MapType(_K, _V), _S, LambdaParam((_S, _K, _V), _S)), _S, _reduce_map),
     ),
     "FILTER": (
-        Signature((ArrayType(_T), LambdaParam((_T,), BOOLEAN)), ArrayType(_T),
-                  _always(_filter_array)),
-        Signature((MapType(_K, _V), LambdaParam((_K, _V), BOOLEAN)), MapType(_K, _V),
-                  _always(_filter_map)),
+        Signature(
+            (ArrayType(_T), LambdaParam((_T,), BOOLEAN)), ArrayType(_T), _always(_filter_array)
+        ),
+        Signature(
+            (MapType(_K, _V), LambdaParam((_K, _V), BOOLEAN)), MapType(_K, _V), _always(_filter_map)
+        ),
     ),
-}  # fmt: skip
+}
 """Name -> overloads, tried in order."""

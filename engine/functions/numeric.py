@@ -102,11 +102,22 @@ def _sinh(x: float) -> float:
 
 
 _UNARY: dict[str, Callable[[float], float]] = {
-    "EXP": math.exp, "LN": _ln, "CBRT": math.cbrt, "ACOS": math.acos, "ASIN": math.asin,
-    "ATAN": math.atan, "COS": math.cos, "COSH": math.cosh, "SIN": math.sin, "SINH": _sinh,
-    "TAN": math.tan, "TANH": math.tanh, "COT": lambda x: _divide(1.0, math.tan(x)),
-    "DEGREES": math.degrees, "RADIANS": math.radians,
-}  # fmt: skip
+    "EXP": math.exp,
+    "LN": _ln,
+    "CBRT": math.cbrt,
+    "ACOS": math.acos,
+    "ASIN": math.asin,
+    "ATAN": math.atan,
+    "COS": math.cos,
+    "COSH": math.cosh,
+    "SIN": math.sin,
+    "SINH": _sinh,
+    "TAN": math.tan,
+    "TANH": math.tanh,
+    "COT": lambda x: _divide(1.0, math.tan(x)),
+    "DEGREES": math.degrees,
+    "RADIANS": math.radians,
+}
 
 
 # -- TRUNC --------------------------------------------------------------------------------------
@@ -258,7 +269,6 @@ def _floor_ceil(mode: str) -> Resolver:
     return resolve
 
 
-
 def _abs(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     if len(args) != 1 or not is_numeric(args[0]):
         return None
@@ -274,14 +284,12 @@ FUNCTIONS: dict[str, Resolver] = {
     "SQRT": fixed((DOUBLE,), DOUBLE, lambda x: math.sqrt(x) if x >= 0 else math.nan),
     "SIGN": fixed((DOUBLE,), INTEGER, lambda x: (x > 0) - (x < 0)),
     # NULLs are ignored; all NULL gives NULL (ksqlDB's GREATEST/LEAST).
-    "GREATEST": same_type_variadic(1, lambda *xs: max((x for x in xs if x is not None),
-                                                      default=None)),
-    "LEAST": same_type_variadic(1, lambda *xs: min((x for x in xs if x is not None),
-                                                   default=None)),
-    **{name: fixed((DOUBLE,), DOUBLE, _java(f)) for name, f in _UNARY.items()},
-    "LOG": overloads(
-        fixed((DOUBLE,), DOUBLE, _java(_ln)), fixed((DOUBLE, DOUBLE), DOUBLE, _log)
+    "GREATEST": same_type_variadic(
+        1, lambda *xs: max((x for x in xs if x is not None), default=None)
     ),
+    "LEAST": same_type_variadic(1, lambda *xs: min((x for x in xs if x is not None), default=None)),
+    **{name: fixed((DOUBLE,), DOUBLE, _java(f)) for name, f in _UNARY.items()},
+    "LOG": overloads(fixed((DOUBLE,), DOUBLE, _java(_ln)), fixed((DOUBLE, DOUBLE), DOUBLE, _log)),
     "POWER": fixed((DOUBLE, DOUBLE), DOUBLE, _power),
     "ATAN2": fixed((DOUBLE, DOUBLE), DOUBLE, lambda y, x: math.atan2(float(y), float(x))),
     "PI": fixed((), DOUBLE, lambda: math.pi),

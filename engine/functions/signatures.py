@@ -33,7 +33,9 @@ def fixed(params: Sequence[SqlType], result: SqlType, impl: Impl) -> Resolver:
             return None
         for arg, param in zip(args, params, strict=True):
             if arg not in (param, NULL) and not (
-                is_numeric(arg) and param in (BIGINT, DOUBLE) and numeric_rank(arg) <= numeric_rank(param)
+                is_numeric(arg)
+                and param in (BIGINT, DOUBLE)
+                and numeric_rank(arg) <= numeric_rank(param)
             ):
                 return None
         return result, impl
@@ -46,10 +48,10 @@ def overloads(*resolvers: Resolver) -> Resolver:
     def resolve(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
         return next((r for r in (f(args) for f in resolvers) if r is not None), None)
 
-    resolve.signatures = tuple(s for r in resolvers  # type: ignore[attr-defined]
-                               for s in getattr(r, "signatures", ()))  # fmt: skip
+    resolve.signatures = tuple(  # type: ignore[attr-defined]
+        s for r in resolvers for s in getattr(r, "signatures", ())
+    )
     return resolve
-
 
 
 def same_type_variadic(minimum: int, impl: Impl, maximum: int | None = None) -> Resolver:
@@ -60,4 +62,3 @@ def same_type_variadic(minimum: int, impl: Impl, maximum: int | None = None) -> 
         return None if t is None or t == NULL else (t, impl)
 
     return resolve
-

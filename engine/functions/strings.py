@@ -72,8 +72,10 @@ _ENCODERS: dict[str, Callable[[bytes], str]] = {
 def _encoding(name: str) -> str:
     key = name.lower()
     if key not in _DECODERS:
-        raise EvalFailure(f"Unknown encoding type '{name}'. Supported formats are 'hex', 'utf8', "
-                          "'ascii', and 'base64'.")  # fmt: skip
+        raise EvalFailure(
+            f"Unknown encoding type '{name}'. Supported formats are 'hex', 'utf8', "
+            "'ascii', and 'base64'."
+        )
     return key
 
 
@@ -115,8 +117,9 @@ def _number_from_bytes(fmt: str) -> Impl:
 
     def read(data: bytes, order: str = "BIG_ENDIAN") -> Any:
         if order.upper() not in ("BIG_ENDIAN", "LITTLE_ENDIAN"):
-            raise EvalFailure("Byte order must be BIG_ENDIAN or LITTLE_ENDIAN. "
-                              f"Unknown byte order '{order}'.")  # fmt: skip
+            raise EvalFailure(
+                f"Byte order must be BIG_ENDIAN or LITTLE_ENDIAN. Unknown byte order '{order}'."
+            )
         if len(data) != size:
             raise EvalFailure(f"Number of bytes must be equal to {size}, but found {len(data)}")
         prefix = ">" if order.upper() == "BIG_ENDIAN" else "<"
@@ -175,8 +178,11 @@ def _field(value: str | None, *items: str | None) -> int:
 
 def _strings_after(first: SqlType, result: SqlType, impl: Impl) -> Resolver:
     def resolve(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
-        if not args or args[0] not in (first, NULL) or any(a not in (STRING, NULL)
-                                                           for a in args[1:]):  # fmt: skip
+        if (
+            not args
+            or args[0] not in (first, NULL)
+            or any(a not in (STRING, NULL) for a in args[1:])
+        ):
             return None
         return result, impl
 
@@ -336,7 +342,6 @@ def _substring(s: str, pos: int, length: int | None = None) -> str:
     return s[start : max(min(start + length, size), start)]
 
 
-
 def _concat(args: Sequence[SqlType]) -> tuple[SqlType, Impl] | None:
     for t in (STRING, BYTES):
         if args and all(a in (t, NULL) for a in args):
@@ -351,7 +356,6 @@ def _utf16_len(s: str) -> int:
 
 def _java_trim(s: str) -> str:
     return s.strip("".join(chr(c) for c in range(33)))
-
 
 
 def _instr(s: str, sub: str, position: int = 1, occurrence: int = 1) -> int:
@@ -418,9 +422,7 @@ FUNCTIONS: dict[str, Resolver] = {
     "INT_FROM_BYTES": _from_bytes_function("i", INTEGER),
     "BIGINT_FROM_BYTES": _from_bytes_function("q", BIGINT),
     "DOUBLE_FROM_BYTES": _from_bytes_function("d", DOUBLE),
-    "CHR": overloads(
-        fixed((INTEGER,), STRING, _chr_code), fixed((STRING,), STRING, _chr_escape)
-    ),
+    "CHR": overloads(fixed((INTEGER,), STRING, _chr_code), fixed((STRING,), STRING, _chr_escape)),
     "CONCAT_WS": _concat_ws_resolver,
     "ELT": _strings_after(INTEGER, STRING, _elt),
     "FIELD": _strings_after(STRING, INTEGER, _field),

@@ -30,10 +30,36 @@ from headwater.engine.functions.types import (
 from headwater.sqlparse_ext.sqltypes import SqlType
 
 _JAVA_PATTERN = re.compile(r"'(?:[^']|'')*'|([a-zA-Z])\1*")
-_STRF = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "MMM": "%b", "MMMM": "%B", "dd": "%d", "d": "%d",
-         "HH": "%H", "H": "%H", "hh": "%I", "h": "%I", "mm": "%M", "m": "%M", "ss": "%S", "s": "%S",
-         "SSS": "%f", "a": "%p", "EEE": "%a", "EEEE": "%A", "Z": "%z", "X": "%z", "XX": "%z",
-         "XXX": "%z", "D": "%j", "M": "%m", "z": "%Z", "zz": "%Z", "zzz": "%Z"}  # fmt: skip
+_STRF = {
+    "yyyy": "%Y",
+    "yy": "%y",
+    "MM": "%m",
+    "MMM": "%b",
+    "MMMM": "%B",
+    "dd": "%d",
+    "d": "%d",
+    "HH": "%H",
+    "H": "%H",
+    "hh": "%I",
+    "h": "%I",
+    "mm": "%M",
+    "m": "%M",
+    "ss": "%S",
+    "s": "%S",
+    "SSS": "%f",
+    "a": "%p",
+    "EEE": "%a",
+    "EEEE": "%A",
+    "Z": "%z",
+    "X": "%z",
+    "XX": "%z",
+    "XXX": "%z",
+    "D": "%j",
+    "M": "%m",
+    "z": "%Z",
+    "zz": "%Z",
+    "zzz": "%Z",
+}
 
 
 def _strftime_pattern(java: str) -> str:
@@ -257,16 +283,18 @@ def parse_partial_timestamp(text: str) -> int:
     Raises:
         ValueError: with ksqlDB's message, if the text is none of these.
     """
-    help_text = ("\nRequired format is: \"yyyy-MM-dd'T'HH:mm:ss.SSS\", with an optional numeric "
-                 "4-digit timezone, for example: '2020-05-26T23:59:58.000' or with tz: "
-                 "'2020-05-26T23:59:58.000+0200'. A trailing 'Z' instead of tz indicates the zero "
-                 "UTC offset. Partials are also supported, for example \"2020-05-26\"")  # fmt: skip
+    help_text = (
+        "\nRequired format is: \"yyyy-MM-dd'T'HH:mm:ss.SSS\", with an optional numeric "
+        "4-digit timezone, for example: '2020-05-26T23:59:58.000' or with tz: "
+        "'2020-05-26T23:59:58.000+0200'. A trailing 'Z' instead of tz indicates the zero "
+        'UTC offset. Partials are also supported, for example "2020-05-26"'
+    )
     zone = ""
     if "T" in text:
         date, _, rest = text.partition("T")
         for sign in "+-":
             if sign in rest:
-                zone = rest[rest.index(sign):]
+                zone = rest[rest.index(sign) :]
                 break
         time_text = rest[: len(rest) - len(zone)].removesuffix("Z")
     else:
@@ -274,7 +302,7 @@ def parse_partial_timestamp(text: str) -> int:
         date = text + ("-01-01" if len(parts) == 1 else "-01" if len(parts) == 2 else "")
         time_text = ""
     if len(time_text) < len(_PARTIAL_TIME):
-        filler = re.sub("[a-zA-Z]", "0", _PARTIAL_TIME[len(time_text):])
+        filler = re.sub("[a-zA-Z]", "0", _PARTIAL_TIME[len(time_text) :])
         time_text += filler
     found = _FULL.fullmatch(f"{date}T{time_text}")
     offset_ms = 0
@@ -282,17 +310,20 @@ def parse_partial_timestamp(text: str) -> int:
         zoned = _ZONE.fullmatch(zone)
         if zoned is None:
             raise ValueError(f"Failed to parse timezone '{zone}'")
-        offset_ms = (int(zoned[2]) * 60 + int(zoned[3] or 0)) * 60_000 * (-1 if zoned[1] == "-" else 1)
+        offset_ms = (
+            (int(zoned[2]) * 60 + int(zoned[3] or 0)) * 60_000 * (-1 if zoned[1] == "-" else 1)
+        )
     if found is None:
-        raise ValueError(f"Failed to parse timestamp '{text}': Text '{date}T{time_text}' could not "
-                         f"be parsed{help_text}")  # fmt: skip
+        raise ValueError(
+            f"Failed to parse timestamp '{text}': Text '{date}T{time_text}' could not "
+            f"be parsed{help_text}"
+        )
     year, month, day, hour, minute, second, milli = (int(g) for g in found.groups())
     extra_day = 0
     if hour == 24 and minute == second == milli == 0:
         hour, extra_day = 0, 1
     try:
-        moment = dt.datetime(year, month, day, hour, minute, second, milli * 1000,
-                             tzinfo=dt.UTC)  # fmt: skip
+        moment = dt.datetime(year, month, day, hour, minute, second, milli * 1000, tzinfo=dt.UTC)
     except ValueError as exc:
         raise ValueError(f"Failed to parse timestamp '{text}': {exc}{help_text}") from None
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -330,4 +361,6 @@ def date_of_text(text: str) -> int:
             raise ValueError(full)
         return _days(dt.date.fromisoformat(full))
     except ValueError:
-        raise ValueError(f"Failed to parse date '{text}': Text '{full}' could not be parsed") from None
+        raise ValueError(
+            f"Failed to parse date '{text}': Text '{full}' could not be parsed"
+        ) from None

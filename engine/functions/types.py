@@ -54,10 +54,15 @@ TIMESTAMP = PrimitiveType("TIMESTAMP")
 INTERVAL_UNIT = IntervalUnitType()
 INTERVAL_UNITS = {
     unit + plural: ms
-    for unit, ms in (("DAY", 86_400_000), ("HOUR", 3_600_000), ("MINUTE", 60_000),
-                     ("SECOND", 1000), ("MILLISECOND", 1))
+    for unit, ms in (
+        ("DAY", 86_400_000),
+        ("HOUR", 3_600_000),
+        ("MINUTE", 60_000),
+        ("SECOND", 1000),
+        ("MILLISECOND", 1),
+    )
     for plural in ("", "S")
-}  # fmt: skip
+}
 """The time units a function argument may name, with their length in milliseconds."""
 INTEGRAL = (INTEGER, BIGINT)
 TEMPORAL = (DATE, TIME, TIMESTAMP)

@@ -105,8 +105,9 @@ class WindowSpec:
         (Kafka Streams' TimeWindows: starts are multiples of the advance, none below 0)."""
         first = max(0, timestamp - self.size_ms + self.advance_ms) // self.advance_ms
         first *= self.advance_ms
-        return [(start, start + self.size_ms)
-                for start in range(first, timestamp + 1, self.advance_ms)]  # fmt: skip
+        return [
+            (start, start + self.size_ms) for start in range(first, timestamp + 1, self.advance_ms)
+        ]
 
 
 def window_spec(window: Window, emit_final: bool = False) -> WindowSpec:
@@ -171,8 +172,11 @@ def is_aggregation(query: Query) -> bool:
     if query.group_by:
         return True
     nodes = (*query.select, *([query.having] if query.having is not None else []))
-    return any(call.name.upper() in AGGREGATE_NAMES for node in nodes
-               for call in node.find_all(exp.Anonymous))  # fmt: skip
+    return any(
+        call.name.upper() in AGGREGATE_NAMES
+        for node in nodes
+        for call in node.find_all(exp.Anonymous)
+    )
 
 
 def group_name(index: int) -> str:
@@ -193,29 +197,36 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     """
     if query.joins:
         plan = plan_query_joins(query, catalog, sink_name)
-        return replace(compile_aggregate(plan.query, joined_catalog(plan, catalog), sink_name),
-                       join=plan)  # fmt: skip
+        return replace(
+            compile_aggregate(plan.query, joined_catalog(plan, catalog), sink_name), join=plan
+        )
     if query.emit == "FINAL" and query.window is None:
-        raise QueryCompileError("EMIT FINAL is only supported for windowed aggregations.",
-                                "EMIT FINAL")  # fmt: skip
+        raise QueryCompileError(
+            "EMIT FINAL is only supported for windowed aggregations.", "EMIT FINAL"
+        )
     if query.limit is not None:
         raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
     if query.partition_by:
-        raise QueryCompileError("PARTITION BY and GROUP BY in the same query is not supported.",
-                                "PARTITION BY")  # fmt: skip
+        raise QueryCompileError(
+            "PARTITION BY and GROUP BY in the same query is not supported.", "PARTITION BY"
+        )
     source = catalog.source(query.source.name)
     if source is None:
         raise QueryCompileError(f"{query.source.name} does not exist.")
     if source.windowed and source.kind is SourceKind.TABLE:
         raise QueryCompileError("KSQL does not support persistent queries on windowed tables.")
     if source.windowed:
-        raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
-                                f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+        raise QueryCompileError(
+            f"Windowed sources are not supported yet: `{source.name}` is "
+            f"{source.windowed} windowed.",
+            "windowed source",
+        )
     if source.value_format == "KAFKA" and query.group_by:
-        raise QueryCompileError(f"Source(s) {source.name} are using the 'KAFKA' value format. This "
-                                "format does not yet support GROUP BY.")  # fmt: skip
-    window = (window_spec(query.window, query.emit == "FINAL") if query.window is not None
-              else None)  # fmt: skip
+        raise QueryCompileError(
+            f"Source(s) {source.name} are using the 'KAFKA' value format. This "
+            "format does not yet support GROUP BY."
+        )
+    window = window_spec(query.window, query.emit == "FINAL") if query.window is not None else None
     if window is not None and source.kind is SourceKind.TABLE:
         raise QueryCompileError("Windowing not supported for table aggregations.", "WINDOW")
     custom = dict(catalog.types)
@@ -238,38 +249,52 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     for node in (*items, *([query.having] if query.having is not None else [])):
         for call in node.find_all(exp.Anonymous):
             name = call.name.upper()
-            if name not in AGGREGATE_NAMES and name not in TABLE_FUNCTIONS and name not in FUNCTIONS:
-                raise QueryCompileError(f"Can't find any functions with the name '{name}'", None,
-                                        call)  # fmt: skip
-    splitter = _Splitter(scope, [g.normal for g in groups],
-                         WINDOW_BOUNDS if window is not None else ())
+            if (
+                name not in AGGREGATE_NAMES
+                and name not in TABLE_FUNCTIONS
+                and name not in FUNCTIONS
+            ):
+                raise QueryCompileError(
+                    f"Can't find any functions with the name '{name}'", None, call
+                )
+    splitter = _Splitter(
+        scope, [g.normal for g in groups], WINDOW_BOUNDS if window is not None else ()
+    )
     post_items = [splitter.split(_bare(item), "SELECT") for item in items]
     having_node = None if query.having is None else splitter.split(query.having, "HAVING")
     if not groups and not splitter.non_aggregate_select:
         calls = ", ".join(c.text.replace("COUNT(*)", "COUNT(ROWTIME)") for c in splitter.calls)
-        raise QueryCompileError(f"CREATE TABLE AS SELECT statement does not support aggregate "
-                                f"function [{calls}] without a GROUP BY clause.")  # fmt: skip
+        raise QueryCompileError(
+            f"CREATE TABLE AS SELECT statement does not support aggregate "
+            f"function [{calls}] without a GROUP BY clause."
+        )
     if not splitter.calls:
-        raise QueryCompileError("GROUP BY requires aggregate functions in either the SELECT or "
-                                "HAVING clause.")  # fmt: skip
+        raise QueryCompileError(
+            "GROUP BY requires aggregate functions in either the SELECT or HAVING clause."
+        )
     if splitter.non_aggregate_select:
         raise QueryCompileError(
             "Non-aggregate SELECT expression(s) not part of GROUP BY: "
             + ", ".join(splitter.non_aggregate_select)
-            + "\nEither add the column(s) to the GROUP BY or remove them from the SELECT.")
+            + "\nEither add the column(s) to the GROUP BY or remove them from the SELECT."
+        )
     if splitter.non_aggregate_having:
         raise QueryCompileError(
             "Non-aggregate HAVING expression not part of GROUP BY: "
             + ", ".join(splitter.non_aggregate_having)
-            + "\nConsider switching the HAVING clause to a WHERE clause before the GROUP BY.")
+            + "\nConsider switching the HAVING clause to a WHERE clause before the GROUP BY."
+        )
     if source.kind is SourceKind.TABLE:
         stream_only = [c.udaf.name for c in splitter.calls if not c.udaf.table]
         if stream_only:
             unique = list(dict.fromkeys(stream_only))
-            listed = unique[0] if len(unique) == 1 else (", ".join(unique[:-1]) + " and "
-                                                         + unique[-1])  # fmt: skip
-            raise QueryCompileError(f"The aggregation functions {listed} cannot be applied to a "
-                                    "table source, only to a stream source.")  # fmt: skip
+            listed = (
+                unique[0] if len(unique) == 1 else (", ".join(unique[:-1]) + " and " + unique[-1])
+            )
+            raise QueryCompileError(
+                f"The aggregation functions {listed} cannot be applied to a "
+                "table source, only to a stream source."
+            )
 
     post_columns = {group_name(i): g.type for i, g in enumerate(groups)}
     if window is not None:
@@ -291,8 +316,10 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         wanted = [g.text for g in missing]
         noun = "grouping expression" + ("s" if len(wanted) > 1 else "")
         listed = wanted[0] if len(wanted) == 1 else ", ".join(wanted[:-1]) + " and " + wanted[-1]
-        raise QueryCompileError(f"The query used to build `{sink_name}` must include the {noun} "
-                                f"{listed} in its projection (eg, SELECT {', '.join(wanted)}...).")
+        raise QueryCompileError(
+            f"The query used to build `{sink_name}` must include the {noun} "
+            f"{listed} in its projection (eg, SELECT {', '.join(wanted)}...)."
+        )
 
     keys: list[OutputColumn | None] = [None] * len(groups)
     value_columns: list[OutputColumn] = []
@@ -309,19 +336,29 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
                     "Map keys, including types that contain maps, are not supported as they may "
                     f"lead to unexpected behavior due to inconsistent serialization. Key column "
                     f"name: `{name}`. Column type: {groups[slot].type.sql()}. See "
-                    "https://github.com/confluentinc/ksql/issues/6621 for more.")  # fmt: skip
+                    "https://github.com/confluentinc/ksql/issues/6621 for more."
+                )
             keys[slot] = OutputColumn(name, groups[slot].type, True)
             continue
         if name in RESERVED_NAMES:
             if isinstance(item, exp.Alias):
-                raise QueryCompileError(f"`{name}` is a reserved column name. You cannot use it "
-                                        "as an alias for a column.", None, item)  # fmt: skip
-            raise QueryCompileError(f"Reserved column name in select: `{name}`. Please remove or "
-                                    "alias the column.", None, item)  # fmt: skip
+                raise QueryCompileError(
+                    f"`{name}` is a reserved column name. You cannot use it "
+                    "as an alias for a column.",
+                    None,
+                    item,
+                )
+            raise QueryCompileError(
+                f"Reserved column name in select: `{name}`. Please remove or alias the column.",
+                None,
+                item,
+            )
         compiled = _compile_post(post, post_scope, "SELECT", texts)
         if compiled.type == NULL:
-            raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
-                                    "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
+            raise QueryCompileError(
+                "Can't infer a type of null. Please explicitly cast it to a "
+                "required type, e.g. CAST(null AS VARCHAR)."
+            )
         value_columns.append(OutputColumn(name, compiled.type, False))
         value_fns.append(compiled.evaluate)
     if not value_columns:
@@ -331,9 +368,11 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     if having_node is not None:
         compiled_having = _compile_post(having_node, post_scope, "HAVING", texts)
         if compiled_having.type not in (BOOLEAN, NULL):
-            raise QueryCompileError("Type error in HAVING expression: Should evaluate to boolean "
-                                    f"but is {format_expression(query.having)} "  # type: ignore[arg-type]
-                                    f"({compiled_having.type}) instead.")  # fmt: skip
+            raise QueryCompileError(
+                "Type error in HAVING expression: Should evaluate to boolean "
+                f"but is {format_expression(query.having)} "  # type: ignore[arg-type]
+                f"({compiled_having.type}) instead."
+            )
         having = compiled_having.evaluate
         having_text = format_expression(query.having)  # type: ignore[arg-type]
     return CompiledAggregate(
@@ -369,8 +408,11 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
         return None, ""
     for call in where.find_all(exp.Anonymous):
         if call.name.upper() in AGGREGATE_NAMES:
-            raise QueryCompileError(f"Aggregate functions can not be used in the WHERE clause: "
-                                    f"{call.name.upper()}", "WHERE", call)  # fmt: skip
+            raise QueryCompileError(
+                f"Aggregate functions can not be used in the WHERE clause: {call.name.upper()}",
+                "WHERE",
+                call,
+            )
     try:
         compiled = compile_expression(pseudo_timestamps_in_millis(where), scope)
     except UnresolvedColumn as error:
@@ -378,8 +420,10 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
     except ExpressionError as error:
         raise QueryCompileError(f"Error in WHERE expression: {error.message}") from error
     if compiled.type not in (BOOLEAN, NULL):
-        raise QueryCompileError("Type error in WHERE expression: Should evaluate to boolean but is "
-                                f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
+        raise QueryCompileError(
+            "Type error in WHERE expression: Should evaluate to boolean but is "
+            f"{compiled.text} ({compiled.type}) instead."
+        )
     return compiled.evaluate, compiled.text
 
 
@@ -389,16 +433,24 @@ def _group_by(nodes: Sequence[exp.Expr], scope: Scope) -> list[_Group]:
         for call in node.find_all(exp.Anonymous):
             name = call.name.upper()
             if name in AGGREGATE_NAMES:
-                raise QueryCompileError(f"GROUP BY does not support aggregate functions: {name} "
-                                        "is an aggregate function.", "GROUP BY", call)  # fmt: skip
+                raise QueryCompileError(
+                    f"GROUP BY does not support aggregate functions: {name} "
+                    "is an aggregate function.",
+                    "GROUP BY",
+                    call,
+                )
             if name in TABLE_FUNCTIONS:
-                raise QueryCompileError(f"GROUP BY does not support table functions: {name} is a "
-                                        "table function.", "GROUP BY", call)  # fmt: skip
+                raise QueryCompileError(
+                    f"GROUP BY does not support table functions: {name} is a table function.",
+                    "GROUP BY",
+                    call,
+                )
         try:
             compiled = compile_expression(node, scope)
         except UnresolvedColumn as error:
-            raise QueryCompileError(f"GROUP BY column '{error.column}' cannot be resolved.", None,
-                                    node) from error  # fmt: skip
+            raise QueryCompileError(
+                f"GROUP BY column '{error.column}' cannot be resolved.", None, node
+            ) from error
         except ExpressionError as error:
             raise QueryCompileError(f"Error in GROUP BY expression: {error.message}") from error
         normal = _normal(node)
@@ -412,15 +464,15 @@ def _star(source: Source) -> list[exp.Expr]:
     def column(name: str) -> exp.Expr:
         return exp.column(exp.to_identifier(name, quoted=True))
 
-    return [column(c.name) for c in (*source.key_columns, *(c for c in source.columns
-                                                            if not c.key))]  # fmt: skip
+    return [
+        column(c.name) for c in (*source.key_columns, *(c for c in source.columns if not c.key))
+    ]
 
 
 class _Splitter:
     """Splits post-aggregation expressions from the aggregate calls inside them."""
 
-    def __init__(self, scope: Scope, group_normals: list[str],
-                 bounds: Sequence[str] = ()) -> None:  # fmt: skip
+    def __init__(self, scope: Scope, group_normals: list[str], bounds: Sequence[str] = ()) -> None:
         self.scope = scope
         self.groups = group_normals
         self.bounds = bounds
@@ -449,8 +501,9 @@ class _Splitter:
         if isinstance(node, exp.Anonymous) and node.name.upper() in AGGREGATE_NAMES:
             return _ref(agg_name(self._call(node)))
         if isinstance(node, exp.Anonymous) and node.name.upper() in TABLE_FUNCTIONS:
-            raise QueryCompileError("Table functions cannot be used with aggregations.",
-                                    "table function", node)  # fmt: skip
+            raise QueryCompileError(
+                "Table functions cannot be used with aggregations.", "table function", node
+            )
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             if identifier_name(node.this) in self.bounds:
                 return _ref(identifier_name(node.this))  # windowed: the row's window bounds
@@ -460,8 +513,13 @@ class _Splitter:
             if isinstance(value, exp.Expr):
                 node.set(key, self._replace(value, stray, clause))
             elif isinstance(value, list):
-                node.set(key, [self._replace(v, stray, clause) if isinstance(v, exp.Expr) else v
-                               for v in value])  # fmt: skip
+                node.set(
+                    key,
+                    [
+                        self._replace(v, stray, clause) if isinstance(v, exp.Expr) else v
+                        for v in value
+                    ],
+                )
         return node
 
     def _call(self, call: exp.Anonymous) -> int:
@@ -477,11 +535,14 @@ class _Splitter:
                 _refuse_window_bounds(arg)
             for inner in arg.find_all(exp.Anonymous):
                 if inner.name.upper() in AGGREGATE_NAMES:
-                    raise QueryCompileError(f"Aggregate functions can not be nested: {name}("
-                                            f"{inner.name.upper()}())", None, call)  # fmt: skip
+                    raise QueryCompileError(
+                        f"Aggregate functions can not be nested: {name}({inner.name.upper()}())",
+                        None,
+                        call,
+                    )
         n_constants = constant_arity(name, len(args))
-        column_args = args[:len(args) - n_constants]
-        constant_args = args[len(args) - n_constants:]
+        column_args = args[: len(args) - n_constants]
+        constant_args = args[len(args) - n_constants :]
         evaluators: list[Evaluator] = []
         types: list[SqlType] = []
         for arg in column_args:
@@ -492,8 +553,11 @@ class _Splitter:
         for arg in constant_args:
             compiled = self._compile_arg(arg, name)
             if not compiled.constant:
-                raise QueryCompileError(f"Parameter {len(types) + len(constants) + 1} of {name} "
-                                        "must be a literal.", None, arg)  # fmt: skip
+                raise QueryCompileError(
+                    f"Parameter {len(types) + len(constants) + 1} of {name} must be a literal.",
+                    None,
+                    arg,
+                )
             constants.append(compiled.evaluate({}))
         try:
             udaf = resolve_udaf(name, types, constants)
@@ -507,8 +571,9 @@ class _Splitter:
         try:
             return compile_expression(arg, self.scope)
         except UnresolvedColumn as error:
-            raise QueryCompileError(f"Column '{error.column}' cannot be resolved (an argument "
-                                    f"of {name}).", None, arg) from error  # fmt: skip
+            raise QueryCompileError(
+                f"Column '{error.column}' cannot be resolved (an argument of {name}).", None, arg
+            ) from error
         except ExpressionError as error:
             raise QueryCompileError(error.message, None, arg) from error
 
@@ -524,15 +589,17 @@ def _refuse_window_bounds(node: exp.Expr) -> None:
             raise QueryCompileError(
                 f"Window bounds column {name} can only be used in the SELECT clause of windowed "
                 "aggregations and can not be passed to aggregate functions.\n"
-                "See https://github.com/confluentinc/ksql/issues/4397", None, column)  # fmt: skip
+                "See https://github.com/confluentinc/ksql/issues/4397",
+                None,
+                column,
+            )
 
 
 def _ref(name: str) -> exp.Expr:
     return exp.column(exp.to_identifier(name, quoted=True))
 
 
-def _compile_post(node: exp.Expr, scope: Scope, clause: str,
-                  names: Mapping[str, str]) -> Compiled:  # fmt: skip
+def _compile_post(node: exp.Expr, scope: Scope, clause: str, names: Mapping[str, str]) -> Compiled:
     """Compiles a post-aggregation expression; its errors name the grouping expressions and
     aggregate calls as written (``names``: ``$AGG_0`` -> ``SUM(VALUE)``)."""
     try:
@@ -550,11 +617,16 @@ def _compile_post(node: exp.Expr, scope: Scope, clause: str,
 
 def describe_aggregate(compiled: CompiledAggregate, sink: str) -> list[str]:
     """The query's steps, one line each, for EXPLAIN (ksqlDB's step names)."""
-    schema = ", ".join(f"`{c.name}` {c.type.sql()}" + (" KEY" if c.key else "")
-                       for c in compiled.columns)  # fmt: skip
-    steps = [f"> [ SINK ] | Schema: {schema} | Logger: {sink}",
-             (f"\t\t > [ PROJECT ] | Schema: {schema} | Expressions: "
-              f"{', '.join(compiled.projection_text)}")]  # fmt: skip
+    schema = ", ".join(
+        f"`{c.name}` {c.type.sql()}" + (" KEY" if c.key else "") for c in compiled.columns
+    )
+    steps = [
+        f"> [ SINK ] | Schema: {schema} | Logger: {sink}",
+        (
+            f"\t\t > [ PROJECT ] | Schema: {schema} | Expressions: "
+            f"{', '.join(compiled.projection_text)}"
+        ),
+    ]
     if compiled.having_text:
         steps.append(f"\t\t\t\t > [ FILTER ] | Condition: {compiled.having_text}")
     calls = ", ".join(c.text for c in compiled.calls)
@@ -563,9 +635,8 @@ def describe_aggregate(compiled: CompiledAggregate, sink: str) -> list[str]:
     if compiled.where_text:
         steps.append(f"\t\t\t\t\t\t\t\t\t\t > [ FILTER ] | Condition: {compiled.where_text}")
     source = compiled.source
-    columns = ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "")
-                        for c in source.columns)  # fmt: skip
-    steps.append(f"\t\t\t\t\t\t\t\t\t\t\t\t > [ SOURCE ] | Schema: {columns} | Topic: "
-                 f"{source.topic}")  # fmt: skip
+    columns = ", ".join(f"`{c.name}` {c.type}" + (" KEY" if c.key else "") for c in source.columns)
+    steps.append(
+        f"\t\t\t\t\t\t\t\t\t\t\t\t > [ SOURCE ] | Schema: {columns} | Topic: {source.topic}"
+    )
     return steps
-

@@ -96,8 +96,9 @@ class TableChange:
     rank: int = 0
 
 
-def rank_records(records: Iterable[InputRecord], running: dict[int, int]) -> Iterator[
-        tuple[int, InputRecord]]:  # fmt: skip
+def rank_records(
+    records: Iterable[InputRecord], running: dict[int, int]
+) -> Iterator[tuple[int, InputRecord]]:
     """Each record with its rank: the highest timestamp its partition has shown so far in the
     batch (``running`` holds it per partition, across calls).
 
@@ -147,8 +148,7 @@ class WindowedTask:
     batch touches, loaded on first use through ``load`` (Spark's state store, or a dict). After
     the batch, ``changed`` holds the groups to write back (None: delete)."""
 
-    def __init__(self, state: TaskState,
-                 load: Callable[[bytes], GroupWindows | None]) -> None:  # fmt: skip
+    def __init__(self, state: TaskState, load: Callable[[bytes], GroupWindows | None]) -> None:
         self.state = state
         self._load = load
         self._groups: dict[bytes, GroupWindows] = {}
@@ -192,8 +192,14 @@ def is_aggregate_statement(statement_text: str) -> bool:
 class AggregatePipeline:
     """The stages of one aggregating query."""
 
-    def __init__(self, query_id: str, compiled: CompiledAggregate, sink: Source,
-                 custom_types: Mapping[str, Any], buffering: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        query_id: str,
+        compiled: CompiledAggregate,
+        sink: Source,
+        custom_types: Mapping[str, Any],
+        buffering: bool = False,
+    ) -> None:
         self.query_id = query_id
         self.compiled = compiled
         self.sink = sink
@@ -207,19 +213,27 @@ class AggregatePipeline:
         self._value_names = [c.name for c in compiled.value_columns]
 
     @classmethod
-    def for_query(cls, query: Query, catalog: Catalog, buffering: bool = False) -> AggregatePipeline:
+    def for_query(
+        cls, query: Query, catalog: Catalog, buffering: bool = False
+    ) -> AggregatePipeline:
         """The pipeline of a query the catalog holds (its sink exists there)."""
         select, sink_name = parse_persistent(query.statement_text)
         sink = catalog.source(sink_name)
         if sink is None:
             raise EngineError(f"query {query.id}: its sink {sink_name} is not in the catalog")
-        return cls(query.id, compile_aggregate(select, catalog, sink_name), sink,
-                   dict(catalog.types), buffering)  # fmt: skip
+        return cls(
+            query.id,
+            compile_aggregate(select, catalog, sink_name),
+            sink,
+            dict(catalog.types),
+            buffering,
+        )
 
     # -- stage 1 ---------------------------------------------------------------------------------
 
-    def group(self, records: Iterable[InputRecord], running: dict[int, int] | None = None
-              ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:  # fmt: skip
+    def group(
+        self, records: Iterable[InputRecord], running: dict[int, int] | None = None
+    ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
         """Stage 1: each record's grouped row (a `TableChange` for a TABLE source).
 
         ``running``: each partition's highest timestamp so far in the micro-batch, kept by the
@@ -230,18 +244,37 @@ class AggregatePipeline:
             try:
                 row = self._group_one(record, rank)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                errors.append(skipped(self.query_id, exc, "processing", self.compiled.source.topic,
-                                      record.partition, record.offset))  # fmt: skip
+                errors.append(
+                    skipped(
+                        self.query_id,
+                        exc,
+                        "processing",
+                        self.compiled.source.topic,
+                        record.partition,
+                        record.offset,
+                    )
+                )
                 if self.table_source and record.key is not None:
                     # the row can no longer be read: for the table, the key's row is gone
-                    out.append(TableChange(record.key, None, record.timestamp, record.partition,
-                                           record.offset, rank))  # fmt: skip
+                    out.append(
+                        TableChange(
+                            record.key,
+                            None,
+                            record.timestamp,
+                            record.partition,
+                            record.offset,
+                            rank,
+                        )
+                    )
                 continue
             if self.table_source:
                 if record.key is None:
                     continue  # a table's record without a key: ksqlDB drops it
-                out.append(TableChange(record.key, row, record.timestamp, record.partition,
-                                       record.offset, rank))  # fmt: skip
+                out.append(
+                    TableChange(
+                        record.key, row, record.timestamp, record.partition, record.offset, rank
+                    )
+                )
             elif row is not None:
                 out.append(row)
         return out, errors
@@ -261,9 +294,12 @@ class AggregatePipeline:
             keys = tuple(f(view) for f in compiled.group_keys)
             for index, key in enumerate(keys):
                 if key is None:
-                    raise RecordError("serialization", f"Group-by column with index {index} "
-                                      "resolved to null. The source row will be excluded from "
-                                      "the table.")  # fmt: skip
+                    raise RecordError(
+                        "serialization",
+                        f"Group-by column with index {index} "
+                        "resolved to null. The source row will be excluded from "
+                        "the table.",
+                    )
             args = tuple(tuple(f(view) for f in call.args) for call in compiled.calls)
             group = self._sink_serde.serialize_key(list(keys))
         except RecordError:
@@ -271,8 +307,18 @@ class AggregatePipeline:
         except Exception as exc:  # the record's fault, reported as such
             raise RecordError("serialization", _message(exc)) from exc
         assert group is not None
-        return GroupedRow(group, keys, args, None, int(view["ROWTIME"]), record.partition,
-                          record.offset, 0, record.key, rank)  # fmt: skip
+        return GroupedRow(
+            group,
+            keys,
+            args,
+            None,
+            int(view["ROWTIME"]),
+            record.partition,
+            record.offset,
+            0,
+            record.key,
+            rank,
+        )
 
     # -- stage 2 (TABLE sources) ------------------------------------------------------------------
 
@@ -280,18 +326,47 @@ class AggregatePipeline:
         """Stage 2: the rows a table record sends to its groups, given the key's previous row
         (the caller keeps ``change.row`` as the key's row from then on)."""
         new = change.row
-        ts, partition, offset, rank = (change.timestamp, change.partition, change.offset,
-                                       change.rank)  # fmt: skip
+        ts, partition, offset, rank = (
+            change.timestamp,
+            change.partition,
+            change.offset,
+            change.rank,
+        )
         if previous is not None and new is not None and previous.group == new.group:
-            return [GroupedRow(new.group, new.keys, new.add, previous.add, ts, partition, offset,
-                               0, rank=rank)]  # fmt: skip
+            return [
+                GroupedRow(
+                    new.group, new.keys, new.add, previous.add, ts, partition, offset, 0, rank=rank
+                )
+            ]
         rows = []
         if previous is not None:
-            rows.append(GroupedRow(previous.group, previous.keys, None, previous.add, ts,
-                                   partition, offset, 0, rank=rank))  # fmt: skip
+            rows.append(
+                GroupedRow(
+                    previous.group,
+                    previous.keys,
+                    None,
+                    previous.add,
+                    ts,
+                    partition,
+                    offset,
+                    0,
+                    rank=rank,
+                )
+            )
         if new is not None:
-            rows.append(GroupedRow(new.group, new.keys, new.add, None, new.timestamp, partition,
-                                   offset, 1, rank=rank))  # fmt: skip
+            rows.append(
+                GroupedRow(
+                    new.group,
+                    new.keys,
+                    new.add,
+                    None,
+                    new.timestamp,
+                    partition,
+                    offset,
+                    1,
+                    rank=rank,
+                )
+            )
         return rows
 
     # -- stage 1b: combining before the shuffle ------------------------------------------------------
@@ -317,8 +392,10 @@ class AggregatePipeline:
                 partial[i] = call.udaf.add(partial[i], row.add[i], order)
             newest = max(found[2], row.timestamp) if found is not None else row.timestamp
             combined[row.group] = (row, partial, newest)
-        return [replace(last, add=None, partial=partial, timestamp=newest)
-                for last, partial, newest in combined.values()]  # fmt: skip
+        return [
+            replace(last, add=None, partial=partial, timestamp=newest)
+            for last, partial, newest in combined.values()
+        ]
 
     # -- stage 3 ---------------------------------------------------------------------------------
 
@@ -326,8 +403,9 @@ class AggregatePipeline:
         """A new group's state."""
         return GroupState([call.udaf.initial() for call in self.compiled.calls])
 
-    def aggregate(self, state: GroupState | None, rows: Sequence[GroupedRow]
-                  ) -> tuple[GroupState, list[OutputRecord], list[ProcessingError]]:  # fmt: skip
+    def aggregate(
+        self, state: GroupState | None, rows: Sequence[GroupedRow]
+    ) -> tuple[GroupState, list[OutputRecord], list[ProcessingError]]:
         """Stage 3: one group's rows (any order: they are sorted by input position) applied to
         its state; the updates to write (one per row, or the last one with buffering).
 
@@ -345,8 +423,16 @@ class AggregatePipeline:
                     continue  # with buffering, only the batch's last update of a group is written
                 record = self._update(state, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                errors.append(skipped(self.query_id, exc, "processing", self.compiled.source.topic,
-                                      row.partition, row.offset))  # fmt: skip
+                errors.append(
+                    skipped(
+                        self.query_id,
+                        exc,
+                        "processing",
+                        self.compiled.source.topic,
+                        row.partition,
+                        row.offset,
+                    )
+                )
                 continue
             if record is not None:
                 out.append(record)
@@ -369,15 +455,24 @@ class AggregatePipeline:
                 aggregates[i] = call.udaf.merge(aggregates[i], row.partial[i])
         state.timestamp = max(state.timestamp, row.timestamp)
 
-    def _update(self, state: GroupState, row: GroupedRow,
-                window: tuple[int, int] | None = None, seq: int | None = None,
-                timestamp: int | None = None) -> OutputRecord | None:  # fmt: skip
+    def _update(
+        self,
+        state: GroupState,
+        row: GroupedRow,
+        window: tuple[int, int] | None = None,
+        seq: int | None = None,
+        timestamp: int | None = None,
+    ) -> OutputRecord | None:
         """The record a group's (or a group window's) new state writes: its row, a tombstone
         when it stops passing HAVING, or None."""
         compiled = self.compiled
         view: dict[str, Any] = {group_name(i): k for i, k in enumerate(row.keys)}
-        view.update({agg_name(i): call.udaf.result(a)
-                     for i, (call, a) in enumerate(zip(compiled.calls, state.aggregates))})  # fmt: skip
+        view.update(
+            {
+                agg_name(i): call.udaf.result(a)
+                for i, (call, a) in enumerate(zip(compiled.calls, state.aggregates))
+            }
+        )
         key = row.group
         if window is not None:
             view["WINDOWSTART"], view["WINDOWEND"] = window
@@ -389,8 +484,16 @@ class AggregatePipeline:
             if not state.passed:
                 return None
             state.passed = False
-            return OutputRecord(key, None, timestamp, self._partition(row.group), row.partition,
-                                row.offset, seq, row.rank)  # fmt: skip
+            return OutputRecord(
+                key,
+                None,
+                timestamp,
+                self._partition(row.group),
+                row.partition,
+                row.offset,
+                seq,
+                row.rank,
+            )
         try:
             values = {name: f(view) for name, f in zip(self._value_names, compiled.values)}
             value_bytes = self._sink_serde.serialize_value(values)
@@ -403,8 +506,16 @@ class AggregatePipeline:
             except Exception as exc:  # the record's fault, reported as such
                 raise RecordError("timestamp", _message(exc)) from exc
         state.passed = True
-        return OutputRecord(key, value_bytes, timestamp, self._partition(row.group),
-                            row.partition, row.offset, seq, row.rank)  # fmt: skip
+        return OutputRecord(
+            key,
+            value_bytes,
+            timestamp,
+            self._partition(row.group),
+            row.partition,
+            row.offset,
+            seq,
+            row.rank,
+        )
 
     # -- stage 3, windowed ------------------------------------------------------------------------
 
@@ -413,8 +524,9 @@ class AggregatePipeline:
         partitions as the source). Stream time, late records and window closing are per task."""
         return partition_for(group, self.compiled.source.partitions)
 
-    def aggregate_windowed(self, task: WindowedTask, rows: Sequence[GroupedRow]
-                           ) -> tuple[list[OutputRecord], list[ProcessingError]]:  # fmt: skip
+    def aggregate_windowed(
+        self, task: WindowedTask, rows: Sequence[GroupedRow]
+    ) -> tuple[list[OutputRecord], list[ProcessingError]]:
         """Stage 3 of a windowed aggregation: one task's rows, in input order, into their
         windows. Stream time is the task's highest timestamp so far (the record's own included); a
         window whose end plus grace is at or before it is closed: its late records are dropped, its
@@ -432,8 +544,16 @@ class AggregatePipeline:
                 else:
                     produced.extend(self._time_windows_row(task, row))
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                errors.append(skipped(self.query_id, exc, "processing", self.compiled.source.topic,
-                                      row.partition, row.offset))  # fmt: skip
+                errors.append(
+                    skipped(
+                        self.query_id,
+                        exc,
+                        "processing",
+                        self.compiled.source.topic,
+                        row.partition,
+                        row.offset,
+                    )
+                )
             produced.extend(self._close(task, row))
             # one input record's outputs, numbered in the order they were made
             out.extend(replace(o, source_seq=i) for i, o in enumerate(produced))
@@ -470,8 +590,9 @@ class AggregatePipeline:
         sessions = task.windows(row.group)
         # the session store keeps sessions ending no earlier than its newest end less retention
         visible = task.state.store_time - (window.retention_ms or gap + window.grace_ms)
-        overlapping = sorted(b for b in sessions
-                             if b[1] >= max(ts - gap, visible) and b[0] <= ts + gap)  # fmt: skip
+        overlapping = sorted(
+            b for b in sessions if b[1] >= max(ts - gap, visible) and b[0] <= ts + gap
+        )
         merged = (min([ts, *(b[0] for b in overlapping)]), max([ts, *(b[1] for b in overlapping)]))
         if merged[1] < task.state.stream_time - window.grace_ms - gap:
             return []  # expired: a late record, dropped
@@ -479,16 +600,27 @@ class AggregatePipeline:
         state = self.initial_state()
         for bounds in overlapping:
             old = sessions[bounds]
-            state.aggregates = [call.udaf.merge(a, b) for call, a, b in zip(
-                self.compiled.calls, state.aggregates, old.aggregates)]
+            state.aggregates = [
+                call.udaf.merge(a, b)
+                for call, a, b in zip(self.compiled.calls, state.aggregates, old.aggregates)
+            ]
             state.passed = state.passed or old.passed
         if merged != (ts, ts):
             for bounds in overlapping:
                 old = sessions.pop(bounds)
                 if old.passed and not self.compiled.emit_final:
-                    out.append(OutputRecord(windowed_key(row.group, bounds, True), None, bounds[1],
-                                            self._partition(row.group), row.partition,
-                                            row.offset, len(out), row.rank))  # fmt: skip
+                    out.append(
+                        OutputRecord(
+                            windowed_key(row.group, bounds, True),
+                            None,
+                            bounds[1],
+                            self._partition(row.group),
+                            row.partition,
+                            row.offset,
+                            len(out),
+                            row.rank,
+                        )
+                    )
                 state.passed = False
         order = row.order()
         for i, call in enumerate(self.compiled.calls):
@@ -530,8 +662,9 @@ class AggregatePipeline:
             if self.compiled.emit_final and (state.last_emit == -1 or state.last_emit < close):
                 upper = close - window.size_ms
                 lower = -1 if state.last_emit == -1 else state.last_emit - window.size_ms
-                if upper >= 0 and (state.last_emit == -1 or window.windows_for(upper)
-                                   != window.windows_for(lower)):  # fmt: skip
+                if upper >= 0 and (
+                    state.last_emit == -1 or window.windows_for(upper) != window.windows_for(lower)
+                ):
                     first = max(lower + 1, oldest)
                     for start in sorted(t for t in state.closing if first <= t <= upper):
                         for group in sorted(set(state.closing[start])):
@@ -546,17 +679,29 @@ class AggregatePipeline:
                 task.touch(group, task.keys_of(group))
         return out
 
-    def _final(self, task: WindowedTask, group: bytes, bound: int, row: GroupedRow,
-               by_end: bool) -> list[OutputRecord]:  # fmt: skip
+    def _final(
+        self, task: WindowedTask, group: bytes, bound: int, row: GroupedRow, by_end: bool
+    ) -> list[OutputRecord]:
         """EMIT FINAL's record of the group's window starting (or, a session, ending) at bound."""
         out: list[OutputRecord] = []
         for bounds, state in sorted(task.windows(group).items()):
             if bounds[1 if by_end else 0] != bound:
                 continue
-            record = self._update(state, GroupedRow(group, task.keys_of(group), None, None,
-                                                    state.timestamp, row.partition, row.offset,
-                                                    rank=row.rank),
-                                  bounds, timestamp=bounds[1] if by_end else None)  # fmt: skip
+            record = self._update(
+                state,
+                GroupedRow(
+                    group,
+                    task.keys_of(group),
+                    None,
+                    None,
+                    state.timestamp,
+                    row.partition,
+                    row.offset,
+                    rank=row.rank,
+                ),
+                bounds,
+                timestamp=bounds[1] if by_end else None,
+            )
             if record is not None:
                 out.append(record)
         return out
@@ -565,8 +710,14 @@ class AggregatePipeline:
         return partition_for(key, self.sink.partitions)
 
     def _error(self, kind: str, message: str, record: InputRecord) -> ProcessingError:
-        return ProcessingError(self.query_id, kind, message, self.compiled.source.topic,
-                               record.partition, record.offset)  # fmt: skip
+        return ProcessingError(
+            self.query_id,
+            kind,
+            message,
+            self.compiled.source.topic,
+            record.partition,
+            record.offset,
+        )
 
 
 class LocalAggregation:
@@ -582,8 +733,9 @@ class LocalAggregation:
         self._groups: dict[bytes, bytes] = {}
         self._tasks: dict[int, bytes] = {}
 
-    def process(self, records: Iterable[InputRecord]
-                ) -> tuple[list[OutputRecord], list[ProcessingError]]:  # fmt: skip
+    def process(
+        self, records: Iterable[InputRecord]
+    ) -> tuple[list[OutputRecord], list[ProcessingError]]:
         """The sink records of ``records``, in input order, and the records skipped."""
         grouped, errors = self.pipeline.group(records)
         rows: list[GroupedRow] = []
@@ -603,9 +755,10 @@ class LocalAggregation:
                 by_task.setdefault(self.pipeline.task_of(row.group), []).append(row)
             for task_id, members in by_task.items():
                 stored = self._tasks.get(task_id)
-                task = WindowedTask(pickle.loads(stored) if stored else TaskState(),
-                                    lambda g: pickle.loads(self._groups[g]) if g in self._groups
-                                    else None)  # fmt: skip
+                task = WindowedTask(
+                    pickle.loads(stored) if stored else TaskState(),
+                    lambda g: pickle.loads(self._groups[g]) if g in self._groups else None,
+                )
                 records_out, more_errors = self.pipeline.aggregate_windowed(task, members)
                 self._tasks[task_id] = pickle.dumps(task.state)
                 for group, windows in task.changed.items():
@@ -622,7 +775,8 @@ class LocalAggregation:
             for group, members in by_group.items():
                 stored = self._groups.get(group)
                 state, records_out, more_errors = self.pipeline.aggregate(
-                    pickle.loads(stored) if stored else None, members)
+                    pickle.loads(stored) if stored else None, members
+                )
                 self._groups[group] = pickle.dumps(state)
                 errors.extend(more_errors)
                 out.extend(records_out)

@@ -38,9 +38,12 @@ class _Analyzer:
                 aggregate = compile_aggregate(query, catalog, sink_name)
                 window = aggregate.window
                 return QueryShape(
-                    aggregate.join.sources if aggregate.join else (aggregate.source.name,), tuple(c.catalog_column() for c in aggregate.columns),
-                    SourceKind.TABLE, window.kind if window else None,
-                    window.size_ms if window and not window.session else None)
+                    aggregate.join.sources if aggregate.join else (aggregate.source.name,),
+                    tuple(c.catalog_column() for c in aggregate.columns),
+                    SourceKind.TABLE,
+                    window.kind if window else None,
+                    window.size_ms if window and not window.session else None,
+                )
             compiled = compile_query(query, catalog, sink_name)
         except QueryCompileError as error:
             raise ValidationError(error.message, error.offset) from error
@@ -72,8 +75,12 @@ def describe_query(query: Query, catalog: Catalog, sink_name: str) -> QueryDescr
     """The description of a persistent query's SELECT (raises QueryCompileError when refused)."""
     if is_aggregation(query):
         aggregate = compile_aggregate(query, catalog, sink_name)
-        return QueryDescription(aggregate.source.name, aggregate.columns,
-                                tuple(describe_aggregate(aggregate, sink_name)))  # fmt: skip
+        return QueryDescription(
+            aggregate.source.name,
+            aggregate.columns,
+            tuple(describe_aggregate(aggregate, sink_name)),
+        )
     compiled = compile_query(query, catalog, sink_name)
-    return QueryDescription(compiled.source.name, compiled.columns,
-                            tuple(describe_shape(compiled, sink_name)))  # fmt: skip
+    return QueryDescription(
+        compiled.source.name, compiled.columns, tuple(describe_shape(compiled, sink_name))
+    )

@@ -44,8 +44,12 @@ JOINED = "JOIN"
 #: Stream-stream joins without GRACE PERIOD keep ksqlDB's old windows: 24 hours of grace, and
 #: LEFT/OUTER results without a match emitted at once (Kafka Streams' ``JoinWindows.of``).
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
-_KIND_TEXT = {"INNER": "[INNER] JOIN", "LEFT": "LEFT [OUTER] JOIN", "RIGHT": "RIGHT [OUTER] JOIN",
-              "FULL": "[FULL] OUTER JOIN"}  # fmt: skip
+_KIND_TEXT = {
+    "INNER": "[INNER] JOIN",
+    "LEFT": "LEFT [OUTER] JOIN",
+    "RIGHT": "RIGHT [OUTER] JOIN",
+    "FULL": "[FULL] OUTER JOIN",
+}
 
 
 class JoinError(ExpressionError):
@@ -119,7 +123,8 @@ class JoinStep:
     def kind_of(self) -> str:
         """``SS``, ``ST`` or ``TT``."""
         return ("S" if self.left_kind is SourceKind.STREAM else "T") + (
-            "S" if self.right.kind is SourceKind.STREAM else "T")
+            "S" if self.right.kind is SourceKind.STREAM else "T"
+        )
 
     @property
     def leaves(self) -> tuple[JoinLeaf, ...]:
@@ -168,8 +173,11 @@ def plan_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan:
     in_tree = {leaves[0].index}
     for number, join in enumerate(query.joins, start=1):
         leaf = leaves[number]
-        steps.append(_step(len(steps), join, tree, in_tree, leaf, names, leaves, custom,
-                           len(query.joins) > 1))  # fmt: skip
+        steps.append(
+            _step(
+                len(steps), join, tree, in_tree, leaf, names, leaves, custom, len(query.joins) > 1
+            )
+        )
         tree = steps[-1]
         in_tree.add(leaf.index)
     root = steps[-1]
@@ -202,140 +210,216 @@ def _leaf(index: int, ref: SourceRef, catalog: Catalog, custom: Mapping[str, obj
 def _check_sources(leaves: list[JoinLeaf], query: Query) -> None:
     names = [leaf.source.name for leaf in leaves]
     if len(leaves) == 2 and names[0] == names[1]:
-        raise JoinError(f"Can not join '{names[0]}' to '{names[1]}': self joins are not yet "
-                        "supported.")  # fmt: skip
+        raise JoinError(
+            f"Can not join '{names[0]}' to '{names[1]}': self joins are not yet supported."
+        )
     for name in names:
         if names.count(name) > 1:
-            raise JoinError(f"N-way joins do not support multiple occurrences of the same source. "
-                            f"Source: '{name}'")  # fmt: skip
+            raise JoinError(
+                f"N-way joins do not support multiple occurrences of the same source. "
+                f"Source: '{name}'"
+            )
     kafka = [leaf.source.name for leaf in leaves if leaf.source.value_format == "KAFKA"]
     if kafka:
-        raise JoinError(f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This "
-                        "format does not yet support JOIN.")  # fmt: skip
+        raise JoinError(
+            f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This "
+            "format does not yet support JOIN."
+        )
 
 
-def _step(index: int, join: Join, tree: JoinStep | JoinLeaf, in_tree: set[int], leaf: JoinLeaf,
-          names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
-          custom: Mapping[str, object], n_way: bool) -> JoinStep:  # fmt: skip
+def _step(
+    index: int,
+    join: Join,
+    tree: JoinStep | JoinLeaf,
+    in_tree: set[int],
+    leaf: JoinLeaf,
+    names: Mapping[str, JoinLeaf],
+    leaves: Sequence[JoinLeaf],
+    custom: Mapping[str, object],
+    n_way: bool,
+) -> JoinStep:
     on = join.on
     if isinstance(on, exp.And):
-        raise JoinError("Invalid join condition: joins on multiple conditions are not yet "
-                        f"supported. Got {format_expression(on)}.", on)  # fmt: skip
+        raise JoinError(
+            "Invalid join condition: joins on multiple conditions are not yet "
+            f"supported. Got {format_expression(on)}.",
+            on,
+        )
     if not isinstance(on, exp.EQ):
-        raise JoinError(f"Unsupported join expression: {format_expression(on)}. Only equality "
-                        "conditions are supported.", on)  # fmt: skip
+        raise JoinError(
+            f"Unsupported join expression: {format_expression(on)}. Only equality "
+            "conditions are supported.",
+            on,
+        )
     sides = []
     for side in (on.this, on.expression):
         used = _sources_of(side, names, leaves, "JOIN ON")
         if len(used) != 1:
-            raise JoinError(f"Invalid comparison expression '{format_expression(side)}' in join "
-                            f"'{format_expression(on)}'. Each side of the join comparision must "
-                            "contain references from exactly one source.", side)  # fmt: skip
+            raise JoinError(
+                f"Invalid comparison expression '{format_expression(side)}' in join "
+                f"'{format_expression(on)}'. Each side of the join comparision must "
+                "contain references from exactly one source.",
+                side,
+            )
         sides.append((side, used.pop()))
     (a, a_leaf), (b, b_leaf) = sides
     if a_leaf == b_leaf:
         name = leaves[a_leaf].alias
-        raise JoinError(f"Each side of the join must reference exactly one source and not the "
-                        f"same source. Left side references `{name}` and right references "
-                        f"`{name}`", on)  # fmt: skip
+        raise JoinError(
+            f"Each side of the join must reference exactly one source and not the "
+            f"same source. Left side references `{name}` and right references "
+            f"`{name}`",
+            on,
+        )
     if a_leaf == leaf.index and b_leaf in in_tree:
         (a, a_leaf), (b, b_leaf) = (b, b_leaf), (a, a_leaf)
         flipped = True
     elif b_leaf == leaf.index and a_leaf in in_tree:
         flipped = False
     else:
-        raise JoinError(f"A join criteria is expected to reference the source (`{leaf.alias}`) in "
-                        f"the FROM clause, instead the right source references "
-                        f"`{leaves[b_leaf].alias}` and the left source references "
-                        f"`{leaves[a_leaf].alias}`", on)  # fmt: skip
+        raise JoinError(
+            f"A join criteria is expected to reference the source (`{leaf.alias}`) in "
+            f"the FROM clause, instead the right source references "
+            f"`{leaves[b_leaf].alias}` and the left source references "
+            f"`{leaves[a_leaf].alias}`",
+            on,
+        )
     left_text, right_text = _qualified_text(a, names), _qualified_text(b, names)
-    shown = (f"{right_text} = {left_text}" if flipped else f"{left_text} = {right_text}")
+    shown = f"{right_text} = {left_text}" if flipped else f"{left_text} = {right_text}"
     left_kind = tree.kind if isinstance(tree, JoinLeaf) else tree.result
     kind: JoinKind = join.kind
     if left_kind is SourceKind.TABLE and leaf.kind is SourceKind.STREAM:
         first = leaves[0].source.name if isinstance(tree, JoinStep) else tree.source.name
-        raise JoinError(f"Invalid join order: table-stream joins are not supported; only "
-                        f"stream-table joins. Got {first} {_KIND_TEXT[kind]} "
-                        f"{leaf.source.name}.")  # fmt: skip
-    left_scope = _scope(tree.columns if isinstance(tree, JoinStep) else
-                        tuple((p, t) for _c, p, t in tree.columns), custom)  # fmt: skip
+        raise JoinError(
+            f"Invalid join order: table-stream joins are not supported; only "
+            f"stream-table joins. Got {first} {_KIND_TEXT[kind]} "
+            f"{leaf.source.name}."
+        )
+    left_scope = _scope(
+        tree.columns if isinstance(tree, JoinStep) else tuple((p, t) for _c, p, t in tree.columns),
+        custom,
+    )
     right_scope = _scope(tuple((p, t) for _c, p, t in leaf.columns), custom)
     left_compiled = compile_expression(_rewrite(a, names, leaves, "JOIN ON"), left_scope)
     right_compiled = compile_expression(_rewrite(b, names, leaves, "JOIN ON"), right_scope)
     right_on_key = _is_key_of(b, leaf, names)
-    left_on_key = (_is_key_of(a, tree, names) if isinstance(tree, JoinLeaf)
-                   else _in_equivalence(a, tree, names))  # fmt: skip
+    left_on_key = (
+        _is_key_of(a, tree, names)
+        if isinstance(tree, JoinLeaf)
+        else _in_equivalence(a, tree, names)
+    )
     foreign = False
     if left_kind is SourceKind.STREAM and leaf.kind is SourceKind.TABLE:
         if kind == "FULL":
-            raise JoinError(f"Invalid join type: full-outer join not supported for stream-table "
-                            f"join. Got {leaves[0].source.name} {_KIND_TEXT[kind]} "
-                            f"{leaf.source.name}.")  # fmt: skip
+            raise JoinError(
+                f"Invalid join type: full-outer join not supported for stream-table "
+                f"join. Got {leaves[0].source.name} {_KIND_TEXT[kind]} "
+                f"{leaf.source.name}."
+            )
         if not right_on_key:
-            raise JoinError(f"Invalid join condition: stream-table joins require to join on the "
-                            f"table's primary key. Got {shown}.")  # fmt: skip
+            raise JoinError(
+                f"Invalid join condition: stream-table joins require to join on the "
+                f"table's primary key. Got {shown}."
+            )
         if kind == "RIGHT":
-            raise JoinError(f"Invalid join type: right-outer join not supported for stream-table "
-                            f"join. Got {leaves[0].source.name} {_KIND_TEXT[kind]} "
-                            f"{leaf.source.name}.")  # fmt: skip
+            raise JoinError(
+                f"Invalid join type: right-outer join not supported for stream-table "
+                f"join. Got {leaves[0].source.name} {_KIND_TEXT[kind]} "
+                f"{leaf.source.name}."
+            )
         if join.within is not None:
-            raise JoinError("A window definition was provided for a Stream-Table join. These "
-                            "joins are not windowed. Please drop the window definition (i.e. the "
-                            "WITHIN clause) and try to execute your Stream-Table join again.")
+            raise JoinError(
+                "A window definition was provided for a Stream-Table join. These "
+                "joins are not windowed. Please drop the window definition (i.e. the "
+                "WITHIN clause) and try to execute your Stream-Table join again."
+            )
     elif left_kind is SourceKind.TABLE:
         if join.within is not None:
-            raise JoinError("A window definition was provided for a Table-Table join. These "
-                            "joins are not windowed. Please drop the window definition (i.e. the "
-                            "WITHIN clause) and try to execute your Table-Table join again.")
+            raise JoinError(
+                "A window definition was provided for a Table-Table join. These "
+                "joins are not windowed. Please drop the window definition (i.e. the "
+                "WITHIN clause) and try to execute your Table-Table join again."
+            )
         if not right_on_key:
-            raise JoinError(f"Invalid join condition: table-table joins require to join on the "
-                            f"primary key of the right input table. Got {shown}.")  # fmt: skip
+            raise JoinError(
+                f"Invalid join condition: table-table joins require to join on the "
+                f"primary key of the right input table. Got {shown}."
+            )
         if not left_on_key:
             foreign = True
             if kind == "FULL":
-                raise JoinError(f"Invalid join type: full-outer join not supported for "
-                                f"foreign-key table-table join. Got {leaves[0].source.name} "
-                                f"{_KIND_TEXT[kind]} {leaf.source.name}.")  # fmt: skip
+                raise JoinError(
+                    f"Invalid join type: full-outer join not supported for "
+                    f"foreign-key table-table join. Got {leaves[0].source.name} "
+                    f"{_KIND_TEXT[kind]} {leaf.source.name}."
+                )
             if n_way:
-                raise JoinError(f"Invalid join condition: foreign-key table-table joins are not "
-                                f"supported as part of n-way joins. Got {shown}.")  # fmt: skip
+                raise JoinError(
+                    f"Invalid join condition: foreign-key table-table joins are not "
+                    f"supported as part of n-way joins. Got {shown}."
+                )
             if kind == "RIGHT":
                 raise JoinError("RIGHT OUTER JOIN on a foreign key is not supported")
         if left_compiled.type != right_compiled.type:
-            shown_a, type_a, shown_b, type_b = (left_text, left_compiled.type, right_text,
-                                                right_compiled.type)  # fmt: skip
+            shown_a, type_a, shown_b, type_b = (
+                left_text,
+                left_compiled.type,
+                right_text,
+                right_compiled.type,
+            )
             if flipped:
                 shown_a, type_a, shown_b, type_b = shown_b, type_b, shown_a, type_a
-            raise JoinError(f"Invalid join condition: types don't match. Got "
-                            f"{shown_a}{{{type_a.sql()}}} = {shown_b}{{{type_b.sql()}}}.")
+            raise JoinError(
+                f"Invalid join condition: types don't match. Got "
+                f"{shown_a}{{{type_a.sql()}}} = {shown_b}{{{type_b.sql()}}}."
+            )
     else:  # stream-stream
         if join.within is None:
-            raise JoinError("Stream-Stream joins must have a WITHIN clause specified. None was "
-                            "provided. To learn about how to specify a WITHIN clause with a "
-                            "stream-stream join, please visit: https://docs.confluent.io/"
-                            "current/ksql/docs/syntax-reference.html#create-stream-as-select")
+            raise JoinError(
+                "Stream-Stream joins must have a WITHIN clause specified. None was "
+                "provided. To learn about how to specify a WITHIN clause with a "
+                "stream-stream join, please visit: https://docs.confluent.io/"
+                "current/ksql/docs/syntax-reference.html#create-stream-as-select"
+            )
     if not foreign and left_compiled.type != right_compiled.type:
-        raise JoinError(f"Invalid join. Key types differ: {left_compiled.type.sql()} vs "
-                        f"{right_compiled.type.sql()}")  # fmt: skip
+        raise JoinError(
+            f"Invalid join. Key types differ: {left_compiled.type.sql()} vs "
+            f"{right_compiled.type.sql()}"
+        )
     if (left_kind is SourceKind.TABLE and not left_on_key and not foreign) or (
-            leaf.kind is SourceKind.TABLE and not right_on_key):  # fmt: skip
-        raise JoinError("Cannot repartition a TABLE source. If this is a join, make sure that "
-                        "the criteria uses the TABLE's key column.")  # fmt: skip
+        leaf.kind is SourceKind.TABLE and not right_on_key
+    ):
+        raise JoinError(
+            "Cannot repartition a TABLE source. If this is a join, make sure that "
+            "the criteria uses the TABLE's key column."
+        )
     within = join.within
-    result = (SourceKind.TABLE if left_kind is SourceKind.TABLE and leaf.kind is SourceKind.TABLE
-              else SourceKind.STREAM)  # fmt: skip
+    result = (
+        SourceKind.TABLE
+        if left_kind is SourceKind.TABLE and leaf.kind is SourceKind.TABLE
+        else SourceKind.STREAM
+    )
     return JoinStep(
-        index=index, kind=kind, left=tree, right=leaf,
-        left_key=left_compiled.evaluate, right_key=right_compiled.evaluate,
-        left_rekey=not left_on_key and not foreign, right_rekey=not right_on_key,
-        key_name="", key_type=left_compiled.type if not foreign else right_compiled.type,
+        index=index,
+        kind=kind,
+        left=tree,
+        right=leaf,
+        left_key=left_compiled.evaluate,
+        right_key=right_compiled.evaluate,
+        left_rekey=not left_on_key and not foreign,
+        right_rekey=not right_on_key,
+        key_name="",
+        key_type=left_compiled.type if not foreign else right_compiled.type,
         result=result,
         before_ms=within.before.milliseconds if within else None,
         after_ms=within.after.milliseconds if within else None,
         grace_ms=(within.grace.milliseconds if within and within.grace else None),
-        foreign_key=foreign, left_text=left_text, right_text=right_text,
-        left_column=isinstance(a, exp.Column), right_column=isinstance(b, exp.Column),
-    )  # fmt: skip
+        foreign_key=foreign,
+        left_text=left_text,
+        right_text=right_text,
+        left_column=isinstance(a, exp.Column),
+        right_column=isinstance(b, exp.Column),
+    )
 
 
 def _check_windowed(leaves: Sequence[JoinLeaf], steps: Sequence[JoinStep]) -> None:
@@ -347,20 +431,26 @@ def _check_windowed(leaves: Sequence[JoinLeaf], steps: Sequence[JoinStep]) -> No
         w, p = windowed[0], plain[0]
         first, second = (w, p) if w.index < p.index else (p, w)
         describe = {id(w): f"is {w.source.windowed} windowed", id(p): "is not windowed"}
-        raise JoinError(f"Can not join windowed source to non-windowed source.\n"
-                        f"`{first.source.name}` {describe[id(first)]}\n"
-                        f"`{second.source.name}` {describe[id(second)]}")  # fmt: skip
+        raise JoinError(
+            f"Can not join windowed source to non-windowed source.\n"
+            f"`{first.source.name}` {describe[id(first)]}\n"
+            f"`{second.source.name}` {describe[id(second)]}"
+        )
     kinds = {leaf.source.windowed for leaf in leaves}
     if "SESSION" in kinds and len(kinds) > 1:
         a, b = leaves[0].source.windowed, leaves[1].source.windowed
-        raise JoinError(f"Incompatible windowed sources.\nLeft source: {a}\nRight source: {b}\n"
-                        "Session windowed sources can only be joined to other session windowed "
-                        "sources, and may still not result in expected behaviour as session "
-                        "bounds must be an exact match for the join to work\nHopping and tumbling windowed "
-                        "sources can only be joined to other hopping and tumbling windowed sources")  # fmt: skip
+        raise JoinError(
+            f"Incompatible windowed sources.\nLeft source: {a}\nRight source: {b}\n"
+            "Session windowed sources can only be joined to other session windowed "
+            "sources, and may still not result in expected behaviour as session "
+            "bounds must be an exact match for the join to work\nHopping and tumbling windowed "
+            "sources can only be joined to other hopping and tumbling windowed sources"
+        )
     if any(s.left_rekey or s.right_rekey for s in steps):
-        raise JoinError("Implicit repartitioning of windowed sources is not supported. See "
-                        "https://github.com/confluentinc/ksql/issues/4385.")  # fmt: skip
+        raise JoinError(
+            "Implicit repartitioning of windowed sources is not supported. See "
+            "https://github.com/confluentinc/ksql/issues/4385."
+        )
     raise JoinError("Joins of windowed sources are not supported yet.", later=True)
 
 
@@ -376,10 +466,12 @@ def _partitions(root: JoinStep) -> int:
         if left != right:
             a = step.left.alias if isinstance(step.left, JoinLeaf) else step.leaves[0].alias
             b = step.right.alias
-            raise JoinError(f"Can't join `{a}` with `{b}` since the number of partitions don't "
-                            f"match. `{a}` partitions = {left}; `{b}` partitions = {right}. "
-                            "Please repartition either one so that the number of partitions "
-                            "match.")  # fmt: skip
+            raise JoinError(
+                f"Can't join `{a}` with `{b}` since the number of partitions don't "
+                f"match. `{a}` partitions = {left}; `{b}` partitions = {right}. "
+                "Please repartition either one so that the number of partitions "
+                "match."
+            )
     return count(root)
 
 
@@ -406,16 +498,27 @@ def _viable_keys(step: JoinStep | JoinLeaf) -> list[str]:
         return []
     equivalent = _equivalence(step)
     found: list[str] = []
-    own = [t for t, is_column in ((step.left_text, step.left_column),
-                                  (step.right_text, step.right_column)) if is_column]  # fmt: skip
+    own = [
+        t
+        for t, is_column in (
+            (step.left_text, step.left_column),
+            (step.right_text, step.right_column),
+        )
+        if is_column
+    ]
     for text in (*_viable_keys(step.left), *own):
         if text in equivalent and text not in found:
             found.append(text)
     return found
 
 
-def _key_name(root: JoinStep, viable: list[str], select: Sequence[exp.Expr],
-              names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf]) -> str:  # fmt: skip
+def _key_name(
+    root: JoinStep,
+    viable: list[str],
+    select: Sequence[exp.Expr],
+    names: Mapping[str, JoinLeaf],
+    leaves: Sequence[JoinLeaf],
+) -> str:
     if root.foreign_key:
         return ""  # a foreign-key join keeps the left table's key
     if not viable:
@@ -424,8 +527,9 @@ def _key_name(root: JoinStep, viable: list[str], select: Sequence[exp.Expr],
         while (name := "ROWKEY" if number == 0 else f"ROWKEY_{number}") in taken:
             number += 1
         return name
-    selected = {_qualified_text(_bare(i), names) for i in select
-                if isinstance(_bare(i), exp.Column)}  # fmt: skip
+    selected = {
+        _qualified_text(_bare(i), names) for i in select if isinstance(_bare(i), exp.Column)
+    }
     chosen = next((v for v in viable if v in selected), viable[0])
     alias, column = chosen.split(".", 1)
     return f"{alias}_{column}"
@@ -450,67 +554,109 @@ def _joined_source(root: JoinStep, leaves: Sequence[JoinLeaf]) -> Source:
     if root.foreign_key:
         left = root.left
         assert isinstance(left, JoinLeaf)
-        keys = [Column(p, t.sql(), key=True) for c, p, t in left.columns
-                if left.source.column(c) is not None and left.source.column(c).key]  # type: ignore[union-attr]
+        keys = [
+            Column(p, t.sql(), key=True)
+            for c, p, t in left.columns
+            if (column := left.source.column(c)) is not None and column.key
+        ]
         key_names = {k.name for k in keys}
     else:
         keys = [Column(root.key_name, root.key_type.sql(), key=True)]
         key_names = {root.key_name}
-    values = [Column(p, t.sql()) for leaf in root.leaves for _c, p, t in leaf.columns
-              if p not in key_names]  # fmt: skip
+    values = [
+        Column(p, t.sql())
+        for leaf in root.leaves
+        for _c, p, t in leaf.columns
+        if p not in key_names
+    ]
     first = leaves[0].source
     # ksqlDB's join key format: the first source's that has one (KLIP-33), else KAFKA
-    key_format = next((leaf.source.key_format for leaf in leaves
-                       if leaf.source.key_format != "NONE"), "KAFKA")  # fmt: skip
-    return Source(root.result, JOINED, (*keys, *values), topic=first.topic,
-                  partitions=first.partitions, key_format=key_format,
-                  value_format=first.value_format)  # fmt: skip
+    key_format = next(
+        (leaf.source.key_format for leaf in leaves if leaf.source.key_format != "NONE"), "KAFKA"
+    )
+    return Source(
+        root.result,
+        JOINED,
+        (*keys, *values),
+        topic=first.topic,
+        partitions=first.partitions,
+        key_format=key_format,
+        value_format=first.value_format,
+    )
 
 
-def _check_key_selected(root: JoinStep, viable: list[str], query: Query, sink: str,
-                        names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
-                        selected: list[exp.Expr]) -> None:  # fmt: skip
+def _check_key_selected(
+    root: JoinStep,
+    viable: list[str],
+    query: Query,
+    sink: str,
+    names: Mapping[str, JoinLeaf],
+    leaves: Sequence[JoinLeaf],
+    selected: list[exp.Expr],
+) -> None:
     if query.group_by or query.partition_by:
         return  # the key is the grouping / partitioning: query_plan.py, aggregate_plan.py check
-    texts = {_qualified_text(s, names) for s in selected if isinstance(s, exp.Column)
-             and not isinstance(s.this, exp.Star)}  # fmt: skip
-    stars = [exp.column(exp.Star()) if isinstance(s, exp.Star) else s for s in selected
-             if isinstance(s, exp.Star) or (isinstance(s, exp.Column)
-                                            and isinstance(s.this, exp.Star))]  # fmt: skip
+    texts = {
+        _qualified_text(s, names)
+        for s in selected
+        if isinstance(s, exp.Column) and not isinstance(s.this, exp.Star)
+    }
+    stars = [
+        exp.column(exp.Star()) if isinstance(s, exp.Star) else s
+        for s in selected
+        if isinstance(s, exp.Star) or (isinstance(s, exp.Column) and isinstance(s.this, exp.Star))
+    ]
     if root.foreign_key:
         left = root.left
         assert isinstance(left, JoinLeaf)
-        missing = [c for c, _p, _t in left.columns
-                   if (col := left.source.column(c)) is not None and col.key
-                   and f"{left.alias}.{c}" not in texts and not _star_covers(stars, left, names)]
+        missing = [
+            c
+            for c, _p, _t in left.columns
+            if (col := left.source.column(c)) is not None
+            and col.key
+            and f"{left.alias}.{c}" not in texts
+            and not _star_covers(stars, left, names)
+        ]
         if missing:
             noun = "column" if len(missing) == 1 else "columns"
-            raise JoinError(f"Primary key {noun} missing in projection. For foreign-key "
-                            f"table-table joins, the projection must include all primary key "
-                            f"columns from the left input table (`{left.alias}`). Missing "
-                            f"{noun}: {', '.join(f'`{m}`' for m in missing)}.")  # fmt: skip
+            raise JoinError(
+                f"Primary key {noun} missing in projection. For foreign-key "
+                f"table-table joins, the projection must include all primary key "
+                f"columns from the left input table (`{left.alias}`). Missing "
+                f"{noun}: {', '.join(f'`{m}`' for m in missing)}."
+            )
         return
     if viable:
-        covered = any(v in texts or _star_covers(stars, names[v.split('.', 1)[0]], names)
-                      for v in viable)  # fmt: skip
+        covered = any(
+            v in texts or _star_covers(stars, names[v.split(".", 1)[0]], names) for v in viable
+        )
         if not covered:
             noun = "expression" if len(viable) == 1 else "expressions"
-            listed = viable[0] if len(viable) == 1 else (", ".join(viable[:-1]) + " or "
-                                                         + viable[-1])  # fmt: skip
-            raise JoinError(f"The query used to build `{sink}` must include the join {noun} "
-                            f"{listed} in its projection (eg, SELECT {viable[0]}...).")
+            listed = (
+                viable[0] if len(viable) == 1 else (", ".join(viable[:-1]) + " or " + viable[-1])
+            )
+            raise JoinError(
+                f"The query used to build `{sink}` must include the join {noun} "
+                f"{listed} in its projection (eg, SELECT {viable[0]}...)."
+            )
         return
     key = root.key_name
-    bare = any(isinstance(s, exp.Column) and not isinstance(s.this, exp.Star)
-               and s.args.get("table") is None and identifier_name(s.this) == key
-               for s in selected)  # fmt: skip
+    bare = any(
+        isinstance(s, exp.Column)
+        and not isinstance(s.this, exp.Star)
+        and s.args.get("table") is None
+        and identifier_name(s.this) == key
+        for s in selected
+    )
     if not bare and not any(s.args.get("table") is None for s in stars):
-        raise JoinError(f"Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\n"
-                        f"The query used to build `{sink}` must include the join expression "
-                        f"{key} in its projection (eg, SELECT {key}...).\n{key} was added as a "
-                        "synthetic key column because the join criteria did not match any source "
-                        "column. This expression must be included in the projection and may be "
-                        "aliased.")  # fmt: skip
+        raise JoinError(
+            f"Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\n"
+            f"The query used to build `{sink}` must include the join expression "
+            f"{key} in its projection (eg, SELECT {key}...).\n{key} was added as a "
+            "synthetic key column because the join criteria did not match any source "
+            "column. This expression must be included in the projection and may be "
+            "aliased."
+        )
 
 
 def _star_covers(stars: Sequence[exp.Expr], leaf: JoinLeaf, names: Mapping[str, JoinLeaf]) -> bool:
@@ -543,8 +689,9 @@ def _scope(columns: Sequence[tuple[str, SqlType]], custom: Mapping[str, object])
     return Scope(dict(columns), frozenset(), dict(custom))
 
 
-def _resolve(node: exp.Column, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
-             clause: str) -> JoinLeaf | None:  # fmt: skip
+def _resolve(
+    node: exp.Column, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf], clause: str
+) -> JoinLeaf | None:
     """The leaf a column reference reads (None: no leaf has it, unqualified)."""
     name = identifier_name(node.this)
     table = node.args.get("table")
@@ -565,16 +712,18 @@ def _resolve(node: exp.Column, names: Mapping[str, JoinLeaf], leaves: Sequence[J
     return having[0] if having else None
 
 
-def _sources_of(node: exp.Expr, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
-                clause: str) -> set[int]:  # fmt: skip
+def _sources_of(
+    node: exp.Expr, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf], clause: str
+) -> set[int]:
     found: set[int] = set()
     for column in node.find_all(exp.Column):
         if isinstance(column.this, exp.Star):
             continue
         leaf = _resolve(column, names, leaves, clause)
         if leaf is None:
-            raise JoinError(f"{clause} column '{identifier_name(column.this)}' cannot be "
-                            "resolved.", column)  # fmt: skip
+            raise JoinError(
+                f"{clause} column '{identifier_name(column.this)}' cannot be resolved.", column
+            )
         found.add(leaf.index)
     return found
 
@@ -601,8 +750,13 @@ def _qualified_text(node: exp.Expr, names: Mapping[str, JoinLeaf]) -> str:
     return format_expression(copy)
 
 
-def _rewrite(node: exp.Expr, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
-             clause: str, key_name: str | None = None) -> exp.Expr:  # fmt: skip
+def _rewrite(
+    node: exp.Expr,
+    names: Mapping[str, JoinLeaf],
+    leaves: Sequence[JoinLeaf],
+    clause: str,
+    key_name: str | None = None,
+) -> exp.Expr:
     """``node`` reading the joined columns: ``T.X`` and ``X`` become ``T_X``."""
     if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
         return _column(node, names, leaves, clause) or node
@@ -628,8 +782,9 @@ def _in_lambda(column: exp.Column) -> bool:
     return False
 
 
-def _column(column: exp.Column, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf],
-            clause: str) -> exp.Column | None:  # fmt: skip
+def _column(
+    column: exp.Column, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf], clause: str
+) -> exp.Column | None:
     leaf = _resolve(column, names, leaves, clause)
     if leaf is None:
         return None
@@ -637,8 +792,9 @@ def _column(column: exp.Column, names: Mapping[str, JoinLeaf], leaves: Sequence[
     return exp.column(exp.to_identifier(leaf.prefixed(name), quoted=True))
 
 
-def _rewrite_query(query: Query, root: JoinStep, names: Mapping[str, JoinLeaf],
-                   leaves: Sequence[JoinLeaf]) -> Query:  # fmt: skip
+def _rewrite_query(
+    query: Query, root: JoinStep, names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf]
+) -> Query:
     items: list[exp.Expr] = []
     for item in query.select:
         bare = _bare(item)
@@ -653,8 +809,9 @@ def _rewrite_query(query: Query, root: JoinStep, names: Mapping[str, JoinLeaf],
             else:
                 qualifier = identifier_name(table)
                 if qualifier not in names:
-                    raise JoinError(f"'{qualifier}' is not a valid stream/table name or alias.",
-                                    bare)  # fmt: skip
+                    raise JoinError(
+                        f"'{qualifier}' is not a valid stream/table name or alias.", bare
+                    )
                 chosen = [names[qualifier]]
             for leaf in chosen:
                 for c, p, _t in leaf.columns:
@@ -671,8 +828,11 @@ def _rewrite_query(query: Query, root: JoinStep, names: Mapping[str, JoinLeaf],
             plain = identifier_name(bare.this)
             owners = sum(1 for leaf in leaves if any(c == plain for c, _p, _t in leaf.columns))
             name = plain if owners == 1 else identifier_name(new.this)
-            items.append(new if name == identifier_name(new.this)
-                         else exp.alias_(new, exp.to_identifier(name, quoted=True)))
+            items.append(
+                new
+                if name == identifier_name(new.this)
+                else exp.alias_(new, exp.to_identifier(name, quoted=True))
+            )
         else:
             items.append(new)
 
@@ -686,10 +846,9 @@ def _rewrite_query(query: Query, root: JoinStep, names: Mapping[str, JoinLeaf],
         joins=(),
         where=over(query.where, "WHERE"),
         group_by=tuple(_rewrite(g, names, leaves, "GROUP BY") for g in query.group_by),
-        partition_by=tuple(_rewrite(p, names, leaves, "PARTITION BY")
-                           for p in query.partition_by),
+        partition_by=tuple(_rewrite(p, names, leaves, "PARTITION BY") for p in query.partition_by),
         having=over(query.having, "HAVING"),
-    )  # fmt: skip
+    )
 
 
 def joined_catalog(plan: JoinPlan, catalog: Catalog) -> Catalog:

@@ -88,7 +88,8 @@ class StepState:
     min_time: int = 2**63 - 1
     observed: list[int] = field(default_factory=lambda: [-1, -1])
     outer: dict[tuple[int, int, bytes], tuple[Any, Mapping[str, Any], int, int]] = field(
-        default_factory=dict)
+        default_factory=dict
+    )
 
 
 @dataclass
@@ -100,8 +101,12 @@ class KeyState:
     pointed: set[bytes] = field(default_factory=set)  # foreign key: left keys pointing here
 
     def empty(self) -> bool:
-        return (self.rows == [None, None] and not self.windows[0] and not self.windows[1]
-                and not self.pointed)  # fmt: skip
+        return (
+            self.rows == [None, None]
+            and not self.windows[0]
+            and not self.windows[1]
+            and not self.pointed
+        )
 
 
 @dataclass
@@ -116,8 +121,9 @@ class JoinTask:
     """One task's states: its `TaskState` and its keys' states, loaded on demand through ``load``
     (Spark's map state, or a dict) and collected in ``changed`` for the caller to store."""
 
-    def __init__(self, state: TaskState,
-                 load: Callable[[tuple[int, str, bytes]], KeyState | None]) -> None:  # fmt: skip
+    def __init__(
+        self, state: TaskState, load: Callable[[tuple[int, str, bytes]], KeyState | None]
+    ) -> None:
         self.state = state
         self._load = load
         self._loaded: dict[tuple[int, str, bytes], KeyState] = {}
@@ -171,20 +177,29 @@ class JoinPipeline:
             if isinstance(step.left, JoinLeaf):
                 self._entry[step.left.index] = (step, _LEFT)
             self._entry[step.right.index] = (step, _RIGHT)
-        key_format = next((leaf.source.key_format for leaf in plan.leaves
-                           if leaf.source.key_format != "NONE"), "KAFKA")  # fmt: skip
+        key_format = next(
+            (leaf.source.key_format for leaf in plan.leaves if leaf.source.key_format != "NONE"),
+            "KAFKA",
+        )
         self._key_serdes: dict[int, RowSerde] = {}
         for step in plan.steps:
-            holder = Source(SourceKind.STREAM, "JOINKEY", (Column("K", step.key_type.sql(), True),
-                            Column("V", "INTEGER")), topic="", partitions=1,
-                            key_format=key_format if key_format in ("KAFKA", "JSON", "DELIMITED")
-                            else "JSON")  # fmt: skip
+            holder = Source(
+                SourceKind.STREAM,
+                "JOINKEY",
+                (Column("K", step.key_type.sql(), True), Column("V", "INTEGER")),
+                topic="",
+                partitions=1,
+                key_format=key_format if key_format in ("KAFKA", "JSON", "DELIMITED") else "JSON",
+            )
             self._key_serdes[step.index] = RowSerde.for_source(holder, custom_types)
-        self._nulls = {step.index: ({p: None for p, _t in _side_columns(step.left)},
-                                    {p: None for _c, p, _t in step.right.columns})
-                       for step in plan.steps}  # fmt: skip
-        self._parent = {step.index: plan.steps[step.index + 1]
-                        for step in plan.steps[:-1]}  # fmt: skip
+        self._nulls = {
+            step.index: (
+                {p: None for p, _t in _side_columns(step.left)},
+                {p: None for _c, p, _t in step.right.columns},
+            )
+            for step in plan.steps
+        }
+        self._parent = {step.index: plan.steps[step.index + 1] for step in plan.steps[:-1]}
         self.topics = {leaf.source.topic: leaf.index for leaf in plan.leaves}
 
     @property
@@ -193,8 +208,9 @@ class JoinPipeline:
 
     # -- stage 1 -------------------------------------------------------------------------------------
 
-    def enter(self, leaf_index: int, records: Iterable[InputRecord]
-              ) -> tuple[list[SideRecord], list[ProcessingError]]:  # fmt: skip
+    def enter(
+        self, leaf_index: int, records: Iterable[InputRecord]
+    ) -> tuple[list[SideRecord], list[ProcessingError]]:
         """Stage 1 over one leaf's records: what enters the join, and the records skipped."""
         leaf = self.plan.leaves[leaf_index]
         reader = self._readers[leaf_index]
@@ -212,8 +228,16 @@ class JoinPipeline:
                 value = reader.value(record)
                 view = reader.view(record, value)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                errors.append(skipped(self.query_id, exc, "deserialization", leaf.source.topic,
-                                      record.partition, record.offset))  # fmt: skip
+                errors.append(
+                    skipped(
+                        self.query_id,
+                        exc,
+                        "deserialization",
+                        leaf.source.topic,
+                        record.partition,
+                        record.offset,
+                    )
+                )
                 continue
             row = None if value is None else {p: view.get(c) for c, p, _t in leaf.columns}
             if row is None and not table:
@@ -236,9 +260,19 @@ class JoinPipeline:
                 task = 0  # foreign-key joins are not co-partitioned: one task sees both tables
             else:
                 task = record.partition
-            out.append(SideRecord(leaf_index, task, key, key_bytes, row, int(view["ROWTIME"]),
-                                  record.partition, record.offset,
-                                  record.key if table else None))  # fmt: skip
+            out.append(
+                SideRecord(
+                    leaf_index,
+                    task,
+                    key,
+                    key_bytes,
+                    row,
+                    int(view["ROWTIME"]),
+                    record.partition,
+                    record.offset,
+                    record.key if table else None,
+                )
+            )
         return out, errors
 
     def _table_key(self, leaf: JoinLeaf, view: Mapping[str, Any]) -> Any:
@@ -256,8 +290,9 @@ class JoinPipeline:
 
     # -- stage 2 -------------------------------------------------------------------------------------
 
-    def join(self, task: JoinTask, records: Sequence[SideRecord], task_id: int = 0,
-             first_offset: int = 0) -> list[InputRecord]:  # fmt: skip
+    def join(
+        self, task: JoinTask, records: Sequence[SideRecord], task_id: int = 0, first_offset: int = 0
+    ) -> list[InputRecord]:
         """Stage 2: the joined records of one task's records (in the order given), as records of
         the joined source whose rows are decoded; ``offset`` numbers them from ``first_offset``."""
         joined: list[InputRecord] = []
@@ -266,8 +301,11 @@ class JoinPipeline:
             outs = self._step(task, step, side, record)
             while outs and step.index in self._parent:
                 parent = self._parent[step.index]
-                outs = [o2 for o in outs
-                        for o2 in self._step(task, parent, _LEFT, self._as_left(parent, o, record))]
+                outs = [
+                    o2
+                    for o in outs
+                    for o2 in self._step(task, parent, _LEFT, self._as_left(parent, o, record))
+                ]
                 step = parent
             for o in outs:
                 joined.append(self._record(o, task_id, first_offset + len(joined)))
@@ -282,19 +320,31 @@ class JoinPipeline:
             except Exception:  # noqa: BLE001 - a join key that fails is NULL, as in ksqlDB
                 key = None
             key_bytes = self._key_bytes(parent, key)
-        return SideRecord(-1, origin.task, key, key_bytes, out.row, out.timestamp,
-                          origin.partition, origin.offset)  # fmt: skip
+        return SideRecord(
+            -1, origin.task, key, key_bytes, out.row, out.timestamp, origin.partition, origin.offset
+        )
 
     def _record(self, out: _Out, task_id: int, offset: int) -> InputRecord:
         view = self._view(out.row, out.key, out.timestamp, task_id, offset)
         if self.plan.root.result is SourceKind.TABLE:
-            view[OLD_ROW] = (None if out.old is None else
-                             self._view(out.old, out.key, out.timestamp, task_id, offset))
-        return InputRecord(out.key_bytes or None, None if out.row is None else b"",
-                           out.timestamp, task_id, offset, (), view)  # fmt: skip
+            view[OLD_ROW] = (
+                None
+                if out.old is None
+                else self._view(out.old, out.key, out.timestamp, task_id, offset)
+            )
+        return InputRecord(
+            out.key_bytes or None,
+            None if out.row is None else b"",
+            out.timestamp,
+            task_id,
+            offset,
+            (),
+            view,
+        )
 
-    def _view(self, row: Mapping[str, Any] | None, key: Any, timestamp: int, task_id: int,
-              offset: int) -> dict[str, Any]:  # fmt: skip
+    def _view(
+        self, row: Mapping[str, Any] | None, key: Any, timestamp: int, task_id: int, offset: int
+    ) -> dict[str, Any]:
         root = self.plan.root
         view: dict[str, Any] = dict(row) if row is not None else {}
         if row is None:
@@ -321,8 +371,9 @@ class JoinPipeline:
             return self._table_table(task, step, side, record)
         return self._stream_stream(task, step, side, record)
 
-    def _joined(self, step: JoinStep, left: Mapping[str, Any] | None,
-                right: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    def _joined(
+        self, step: JoinStep, left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         nulls = self._nulls[step.index]
         row = dict(left) if left is not None else dict(nulls[0])
         row.update(right if right is not None else nulls[1])
@@ -330,8 +381,9 @@ class JoinPipeline:
 
     # -- stream-table ----------------------------------------------------------------------------------
 
-    def _stream_table(self, task: JoinTask, step: JoinStep, side: int,
-                      record: SideRecord) -> list[_Out]:  # fmt: skip
+    def _stream_table(
+        self, task: JoinTask, step: JoinStep, side: int, record: SideRecord
+    ) -> list[_Out]:
         state = task.key(step.index, "K", record.key_bytes, write=side == _RIGHT)
         if side == _RIGHT:
             state.rows[_RIGHT] = None if record.row is None else (record.timestamp, record.row)
@@ -342,22 +394,35 @@ class JoinPipeline:
         if found is None and step.kind == "INNER":
             return []
         right = None if found is None else found[1]
-        return [_Out(record.key, record.key_bytes, self._joined(step, record.row, right),
-                     record.timestamp)]  # fmt: skip
+        return [
+            _Out(
+                record.key,
+                record.key_bytes,
+                self._joined(step, record.row, right),
+                record.timestamp,
+            )
+        ]
 
     # -- table-table -----------------------------------------------------------------------------------
 
-    def _table_table(self, task: JoinTask, step: JoinStep, side: int,
-                     record: SideRecord) -> list[_Out]:  # fmt: skip
+    def _table_table(
+        self, task: JoinTask, step: JoinStep, side: int, record: SideRecord
+    ) -> list[_Out]:
         state = task.key(step.index, "K", record.key_bytes)
         old = state.rows[side]
         state.rows[side] = None if record.row is None else (record.timestamp, record.row)
         other = state.rows[1 - side]
         kind = step.kind
-        keeps_this = kind == "FULL" or (kind == "LEFT" and side == _LEFT) or (
-            kind == "RIGHT" and side == _RIGHT)  # fmt: skip
-        keeps_other = kind == "FULL" or (kind == "LEFT" and side == _RIGHT) or (
-            kind == "RIGHT" and side == _LEFT)  # fmt: skip
+        keeps_this = (
+            kind == "FULL"
+            or (kind == "LEFT" and side == _LEFT)
+            or (kind == "RIGHT" and side == _RIGHT)
+        )
+        keeps_other = (
+            kind == "FULL"
+            or (kind == "LEFT" and side == _RIGHT)
+            or (kind == "RIGHT" and side == _LEFT)
+        )
         timestamp = record.timestamp if other is None else max(record.timestamp, other[0])
         previous = self._table_row(step, side, old, other, keeps_this, keeps_other)
         if other is None:
@@ -371,9 +436,15 @@ class JoinPipeline:
             row = self._pair(step, side, record.row, other[1])
         return [_Out(record.key, record.key_bytes, row, timestamp, previous)]
 
-    def _table_row(self, step: JoinStep, side: int, this: tuple[int, Mapping[str, Any]] | None,
-                   other: tuple[int, Mapping[str, Any]] | None, keeps_this: bool,
-                   keeps_other: bool) -> dict[str, Any] | None:  # fmt: skip
+    def _table_row(
+        self,
+        step: JoinStep,
+        side: int,
+        this: tuple[int, Mapping[str, Any]] | None,
+        other: tuple[int, Mapping[str, Any]] | None,
+        keeps_this: bool,
+        keeps_other: bool,
+    ) -> dict[str, Any] | None:
         """The joined row a table join holds for a key given each side's row (None: none)."""
         if this is not None and other is not None:
             return self._pair(step, side, this[1], other[1])
@@ -383,15 +454,20 @@ class JoinPipeline:
             return self._pair(step, side, None, other[1])
         return None
 
-    def _pair(self, step: JoinStep, side: int, this: Mapping[str, Any] | None,
-              other: Mapping[str, Any] | None) -> dict[str, Any]:  # fmt: skip
-        return (self._joined(step, this, other) if side == _LEFT
-                else self._joined(step, other, this))  # fmt: skip
+    def _pair(
+        self,
+        step: JoinStep,
+        side: int,
+        this: Mapping[str, Any] | None,
+        other: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        return self._joined(step, this, other) if side == _LEFT else self._joined(step, other, this)
 
     # -- foreign key -----------------------------------------------------------------------------------
 
-    def _foreign_key(self, task: JoinTask, step: JoinStep, side: int,
-                     record: SideRecord) -> list[_Out]:  # fmt: skip
+    def _foreign_key(
+        self, task: JoinTask, step: JoinStep, side: int, record: SideRecord
+    ) -> list[_Out]:
         if side == _LEFT:
             own = record.source_key or b""
             mine = task.key(step.index, "L", own)
@@ -418,8 +494,14 @@ class JoinPipeline:
                     return [_Out(self._fk_keys(step, previous[1]), own, None, record.timestamp)]
                 return []
             timestamp = record.timestamp if right is None else max(record.timestamp, right[0])
-            return [_Out(None, own, self._joined(step, record.row, None if right is None
-                                                 else right[1]), timestamp)]  # fmt: skip
+            return [
+                _Out(
+                    None,
+                    own,
+                    self._joined(step, record.row, None if right is None else right[1]),
+                    timestamp,
+                )
+            ]
         target = task.key(step.index, "R", record.key_bytes)
         target.rows[_RIGHT] = None if record.row is None else (record.timestamp, record.row)
         outs: list[_Out] = []
@@ -439,13 +521,17 @@ class JoinPipeline:
         """The left table's key columns of a row (a foreign-key join's result key)."""
         left = step.left
         assert isinstance(left, JoinLeaf)
-        return {p: row.get(p) for c, p, _t in left.columns
-                if (column := left.source.column(c)) is not None and column.key}
+        return {
+            p: row.get(p)
+            for c, p, _t in left.columns
+            if (column := left.source.column(c)) is not None and column.key
+        }
 
     # -- stream-stream ---------------------------------------------------------------------------------
 
-    def _stream_stream(self, task: JoinTask, step: JoinStep, side: int,
-                       record: SideRecord) -> list[_Out]:  # fmt: skip
+    def _stream_stream(
+        self, task: JoinTask, step: JoinStep, side: int, record: SideRecord
+    ) -> list[_Out]:
         if record.row is None:
             return []
         before, after = step.before_ms or 0, step.after_ms or 0
@@ -481,21 +567,33 @@ class JoinPipeline:
                 matched = True
                 if fixed:
                     timeline.outer.pop((t, _flag(other), record.key_bytes), None)
-                outs.append(_Out(record.key, record.key_bytes,
-                                 self._pair(step, side, record.row, row), max(ts, t)))  # fmt: skip
+                outs.append(
+                    _Out(
+                        record.key,
+                        record.key_bytes,
+                        self._pair(step, side, record.row, row),
+                        max(ts, t),
+                    )
+                )
         if not matched and outer:
             if not fixed or end < timeline.stream_time:
-                outs.append(_Out(record.key, record.key_bytes,
-                                 self._pair(step, side, record.row, None), ts))  # fmt: skip
+                outs.append(
+                    _Out(record.key, record.key_bytes, self._pair(step, side, record.row, None), ts)
+                )
             else:
                 timeline.min_time = min(timeline.min_time, ts)
-                timeline.outer[(ts, _flag(side), record.key_bytes)] = (record.key, record.row,
-                                                                        side, 0)  # fmt: skip
+                timeline.outer[(ts, _flag(side), record.key_bytes)] = (
+                    record.key,
+                    record.row,
+                    side,
+                    0,
+                )
         state.windows[side] = [(t, r) for t, r in state.windows[side] if live(t, side)]
         return outs
 
-    def _expired(self, step: JoinStep, timeline: StepState, side: int, before: int, after: int,
-                 grace: int) -> list[_Out]:  # fmt: skip
+    def _expired(
+        self, step: JoinStep, timeline: StepState, side: int, before: int, after: int, grace: int
+    ) -> list[_Out]:
         """The outer records whose windows have closed, in time order (then removed)."""
         own_after = after if side == _LEFT else before
         if timeline.min_time + own_after + grace >= timeline.stream_time or not timeline.outer:
@@ -531,8 +629,9 @@ def merge_order(records: Sequence[SideRecord], pipeline: JoinPipeline) -> list[S
     heads = {ident: 0 for ident in queues}
     ordered: list[SideRecord] = []
     while heads:
-        ident = min(heads, key=lambda i: (queues[i][heads[i]].timestamp,
-                                          0 if i[0] in tables else 1, i))  # fmt: skip
+        ident = min(
+            heads, key=lambda i: (queues[i][heads[i]].timestamp, 0 if i[0] in tables else 1, i)
+        )
         ordered.append(queues[ident][heads[ident]])
         heads[ident] += 1
         if heads[ident] == len(queues[ident]):
@@ -571,7 +670,9 @@ class LocalJoin:
     def topics(self) -> Mapping[str, int]:
         return self.join.topics
 
-    def process_topic(self, topic: str, records: list[InputRecord]) -> tuple[list[Any], list[ProcessingError]]:
+    def process_topic(
+        self, topic: str, records: list[InputRecord]
+    ) -> tuple[list[Any], list[ProcessingError]]:
         """The sink records of ``records`` read from ``topic``, one record at a time."""
         leaf = self.join.topics[topic]
         entering, errors = self.join.enter(leaf, records)

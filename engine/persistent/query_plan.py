@@ -50,16 +50,35 @@ from headwater.sqlparse_ext.sqltypes import ArrayType, SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query
 
 PSEUDO_COLUMNS: Mapping[str, SqlType] = {
-    "ROWTIME": BIGINT, "ROWPARTITION": INTEGER, "ROWOFFSET": BIGINT,
-}  # fmt: skip
+    "ROWTIME": BIGINT,
+    "ROWPARTITION": INTEGER,
+    "ROWOFFSET": BIGINT,
+}
 RESERVED_NAMES = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
 
 #: ksqlDB's aggregate functions (see `functions/aggregates.py`): only in aggregations.
-AGGREGATE_FUNCTIONS = frozenset({
-    "COUNT", "COUNT_DISTINCT", "SUM", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT", "COLLECT_LIST",
-    "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET", "STDDEV_SAMP",
-    "STDDEV_SAMPLE", "STDDEV_POP", "CORRELATION", "AVERAGE",
-})  # fmt: skip
+AGGREGATE_FUNCTIONS = frozenset(
+    {
+        "COUNT",
+        "COUNT_DISTINCT",
+        "SUM",
+        "AVG",
+        "MIN",
+        "MAX",
+        "TOPK",
+        "TOPKDISTINCT",
+        "COLLECT_LIST",
+        "COLLECT_SET",
+        "HISTOGRAM",
+        "EARLIEST_BY_OFFSET",
+        "LATEST_BY_OFFSET",
+        "STDDEV_SAMP",
+        "STDDEV_SAMPLE",
+        "STDDEV_POP",
+        "CORRELATION",
+        "AVERAGE",
+    }
+)
 #: ksqlDB's table functions: one input row gives several output rows.
 TABLE_FUNCTIONS = frozenset({"EXPLODE", "CUBE_EXPLODE"})
 
@@ -71,8 +90,9 @@ class QueryCompileError(ExpressionError):
         construct: the clause or construct at fault (``GROUP BY``, ``WINDOW``, ...), when one is.
     """
 
-    def __init__(self, message: str, construct: str | None = None,
-                 node: exp.Expr | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, message: str, construct: str | None = None, node: exp.Expr | None = None
+    ) -> None:
         super().__init__(message)
         self.construct = construct
         self.offset = _offset(node)
@@ -152,15 +172,19 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     """
     if query.joins:
         plan = plan_query_joins(query, catalog, sink_name)
-        return replace(compile_query(plan.query, joined_catalog(plan, catalog), sink_name),
-                       join=plan)  # fmt: skip
+        return replace(
+            compile_query(plan.query, joined_catalog(plan, catalog), sink_name), join=plan
+        )
     _refuse_later_constructs(query)
     source = catalog.source(query.source.name)
     if source is None:
         raise QueryCompileError(f"{query.source.name} does not exist.")
     if source.kind is SourceKind.TABLE and query.partition_by:
-        raise QueryCompileError("PARTITION BY is not supported on tables: a table is keyed by its "
-                                "PRIMARY KEY.", "PARTITION BY", query.partition_by[0])  # fmt: skip
+        raise QueryCompileError(
+            "PARTITION BY is not supported on tables: a table is keyed by its PRIMARY KEY.",
+            "PARTITION BY",
+            query.partition_by[0],
+        )
     if source.windowed and source.kind is SourceKind.TABLE:
         raise QueryCompileError("KSQL does not support persistent queries on windowed tables.")
     custom = dict(catalog.types)
@@ -178,23 +202,31 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     names = select_names(items)
     items, table_functions = _table_functions(items, scope, source)
     if table_functions:
-        scope = Scope({**scope.columns, **{f.name: f.type for f in table_functions}}, qualifiers,
-                      custom)  # fmt: skip
+        scope = Scope(
+            {**scope.columns, **{f.name: f.type for f in table_functions}}, qualifiers, custom
+        )
     compiled = []
     for item, name in zip(items, names, strict=True):
         try:
             c = compile_expression(item, scope)
         except UnresolvedColumn as error:
             if error.column in ("WINDOWSTART", "WINDOWEND"):  # only windowed sources have them
-                raise QueryCompileError(f"Reserved column name in select: `{error.column}`. "
-                                        "Please remove or alias the column.", None, item) from error
-            raise QueryCompileError(f"SELECT column '{error.column}' cannot be resolved.", None,
-                                    item) from error
+                raise QueryCompileError(
+                    f"Reserved column name in select: `{error.column}`. "
+                    "Please remove or alias the column.",
+                    None,
+                    item,
+                ) from error
+            raise QueryCompileError(
+                f"SELECT column '{error.column}' cannot be resolved.", None, item
+            ) from error
         except ExpressionError as error:
             raise QueryCompileError(error.message) from error
         if c.type == NULL:
-            raise QueryCompileError("Can't infer a type of null. Please explicitly cast it to a "
-                                    "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
+            raise QueryCompileError(
+                "Can't infer a type of null. Please explicitly cast it to a "
+                "required type, e.g. CAST(null AS VARCHAR)."
+            )
         compiled.append((item, name, c))
 
     key_of_item = _match_keys(compiled, source, partition, sink_name, qualifiers)
@@ -205,7 +237,8 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
                 "Map keys, including types that contain maps, are not supported as they may lead "
                 f"to unexpected behavior due to inconsistent serialization. Key column name: "
                 f"`{name}`. Column type: {c.type.sql()}. See "
-                "https://github.com/confluentinc/ksql/issues/6621 for more.")  # fmt: skip
+                "https://github.com/confluentinc/ksql/issues/6621 for more."
+            )
     keys: list[tuple[OutputColumn, Evaluator] | None] = [None] * _key_count(source, partition)
     values: list[tuple[OutputColumn, Evaluator]] = []
     seen: dict[str, str] = {}
@@ -219,10 +252,17 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         if slot is None:
             if name in RESERVED_NAMES:  # (a key named after PARTITION BY ROWTIME is ksqlDB's)
                 if isinstance(item, exp.Alias):
-                    raise QueryCompileError(f"`{name}` is a reserved column name. You cannot use "
-                                            "it as an alias for a column.", None, item)  # fmt: skip
-                raise QueryCompileError(f"Reserved column name in select: `{name}`. Please "
-                                        "remove or alias the column.", None, item)  # fmt: skip
+                    raise QueryCompileError(
+                        f"`{name}` is a reserved column name. You cannot use "
+                        "it as an alias for a column.",
+                        None,
+                        item,
+                    )
+                raise QueryCompileError(
+                    f"Reserved column name in select: `{name}`. Please remove or alias the column.",
+                    None,
+                    item,
+                )
             values.append((OutputColumn(name, c.type, False), c.evaluate))
         else:
             keys[slot] = (OutputColumn(name, c.type, True), c.evaluate)
@@ -231,8 +271,11 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         raise QueryCompileError("The projection contains no value columns.")
     chosen = [k for k in keys if k is not None]
     if source.windowed:  # after ksqlDB's own checks of the query, so its refusals come first
-        raise QueryCompileError(f"Windowed sources are not supported yet: `{source.name}` is "
-                                f"{source.windowed} windowed.", "windowed source")  # fmt: skip
+        raise QueryCompileError(
+            f"Windowed sources are not supported yet: `{source.name}` is "
+            f"{source.windowed} windowed.",
+            "windowed source",
+        )
     return CompiledQuery(
         source=source,
         columns=tuple(k for k, _ in chosen) + tuple(v for v, _ in values),
@@ -240,8 +283,9 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         keys=tuple(f for _, f in chosen),
         key_reads_value=tuple(r for r, k in zip(reads_value, keys, strict=True) if k is not None),
         values=tuple(f for _, f in values),
-        partition_by=tuple("NULL" if p.node is None else format_expression(p.node)
-                           for p in partition),
+        partition_by=tuple(
+            "NULL" if p.node is None else format_expression(p.node) for p in partition
+        ),
         where_text=where_text,
         projection_text=tuple(format_expression(_bare(item)) for item, _, _ in compiled),
         table_functions=tuple(table_functions),
@@ -280,13 +324,18 @@ def cube(columns: list[Any]) -> list[list[Any]]:
     for mask in range(1 << size):
         if mask & present != mask:
             continue  # the same row as another (a NULL column stays NULL)
-        found.append([columns[size - 1 - bit] if mask & (1 << bit) else None
-                      for bit in reversed(range(size))])  # fmt: skip
+        found.append(
+            [
+                columns[size - 1 - bit] if mask & (1 << bit) else None
+                for bit in reversed(range(size))
+            ]
+        )
     return found
 
 
-def _table_functions(items: list[exp.Expr], scope: Scope, source: Source
-                     ) -> tuple[list[exp.Expr], list[TableFunction]]:  # fmt: skip
+def _table_functions(
+    items: list[exp.Expr], scope: Scope, source: Source
+) -> tuple[list[exp.Expr], list[TableFunction]]:
     """The SELECT items with each table function call replaced by the column of its values, and
     the table functions (ksqlDB's rules: streams only, array arguments)."""
     found: list[TableFunction] = []
@@ -298,29 +347,40 @@ def _table_functions(items: list[exp.Expr], scope: Scope, source: Source
             if kind not in TABLE_FUNCTIONS:
                 continue
             if source.kind is SourceKind.TABLE:
-                raise QueryCompileError("Table source is not supported with table functions",
-                                        "table function", call)  # fmt: skip
+                raise QueryCompileError(
+                    "Table source is not supported with table functions", "table function", call
+                )
             if len(call.expressions) != 1:
-                raise QueryCompileError(f"Function '{kind.lower()}' takes one argument.", None,
-                                        call)  # fmt: skip
+                raise QueryCompileError(
+                    f"Function '{kind.lower()}' takes one argument.", None, call
+                )
             try:
                 argument = compile_expression(call.expressions[0], scope)
             except UnresolvedColumn as error:
-                raise QueryCompileError(f"SELECT column '{error.column}' cannot be resolved.",
-                                        None, call) from error  # fmt: skip
+                raise QueryCompileError(
+                    f"SELECT column '{error.column}' cannot be resolved.", None, call
+                ) from error
             except ExpressionError as error:
                 raise QueryCompileError(error.message, None, call) from error
             if not isinstance(argument.type, ArrayType):
-                alternatives = ("explode(ARRAY<DECIMAL> input)\nexplode(ARRAY<T> list)"
-                                if kind == "EXPLODE" else "cube_explode(ARRAY<T> columns)")
+                alternatives = (
+                    "explode(ARRAY<DECIMAL> input)\nexplode(ARRAY<T> list)"
+                    if kind == "EXPLODE"
+                    else "cube_explode(ARRAY<T> columns)"
+                )
                 raise QueryCompileError(
                     f"Function '{kind.lower()}' does not accept parameters "
-                    f"({argument.type.sql()}).\nValid alternatives are:\n{alternatives}", None,
-                    call)  # fmt: skip
+                    f"({argument.type.sql()}).\nValid alternatives are:\n{alternatives}",
+                    None,
+                    call,
+                )
             name = f"$TF_{len(found)}"
             element = argument.type.element
-            found.append(TableFunction(kind, argument.evaluate, name,
-                                       element if kind == "EXPLODE" else argument.type))
+            found.append(
+                TableFunction(
+                    kind, argument.evaluate, name, element if kind == "EXPLODE" else argument.type
+                )
+            )
             replacement = exp.column(exp.to_identifier(name, quoted=True))
             if call is copy:
                 copy = replacement
@@ -339,12 +399,12 @@ def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan
         if node is None and not isinstance(error, MissingSource):
             node = query.joins[0].on  # where the join is (a missing source: where it is named)
         if error.later:
-            raise QueryCompileError(f"{error.message} (not supported yet)", "JOIN",
-                                    node) from error  # fmt: skip
+            raise QueryCompileError(f"{error.message} (not supported yet)", "JOIN", node) from error
         raise QueryCompileError(error.message, "JOIN", node) from error
     except UnresolvedColumn as error:
-        raise QueryCompileError(f"JOIN ON column '{error.column}' cannot be resolved.",
-                                "JOIN") from error  # fmt: skip
+        raise QueryCompileError(
+            f"JOIN ON column '{error.column}' cannot be resolved.", "JOIN"
+        ) from error
     except ExpressionError as error:
         raise QueryCompileError(error.message, "JOIN") from error
 
@@ -352,16 +412,20 @@ def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan
 def describe_shape(compiled: CompiledQuery, sink: str) -> list[str]:
     """The query's steps, one line each, for EXPLAIN (ksqlDB's step names)."""
     steps = [f"> [ SINK ] | Schema: {_schema(compiled.columns)} | Logger: {sink}"]
-    steps.append(f"\t\t > [ PROJECT ] | Schema: {_schema(compiled.columns)} | "
-                 f"Expressions: {', '.join(compiled.projection_text)}")  # fmt: skip
+    steps.append(
+        f"\t\t > [ PROJECT ] | Schema: {_schema(compiled.columns)} | "
+        f"Expressions: {', '.join(compiled.projection_text)}"
+    )
     if compiled.partition_by:
         steps.append(f"\t\t\t\t > [ REKEY ] | PARTITION BY {', '.join(compiled.partition_by)}")
     if compiled.where_text:
         steps.append(f"\t\t\t\t\t\t > [ FILTER ] | Condition: {compiled.where_text}")
     source = compiled.source
-    steps.append(f"\t\t\t\t\t\t\t\t > [ SOURCE ] | Schema: "
-                 f"{', '.join(_column_sql(c.name, c.type, c.key) for c in source.columns)} | "
-                 f"Topic: {source.topic}")  # fmt: skip
+    steps.append(
+        f"\t\t\t\t\t\t\t\t > [ SOURCE ] | Schema: "
+        f"{', '.join(_column_sql(c.name, c.type, c.key) for c in source.columns)} | "
+        f"Topic: {source.topic}"
+    )
     return steps
 
 
@@ -376,20 +440,28 @@ class _PartitionExpr:
 
 
 def _refuse_later_constructs(query: Query) -> None:
-    later = (("GROUP BY", query.group_by, query.group_by[0] if query.group_by else None,
-              "aggregations arrive with issue 15"),
-             ("HAVING", query.having, query.having, "aggregations arrive with issue 15"))  # fmt: skip
+    later = (
+        (
+            "GROUP BY",
+            query.group_by,
+            query.group_by[0] if query.group_by else None,
+            "aggregations arrive with issue 15",
+        ),
+        ("HAVING", query.having, query.having, "aggregations arrive with issue 15"),
+    )
     for construct, present, node, when in later:
         if present:
             raise QueryCompileError(
-                f"{construct} is not supported in persistent queries yet ({when}).", construct,
+                f"{construct} is not supported in persistent queries yet ({when}).",
+                construct,
                 node,
             )
     if query.window is not None:
         raise QueryCompileError("WINDOW clause requires a GROUP BY clause.", "WINDOW")
     if query.emit == "FINAL":
-        raise QueryCompileError("EMIT FINAL is only supported for windowed aggregations.",
-                                "EMIT FINAL")  # fmt: skip
+        raise QueryCompileError(
+            "EMIT FINAL is only supported for windowed aggregations.", "EMIT FINAL"
+        )
     if query.limit is not None:
         raise QueryCompileError("LIMIT is not supported in persistent queries: remove it.", "LIMIT")
 
@@ -408,10 +480,16 @@ def _refuse_functions(node: exp.Expr, allow_table: bool = False) -> None:
         if name in AGGREGATE_FUNCTIONS or isinstance(call, exp.AggFunc):
             raise QueryCompileError(
                 f"Aggregate function {name} can only be used in the SELECT or HAVING of an "
-                "aggregation (a query with GROUP BY).", "aggregate function", call)  # fmt: skip
+                "aggregation (a query with GROUP BY).",
+                "aggregate function",
+                call,
+            )
         if name in TABLE_FUNCTIONS and not allow_table:
-            raise QueryCompileError(f"Table functions are only allowed in the SELECT list: {name}.",
-                                    "table function", call)  # fmt: skip
+            raise QueryCompileError(
+                f"Table functions are only allowed in the SELECT list: {name}.",
+                "table function",
+                call,
+            )
 
 
 def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]:
@@ -425,13 +503,16 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
     except ExpressionError as error:
         raise QueryCompileError(f"Error in WHERE expression: {error.message}") from error
     if compiled.type not in (BOOLEAN, NULL):
-        raise QueryCompileError("Type error in WHERE expression: Should evaluate to boolean but is "
-                                f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
+        raise QueryCompileError(
+            "Type error in WHERE expression: Should evaluate to boolean but is "
+            f"{compiled.text} ({compiled.type}) instead."
+        )
     return compiled.evaluate, compiled.text
 
 
-def _partition_by(nodes: Sequence[exp.Expr], scope: Scope,
-                  aliases: set[str]) -> list[_PartitionExpr]:  # fmt: skip
+def _partition_by(
+    nodes: Sequence[exp.Expr], scope: Scope, aliases: set[str]
+) -> list[_PartitionExpr]:
     result: list[_PartitionExpr] = []
     if any(isinstance(n, exp.Null) for n in nodes):
         if len(nodes) > 1:
@@ -444,10 +525,17 @@ def _partition_by(nodes: Sequence[exp.Expr], scope: Scope,
         try:
             compiled = compile_expression(node, scope)
         except UnresolvedColumn as error:
-            hint = (f" '{error.column}' must be a column in the source schema since PARTITION BY "
-                    "is applied on the input.") if error.column in aliases else ""  # fmt: skip
+            hint = (
+                (
+                    f" '{error.column}' must be a column in the source schema since PARTITION BY "
+                    "is applied on the input."
+                )
+                if error.column in aliases
+                else ""
+            )
             raise QueryCompileError(
-                f"PARTITION BY column '{error.column}' cannot be resolved.{hint}") from error
+                f"PARTITION BY column '{error.column}' cannot be resolved.{hint}"
+            ) from error
         except ExpressionError as error:
             raise QueryCompileError(f"Error in PARTITION BY expression: {error.message}") from error
         given = next(synthetic)
@@ -455,8 +543,13 @@ def _partition_by(nodes: Sequence[exp.Expr], scope: Scope,
     return result
 
 
-def _expand(items: Sequence[exp.Expr], source: Source, columns: Mapping[str, SqlType],
-            qualifiers: frozenset[str], partition: list[_PartitionExpr]) -> list[exp.Expr]:  # fmt: skip
+def _expand(
+    items: Sequence[exp.Expr],
+    source: Source,
+    columns: Mapping[str, SqlType],
+    qualifiers: frozenset[str],
+    partition: list[_PartitionExpr],
+) -> list[exp.Expr]:
     """The SELECT list with ``*`` and ``S->*`` replaced by one item per column."""
     try:
         return expand_stars(items, qualifiers, columns, lambda: _star(source, partition))
@@ -469,8 +562,9 @@ def _star(source: Source, partition: list[_PartitionExpr]) -> list[exp.Expr]:
         return exp.column(exp.to_identifier(name, quoted=True))
 
     if not partition:
-        return [column(c.name) for c in (*source.key_columns, *(c for c in source.columns
-                                                                if not c.key))]  # fmt: skip
+        return [
+            column(c.name) for c in (*source.key_columns, *(c for c in source.columns if not c.key))
+        ]
     new_keys = [p for p in partition if p.node is not None]
     as_columns = {_column_name(p.node) for p in new_keys if p.node is not None} - {None}
     items: list[exp.Expr] = []
@@ -483,7 +577,6 @@ def _star(source: Source, partition: list[_PartitionExpr]) -> list[exp.Expr]:
     items.extend(column(c.name) for c in source.columns if not c.key and c.name not in as_columns)
     items.extend(column(c.name) for c in source.key_columns if c.name not in as_columns)
     return items
-
 
 
 def _column_name(node: exp.Expr) -> str | None:
@@ -511,15 +604,20 @@ def _key_count(source: Source, partition: list[_PartitionExpr]) -> int:
     return len(source.key_columns)
 
 
-def _match_keys(compiled: list[tuple[exp.Expr, str, Any]], source: Source,
-                partition: list[_PartitionExpr], sink: str,
-                qualifiers: frozenset[str]) -> dict[int, int]:  # fmt: skip
+def _match_keys(
+    compiled: list[tuple[exp.Expr, str, Any]],
+    source: Source,
+    partition: list[_PartitionExpr],
+    sink: str,
+    qualifiers: frozenset[str],
+) -> dict[int, int]:
     """select-item index -> key slot; raises when a key is missing or selected twice."""
     if partition:
         wanted = [_normal(p.node) for p in partition if p.node is not None]
     else:
-        wanted = [_normal(exp.column(exp.to_identifier(c.name, quoted=True)))
-                  for c in source.key_columns]  # fmt: skip
+        wanted = [
+            _normal(exp.column(exp.to_identifier(c.name, quoted=True))) for c in source.key_columns
+        ]
     found: dict[int, int] = {}
     by_slot: dict[int, list[str]] = {}
     for index, (item, name, _c) in enumerate(compiled):
@@ -532,8 +630,10 @@ def _match_keys(compiled: list[tuple[exp.Expr, str, Any]], source: Source,
     for slot, names in by_slot.items():
         if len(names) > 1:
             key = wanted[slot].strip('"')
-            raise QueryCompileError(f"The projection contains a key column (`{key}`) more than "
-                                    f"once, aliased as: {' and '.join(sorted(names))}.")  # fmt: skip
+            raise QueryCompileError(
+                f"The projection contains a key column (`{key}`) more than "
+                f"once, aliased as: {' and '.join(sorted(names))}."
+            )
     missing = [slot for slot in range(len(wanted)) if slot not in by_slot]
     if missing:
         qualifier = source.name
@@ -544,8 +644,10 @@ def _match_keys(compiled: list[tuple[exp.Expr, str, Any]], source: Source,
             texts = [c.name for c in source.key_columns]
             noun = "key column" + ("s" if len(texts) > 1 else "")
         listed = texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
-        raise QueryCompileError(f"The query used to build `{sink}` must include the {noun} "
-                                f"{listed} in its projection (eg, SELECT {', '.join(texts)}...).")
+        raise QueryCompileError(
+            f"The query used to build `{sink}` must include the {noun} "
+            f"{listed} in its projection (eg, SELECT {', '.join(texts)}...)."
+        )
     return found
 
 

@@ -96,8 +96,9 @@ def parse_persistent(statement_text: str) -> tuple[ast.Query, str]:
 class RecordPipeline:
     """The per-record work of one persistent query."""
 
-    def __init__(self, query_id: str, compiled: CompiledQuery, sink: Source,
-                 custom_types: Mapping[str, Any]) -> None:  # fmt: skip
+    def __init__(
+        self, query_id: str, compiled: CompiledQuery, sink: Source, custom_types: Mapping[str, Any]
+    ) -> None:
         self.query_id = query_id
         self.compiled = compiled
         self.sink = sink
@@ -117,8 +118,9 @@ class RecordPipeline:
             raise EngineError(f"query {query.id}: its sink {sink_name} is not in the catalog")
         return cls(query.id, compile_query(select, catalog, sink_name), sink, dict(catalog.types))
 
-    def process(self, records: Iterable[InputRecord]
-                ) -> tuple[list[OutputRecord], list[ProcessingError]]:  # fmt: skip
+    def process(
+        self, records: Iterable[InputRecord]
+    ) -> tuple[list[OutputRecord], list[ProcessingError]]:
         """The sink records of ``records`` (in input order), and the records skipped."""
         out: list[OutputRecord] = []
         errors: list[ProcessingError] = []
@@ -141,8 +143,13 @@ class RecordPipeline:
                         value = None
                     else:
                         continue
-                if (keep is not None and table and value is None and record.row is not None
-                        and (old is None or keep(old) is not True)):  # fmt: skip
+                if (
+                    keep is not None
+                    and table
+                    and value is None
+                    and record.row is not None
+                    and (old is None or keep(old) is not True)
+                ):
                     # a join's table sends its old rows too (ksqlDB enables it): a row that did
                     # not pass before and does not now changes nothing downstream
                     continue
@@ -157,20 +164,29 @@ class RecordPipeline:
                     stage = "serialization"
                     records_out.append(self._output(record, each, value, seq))
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                errors.append(skipped(self.query_id, exc, stage, source.topic, record.partition,
-                                      record.offset))  # fmt: skip
+                errors.append(
+                    skipped(
+                        self.query_id, exc, stage, source.topic, record.partition, record.offset
+                    )
+                )
                 continue
             out.extend(records_out)
         return out, errors
 
-    def _output(self, record: InputRecord, view: Mapping[str, Any],
-                value: Mapping[str, Any] | None, seq: int) -> OutputRecord:  # fmt: skip
+    def _output(
+        self,
+        record: InputRecord,
+        view: Mapping[str, Any],
+        value: Mapping[str, Any] | None,
+        seq: int,
+    ) -> OutputRecord:
         """The sink record of one (decoded, filtered) row. Raises for a row it cannot write."""
         keys, values, names = self.compiled.keys, self.compiled.values, self._value_names
         rowtime = view["ROWTIME"]
         if value is None:  # key expressions over the (missing) value give NULL
-            new_key = [None if reads else f(view)
-                       for f, reads in zip(keys, self.compiled.key_reads_value)]
+            new_key = [
+                None if reads else f(view) for f, reads in zip(keys, self.compiled.key_reads_value)
+            ]
         else:
             new_key = [f(view) for f in keys]
         if record.key is None and not self.compiled.partition_by:
@@ -179,8 +195,15 @@ class RecordPipeline:
             key_bytes = self._sink_serde.serialize_key(new_key)
         if value is None:
             # A record without a value goes on, still without one, under its new key
-            return OutputRecord(key_bytes, None, rowtime, self._partition(
-                key_bytes, record.partition), record.partition, record.offset, seq)
+            return OutputRecord(
+                key_bytes,
+                None,
+                rowtime,
+                self._partition(key_bytes, record.partition),
+                record.partition,
+                record.offset,
+                seq,
+            )
         row = {name: f(view) for name, f in zip(names, values)}
         value_bytes = self._sink_serde.serialize_value(row)
         if self._sink_time is not None:
@@ -189,9 +212,15 @@ class RecordPipeline:
                 rowtime = self._sink_time(row)
             except Exception as exc:  # the record's fault, reported as such
                 raise RecordError("timestamp", _message(exc)) from exc
-        return OutputRecord(key_bytes, value_bytes, rowtime,
-                            self._partition(key_bytes, record.partition),
-                            record.partition, record.offset, seq)  # fmt: skip
+        return OutputRecord(
+            key_bytes,
+            value_bytes,
+            rowtime,
+            self._partition(key_bytes, record.partition),
+            record.partition,
+            record.offset,
+            seq,
+        )
 
     def _exploded(self, view: dict[str, Any]) -> list[dict[str, Any]]:
         """The rows of the table functions (ksqlDB's flat map: the i-th output row has each
@@ -222,8 +251,11 @@ class RowReader:
         self.source = source
         self.serde = RowSerde.for_source(source, custom_types)
         self._key_names = self.serde.key_names
-        self._header_columns = [(c.name, c.headers, c.header_key) for c in source.columns
-                                if c.headers or c.header_key is not None]  # fmt: skip
+        self._header_columns = [
+            (c.name, c.headers, c.header_key)
+            for c in source.columns
+            if c.headers or c.header_key is not None
+        ]
         self._time = _timestamp_reader(source)
 
     def value(self, record: InputRecord) -> Mapping[str, Any] | None:
@@ -266,8 +298,9 @@ class RecordError(EngineError):
         self.kind = kind
 
 
-def skipped(query_id: str, exc: Exception, stage: str, topic: str, partition: int,
-            offset: int) -> ProcessingError:  # fmt: skip
+def skipped(
+    query_id: str, exc: Exception, stage: str, topic: str, partition: int, offset: int
+) -> ProcessingError:
     """The processing-log entry of a record a per-record boundary skips.
 
     Every operator runs each record inside ``try: ... except Exception`` and hands what it caught
@@ -295,8 +328,11 @@ def _message(exc: BaseException) -> str:
     return record_failure(exc) or type(exc).__name__
 
 
-def _add_headers(view: dict[str, Any], columns: list[tuple[str, bool, str | None]],
-                 headers: tuple[tuple[str, bytes | None], ...]) -> None:  # fmt: skip
+def _add_headers(
+    view: dict[str, Any],
+    columns: list[tuple[str, bool, str | None]],
+    headers: tuple[tuple[str, bytes | None], ...],
+) -> None:
     for name, everything, key in columns:
         if everything:
             view[name] = [{"KEY": k, "VALUE": v} for k, v in headers]

@@ -28,8 +28,10 @@ from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, identifier_nam
 MAX_KEYS = 10_000
 """Most exact keys a WHERE may expand to (cartesian products of IN lists) before it scans."""
 
-SCAN_HINT = ("If more flexible queries are needed, table scans can be enabled by setting "
-             "ksql.query.pull.table.scan.enabled=true.")  # fmt: skip
+SCAN_HINT = (
+    "If more flexible queries are needed, table scans can be enabled by setting "
+    "ksql.query.pull.table.scan.enabled=true."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,20 +73,27 @@ class _Bounds:
     high: tuple[Any, bool] | None = None
 
     def merged(self, other: _Bounds) -> _Bounds:
-        values = self.values if other.values is None else other.values if self.values is None \
-            else [v for v in self.values if v in other.values]  # fmt: skip
+        values = (
+            self.values
+            if other.values is None
+            else other.values
+            if self.values is None
+            else [v for v in self.values if v in other.values]
+        )
         return _Bounds(
             values, _tighter(self.low, other.low, max), _tighter(self.high, other.high, min)
         )
 
     def admits(self, value: Any) -> bool:
         low_ok = self.low is None or value > self.low[0] or value == self.low[0] and self.low[1]
-        return low_ok and (self.high is None or value < self.high[0]
-                           or value == self.high[0] and self.high[1])  # fmt: skip
+        return low_ok and (
+            self.high is None or value < self.high[0] or value == self.high[0] and self.high[1]
+        )
 
 
-def _tighter(a: tuple[Any, bool] | None, b: tuple[Any, bool] | None, pick: Any
-             ) -> tuple[Any, bool] | None:  # fmt: skip
+def _tighter(
+    a: tuple[Any, bool] | None, b: tuple[Any, bool] | None, pick: Any
+) -> tuple[Any, bool] | None:
     if a is None or b is None:
         return a or b
     if a[0] == b[0]:
@@ -177,8 +186,9 @@ class KeyExtractor:
             return TableScan()
         accesses = [self._conjunction_access(c) for c in disjuncts]
         if all(isinstance(a, KeyLookup) for a in accesses):
-            return KeyLookup(tuple(_unique(k for a in accesses if isinstance(a, KeyLookup)
-                                           for k in a.keys)))  # fmt: skip
+            return KeyLookup(
+                tuple(_unique(k for a in accesses if isinstance(a, KeyLookup) for k in a.keys))
+            )
         return accesses[0] if len(accesses) == 1 else TableScan()
 
     def quick_access(self, where: exp.Expr | None) -> Callable[[], KeyAccess] | None:
@@ -190,29 +200,45 @@ class KeyExtractor:
         key = self.keys[0]
         key_type = self.types[key]
         if isinstance(where, exp.EQ):
-            operand = where.expression if self._key_of(where.this) == key else \
-                where.this if self._key_of(where.expression) == key else None  # fmt: skip
+            operand = (
+                where.expression
+                if self._key_of(where.this) == key
+                else where.this
+                if self._key_of(where.expression) == key
+                else None
+            )
             operands = None if operand is None else [operand]
-        elif isinstance(where, exp.In) and self._key_of(where.this) == key and not where.args.get(
-                "query") and where.expressions:  # fmt: skip
+        elif (
+            isinstance(where, exp.In)
+            and self._key_of(where.this) == key
+            and not where.args.get("query")
+            and where.expressions
+        ):
             operands = list(where.expressions)
         else:
             return None
         found = [self._prepared.get(id(node)) for node in operands or ()]
-        compiled = [c for c in found if c is not None and not isinstance(c, Exception)
-                    and (c.constant or c.bound)]  # fmt: skip
+        compiled = [
+            c
+            for c in found
+            if c is not None and not isinstance(c, Exception) and (c.constant or c.bound)
+        ]
         if not compiled or len(compiled) != len(found):
             return None
-        if isinstance(where, exp.In) and any(c.type == STRING for c in compiled) \
-                and key_type != STRING:  # fmt: skip
+        if (
+            isinstance(where, exp.In)
+            and any(c.type == STRING for c in compiled)
+            and key_type != STRING
+        ):
             return None  # access() refuses it, with ksqlDB's message
         evaluators = [c.evaluate for c in compiled]
         if len(evaluators) > MAX_KEYS:
             return None
 
         def quick() -> KeyAccess:
-            values = _unique(v for v in (key_value(f({}), key_type) for f in evaluators)
-                             if v is not None)  # fmt: skip
+            values = _unique(
+                v for v in (key_value(f({}), key_type) for f in evaluators) if v is not None
+            )
             return KeyLookup(tuple((v,) for v in values))
 
         return quick
@@ -367,28 +393,39 @@ def explain_scan(where: exp.Expr | None, extractor: KeyExtractor) -> str:
     for disjunct in _split(where, exp.Or):
         seen: list[str] = []
         for leaf in _split(disjunct, exp.And):
-            named = [identifier_name(c.this) for c in leaf.find_all(exp.Column)
-                     if not isinstance(c.this, exp.Star)]  # fmt: skip
+            named = [
+                identifier_name(c.this)
+                for c in leaf.find_all(exp.Column)
+                if not isinstance(c.this, exp.Star)
+            ]
             used = [n for n in named if n in keys]
             if not used:
                 continue
             if isinstance(leaf, (exp.EQ, exp.In)) and extractor._leaf(leaf) is None:
-                direct = extractor._key_of(leaf.this) or isinstance(leaf, exp.EQ) and \
-                    extractor._key_of(leaf.expression)  # fmt: skip
+                direct = (
+                    extractor._key_of(leaf.this)
+                    or isinstance(leaf, exp.EQ)
+                    and extractor._key_of(leaf.expression)
+                )
                 if not direct:
                     return "A comparison must directly reference a key column.\n" + SCAN_HINT
-                return ("A comparison must be between a key column and a resolvable "
-                        "expression.\n" + SCAN_HINT)  # fmt: skip
+                return (
+                    "A comparison must be between a key column and a resolvable "
+                    "expression.\n" + SCAN_HINT
+                )
             if isinstance(leaf, exp.NEQ):
-                return f"Bound on key columns '[{described}]' must currently be '='. \n" + \
-                    SCAN_HINT  # fmt: skip
+                return f"Bound on key columns '[{described}]' must currently be '='. \n" + SCAN_HINT
             if not isinstance(leaf, (exp.EQ, exp.In)) or any(k in seen for k in used):
-                return ("A comparison condition on the key column cannot be combined with other "
-                        "comparisons such as an IN predicate.\n" + SCAN_HINT)  # fmt: skip
+                return (
+                    "A comparison condition on the key column cannot be combined with other "
+                    "comparisons such as an IN predicate.\n" + SCAN_HINT
+                )
             seen.extend(used)
         if not seen:
-            return f"WHERE clause missing key column for disjunct: " \
-                f"{format_expression(disjunct)}.\n" + SCAN_HINT  # fmt: skip
+            return (
+                f"WHERE clause missing key column for disjunct: "
+                f"{format_expression(disjunct)}.\n" + SCAN_HINT
+            )
         if set(seen) != set(keys):
             return "Multi-column sources must specify every key in the WHERE clause.\n" + SCAN_HINT
     return "Pull queries need a key lookup when table scans are disabled.\n" + SCAN_HINT

@@ -45,20 +45,36 @@ from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
 
 __all__ = [
-    "KeyAccess", "KeyLookup", "KeyRange", "OutputColumn", "PullPlan", "PullResult", "Row",
-    "TableReader", "TableScan", "execute_pull", "execute_stream_pull", "plan_pull",
-    "row_failed", "row_view",
-]  # fmt: skip
+    "KeyAccess",
+    "KeyLookup",
+    "KeyRange",
+    "OutputColumn",
+    "PullPlan",
+    "PullResult",
+    "Row",
+    "TableReader",
+    "TableScan",
+    "execute_pull",
+    "execute_stream_pull",
+    "plan_pull",
+    "row_failed",
+    "row_view",
+]
 
 log = logging.getLogger(__name__)
 
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 """A windowed table's window bounds: key columns after its own, in pull queries as in ksqlDB."""
-PSEUDO_COLUMNS: Mapping[str, SqlType] = {"ROWTIME": BIGINT, "ROWPARTITION": INTEGER,
-                                         "ROWOFFSET": BIGINT}  # fmt: skip
+PSEUDO_COLUMNS: Mapping[str, SqlType] = {
+    "ROWTIME": BIGINT,
+    "ROWPARTITION": INTEGER,
+    "ROWOFFSET": BIGINT,
+}
 _REFUSED_PSEUDO = ("ROWPARTITION", "ROWOFFSET")
-_PUSH_HINT = ("See https://cnfl.io/queries for more info.\n"
-              "Add EMIT CHANGES if you intended to issue a push query.")  # fmt: skip
+_PUSH_HINT = (
+    "See https://cnfl.io/queries for more info.\n"
+    "Add EMIT CHANGES if you intended to issue a push query."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +125,14 @@ class TableReader(Protocol):
         """The row of that key, or None."""
         ...
 
-    def range(self, partition: int, low: tuple[Any, ...] | None, high: tuple[Any, ...] | None,
-              low_inclusive: bool, high_inclusive: bool) -> Iterator[Row]:  # fmt: skip
+    def range(
+        self,
+        partition: int,
+        low: tuple[Any, ...] | None,
+        high: tuple[Any, ...] | None,
+        low_inclusive: bool,
+        high_inclusive: bool,
+    ) -> Iterator[Row]:
         """The rows between the bounds (see `KeyRange`), in key order."""
         ...
 
@@ -164,8 +186,14 @@ class PullResult:
     limit_reached: bool
 
 
-def plan_pull(select: Select | Query, source: Source, custom_types: Mapping[str, Any], *,
-              table_scan_enabled: bool = True, push: bool = False) -> PullPlan:  # fmt: skip
+def plan_pull(
+    select: Select | Query,
+    source: Source,
+    custom_types: Mapping[str, Any],
+    *,
+    table_scan_enabled: bool = True,
+    push: bool = False,
+) -> PullPlan:
     """Checks a pull query against its source and plans it.
 
     Args:
@@ -217,8 +245,16 @@ class PlanParts:
 
     def plan(self, access: KeyAccess) -> PullPlan:
         """The plan with this key access."""
-        return PullPlan(self.source, self.schema, access, self.limit, self.key_names,
-                        self.row_filter, self.projection, self.direct)  # fmt: skip
+        return PullPlan(
+            self.source,
+            self.schema,
+            access,
+            self.limit,
+            self.key_names,
+            self.row_filter,
+            self.projection,
+            self.direct,
+        )
 
 
 def plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any]) -> PlanParts:
@@ -231,14 +267,16 @@ def plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any]) ->
     return _plan_parts(query, source, custom_types, False)
 
 
-def _plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any], push: bool
-                ) -> PlanParts:  # fmt: skip
+def _plan_parts(
+    query: Query, source: Source, custom_types: Mapping[str, Any], push: bool
+) -> PlanParts:
     _check_clauses(query, source)
     columns = {c.name: resolve_type(c.type, custom_types) for c in source.key_columns}
     window_bounds = WINDOW_BOUNDS if source.windowed else ()
     columns.update({name: BIGINT for name in window_bounds})  # a windowed table's key
-    columns.update({c.name: resolve_type(c.type, custom_types) for c in source.columns
-                    if not c.key})  # fmt: skip
+    columns.update(
+        {c.name: resolve_type(c.type, custom_types) for c in source.columns if not c.key}
+    )
     scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
     qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
     scope = Scope(scope_columns, qualifiers, custom_types)
@@ -253,15 +291,18 @@ def _plan_parts(query: Query, source: Source, custom_types: Mapping[str, Any], p
         except ExpressionError as error:
             raise PullQueryError(error.message) from error
     row_filter = None if where is None else _compile_where(where, scope, push)
-    extractor = KeyExtractor(key_names, [columns[k] for k in key_names], scope) if is_table \
-        else None  # fmt: skip
+    extractor = (
+        KeyExtractor(key_names, [columns[k] for k in key_names], scope) if is_table else None
+    )
     direct = None if row_filter is not None else _direct(items, scope, key_names, columns)
-    return PlanParts(source, schema, projection, row_filter, query.limit, key_names, where,
-                     extractor, direct)  # fmt: skip
+    return PlanParts(
+        source, schema, projection, row_filter, query.limit, key_names, where, extractor, direct
+    )
 
 
-def _direct(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
-            columns: Mapping[str, SqlType]) -> tuple[tuple[int, str], ...] | None:  # fmt: skip
+def _direct(
+    items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...], columns: Mapping[str, SqlType]
+) -> tuple[tuple[int, str], ...] | None:
     """Each SELECT item's (key index or -1, column name) when all are stored columns (what
     ``row_view`` would give them, read straight from the row); None otherwise."""
     direct: list[tuple[int, str]] = []
@@ -281,27 +322,42 @@ def _direct(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
 def _check_clauses(query: Query, source: Source) -> None:
     if query.emit is not None:
         raise PullQueryError(f"EMIT {query.emit} makes a push query, not a pull query.")
-    refused = (("JOIN", query.joins), ("WINDOW", query.window), ("GROUP BY", query.group_by),
-               ("PARTITION BY", query.partition_by), ("HAVING", query.having))  # fmt: skip
+    refused = (
+        ("JOIN", query.joins),
+        ("WINDOW", query.window),
+        ("GROUP BY", query.group_by),
+        ("PARTITION BY", query.partition_by),
+        ("HAVING", query.having),
+    )
     for clause, present in refused:
         if present:
             raise PullQueryError(f"Pull queries don't support {clause} clauses. {_PUSH_HINT}")
-    aggregates = sorted({call.name.upper() for item in query.select
-                         for call in item.find_all(exp.Anonymous)
-                         if call.name.upper() in AGGREGATE_NAMES})  # fmt: skip
+    aggregates = sorted(
+        {
+            call.name.upper()
+            for item in query.select
+            for call in item.find_all(exp.Anonymous)
+            if call.name.upper() in AGGREGATE_NAMES
+        }
+    )
     if aggregates:  # not "Can't find any functions with the name 'COUNT'": it exists, elsewhere
-        raise PullQueryError(f"Pull queries don't support aggregate functions: "
-                             f"{', '.join(aggregates)}. Aggregate with CREATE TABLE ... AS SELECT "
-                             f"... GROUP BY and query that table. {_PUSH_HINT}")  # fmt: skip
+        raise PullQueryError(
+            f"Pull queries don't support aggregate functions: "
+            f"{', '.join(aggregates)}. Aggregate with CREATE TABLE ... AS SELECT "
+            f"... GROUP BY and query that table. {_PUSH_HINT}"
+        )
 
 
-def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, SqlType],
-            qualifiers: frozenset[str]) -> list[exp.Expr]:  # fmt: skip
+def _expand(
+    items: Iterable[exp.Expr],
+    source: Source,
+    columns: Mapping[str, SqlType],
+    qualifiers: frozenset[str],
+) -> list[exp.Expr]:
     """The SELECT list with ``*``, ``T.*`` and ``S->*`` replaced by one item per column."""
 
     def star() -> list[exp.Expr]:
-        names = [c.name for c in source.key_columns] + [n for n in WINDOW_BOUNDS
-                                                        if source.windowed]  # fmt: skip
+        names = [c.name for c in source.key_columns] + [n for n in WINDOW_BOUNDS if source.windowed]
         names += [c.name for c in source.columns if not c.key]
         return [exp.column(exp.to_identifier(n, quoted=True)) for n in names]
 
@@ -311,8 +367,9 @@ def _expand(items: Iterable[exp.Expr], source: Source, columns: Mapping[str, Sql
         raise PullQueryError(error.message) from error
 
 
-def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
-             push: bool = False) -> tuple[tuple[OutputColumn, ...], tuple[Evaluator, ...]]:  # fmt: skip
+def _project(
+    items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...], push: bool = False
+) -> tuple[tuple[OutputColumn, ...], tuple[Evaluator, ...]]:
     names = select_names(items)
     schema: list[OutputColumn] = []
     projection: list[Evaluator] = []
@@ -326,8 +383,10 @@ def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
         if not push:
             _refuse_pseudo(compiled.references, "SELECT")
         if compiled.type == NULL:
-            raise PullQueryError("Can't infer a type of null. Please explicitly cast it to a "
-                                 "required type, e.g. CAST(null AS VARCHAR).")  # fmt: skip
+            raise PullQueryError(
+                "Can't infer a type of null. Please explicitly cast it to a "
+                "required type, e.g. CAST(null AS VARCHAR)."
+            )
         column = OutputColumn(name, compiled.type, name in key_names)
         if any(c.name == name for c in schema):
             kind = "key" if column.key else "value"
@@ -340,8 +399,10 @@ def _project(items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...],
 def _refuse_pseudo(references: Collection[str], clause: str) -> None:
     refused = [f"`{n}`" for n in _REFUSED_PSEUDO if n in references]
     if refused:
-        raise PullQueryError(f"Pull queries don't support the following columns in {clause} "
-                             f"clauses: {', '.join(refused)}")  # fmt: skip
+        raise PullQueryError(
+            f"Pull queries don't support the following columns in {clause} "
+            f"clauses: {', '.join(refused)}"
+        )
 
 
 def _where_error(error: ExpressionError, where: exp.Expr | None) -> PullQueryError:
@@ -360,13 +421,16 @@ def _compile_where(where: exp.Expr, scope: Scope, push: bool = False) -> Evaluat
     if not push:
         _refuse_pseudo(compiled.references, "WHERE")
     if compiled.type not in (BOOLEAN, NULL):
-        raise PullQueryError("Type error in WHERE expression: Should evaluate to boolean but is "
-                             f"{compiled.text} ({compiled.type}) instead.")  # fmt: skip
+        raise PullQueryError(
+            "Type error in WHERE expression: Should evaluate to boolean but is "
+            f"{compiled.text} ({compiled.type}) instead."
+        )
     return compiled.evaluate
 
 
-def execute_pull(plan: PullPlan, reader: TableReader, *,
-                 partitions: Collection[int] | None = None) -> PullResult:  # fmt: skip
+def execute_pull(
+    plan: PullPlan, reader: TableReader, *, partitions: Collection[int] | None = None
+) -> PullResult:
     """Runs a table's pull query through ``reader``.
 
     Rows come in key order within a partition, partitions in increasing order (scans and
@@ -384,15 +448,17 @@ def execute_pull(plan: PullPlan, reader: TableReader, *,
     return _result(plan, _table_rows(plan, reader, partitions, touched), touched)
 
 
-def stream_pull(plan: PullPlan, reader: TableReader, partitions: Collection[int] | None = None
-                ) -> Iterator[list[Any]]:  # fmt: skip
+def stream_pull(
+    plan: PullPlan, reader: TableReader, partitions: Collection[int] | None = None
+) -> Iterator[list[Any]]:
     """:func:`execute_pull`'s rows, read and computed as they are consumed (a table scan's answer
     streams with bounded memory). A scan or range reads ``partitions`` (or all) in order."""
     return select_rows(plan, _table_rows(plan, reader, partitions, set()))
 
 
-def _table_rows(plan: PullPlan, reader: TableReader, partitions: Collection[int] | None,
-                touched: set[int]) -> Iterator[Row]:  # fmt: skip
+def _table_rows(
+    plan: PullPlan, reader: TableReader, partitions: Collection[int] | None, touched: set[int]
+) -> Iterator[Row]:
     wanted = range(reader.partitions) if partitions is None else sorted(set(partitions))
     access = plan.access
 
@@ -444,8 +510,14 @@ def _result(plan: PullPlan, rows: Iterator[Row], touched: set[int]) -> PullResul
 
 def row_failed(what: str, source: str, row: Row, exc: Exception) -> None:
     """Logs a row a query skips because evaluating it raised (the processing log's entry)."""
-    log.warning("%s on %s skips the row at partition %d, offset %d: %s", what, source,
-                row.partition, row.offset, record_failure(exc))  # fmt: skip
+    log.warning(
+        "%s on %s skips the row at partition %d, offset %d: %s",
+        what,
+        source,
+        row.partition,
+        row.offset,
+        record_failure(exc),
+    )
 
 
 def row_view(row: Row, key_names: tuple[str, ...]) -> dict[str, Any]:

@@ -97,8 +97,12 @@ def _records(
                         value = serde.deserialize_value(message.value())
                     except EngineError as exc:
                         skipped += 1
-                        log.debug("stream scan of %s skips offset %d: %s", source.topic, offset,
-                                  exc.message)  # fmt: skip
+                        log.debug(
+                            "stream scan of %s skips offset %d: %s",
+                            source.topic,
+                            offset,
+                            exc.message,
+                        )
                         continue
                     if value is None:
                         continue

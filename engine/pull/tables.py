@@ -46,10 +46,16 @@ from headwater.store.restorer import TableRestorer
 log = logging.getLogger(__name__)
 
 _KEY_TYPES: dict[str, KeyType] = {
-    "BOOLEAN": KeyType.BOOLEAN, "INTEGER": KeyType.INT, "BIGINT": KeyType.BIGINT,
-    "DOUBLE": KeyType.DOUBLE, "STRING": KeyType.STRING, "BYTES": KeyType.BYTES,
-    "DATE": KeyType.DATE, "TIME": KeyType.TIME, "TIMESTAMP": KeyType.TIMESTAMP,
-}  # fmt: skip
+    "BOOLEAN": KeyType.BOOLEAN,
+    "INTEGER": KeyType.INT,
+    "BIGINT": KeyType.BIGINT,
+    "DOUBLE": KeyType.DOUBLE,
+    "STRING": KeyType.STRING,
+    "BYTES": KeyType.BYTES,
+    "DATE": KeyType.DATE,
+    "TIME": KeyType.TIME,
+    "TIMESTAMP": KeyType.TIMESTAMP,
+}
 
 
 class UnsupportedKey(EngineError):
@@ -71,7 +77,6 @@ def key_type_of(sql_type: SqlType) -> KeyType:
     if isinstance(sql_type, ArrayType | StructType) and not has_map(sql_type):
         return KeyType.CONTAINER
     raise UnsupportedKey(f"key columns of type {sql_type.sql()} cannot be materialized")
-
 
 
 _READY = PartitionState.READY.value
@@ -120,8 +125,10 @@ class PartitionLag:
     def describe(self) -> str:
         """For error messages: state, position, end and lag."""
         if not self.end_current:
-            return (f"{self.state}, position {self.position}, lag unknown (its Kafka leader is "
-                    "unreachable, so the topic's end is not known)")  # fmt: skip
+            return (
+                f"{self.state}, position {self.position}, lag unknown (its Kafka leader is "
+                "unreachable, so the topic's end is not known)"
+            )
         end = "unknown" if self.end_offset is None else str(self.end_offset)
         lag = "unknown" if self.end_offset is None else str(self.lag)
         return f"{self.state}, position {self.position} of {end}, lag {lag}"
@@ -159,7 +166,9 @@ class StoredTable:
     def _store(self, partition: int) -> Any:
         store = self._stores.get(self.source.name, partition)
         if store is None:
-            raise NotMaterialized(f"partition {partition} of {self.source.name} is not held here (yet)")
+            raise NotMaterialized(
+                f"partition {partition} of {self.source.name} is not held here (yet)"
+            )
         return store
 
     def _row(self, partition: int, key: tuple[Any, ...], stored: bytes) -> Row | None:
@@ -171,8 +180,13 @@ class StoredTable:
         try:
             value = self.serde.deserialize_value(envelope.value) or {}
         except SerdeError as exc:
-            log.warning("pull query on %s skips the row at partition %d, offset %d: %s",
-                        self.source.name, partition, envelope.offset, exc.message)  # fmt: skip
+            log.warning(
+                "pull query on %s skips the row at partition %d, offset %d: %s",
+                self.source.name,
+                partition,
+                envelope.offset,
+                exc.message,
+            )
             return None
         return Row(key, value, envelope.timestamp_ms, partition, envelope.offset)
 
@@ -249,8 +263,9 @@ _placed: dict[tuple[int, tuple[Any, ...]], tuple[Source, Mapping[str, Any], int]
 
 def materialized(catalog: Catalog) -> dict[str, Source]:
     """The tables of ``catalog`` a server materializes (pure): every TABLE source."""
-    return {name: source for name, source in catalog.sources.items()
-            if source.kind is SourceKind.TABLE}  # fmt: skip
+    return {
+        name: source for name, source in catalog.sources.items() if source.kind is SourceKind.TABLE
+    }
 
 
 class MaterializedTables:
@@ -360,8 +375,9 @@ class MaterializedTables:
                 self._readers[(name, source.created_offset)] = table
 
     @staticmethod
-    def _partitions(source: Source | None, assigned: Mapping[str, frozenset[int]] | None
-                    ) -> frozenset[int]:  # fmt: skip
+    def _partitions(
+        source: Source | None, assigned: Mapping[str, frozenset[int]] | None
+    ) -> frozenset[int]:
         if source is None:
             return frozenset()
         every = frozenset(range(source.partitions))
@@ -379,7 +395,9 @@ class MaterializedTables:
             raise NotMaterialized(f"table {source.name} is not materialized on this server yet")
         return table
 
-    def lags(self, table: str, partitions: Collection[int] | None = None) -> dict[int, PartitionLag]:
+    def lags(
+        self, table: str, partitions: Collection[int] | None = None
+    ) -> dict[int, PartitionLag]:
         """Each partition's freshness here (only ``partitions``, when given; empty when the table
         is not held here)."""
         try:
@@ -390,8 +408,14 @@ class MaterializedTables:
             return {p: PartitionLag.of(statuses[p]) for p in partitions if p in statuses}
         return {p: PartitionLag.of(s) for p, s in statuses.items()}
 
-    def fresh_lags(self, table: str, partitions: Collection[int] | None, max_lag: int,
-                   timeout_s: float, catch_up_s: float) -> dict[int, PartitionLag]:  # fmt: skip
+    def fresh_lags(
+        self,
+        table: str,
+        partitions: Collection[int] | None,
+        max_lag: int,
+        timeout_s: float,
+        catch_up_s: float,
+    ) -> dict[int, PartitionLag]:
         """:meth:`lags` against end offsets read by a fetch sent after this call began
         (``store.end_probe``), so a lag bound holds for every write acknowledged before the query
         arrived, not only for those the restorer had fetched. One whose end cannot be read within
@@ -406,8 +430,10 @@ class MaterializedTables:
         try:
             ends = self.probe.ends(topic, known, timeout_s)
         except EndOffsetsUnavailable:
-            return {p: dataclasses.replace(lag, end_current=False) if p in known else lag
-                    for p, lag in lags.items()}  # fmt: skip
+            return {
+                p: dataclasses.replace(lag, end_current=False) if p in known else lag
+                for p, lag in lags.items()
+            }
         behind = {p: end - max_lag for p, end in ends.items() if end - max_lag > lags[p].position}
         if behind:
             left = min(catch_up_s, timeout_s - (time.monotonic() - started))
@@ -416,9 +442,12 @@ class MaterializedTables:
             except StoreError:  # dropped meanwhile: the answer fails on reading it
                 pass
         now = self.lags(table, partitions)
-        return {p: dataclasses.replace(lag, end_offset=max(lag.end_offset, ends[p]))
-                if p in ends and lag.end_offset is not None else lag
-                for p, lag in now.items()}  # fmt: skip
+        return {
+            p: dataclasses.replace(lag, end_offset=max(lag.end_offset, ends[p]))
+            if p in ends and lag.end_offset is not None
+            else lag
+            for p, lag in now.items()
+        }
 
     def local_lags(self) -> dict[str, dict[int, LagInfo]]:
         """KIP-535's ``all_local_store_partition_lags()``: {table: {partition: LagInfo}}."""
@@ -449,4 +478,3 @@ def _key_of(table: StoredTable) -> Any:
         return encode_key(deserialize(data), types)
 
     return key_of
-

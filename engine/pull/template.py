@@ -61,8 +61,9 @@ class BoundPull:
         finally:
             deactivate(token)
 
-    def stream(self, reader: TableReader, partitions: Collection[int] | None = None
-               ) -> Iterator[list[Any]]:  # fmt: skip
+    def stream(
+        self, reader: TableReader, partitions: Collection[int] | None = None
+    ) -> Iterator[list[Any]]:
         """:func:`~headwater.engine.pull.query.stream_pull` with this execution's values active while
         each row is computed (the rows may be consumed from several threads, one at a time)."""
         rows = stream_pull(self.plan, reader, partitions)
@@ -97,12 +98,20 @@ class PullTemplate:
     slots: BoundSlots
     quick_access: Callable[[], KeyAccess] | None = None
 
-    def matches(self, values: Sequence[object], source: Source | None,
-                custom_types: Mapping[str, Any], table_scan_enabled: bool) -> bool:  # fmt: skip
+    def matches(
+        self,
+        values: Sequence[object],
+        source: Source | None,
+        custom_types: Mapping[str, Any],
+        table_scan_enabled: bool,
+    ) -> bool:
         """Whether this template answers a query of its shape with these values, now."""
-        return (source is self.source and custom_types is self.custom_types
-                and table_scan_enabled == self.table_scan_enabled
-                and all(_same(values[i], v) for i, v in self.fixed))  # fmt: skip
+        return (
+            source is self.source
+            and custom_types is self.custom_types
+            and table_scan_enabled == self.table_scan_enabled
+            and all(_same(values[i], v) for i, v in self.fixed)
+        )
 
     def bind(self, values: Sequence[object]) -> BoundPull:
         """The plan for these literal values.
@@ -192,8 +201,14 @@ def _kept(literal: exp.Literal) -> bool:
     if isinstance(parent, exp.Neg):
         parent = parent.parent
     if literal.is_string and isinstance(parent, _COMPARISONS):
-        operands = [parent.this, parent.args.get("expression"), parent.args.get("low"),
-                    parent.args.get("high"), *parent.expressions]
-        return any(isinstance(o, exp.Column) and o.name.upper() in PSEUDO_TIMESTAMPS
-                   for o in operands)  # fmt: skip
+        operands = [
+            parent.this,
+            parent.args.get("expression"),
+            parent.args.get("low"),
+            parent.args.get("high"),
+            *parent.expressions,
+        ]
+        return any(
+            isinstance(o, exp.Column) and o.name.upper() in PSEUDO_TIMESTAMPS for o in operands
+        )
     return False

@@ -32,9 +32,17 @@ class Admission:
     waiting: dict[str, str]
 
 
-def admit(candidates: Sequence[str], running: Collection[str], transient: Collection[str],
-          max_queries: int, available_mb: int | None, query_mb: int, reserve_mb: int,
-          starting: int = 0, max_starting: int = 2**31 - 1) -> Admission:  # fmt: skip
+def admit(
+    candidates: Sequence[str],
+    running: Collection[str],
+    transient: Collection[str],
+    max_queries: int,
+    available_mb: int | None,
+    query_mb: int,
+    reserve_mb: int,
+    starting: int = 0,
+    max_starting: int = 2**31 - 1,
+) -> Admission:
     """Decide which ``candidates`` (queries not running, in the order they should start) start.
 
     Args:
@@ -61,19 +69,22 @@ def admit(candidates: Sequence[str], running: Collection[str], transient: Collec
             waiting[query_id] = (
                 f"not started: this server already runs {persistent} persistent queries, its "
                 f"ksql.query.persistent.active.limit ({max_queries}); it starts when one is "
-                "terminated")  # fmt: skip
+                "terminated"
+            )
             continue
         if left is not None and left < query_mb:
             waiting[query_id] = (
                 f"not started: {available_mb} MB of memory available; a query needs about "
                 f"{query_mb} MB beyond the {reserve_mb} MB this server leaves free; it starts "
-                "when memory is freed (terminate queries, or give the node more memory)")  # fmt: skip
+                "when memory is freed (terminate queries, or give the node more memory)"
+            )
             continue
         if starting >= max_starting:
             waiting[query_id] = (
                 f"not started yet: {starting} other quer{'y is' if starting == 1 else 'ies are'} "
                 "starting (queries start one after another: Spark's Python processes that all "
-                "start at once fail to connect back)")  # fmt: skip
+                "start at once fail to connect back)"
+            )
             continue
         start.append(query_id)
         starting += 1

@@ -38,12 +38,16 @@ from headwater.metastore.codec import catalog_from_dict
 
 #: Stage 1's rows: the group (or, over a table, the source key) to shuffle by, the pickled
 #: `GroupedRow` / `TableChange`, and for a skipped record its error.
-GROUPED_SCHEMA = ("group binary, row binary, source_partition int, source_offset long, "
-                  "error string, detail binary")  # fmt: skip
+GROUPED_SCHEMA = (
+    "group binary, row binary, source_partition int, source_offset long, "
+    "error string, detail binary"
+)
 #: What the aggregate stage gives the sink (`kafka_source.OUTPUT_SCHEMA` plus the input sequence).
-AGGREGATED_SCHEMA = ("key binary, value binary, timestamp long, partition int, "
-                     "source_partition int, source_offset long, source_seq int, "
-                     "source_rank long, error string")  # fmt: skip
+AGGREGATED_SCHEMA = (
+    "key binary, value binary, timestamp long, partition int, "
+    "source_partition int, source_offset long, source_seq int, "
+    "source_rank long, error string"
+)
 
 _lock = threading.Lock()
 _pipelines: dict[str, AggregatePipeline] = {}
@@ -57,18 +61,23 @@ def pipeline_of(payload: str) -> AggregatePipeline:
         if found is None:
             body = json.loads(payload)
             catalog = catalog_from_dict(body["catalog"])
-            found = AggregatePipeline.for_query(catalog.queries[body["queryId"]], catalog,
-                                                buffering=bool(body.get("buffering")))  # fmt: skip
+            found = AggregatePipeline.for_query(
+                catalog.queries[body["queryId"]], catalog, buffering=bool(body.get("buffering"))
+            )
             _pipelines[payload] = found
         return found
 
 
-def grouped_rows(pipeline: AggregatePipeline, items: list[GroupedRow | TableChange],
-                 errors: list[ProcessingError]) -> dict[str, list[Any]]:  # fmt: skip
+def grouped_rows(
+    pipeline: AggregatePipeline,
+    items: list[GroupedRow | TableChange],
+    errors: list[ProcessingError],
+) -> dict[str, list[Any]]:
     """Stage 1's output as the columns of `GROUPED_SCHEMA`, keyed for the next stage's shuffle: by
     source key (a table's change stage), by task (windowed), or by group."""
-    columns: dict[str, list[Any]] = {n: [] for n in ("group", "row", "source_partition",
-                                                     "source_offset", "error", "detail")}  # fmt: skip
+    columns: dict[str, list[Any]] = {
+        n: [] for n in ("group", "row", "source_partition", "source_offset", "error", "detail")
+    }
     windowed = pipeline.compiled.window is not None
     for item in items:
         if isinstance(item, TableChange):
@@ -119,9 +128,14 @@ class ChangeProcessor(StatefulProcessor):
         previous: GroupedRow | None = pickle.loads(stored[0]) if stored and stored[0] else None
         for change in sorted(changes, key=lambda c: (c.partition, c.offset)):
             for out in self.pipeline.change(previous, change):
-                yield Row(group=out.group, row=pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL),
-                          source_partition=out.partition, source_offset=out.offset, error=None,
-                          detail=None)  # fmt: skip
+                yield Row(
+                    group=out.group,
+                    row=pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL),
+                    source_partition=out.partition,
+                    source_offset=out.offset,
+                    error=None,
+                    detail=None,
+                )
             previous = change.row
         if previous is None:
             self.last.clear()
@@ -152,10 +166,17 @@ class AggregateProcessor(StatefulProcessor):
         state, outputs, errors = self.pipeline.aggregate(state, grouped)
         self.state.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
         for o in outputs:
-            yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
-                      source_partition=o.source_partition, source_offset=o.source_offset,
-                      source_seq=o.source_seq, source_rank=o.source_rank,
-                      error=None)  # fmt: skip
+            yield Row(
+                key=o.key,
+                value=o.value,
+                timestamp=o.timestamp,
+                partition=o.partition,
+                source_partition=o.source_partition,
+                source_offset=o.source_offset,
+                source_seq=o.source_seq,
+                source_rank=o.source_rank,
+                error=None,
+            )
         for e in errors:
             yield _error_row(e.partition, e.offset, e.kind, _detail(e.message, e.topic))
 
@@ -192,14 +213,22 @@ class WindowedProcessor(StatefulProcessor):
             if windows is None:
                 self.groups.removeKey((group,))
             else:
-                self.groups.updateValue((group,), (pickle.dumps(
-                    windows, protocol=pickle.HIGHEST_PROTOCOL),))
+                self.groups.updateValue(
+                    (group,), (pickle.dumps(windows, protocol=pickle.HIGHEST_PROTOCOL),)
+                )
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
         for o in outputs:
-            yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
-                      source_partition=o.source_partition, source_offset=o.source_offset,
-                      source_seq=o.source_seq, source_rank=o.source_rank,
-                      error=None)  # fmt: skip
+            yield Row(
+                key=o.key,
+                value=o.value,
+                timestamp=o.timestamp,
+                partition=o.partition,
+                source_partition=o.source_partition,
+                source_offset=o.source_offset,
+                source_seq=o.source_seq,
+                source_rank=o.source_rank,
+                error=None,
+            )
         for e in errors:
             yield _error_row(e.partition, e.offset, e.kind, _detail(e.message, e.topic))
 
@@ -213,16 +242,26 @@ def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Row], list[GroupedRow]]:
     grouped: list[GroupedRow] = []
     for row in rows:
         if row.error is not None:
-            errors.append(_error_row(row.source_partition, row.source_offset, row.error,
-                                     row.detail))  # fmt: skip
+            errors.append(
+                _error_row(row.source_partition, row.source_offset, row.error, row.detail)
+            )
         else:
             grouped.append(pickle.loads(row.row))
     return errors, grouped
 
 
 def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
-    return Row(key=None, value=detail, timestamp=0, partition=-1, source_partition=partition,
-               source_offset=offset, source_seq=0, source_rank=0, error=kind)  # fmt: skip
+    return Row(
+        key=None,
+        value=detail,
+        timestamp=0,
+        partition=-1,
+        source_partition=partition,
+        source_offset=offset,
+        source_seq=0,
+        source_rank=0,
+        error=kind,
+    )
 
 
 def aggregate_frame(grouped: Any, payload: str, table_source: bool, windowed: bool) -> Any:
@@ -230,9 +269,12 @@ def aggregate_frame(grouped: Any, payload: str, table_source: bool, windowed: bo
     frame = grouped
     if windowed:
         return frame.groupBy("group").transformWithState(
-            WindowedProcessor(payload), AGGREGATED_SCHEMA, "Append", "None")
+            WindowedProcessor(payload), AGGREGATED_SCHEMA, "Append", "None"
+        )
     if table_source:
         frame = frame.groupBy("group").transformWithState(
-            ChangeProcessor(payload), GROUPED_SCHEMA, "Append", "None")
+            ChangeProcessor(payload), GROUPED_SCHEMA, "Append", "None"
+        )
     return frame.groupBy("group").transformWithState(
-        AggregateProcessor(payload), AGGREGATED_SCHEMA, "Append", "None")
+        AggregateProcessor(payload), AGGREGATED_SCHEMA, "Append", "None"
+    )

@@ -79,8 +79,9 @@ class QueryDriver:
             self._spark = start_session(self.settings)
         return self._spark
 
-    def sync(self, wanted: Mapping[str, Mapping[str, Any]],
-             transient: Collection[str] = ()) -> None:  # fmt: skip
+    def sync(
+        self, wanted: Mapping[str, Mapping[str, Any]], transient: Collection[str] = ()
+    ) -> None:
         """Run exactly the queries of ``wanted`` (query id -> payload), as far as `admission`
         lets: the others wait, PENDING with the reason. ``transient``: which are push queries."""
         for query_id in sorted(set(self._queries) - set(wanted)):
@@ -97,15 +98,23 @@ class QueryDriver:
 
     def _admit(self) -> None:
         """Start the waiting queries that `admission.admit` lets start now."""
-        waiting = sorted((q for q, r in self._queries.items() if r.state == "PENDING"),
-                         key=creation_order)  # fmt: skip
+        waiting = sorted(
+            (q for q, r in self._queries.items() if r.state == "PENDING"), key=creation_order
+        )
         if not waiting:
             return
         running = [q for q, r in self._queries.items() if r.state != "PENDING"]
-        decided = admit(waiting, running, self._transient, self.settings.max_queries,
-                        _available_mb(), self.settings.query_memory_mb,
-                        self.settings.memory_reserve_mb, self._starting(),
-                        self.settings.max_starting_queries)  # fmt: skip
+        decided = admit(
+            waiting,
+            running,
+            self._transient,
+            self.settings.max_queries,
+            _available_mb(),
+            self.settings.query_memory_mb,
+            self.settings.memory_reserve_mb,
+            self._starting(),
+            self.settings.max_starting_queries,
+        )
         for query_id, why in decided.waiting.items():
             if not self._queries[query_id].message:  # once, when it starts waiting
                 log.warning("query %s %s", query_id, why)
@@ -138,8 +147,12 @@ class QueryDriver:
                 running.handle = None
                 running.retry_at = now + running.retry_pause
                 running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
-            elif (handle is None and running.state == "ERROR" and now >= running.retry_at
-                  and self._starting() < self.settings.max_starting_queries):  # fmt: skip
+            elif (
+                handle is None
+                and running.state == "ERROR"
+                and now >= running.retry_at
+                and self._starting() < self.settings.max_starting_queries
+            ):
                 running.restarts += 1
                 self._start(query_id)
 
@@ -170,22 +183,32 @@ class QueryDriver:
             stats = running.sink.stats if running.sink is not None else None
             message = running.message
             if running.state == "ERROR" and not message.strip():  # never an error without a text
-                message = f"the query failed without a reason (see {self.settings.log_file or 'the log'})"
+                message = (
+                    f"the query failed without a reason (see {self.settings.log_file or 'the log'})"
+                )
             state = running.state
             if state == "RUNNING" and running.handle is not None and not self._processed(running):
                 # started, but Spark has not finished a trigger yet (its sources connect, the
                 # checkpoint is read): nothing it wrote can be trusted to be current
                 state, message = "PENDING", _STARTING_MESSAGE
-            status = {"state": state, "message": message,
-                      "restarts": running.restarts, "startedMs": running.started_ms}  # fmt: skip
+            status = {
+                "state": state,
+                "message": message,
+                "restarts": running.restarts,
+                "startedMs": running.started_ms,
+            }
             if state == "RUNNING":
                 status["processed"] = {t: dict(p) for t, p in running.processed.items()}
             if stats is not None:
                 with stats.lock:
-                    status.update(records=stats.records, batches=stats.batches,
-                                  errors=stats.errors, lastError=stats.last_error,
-                                  lastErrorMs=stats.last_error_time_ms,
-                                  replayedSkipped=stats.skipped_replayed)  # fmt: skip
+                    status.update(
+                        records=stats.records,
+                        batches=stats.batches,
+                        errors=stats.errors,
+                        lastError=stats.last_error,
+                        lastErrorMs=stats.last_error_time_ms,
+                        replayedSkipped=stats.skipped_replayed,
+                    )
             found[query_id] = status
         return found
 
@@ -224,33 +247,66 @@ class QueryDriver:
             spark.conf.set("spark.sql.shuffle.partitions", str(max(1, int(source["partitions"]))))
             aggregate = bool(payload.get("aggregate"))
             starts = payload.get("startingOffsets") or {}  # topic -> offsets: where it starts
-            query_json = json.dumps({"queryId": query_id, "catalog": payload["catalog"],
-                                     "buffering": self.settings.buffering}, sort_keys=True)
+            query_json = json.dumps(
+                {
+                    "queryId": query_id,
+                    "catalog": payload["catalog"],
+                    "buffering": self.settings.buffering,
+                },
+                sort_keys=True,
+            )
             if payload.get("join"):
                 from headwater.engine.spark.joins import join_frame
 
                 entries = [
-                    self._read(spark, leaf["topic"], int(leaf["partitions"]), query_id,
-                               query_json, "join", leaf=index, start=starts.get(leaf["topic"]))
+                    self._read(
+                        spark,
+                        leaf["topic"],
+                        int(leaf["partitions"]),
+                        query_id,
+                        query_json,
+                        "join",
+                        leaf=index,
+                        start=starts.get(leaf["topic"]),
+                    )
                     for index, leaf in enumerate(payload["leaves"])
                 ]
                 frame = join_frame(entries, query_json, aggregate)
             else:
-                frame = self._read(spark, source["topic"], int(source["partitions"]), query_id,
-                                   query_json, "grouped" if aggregate else "records",
-                                   start=starts.get(source["topic"]))  # fmt: skip
+                frame = self._read(
+                    spark,
+                    source["topic"],
+                    int(source["partitions"]),
+                    query_id,
+                    query_json,
+                    "grouped" if aggregate else "records",
+                    start=starts.get(source["topic"]),
+                )
             if aggregate:
                 from headwater.engine.spark.aggregation import aggregate_frame
 
-                frame = aggregate_frame(frame, query_json, bool(payload.get("tableSource")),
-                                        bool(payload.get("windowed")))
-            target = ExactlyOnceSink(self.kafka, query_id, sink["topic"], int(sink["partitions"]),
-                                     self.settings.processing_log_topic)  # fmt: skip
-            writer = (frame.writeStream.queryName(query_id).foreachBatch(target)
-                      .option("checkpointLocation", self.settings.checkpoint_of(query_id)))  # fmt: skip
+                frame = aggregate_frame(
+                    frame,
+                    query_json,
+                    bool(payload.get("tableSource")),
+                    bool(payload.get("windowed")),
+                )
+            target = ExactlyOnceSink(
+                self.kafka,
+                query_id,
+                sink["topic"],
+                int(sink["partitions"]),
+                self.settings.processing_log_topic,
+            )
+            writer = (
+                frame.writeStream.queryName(query_id)
+                .foreachBatch(target)
+                .option("checkpointLocation", self.settings.checkpoint_of(query_id))
+            )
             if self.settings.trigger_interval_ms > 0:
-                writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_ms} "
-                                                       "milliseconds")  # fmt: skip
+                writer = writer.trigger(
+                    processingTime=f"{self.settings.trigger_interval_ms} milliseconds"
+                )
             running.progressed, running.processed = False, {}
             running.handle = writer.start()
             running.starting_until = time.monotonic() + _STARTING_MAX_S
@@ -265,9 +321,17 @@ class QueryDriver:
             running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
             log.exception("query %s could not start", query_id)
 
-    def _read(self, spark: Any, topic: str, partitions: int, query_id: str, query_json: str,
-              output: str, leaf: int = 0,
-              start: dict[str, int] | None = None) -> Any:  # fmt: skip
+    def _read(
+        self,
+        spark: Any,
+        topic: str,
+        partitions: int,
+        query_id: str,
+        query_json: str,
+        output: str,
+        leaf: int = 0,
+        start: dict[str, int] | None = None,
+    ) -> Any:
         """The streaming DataFrame of one source topic, run through the query's first stage."""
         from headwater.engine.spark.kafka_source import NAME
 
@@ -284,7 +348,7 @@ class QueryDriver:
             .option("leaf", str(leaf))
             .option("startingOffsets", json.dumps(start or {}))
             .load()
-        )  # fmt: skip
+        )
 
     def _stop(self, query_id: str) -> None:
         running = self._queries.get(query_id)
@@ -300,16 +364,21 @@ class QueryDriver:
         running.handle = None
 
 
-_STARTING_MESSAGE = ("starting: Spark has not finished the query's first micro-batch yet (its "
-                     "sources connect, its checkpoint is read); what it writes is not current")
+_STARTING_MESSAGE = (
+    "starting: Spark has not finished the query's first micro-batch yet (its "
+    "sources connect, its checkpoint is read); what it writes is not current"
+)
 
 
 def processed_offsets(payload: Mapping[str, Any], progress: Any) -> dict[str, dict[str, int]]:
     """topic -> {partition: next offset} that the query's last committed micro-batch read to: the
     end offsets of each source in Spark's ``progress`` (``kafka_source``'s offsets), by the
     payload's source topics in order (a join's leaves; a topic read twice: the lesser offset)."""
-    topics = [str(leaf["topic"]) for leaf in payload.get("leaves") or ()] \
-        if payload.get("join") else [str(payload["source"]["topic"])]  # fmt: skip
+    topics = (
+        [str(leaf["topic"]) for leaf in payload.get("leaves") or ()]
+        if payload.get("join")
+        else [str(payload["source"]["topic"])]
+    )
     sources = list(progress["sources"] or ())
     found: dict[str, dict[str, int]] = {}
     for topic, source in zip(topics, sources, strict=False):
@@ -339,13 +408,16 @@ def _reason(error: Any) -> str:
     text = (getattr(error, "desc", None) or getattr(error, "_desc", None) or _text(error)).strip()
     if not text:  # a Java exception without a message (a timeout, an interrupt): its class
         trace = str(getattr(error, "_stackTrace", None) or "").strip()
-        return f"{type(error).__name__}: {trace.splitlines()[0][:500]}" if trace \
-            else type(error).__name__  # fmt: skip
+        return (
+            f"{type(error).__name__}: {trace.splitlines()[0][:500]}"
+            if trace
+            else type(error).__name__
+        )
     lines = text.splitlines()
     raised = [i for i, line in enumerate(lines) if line.strip().endswith(_TRACEBACK)]
     if raised:
         # the exception line: the first one after the frames (indented) of the last traceback
-        after = (line for line in lines[raised[-1] + 1:] if line and not line[0].isspace())
+        after = (line for line in lines[raised[-1] + 1 :] if line and not line[0].isspace())
         found = next(after, None)
         if found:
             return found.strip()[:500]
@@ -413,8 +485,9 @@ def kill_group_after(seconds: float) -> threading.Thread:
     return watchdog
 
 
-def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
-               client_config: Mapping[str, Any]) -> None:  # fmt: skip
+def child_main(
+    conn: Any, settings: EngineSettings, bootstrap: str, client_config: Mapping[str, Any]
+) -> None:
     """Entry point of the engine's child process: follow the server's instructions on ``conn``.
 
     Messages in: ``{"op": "sync", "queries": {id: payload}}``, ``{"op": "stop"}``. Out:
@@ -427,8 +500,9 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
         fd = os.open(settings.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     driver = QueryDriver(settings, KafkaSettings(bootstrap, client_config=dict(client_config)))
     last_sent = 0.0
@@ -441,14 +515,20 @@ def child_main(conn: Any, settings: EngineSettings, bootstrap: str,
                 if message.get("op") == "sync":
                     wanted = message.get("queries", {})
                     if wanted and driver._spark is None:
-                        conn.send({"op": "status", "spark": "STARTING",
-                                   "queries": driver.statuses()})  # fmt: skip
+                        conn.send(
+                            {"op": "status", "spark": "STARTING", "queries": driver.statuses()}
+                        )
                     driver.sync(wanted, message.get("transient", ()))
                     driver.forget(message.get("terminated", ()))
             driver.check()
             if time.monotonic() - last_sent > 0.5:
-                conn.send({"op": "status", "spark": "UP" if driver._spark else "DOWN",
-                           "queries": driver.statuses()})  # fmt: skip
+                conn.send(
+                    {
+                        "op": "status",
+                        "spark": "UP" if driver._spark else "DOWN",
+                        "queries": driver.statuses(),
+                    }
+                )
                 last_sent = time.monotonic()
     except (EOFError, BrokenPipeError, ConnectionResetError):
         log.info("the server is gone; stopping its queries")

@@ -63,9 +63,13 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
 class QueryEngine:
     """Runs this server's share of the persistent queries in a Spark child process."""
 
-    def __init__(self, settings: EngineSettings, kafka: KafkaSettings,
-                 catalog: Callable[[], Catalog],
-                 owned: Callable[[Catalog], set[str]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: EngineSettings,
+        kafka: KafkaSettings,
+        catalog: Callable[[], Catalog],
+        owned: Callable[[Catalog], set[str]] | None = None,
+    ) -> None:
         """
         Args:
             settings: the engine's settings.
@@ -98,9 +102,18 @@ class QueryEngine:
         """Query id -> status of the queries this server runs (PENDING until the child reports)."""
         with self._lock:
             sent = dict(self._sent or {})
-            found = {q: dict(self._statuses.get(q) or {"state": "PENDING", "message":
-                     "waiting for Spark to start" if self._spark_state != "UP" else ""})
-                     for q in sent}  # fmt: skip
+            found = {
+                q: dict(
+                    self._statuses.get(q)
+                    or {
+                        "state": "PENDING",
+                        "message": "waiting for Spark to start"
+                        if self._spark_state != "UP"
+                        else "",
+                    }
+                )
+                for q in sent
+            }
         return found
 
     def run_transient(self, query_id: str, payload: dict[str, Any]) -> None:
@@ -140,16 +153,20 @@ class QueryEngine:
         for query_id in sorted(owned & set(catalog.queries)):
             payload = self._payloads.get(query_id)
             if payload is None:  # once per query: what it needs cannot change while it exists
-                payload = self._payloads[query_id] = query_payload(catalog.queries[query_id],
-                                                                   catalog)  # fmt: skip
+                payload = self._payloads[query_id] = query_payload(
+                    catalog.queries[query_id], catalog
+                )
             wanted[query_id] = payload
         with self._lock:
             wanted.update(self._transient)
             if self._process is not None and not self._process.is_alive():
                 # The child died (killed, out of memory): its queries resume from their
                 # checkpoints in a new one, as after a restart of the server.
-                log.error("the Spark engine process %d died (exit code %s); starting a new one",
-                          self._process.pid, self._process.exitcode)  # fmt: skip
+                log.error(
+                    "the Spark engine process %d died (exit code %s); starting a new one",
+                    self._process.pid,
+                    self._process.exitcode,
+                )
                 if self._conn is not None:
                     self._conn.close()
                 _kill_group(self._process.pid)  # what it left: its JVM, its Python workers
@@ -165,8 +182,14 @@ class QueryEngine:
             if wanted and self._process is None:
                 self._spawn()
             if self._conn is not None:
-                self._conn.send({"op": "sync", "queries": wanted, "terminated": terminated,
-                                 "transient": sorted(self._transient)})  # fmt: skip
+                self._conn.send(
+                    {
+                        "op": "sync",
+                        "queries": wanted,
+                        "terminated": terminated,
+                        "transient": sorted(self._transient),
+                    }
+                )
             self._sent = wanted
 
     def close(self) -> None:
@@ -196,20 +219,29 @@ class QueryEngine:
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
         process = context.Process(
-            target=child_main, name="headwater-spark",
-            args=(child, self.settings, self._kafka.bootstrap_servers,
-                  dict(self._kafka.client_config)),
+            target=child_main,
+            name="headwater-spark",
+            args=(
+                child,
+                self.settings,
+                self._kafka.bootstrap_servers,
+                dict(self._kafka.client_config),
+            ),
             daemon=False,
-        )  # fmt: skip
+        )
         process.start()
         child.close()
         self._process, self._conn = process, parent
         self._spark_state = "STARTING"
-        self._reader = threading.Thread(target=self._read, args=(parent,), name="query-status",
-                                        daemon=True)  # fmt: skip
+        self._reader = threading.Thread(
+            target=self._read, args=(parent,), name="query-status", daemon=True
+        )
         self._reader.start()
-        log.info("started the Spark engine process %d (logs: %s)", process.pid,
-                 self.settings.log_file or "stderr")  # fmt: skip
+        log.info(
+            "started the Spark engine process %d (logs: %s)",
+            process.pid,
+            self.settings.log_file or "stderr",
+        )
 
     def _read(self, conn: Any) -> None:
         while True:

@@ -20,8 +20,10 @@ MIN_JAVA = 17
 """The oldest Java that Spark 4 runs on."""
 
 _VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
-_HINT = ("install Java 17 or newer (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set "
-         "JAVA_HOME to one")  # fmt: skip
+_HINT = (
+    "install Java 17 or newer (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set "
+    "JAVA_HOME to one"
+)
 
 
 def java_problem(environ: Mapping[str, str], timeout_s: float = 20.0) -> str | None:
@@ -42,14 +44,22 @@ def java_problem(environ: Mapping[str, str], timeout_s: float = 20.0) -> str | N
             return f"Java was not found on the PATH (JAVA_HOME is not set); {_HINT}"
         java = on_path
     try:
-        done = subprocess.run([java, "-version"], capture_output=True, text=True, check=False,
-                              timeout=timeout_s, env=dict(environ))  # fmt: skip
+        done = subprocess.run(
+            [java, "-version"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout_s,
+            env=dict(environ),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{java} -version failed ({exc}); {_HINT}"
     found = _VERSION.search(done.stderr + done.stdout)
     if done.returncode != 0 or found is None:
         first = (done.stderr or done.stdout).strip().splitlines()[:1]
-        return f"{java} -version failed ({first[0] if first else f'exit {done.returncode}'}); {_HINT}"
+        return (
+            f"{java} -version failed ({first[0] if first else f'exit {done.returncode}'}); {_HINT}"
+        )
     major = int(found.group(1))
     if major == 1 and found.group(2):  # "1.8.0_392": Java 8
         major = int(found.group(2))

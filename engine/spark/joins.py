@@ -43,8 +43,9 @@ from headwater.metastore.codec import catalog_from_dict
 
 #: What a source's task gives the join: the join task, a pickled list of its `SideRecord`s, and
 #: for a skipped record its error.
-ENTRY_SCHEMA = ("task int, row binary, source_partition int, source_offset long, error string, "
-                "detail binary")  # fmt: skip
+ENTRY_SCHEMA = (
+    "task int, row binary, source_partition int, source_offset long, error string, detail binary"
+)
 
 _lock = threading.Lock()
 _pipelines: dict[str, tuple[JoinPipeline, RecordPipeline | AggregatePipeline]] = {}
@@ -80,8 +81,9 @@ def entry_rows(payload: str, leaf: int, records: list[InputRecord]) -> dict[str,
     by_task: dict[int, list[SideRecord]] = {}
     for side in entering:
         by_task.setdefault(side.task, []).append(side)
-    columns: dict[str, list[Any]] = {n: [] for n in ("task", "row", "source_partition",
-                                                     "source_offset", "error", "detail")}  # fmt: skip
+    columns: dict[str, list[Any]] = {
+        n: [] for n in ("task", "row", "source_partition", "source_offset", "error", "detail")
+    }
     for task, sides in by_task.items():
         columns["task"].append(task)
         columns["row"].append(pickle.dumps(sides, protocol=pickle.HIGHEST_PROTOCOL))
@@ -120,9 +122,11 @@ class JoinProcessor(StatefulProcessor):
         grouping = isinstance(self.after, AggregatePipeline)
         for row in rows:
             if row.error is not None:
-                yield (_grouped_error(row.source_partition, row.source_offset, row.error,
-                                      row.detail) if grouping else
-                       _error_row(row.source_partition, row.source_offset, row.error, row.detail))
+                yield (
+                    _grouped_error(row.source_partition, row.source_offset, row.error, row.detail)
+                    if grouping
+                    else _error_row(row.source_partition, row.source_offset, row.error, row.detail)
+                )
             else:
                 entering.extend(pickle.loads(row.row))
         if not entering:
@@ -138,8 +142,9 @@ class JoinProcessor(StatefulProcessor):
             if value is None:
                 self.keys.removeKey(packed)
             else:
-                self.keys.updateValue(packed, (pickle.dumps(value,
-                                                            protocol=pickle.HIGHEST_PROTOCOL),))
+                self.keys.updateValue(
+                    packed, (pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL),)
+                )
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
         if isinstance(self.after, AggregatePipeline):
             items, failed = self.after.group(joined, {})
@@ -149,26 +154,52 @@ class JoinProcessor(StatefulProcessor):
             return
         outputs, errors = self.after.process(joined)
         for o in outputs:
-            yield Row(key=o.key, value=o.value, timestamp=o.timestamp, partition=o.partition,
-                      source_partition=o.source_partition, source_offset=o.source_offset,
-                      source_seq=o.source_seq, source_rank=o.source_rank,
-                      error=None)  # fmt: skip
+            yield Row(
+                key=o.key,
+                value=o.value,
+                timestamp=o.timestamp,
+                partition=o.partition,
+                source_partition=o.source_partition,
+                source_offset=o.source_offset,
+                source_seq=o.source_seq,
+                source_rank=o.source_rank,
+                error=None,
+            )
         for e in errors:
-            yield _error_row(e.partition, e.offset, e.kind,
-                             json.dumps({"message": e.message, "topic": e.topic}).encode())
+            yield _error_row(
+                e.partition,
+                e.offset,
+                e.kind,
+                json.dumps({"message": e.message, "topic": e.topic}).encode(),
+            )
 
     def close(self) -> None:
         pass
 
 
 def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
-    return Row(key=None, value=detail, timestamp=0, partition=-1, source_partition=partition,
-               source_offset=offset, source_seq=0, source_rank=0, error=kind)  # fmt: skip
+    return Row(
+        key=None,
+        value=detail,
+        timestamp=0,
+        partition=-1,
+        source_partition=partition,
+        source_offset=offset,
+        source_seq=0,
+        source_rank=0,
+        error=kind,
+    )
 
 
 def _grouped_error(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
-    return Row(group=b"", row=None, source_partition=partition, source_offset=offset, error=kind,
-               detail=detail)  # fmt: skip
+    return Row(
+        group=b"",
+        row=None,
+        source_partition=partition,
+        source_offset=offset,
+        error=kind,
+        detail=detail,
+    )
 
 
 def join_frame(entries: list[Any], payload: str, aggregate: bool = False) -> Any:
@@ -178,5 +209,6 @@ def join_frame(entries: list[Any], payload: str, aggregate: bool = False) -> Any
     for other in entries[1:]:
         frame = frame.unionByName(other)
     schema = GROUPED_SCHEMA if aggregate else AGGREGATED_SCHEMA
-    return frame.groupBy("task").transformWithState(JoinProcessor(payload), schema, "Append",
-                                                    "None")  # fmt: skip
+    return frame.groupBy("task").transformWithState(
+        JoinProcessor(payload), schema, "Append", "None"
+    )

@@ -43,23 +43,43 @@ from headwater.metastore.codec import catalog_from_dict
 NAME = "headwater-kafka"
 
 #: The rows a query's source yields: sink records, or skipped records (``error`` set).
-OUTPUT_SCHEMA = ("key binary, value binary, timestamp long, partition int, "
-                 "source_partition int, source_offset long, error string")  # fmt: skip
+OUTPUT_SCHEMA = (
+    "key binary, value binary, timestamp long, partition int, "
+    "source_partition int, source_offset long, error string"
+)
 RAW_SCHEMA = "key binary, value binary, timestamp long, partition int, offset long"
 
-_ARROW_OUTPUT = pa.schema([
-    ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64()),
-    ("partition", pa.int32()), ("source_partition", pa.int32()), ("source_offset", pa.int64()),
-    ("error", pa.string()),
-])  # fmt: skip
-_ARROW_GROUPED = pa.schema([
-    ("group", pa.binary()), ("row", pa.binary()), ("source_partition", pa.int32()),
-    ("source_offset", pa.int64()), ("error", pa.string()), ("detail", pa.binary()),
-])  # fmt: skip
-_ARROW_ENTRY = pa.schema([
-    ("task", pa.int32()), ("row", pa.binary()), ("source_partition", pa.int32()),
-    ("source_offset", pa.int64()), ("error", pa.string()), ("detail", pa.binary()),
-])  # fmt: skip
+_ARROW_OUTPUT = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", pa.int64()),
+        ("partition", pa.int32()),
+        ("source_partition", pa.int32()),
+        ("source_offset", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+_ARROW_GROUPED = pa.schema(
+    [
+        ("group", pa.binary()),
+        ("row", pa.binary()),
+        ("source_partition", pa.int32()),
+        ("source_offset", pa.int64()),
+        ("error", pa.string()),
+        ("detail", pa.binary()),
+    ]
+)
+_ARROW_ENTRY = pa.schema(
+    [
+        ("task", pa.int32()),
+        ("row", pa.binary()),
+        ("source_partition", pa.int32()),
+        ("source_offset", pa.int64()),
+        ("error", pa.string()),
+        ("detail", pa.binary()),
+    ]
+)
 _POLL_BATCH = 5000
 _COMBINE_CHUNK = 50_000  # an aggregate's records grouped (and combined) per Arrow batch
 _READ_FETCH_WAIT_MS = 100  # catching up: long fetches (short ones crawl over one-record batches)
@@ -127,12 +147,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         if total <= cap:
             return {p: int(start[p]) + n for p, n in waiting.items()}
         # Over the cap: every partition with records waiting gets its share, at least one.
-        return {p: int(start[p]) + (max(1, n * cap // total) if n else 0)
-                for p, n in waiting.items()}  # fmt: skip
+        return {
+            p: int(start[p]) + (max(1, n * cap // total) if n else 0) for p, n in waiting.items()
+        }
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        return [_Range(int(p), int(start[p]), int(end[p])) for p in sorted(end, key=int)
-                if int(end[p]) > int(start.get(p, 0))]  # fmt: skip
+        return [
+            _Range(int(p), int(start[p]), int(end[p]))
+            for p in sorted(end, key=int)
+            if int(end[p]) > int(start.get(p, 0))
+        ]
 
     def commit(self, end: dict[str, int]) -> None:
         pass
@@ -177,8 +201,9 @@ def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Record
         items, errors = pipeline.group(chunk, running)
         if pipeline.combines:  # one row per group of the chunk, not one per record
             items = list(pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
-        return pa.RecordBatch.from_pydict(grouped_rows(pipeline, items, errors),
-                                          schema=_ARROW_GROUPED)  # fmt: skip
+        return pa.RecordBatch.from_pydict(
+            grouped_rows(pipeline, items, errors), schema=_ARROW_GROUPED
+        )
 
     for record in records:
         chunk.append(record)
@@ -214,8 +239,9 @@ def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordB
         columns["error"].append(None)
     for e in errors:
         columns["key"].append(None)
-        columns["value"].append(json.dumps({"kind": e.kind, "message": e.message,
-                                            "topic": e.topic}).encode())  # fmt: skip
+        columns["value"].append(
+            json.dumps({"kind": e.kind, "message": e.message, "topic": e.topic}).encode()
+        )
         columns["timestamp"].append(0)
         columns["partition"].append(-1)
         columns["source_partition"].append(e.partition)
@@ -266,8 +292,13 @@ def _reader(options: Mapping[str, str], topic: str, partition: int) -> Consumer:
         old.close()
     found = kept[0] if kept is not None else None
     if found is None:
-        found = consumer(settings_of(options), "query-source", read_committed=True,
-                         partition_eof=True, fetch_wait_max_ms=_READ_FETCH_WAIT_MS)  # fmt: skip
+        found = consumer(
+            settings_of(options),
+            "query-source",
+            read_committed=True,
+            partition_eof=True,
+            fetch_wait_max_ms=_READ_FETCH_WAIT_MS,
+        )
     return found
 
 
@@ -291,8 +322,10 @@ def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[I
         while position < r.end:
             messages = poll_batch(reader, _POLL_BATCH, 1.0)
             if not messages and time.monotonic() - idle_since > 60:
-                raise TimeoutError(f"{topic}[{r.partition}]: no record for 60 s at offset "
-                                   f"{position}, below the planned end {r.end}")  # fmt: skip
+                raise TimeoutError(
+                    f"{topic}[{r.partition}]: no record for 60 s at offset "
+                    f"{position}, below the planned end {r.end}"
+                )
             for message in messages:
                 error = message.error()
                 if error is not None:
@@ -308,9 +341,14 @@ def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[I
                     break
                 idle_since = time.monotonic()
                 position = offset + 1
-                yield InputRecord(message.key(), message.value(), int(message.timestamp()[1]),
-                                  r.partition, offset,
-                                  _headers(message.headers()))  # fmt: skip
+                yield InputRecord(
+                    message.key(),
+                    message.value(),
+                    int(message.timestamp()[1]),
+                    r.partition,
+                    offset,
+                    _headers(message.headers()),
+                )
         healthy = True
     finally:
         if healthy:
@@ -328,8 +366,9 @@ class _EndProbe:
     """A consumer parked at the end of every partition: its fetches carry the high watermarks."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self._consumer: Consumer = consumer(settings_of(options), "query-end-probe",
-                                            fetch_wait_max_ms=_PROBE_FETCH_WAIT_MS)  # fmt: skip
+        self._consumer: Consumer = consumer(
+            settings_of(options), "query-end-probe", fetch_wait_max_ms=_PROBE_FETCH_WAIT_MS
+        )
         self._assigned: set[int] = set()
         self._ends: dict[int, int] = {}
 
@@ -341,7 +380,8 @@ class _EndProbe:
             for p in missing:
                 self._ends[p] = int(start.get(str(p), 0))
             self._consumer.incremental_assign(
-                [TopicPartition(topic, p, OFFSET_END) for p in missing])
+                [TopicPartition(topic, p, OFFSET_END) for p in missing]
+            )
             self._assigned.update(missing)
         # Take what its fetches brought (waiting, the first time, until every partition has
         # answered once). The probe keeps fetching between calls, ~5% of a core per idle query:
@@ -354,8 +394,9 @@ class _EndProbe:
                     p = int(message.partition() or 0)
                     self._ends[p] = max(self._ends.get(p, 0), int(message.offset() or 0) + 1)
             for p in range(partitions):
-                _low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                                  cached=True)  # fmt: skip
+                _low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), cached=True
+                )
                 if high is not None and high >= 0:
                     self._ends[p] = max(self._ends.get(p, 0), int(high))
             if time.monotonic() >= deadline:

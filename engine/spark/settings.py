@@ -62,8 +62,7 @@ class EngineSettings:
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.ansi.enabled": "false",
             "spark.sql.execution.arrow.pyspark.enabled": "true",
-            "spark.sql.streaming.stateStore.providerClass":
-                "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
             "spark.python.worker.reuse": "true",
@@ -71,7 +70,7 @@ class EngineSettings:
             "spark.pyspark.python": sys.executable,
             "spark.pyspark.driver.python": sys.executable,
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-        }  # fmt: skip
+        }
         conf.update(dict(self.extra))
         return conf
 

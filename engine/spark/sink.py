@@ -68,9 +68,15 @@ class SinkStats:
 class ExactlyOnceSink:
     """``foreachBatch`` target of one query."""
 
-    def __init__(self, settings: KafkaSettings, query_id: str, topic: str, partitions: int,
-                 processing_log_topic: str | None = None,
-                 on_error: Callable[[dict[str, Any]], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        query_id: str,
+        topic: str,
+        partitions: int,
+        processing_log_topic: str | None = None,
+        on_error: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self._settings = settings
         self.query_id = query_id
         self.topic = topic
@@ -79,8 +85,9 @@ class ExactlyOnceSink:
         self._on_error = on_error
         self._written: dict[int, Written] | None = None
         config = producer_config(settings, f"query-sink-{query_id}")
-        config.update({"enable.idempotence": True, "linger.ms": 5, "acks": "all",
-                       "compression.type": "none"})  # fmt: skip
+        config.update(
+            {"enable.idempotence": True, "linger.ms": 5, "acks": "all", "compression.type": "none"}
+        )
         self._producer = Producer(config)
         self.stats = SinkStats()
 
@@ -96,8 +103,15 @@ class ExactlyOnceSink:
             self._written = self._read_tails()
             self._check_resumable(batch_id)
         # the order the records were computed in (an aggregate's batch order, else input order)
-        ordered = sorted(rows, key=lambda r: (r.get("source_rank") or 0, r["source_partition"],
-                                              r["source_offset"], r.get("source_seq") or 0))  # fmt: skip
+        ordered = sorted(
+            rows,
+            key=lambda r: (
+                r.get("source_rank") or 0,
+                r["source_partition"],
+                r["source_offset"],
+                r.get("source_seq") or 0,
+            ),
+        )
         failures: list[str] = []
 
         def delivered(error: KafkaError | None, _message: Any) -> None:
@@ -114,22 +128,34 @@ class ExactlyOnceSink:
                 continue
             partition = int(row["partition"])
             done = self._written.get(partition)
-            if done is not None and (batch_id < done.batch or
-                                     (batch_id == done.batch and seq <= done.seq)):  # fmt: skip
+            if done is not None and (
+                batch_id < done.batch or (batch_id == done.batch and seq <= done.seq)
+            ):
                 skipped += 1
             else:
-                headers: list[tuple[str, str | bytes | None]] = [(QUERY_HEADER, self.query_id.encode()),
-                           (BATCH_HEADER, str(batch_id).encode()),
-                           (SEQ_HEADER, str(seq).encode())]  # fmt: skip
-                self._produce(self.topic, row["key"], row["value"], partition,
-                              int(row["timestamp"]), headers, delivered)  # fmt: skip
+                headers: list[tuple[str, str | bytes | None]] = [
+                    (QUERY_HEADER, self.query_id.encode()),
+                    (BATCH_HEADER, str(batch_id).encode()),
+                    (SEQ_HEADER, str(seq).encode()),
+                ]
+                self._produce(
+                    self.topic,
+                    row["key"],
+                    row["value"],
+                    partition,
+                    int(row["timestamp"]),
+                    headers,
+                    delivered,
+                )
                 written += 1
             seq += 1
         remaining = self._producer.flush(30)
         if failures or remaining:
-            raise RuntimeError(f"query {self.query_id}: the broker did not confirm "
-                               f"{len(failures) + remaining} record(s) of batch {batch_id}: "
-                               f"{failures[:3]}")  # fmt: skip
+            raise RuntimeError(
+                f"query {self.query_id}: the broker did not confirm "
+                f"{len(failures) + remaining} record(s) of batch {batch_id}: "
+                f"{failures[:3]}"
+            )
         for partition in range(self.partitions):
             self._written[partition] = Written(batch_id, seq - 1)
         with self.stats.lock:
@@ -138,8 +164,12 @@ class ExactlyOnceSink:
             self.stats.last_batch = batch_id
             self.stats.skipped_replayed += skipped
         if skipped:
-            log.info("query %s: batch %d replayed after a restart; %d record(s) already written",
-                     self.query_id, batch_id, skipped)  # fmt: skip
+            log.info(
+                "query %s: batch %d replayed after a restart; %d record(s) already written",
+                self.query_id,
+                batch_id,
+                skipped,
+            )
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Flush what is in flight (for up to ``timeout_s``), then release the producer (its
@@ -167,16 +197,30 @@ class ExactlyOnceSink:
                 f"{max(ahead.values())} (partitions {sorted(ahead)}) but this server's checkpoint "
                 f"resumes at batch {batch_id}: the query ran elsewhere with a checkpoint this "
                 "server cannot read. Set headwater.query.checkpoint.root to a path every server "
-                "of the cluster reaches. Nothing was written (no record lost or written twice).")
+                "of the cluster reaches. Nothing was written (no record lost or written twice)."
+            )
 
-    def _produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int,
-                 timestamp: int, headers: list[tuple[str, str | bytes | None]],
-                 delivered: Callable[[KafkaError | None, Any], None]) -> None:  # fmt: skip
+    def _produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        timestamp: int,
+        headers: list[tuple[str, str | bytes | None]],
+        delivered: Callable[[KafkaError | None, Any], None],
+    ) -> None:
         while True:
             try:
-                self._producer.produce(topic, value, key, partition=partition,
-                                       timestamp=timestamp, headers=headers,
-                                       on_delivery=delivered)  # fmt: skip
+                self._producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    timestamp=timestamp,
+                    headers=headers,
+                    on_delivery=delivered,
+                )
                 return
             except BufferError:
                 self._producer.poll(0.05)
@@ -202,8 +246,15 @@ class ExactlyOnceSink:
         if self._on_error is not None:
             self._on_error(entry)
         if self._log_topic is not None:
-            self._produce(self._log_topic, None, json.dumps(entry).encode(), -1, now_ms, [],
-                          lambda error, _m: None)  # fmt: skip
+            self._produce(
+                self._log_topic,
+                None,
+                json.dumps(entry).encode(),
+                -1,
+                now_ms,
+                [],
+                lambda error, _m: None,
+            )
 
     def _read_tails(self) -> dict[int, Written]:
         """This query's last record on every sink partition (read once per sink object)."""
@@ -217,8 +268,9 @@ class ExactlyOnceSink:
         return found
 
 
-def _last_written(settings: KafkaSettings, topic: str, partition: int,
-                  query_id: str) -> Written | None:  # fmt: skip
+def _last_written(
+    settings: KafkaSettings, topic: str, partition: int, query_id: str
+) -> Written | None:
     """The (batch, seq) of the query's last record on the partition, scanning back from the end."""
     reader = consumer(settings, "query-sink-tail", partition_eof=True, fetch_wait_max_ms=100)
     try:
@@ -247,8 +299,9 @@ def _end_of(reader: Any, topic: str, partition: int) -> int:
     raise TimeoutError(f"no fetch answer for {topic}[{partition}] in 30 s")
 
 
-def _scan(reader: Any, topic: str, partition: int, start: int, end: int,
-          query: bytes) -> Written | None:  # fmt: skip
+def _scan(
+    reader: Any, topic: str, partition: int, start: int, end: int, query: bytes
+) -> Written | None:
     reader.assign([TopicPartition(topic, partition, start)])
     last: Written | None = None
     deadline = time.monotonic() + 120

@@ -70,8 +70,9 @@ def make_node(memory_broker: EmbeddedBroker, service_id: str) -> Iterator[NodeFa
     """``make_node(service_id=..., peers=(), secret=None)``: a started node; all stopped after."""
     nodes: list[Node] = []
 
-    def make(*, service: str | None = None, peers: tuple[str, ...] = (),
-             secret: str | None = None) -> Node:  # fmt: skip
+    def make(
+        *, service: str | None = None, peers: tuple[str, ...] = (), secret: str | None = None
+    ) -> Node:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
@@ -95,8 +96,12 @@ def make_node(memory_broker: EmbeddedBroker, service_id: str) -> Iterator[NodeFa
         node.stop()
 
 
-def start_agent(kafka: KafkaSettings, service: str, settings: ClusterSettings,
-                lags: Mapping[str, Mapping[int, LagInfo]]) -> ClusterAgent:  # fmt: skip
+def start_agent(
+    kafka: KafkaSettings,
+    service: str,
+    settings: ClusterSettings,
+    lags: Mapping[str, Mapping[int, LagInfo]],
+) -> ClusterAgent:
     agent = ClusterAgent(kafka, service, settings, lambda: lags, announce_interval_ms=500)
     agent.start()
     return agent
@@ -115,8 +120,9 @@ def sees_alive(node: Node, *others: Node) -> bool:
     return {o.id for o in others} <= node.agent.live()
 
 
-def test_three_servers_discover_each_other_through_the_members_topic(make_node: NodeFactory
-                                                                     ) -> None:  # fmt: skip
+def test_three_servers_discover_each_other_through_the_members_topic(
+    make_node: NodeFactory,
+) -> None:
     nodes = [make_node() for _ in range(3)]
     ids = {n.id for n in nodes}
     until(lambda: all(set(n.agent.members()) == ids for n in nodes), what="membership")
@@ -278,9 +284,17 @@ def test_killed_peer_process_is_down_within_a_second(
     for _ in range(3):
         port = free_port()
         peer = subprocess.Popen(
-            [sys.executable, "-c", PEER_PROCESS, memory_broker.bootstrap_servers, service_id,
-             str(port)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                PEER_PROCESS,
+                memory_broker.bootstrap_servers,
+                service_id,
+                str(port),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
         peer_id = f"127.0.0.1:{port}"
 
         def heard(peer_id: str = peer_id) -> bool:

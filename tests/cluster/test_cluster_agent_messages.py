@@ -44,8 +44,10 @@ def test_bad_heartbeats_are_refused(body: dict[str, object]) -> None:
 def test_lag_body_round_trip() -> None:
     lags = {"T": {1: LagInfo(3, 9, 6), 0: LagInfo(0, 0, 0)}, "U": {}}
     body = lag_body("h:1", lags, 77)
-    assert body["lagInfo"]["T"] == {"0": {"current": 0, "end": 0, "lag": 0},
-                                    "1": {"current": 3, "end": 9, "lag": 6}}  # fmt: skip
+    assert body["lagInfo"]["T"] == {
+        "0": {"current": 0, "end": 0, "lag": 0},
+        "1": {"current": 3, "end": 9, "lag": 6},
+    }
     sender, report = parse_lag_body(body, 80)
     assert sender == "h:1" and (report.timestamp_ms, report.received_ms) == (77, 80)
     assert report.lags == {"T": {0: LagInfo(0, 0, 0), 1: LagInfo(3, 9, 6)}, "U": {}}
@@ -58,8 +60,10 @@ def test_replica_lags_use_the_highest_end_any_server_saw() -> None:
         "c:1": {"T": {0: LagInfo(8, 8, 0)}},  # an older view of the end
     }
     assert replica_lags(host_lags, "T", 0) == {
-        "a:1": ReplicaLag(5, 12), "b:1": ReplicaLag(12, 12, 0), "c:1": ReplicaLag(8, 12),
-    }  # fmt: skip
+        "a:1": ReplicaLag(5, 12),
+        "b:1": ReplicaLag(12, 12, 0),
+        "c:1": ReplicaLag(8, 12),
+    }
     assert replica_lags(host_lags, "T", 1) == {"b:1": ReplicaLag(1, 1, 0)}
     assert replica_lags(host_lags, "T", 2) == {} and replica_lags(host_lags, "X", 0) == {}
 
@@ -71,7 +75,10 @@ def test_staleness_is_measured_from_the_record_timestamps_replicas_report() -> N
         "c:1": {"T": {0: LagInfo(8, 8, 0)}},  # no timestamp reported: unknown
     }
     assert {h: r.staleness_ms for h, r in replica_lags(host_lags, "T", 0).items()} == {
-        "a:1": 3_500, "b:1": 0, "c:1": None}
+        "a:1": 3_500,
+        "b:1": 0,
+        "c:1": None,
+    }
     body = lag_body("a:1", host_lags["a:1"], 7)
     assert body["lagInfo"]["T"]["0"]["lastRecordMs"] == 1_000
     assert parse_lag_body(body, 8)[1].lags["T"][0].last_record_ms == 1_000

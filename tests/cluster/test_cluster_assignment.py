@@ -96,8 +96,10 @@ T10, T11, T12 = PartitionId("1", 0), PartitionId("1", 1), PartitionId("1", 2)
 
 def kafka_grid() -> list[ServerInfo]:
     """PID_1..PID_9: clusters 1-3 of three clients each, in zones 1, 2, 3."""
-    return [ServerInfo(f"n{i + 1}", {"zone": f"z{i % 3 + 1}", "cluster": f"c{i // 3 + 1}"})
-            for i in range(9)]  # fmt: skip
+    return [
+        ServerInfo(f"n{i + 1}", {"zone": f"z{i % 3 + 1}", "cluster": f"c{i // 3 + 1}"})
+        for i in range(9)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -105,16 +107,22 @@ def kafka_grid() -> list[ServerInfo]:
     [
         (  # shouldDistributeStandbyTasksWhenActiveTasksAreLocatedOnSameZone
             {T00: "n1", T10: "n1", T01: "n4", T11: "n4", T02: "n7", T12: "n7"},
-            {"n1": ({"n9", "n5"}, {"n6", "n8"}), "n4": ({"n2", "n9"}, {"n3", "n8"}),
-             "n7": ({"n5", "n3"}, {"n2", "n6"})},
+            {
+                "n1": ({"n9", "n5"}, {"n6", "n8"}),
+                "n4": ({"n2", "n9"}, {"n3", "n8"}),
+                "n7": ({"n5", "n3"}, {"n2", "n6"}),
+            },
         ),
         (  # shouldDistributeStandbyTasksWhenActiveTasksAreLocatedOnSameCluster
             {T00: "n1", T10: "n1", T01: "n2", T11: "n2", T02: "n3", T12: "n3"},
-            {"n1": ({"n9", "n5"}, {"n6", "n8"}), "n2": ({"n4", "n9"}, {"n6", "n7"}),
-             "n3": ({"n5", "n7"}, {"n4", "n8"})},
+            {
+                "n1": ({"n9", "n5"}, {"n6", "n8"}),
+                "n2": ({"n4", "n9"}, {"n6", "n7"}),
+                "n3": ({"n5", "n7"}, {"n4", "n8"}),
+            },
         ),
     ],
-)  # fmt: skip
+)
 def test_kafka_nine_clients_two_standbys(
     actives: dict[PartitionId, str], expected: dict[str, tuple[set[str], ...]]
 ) -> None:
@@ -127,8 +135,10 @@ def test_kafka_nine_clients_two_standbys(
 
 def test_kafka_partial_rack_awareness() -> None:
     # shouldDoThePartialRackAwareness: tags cluster then zone; 2 clusters x 3 zones.
-    servers = [ServerInfo(f"n{i + 1}", {"cluster": f"c{i // 3 + 1}", "zone": f"z{i % 3 + 1}"})
-               for i in range(6)]  # fmt: skip
+    servers = [
+        ServerInfo(f"n{i + 1}", {"cluster": f"c{i // 3 + 1}", "zone": f"z{i % 3 + 1}"})
+        for i in range(6)
+    ]
     a = assign_standbys({T00: "n1", T10: "n6"}, servers, 2, ("cluster", "zone"))
     assert set(a[T00].standbys) in ({"n5", "n3"}, {"n5", "n6"})
     assert set(a[T10].standbys) in ({"n2", "n4"}, {"n2", "n1"})
@@ -137,8 +147,9 @@ def test_kafka_partial_rack_awareness() -> None:
 
 
 def test_kafka_different_zones_even_when_clients_reached_capacity() -> None:
-    servers = [ServerInfo(f"n{i + 1}", {"zone": f"z{i % 3 + 1}", "cluster": "c1"})
-               for i in range(6)]  # fmt: skip
+    servers = [
+        ServerInfo(f"n{i + 1}", {"zone": f"z{i % 3 + 1}", "cluster": "c1"}) for i in range(6)
+    ]
     actives = {T00: "n1", T01: "n2", T02: "n3", T10: "n4", T11: "n5", T12: "n6"}
     a = assign_standbys(actives, servers, 1, ZC)
     zone = {s.server_id: s.tags["zone"] for s in servers}
@@ -150,19 +161,32 @@ def test_kafka_different_zones_even_when_clients_reached_capacity() -> None:
     ("servers", "rack_tags", "standbys", "expected"),
     [
         (  # shouldIgnoreTagsThatAreNotPresentInRackAwareness
-            [ServerInfo("n1", {"cluster": "c1", "zone": "z1"}),
-             ServerInfo("n2", {"cluster": "c1", "zone": "z2"}),
-             ServerInfo("n3", {"cluster": "c2", "zone": "z1"})], ("cluster",), 1, ("n3",),
+            [
+                ServerInfo("n1", {"cluster": "c1", "zone": "z1"}),
+                ServerInfo("n2", {"cluster": "c1", "zone": "z2"}),
+                ServerInfo("n3", {"cluster": "c2", "zone": "z1"}),
+            ],
+            ("cluster",),
+            1,
+            ("n3",),
         ),
         (  # shouldHandleOverlappingTagValuesBetweenDifferentTagKeys
-            [ServerInfo("n1", {"zone": "z1", "cluster": "c1"}),
-             ServerInfo("n2", {"zone": "c1", "cluster": "c3"})], ZC, 1, ("n2",),
+            [
+                ServerInfo("n1", {"zone": "z1", "cluster": "c1"}),
+                ServerInfo("n2", {"zone": "c1", "cluster": "c3"}),
+            ],
+            ZC,
+            1,
+            ("n2",),
         ),
         (  # shouldNotAssignStandbyTasksIfThereAreNoEnoughClients
-            [ServerInfo("n1", {"zone": "z1", "cluster": "c1"})], ZC, 1, (),
+            [ServerInfo("n1", {"zone": "z1", "cluster": "c1"})],
+            ZC,
+            1,
+            (),
         ),
     ],
-)  # fmt: skip
+)
 def test_kafka_single_task_cases(
     servers: list[ServerInfo], rack_tags: tuple[str, ...], standbys: int, expected: tuple[str, ...]
 ) -> None:
@@ -284,8 +308,10 @@ def clusters(draw: st.DrawFn, tagged: bool = True) -> Case:
         shape = draw(st.tuples(st.integers(1, 3), st.integers(1, 3)))
         cells = list(itertools.product(range(shape[0]), range(shape[1])))
         extra = draw(st.lists(st.sampled_from(cells), max_size=3))
-        servers = [ServerInfo(f"s{i}:80", {"cluster": f"c{c}", "zone": f"z{z}"})
-                   for i, (c, z) in enumerate(cells + extra)]  # fmt: skip
+        servers = [
+            ServerInfo(f"s{i}:80", {"cluster": f"c{c}", "zone": f"z{z}"})
+            for i, (c, z) in enumerate(cells + extra)
+        ]
     else:
         servers = plain(draw(st.integers(1, 7)))
     tables = draw(st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 8)), max_size=3))

@@ -61,14 +61,16 @@ class _Cluster:
                 self.observed.append((server, state))
 
         plane = ControlPlane(
-            self.kafka, self.service_id,
+            self.kafka,
+            self.service_id,
             ClusterSettings(server, num_standby_replicas=self.standbys),
             live=lambda: frozenset(self.views[server]),
             members=lambda: {s: Member(s) for s in self.views[server]},
             partitions=lambda: frozenset(self.partitions),
             lags=lambda: dict(self.lags),
-            on_change=seen, decide_interval_ms=50,
-        )  # fmt: skip
+            on_change=seen,
+            decide_interval_ms=50,
+        )
         self.planes[server] = plane
         plane.start()
         return plane
@@ -116,8 +118,9 @@ def cluster(memory_broker: EmbeddedBroker) -> Iterator[Callable[[set[PartitionId
 
 
 def _fully_assigned(parts: set[PartitionId], standbys: int) -> Callable[[ControlState], bool]:
-    return lambda s: set(s.partitions) == parts and all(
-        len(l.standbys) == standbys for l in s.partitions.values()
+    return lambda s: (
+        set(s.partitions) == parts
+        and all(len(l.standbys) == standbys for l in s.partitions.values())
     )
 
 
@@ -171,9 +174,11 @@ def test_cluster_controller_failover_promotes_the_most_caught_up_standby(
     c.views[B].discard(A)  # ... and the others mark it down
     c.views[C].discard(A)
     assert c.planes[C].wait_for(
-        lambda s: s.controller == B and all(A not in l.replicas.servers
-                                            for l in s.partitions.values()), TIMEOUT_S,
-    )  # fmt: skip
+        lambda s: (
+            s.controller == B and all(A not in l.replicas.servers for l in s.partitions.values())
+        ),
+        TIMEOUT_S,
+    )
     after = c.converged([B, C])
     assert after.controller_epoch == 2
     assert after.partitions[first].active == B and after.partitions[second].active == C
@@ -238,9 +243,15 @@ def test_cluster_controller_unreadable_record_degrades_without_skipping(
     writer.produce(control_topic(service), b'{"v":99,"type":"claim"}', b"z:1")
     writer.flush(10)
     plane = ControlPlane(
-        kafka, service, ClusterSettings(A), live=lambda: {A}, members=dict,
-        partitions=lambda: _parts(2), lags=dict, decide_interval_ms=20,
-    )  # fmt: skip
+        kafka,
+        service,
+        ClusterSettings(A),
+        live=lambda: {A},
+        members=dict,
+        partitions=lambda: _parts(2),
+        lags=dict,
+        decide_interval_ms=20,
+    )
     plane.start()
     try:
         deadline = time.monotonic() + TIMEOUT_S
@@ -262,8 +273,9 @@ P0, P1 = PartitionId("T", 0), PartitionId("T", 1)
 
 
 def _state(*leaders: tuple[PartitionId, PartitionLeader], controller: str = A) -> ControlState:
-    return fold_all([(0, ControllerClaim(controller, 1, 0)),
-                     (1, AssignmentDecision(1, 1, dict(leaders)))])  # fmt: skip
+    return fold_all(
+        [(0, ControllerClaim(controller, 1, 0)), (1, AssignmentDecision(1, 1, dict(leaders)))]
+    )
 
 
 def test_cluster_controller_plan_is_none_unless_controller_and_something_changes() -> None:
@@ -316,5 +328,7 @@ def test_a_returning_server_warms_up_as_a_standby_before_it_takes_an_active_back
 def test_without_standbys_an_active_moves_at_once() -> None:
     parts = [PartitionId("W", i) for i in range(4)]
     state = _state(*((p, PartitionLeader(A, (), 0)) for p in parts))
-    plan = plan_decision(state, ClusterSettings(A, num_standby_replicas=0), {A, C}, {}, parts, {}, 2)
+    plan = plan_decision(
+        state, ClusterSettings(A, num_standby_replicas=0), {A, C}, {}, parts, {}, 2
+    )
     assert plan is not None and [leader.active for leader in plan.assignment.values()].count(C) == 2

@@ -50,16 +50,24 @@ def _replicas(url: str, table: str) -> list[str]:
 def _counts(url: str, table: str) -> dict[str, int] | str:
     """Each key's count, or the error the pull query gave."""
     try:
-        answer = httpx.post(f"{url}/query", json={
-            "ksql": f"SELECT * FROM {table};",
-            "streamsProperties": {"ksql.query.pull.table.scan.enabled": True,
-                                  "acceptable.offset.lag": 10_000}}, timeout=10)  # fmt: skip
+        answer = httpx.post(
+            f"{url}/query",
+            json={
+                "ksql": f"SELECT * FROM {table};",
+                "streamsProperties": {
+                    "ksql.query.pull.table.scan.enabled": True,
+                    "acceptable.offset.lag": 10_000,
+                },
+            },
+            timeout=10,
+        )
     except httpx.HTTPError as exc:
         return repr(exc)
     if answer.status_code != 200:
         return answer.text
-    return {row["row"]["columns"][0]: row["row"]["columns"][1]
-            for row in answer.json() if "row" in row}  # fmt: skip
+    return {
+        row["row"]["columns"][0]: row["row"]["columns"][1] for row in answer.json() if "row" in row
+    }
 
 
 def test_ctas_survives_kill_9_of_its_runner_and_of_the_active_replica(  # type: ignore[no-untyped-def]
@@ -67,9 +75,16 @@ def test_ctas_survives_kill_9_of_its_runner_and_of_the_active_replica(  # type: 
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     source, table = f"AGG_IN_{suffix}", f"AGG_N_{suffix}"
-    common = ["-b", memory_broker.bootstrap_servers, "--service-id", f"aggfail_{suffix}",
-              "--set", f"headwater.query.checkpoint.root={tmp_path / 'checkpoints'}",
-              "--set", "num.standby.replicas=1"]  # fmt: skip
+    common = [
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--service-id",
+        f"aggfail_{suffix}",
+        "--set",
+        f"headwater.query.checkpoint.root={tmp_path / 'checkpoints'}",
+        "--set",
+        "num.standby.replicas=1",
+    ]
     servers = [server_factory(*common, "--state-dir", str(tmp_path / f"s{i}")) for i in range(3)]
     by_id = {f"127.0.0.1:{s.port}": s for s in servers}
     urls = [s.url for s in servers]
@@ -77,9 +92,13 @@ def test_ctas_survives_kill_9_of_its_runner_and_of_the_active_replica(  # type: 
     while (controller := _controller(urls)) is None:
         assert time.monotonic() < deadline, "no controller agreed on"
         time.sleep(0.2)
-    for sql in ((f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
-                 "partitions=1, value_format='JSON');"),
-                f"CREATE TABLE {table} AS SELECT id, COUNT(*) AS n FROM {source} GROUP BY id;"):
+    for sql in (
+        (
+            f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
+            "partitions=1, value_format='JSON');"
+        ),
+        f"CREATE TABLE {table} AS SELECT id, COUNT(*) AS n FROM {source} GROUP BY id;",
+    ):
         answer = servers[0].ksql(sql)
         assert answer.status_code == 200, answer.text
 
@@ -132,8 +151,10 @@ def test_ctas_survives_kill_9_of_its_runner_and_of_the_active_replica(  # type: 
     assert sum(written.values()) > 0
     deadline = time.monotonic() + 180  # the query moved, caught up and its table replicas too
     while (counts := _counts(survivors[0].url, table)) != dict(written):
-        assert time.monotonic() < deadline, (f"counts {counts} for written {dict(written)} "
-                                             f"({failures} failed pull queries after the kills)")
+        assert time.monotonic() < deadline, (
+            f"counts {counts} for written {dict(written)} "
+            f"({failures} failed pull queries after the kills)"
+        )
         time.sleep(1)
     for server in survivors:
         assert _counts(server.url, table) == dict(written)

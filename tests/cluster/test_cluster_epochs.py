@@ -273,8 +273,9 @@ def test_a_deposed_controller_waits_before_it_claims_again() -> None:
 
     state = fold_all([(0, ControllerClaim("a:1", 1, 0)), (1, ControllerClaim("b:1", 2, 1))])
     # a:1 was deposed by b:1's claim; in a:1's view b:1 is down (an asymmetric fault)
-    assert not may_claim(state, "a:1", {"a:1", "c:1"}, deposed_ms=1_000, now_ms=3_000,
-                         backoff_ms=4_000)  # fmt: skip
+    assert not may_claim(
+        state, "a:1", {"a:1", "c:1"}, deposed_ms=1_000, now_ms=3_000, backoff_ms=4_000
+    )
     assert may_claim(state, "a:1", {"a:1", "c:1"}, deposed_ms=1_000, now_ms=5_000, backoff_ms=4_000)
     assert may_claim(state, "a:1", {"a:1", "c:1"}, deposed_ms=None, now_ms=0, backoff_ms=4_000)
     # never while the controller is alive in its view, nor when another server should claim

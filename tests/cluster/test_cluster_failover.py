@@ -112,9 +112,7 @@ def _produce(
     assert producer.flush(30) == 0
 
 
-def _keep_writing(
-    producer: confluent_kafka.Producer, topic: str, writing: threading.Event
-) -> None:
+def _keep_writing(producer: confluent_kafka.Producer, topic: str, writing: threading.Event) -> None:
     """Writes small batches of records to ``topic`` until ``writing`` is cleared."""
     offset = 0
     while writing.is_set():
@@ -224,7 +222,12 @@ class Load:
                     items = answer.json()
                     if status == 200:
                         rows = tuple(tuple(i["row"]["columns"]) for i in items if "row" in i)
-                        served = tuple(s for i in items if "header" in i for s in i["header"].get("servedBy", ()))
+                        served = tuple(
+                            s
+                            for i in items
+                            if "header" in i
+                            for s in i["header"].get("servedBy", ())
+                        )
                     else:
                         error = f"{items.get('error_code')}: {items.get('message')}"
                 except (httpx.HTTPError, ValueError) as exc:
@@ -540,8 +543,12 @@ def test_internal_endpoints_refuse_unsigned_requests(
                 assert answer.status_code == 200, answer.text
                 items = answer.json()
                 assert [i["row"]["columns"] for i in items if "row" in i] == [[key, int(key[1:])]]
-                hosts_seen |= {s["host"] for i in items if "header" in i
-                               for s in i["header"].get("servedBy", ())}
+                hosts_seen |= {
+                    s["host"]
+                    for i in items
+                    if "header" in i
+                    for s in i["header"].get("servedBy", ())
+                }
         assert hosts_seen == {s.host for s in servers}
 
 

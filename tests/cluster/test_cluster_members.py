@@ -25,8 +25,16 @@ def test_newest_start_wins_whatever_the_order() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [None, b"", b"nope", b"[]", b'{"v": 2, "server": "a:1"}', b'{"v": 1, "server": "a"}',
-     b'{"v": 1, "server": "a:1", "tags": []}', b'{"v": 1, "server": "a:1", "start": "x"}'],
+    [
+        None,
+        b"",
+        b"nope",
+        b"[]",
+        b'{"v": 2, "server": "a:1"}',
+        b'{"v": 1, "server": "a"}',
+        b'{"v": 1, "server": "a:1", "tags": []}',
+        b'{"v": 1, "server": "a:1", "start": "x"}',
+    ],
 )
 def test_bad_announcements_are_refused(data: bytes | None) -> None:
     with pytest.raises(BadAnnouncement):
@@ -44,8 +52,12 @@ def test_a_leave_replaces_its_server_and_a_restart_replaces_the_leave() -> None:
 
 
 def test_current_members_leave_out_the_departed_and_the_long_silent() -> None:
-    members = {"me:1": Member("me:1", {}, 1), "a:1": Member("a:1", {}, 1),
-               "b:1": Member("b:1", {}, 1, left=True), "c:1": Member("c:1", {}, 1)}  # fmt: skip
+    members = {
+        "me:1": Member("me:1", {}, 1),
+        "a:1": Member("a:1", {}, 1),
+        "b:1": Member("b:1", {}, 1, left=True),
+        "c:1": Member("c:1", {}, 1),
+    }
     seen = {"a:1": 95_000, "b:1": 99_000, "c:1": 30_000, "me:1": 0}
     assert set(current(members, seen, 100_000, 60_000, "me:1")) == {"me:1", "a:1"}
     assert set(current(members, seen, 100_000, 80_000, "me:1")) == {"me:1", "a:1", "c:1"}
@@ -59,12 +71,15 @@ def test_a_stopping_server_leaves_and_a_killed_one_expires(memory_broker) -> Non
 
     topic = f"members-{uuid.uuid4().hex[:8]}"
     settings = memory_broker.settings()
-    watcher = MembersFollower(settings, topic, Member("w:1", {}, 1), announce_interval_ms=100,
-                              expiry_ms=1000)  # fmt: skip
-    leaver = MembersFollower(settings, topic, Member("l:1", {}, 1), announce_interval_ms=100,
-                             expiry_ms=1000)  # fmt: skip
-    silent = MembersFollower(settings, topic, Member("s:1", {}, 1), announce_interval_ms=100,
-                             expiry_ms=1000)  # fmt: skip
+    watcher = MembersFollower(
+        settings, topic, Member("w:1", {}, 1), announce_interval_ms=100, expiry_ms=1000
+    )
+    leaver = MembersFollower(
+        settings, topic, Member("l:1", {}, 1), announce_interval_ms=100, expiry_ms=1000
+    )
+    silent = MembersFollower(
+        settings, topic, Member("s:1", {}, 1), announce_interval_ms=100, expiry_ms=1000
+    )
     for follower in (watcher, leaver, silent):
         follower.start()
     try:

@@ -50,8 +50,14 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
     source, sink = f"TK_IN_{suffix}", f"TK_OUT_{suffix}"
-    common = ["-b", memory_broker.bootstrap_servers, "--service-id", f"takeover_{suffix}",
-              "--set", f"headwater.query.checkpoint.root={tmp_path / 'checkpoints'}"]  # fmt: skip
+    common = [
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--service-id",
+        f"takeover_{suffix}",
+        "--set",
+        f"headwater.query.checkpoint.root={tmp_path / 'checkpoints'}",
+    ]
     servers = [server_factory(*common, "--state-dir", str(tmp_path / f"s{i}")) for i in range(3)]
     by_id = {f"127.0.0.1:{s.port}": s for s in servers}
     urls = [s.url for s in servers]
@@ -60,9 +66,13 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         assert time.monotonic() < deadline, "no controller agreed on"
         time.sleep(0.2)
     owner = by_id[controller]
-    for sql in ((f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
-                "partitions=2, value_format='JSON');"),
-                f"CREATE STREAM {sink} AS SELECT id, n + 1 AS m FROM {source};"):  # fmt: skip
+    for sql in (
+        (
+            f"CREATE STREAM {source} (id STRING KEY, n INT) WITH (kafka_topic='{source}', "
+            "partitions=2, value_format='JSON');"
+        ),
+        f"CREATE STREAM {sink} AS SELECT id, n + 1 AS m FROM {source};",
+    ):
         answer = servers[0].ksql(sql)
         assert answer.status_code == 200, answer.text
     query_id = next(iter(_states(owner.url)))
@@ -71,8 +81,10 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
     assert all(query_id in _states(s.url) for s in others)
     deadline = time.monotonic() + 15
     while True:  # each server follows the catalog within ~200 ms of applying the command
-        running = {s.port: set(httpx.get(f"{s.url}/queryStatus", timeout=5).json()["queries"])
-                   for s in servers}  # fmt: skip
+        running = {
+            s.port: set(httpx.get(f"{s.url}/queryStatus", timeout=5).json()["queries"])
+            for s in servers
+        }
         if running[owner.port] or time.monotonic() > deadline:
             break
         time.sleep(0.2)
@@ -97,8 +109,11 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
     def read_until(count: int, timeout_s: float) -> None:
         end = time.monotonic() + timeout_s
         while len(values) < count and time.monotonic() < end:
-            values.extend(json.loads(m.value() or b"null")["M"] for m in reader.consume(500, 0.5)
-                          if m.error() is None)  # fmt: skip
+            values.extend(
+                json.loads(m.value() or b"null")["M"]
+                for m in reader.consume(500, 0.5)
+                if m.error() is None
+            )
 
     feeder = threading.Thread(target=flow)
     feeder.start()
@@ -106,8 +121,10 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
         read_until(40, 120)  # the owner's query is writing
         assert values, "the query wrote nothing"
         # every server shows how the query is doing (the others ask its owner, the controller)
-        assert _eventually(lambda: [_states(s.url)[query_id] for s in servers],
-                           ["RUNNING"] * 3) == ["RUNNING"] * 3
+        assert (
+            _eventually(lambda: [_states(s.url)[query_id] for s in servers], ["RUNNING"] * 3)
+            == ["RUNNING"] * 3
+        )
         owner.kill()  # kill -9 of the server running the query
         deadline = time.monotonic() + 60
         while True:
@@ -128,5 +145,9 @@ def test_another_server_takes_over_a_query_when_its_server_dies(  # type: ignore
     assert sorted(values) == list(range(1, total + 1))
     # the new owner restarts the query from the checkpoint: on a busy machine Spark may take a
     # while (and retry a worker that failed to connect back) before it reports RUNNING again
-    assert _eventually(lambda: [_states(s.url)[query_id] for s in others],
-                       ["RUNNING"] * 2, timeout_s=60) == ["RUNNING"] * 2
+    assert (
+        _eventually(
+            lambda: [_states(s.url)[query_id] for s in others], ["RUNNING"] * 2, timeout_s=60
+        )
+        == ["RUNNING"] * 2
+    )

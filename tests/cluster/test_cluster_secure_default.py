@@ -27,13 +27,22 @@ def _alive(url: str) -> dict[str, bool]:
 def test_unsigned_internal_requests_are_refused_and_peers_still_see_each_other(
     memory_broker: EmbeddedBroker, server_factory: Any
 ) -> None:
-    common = ["-b", memory_broker.bootstrap_servers, "--service-id", f"sec-{uuid.uuid4().hex[:8]}",
-              "--in-memory"]  # fmt: skip
+    common = [
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--service-id",
+        f"sec-{uuid.uuid4().hex[:8]}",
+        "--in-memory",
+    ]
     first, second = server_factory(*common), server_factory(*common)
     hosts = {f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"}
     deadline = time.monotonic() + 30
-    while not (set(_alive(first.url)) == hosts and all(_alive(first.url).values())
-               and set(_alive(second.url)) == hosts and all(_alive(second.url).values())):  # fmt: skip
+    while not (
+        set(_alive(first.url)) == hosts
+        and all(_alive(first.url).values())
+        and set(_alive(second.url)) == hosts
+        and all(_alive(second.url).values())
+    ):
         assert time.monotonic() < deadline, (_alive(first.url), _alive(second.url))
         time.sleep(0.1)
     forged = {"hostInfo": {"host": "10.9.9.9", "port": 1}, "timestamp": int(time.time() * 1000)}

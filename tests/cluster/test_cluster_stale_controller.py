@@ -35,24 +35,43 @@ def _wait(what: str, check: Any, timeout_s: float = 30) -> Any:
 
 
 def _assignment(url: str) -> dict[str, Any]:
-    return {host: view["activeStandbyPerQuery"] for host, view in _status(url)["clusterStatus"].items()}
+    return {
+        host: view["activeStandbyPerQuery"] for host, view in _status(url)["clusterStatus"].items()
+    }
 
 
 def test_a_frozen_controller_is_replaced_and_cannot_act_when_it_wakes(
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     service_id = f"stale-{uuid.uuid4().hex[:8]}"
     common = ["-b", memory_broker.bootstrap_servers, "--service-id", service_id]
     servers = [server_factory(*common, "--state-dir", str(tmp_path / f"s{i}")) for i in range(3)]
     by_id = {f"127.0.0.1:{s.port}": s for s in servers}
-    created = servers[0].ksql("CREATE TABLE T (K STRING PRIMARY KEY, V INT) WITH "
-                              "(kafka_topic='t-stale', partitions=6, value_format='JSON');")
+    created = servers[0].ksql(
+        "CREATE TABLE T (K STRING PRIMARY KEY, V INT) WITH "
+        "(kafka_topic='t-stale', partitions=6, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
-    first = _wait("one controller seen by all", lambda: (
-        {(_status(s.url).get("controller"), _status(s.url).get("controllerEpoch")) for s in servers}
-        if len({(_status(s.url).get("controller"), _status(s.url).get("controllerEpoch"))
-                for s in servers}) == 1 else None))  # fmt: skip
-    (controller, epoch), = first
+    first = _wait(
+        "one controller seen by all",
+        lambda: (
+            {
+                (_status(s.url).get("controller"), _status(s.url).get("controllerEpoch"))
+                for s in servers
+            }
+            if len(
+                {
+                    (_status(s.url).get("controller"), _status(s.url).get("controllerEpoch"))
+                    for s in servers
+                }
+            )
+            == 1
+            else None
+        ),
+    )
+    ((controller, epoch),) = first
     assert controller in by_id and epoch >= 1
     frozen = by_id[controller]
     others = [s for s in servers if s is not frozen]
@@ -60,21 +79,44 @@ def test_a_frozen_controller_is_replaced_and_cannot_act_when_it_wakes(
     os.kill(frozen.process.pid, signal.SIGSTOP)
     try:
         # The others mark it down, one of them claims a higher epoch and takes its actives over.
-        _wait("a new controller", lambda: all(
-            _status(s.url).get("controllerEpoch", 0) > epoch
-            and _status(s.url).get("controller") != controller for s in others))  # fmt: skip
-        _wait("no active on the frozen server", lambda: all(
-            not any(q["activePartitions"] for q in _assignment(s.url).get(controller, {}).values())
-            for s in others))  # fmt: skip
+        _wait(
+            "a new controller",
+            lambda: all(
+                _status(s.url).get("controllerEpoch", 0) > epoch
+                and _status(s.url).get("controller") != controller
+                for s in others
+            ),
+        )
+        _wait(
+            "no active on the frozen server",
+            lambda: all(
+                not any(
+                    q["activePartitions"] for q in _assignment(s.url).get(controller, {}).values()
+                )
+                for s in others
+            ),
+        )
     finally:
         os.kill(frozen.process.pid, signal.SIGCONT)
     new = _status(others[0].url)
     # Woken up, the old controller folds the newer epoch and stops acting at once; every server
     # ends with the same controller, epoch and assignment.
-    _wait("identical views", lambda: len({
-        (str(_status(s.url).get("controller")), _status(s.url).get("controllerEpoch"),
-         repr(sorted(_assignment(s.url).items())))
-        for s in servers}) == 1)  # fmt: skip
+    _wait(
+        "identical views",
+        lambda: (
+            len(
+                {
+                    (
+                        str(_status(s.url).get("controller")),
+                        _status(s.url).get("controllerEpoch"),
+                        repr(sorted(_assignment(s.url).items())),
+                    )
+                    for s in servers
+                }
+            )
+            == 1
+        ),
+    )
     final = _status(frozen.url)
     assert final["controller"] != controller
     assert final["controllerEpoch"] >= new["controllerEpoch"] > epoch

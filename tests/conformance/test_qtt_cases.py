@@ -43,4 +43,6 @@ def test_qtt_case(case_id: str) -> None:
     case = _cases_of(stem).get(case_id)
     assert case is not None, f"{case_id}: no such case in {corpus.QTT / stem}.json"
     outcome = qtt.run_case(stem, case)
-    assert outcome.verdict == "passed", f"{case_id}: {outcome.verdict} ({outcome.cause}): {outcome.detail}"
+    assert outcome.verdict == "passed", (
+        f"{case_id}: {outcome.verdict} ({outcome.cause}): {outcome.detail}"
+    )

@@ -23,7 +23,8 @@ def _case(**fields: object) -> dict:
 def test_load_cases_strips_comments_and_expands_formats(tmp_path: Path) -> None:
     (tmp_path / "f.json").write_text(
         '{"tests": [ // a comment\n {"name": "n", "format": ["JSON", "AVRO"], "statements": '
-        '["CREATE STREAM S (A INT) WITH (kafka_topic=\'t\', value_format=\'{FORMAT}\');"]}]}')
+        "[\"CREATE STREAM S (A INT) WITH (kafka_topic='t', value_format='{FORMAT}');\"]}]}"
+    )
     cases = list(rqtt.load_cases([tmp_path / "f.json"]))
     assert [c["name"] for _, c in cases] == ["n - JSON", "n - AVRO"]
     assert "value_format='AVRO'" in cases[1][1]["statements"][0]
@@ -31,7 +32,9 @@ def test_load_cases_strips_comments_and_expands_formats(tmp_path: Path) -> None:
 
 def test_split_statements_at_first_select() -> None:
     assert rqtt.split_statements(["CREATE X;", "SELECT 1;", "SELECT 2;"]) == (
-        ["CREATE X;"], ["SELECT 1;", "SELECT 2;"])
+        ["CREATE X;"],
+        ["SELECT 1;", "SELECT 2;"],
+    )
     with pytest.raises(Mismatch):
         rqtt.split_statements(["SELECT 1;", "CREATE X;"])
 
@@ -42,60 +45,93 @@ def test_pull_queries_are_selects_without_emit_changes() -> None:
     assert rqtt.has_pull_query(_case())
 
 
-@pytest.mark.parametrize(("fields", "cause"), [
-    ({"enabled": False}, "disabled in the corpus"),
-    ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='AVRO');"]}, None),
-    ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='PROTOBUF');"]}, None),
-    ({"testPullWithProtoFormat": True},
-     "pull answers in protobuf (application/vnd.ksql.v1+protobuf)"),
-    ({"statements": ["CREATE STREAM S (A INT) WITH (kafka_topic='t', value_format='JSON');",
-                     "SELECT * FROM S EMIT CHANGES;"]},
-     "push queries without LIMIT (this runner cannot end them)"),
-    ({}, None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fields", "cause"),
+    [
+        ({"enabled": False}, "disabled in the corpus"),
+        ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='AVRO');"]}, None),
+        ({"statements": ["CREATE STREAM S WITH (kafka_topic='t', format='PROTOBUF');"]}, None),
+        (
+            {"testPullWithProtoFormat": True},
+            "pull answers in protobuf (application/vnd.ksql.v1+protobuf)",
+        ),
+        (
+            {
+                "statements": [
+                    "CREATE STREAM S (A INT) WITH (kafka_topic='t', value_format='JSON');",
+                    "SELECT * FROM S EMIT CHANGES;",
+                ]
+            },
+            "push queries without LIMIT (this runner cannot end them)",
+        ),
+        ({}, None),
+    ],
+)
 def test_skip_cause(fields: dict, cause: str | None) -> None:
     found = rqtt.skip_cause(_case(**fields))
     assert (found[0] if found else None) == cause
 
 
 def test_refusal_cause_names_the_construct() -> None:
-    windowed = "CREATE TABLE W AS SELECT ID, COUNT(*) FROM S WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY ID;"
-    assert rqtt.refusal_cause("WINDOW is not supported yet", windowed) == "unsupported construct (windowed)"
-    assert rqtt.refusal_cause("joins arrive with issue 12", "SELECT * FROM A JOIN B ON A.X=B.X;") == (
-        "unsupported construct (join)")
+    windowed = (
+        "CREATE TABLE W AS SELECT ID, COUNT(*) FROM S WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY ID;"
+    )
+    assert (
+        rqtt.refusal_cause("WINDOW is not supported yet", windowed)
+        == "unsupported construct (windowed)"
+    )
+    assert rqtt.refusal_cause(
+        "joins arrive with issue 12", "SELECT * FROM A JOIN B ON A.X=B.X;"
+    ) == ("unsupported construct (join)")
     assert rqtt.refusal_cause("Column X cannot be resolved", windowed) is None
 
 
 def test_topics_of_reads_statements_topics_and_records() -> None:
-    create = ("CREATE TABLE T (ID STRING PRIMARY KEY) WITH (kafka_topic='a', partitions=3, "
-              "value_format='JSON');")
-    case = _case(statements=[create],
-                 topics=[{"name": "b", "partitions": 2}], inputs=[{"topic": "c"}])
+    create = (
+        "CREATE TABLE T (ID STRING PRIMARY KEY) WITH (kafka_topic='a', partitions=3, "
+        "value_format='JSON');"
+    )
+    case = _case(
+        statements=[create], topics=[{"name": "b", "partitions": 2}], inputs=[{"topic": "c"}]
+    )
     assert rqtt.topics_of(case) == {"b": 2, "a": 3, "c": 1}
 
 
 def test_suffix_topics_renames_and_restores() -> None:
-    case = _case(statements=[
-        "CREATE STREAM S (ID STRING KEY) WITH (kafka_topic='t', value_format='JSON');",
-        "CREATE TABLE AGG AS SELECT ID, COUNT(1) AS C FROM S GROUP BY ID;",
-        "CREATE STREAM `low` WITH (value_format='JSON') AS SELECT * FROM S;",
-        "SELECT * FROM AGG;"], inputs=[{"topic": "t"}], outputs=[{"topic": "AGG"}])
+    case = _case(
+        statements=[
+            "CREATE STREAM S (ID STRING KEY) WITH (kafka_topic='t', value_format='JSON');",
+            "CREATE TABLE AGG AS SELECT ID, COUNT(1) AS C FROM S GROUP BY ID;",
+            "CREATE STREAM `low` WITH (value_format='JSON') AS SELECT * FROM S;",
+            "SELECT * FROM AGG;",
+        ],
+        inputs=[{"topic": "t"}],
+        outputs=[{"topic": "AGG"}],
+    )
     renamed, back = rqtt.suffix_topics(case, "_rq7")
     assert "kafka_topic='t_rq7'" in renamed["statements"][0]
     assert renamed["statements"][1].startswith("CREATE TABLE AGG WITH (KAFKA_TOPIC='AGG_rq7') AS")
     assert "WITH (KAFKA_TOPIC='low_rq7', value_format='JSON')" in renamed["statements"][2]
     assert renamed["statements"][3] == "SELECT * FROM AGG;"
-    assert renamed["inputs"] == [{"topic": "t_rq7"}] and renamed["outputs"] == [{"topic": "AGG_rq7"}]
+    assert renamed["inputs"] == [{"topic": "t_rq7"}] and renamed["outputs"] == [
+        {"topic": "AGG_rq7"}
+    ]
     answer = {"statementText": renamed["statements"][1], "message": "topic t_rq7 exists"}
-    assert rqtt.restore_names(answer, back) == {"statementText": case["statements"][1],
-                                                "message": "topic t exists"}
+    assert rqtt.restore_names(answer, back) == {
+        "statementText": case["statements"][1],
+        "message": "topic t exists",
+    }
 
 
 def test_query_rows_compare_as_a_multiset_unless_verify_order() -> None:
-    expected = [{"header": {"schema": "`ID` STRING KEY, `C` BIGINT"}},
-                {"row": {"columns": ["a", 1]}}, {"row": {"columns": ["b", 2]}}]
-    got = rqtt.query_items([HEADER, {"row": {"columns": ["b", 2]}}, {"row": {"columns": ["a", 1]}},
-                            SERVED])  # fmt: skip
+    expected = [
+        {"header": {"schema": "`ID` STRING KEY, `C` BIGINT"}},
+        {"row": {"columns": ["a", 1]}},
+        {"row": {"columns": ["b", 2]}},
+    ]
+    got = rqtt.query_items(
+        [HEADER, {"row": {"columns": ["b", 2]}}, {"row": {"columns": ["a", 1]}}, SERVED]
+    )
     rqtt.verify_query(got, expected, [], 0, verify_order=False)
     with pytest.raises(Mismatch) as caught:
         rqtt.verify_query(got, expected, [], 0, verify_order=True)
@@ -116,46 +152,92 @@ def test_query_item_counts() -> None:
         rqtt.verify_query([{"header": {"schema": "x"}}], expected, [], 0, verify_order=False)
     assert caught.value.cause == "final message missing"
     with pytest.raises(Mismatch) as caught:
-        rqtt.verify_query([{"header": {"schema": "x"}}, {"row": {"columns": [1]}}],
-                          [{"header": {"schema": "x"}}], [], 0, verify_order=False)
+        rqtt.verify_query(
+            [{"header": {"schema": "x"}}, {"row": {"columns": [1]}}],
+            [{"header": {"schema": "x"}}],
+            [],
+            0,
+            verify_order=False,
+        )
     assert caught.value.cause == "extra rows"
     with pytest.raises(Mismatch) as caught:
-        rqtt.verify_query([{"header": {"schema": "y"}}], [{"header": {"schema": "x"}}], [], 0, False)
+        rqtt.verify_query(
+            [{"header": {"schema": "y"}}], [{"header": {"schema": "x"}}], [], 0, False
+        )
     assert caught.value.cause == "wrong header"
 
 
 def test_admin_responses_compare_given_keys_with_macros_and_prefixes() -> None:
     statements = ["CREATE STREAM S (A INT) WITH (kafka_topic='t', value_format='JSON');"]
-    actual = [("admin", {"@type": "currentStatus", "statementText": statements[0],
-                         "commandStatus": {"status": "SUCCESS", "message": "Stream created"}})]
+    actual = [
+        (
+            "admin",
+            {
+                "@type": "currentStatus",
+                "statementText": statements[0],
+                "commandStatus": {"status": "SUCCESS", "message": "Stream created"},
+            },
+        )
+    ]
     rqtt.verify_responses(actual, [{"admin": {"@type": "currentStatus"}}], statements, False)
-    rqtt.verify_responses(actual, [{"admin": {"statementText": "{STATEMENT}", "commandStatus": {
-        "message|startsWith": "Stream"}}}], statements, False)  # fmt: skip
+    rqtt.verify_responses(
+        actual,
+        [
+            {
+                "admin": {
+                    "statementText": "{STATEMENT}",
+                    "commandStatus": {"message|startsWith": "Stream"},
+                }
+            }
+        ],
+        statements,
+        False,
+    )
     with pytest.raises(Mismatch) as caught:
-        rqtt.verify_responses(actual, [{"admin": {"@type": "sourceDescription"}}], statements, False)
+        rqtt.verify_responses(
+            actual, [{"admin": {"@type": "sourceDescription"}}], statements, False
+        )
     assert caught.value.cause == "wrong admin response"
     with pytest.raises(Mismatch, match="not enough"):
         rqtt.verify_responses(actual, [{"admin": {}}, {"admin": {}}], statements, False)
 
 
 def test_errors_match_by_type_message_and_status() -> None:
-    body = {"@type": "statement_error", "error_code": 40001, "message": "Pull queries don't support "
-            "GROUP BY clauses. See https://cnfl.io/queries for more info."}
+    body = {
+        "@type": "statement_error",
+        "error_code": 40001,
+        "message": "Pull queries don't support "
+        "GROUP BY clauses. See https://cnfl.io/queries for more info.",
+    }
     statement_error = "io.confluent.ksql.rest.entity.KsqlStatementErrorMessage"
-    assert rqtt.error_mismatch({"type": statement_error, "message": "GROUP BY clauses",
-                                "status": 400}, 400, body) is None  # fmt: skip
-    assert rqtt.error_mismatch({"type": "io.confluent.ksql.rest.entity.KsqlErrorMessage"}, 400,
-                               {**body, "@type": "generic_error"}) is None  # fmt: skip
-    assert "statement_error" in (rqtt.error_mismatch({"type": statement_error}, 400,
-                                                     {**body, "@type": "generic_error"}) or "")
+    assert (
+        rqtt.error_mismatch(
+            {"type": statement_error, "message": "GROUP BY clauses", "status": 400}, 400, body
+        )
+        is None
+    )
+    assert (
+        rqtt.error_mismatch(
+            {"type": "io.confluent.ksql.rest.entity.KsqlErrorMessage"},
+            400,
+            {**body, "@type": "generic_error"},
+        )
+        is None
+    )
+    assert "statement_error" in (
+        rqtt.error_mismatch({"type": statement_error}, 400, {**body, "@type": "generic_error"})
+        or ""
+    )
     assert "contain" in (rqtt.error_mismatch({"message": "JOIN"}, 400, body) or "")
     assert "status" in (rqtt.error_mismatch({"status": 400}, 500, body) or "")
 
 
 def test_report_counts_pull_cases_apart() -> None:
-    outcomes = [rqtt.Outcome("f", "a", "passed", pull=True),
-                rqtt.Outcome("f", "b", "failed", "wrong rows", "x", pull=True),
-                rqtt.Outcome("f", "c", "skipped", "disabled in the corpus", pull=False)]
+    outcomes = [
+        rqtt.Outcome("f", "a", "passed", pull=True),
+        rqtt.Outcome("f", "b", "failed", "wrong rows", "x", pull=True),
+        rqtt.Outcome("f", "c", "skipped", "disabled in the corpus", pull=False),
+    ]
     text = rqtt.report(outcomes, verbose=False)
     assert "1 passed, 1 failed, 1 skipped" in text
     assert "pull-query cases: 1 of 2 passed (50.0%" in text

@@ -15,15 +15,20 @@ GOOD = "Basic " + base64.b64encode(b"fred:pw").decode()
 
 def guarded(request: httpx.Request) -> httpx.Response:
     if request.headers.get("authorization") != GOOD:
-        return httpx.Response(401, headers={"WWW-Authenticate": 'Basic realm="r"'}, json={
-            "@type": "generic_error", "error_code": 40100, "message": "Unauthorized"})  # fmt: skip
-    return httpx.Response(200, json=[{"@type": "streams", "statementText": "SHOW STREAMS;",
-                                      "streams": []}])  # fmt: skip
+        return httpx.Response(
+            401,
+            headers={"WWW-Authenticate": 'Basic realm="r"'},
+            json={"@type": "generic_error", "error_code": 40100, "message": "Unauthorized"},
+        )
+    return httpx.Response(
+        200, json=[{"@type": "streams", "statementText": "SHOW STREAMS;", "streams": []}]
+    )
 
 
 def test_user_and_password_are_sent() -> None:
-    with dbapi.connect("http://k:8088", user="fred", password="pw",
-                       transport=httpx.MockTransport(guarded)) as connection:  # fmt: skip
+    with dbapi.connect(
+        "http://k:8088", user="fred", password="pw", transport=httpx.MockTransport(guarded)
+    ) as connection:
         cursor = connection.cursor()
         cursor.execute("SHOW STREAMS")
         assert cursor.fetchall() == []
@@ -31,8 +36,7 @@ def test_user_and_password_are_sent() -> None:
 
 @pytest.mark.parametrize("login", [{}, {"user": "fred", "password": "no"}, {"user": "fred"}])
 def test_a_401_is_an_authorization_error_with_the_servers_message(login: dict[str, str]) -> None:
-    connection = dbapi.connect("http://k:8088", transport=httpx.MockTransport(guarded),
-                               **login)  # type: ignore[arg-type]  # fmt: skip
+    connection = dbapi.connect("http://k:8088", transport=httpx.MockTransport(guarded), **login)  # type: ignore[arg-type]
     with connection, pytest.raises(dbapi.AuthorizationError) as caught:
         connection.cursor().execute("SHOW STREAMS")
     error = caught.value

@@ -228,13 +228,36 @@ def test_parameters_travel_apart_from_the_text() -> None:
 
 def test_every_pep249_type_has_a_wire_form() -> None:
     server = FakeServer(ksql=[ok([CREATED])])
-    values = [None, True, 3, 1.5, decimal.Decimal("1.10"), "s", b"\x00\x01",
-              datetime.date(2024, 5, 1), datetime.datetime(2024, 5, 1, 10, 0), [1, 2], {"k": "v"}]
+    values = [
+        None,
+        True,
+        3,
+        1.5,
+        decimal.Decimal("1.10"),
+        "s",
+        b"\x00\x01",
+        datetime.date(2024, 5, 1),
+        datetime.datetime(2024, 5, 1, 10, 0),
+        [1, 2],
+        {"k": "v"},
+    ]
     with connect(server) as conn:
-        conn.cursor().execute("INSERT INTO t VALUES (" + ", ".join("?" * len(values)) + ");", values)
+        conn.cursor().execute(
+            "INSERT INTO t VALUES (" + ", ".join("?" * len(values)) + ");", values
+        )
     assert server.bodies()[0]["parameters"] == [
-        None, True, 3, 1.5, {"decimal": "1.10"}, "s", {"bytes": "AAE="}, "2024-05-01",
-        "2024-05-01T10:00:00", [1, 2], {"map": [["k", "v"]]}]
+        None,
+        True,
+        3,
+        1.5,
+        {"decimal": "1.10"},
+        "s",
+        {"bytes": "AAE="},
+        "2024-05-01",
+        "2024-05-01T10:00:00",
+        [1, 2],
+        {"map": [["k", "v"]]},
+    ]
 
 
 # -- /query results ---------------------------------------------------------------------------------
@@ -681,11 +704,18 @@ def test_basic_auth_is_sent() -> None:
 
 def test_served_by_is_read_from_the_header() -> None:
     # headwater's answers carry servedBy as an extra field of ksqlDB's header object
-    header = {"header": {"queryId": "q", "schema": "`ID` STRING KEY",
-                         "servedBy": [{"partition": 1, "host": "h:1", "position": 5, "lag": 2}]}}
+    header = {
+        "header": {
+            "queryId": "q",
+            "schema": "`ID` STRING KEY",
+            "servedBy": [{"partition": 1, "host": "h:1", "position": 5, "lag": 2}],
+        }
+    }
     server = FakeServer(query=[ok([header, {"row": {"columns": ["a"]}}])])
     with connect(server) as conn:
         cur = conn.cursor()
         cur.execute("SELECT * FROM t WHERE id = 'a';")
         assert cur.fetchall() == [("a",)]
-        assert [(s.partition, s.host, s.position, s.lag) for s in cur.served_by] == [(1, "h:1", 5, 2)]
+        assert [(s.partition, s.host, s.position, s.lag) for s in cur.served_by] == [
+            (1, "h:1", 5, 2)
+        ]

@@ -257,7 +257,13 @@ POLICY = RetryPolicy(retries=1, backoff_s=0.1, max_backoff_s=0.15, max_retry_aft
         (Failure(FailureKind.CONNECT), 2, 2, False, Step(0.1, failover=True)),
         (Failure(FailureKind.CONNECT), 4, 2, False, None),
         (Failure(FailureKind.UNAVAILABLE, 2.0), 1, 1, False, Step(0.1, failover=True)),  # at most
-        (Failure(FailureKind.UNAVAILABLE, 0.05), 1, 1, False, Step(0.05, failover=True)),  # its hint
+        (
+            Failure(FailureKind.UNAVAILABLE, 0.05),
+            1,
+            1,
+            False,
+            Step(0.05, failover=True),
+        ),  # its hint
         (Failure(FailureKind.UNAVAILABLE, 9.0), 1, 1, False, None),
         (Failure(FailureKind.NO_ANSWER), 1, 2, False, None),
         (Failure(FailureKind.NO_ANSWER), 1, 2, True, Step(0.0, failover=True)),

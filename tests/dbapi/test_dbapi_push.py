@@ -102,8 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
             n = 0
             while not self.server.stop.is_set():
                 n += 1
-                chunk(f"rowtime: N/A, key: k{n}, value: {n}, partition: 0\n\n" if printing
-                      else json.dumps({"row": {"columns": [f"k{n}", n]}}) + ",\n")  # fmt: skip
+                chunk(
+                    f"rowtime: N/A, key: k{n}, value: {n}, partition: 0\n\n"
+                    if printing
+                    else json.dumps({"row": {"columns": [f"k{n}", n]}}) + ",\n"
+                )
                 self.server.rows_sent = n
                 self.server.stop.wait(self.server.period_s)
             if not printing:
@@ -190,8 +193,11 @@ def test_print_lines_are_rows_read_as_they_arrive(push_server: Any) -> None:
         assert [d.name for d in cur.description or ()] == ["PRINT"]
         assert cur.query_id == "transient_p1"
         lines = within(5, lambda: cur.fetchmany(3))
-        assert lines == [("Key format: KAFKA_STRING",), ("Value format: JSON",),
-                         ("rowtime: N/A, key: k1, value: 1, partition: 0",)]  # fmt: skip
+        assert lines == [
+            ("Key format: KAFKA_STRING",),
+            ("Value format: JSON",),
+            ("rowtime: N/A, key: k1, value: 1, partition: 0",),
+        ]
         time.sleep(0.7)  # longer than the read timeout
         assert within(5, cur.fetchone) == ("rowtime: N/A, key: k2, value: 2, partition: 0",)
         within(5, cur.close)
@@ -215,8 +221,12 @@ def live(request: pytest.FixtureRequest, services: Services) -> Iterator[tuple[s
     from headwater.kafka._ports import free_port
 
     app = create_app(services)
-    server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind(request.param),
-                                                graceful_timeout_s=1.0))  # fmt: skip
+    server = HttpServer(
+        app,
+        HttpServerSettings(
+            port=free_port(), kind=HttpServerKind(request.param), graceful_timeout_s=1.0
+        ),
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.started.wait(10), "the server did not start"
@@ -240,8 +250,10 @@ def test_push_query_and_print_through_the_driver_on_a_real_server(live: Any) -> 
     name = f"D_{uuid.uuid4().hex[:6].upper()}"
     with dbapi.connect(url, timeout=2, properties={"auto.offset.reset": "earliest"}) as conn:
         cur = conn.cursor()
-        cur.execute(f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
-                    f"'{name.lower()}', partitions=1, value_format='JSON');")  # fmt: skip
+        cur.execute(
+            f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
+            f"'{name.lower()}', partitions=1, value_format='JSON');"
+        )
         cur.execute(f"INSERT INTO {name} (ID, N) VALUES ('a', 1);")
         within(10, lambda: cur.execute(f"SELECT ID, N FROM {name} EMIT CHANGES;"))
         assert cur.query_id in registry.running()

@@ -30,10 +30,14 @@ from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
 FACTS = TopicFacts({"orders": 2, "items": 1})
-ORDERS = ("CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUBLE) "
-          "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
-ITEMS = ("CREATE TABLE items (id STRING PRIMARY KEY, kind STRING, qty INT) "
-         "WITH (kafka_topic='items', value_format='JSON');")  # fmt: skip
+ORDERS = (
+    "CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUBLE) "
+    "WITH (kafka_topic='orders', value_format='JSON');"
+)
+ITEMS = (
+    "CREATE TABLE items (id STRING PRIMARY KEY, kind STRING, qty INT) "
+    "WITH (kafka_topic='items', value_format='JSON');"
+)
 
 
 def _catalog(*statements: str) -> Catalog:
@@ -41,8 +45,9 @@ def _catalog(*statements: str) -> Catalog:
     for offset, text in enumerate(statements):
         planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
         assert planned.command is not None, text
-        outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
-                                                         planned.command)))  # fmt: skip
+        outcome = fold.feed(
+            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
+        )
         assert outcome is not None and outcome.state.value == "SUCCESS", outcome
     return fold.catalog
 
@@ -53,64 +58,109 @@ def _compile(select_text: str, *sources: str) -> object:
     return compile_aggregate(statement.query, _catalog(*(sources or (ORDERS,))), "OUT")
 
 
-def _run(catalog: Catalog, query_id: str, records: list[InputRecord], *,
-         buffering: bool = False, batches: int = 1) -> list[tuple[object, object]]:  # fmt: skip
+def _run(
+    catalog: Catalog,
+    query_id: str,
+    records: list[InputRecord],
+    *,
+    buffering: bool = False,
+    batches: int = 1,
+) -> list[tuple[object, object]]:
     """The (key, value) the query writes for ``records``, fed in ``batches`` batches."""
-    local = LocalAggregation(AggregatePipeline.for_query(catalog.queries[query_id], catalog,
-                                                         buffering=buffering))  # fmt: skip
+    local = LocalAggregation(
+        AggregatePipeline.for_query(catalog.queries[query_id], catalog, buffering=buffering)
+    )
     out = []
     size = max(1, len(records) // batches)
     for start in range(0, len(records), size):
-        written, _errors = local.process(records[start:start + size])
-        out.extend((o.key.decode() if o.key else None,
-                    json.loads(o.value) if o.value is not None else None) for o in written)
+        written, _errors = local.process(records[start : start + size])
+        out.extend(
+            (
+                o.key.decode() if o.key else None,
+                json.loads(o.value) if o.value is not None else None,
+            )
+            for o in written
+        )
     return out
 
 
-def _order(offset: int, key: str | None, value: dict | None, ts: int = 0,
-           partition: int = 0) -> InputRecord:  # fmt: skip
-    return InputRecord(key.encode() if key else None,
-                       json.dumps(value).encode() if value is not None else None, ts, partition,
-                       offset)  # fmt: skip
+def _order(
+    offset: int, key: str | None, value: dict | None, ts: int = 0, partition: int = 0
+) -> InputRecord:
+    return InputRecord(
+        key.encode() if key else None,
+        json.dumps(value).encode() if value is not None else None,
+        ts,
+        partition,
+        offset,
+    )
 
 
 def test_ctas_plans_a_table_keyed_by_the_grouping_expressions() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE totals AS SELECT item, COUNT(*) AS n, SUM(qty) AS q "
-                               "FROM orders GROUP BY item;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE TABLE totals AS SELECT item, COUNT(*) AS n, SUM(qty) AS q "
+        "FROM orders GROUP BY item;",
+    )
     sink = catalog.source("TOTALS")
     assert sink is not None and sink.kind is SourceKind.TABLE and sink.query_id == "CTAS_TOTALS_1"
     assert [(c.name, c.type, c.key) for c in sink.columns] == [
-        ("ITEM", "STRING", True), ("N", "BIGINT", False), ("Q", "INTEGER", False)]
+        ("ITEM", "STRING", True),
+        ("N", "BIGINT", False),
+        ("Q", "INTEGER", False),
+    ]
     assert is_aggregate_statement(catalog.queries["CTAS_TOTALS_1"].statement_text)
 
 
 def test_multiple_grouping_expressions_are_key_columns_in_group_by_order() -> None:
     compiled = _compile("SELECT qty, item, qty * 2 AS d, COUNT(*) FROM orders GROUP BY item, qty")
     assert [(c.name, c.key) for c in compiled.columns] == [  # type: ignore[attr-defined]
-        ("ITEM", True), ("QTY", True), ("D", False), ("KSQL_COL_0", False)]
+        ("ITEM", True),
+        ("QTY", True),
+        ("D", False),
+        ("KSQL_COL_0", False),
+    ]
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("SELECT item, qty, COUNT(*) FROM orders GROUP BY item",
-         "Non-aggregate SELECT expression(s) not part of GROUP BY: QTY"),
-        ("SELECT item, COUNT(*) FROM orders GROUP BY item HAVING qty > 1",
-         "Non-aggregate HAVING expression not part of GROUP BY: QTY"),
-        ("SELECT COUNT(*) AS n FROM orders GROUP BY item",
-         ("The query used to build `OUT` must include the grouping expression ITEM in its "
-          "projection (eg, SELECT ITEM...).")),
-        ("SELECT item FROM orders GROUP BY item",
-         "GROUP BY requires aggregate functions in either the SELECT or HAVING clause."),
-        ("SELECT item, COUNT(*) FROM orders GROUP BY COUNT(*)",
-         "GROUP BY does not support aggregate functions: COUNT is an aggregate function."),
+        (
+            "SELECT item, qty, COUNT(*) FROM orders GROUP BY item",
+            "Non-aggregate SELECT expression(s) not part of GROUP BY: QTY",
+        ),
+        (
+            "SELECT item, COUNT(*) FROM orders GROUP BY item HAVING qty > 1",
+            "Non-aggregate HAVING expression not part of GROUP BY: QTY",
+        ),
+        (
+            "SELECT COUNT(*) AS n FROM orders GROUP BY item",
+            (
+                "The query used to build `OUT` must include the grouping expression ITEM in its "
+                "projection (eg, SELECT ITEM...)."
+            ),
+        ),
+        (
+            "SELECT item FROM orders GROUP BY item",
+            "GROUP BY requires aggregate functions in either the SELECT or HAVING clause.",
+        ),
+        (
+            "SELECT item, COUNT(*) FROM orders GROUP BY COUNT(*)",
+            "GROUP BY does not support aggregate functions: COUNT is an aggregate function.",
+        ),
         ("SELECT item, SUM(COUNT(*)) FROM orders GROUP BY item", "can not be nested"),
-        ("SELECT item, COUNT(*) FROM orders GROUP BY item HAVING COUNT(*)",
-         "Should evaluate to boolean"),
-        ("SELECT item, COUNT(*) FROM orders WHERE COUNT(*) > 1 GROUP BY item",
-         "Aggregate functions can not be used in the WHERE clause"),
-        ("SELECT item, NOPE(qty) FROM orders GROUP BY item",
-         "Can't find any functions with the name 'NOPE'"),
+        (
+            "SELECT item, COUNT(*) FROM orders GROUP BY item HAVING COUNT(*)",
+            "Should evaluate to boolean",
+        ),
+        (
+            "SELECT item, COUNT(*) FROM orders WHERE COUNT(*) > 1 GROUP BY item",
+            "Aggregate functions can not be used in the WHERE clause",
+        ),
+        (
+            "SELECT item, NOPE(qty) FROM orders GROUP BY item",
+            "Can't find any functions with the name 'NOPE'",
+        ),
     ],
 )
 def test_ksqldb_refusals(text: str, message: str) -> None:
@@ -120,83 +170,115 @@ def test_ksqldb_refusals(text: str, message: str) -> None:
 
 
 def test_a_table_source_refuses_functions_that_cannot_undo() -> None:
-    with pytest.raises(QueryCompileError, match="The aggregation functions LATEST_BY_OFFSET and "
-                                                "MAX cannot be applied to a table source"):
+    with pytest.raises(
+        QueryCompileError,
+        match="The aggregation functions LATEST_BY_OFFSET and "
+        "MAX cannot be applied to a table source",
+    ):
         _compile("SELECT kind, LATEST_BY_OFFSET(qty), MAX(qty) FROM items GROUP BY kind", ITEMS)
 
 
 def test_insert_into_a_stream_from_an_aggregation_is_refused() -> None:
     catalog = _catalog(ORDERS, "CREATE STREAM copy AS SELECT * FROM orders;")
     with pytest.raises(ValidationError, match="Incompatible data sink and query result"):
-        plan(parse_one("INSERT INTO copy SELECT id, COUNT(*) AS n FROM orders GROUP BY id;"),
-             catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
+        plan(
+            parse_one("INSERT INTO copy SELECT id, COUNT(*) AS n FROM orders GROUP BY id;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
 
 
 def test_one_update_per_input_record_in_input_order_even_within_one_batch() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q "
-                               "FROM orders GROUP BY item;")  # fmt: skip
-    records = [_order(i, "k", {"ITEM": item, "QTY": q})
-               for i, (item, q) in enumerate([("a", 1), ("a", 10), ("b", 100), ("a", 1000)])]
-    expected = [("a", {"C": 1, "Q": 1}), ("a", {"C": 2, "Q": 11}), ("b", {"C": 1, "Q": 100}),
-                ("a", {"C": 3, "Q": 1011})]  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q FROM orders GROUP BY item;",
+    )
+    records = [
+        _order(i, "k", {"ITEM": item, "QTY": q})
+        for i, (item, q) in enumerate([("a", 1), ("a", 10), ("b", 100), ("a", 1000)])
+    ]
+    expected = [
+        ("a", {"C": 1, "Q": 1}),
+        ("a", {"C": 2, "Q": 11}),
+        ("b", {"C": 1, "Q": 100}),
+        ("a", {"C": 3, "Q": 1011}),
+    ]
     assert _run(catalog, "CTAS_N_1", records) == expected
     assert _run(catalog, "CTAS_N_1", records, batches=4) == expected
 
 
 def test_with_buffering_each_group_writes_its_last_update_per_batch() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
-                               "GROUP BY item;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
+    )
     records = [_order(i, "k", {"ITEM": item}) for i, item in enumerate("aaba")]
-    assert _run(catalog, "CTAS_N_1", records, buffering=True) == [("b", {"C": 1}),
-                                                                  ("a", {"C": 3})]  # fmt: skip
+    assert _run(catalog, "CTAS_N_1", records, buffering=True) == [("b", {"C": 1}), ("a", {"C": 3})]
 
 
 def test_null_group_values_and_missing_values_are_skipped() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
-                               "GROUP BY item;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
+    )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
-    out, errors = local.process([_order(0, "k", {"ITEM": None}), _order(1, "k", None),
-                                 _order(2, "k", {"ITEM": "a"})])  # fmt: skip
+    out, errors = local.process(
+        [_order(0, "k", {"ITEM": None}), _order(1, "k", None), _order(2, "k", {"ITEM": "a"})]
+    )
     assert [json.loads(o.value) for o in out] == [{"C": 1}]  # type: ignore[arg-type]
     assert [(e.kind, e.offset) for e in errors] == [("serialization", 0)]
     assert "Group-by column with index 0 resolved to null" in errors[0].message
 
 
 def test_having_writes_a_tombstone_only_when_a_group_stops_passing() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
-                               "GROUP BY item HAVING COUNT(*) = 2;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
+        "GROUP BY item HAVING COUNT(*) = 2;",
+    )
     records = [_order(i, "k", {"ITEM": "bob"}, ts=i + 1) for i in range(4)]
     assert _run(catalog, "CTAS_N_1", records) == [("bob", {"C": 2}), ("bob", None)]
 
 
 def test_a_table_source_takes_a_changed_row_out_of_its_old_group_first() -> None:
-    catalog = _catalog(ITEMS, "CREATE TABLE kinds AS SELECT kind, COUNT(*) AS c, SUM(qty) AS q "
-                              "FROM items GROUP BY kind;")  # fmt: skip
-    records = [_order(0, "1", {"KIND": "a", "QTY": 1}), _order(1, "2", {"KIND": "b", "QTY": 2}),
-               _order(2, "1", {"KIND": "b", "QTY": 3}), _order(3, "2", None),
-               _order(4, "1", {"KIND": "b", "QTY": 5})]  # fmt: skip
+    catalog = _catalog(
+        ITEMS,
+        "CREATE TABLE kinds AS SELECT kind, COUNT(*) AS c, SUM(qty) AS q FROM items GROUP BY kind;",
+    )
+    records = [
+        _order(0, "1", {"KIND": "a", "QTY": 1}),
+        _order(1, "2", {"KIND": "b", "QTY": 2}),
+        _order(2, "1", {"KIND": "b", "QTY": 3}),
+        _order(3, "2", None),
+        _order(4, "1", {"KIND": "b", "QTY": 5}),
+    ]
     assert _run(catalog, "CTAS_KINDS_1", records) == [
-        ("a", {"C": 1, "Q": 1}), ("b", {"C": 1, "Q": 2}),
-        ("a", {"C": 0, "Q": 0}), ("b", {"C": 2, "Q": 5}),  # key 1 moves from a to b
+        ("a", {"C": 1, "Q": 1}),
+        ("b", {"C": 1, "Q": 2}),
+        ("a", {"C": 0, "Q": 0}),
+        ("b", {"C": 2, "Q": 5}),  # key 1 moves from a to b
         ("b", {"C": 1, "Q": 3}),  # key 2 deleted
         ("b", {"C": 1, "Q": 5}),  # key 1 updated within its group: one update
     ]
 
 
 def test_output_partition_and_timestamp_follow_the_key_and_the_newest_input() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
-                               "GROUP BY item;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
+    )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
-    out, _ = local.process([_order(0, "k", {"ITEM": "a"}, ts=50), _order(1, "k", {"ITEM": "a"},
-                                                                         ts=20)])  # fmt: skip
+    out, _ = local.process(
+        [_order(0, "k", {"ITEM": "a"}, ts=50), _order(1, "k", {"ITEM": "a"}, ts=20)]
+    )
     assert [o.timestamp for o in out] == [50, 50]
     assert {o.partition for o in out} == {partition_for(b"a", 2)}
 
 
 def test_explain_shows_the_aggregation_steps() -> None:
     catalog = _catalog(ORDERS)
-    statement = parse_one("CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders WHERE qty > 1 "
-                          "GROUP BY item HAVING COUNT(*) > 1;")  # fmt: skip
+    statement = parse_one(
+        "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders WHERE qty > 1 "
+        "GROUP BY item HAVING COUNT(*) > 1;"
+    )
     assert isinstance(statement, ast.CreateAsSelect)
     described = describe_query(statement.query, catalog, "N")
     text = "\n".join(described.steps)
@@ -207,8 +289,10 @@ def test_explain_shows_the_aggregation_steps() -> None:
 
 # -- windows -------------------------------------------------------------------------------------
 
-def _windowed(select: str, records: list[InputRecord], *, batches: int = 1,
-              sink: str = "W") -> list[tuple[object, object, tuple[int, int], int]]:  # fmt: skip
+
+def _windowed(
+    select: str, records: list[InputRecord], *, batches: int = 1, sink: str = "W"
+) -> list[tuple[object, object, tuple[int, int], int]]:
     """(key, value, window, timestamp) of what a windowed query writes for ``records``."""
     catalog = _catalog(ORDERS, f"CREATE TABLE {sink} AS {select};")
     query = next(iter(catalog.queries.values()))
@@ -219,12 +303,18 @@ def _windowed(select: str, records: list[InputRecord], *, batches: int = 1,
     out = []
     size = max(1, len(records) // batches)
     for start in range(0, len(records), size):
-        written, _ = local.process(records[start:start + size])
+        written, _ = local.process(records[start : start + size])
         for o in written:
             assert o.key is not None
             key, w_start, w_end = split_windowed_key(o.key, session, window_size_ms(source))
-            out.append((key.decode(), json.loads(o.value) if o.value is not None else None,
-                        (w_start, w_end), o.timestamp))
+            out.append(
+                (
+                    key.decode(),
+                    json.loads(o.value) if o.value is not None else None,
+                    (w_start, w_end),
+                    o.timestamp,
+                )
+            )
     return out
 
 
@@ -233,10 +323,17 @@ def _at(offset: int, item: str, ts: int, qty: int = 1) -> InputRecord:
 
 
 def test_tumbling_windows_count_per_window_and_drop_records_after_grace() -> None:
-    select = ("SELECT item, COUNT(*) AS n, WINDOWSTART AS ws FROM orders "
-              "WINDOW TUMBLING (SIZE 30 SECONDS, GRACE PERIOD 1 MINUTE) GROUP BY item")
-    records = [_at(0, "a", 0), _at(1, "a", 89_999), _at(2, "a", 10_009), _at(3, "a", 90_000),
-               _at(4, "a", 10_010)]  # the last: window [0, 30 s) closed at stream time 90 s
+    select = (
+        "SELECT item, COUNT(*) AS n, WINDOWSTART AS ws FROM orders "
+        "WINDOW TUMBLING (SIZE 30 SECONDS, GRACE PERIOD 1 MINUTE) GROUP BY item"
+    )
+    records = [
+        _at(0, "a", 0),
+        _at(1, "a", 89_999),
+        _at(2, "a", 10_009),
+        _at(3, "a", 90_000),
+        _at(4, "a", 10_010),
+    ]  # the last: window [0, 30 s) closed at stream time 90 s
     assert _windowed(select, records) == [
         ("a", {"N": 1, "WS": 0}, (0, 30_000), 0),
         ("a", {"N": 1, "WS": 60_000}, (60_000, 90_000), 89_999),
@@ -247,14 +344,16 @@ def test_tumbling_windows_count_per_window_and_drop_records_after_grace() -> Non
 
 
 def test_hopping_windows_update_every_window_a_record_falls_in() -> None:
-    select = ("SELECT item, COUNT(*) AS n FROM orders "
-              "WINDOW HOPPING (SIZE 30 SECONDS, ADVANCE BY 10 SECONDS) GROUP BY item")
+    select = (
+        "SELECT item, COUNT(*) AS n FROM orders "
+        "WINDOW HOPPING (SIZE 30 SECONDS, ADVANCE BY 10 SECONDS) GROUP BY item"
+    )
     out = _windowed(select, [_at(0, "a", 25_000)])
     assert [w for _, _, w, _ in out] == [(0, 30_000), (10_000, 40_000), (20_000, 50_000)]
 
 
 def test_sessions_merge_and_write_a_tombstone_for_each_merged_session() -> None:
-    select = ("SELECT item, COUNT(*) AS n FROM orders WINDOW SESSION (30 SECONDS) GROUP BY item")
+    select = "SELECT item, COUNT(*) AS n FROM orders WINDOW SESSION (30 SECONDS) GROUP BY item"
     out = _windowed(select, [_at(0, "a", 0), _at(1, "a", 50_000), _at(2, "a", 25_000)])
     assert out == [
         ("a", {"N": 1}, (0, 0), 0),
@@ -266,8 +365,10 @@ def test_sessions_merge_and_write_a_tombstone_for_each_merged_session() -> None:
 
 
 def test_emit_final_writes_each_window_once_when_it_closes() -> None:
-    select = ("SELECT item, COUNT(*) AS n FROM orders WINDOW TUMBLING (SIZE 2 MILLISECONDS, "
-              "GRACE PERIOD 1 MILLISECONDS) GROUP BY item EMIT FINAL")
+    select = (
+        "SELECT item, COUNT(*) AS n FROM orders WINDOW TUMBLING (SIZE 2 MILLISECONDS, "
+        "GRACE PERIOD 1 MILLISECONDS) GROUP BY item EMIT FINAL"
+    )
     records = [_at(i, "a", ts) for i, ts in enumerate([0, 1, 3, 4, 5])]
     # Kafka Streams' emit-on-window-close, as ksqlDB runs it: [0, 2) closes at stream time 3,
     # [2, 4) at 5; each result carries the newest timestamp of its window
@@ -278,8 +379,11 @@ def test_emit_final_writes_each_window_once_when_it_closes() -> None:
 
 
 def test_windowed_ctas_is_a_windowed_table_in_the_catalog() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE w AS SELECT item, COUNT(*) AS n FROM orders "
-                               "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY item;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE TABLE w AS SELECT item, COUNT(*) AS n FROM orders "
+        "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY item;",
+    )
     sink = catalog.source("W")
     assert sink is not None and sink.windowed == "TUMBLING"
     assert window_size_ms(sink) == 60_000
@@ -288,12 +392,21 @@ def test_windowed_ctas_is_a_windowed_table_in_the_catalog() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("SELECT item, MIN(WINDOWSTART) FROM orders WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY item",
-         "Window bounds column WINDOWSTART can only be used in the SELECT clause"),
-        (("SELECT item, COUNT(*) FROM orders WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY item, "
-          "WINDOWSTART"), "Window bounds column WINDOWSTART can only be used in the SELECT clause"),
-        ("SELECT item, COUNT(*) FROM orders GROUP BY item EMIT FINAL",
-         "EMIT FINAL is only supported for windowed aggregations."),
+        (
+            "SELECT item, MIN(WINDOWSTART) FROM orders WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY item",
+            "Window bounds column WINDOWSTART can only be used in the SELECT clause",
+        ),
+        (
+            (
+                "SELECT item, COUNT(*) FROM orders WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY item, "
+                "WINDOWSTART"
+            ),
+            "Window bounds column WINDOWSTART can only be used in the SELECT clause",
+        ),
+        (
+            "SELECT item, COUNT(*) FROM orders GROUP BY item EMIT FINAL",
+            "EMIT FINAL is only supported for windowed aggregations.",
+        ),
     ],
 )
 def test_window_refusals(text: str, message: str) -> None:
@@ -303,12 +416,23 @@ def test_window_refusals(text: str, message: str) -> None:
 
 
 def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q, "
-                               "LATEST_BY_OFFSET(price) AS p, COLLECT_LIST(qty) AS l, "
-                               "MAX(qty) AS m FROM orders GROUP BY item HAVING COUNT(*) > 1;")
+    catalog = _catalog(
+        ORDERS,
+        "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q, "
+        "LATEST_BY_OFFSET(price) AS p, COLLECT_LIST(qty) AS l, "
+        "MAX(qty) AS m FROM orders GROUP BY item HAVING COUNT(*) > 1;",
+    )
     query = catalog.queries["CTAS_N_1"]
-    records = [_order(i // 2, "k", {"ITEM": "ab"[i % 3 % 2], "QTY": i, "PRICE": i / 2},
-                      ts=1000 + i, partition=i % 2) for i in range(12)]  # fmt: skip
+    records = [
+        _order(
+            i // 2,
+            "k",
+            {"ITEM": "ab"[i % 3 % 2], "QTY": i, "PRICE": i / 2},
+            ts=1000 + i,
+            partition=i % 2,
+        )
+        for i in range(12)
+    ]
     combined = AggregatePipeline.for_query(query, catalog, buffering=True)
     assert combined.combines
     one_by_one = AggregatePipeline.for_query(query, catalog, buffering=True)
@@ -323,25 +447,45 @@ def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> Non
             written.extend((o.key, o.value) for o in out)
         return written
 
-    assert len(combined.combine([r for r in combined.group(records)[0]
-                                 if isinstance(r, GroupedRow)])) == 2  # fmt: skip
+    assert (
+        len(combined.combine([r for r in combined.group(records)[0] if isinstance(r, GroupedRow)]))
+        == 2
+    )
     assert run(combined, True) == run(one_by_one, False)
     # "a" gets i = 0, 2, 3, 5, 6, 8, 9, 11 over both partitions; the batch order is by time
     assert json.loads(run(combined, True)[0][1] or b"") == {
-        "C": 8, "Q": 44, "P": 5.5, "L": [0, 2, 3, 5, 6, 8, 9, 11], "M": 11}
+        "C": 8,
+        "Q": 44,
+        "P": 5.5,
+        "L": [0, 2, 3, 5, 6, 8, 9, 11],
+        "M": 11,
+    }
 
 
 def test_group_by_refusals_ksqldb_makes() -> None:
     catalog = Catalog()
-    for text in ("CREATE STREAM raw (V STRING) WITH (kafka_topic='orders', value_format='KAFKA');",
-                 ("CREATE TABLE per_min (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='items', "
-                  "value_format='JSON', window_type='TUMBLING', window_size='1 MINUTE');")):  # fmt: skip
+    for text in (
+        "CREATE STREAM raw (V STRING) WITH (kafka_topic='orders', value_format='KAFKA');",
+        (
+            "CREATE TABLE per_min (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='items', "
+            "value_format='JSON', window_type='TUMBLING', window_size='1 MINUTE');"
+        ),
+    ):
         planned = plan(parse_one(text), catalog, FACTS, QUERY_ANALYZER)
         catalog, _ = apply_command(catalog, CommandRecord("c", 0, text, planned.command), 0)
-    with pytest.raises((ValidationError, QueryCompileError), match="Source\\(s\\) RAW are using the 'KAFKA' value "
-                                             "format. This format does not yet support GROUP BY."):
-        plan(parse_one("CREATE TABLE t AS SELECT V, COUNT(*) FROM raw GROUP BY V;"), catalog,
-             FACTS, QUERY_ANALYZER)  # fmt: skip
-    with pytest.raises((ValidationError, QueryCompileError), match="does not support persistent queries on windowed "
-                                             "tables"):
+    with pytest.raises(
+        (ValidationError, QueryCompileError),
+        match="Source\\(s\\) RAW are using the 'KAFKA' value "
+        "format. This format does not yet support GROUP BY.",
+    ):
+        plan(
+            parse_one("CREATE TABLE t AS SELECT V, COUNT(*) FROM raw GROUP BY V;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
+    with pytest.raises(
+        (ValidationError, QueryCompileError),
+        match="does not support persistent queries on windowed tables",
+    ):
         plan(parse_one("CREATE TABLE t2 AS SELECT * FROM per_min;"), catalog, FACTS, QUERY_ANALYZER)

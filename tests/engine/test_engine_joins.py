@@ -19,16 +19,23 @@ from headwater.metastore.replay import Fold
 from headwater.sqlparse_ext import parse_one
 
 FACTS = TopicFacts({"clicks": 1, "users": 1, "views": 1, "orders": 1, "items": 1})
-CLICKS = ("CREATE STREAM clicks (user_id INT KEY, page STRING) "
-          "WITH (kafka_topic='clicks', format='JSON');")  # fmt: skip
-VIEWS = ("CREATE STREAM views (user_id INT KEY, secs INT) "
-         "WITH (kafka_topic='views', format='JSON');")  # fmt: skip
-USERS = ("CREATE TABLE users (id INT PRIMARY KEY, name STRING) "
-         "WITH (kafka_topic='users', format='JSON');")  # fmt: skip
-ORDERS = ("CREATE TABLE orders (id INT PRIMARY KEY, item_id INT, qty INT) "
-          "WITH (kafka_topic='orders', format='JSON');")  # fmt: skip
-ITEMS = ("CREATE TABLE items (id INT PRIMARY KEY, label STRING) "
-         "WITH (kafka_topic='items', format='JSON');")  # fmt: skip
+CLICKS = (
+    "CREATE STREAM clicks (user_id INT KEY, page STRING) "
+    "WITH (kafka_topic='clicks', format='JSON');"
+)
+VIEWS = "CREATE STREAM views (user_id INT KEY, secs INT) WITH (kafka_topic='views', format='JSON');"
+USERS = (
+    "CREATE TABLE users (id INT PRIMARY KEY, name STRING) "
+    "WITH (kafka_topic='users', format='JSON');"
+)
+ORDERS = (
+    "CREATE TABLE orders (id INT PRIMARY KEY, item_id INT, qty INT) "
+    "WITH (kafka_topic='orders', format='JSON');"
+)
+ITEMS = (
+    "CREATE TABLE items (id INT PRIMARY KEY, label STRING) "
+    "WITH (kafka_topic='items', format='JSON');"
+)
 
 
 def _catalog(*statements: str) -> Catalog:
@@ -36,8 +43,9 @@ def _catalog(*statements: str) -> Catalog:
     for offset, text in enumerate(statements):
         planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
         assert planned.command is not None, text
-        outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
-                                                         planned.command)))  # fmt: skip
+        outcome = fold.feed(
+            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
+        )
         assert outcome is not None and outcome.state.value == "SUCCESS", outcome
     return fold.catalog
 
@@ -50,29 +58,51 @@ class _Run:
         query = next(iter(q for q in self.catalog.queries.values()))
         after = RecordPipeline.for_query(query, self.catalog)
         assert after.compiled.join is not None
-        self.local = LocalJoin(JoinPipeline(query.id, after.compiled.join, self.catalog.types),
-                               after)  # fmt: skip
+        self.local = LocalJoin(
+            JoinPipeline(query.id, after.compiled.join, self.catalog.types), after
+        )
         self.offsets: dict[str, int] = {}
 
-    def feed(self, topic: str, key: int | None, value: dict[str, Any] | None,
-             ts: int) -> list[tuple[Any, Any, int]]:  # fmt: skip
+    def feed(
+        self, topic: str, key: int | None, value: dict[str, Any] | None, ts: int
+    ) -> list[tuple[Any, Any, int]]:
         offset = self.offsets.get(topic, 0)
         self.offsets[topic] = offset + 1
-        record = InputRecord(None if key is None else str(key).encode(),
-                             None if value is None else json.dumps(value).encode(), ts, 0, offset)
+        record = InputRecord(
+            None if key is None else str(key).encode(),
+            None if value is None else json.dumps(value).encode(),
+            ts,
+            0,
+            offset,
+        )
         out, errors = self.local.process_topic(topic, [record])
         assert not errors, errors
-        return [(None if o.key is None else json.loads(o.key),
-                 None if o.value is None else json.loads(o.value), o.timestamp) for o in out]
+        return [
+            (
+                None if o.key is None else json.loads(o.key),
+                None if o.value is None else json.loads(o.value),
+                o.timestamp,
+            )
+            for o in out
+        ]
 
 
-def test_stream_table_left_join_enriches_each_stream_record_with_the_table_row_of_its_time() -> None:
-    run = _Run(CLICKS, USERS, "CREATE STREAM enriched AS SELECT c.user_id, page, name FROM clicks c "
-                              "LEFT JOIN users u ON c.user_id = u.id;")  # fmt: skip
+def test_stream_table_left_join_enriches_each_stream_record_with_the_table_row_of_its_time() -> (
+    None
+):
+    run = _Run(
+        CLICKS,
+        USERS,
+        "CREATE STREAM enriched AS SELECT c.user_id, page, name FROM clicks c "
+        "LEFT JOIN users u ON c.user_id = u.id;",
+    )
     sink = run.catalog.source("ENRICHED")
     assert sink is not None
-    assert [(c.name, c.key) for c in sink.columns] == [("USER_ID", True), ("PAGE", False),
-                                                        ("NAME", False)]  # fmt: skip
+    assert [(c.name, c.key) for c in sink.columns] == [
+        ("USER_ID", True),
+        ("PAGE", False),
+        ("NAME", False),
+    ]
     assert run.feed("clicks", 1, {"PAGE": "/a"}, 10) == [(1, {"PAGE": "/a", "NAME": None}, 10)]
     assert run.feed("users", 1, {"NAME": "ann"}, 20) == []  # table updates do not emit
     assert run.feed("clicks", 1, {"PAGE": "/b"}, 30) == [(1, {"PAGE": "/b", "NAME": "ann"}, 30)]
@@ -82,16 +112,24 @@ def test_stream_table_left_join_enriches_each_stream_record_with_the_table_row_o
 
 
 def test_stream_table_inner_join_drops_stream_records_without_a_table_row() -> None:
-    run = _Run(CLICKS, USERS, "CREATE STREAM enriched AS SELECT c.user_id, page, name FROM clicks c "
-                              "JOIN users u ON c.user_id = u.id;")  # fmt: skip
+    run = _Run(
+        CLICKS,
+        USERS,
+        "CREATE STREAM enriched AS SELECT c.user_id, page, name FROM clicks c "
+        "JOIN users u ON c.user_id = u.id;",
+    )
     assert run.feed("clicks", 1, {"PAGE": "/a"}, 10) == []
     run.feed("users", 1, {"NAME": "ann"}, 20)
     assert run.feed("clicks", 1, {"PAGE": "/b"}, 30) == [(1, {"PAGE": "/b", "NAME": "ann"}, 30)]
 
 
 def test_table_table_outer_join_keeps_either_side_and_deletes_only_when_both_are_gone() -> None:
-    run = _Run(USERS, ITEMS, "CREATE TABLE both_ AS SELECT ROWKEY AS id, name, label FROM users u "
-                             "FULL OUTER JOIN items i ON u.id = i.id;")  # fmt: skip
+    run = _Run(
+        USERS,
+        ITEMS,
+        "CREATE TABLE both_ AS SELECT ROWKEY AS id, name, label FROM users u "
+        "FULL OUTER JOIN items i ON u.id = i.id;",
+    )
     assert run.feed("users", 1, {"NAME": "ann"}, 10) == [(1, {"NAME": "ann", "LABEL": None}, 10)]
     assert run.feed("items", 1, {"LABEL": "pen"}, 5) == [(1, {"NAME": "ann", "LABEL": "pen"}, 10)]
     assert run.feed("users", 1, None, 20) == [(1, {"NAME": None, "LABEL": "pen"}, 20)]
@@ -100,79 +138,125 @@ def test_table_table_outer_join_keeps_either_side_and_deletes_only_when_both_are
 
 
 def test_table_table_inner_join_emits_a_tombstone_when_a_joined_row_goes() -> None:
-    run = _Run(USERS, ITEMS, "CREATE TABLE both_ AS SELECT u.id, name, label FROM users u "
-                             "JOIN items i ON u.id = i.id;")  # fmt: skip
+    run = _Run(
+        USERS,
+        ITEMS,
+        "CREATE TABLE both_ AS SELECT u.id, name, label FROM users u JOIN items i ON u.id = i.id;",
+    )
     assert run.feed("users", 1, {"NAME": "ann"}, 10) == []
     assert run.feed("items", 1, {"LABEL": "pen"}, 20) == [(1, {"NAME": "ann", "LABEL": "pen"}, 20)]
     assert run.feed("items", 1, None, 30) == [(1, None, 30)]
 
 
 def test_stream_stream_join_matches_within_the_window_on_both_sides() -> None:
-    run = _Run(CLICKS, VIEWS, "CREATE STREAM both_ AS SELECT c.user_id, page, secs FROM clicks c "
-                              "JOIN views v WITHIN (1 SECOND, 2 SECONDS) ON c.user_id = v.user_id;")
+    run = _Run(
+        CLICKS,
+        VIEWS,
+        "CREATE STREAM both_ AS SELECT c.user_id, page, secs FROM clicks c "
+        "JOIN views v WITHIN (1 SECOND, 2 SECONDS) ON c.user_id = v.user_id;",
+    )
     assert run.feed("clicks", 1, {"PAGE": "/a"}, 10_000) == []
     assert run.feed("views", 1, {"SECS": 3}, 11_500) == [(1, {"PAGE": "/a", "SECS": 3}, 11_500)]
     assert run.feed("views", 1, {"SECS": 4}, 12_500) == []  # after the 2 s after the click
     assert run.feed("views", 1, {"SECS": 5}, 9_500) == [(1, {"PAGE": "/a", "SECS": 5}, 10_000)]
     assert run.feed("clicks", 1, {"PAGE": "/b"}, 13_000) == [
-        (1, {"PAGE": "/b", "SECS": 4}, 13_000)]  # the view 0.5 s before, within 1 s
+        (1, {"PAGE": "/b", "SECS": 4}, 13_000)
+    ]  # the view 0.5 s before, within 1 s
 
 
 def test_left_stream_stream_join_without_grace_emits_unmatched_records_at_once() -> None:
-    run = _Run(CLICKS, VIEWS, "CREATE STREAM both_ AS SELECT c.user_id, page, secs FROM clicks c "
-                              "LEFT JOIN views v WITHIN 1 SECOND ON c.user_id = v.user_id;")
-    assert run.feed("clicks", 1, {"PAGE": "/a"}, 10_000) == [(1, {"PAGE": "/a", "SECS": None},
-                                                              10_000)]  # fmt: skip
+    run = _Run(
+        CLICKS,
+        VIEWS,
+        "CREATE STREAM both_ AS SELECT c.user_id, page, secs FROM clicks c "
+        "LEFT JOIN views v WITHIN 1 SECOND ON c.user_id = v.user_id;",
+    )
+    assert run.feed("clicks", 1, {"PAGE": "/a"}, 10_000) == [
+        (1, {"PAGE": "/a", "SECS": None}, 10_000)
+    ]
     assert run.feed("views", 1, {"SECS": 3}, 10_500) == [(1, {"PAGE": "/a", "SECS": 3}, 10_500)]
 
 
 def test_left_stream_stream_join_with_grace_waits_for_the_window_to_close() -> None:
-    run = _Run(CLICKS, VIEWS, "CREATE STREAM both_ AS SELECT c.user_id, page, secs FROM clicks c "
-                              "LEFT JOIN views v WITHIN 1 SECOND GRACE PERIOD 1 SECOND "
-                              "ON c.user_id = v.user_id;")  # fmt: skip
+    run = _Run(
+        CLICKS,
+        VIEWS,
+        "CREATE STREAM both_ AS SELECT c.user_id, page, secs FROM clicks c "
+        "LEFT JOIN views v WITHIN 1 SECOND GRACE PERIOD 1 SECOND "
+        "ON c.user_id = v.user_id;",
+    )
     assert run.feed("clicks", 1, {"PAGE": "/a"}, 10_000) == []
     assert run.feed("clicks", 2, {"PAGE": "/b"}, 11_000) == []
     # stream time passes 10 s + 1 s window + 1 s grace: /a is emitted without a match
-    assert run.feed("clicks", 3, {"PAGE": "/c"}, 12_001) == [(1, {"PAGE": "/a", "SECS": None},
-                                                              10_000)]  # fmt: skip
+    assert run.feed("clicks", 3, {"PAGE": "/c"}, 12_001) == [
+        (1, {"PAGE": "/a", "SECS": None}, 10_000)
+    ]
     assert run.feed("views", 2, {"SECS": 9}, 11_500) == [(2, {"PAGE": "/b", "SECS": 9}, 11_500)]
     # /b was matched: it is never emitted alone
-    assert run.feed("clicks", 4, {"PAGE": "/d"}, 20_000) == [(3, {"PAGE": "/c", "SECS": None},
-                                                              12_001)]  # fmt: skip
+    assert run.feed("clicks", 4, {"PAGE": "/d"}, 20_000) == [
+        (3, {"PAGE": "/c", "SECS": None}, 12_001)
+    ]
 
 
 def test_foreign_key_join_follows_the_left_rows_foreign_key() -> None:
-    run = _Run(ORDERS, ITEMS, "CREATE TABLE detailed AS SELECT o.id, qty, label FROM orders o "
-                              "LEFT JOIN items i ON o.item_id = i.id;")  # fmt: skip
+    run = _Run(
+        ORDERS,
+        ITEMS,
+        "CREATE TABLE detailed AS SELECT o.id, qty, label FROM orders o "
+        "LEFT JOIN items i ON o.item_id = i.id;",
+    )
     assert run.feed("orders", 1, {"ITEM_ID": 7, "QTY": 2}, 10) == [
-        (1, {"QTY": 2, "LABEL": None}, 10)]
+        (1, {"QTY": 2, "LABEL": None}, 10)
+    ]
     assert run.feed("items", 7, {"LABEL": "pen"}, 20) == [(1, {"QTY": 2, "LABEL": "pen"}, 20)]
     assert run.feed("orders", 1, {"ITEM_ID": 8, "QTY": 3}, 30) == [
-        (1, {"QTY": 3, "LABEL": None}, 30)]
+        (1, {"QTY": 3, "LABEL": None}, 30)
+    ]
     assert run.feed("items", 7, {"LABEL": "ink"}, 40) == []  # order 1 no longer points at 7
     assert run.feed("orders", 1, None, 50) == [(1, None, 50)]
 
 
-@pytest.mark.parametrize(("select", "message"), [
-    ("SELECT page, name FROM clicks c JOIN users u ON c.user_id = u.id",
-     "must include the join expressions C.USER_ID or U.ID in its projection"),
-    ("SELECT c.user_id, name FROM users u JOIN clicks c ON c.user_id = u.id",
-     "Invalid join order: table-stream joins are not supported"),
-    ("SELECT c.user_id, name FROM clicks c FULL OUTER JOIN users u ON c.user_id = u.id",
-     "full-outer join not supported for stream-table join"),
-    ("SELECT c.user_id, secs FROM clicks c JOIN views v ON c.user_id = v.user_id",
-     "Stream-Stream joins must have a WITHIN clause"),
-    ("SELECT c.user_id, name FROM clicks c JOIN users u ON c.page = u.name",
-     "stream-table joins require to join on the table's primary key"),
-    ("SELECT c.user_id, name FROM clicks c JOIN users u ON c.user_id = 1",
-     "Each side of the join comparision must contain references from exactly one source"),
-    ("SELECT c.user_id, name FROM clicks c JOIN users u ON c.user_id = u.id AND c.page = u.name",
-     "joins on multiple conditions are not yet supported"),
-    ("SELECT c.user_id, nope FROM clicks c JOIN users u ON c.user_id = u.id",
-     "SELECT column 'NOPE' cannot be resolved"),
-    ("SELECT c.user_id, x.name FROM clicks c JOIN users u ON c.user_id = u.id",
-     "'X' is not a valid stream/table name or alias"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("select", "message"),
+    [
+        (
+            "SELECT page, name FROM clicks c JOIN users u ON c.user_id = u.id",
+            "must include the join expressions C.USER_ID or U.ID in its projection",
+        ),
+        (
+            "SELECT c.user_id, name FROM users u JOIN clicks c ON c.user_id = u.id",
+            "Invalid join order: table-stream joins are not supported",
+        ),
+        (
+            "SELECT c.user_id, name FROM clicks c FULL OUTER JOIN users u ON c.user_id = u.id",
+            "full-outer join not supported for stream-table join",
+        ),
+        (
+            "SELECT c.user_id, secs FROM clicks c JOIN views v ON c.user_id = v.user_id",
+            "Stream-Stream joins must have a WITHIN clause",
+        ),
+        (
+            "SELECT c.user_id, name FROM clicks c JOIN users u ON c.page = u.name",
+            "stream-table joins require to join on the table's primary key",
+        ),
+        (
+            "SELECT c.user_id, name FROM clicks c JOIN users u ON c.user_id = 1",
+            "Each side of the join comparision must contain references from exactly one source",
+        ),
+        (
+            "SELECT c.user_id, name FROM clicks c JOIN users u ON c.user_id = u.id AND c.page = u.name",
+            "joins on multiple conditions are not yet supported",
+        ),
+        (
+            "SELECT c.user_id, nope FROM clicks c JOIN users u ON c.user_id = u.id",
+            "SELECT column 'NOPE' cannot be resolved",
+        ),
+        (
+            "SELECT c.user_id, x.name FROM clicks c JOIN users u ON c.user_id = u.id",
+            "'X' is not a valid stream/table name or alias",
+        ),
+    ],
+)
 def test_refusals_carry_ksqldbs_messages(select: str, message: str) -> None:
     catalog = _catalog(CLICKS, USERS, VIEWS)
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -180,7 +264,11 @@ def test_refusals_carry_ksqldbs_messages(select: str, message: str) -> None:
 
 
 def test_a_join_query_records_every_source_it_reads() -> None:
-    catalog = _catalog(CLICKS, USERS, "CREATE STREAM enriched AS SELECT c.user_id, name FROM clicks c "
-                                      "JOIN users u ON c.user_id = u.id;")  # fmt: skip
+    catalog = _catalog(
+        CLICKS,
+        USERS,
+        "CREATE STREAM enriched AS SELECT c.user_id, name FROM clicks c "
+        "JOIN users u ON c.user_id = u.id;",
+    )
     query = next(iter(catalog.queries.values()))
     assert query.sources == ("CLICKS", "USERS")

@@ -19,8 +19,10 @@ from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
 
 FACTS = TopicFacts({"orders": 2})
-ORDERS = ("CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUBLE) "
-          "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
+ORDERS = (
+    "CREATE STREAM orders (id STRING KEY, item STRING, qty INT, price DOUBLE) "
+    "WITH (kafka_topic='orders', value_format='JSON');"
+)
 
 
 def _catalog(*statements: str) -> Catalog:
@@ -28,8 +30,9 @@ def _catalog(*statements: str) -> Catalog:
     for offset, text in enumerate(statements):
         planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
         assert planned.command is not None, text
-        outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
-                                                         planned.command)))  # fmt: skip
+        outcome = fold.feed(
+            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
+        )
         assert outcome is not None and outcome.state.value == "SUCCESS", outcome
     return fold.catalog
 
@@ -45,26 +48,42 @@ def _pipeline(catalog: Catalog, query_id: str) -> RecordPipeline:
 
 
 def test_csas_creates_the_sink_and_a_query_named_after_its_offset() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, item, qty * price AS total "
-                               "FROM orders WHERE qty > 10;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM big AS SELECT id, item, qty * price AS total FROM orders WHERE qty > 10;",
+    )
     sink = catalog.source("BIG")
     assert sink is not None and sink.query_id == "CSAS_BIG_1"
     assert [(c.name, c.type, c.key) for c in sink.columns] == [
-        ("ID", "STRING", True), ("ITEM", "STRING", False), ("TOTAL", "DOUBLE", False)]
-    assert (sink.topic, sink.partitions, sink.key_format, sink.value_format) == ("BIG", 2, "KAFKA",
-                                                                                "JSON")
+        ("ID", "STRING", True),
+        ("ITEM", "STRING", False),
+        ("TOTAL", "DOUBLE", False),
+    ]
+    assert (sink.topic, sink.partitions, sink.key_format, sink.value_format) == (
+        "BIG",
+        2,
+        "KAFKA",
+        "JSON",
+    )
     query = catalog.queries["CSAS_BIG_1"]
     assert (query.sink, query.sources) == ("BIG", ("ORDERS",))
 
 
 def test_csas_plan_creates_its_topic_with_the_sources_partitions_unless_told() -> None:
     catalog = _catalog(ORDERS)
-    planned = plan(parse_one("CREATE STREAM b AS SELECT * FROM orders;"), catalog, FACTS,
-                   QUERY_ANALYZER)  # fmt: skip
+    planned = plan(
+        parse_one("CREATE STREAM b AS SELECT * FROM orders;"), catalog, FACTS, QUERY_ANALYZER
+    )
     assert planned.create_topic == ("B", 2)
-    planned = plan(parse_one("CREATE STREAM b WITH (kafka_topic='bt', partitions=5, "
-                             "value_format='DELIMITED') AS SELECT * FROM orders;"),
-                   catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
+    planned = plan(
+        parse_one(
+            "CREATE STREAM b WITH (kafka_topic='bt', partitions=5, "
+            "value_format='DELIMITED') AS SELECT * FROM orders;"
+        ),
+        catalog,
+        FACTS,
+        QUERY_ANALYZER,
+    )
     assert planned.create_topic == ("bt", 5)
     assert planned.command is not None
     assert planned.command["sink"]["source"]["valueFormat"] == "DELIMITED"
@@ -74,23 +93,32 @@ def test_csas_plan_creates_its_topic_with_the_sources_partitions_unless_told() -
     ("text", "message"),
     [
         ("SELECT item FROM orders", "must include the key column ID in its projection"),
-        ("SELECT * FROM orders PARTITION BY UCASE(item)",
-         None),
-        ("SELECT id, item FROM orders PARTITION BY UCASE(item)",
-         "must include the partitioning expression UCASE(ORDERS.ITEM)"),
-        ("SELECT id, qty FROM orders WINDOW TUMBLING (SIZE 1 MINUTE)",
-         "WINDOW clause requires a GROUP BY clause."),
-        ("SELECT id, qty AS ROWTIME FROM orders",
-         "`ROWTIME` is a reserved column name. You cannot use it as an alias for a column."),
+        ("SELECT * FROM orders PARTITION BY UCASE(item)", None),
+        (
+            "SELECT id, item FROM orders PARTITION BY UCASE(item)",
+            "must include the partitioning expression UCASE(ORDERS.ITEM)",
+        ),
+        (
+            "SELECT id, qty FROM orders WINDOW TUMBLING (SIZE 1 MINUTE)",
+            "WINDOW clause requires a GROUP BY clause.",
+        ),
+        (
+            "SELECT id, qty AS ROWTIME FROM orders",
+            "`ROWTIME` is a reserved column name. You cannot use it as an alias for a column.",
+        ),
         ("SELECT id, ROWTIME FROM orders", "Reserved column name in select: `ROWTIME`"),
         ("SELECT id, WINDOWSTART FROM orders", "Reserved column name in select: `WINDOWSTART`"),
         ("SELECT id FROM orders", "The projection contains no value columns."),
         ("SELECT id, nope FROM orders", "SELECT column 'NOPE' cannot be resolved."),
         ("SELECT id, qty FROM orders WHERE qty", "Should evaluate to boolean"),
-        ("SELECT id, id AS id2, qty FROM orders",
-         "The projection contains a key column (`ID`) more than once, aliased as: ID and ID2."),
-        ("SELECT id, qty FROM orders PARTITION BY nope",
-         "PARTITION BY column 'NOPE' cannot be resolved."),
+        (
+            "SELECT id, id AS id2, qty FROM orders",
+            "The projection contains a key column (`ID`) more than once, aliased as: ID and ID2.",
+        ),
+        (
+            "SELECT id, qty FROM orders PARTITION BY nope",
+            "PARTITION BY column 'NOPE' cannot be resolved.",
+        ),
         ("SELECT id, qty FROM orders LIMIT 3", "LIMIT is not supported"),
     ],
 )
@@ -105,27 +133,51 @@ def test_ksqldb_refusals(text: str, message: str | None) -> None:
 
 def test_later_constructs_are_refused_before_the_command_log_naming_the_construct() -> None:
     catalog = _catalog(ORDERS)
-    with pytest.raises(ValidationError, match="Your SELECT query produces a TABLE. Please use "
-                                              "CREATE TABLE AS SELECT"):
-        plan(parse_one("CREATE STREAM x AS SELECT id, COUNT(*) FROM orders GROUP BY id;"),
-             catalog, FACTS, QUERY_ANALYZER)  # fmt: skip
+    with pytest.raises(
+        ValidationError,
+        match="Your SELECT query produces a TABLE. Please use CREATE TABLE AS SELECT",
+    ):
+        plan(
+            parse_one("CREATE STREAM x AS SELECT id, COUNT(*) FROM orders GROUP BY id;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
     with pytest.raises(ValidationError, match="Your SELECT query produces a STREAM"):
-        plan(parse_one("CREATE TABLE x AS SELECT id, qty FROM orders;"), catalog, FACTS,
-             QUERY_ANALYZER)  # fmt: skip
+        plan(
+            parse_one("CREATE TABLE x AS SELECT id, qty FROM orders;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
     with pytest.raises(ValidationError, match="self joins are not yet supported"):
-        plan(parse_one("CREATE STREAM x AS SELECT a.id, a.qty FROM orders a JOIN orders b "
-                       "WITHIN 1 SECOND ON a.id = b.id;"), catalog, FACTS, QUERY_ANALYZER)
+        plan(
+            parse_one(
+                "CREATE STREAM x AS SELECT a.id, a.qty FROM orders a JOIN orders b "
+                "WITHIN 1 SECOND ON a.id = b.id;"
+            ),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
 
 
 def test_partition_by_rekeys_and_star_puts_the_old_key_last() -> None:
     compiled = _compile("SELECT * FROM orders PARTITION BY item")
     assert [(c.name, c.key) for c in compiled.columns] == [  # type: ignore[attr-defined]
-        ("ITEM", True), ("QTY", False), ("PRICE", False), ("ID", False)]
+        ("ITEM", True),
+        ("QTY", False),
+        ("PRICE", False),
+        ("ID", False),
+    ]
 
 
 def test_pipeline_filters_projects_and_keys_records_like_kafka() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, UCASE(item) AS item, qty * 2 AS q "
-                               "FROM orders WHERE qty > 10;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM big AS SELECT id, UCASE(item) AS item, qty * 2 AS q "
+        "FROM orders WHERE qty > 10;",
+    )
     pipeline = _pipeline(catalog, "CSAS_BIG_1")
     records = [
         InputRecord(b"a", b'{"ITEM": "pen", "QTY": 11, "PRICE": 1.5}', 100, 0, 0),
@@ -148,59 +200,85 @@ def test_pipeline_pseudo_columns_and_sink_timestamp() -> None:
     catalog = _catalog(
         ORDERS,
         "CREATE STREAM t WITH (timestamp='TS') AS SELECT id, ROWPARTITION AS p, ROWOFFSET AS o, "
-        "ROWTIME + 1000 AS ts FROM orders;")  # fmt: skip
+        "ROWTIME + 1000 AS ts FROM orders;",
+    )
     out, errors = _pipeline(catalog, "CSAS_T_1").process(
-        [InputRecord(b"a", b'{"QTY": 1}', 5000, 1, 7)])
+        [InputRecord(b"a", b'{"QTY": 1}', 5000, 1, 7)]
+    )
     assert errors == []
     assert json.loads(out[0].value or b"") == {"P": 1, "O": 7, "TS": 6000}
     assert out[0].timestamp == 6000
 
 
 def test_insert_into_select_checks_the_schema_and_shares_the_sink() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
-                       "CREATE STREAM more (id STRING KEY, qty INT) "
-                       "WITH (kafka_topic='orders', value_format='JSON');",
-                       "INSERT INTO big SELECT id, qty FROM more;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM big AS SELECT id, qty FROM orders;",
+        "CREATE STREAM more (id STRING KEY, qty INT) "
+        "WITH (kafka_topic='orders', value_format='JSON');",
+        "INSERT INTO big SELECT id, qty FROM more;",
+    )
     assert set(catalog.queries) == {"CSAS_BIG_1", "INSERTQUERY_3"}
     assert catalog.queries["INSERTQUERY_3"].sink == "BIG"
     with pytest.raises(ValidationError, match="Incompatible schema between results and sink"):
-        plan(parse_one("INSERT INTO big SELECT id, qty * 1.5 AS qty FROM more;"), catalog, FACTS,
-             QUERY_ANALYZER)  # fmt: skip
+        plan(
+            parse_one("INSERT INTO big SELECT id, qty * 1.5 AS qty FROM more;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
 
 
 def test_drop_refuses_while_queries_use_a_source_and_terminate_frees_it() -> None:
     catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;")
     with pytest.raises(SourceInUse, match=r"streams and/or tables read from this source: \[BIG\]"):
         plan(parse_one("DROP STREAM orders;"), catalog, FACTS)
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
-                       "TERMINATE csas_big_1;", "DROP STREAM big;", "DROP STREAM orders;")
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM big AS SELECT id, qty FROM orders;",
+        "TERMINATE csas_big_1;",
+        "DROP STREAM big;",
+        "DROP STREAM orders;",
+    )
     assert catalog.queries == {} and catalog.sources == {}
     with pytest.raises(ValidationError, match="Unknown queryId: NOPE"):
         plan(parse_one("TERMINATE nope;"), catalog, FACTS)
 
 
 def test_drop_follows_ksqldb_rule_insert_queries_refuse_and_the_create_as_query_ends() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;",
-                       "CREATE STREAM more (id STRING KEY, qty INT) "
-                       "WITH (kafka_topic='orders', value_format='JSON');",
-                       "INSERT INTO big SELECT id, qty FROM more;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM big AS SELECT id, qty FROM orders;",
+        "CREATE STREAM more (id STRING KEY, qty INT) "
+        "WITH (kafka_topic='orders', value_format='JSON');",
+        "INSERT INTO big SELECT id, qty FROM more;",
+    )
     with pytest.raises(SourceInUse) as refused:
         plan(parse_one("DROP STREAM big;"), catalog, FACTS)
     assert str(refused.value) == (
         "Cannot drop BIG.\nThe following queries read from this source: [].\n"
         "The following queries write into this source: [INSERTQUERY_3].\n"
-        "You need to terminate them before dropping BIG.")  # fmt: skip
-    with pytest.raises(SourceInUse, match=r"read from this source: \[INSERTQUERY_3\]\.\n"
-                                          r"The following queries write into this source: \[\]"):
+        "You need to terminate them before dropping BIG."
+    )
+    with pytest.raises(
+        SourceInUse,
+        match=r"read from this source: \[INSERTQUERY_3\]\.\n"
+        r"The following queries write into this source: \[\]",
+    ):
         plan(parse_one("DROP STREAM more;"), catalog, FACTS)
     with pytest.raises(SourceInUse) as refused:
         plan(parse_one("DROP STREAM orders;"), catalog, FACTS)
     assert str(refused.value) == (
         "Cannot drop ORDERS.\nThe following streams and/or tables read from this source: [BIG].\n"
-        "You need to drop them before dropping ORDERS.")  # fmt: skip
+        "You need to drop them before dropping ORDERS."
+    )
     # the query that only writes BIG (its CREATE ... AS SELECT) does not refuse: the drop ends it
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;", "DROP STREAM big;",
-                       "DROP STREAM orders;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM big AS SELECT id, qty FROM orders;",
+        "DROP STREAM big;",
+        "DROP STREAM orders;",
+    )
     assert catalog.queries == {} and catalog.sources == {}
 
 
@@ -213,8 +291,11 @@ def test_explain_lists_the_steps() -> None:
 
 
 def test_a_record_without_value_goes_on_without_one_unless_where_drops_it() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM copy AS SELECT * FROM orders;",
-                       "CREATE STREAM byitem AS SELECT * FROM orders PARTITION BY item;")
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM copy AS SELECT * FROM orders;",
+        "CREATE STREAM byitem AS SELECT * FROM orders PARTITION BY item;",
+    )
     out, errors = _pipeline(catalog, "CSAS_COPY_1").process([InputRecord(b"a", None, 9, 0, 0)])
     assert [(o.key, o.value, o.timestamp) for o in out] == [(b"a", None, 9)] and errors == []
     out, _ = _pipeline(catalog, "CSAS_BYITEM_2").process([InputRecord(b"a", None, 9, 0, 0)])
@@ -222,10 +303,15 @@ def test_a_record_without_value_goes_on_without_one_unless_where_drops_it() -> N
 
 
 def test_a_null_key_stays_null_unless_the_query_rekeys() -> None:
-    two = ("CREATE STREAM pairs (a INT KEY, b INT KEY, v INT) WITH (kafka_topic='orders', "
-           "format='JSON');")  # fmt: skip
-    catalog = _catalog(two, "CREATE STREAM copy AS SELECT * FROM pairs;",
-                       "CREATE STREAM byv AS SELECT * FROM pairs PARTITION BY v, a;")
+    two = (
+        "CREATE STREAM pairs (a INT KEY, b INT KEY, v INT) WITH (kafka_topic='orders', "
+        "format='JSON');"
+    )
+    catalog = _catalog(
+        two,
+        "CREATE STREAM copy AS SELECT * FROM pairs;",
+        "CREATE STREAM byv AS SELECT * FROM pairs PARTITION BY v, a;",
+    )
     record = InputRecord(None, b'{"V": 1}', 0, 0, 0)
     out, _ = _pipeline(catalog, "CSAS_COPY_1").process([record])
     assert out[0].key is None
@@ -236,20 +322,29 @@ def test_a_null_key_stays_null_unless_the_query_rekeys() -> None:
 def test_partition_by_a_pseudo_column_names_the_key_after_it() -> None:
     compiled = _compile("SELECT * FROM orders PARTITION BY ROWTIME")
     assert [(c.name, c.key) for c in compiled.columns][:2] == [  # type: ignore[attr-defined]
-        ("ROWTIME", True), ("ITEM", False)]
+        ("ROWTIME", True),
+        ("ITEM", False),
+    ]
 
 
 @pytest.mark.parametrize(
     ("columns", "with_", "message"),
     [
-        ("v ARRAY<INT>", "value_format='DELIMITED'",
-         "The 'DELIMITED' format does not support type 'ARRAY'"),
-        ("k STRING KEY, a STRING, b STRING", "value_format='JSON', wrap_single_value=true",
-         "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas"),
+        (
+            "v ARRAY<INT>",
+            "value_format='DELIMITED'",
+            "The 'DELIMITED' format does not support type 'ARRAY'",
+        ),
+        (
+            "k STRING KEY, a STRING, b STRING",
+            "value_format='JSON', wrap_single_value=true",
+            "'WRAP_SINGLE_VALUE' is only valid for single-field value schemas",
+        ),
     ],
 )
-def test_new_sources_are_checked_by_the_engines_serde(columns: str, with_: str,
-                                                      message: str) -> None:  # fmt: skip
+def test_new_sources_are_checked_by_the_engines_serde(
+    columns: str, with_: str, message: str
+) -> None:
     text = f"CREATE STREAM s ({columns}) WITH (kafka_topic='orders', {with_});"
     plan(parse_one(text), Catalog(), FACTS)  # without the engine: not checked here
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -261,34 +356,51 @@ def test_table_functions_give_one_row_per_element_zipped_and_padded() -> None:
         "CREATE STREAM arrs (id STRING KEY, a ARRAY<INT>, b ARRAY<STRING>) "
         "WITH (kafka_topic='orders', value_format='JSON');",
         "CREATE STREAM flat AS SELECT id, EXPLODE(a) AS x, EXPLODE(b) AS y FROM arrs;",
-        "CREATE STREAM cubed AS SELECT id, CUBE_EXPLODE(a) AS c FROM arrs;")  # fmt: skip
+        "CREATE STREAM cubed AS SELECT id, CUBE_EXPLODE(a) AS c FROM arrs;",
+    )
     pipeline = _pipeline(catalog, "CSAS_FLAT_1")
-    out, errors = pipeline.process([
-        InputRecord(b"k", b'{"A": [1, 2, 3], "B": ["x"]}', 10, 0, 0),
-        InputRecord(b"e", b'{"A": [], "B": null}', 11, 0, 1),
-    ])  # fmt: skip
+    out, errors = pipeline.process(
+        [
+            InputRecord(b"k", b'{"A": [1, 2, 3], "B": ["x"]}', 10, 0, 0),
+            InputRecord(b"e", b'{"A": [], "B": null}', 11, 0, 1),
+        ]
+    )
     assert not errors
     assert [json.loads(o.value or b"") for o in out] == [
-        {"X": 1, "Y": "x"}, {"X": 2, "Y": None}, {"X": 3, "Y": None}]
+        {"X": 1, "Y": "x"},
+        {"X": 2, "Y": None},
+        {"X": 3, "Y": None},
+    ]
     assert [o.source_seq for o in out] == [0, 1, 2]  # one input record, its rows in order
-    cubed, _ = _pipeline(catalog, "CSAS_CUBED_2").process([
-        InputRecord(b"k", b'{"A": [1, null]}', 10, 0, 0)])  # fmt: skip
+    cubed, _ = _pipeline(catalog, "CSAS_CUBED_2").process(
+        [InputRecord(b"k", b'{"A": [1, null]}', 10, 0, 0)]
+    )
     assert [json.loads(o.value or b"")["C"] for o in cubed] == [[None, None], [1, None]]
 
 
-@pytest.mark.parametrize(("statement", "message"), [
-    ("CREATE TABLE t2 AS SELECT id, EXPLODE(a) AS x FROM tab;",
-     "Table source is not supported with table functions"),
-    ("CREATE STREAM s2 AS SELECT id, EXPLODE(m) AS x FROM arrs;",
-     "Function 'explode' does not accept parameters (MAP<STRING, INTEGER>)"),
-    ("CREATE TABLE s3 AS SELECT id, EXPLODE(a), COUNT(*) FROM arrs GROUP BY id;",
-     "Table functions cannot be used with aggregations."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        (
+            "CREATE TABLE t2 AS SELECT id, EXPLODE(a) AS x FROM tab;",
+            "Table source is not supported with table functions",
+        ),
+        (
+            "CREATE STREAM s2 AS SELECT id, EXPLODE(m) AS x FROM arrs;",
+            "Function 'explode' does not accept parameters (MAP<STRING, INTEGER>)",
+        ),
+        (
+            "CREATE TABLE s3 AS SELECT id, EXPLODE(a), COUNT(*) FROM arrs GROUP BY id;",
+            "Table functions cannot be used with aggregations.",
+        ),
+    ],
+)
 def test_table_function_refusals(statement: str, message: str) -> None:
     catalog = _catalog(
         "CREATE STREAM arrs (id STRING KEY, a ARRAY<INT>, m MAP<STRING, INT>) "
         "WITH (kafka_topic='orders', value_format='JSON');",
         "CREATE TABLE tab (id STRING PRIMARY KEY, a ARRAY<INT>) "
-        "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
+        "WITH (kafka_topic='orders', value_format='JSON');",
+    )
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan(parse_one(statement), catalog, FACTS, QUERY_ANALYZER)

@@ -28,10 +28,14 @@ from headwater.store.memory import MemoryEngine
 from headwater.store.records import pack_value
 
 FACTS = TopicFacts({"orders": 1, "users": 1})
-ORDERS = ("CREATE STREAM orders (id STRING KEY, item STRING, qty INT) "
-          "WITH (kafka_topic='orders', value_format='JSON');")  # fmt: skip
-USERS = ("CREATE TABLE users (id STRING PRIMARY KEY, name STRING) "
-         "WITH (kafka_topic='users', value_format='JSON');")  # fmt: skip
+ORDERS = (
+    "CREATE STREAM orders (id STRING KEY, item STRING, qty INT) "
+    "WITH (kafka_topic='orders', value_format='JSON');"
+)
+USERS = (
+    "CREATE TABLE users (id STRING PRIMARY KEY, name STRING) "
+    "WITH (kafka_topic='users', value_format='JSON');"
+)
 DEEP = b'{"ITEM":' + b"[" * 5000 + b"]" * 5000 + b"}"  # the issue's record, ~10 KB
 POISON = {  # what the pipelines meet between good records, and what the processing log says
     "deep": (DEEP, "nested deeper than 256 levels"),
@@ -47,8 +51,9 @@ def _catalog(*statements: str) -> Catalog:
     for offset, text in enumerate(statements):
         planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
         assert planned.command is not None, text
-        outcome = fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text,
-                                                         planned.command)))  # fmt: skip
+        outcome = fold.feed(
+            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
+        )
         assert outcome is not None and outcome.state.value == "SUCCESS", outcome
     return fold.catalog
 
@@ -77,7 +82,8 @@ def test_a_projection_skips_each_poison_record_and_writes_every_good_one() -> No
     records = _records()
     out, errors = pipeline.process(records)
     assert [json.loads(o.value or b"") for o in out] == [
-        {"ITEM": f"i{i}", "Q": 2 * (i + 1)} for i in range(10)]
+        {"ITEM": f"i{i}", "Q": 2 * (i + 1)} for i in range(10)
+    ]
     _check_errors(errors, records)
 
 
@@ -98,26 +104,38 @@ def test_an_expression_that_raises_skips_its_record_only() -> None:
     good = [r for r in _records() if r.key != b"bad"]
     out, errors = pipeline.process(good)
     assert [json.loads(o.value or b"")["ITEM"] for o in out] == [
-        f"i{i}" for i in range(10) if i != 3]
+        f"i{i}" for i in range(10) if i != 3
+    ]
     assert [(e.kind, e.offset, e.message) for e in errors] == [
-        ("processing", good[3].offset, "KeyError: 'MISSING'")]
+        ("processing", good[3].offset, "KeyError: 'MISSING'")
+    ]
 
 
 def test_json_functions_give_null_for_text_nested_too_deep() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM out AS SELECT id, EXTRACTJSONFIELD(item, '$.a') AS a, "
-                               "IS_JSON_STRING(item) AS j FROM orders;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        "CREATE STREAM out AS SELECT id, EXTRACTJSONFIELD(item, '$.a') AS a, "
+        "IS_JSON_STRING(item) AS j FROM orders;",
+    )
     pipeline = RecordPipeline.for_query(catalog.queries["CSAS_OUT_1"], catalog)
     deep_text = json.dumps({"ITEM": "[" * 5000 + "]" * 5000}).encode()  # a string: reads fine
-    out, errors = pipeline.process([InputRecord(b"k", deep_text, 1, 0, 0),
-                                    InputRecord(b"k", b'{"ITEM": "{\\"a\\": 1}"}', 2, 0, 1)])
+    out, errors = pipeline.process(
+        [
+            InputRecord(b"k", deep_text, 1, 0, 0),
+            InputRecord(b"k", b'{"ITEM": "{\\"a\\": 1}"}', 2, 0, 1),
+        ]
+    )
     assert errors == []
-    assert [json.loads(o.value or b"") for o in out] == [{"A": None, "J": False},
-                                                          {"A": "1", "J": True}]
+    assert [json.loads(o.value or b"") for o in out] == [
+        {"A": None, "J": False},
+        {"A": "1", "J": True},
+    ]
 
 
 def test_an_aggregation_skips_each_poison_record_and_counts_every_good_one() -> None:
-    catalog = _catalog(ORDERS, "CREATE TABLE n AS SELECT id, COUNT(*) AS c, SUM(qty) AS s "
-                               "FROM orders GROUP BY id;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS, "CREATE TABLE n AS SELECT id, COUNT(*) AS c, SUM(qty) AS s FROM orders GROUP BY id;"
+    )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
     records = _records()
     for r in records:  # all under one key: every good record updates the same group
@@ -128,8 +146,11 @@ def test_an_aggregation_skips_each_poison_record_and_counts_every_good_one() -> 
 
 
 def test_a_join_skips_each_poison_record_and_joins_every_good_one() -> None:
-    catalog = _catalog(ORDERS, USERS, "CREATE STREAM j AS SELECT o.id, item, name FROM orders o "
-                                      "JOIN users u ON o.id = u.id;")  # fmt: skip
+    catalog = _catalog(
+        ORDERS,
+        USERS,
+        "CREATE STREAM j AS SELECT o.id, item, name FROM orders o JOIN users u ON o.id = u.id;",
+    )
     query = next(iter(catalog.queries.values()))
     after = RecordPipeline.for_query(query, catalog)
     assert after.compiled.join is not None
@@ -148,16 +169,33 @@ def test_a_join_skips_each_poison_record_and_joins_every_good_one() -> None:
 
 
 def _users_table(tmp_path: Path) -> StoredTable:
-    source = Source(SourceKind.TABLE, "USERS", (Column("ID", "STRING", key=True),
-                                               Column("NAME", "STRING")), "users", 1, "KAFKA",
-                    "JSON")  # fmt: skip
+    source = Source(
+        SourceKind.TABLE,
+        "USERS",
+        (Column("ID", "STRING", key=True), Column("NAME", "STRING")),
+        "users",
+        1,
+        "KAFKA",
+        "JSON",
+    )
     stores = LocalStores(tmp_path, MemoryEngine())
     table = StoredTable(source, Catalog(), stores)
-    values = {"a": b'{"NAME": "ann"}', "b": b'{"NAME":' + b"[" * 5000 + b"]" * 5000 + b"}",
-              "c": b'{"NAME": "cy"}', "d": b'{"NAME": "\xff"}'}  # fmt: skip
+    values = {
+        "a": b'{"NAME": "ann"}',
+        "b": b'{"NAME":' + b"[" * 5000 + b"]" * 5000 + b"}",
+        "c": b'{"NAME": "cy"}',
+        "d": b'{"NAME": "\xff"}',
+    }
     store = stores.open("USERS", 0)
-    store.apply(WriteBatch.of([(encode_key((k,), table.key_types), pack_value(1000, i, v))
-                               for i, (k, v) in enumerate(values.items())], len(values)))  # fmt: skip
+    store.apply(
+        WriteBatch.of(
+            [
+                (encode_key((k,), table.key_types), pack_value(1000, i, v))
+                for i, (k, v) in enumerate(values.items())
+            ],
+            len(values),
+        )
+    )
     return table
 
 
@@ -184,6 +222,7 @@ def test_a_pull_query_skips_stored_rows_that_cannot_be_read(tmp_path: Path) -> N
 def _breaking(plan: Any) -> Any:
     """``plan`` with a projection that raises a TypeError on one name (an evaluator meeting a value
     it was not made for)."""
+
     def name_length(view: Any) -> Any:
         if view["NAME"] == "ann":
             raise TypeError("unsupported operand")
@@ -193,9 +232,15 @@ def _breaking(plan: Any) -> Any:
 
 
 def test_pull_and_push_queries_skip_rows_their_expressions_raise_on() -> None:
-    source = Source(SourceKind.STREAM, "USERS", (Column("ID", "STRING", key=True),
-                                                Column("NAME", "STRING")), "users", 1, "KAFKA",
-                    "JSON")  # fmt: skip
+    source = Source(
+        SourceKind.STREAM,
+        "USERS",
+        (Column("ID", "STRING", key=True), Column("NAME", "STRING")),
+        "users",
+        1,
+        "KAFKA",
+        "JSON",
+    )
     rows = [Row((k,), {"NAME": n}, 1, 0, i) for i, (k, n) in enumerate([("a", "ann"), ("c", "cy")])]
     pulled = _breaking(plan_pull(_select("SELECT id, name FROM users;"), source, {}))
     assert list(select_rows(pulled, iter(rows))) == [["c", 2]]

@@ -116,52 +116,58 @@ def run(sql: str, reader: MemoryReader | None = None, source: Source = USERS) ->
 # -- key access -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("where", "access"), [
-    ("", TableScan()),
-    ("ID = 2", KeyLookup(((2,),))),
-    ("2 = ID", KeyLookup(((2,),))),
-    ("ID = 2 AND NAME = 'x'", KeyLookup(((2,),))),
-    ("ID IN (3, 1, 3)", KeyLookup(((3,), (1,)))),
-    ("ID = 1 OR ID = 5 OR ID IN (2, 1)", KeyLookup(((1,), (5,), (2,)))),
-    ("ID = 1 OR NAME = 'x'", TableScan()),
-    ("ID = 1 AND ID = 2", KeyLookup(())),
-    ("ID IN (1, 2) AND ID IN (2, 3)", KeyLookup(((2,),))),
-    ("ID IN (1, 5) AND ID > 2", KeyLookup(((5,),))),
-    ("ID = 1.5", KeyLookup(())),
-    ("ID = 2.0", KeyLookup(((2,),))),
-    ("ID IN (1, NULL)", KeyLookup(((1,),))),
-    ("ID > 2", KeyRange((2,), None, False, True)),
-    ("ID > 2 AND ID <= 4", KeyRange((2,), (4,), False, True)),
-    ("3 > ID", KeyRange(None, (3,), True, False)),
-    ("ID BETWEEN 2 AND 4", KeyRange((2,), (4,), True, True)),
-    ("ID > 1 AND ID > 3 AND ID < 9 AND ID <= 5", KeyRange((3,), (5,), False, True)),
-    ("ID > 1.5", TableScan()),
-    ("ID = 10 AND ID IN (1, 2, 10)", KeyLookup(((10,),))),
-    ("ID NOT BETWEEN 2 AND 4", TableScan()),
-    ("ID <> 2", TableScan()),
-    ("ID + 1 = 3", TableScan()),
-    ("ID = AGE", TableScan()),
-    ("NOT (ID = 2)", TableScan()),
-    ("ID < 2 OR ID > 4", TableScan()),
-    ("(ID = 1 OR ID = 2) AND (NAME = 'a' OR AGE = 3)", KeyLookup(((1,), (2,)))),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("where", "access"),
+    [
+        ("", TableScan()),
+        ("ID = 2", KeyLookup(((2,),))),
+        ("2 = ID", KeyLookup(((2,),))),
+        ("ID = 2 AND NAME = 'x'", KeyLookup(((2,),))),
+        ("ID IN (3, 1, 3)", KeyLookup(((3,), (1,)))),
+        ("ID = 1 OR ID = 5 OR ID IN (2, 1)", KeyLookup(((1,), (5,), (2,)))),
+        ("ID = 1 OR NAME = 'x'", TableScan()),
+        ("ID = 1 AND ID = 2", KeyLookup(())),
+        ("ID IN (1, 2) AND ID IN (2, 3)", KeyLookup(((2,),))),
+        ("ID IN (1, 5) AND ID > 2", KeyLookup(((5,),))),
+        ("ID = 1.5", KeyLookup(())),
+        ("ID = 2.0", KeyLookup(((2,),))),
+        ("ID IN (1, NULL)", KeyLookup(((1,),))),
+        ("ID > 2", KeyRange((2,), None, False, True)),
+        ("ID > 2 AND ID <= 4", KeyRange((2,), (4,), False, True)),
+        ("3 > ID", KeyRange(None, (3,), True, False)),
+        ("ID BETWEEN 2 AND 4", KeyRange((2,), (4,), True, True)),
+        ("ID > 1 AND ID > 3 AND ID < 9 AND ID <= 5", KeyRange((3,), (5,), False, True)),
+        ("ID > 1.5", TableScan()),
+        ("ID = 10 AND ID IN (1, 2, 10)", KeyLookup(((10,),))),
+        ("ID NOT BETWEEN 2 AND 4", TableScan()),
+        ("ID <> 2", TableScan()),
+        ("ID + 1 = 3", TableScan()),
+        ("ID = AGE", TableScan()),
+        ("NOT (ID = 2)", TableScan()),
+        ("ID < 2 OR ID > 4", TableScan()),
+        ("(ID = 1 OR ID = 2) AND (NAME = 'a' OR AGE = 3)", KeyLookup(((1,), (2,)))),
+    ],
+)
 def test_engine_pull_key_access_single_column(where: str, access: Any) -> None:
     sql = f"SELECT * FROM T{' WHERE ' + where if where else ''};"
     assert plan(sql).access == access
 
 
-@pytest.mark.parametrize(("where", "access"), [
-    ("K1 = 'a' AND K2 = 1", KeyLookup((("a", 1),))),
-    ("K1 IN ('a', 'b') AND K2 IN (1, 2)", KeyLookup((("a", 1), ("a", 2), ("b", 1), ("b", 2)))),
-    ("(K1 = 'a' AND K2 = 1) OR (K1 = 'b' AND K2 = 2)", KeyLookup((("a", 1), ("b", 2)))),
-    ("K1 = 'a'", KeyRange(("a",), ("a",), True, True)),
-    ("K1 = 'a' AND K2 > 3", KeyRange(("a", 3), ("a",), False, True)),
-    ("K1 = 'a' AND K2 BETWEEN 1 AND 3", KeyRange(("a", 1), ("a", 3), True, True)),
-    ("K1 > 'a'", KeyRange(("a",), None, False, True)),
-    ("K2 = 1", TableScan()),
-    ("K1 IN ('a', 'b')", TableScan()),
-    ("K1 = 'a' OR K2 = 1", TableScan()),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("where", "access"),
+    [
+        ("K1 = 'a' AND K2 = 1", KeyLookup((("a", 1),))),
+        ("K1 IN ('a', 'b') AND K2 IN (1, 2)", KeyLookup((("a", 1), ("a", 2), ("b", 1), ("b", 2)))),
+        ("(K1 = 'a' AND K2 = 1) OR (K1 = 'b' AND K2 = 2)", KeyLookup((("a", 1), ("b", 2)))),
+        ("K1 = 'a'", KeyRange(("a",), ("a",), True, True)),
+        ("K1 = 'a' AND K2 > 3", KeyRange(("a", 3), ("a",), False, True)),
+        ("K1 = 'a' AND K2 BETWEEN 1 AND 3", KeyRange(("a", 1), ("a", 3), True, True)),
+        ("K1 > 'a'", KeyRange(("a",), None, False, True)),
+        ("K2 = 1", TableScan()),
+        ("K1 IN ('a', 'b')", TableScan()),
+        ("K1 = 'a' OR K2 = 1", TableScan()),
+    ],
+)
 def test_engine_pull_key_access_multi_column(where: str, access: Any) -> None:
     assert plan(f"SELECT * FROM T WHERE {where};", PAIRS).access == access
 
@@ -181,16 +187,27 @@ def test_engine_pull_key_values_take_the_key_column_type() -> None:
 # -- schema and projection ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("sql", "schema"), [
-    ("SELECT * FROM T;", "`ID` BIGINT KEY, `NAME` STRING, `AGE` INTEGER, `S` STRUCT<`A` INTEGER>"),
-    ("SELECT T.* FROM T;", "`ID` BIGINT KEY, `NAME` STRING, `AGE` INTEGER, `S` STRUCT<`A` INTEGER>"),
-    ("SELECT NAME, ID FROM T;", "`NAME` STRING, `ID` BIGINT KEY"),
-    ("SELECT ID AS X, AGE * 2, UCASE(NAME) FROM T;",
-     "`X` BIGINT, `KSQL_COL_0` INTEGER, `KSQL_COL_1` STRING"),
-    ("SELECT ROWTIME, S->A, S->* FROM T;", "`ROWTIME` BIGINT, `A` INTEGER, `A_1` INTEGER"),
-    ("SELECT u.name FROM T u;", "`NAME` STRING"),
-    ("SELECT AGE + 0.5 AS HALF FROM T;", "`HALF` DECIMAL(12, 1)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sql", "schema"),
+    [
+        (
+            "SELECT * FROM T;",
+            "`ID` BIGINT KEY, `NAME` STRING, `AGE` INTEGER, `S` STRUCT<`A` INTEGER>",
+        ),
+        (
+            "SELECT T.* FROM T;",
+            "`ID` BIGINT KEY, `NAME` STRING, `AGE` INTEGER, `S` STRUCT<`A` INTEGER>",
+        ),
+        ("SELECT NAME, ID FROM T;", "`NAME` STRING, `ID` BIGINT KEY"),
+        (
+            "SELECT ID AS X, AGE * 2, UCASE(NAME) FROM T;",
+            "`X` BIGINT, `KSQL_COL_0` INTEGER, `KSQL_COL_1` STRING",
+        ),
+        ("SELECT ROWTIME, S->A, S->* FROM T;", "`ROWTIME` BIGINT, `A` INTEGER, `A_1` INTEGER"),
+        ("SELECT u.name FROM T u;", "`NAME` STRING"),
+        ("SELECT AGE + 0.5 AS HALF FROM T;", "`HALF` DECIMAL(12, 1)"),
+    ],
+)
 def test_engine_pull_schema(sql: str, schema: str) -> None:
     assert plan(sql).schema_text() == schema
 
@@ -275,36 +292,68 @@ def test_engine_pull_stream_scans_records_in_order() -> None:
 # -- refusals -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("sql", "message"), [
-    ("SELECT * FROM T WINDOW TUMBLING (SIZE 1 SECOND) WHERE ID=10;",
-     ("Pull queries don't support WINDOW clauses. See https://cnfl.io/queries for more info.\n"
-     "Add EMIT CHANGES if you intended to issue a push query.")),
-    ("SELECT * FROM T WHERE ID=10 GROUP BY ID;", "Pull queries don't support GROUP BY clauses"),
-    ("SELECT * FROM T PARTITION BY ID;", "Pull queries don't support PARTITION BY clauses"),
-    ("SELECT * FROM T A JOIN U B ON A.ID = B.ID;", "Pull queries don't support JOIN clauses"),
-    ("SELECT * FROM T EMIT CHANGES;", "EMIT CHANGES makes a push query"),
-    ("SELECT ID, ROWPARTITION FROM T;",
-     "Pull queries don't support the following columns in SELECT clauses: `ROWPARTITION`"),
-    ("SELECT ID FROM T WHERE ID = 2 AND ROWOFFSET < 3;",
-     "Pull queries don't support the following columns in WHERE clauses: `ROWOFFSET`"),
-    ("SELECT BOB FROM T;", "SELECT column 'BOB' cannot be resolved."),
-    ("SELECT I.BOB FROM T I;", "SELECT column 'I.BOB' cannot be resolved."),
-    ("SELECT * FROM T WHERE WINDOWSTART = 10;", "WHERE column 'WINDOWSTART' cannot be resolved."),
-    ("SELECT * FROM T WHERE ID = '11';", ("Error in WHERE expression: Cannot compare ID (BIGINT) "
-     "to '11' (STRING) with EQUAL.")),
-    ("SELECT * FROM T WHERE ID = NULL;", ("Error in WHERE expression: Comparison with NULL not "
-     "supported: BIGINT = NULL")),
-    ("SELECT * FROM T WHERE ID IN ('10', 8);",
-     "'10' can not be converted to the type of the key column: ID BIGINT KEY"),
-    ("SELECT * FROM T WHERE NAME;", ("Type error in WHERE expression: Should evaluate to boolean "
-     "but is NAME (STRING) instead.")),
-    ("SELECT NAME, NAME FROM T;", "Duplicate value columns found in schema: `NAME` STRING"),
-    ("SELECT NULL FROM T;", "Can't infer a type of null. Please explicitly cast it"),
-    ("SELECT * FROM T WHERE ID LIKE 'x';",
-     "The column type for Like condition must be VARCHAR. The column type is BIGINT"),
-    ("SELECT NAME FROM T WHERE NAME BETWEEN 10 AND 'x';", ("Invalid expression: Cannot compare "
-     "NAME (STRING) to 10 (INTEGER) with GREATER_THAN_OR_EQUAL")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT * FROM T WINDOW TUMBLING (SIZE 1 SECOND) WHERE ID=10;",
+            (
+                "Pull queries don't support WINDOW clauses. See https://cnfl.io/queries for more info.\n"
+                "Add EMIT CHANGES if you intended to issue a push query."
+            ),
+        ),
+        ("SELECT * FROM T WHERE ID=10 GROUP BY ID;", "Pull queries don't support GROUP BY clauses"),
+        ("SELECT * FROM T PARTITION BY ID;", "Pull queries don't support PARTITION BY clauses"),
+        ("SELECT * FROM T A JOIN U B ON A.ID = B.ID;", "Pull queries don't support JOIN clauses"),
+        ("SELECT * FROM T EMIT CHANGES;", "EMIT CHANGES makes a push query"),
+        (
+            "SELECT ID, ROWPARTITION FROM T;",
+            "Pull queries don't support the following columns in SELECT clauses: `ROWPARTITION`",
+        ),
+        (
+            "SELECT ID FROM T WHERE ID = 2 AND ROWOFFSET < 3;",
+            "Pull queries don't support the following columns in WHERE clauses: `ROWOFFSET`",
+        ),
+        ("SELECT BOB FROM T;", "SELECT column 'BOB' cannot be resolved."),
+        ("SELECT I.BOB FROM T I;", "SELECT column 'I.BOB' cannot be resolved."),
+        (
+            "SELECT * FROM T WHERE WINDOWSTART = 10;",
+            "WHERE column 'WINDOWSTART' cannot be resolved.",
+        ),
+        (
+            "SELECT * FROM T WHERE ID = '11';",
+            ("Error in WHERE expression: Cannot compare ID (BIGINT) to '11' (STRING) with EQUAL."),
+        ),
+        (
+            "SELECT * FROM T WHERE ID = NULL;",
+            ("Error in WHERE expression: Comparison with NULL not supported: BIGINT = NULL"),
+        ),
+        (
+            "SELECT * FROM T WHERE ID IN ('10', 8);",
+            "'10' can not be converted to the type of the key column: ID BIGINT KEY",
+        ),
+        (
+            "SELECT * FROM T WHERE NAME;",
+            (
+                "Type error in WHERE expression: Should evaluate to boolean "
+                "but is NAME (STRING) instead."
+            ),
+        ),
+        ("SELECT NAME, NAME FROM T;", "Duplicate value columns found in schema: `NAME` STRING"),
+        ("SELECT NULL FROM T;", "Can't infer a type of null. Please explicitly cast it"),
+        (
+            "SELECT * FROM T WHERE ID LIKE 'x';",
+            "The column type for Like condition must be VARCHAR. The column type is BIGINT",
+        ),
+        (
+            "SELECT NAME FROM T WHERE NAME BETWEEN 10 AND 'x';",
+            (
+                "Invalid expression: Cannot compare "
+                "NAME (STRING) to 10 (INTEGER) with GREATER_THAN_OR_EQUAL"
+            ),
+        ),
+    ],
+)
 def test_engine_pull_refusals(sql: str, message: str) -> None:
     with pytest.raises(PullQueryError) as caught:
         plan(sql)
@@ -318,35 +367,63 @@ def test_engine_pull_refuses_aggregate_functions_naming_them(source: Source) -> 
         plan("SELECT COUNT(*), max(v) + 1 AS m FROM T;", source)
     assert caught.value.message.startswith(
         "Pull queries don't support aggregate functions: COUNT, MAX. Aggregate with CREATE TABLE "
-        "... AS SELECT ... GROUP BY and query that table.")  # fmt: skip
+        "... AS SELECT ... GROUP BY and query that table."
+    )
     assert caught.value.error_code == 40001
 
 
 def test_engine_pull_windowed_tables_have_window_bounds_as_key_columns() -> None:
     windowed = _source(SourceKind.TABLE, "ID STRING KEY, C BIGINT", windowed="TUMBLING")
     planned = plan("SELECT * FROM T WHERE ID = 'a';", windowed)
-    assert planned.schema_text() == ("`ID` STRING KEY, `WINDOWSTART` BIGINT KEY, "
-                                     "`WINDOWEND` BIGINT KEY, `C` BIGINT")
+    assert planned.schema_text() == (
+        "`ID` STRING KEY, `WINDOWSTART` BIGINT KEY, `WINDOWEND` BIGINT KEY, `C` BIGINT"
+    )
     assert planned.access == KeyRange(("a",), ("a",))  # every window of the key
-    planned = plan("SELECT C FROM T WHERE ID = 'a' AND WINDOWSTART >= 60000 AND "
-                   "WINDOWSTART < 120000;", windowed)  # fmt: skip
+    planned = plan(
+        "SELECT C FROM T WHERE ID = 'a' AND WINDOWSTART >= 60000 AND WINDOWSTART < 120000;",
+        windowed,
+    )
     assert planned.access == KeyRange(("a", 60000), ("a", 120000), True, False)
 
 
-@pytest.mark.parametrize(("where", "source", "message"), [
-    ("", USERS, "Missing WHERE clause."),
-    ("WHERE AGE = 100", USERS, "WHERE clause missing key column for disjunct: (AGE = 100)"),
-    ("WHERE ID <> 100", USERS, "Bound on key columns '[`ID` BIGINT KEY]' must currently be '='. "),
-    ("WHERE 0 < ID AND ID < 100", USERS, ("A comparison condition on the key column cannot be "
-     "combined with other comparisons such as an IN predicate")),
-    ("WHERE ID = 10 OR ID > 20", USERS, "cannot be combined with other comparisons"),
-    ("WHERE ID + 10 = 20", USERS, "A comparison must directly reference a key column."),
-    ("WHERE ID = AGE", USERS, ("A comparison must be between a key column and a resolvable "
-     "expression.")),
-    ("WHERE ID IN (2, AGE + 1)", USERS, "between a key column and a resolvable expression"),
-    ("WHERE ID = 1 OR AGE = 2", USERS, "WHERE clause missing key column for disjunct: (AGE = 2)"),
-    ("WHERE K1 = 'a'", PAIRS, "Multi-column sources must specify every key in the WHERE clause"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("where", "source", "message"),
+    [
+        ("", USERS, "Missing WHERE clause."),
+        ("WHERE AGE = 100", USERS, "WHERE clause missing key column for disjunct: (AGE = 100)"),
+        (
+            "WHERE ID <> 100",
+            USERS,
+            "Bound on key columns '[`ID` BIGINT KEY]' must currently be '='. ",
+        ),
+        (
+            "WHERE 0 < ID AND ID < 100",
+            USERS,
+            (
+                "A comparison condition on the key column cannot be "
+                "combined with other comparisons such as an IN predicate"
+            ),
+        ),
+        ("WHERE ID = 10 OR ID > 20", USERS, "cannot be combined with other comparisons"),
+        ("WHERE ID + 10 = 20", USERS, "A comparison must directly reference a key column."),
+        (
+            "WHERE ID = AGE",
+            USERS,
+            ("A comparison must be between a key column and a resolvable expression."),
+        ),
+        ("WHERE ID IN (2, AGE + 1)", USERS, "between a key column and a resolvable expression"),
+        (
+            "WHERE ID = 1 OR AGE = 2",
+            USERS,
+            "WHERE clause missing key column for disjunct: (AGE = 2)",
+        ),
+        (
+            "WHERE K1 = 'a'",
+            PAIRS,
+            "Multi-column sources must specify every key in the WHERE clause",
+        ),
+    ],
+)
 def test_engine_pull_scan_disabled_messages(where: str, source: Source, message: str) -> None:
     with pytest.raises(PullQueryError) as caught:
         plan(f"SELECT * FROM T {where};", source, table_scan_enabled=False)
@@ -361,11 +438,17 @@ def test_engine_pull_scan_disabled_allows_lookups_and_streams() -> None:
     assert plan("SELECT * FROM T;", EVENTS, table_scan_enabled=False).access == TableScan()
 
 
-@pytest.mark.parametrize(("text", "millis"), [
-    ("2020-02-22T23:45", 1582415100000), ("2020-02-24T24", 1582588800000),
-    ("2020-02-23T22:45:12.000-0100", 1582501512000), ("2020-02-23T23:45:12.000Z", 1582501512000),
-    ("2020", 1577836800000), ("2020-02", 1580515200000),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "millis"),
+    [
+        ("2020-02-22T23:45", 1582415100000),
+        ("2020-02-24T24", 1582588800000),
+        ("2020-02-23T22:45:12.000-0100", 1582501512000),
+        ("2020-02-23T23:45:12.000Z", 1582501512000),
+        ("2020", 1577836800000),
+        ("2020-02", 1580515200000),
+    ],
+)
 def test_window_bounds_read_ksqldb_partial_timestamps(text: str, millis: int) -> None:
     from headwater.engine.functions.temporal import parse_partial_timestamp
 
@@ -377,11 +460,14 @@ def test_window_bounds_given_as_timestamp_strings() -> None:
     from headwater.engine.expressions import pseudo_timestamps_in_millis as _window_bounds_in_millis
     from headwater.sqlparse_ext import parse_one
 
-    where = parse_one("SELECT * FROM A WHERE ID = '10' AND '2020-02-22T23:45' <= WindowStart "
-                      "AND WINDOWEND BETWEEN '2020' AND '2021';").query.where  # fmt: skip
+    where = parse_one(
+        "SELECT * FROM A WHERE ID = '10' AND '2020-02-22T23:45' <= WindowStart "
+        "AND WINDOWEND BETWEEN '2020' AND '2021';"
+    ).query.where
     assert _window_bounds_in_millis(where).sql() == (
         "ID = '10' AND 1582415100000 <= WindowStart AND WINDOWEND BETWEEN 1577836800000 AND "
-        "1609459200000")
+        "1609459200000"
+    )
     bad = parse_one("SELECT * FROM A WHERE WINDOWSTART > 'yesterday';").query.where
     with pytest.raises(ExpressionError, match="Failed to parse timestamp 'yesterday'"):
         _window_bounds_in_millis(bad)
@@ -396,26 +482,32 @@ def test_array_and_struct_keys_are_looked_up() -> None:
     got = execute_pull(plan("SELECT * FROM T WHERE ID = ARRAY[3, 4];", arrays), reader).rows
     assert got == [[[3, 4], 1]]
     assert sorted(execute_pull(plan("SELECT * FROM T;", arrays), reader).rows) == [
-        [[1, 2], 0], [[3, 4], 1]]
+        [[1, 2], 0],
+        [[3, 4], 1],
+    ]
     reader = MemoryReader([(({"A": 1},), {"V": 5})])
     got = execute_pull(plan("SELECT V FROM T WHERE ID = STRUCT(A := 1);", structs), reader).rows
     assert got == [[5]]
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM USERS;",
-    "SELECT NAME, ID, AGE FROM USERS;",
-    "SELECT AGE, ID FROM USERS LIMIT 2;",
-    "SELECT `NAME` FROM USERS U WHERE ID IN (2, 4, 9);",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM USERS;",
+        "SELECT NAME, ID, AGE FROM USERS;",
+        "SELECT AGE, ID FROM USERS LIMIT 2;",
+        "SELECT `NAME` FROM USERS U WHERE ID IN (2, 4, 9);",
+    ],
+)
 def test_stored_columns_read_directly_equal_the_evaluators(sql: str) -> None:
     planned = plan(sql)
     if planned.filter is None:
         assert planned.direct is not None  # the shortcut is taken...
     evaluated = dataclasses.replace(planned, direct=None)
     # ...and answers exactly what the evaluators answer (missing and NULL values included)
-    reader = MemoryReader([((1,), {"NAME": "ann"}), ((2,), {"NAME": None, "AGE": 7}),
-                           ((4,), {"AGE": 3, "S": None})])  # fmt: skip
+    reader = MemoryReader(
+        [((1,), {"NAME": "ann"}), ((2,), {"NAME": None, "AGE": 7}), ((4,), {"AGE": 3, "S": None})]
+    )
     assert execute_pull(planned, reader).rows == execute_pull(evaluated, reader).rows
     assert execute_pull(planned, _users()).rows == execute_pull(evaluated, _users()).rows
 

@@ -21,16 +21,21 @@ from headwater.sqlparse_ext.shape import literal_shape
 TYPES: dict[str, Any] = {}
 
 
-USERS = _source(SourceKind.TABLE, "K BIGINT KEY, NAME STRING, AGE INTEGER, SCORE DECIMAL(5, 2), "
-                "R DOUBLE")  # fmt: skip
+USERS = _source(
+    SourceKind.TABLE, "K BIGINT KEY, NAME STRING, AGE INTEGER, SCORE DECIMAL(5, 2), R DOUBLE"
+)
 PAIRS = _source(SourceKind.TABLE, "K1 STRING KEY, K2 INTEGER KEY, V BIGINT")
 
 
-USER_ROWS = MemoryReader([
-    ((k,), {"NAME": f"n{k % 7}", "AGE": k % 50, "SCORE": Decimal(k) / 4, "R": k / 3})
-    for k in range(-20, 60)
-])  # fmt: skip
-PAIR_ROWS = MemoryReader([((f"k{a}", b), {"V": a * 10 + b}) for a in range(6) for b in range(-3, 4)])
+USER_ROWS = MemoryReader(
+    [
+        ((k,), {"NAME": f"n{k % 7}", "AGE": k % 50, "SCORE": Decimal(k) / 4, "R": k / 3})
+        for k in range(-20, 60)
+    ]
+)
+PAIR_ROWS = MemoryReader(
+    [((f"k{a}", b), {"V": a * 10 + b}) for a in range(6) for b in range(-3, 4)]
+)
 
 
 def fresh(text: str, source: Source, reader: MemoryReader, scans: bool = True) -> Any:
@@ -57,8 +62,9 @@ def template_of(text: str, source: Source, scans: bool = True) -> PullTemplate:
     return build_template(statement, shape.starts, shape.values, source, TYPES, scans)
 
 
-def cached(template: PullTemplate, text: str, source: Source, reader: MemoryReader,
-           scans: bool = True) -> Any:  # fmt: skip
+def cached(
+    template: PullTemplate, text: str, source: Source, reader: MemoryReader, scans: bool = True
+) -> Any:
     """The answer through the template, falling back to planning afresh as the server does."""
     shape = literal_shape(text)
     assert shape is not None
@@ -74,25 +80,35 @@ def cached(template: PullTemplate, text: str, source: Source, reader: MemoryRead
 # -- fixed examples -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("first", "second"), [
-    ("SELECT * FROM T WHERE K = 3;", "SELECT * FROM T WHERE K = 11;"),
-    ("SELECT * FROM T WHERE K = 3;", "SELECT * FROM T WHERE K = 999;"),  # no such row
-    ("SELECT * FROM T WHERE K = -3;", "SELECT * FROM T WHERE K = -17;"),
-    ("SELECT NAME FROM T WHERE K IN (1, 2, 3);", "SELECT NAME FROM T WHERE K IN (4, 4, 9);"),
-    ("SELECT K FROM T WHERE K >= 3 AND K < 9;", "SELECT K FROM T WHERE K >= 30 AND K < 31;"),
-    ("SELECT K FROM T WHERE K BETWEEN 3 AND 9;", "SELECT K FROM T WHERE K BETWEEN 9 AND 3;"),
-    ("SELECT K, AGE + 1 AS A FROM T WHERE K = 5;", "SELECT K, AGE + 7 AS A FROM T WHERE K = 6;"),
-    ("SELECT K, SCORE * 1.5 FROM T WHERE K = 5;", "SELECT K, SCORE * 2.5 FROM T WHERE K = 8;"),
-    ("SELECT * FROM T WHERE NAME = 'n1';", "SELECT * FROM T WHERE NAME = 'n2';"),
-    ("SELECT * FROM T WHERE K = 1 OR K = 2;", "SELECT * FROM T WHERE K = 5 OR K = 5;"),
-    ("SELECT * FROM T WHERE K = 1 LIMIT 1;", "SELECT * FROM T WHERE K = 2 LIMIT 1;"),
-    ("SELECT * FROM T WHERE K = 1 LIMIT 1;", "SELECT * FROM T WHERE K = 2 LIMIT 0;"),  # fixed
-    ("SELECT * FROM T WHERE K = 1.0;", "SELECT * FROM T WHERE K = 1.5;"),  # inexact key
-    ("SELECT * FROM T WHERE K = CAST('3' AS BIGINT);",
-     "SELECT * FROM T WHERE K = CAST('x' AS BIGINT);"),  # the fold fails: planned afresh
-    ("SELECT CAST(R AS DECIMAL(4, 1)) FROM T WHERE K = 1;",
-     "SELECT CAST(R AS DECIMAL(4, 1)) FROM T WHERE K = 2;"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("SELECT * FROM T WHERE K = 3;", "SELECT * FROM T WHERE K = 11;"),
+        ("SELECT * FROM T WHERE K = 3;", "SELECT * FROM T WHERE K = 999;"),  # no such row
+        ("SELECT * FROM T WHERE K = -3;", "SELECT * FROM T WHERE K = -17;"),
+        ("SELECT NAME FROM T WHERE K IN (1, 2, 3);", "SELECT NAME FROM T WHERE K IN (4, 4, 9);"),
+        ("SELECT K FROM T WHERE K >= 3 AND K < 9;", "SELECT K FROM T WHERE K >= 30 AND K < 31;"),
+        ("SELECT K FROM T WHERE K BETWEEN 3 AND 9;", "SELECT K FROM T WHERE K BETWEEN 9 AND 3;"),
+        (
+            "SELECT K, AGE + 1 AS A FROM T WHERE K = 5;",
+            "SELECT K, AGE + 7 AS A FROM T WHERE K = 6;",
+        ),
+        ("SELECT K, SCORE * 1.5 FROM T WHERE K = 5;", "SELECT K, SCORE * 2.5 FROM T WHERE K = 8;"),
+        ("SELECT * FROM T WHERE NAME = 'n1';", "SELECT * FROM T WHERE NAME = 'n2';"),
+        ("SELECT * FROM T WHERE K = 1 OR K = 2;", "SELECT * FROM T WHERE K = 5 OR K = 5;"),
+        ("SELECT * FROM T WHERE K = 1 LIMIT 1;", "SELECT * FROM T WHERE K = 2 LIMIT 1;"),
+        ("SELECT * FROM T WHERE K = 1 LIMIT 1;", "SELECT * FROM T WHERE K = 2 LIMIT 0;"),  # fixed
+        ("SELECT * FROM T WHERE K = 1.0;", "SELECT * FROM T WHERE K = 1.5;"),  # inexact key
+        (
+            "SELECT * FROM T WHERE K = CAST('3' AS BIGINT);",
+            "SELECT * FROM T WHERE K = CAST('x' AS BIGINT);",
+        ),  # the fold fails: planned afresh
+        (
+            "SELECT CAST(R AS DECIMAL(4, 1)) FROM T WHERE K = 1;",
+            "SELECT CAST(R AS DECIMAL(4, 1)) FROM T WHERE K = 2;",
+        ),
+    ],
+)
 def test_a_template_answers_like_a_fresh_plan(first: str, second: str) -> None:
     template = template_of(first, USERS)
     assert cached(template, second, USERS, USER_ROWS) == fresh(second, USERS, USER_ROWS)
@@ -101,9 +117,13 @@ def test_a_template_answers_like_a_fresh_plan(first: str, second: str) -> None:
 
 def test_multi_column_keys_and_disabled_scans() -> None:
     template = template_of("SELECT * FROM T WHERE K1 = 'k1' AND K2 = 2;", PAIRS, scans=False)
-    for text in ("SELECT * FROM T WHERE K1 = 'k4' AND K2 = 0;",
-                 "SELECT * FROM T WHERE K1 = 'k9' AND K2 = 3;"):  # fmt: skip
-        assert cached(template, text, PAIRS, PAIR_ROWS, False) == fresh(text, PAIRS, PAIR_ROWS, False)
+    for text in (
+        "SELECT * FROM T WHERE K1 = 'k4' AND K2 = 0;",
+        "SELECT * FROM T WHERE K1 = 'k9' AND K2 = 3;",
+    ):
+        assert cached(template, text, PAIRS, PAIR_ROWS, False) == fresh(
+            text, PAIRS, PAIR_ROWS, False
+        )
     ranged = template_of("SELECT * FROM T WHERE K1 = 'k1' AND K2 > 0;", PAIRS, scans=False)
     text = "SELECT * FROM T WHERE K1 = 'k2' AND K2 > 1;"
     assert cached(ranged, text, PAIRS, PAIR_ROWS, False)[0] == "error"  # a scan, refused
@@ -120,8 +140,9 @@ def test_a_changed_source_or_setting_does_not_match() -> None:
     template = template_of("SELECT * FROM T WHERE K = 1;", USERS)
     values = (2,)
     assert template.matches(values, USERS, TYPES, True)
-    assert not template.matches(values, _source(SourceKind.TABLE, "K BIGINT KEY, NAME STRING"),
-                                TYPES, True)  # fmt: skip
+    assert not template.matches(
+        values, _source(SourceKind.TABLE, "K BIGINT KEY, NAME STRING"), TYPES, True
+    )
     assert not template.matches(values, USERS, {}, True)
     assert not template.matches(values, USERS, TYPES, False)
 
@@ -130,7 +151,8 @@ def test_a_changed_source_or_setting_does_not_match() -> None:
 
 _INT = st.integers(min_value=-25, max_value=65).map(str)
 _NAME = st.sampled_from(["n0", "n1", "n3", "x", "", "it's"]).map(
-    lambda v: "'" + v.replace("'", "''") + "'")
+    lambda v: "'" + v.replace("'", "''") + "'"
+)
 # decimals of one precision and scale each, so that two draws have the same shape
 _DEC = st.sampled_from(["1.25", "-3.50", "9.99", "0.01", "5.00"])
 _SMALL_DEC = st.sampled_from(["1.5", "2.0", "0.5", "4.5"])
@@ -165,8 +187,11 @@ def _pair_of_queries(draw: st.DrawFn) -> tuple[str, str]:
     leaves = [draw(st.sampled_from(_LEAVES)) for _ in range(draw(st.integers(1, 3)))]
     joiner = draw(st.sampled_from([" AND ", " OR "]))
     limit = draw(st.sampled_from(["", " LIMIT 2"]))
-    skeleton = (f"SELECT {projection[0]} FROM T WHERE "
-                + joiner.join(f"({leaf})" for leaf, _ in leaves) + f"{limit};")  # fmt: skip
+    skeleton = (
+        f"SELECT {projection[0]} FROM T WHERE "
+        + joiner.join(f"({leaf})" for leaf, _ in leaves)
+        + f"{limit};"
+    )
     strategies = projection[1] + [s for _, kinds in leaves for s in kinds]
 
     def render() -> str:
@@ -175,8 +200,13 @@ def _pair_of_queries(draw: st.DrawFn) -> tuple[str, str]:
     return render(), render()
 
 
-@settings(max_examples=500, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))  # fmt: skip
+@settings(
+    max_examples=500,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(_pair_of_queries(), st.booleans())
 def test_random_queries_cached_and_fresh_agree(pair: tuple[str, str], scans: bool) -> None:
     first, second = pair
@@ -188,8 +218,9 @@ def test_random_queries_cached_and_fresh_agree(pair: tuple[str, str], scans: boo
     assert shape_1 is not None and shape_2 is not None
     if shape_1.key != shape_2.key:  # literals of other kinds: another template
         return
-    assert cached(template, second, USERS, USER_ROWS, scans) == fresh(second, USERS, USER_ROWS,
-                                                                       scans)  # fmt: skip
+    assert cached(template, second, USERS, USER_ROWS, scans) == fresh(
+        second, USERS, USER_ROWS, scans
+    )
     COMPARED.append(second)
 
 

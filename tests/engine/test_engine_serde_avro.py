@@ -20,14 +20,23 @@ from headwater.metastore.catalog import Column, Source, SourceKind
 from headwater.sqlparse_ext import parse_type
 
 
-def avro_serde(*columns: str, registry: MemorySchemaRegistry | None, key_format: str = "AVRO",
-               **props: Any) -> RowSerde:  # fmt: skip
+def avro_serde(
+    *columns: str, registry: MemorySchemaRegistry | None, key_format: str = "AVRO", **props: Any
+) -> RowSerde:
     cols = []
     for text in columns:
         name, _, rest = text.partition(" ")
         cols.append(Column(name, rest.removesuffix(" KEY"), key=rest.endswith(" KEY")))
-    source = Source(SourceKind.STREAM, "S", tuple(cols), "orders", 1, key_format, "AVRO",
-                    tuple(sorted((k.upper(), v) for k, v in props.items())))  # fmt: skip
+    source = Source(
+        SourceKind.STREAM,
+        "S",
+        tuple(cols),
+        "orders",
+        1,
+        key_format,
+        "AVRO",
+        tuple(sorted((k.upper(), v) for k, v in props.items())),
+    )
     return RowSerde.for_source(source, {}, registry)
 
 
@@ -39,9 +48,13 @@ def record(schema: Any, datum: Any, schema_id: int) -> bytes:
 
 
 def test_ksqldb_schema_of_the_columns() -> None:
-    columns = [("ID", parse_type("BIGINT")), ("PRICE", parse_type("DECIMAL(4, 2)")),
-               ("ADDRESS", parse_type("STRUCT<CITY STRING>")), ("TAGS", parse_type("ARRAY<INT>")),
-               ("AT", parse_type("TIMESTAMP"))]  # fmt: skip
+    columns = [
+        ("ID", parse_type("BIGINT")),
+        ("PRICE", parse_type("DECIMAL(4, 2)")),
+        ("ADDRESS", parse_type("STRUCT<CITY STRING>")),
+        ("TAGS", parse_type("ARRAY<INT>")),
+        ("AT", parse_type("TIMESTAMP")),
+    ]
     schema = avro_schema(columns, unwrapped=False)
     assert schema["name"] == "KsqlDataSourceSchema"
     assert schema["namespace"] == "io.confluent.ksql.avro_schemas"
@@ -49,7 +62,11 @@ def test_ksqldb_schema_of_the_columns() -> None:
     assert fields["ID"] == {"name": "ID", "type": ["null", "long"], "default": None}
     price = fields["PRICE"]["type"][1]
     assert (price["type"], price["logicalType"], price["precision"], price["scale"]) == (
-        "bytes", "decimal", 4, 2)
+        "bytes",
+        "decimal",
+        4,
+        2,
+    )
     assert fields["ADDRESS"]["type"][1]["name"] == "KsqlDataSourceSchema_ADDRESS"
     assert fields["TAGS"]["type"][1] == {"type": "array", "items": ["null", "int"]}
     assert fields["AT"]["type"][1] == {"type": "long", "logicalType": "timestamp-millis"}
@@ -58,16 +75,32 @@ def test_ksqldb_schema_of_the_columns() -> None:
 
 def test_round_trip_registers_the_schema_once() -> None:
     registry = MemorySchemaRegistry()
-    serde = avro_serde("K STRING KEY", "ID BIGINT", "PRICE DECIMAL(4, 2)", "DAY DATE",
-                       "ADDRESS STRUCT<CITY STRING>", "TAGS MAP<STRING, INT>",
-                       registry=registry)  # fmt: skip
-    row = {"ID": 7, "PRICE": Decimal("12.50"), "DAY": 19000, "ADDRESS": {"CITY": "Oslo"},
-           "TAGS": {"a": 1}}  # fmt: skip
+    serde = avro_serde(
+        "K STRING KEY",
+        "ID BIGINT",
+        "PRICE DECIMAL(4, 2)",
+        "DAY DATE",
+        "ADDRESS STRUCT<CITY STRING>",
+        "TAGS MAP<STRING, INT>",
+        registry=registry,
+    )
+    row = {
+        "ID": 7,
+        "PRICE": Decimal("12.50"),
+        "DAY": 19000,
+        "ADDRESS": {"CITY": "Oslo"},
+        "TAGS": {"a": 1},
+    }
     data = serde.serialize_value(row)
     assert data is not None and data[0] == 0
     assert serde.deserialize_value(data) == row
     assert serde.deserialize_value(serde.serialize_value({"ID": None})) == {
-        "ID": None, "PRICE": None, "DAY": None, "ADDRESS": None, "TAGS": None}
+        "ID": None,
+        "PRICE": None,
+        "DAY": None,
+        "ADDRESS": None,
+        "TAGS": None,
+    }
     key = serde.serialize_key(("k1",))
     assert serde.deserialize_key(key) == ("k1",)
     assert registry.subjects() == ["orders-key", "orders-value"]
@@ -78,16 +111,30 @@ def test_round_trip_registers_the_schema_once() -> None:
 
 def test_reads_with_the_writers_schema_by_name_and_coerces() -> None:
     registry = MemorySchemaRegistry()
-    writer = {"type": "record", "name": "blah", "fields": [
-        {"name": "c1", "type": "float"}, {"name": "suit", "type": {
-            "type": "enum", "name": "Suit", "symbols": ["SPADES", "HEARTS"]}},
-        {"name": "n", "type": "int"}, {"name": "extra", "type": "string"}]}  # fmt: skip
+    writer = {
+        "type": "record",
+        "name": "blah",
+        "fields": [
+            {"name": "c1", "type": "float"},
+            {
+                "name": "suit",
+                "type": {"type": "enum", "name": "Suit", "symbols": ["SPADES", "HEARTS"]},
+            },
+            {"name": "n", "type": "int"},
+            {"name": "extra", "type": "string"},
+        ],
+    }
     schema_id = registry.register("orders-value", RegisteredSchema("AVRO", json.dumps(writer)))
-    serde = avro_serde("C1 DOUBLE", "SUIT STRING", "N STRING", "MISSING INT", key_format="KAFKA",
-                       registry=registry)  # fmt: skip
+    serde = avro_serde(
+        "C1 DOUBLE", "SUIT STRING", "N STRING", "MISSING INT", key_format="KAFKA", registry=registry
+    )
     data = record(writer, {"c1": 4.0, "suit": "HEARTS", "n": 10, "extra": "x"}, schema_id)
-    assert serde.deserialize_value(data) == {"C1": 4.0, "SUIT": "HEARTS", "N": "10",
-                                             "MISSING": None}  # fmt: skip
+    assert serde.deserialize_value(data) == {
+        "C1": 4.0,
+        "SUIT": "HEARTS",
+        "N": "10",
+        "MISSING": None,
+    }
 
 
 def test_an_anonymous_value_with_wrap_single_value_false() -> None:
@@ -130,16 +177,31 @@ def test_columns_are_inferred_from_the_registered_schema() -> None:
     from headwater.engine.formats.schema_inference import schema_facts
     from headwater.sqlparse_ext import parse_one
 
-    writer = {"type": "record", "name": "blah", "fields": [
-        {"name": "c1", "type": {"type": "record", "name": "x", "fields": [
-            {"name": "f1", "type": "int"}]}},
-        {"name": "amount", "type": ["null", {"type": "bytes", "logicalType": "decimal",
-                                             "precision": 4, "scale": 2}]},
-        {"name": "tags", "type": {"type": "map", "values": "long"}},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}  # fmt: skip
+    writer = {
+        "type": "record",
+        "name": "blah",
+        "fields": [
+            {
+                "name": "c1",
+                "type": {"type": "record", "name": "x", "fields": [{"name": "f1", "type": "int"}]},
+            },
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2},
+                ],
+            },
+            {"name": "tags", "type": {"type": "map", "values": "long"}},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        ],
+    }
     assert inferred_columns(json.dumps(writer), "ROWVAL") == (
-        ("C1", "STRUCT<`F1` INTEGER>"), ("AMOUNT", "DECIMAL(4, 2)"),
-        ("TAGS", "MAP<STRING, BIGINT>"), ("AT", "TIMESTAMP"))
+        ("C1", "STRUCT<`F1` INTEGER>"),
+        ("AMOUNT", "DECIMAL(4, 2)"),
+        ("TAGS", "MAP<STRING, BIGINT>"),
+        ("AT", "TIMESTAMP"),
+    )
     assert inferred_columns('"int"', "ROWKEY") == (("ROWKEY", "INTEGER"),)
     with pytest.raises(SerdeError, match="cannot infer"):
         inferred_columns('["int", "string"]', "ROWVAL")
@@ -163,7 +225,9 @@ def test_json_sr_writes_the_header_and_reads_with_or_without_it() -> None:
     assert data is not None
     schema_id, schema = registry.latest("orders-value")  # type: ignore[misc]
     assert data[:5] == struct.pack(">bI", 0, schema_id) and json.loads(data[5:]) == {
-        "ID": 7, "D": 1.5}
+        "ID": 7,
+        "D": 1.5,
+    }
     assert json.loads(schema.text)["properties"]["ID"]["oneOf"][1]["connect.type"] == "int64"
     assert serde.deserialize_value(data) == {"ID": 7, "D": Decimal("1.50")}
     assert serde.deserialize_value(b'{"ID": 8}') == {"ID": 8, "D": None}
@@ -172,9 +236,15 @@ def test_json_sr_writes_the_header_and_reads_with_or_without_it() -> None:
 def test_json_sr_columns_are_inferred_keeping_their_case() -> None:
     from headwater.engine.formats._json_sr import inferred_columns
 
-    schema = {"type": "object", "properties": {
-        "c1": {"type": "integer", "connect.type": "int32"}, "c2": {"oneOf": [
-            {"type": "null"}, {"type": "array", "items": {"type": "string"}}]}}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "c1": {"type": "integer", "connect.type": "int32"},
+            "c2": {"oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "string"}}]},
+        },
+    }
     assert inferred_columns(json.dumps(schema), "ROWVAL") == (
-        ("c1", "INTEGER"), ("c2", "ARRAY<STRING>"))
+        ("c1", "INTEGER"),
+        ("c2", "ARRAY<STRING>"),
+    )
     assert inferred_columns('{"type": "boolean"}', "ROWKEY") == (("ROWKEY", "BOOLEAN"),)

@@ -338,12 +338,16 @@ def test_round_trip(type_text: str, data: st.DataObject) -> None:
 
 
 _json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text()
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.text()
     | st.floats(allow_nan=False, allow_infinity=False),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children,
-                                                                      max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=12,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None)

@@ -13,26 +13,54 @@ from headwater.engine.formats.serde import RowSerde
 from headwater.metastore.catalog import Column, Source, SourceKind
 
 
-def pb_serde(*columns: str, fmt: str = "PROTOBUF", registry: MemorySchemaRegistry | None = None,
-             **props: str) -> RowSerde:  # fmt: skip
+def pb_serde(
+    *columns: str, fmt: str = "PROTOBUF", registry: MemorySchemaRegistry | None = None, **props: str
+) -> RowSerde:
     cols = []
     for text in columns:
         name, _, rest = text.partition(" ")
         cols.append(Column(name, rest.removesuffix(" KEY"), key=rest.endswith(" KEY")))
-    source = Source(SourceKind.STREAM, "S", tuple(cols), "orders", 1, "KAFKA", fmt,
-                    tuple(sorted((k.upper(), v) for k, v in props.items())))  # fmt: skip
+    source = Source(
+        SourceKind.STREAM,
+        "S",
+        tuple(cols),
+        "orders",
+        1,
+        "KAFKA",
+        fmt,
+        tuple(sorted((k.upper(), v) for k, v in props.items())),
+    )
     return RowSerde.for_source(source, {}, registry)
 
 
-COLUMNS = ("K STRING KEY", "I INTEGER", "S STRING", "D DECIMAL(4, 2)", "ST STRUCT<F0 INT>",
-           "M MAP<STRING, DOUBLE>", "TS TIMESTAMP", "DA DATE", "TI TIME", "A ARRAY<BIGINT>")
+COLUMNS = (
+    "K STRING KEY",
+    "I INTEGER",
+    "S STRING",
+    "D DECIMAL(4, 2)",
+    "ST STRUCT<F0 INT>",
+    "M MAP<STRING, DOUBLE>",
+    "TS TIMESTAMP",
+    "DA DATE",
+    "TI TIME",
+    "A ARRAY<BIGINT>",
+)
 
 
 def test_protobuf_round_trip_behind_the_wire_header() -> None:
     registry = MemorySchemaRegistry()
     serde = pb_serde(*COLUMNS, registry=registry)
-    row = {"I": 5, "S": "x", "D": Decimal("-12.50"), "ST": {"F0": 1}, "M": {"k": 1.5},
-           "TS": 1234567, "DA": 19000, "TI": 3723004, "A": [1, 2]}  # fmt: skip
+    row = {
+        "I": 5,
+        "S": "x",
+        "D": Decimal("-12.50"),
+        "ST": {"F0": 1},
+        "M": {"k": 1.5},
+        "TS": 1234567,
+        "DA": 19000,
+        "TI": 3723004,
+        "A": [1, 2],
+    }
     data = serde.serialize_value(row)
     assert data is not None
     schema_id, schema = registry.latest("orders-value")  # type: ignore[misc]
@@ -46,10 +74,17 @@ def test_proto3_nulls_read_back_as_defaults_unless_optional_or_wrapped() -> None
     registry = MemorySchemaRegistry()
     plain = pb_serde("I INTEGER", "S STRING", "ST STRUCT<F0 INT>", registry=registry)
     assert plain.deserialize_value(plain.serialize_value({"I": None})) == {
-        "I": 0, "S": "", "ST": None}  # a message can be absent; a scalar cannot
+        "I": 0,
+        "S": "",
+        "ST": None,
+    }  # a message can be absent; a scalar cannot
     for representation in ("OPTIONAL", "WRAPPER"):
-        serde = pb_serde("I INTEGER", "S STRING", fmt="PROTOBUF_NOSR",
-                         value_protobuf_nullable_representation=representation)  # fmt: skip
+        serde = pb_serde(
+            "I INTEGER",
+            "S STRING",
+            fmt="PROTOBUF_NOSR",
+            value_protobuf_nullable_representation=representation,
+        )
         assert serde.deserialize_value(serde.serialize_value({"S": "a"})) == {"I": None, "S": "a"}
 
 
@@ -66,9 +101,11 @@ def test_protobuf_nosr_is_the_bare_message_and_errors_are_clear() -> None:
         pb_serde("I INTEGER").serialize_value({"I": 1})
 
 
-WRITER = ('syntax = "proto3"; import "google/protobuf/wrappers.proto"; message ConfluentDefault1 {'
-          'enum Suit {SPADES = 0; HEARTS = 1;} Suit c1 = 1; google.protobuf.Int32Value c2 = 2; '
-          'message N {int32 f1 = 1;} N c3 = 3; map<string, int64> c4 = 4;}')
+WRITER = (
+    'syntax = "proto3"; import "google/protobuf/wrappers.proto"; message ConfluentDefault1 {'
+    "enum Suit {SPADES = 0; HEARTS = 1;} Suit c1 = 1; google.protobuf.Int32Value c2 = 2; "
+    "message N {int32 f1 = 1;} N c3 = 3; map<string, int64> c4 = 4;}"
+)
 
 
 def test_records_of_another_writer_are_read_by_field_name() -> None:
@@ -77,20 +114,35 @@ def test_records_of_another_writer_are_read_by_field_name() -> None:
 
     registry = MemorySchemaRegistry()
     schema_id = registry.register("orders-value", RegisteredSchema("PROTOBUF", WRITER))
-    written = from_plain(message_class(WRITER)(), {"c1": "HEARTS", "c2": 7, "c3": {"f1": 1},
-                                                   "c4": {"a": 2}})  # fmt: skip
+    written = from_plain(
+        message_class(WRITER)(), {"c1": "HEARTS", "c2": 7, "c3": {"f1": 1}, "c4": {"a": 2}}
+    )
     data = struct.pack(">bI", 0, schema_id) + b"\x00" + written.SerializeToString()
-    serde = pb_serde("C1 STRING", "C2 INTEGER", "C3 STRUCT<F1 INT>", "C4 MAP<STRING, BIGINT>",
-                     "C5 STRING", registry=registry)  # fmt: skip
-    assert serde.deserialize_value(data) == {"C1": "HEARTS", "C2": 7, "C3": {"F1": 1},
-                                             "C4": {"a": 2}, "C5": None}  # fmt: skip
+    serde = pb_serde(
+        "C1 STRING",
+        "C2 INTEGER",
+        "C3 STRUCT<F1 INT>",
+        "C4 MAP<STRING, BIGINT>",
+        "C5 STRING",
+        registry=registry,
+    )
+    assert serde.deserialize_value(data) == {
+        "C1": "HEARTS",
+        "C2": 7,
+        "C3": {"F1": 1},
+        "C4": {"a": 2},
+        "C5": None,
+    }
 
 
 def test_columns_are_inferred_from_a_proto_schema() -> None:
     from headwater.engine.formats._proto_text import inferred_columns
 
     assert inferred_columns(WRITER, "ROWVAL") == (
-        ("C1", "STRING"), ("C2", "INTEGER"), ("C3", "STRUCT<`F1` INTEGER>"),
-        ("C4", "MAP<STRING, BIGINT>"))
+        ("C1", "STRING"),
+        ("C2", "INTEGER"),
+        ("C3", "STRUCT<`F1` INTEGER>"),
+        ("C4", "MAP<STRING, BIGINT>"),
+    )
     with pytest.raises(SerdeError, match="schema references are not supported"):
         inferred_columns('syntax = "proto3"; import "other.proto"; message M {int32 a = 1;}', "V")

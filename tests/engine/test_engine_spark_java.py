@@ -20,14 +20,18 @@ def _fake_java(folder: Path, version_line: str) -> Path:
 def test_no_java_on_the_path_nor_java_home(tmp_path: Path) -> None:
     problem = java_problem({"PATH": str(tmp_path)})
     assert problem is not None
-    assert problem.startswith("Java was not found on the PATH (JAVA_HOME is not set); install Java 17")
+    assert problem.startswith(
+        "Java was not found on the PATH (JAVA_HOME is not set); install Java 17"
+    )
 
 
 def test_java_home_without_java(tmp_path: Path) -> None:
     problem = java_problem({"PATH": os.environ.get("PATH", ""), "JAVA_HOME": str(tmp_path)})
-    assert problem == (f"Java was not found: JAVA_HOME={tmp_path} has no bin/java; install Java 17 "
-                       "or newer (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set "
-                       "JAVA_HOME to one")  # fmt: skip
+    assert problem == (
+        f"Java was not found: JAVA_HOME={tmp_path} has no bin/java; install Java 17 "
+        "or newer (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set "
+        "JAVA_HOME to one"
+    )
 
 
 def test_an_old_java_is_named(tmp_path: Path) -> None:

@@ -42,8 +42,9 @@ def test_cached_consumers_left_idle_are_closed_when_the_worker_reads_again() -> 
 
 
 def test_a_closed_sink_releases_its_producer_without_waiting_for_the_broker() -> None:
-    sink = ExactlyOnceSink(KafkaSettings("127.0.0.1:1", client_config={"log_level": 0}), "Q_1",
-                           "out", 1)  # fmt: skip
+    sink = ExactlyOnceSink(
+        KafkaSettings("127.0.0.1:1", client_config={"log_level": 0}), "Q_1", "out", 1
+    )
     sink._producer.produce("out", b"queued, never delivered")
     started = time.monotonic()
     sink.close(timeout_s=0.5)

@@ -16,9 +16,18 @@ pytestmark = pytest.mark.kafka
 
 
 def _rows(n: int, partitions: int = 2) -> list[dict]:
-    return [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "timestamp": 1000 + i,
-             "partition": i % partitions, "source_partition": 0, "source_offset": i,
-             "error": None} for i in range(n)]  # fmt: skip
+    return [
+        {
+            "key": f"k{i}".encode(),
+            "value": f"v{i}".encode(),
+            "timestamp": 1000 + i,
+            "partition": i % partitions,
+            "source_partition": 0,
+            "source_offset": i,
+            "error": None,
+        }
+        for i in range(n)
+    ]
 
 
 def _values(broker: EmbeddedBroker, topic: str) -> list[bytes]:
@@ -68,18 +77,26 @@ def test_a_batch_cut_off_half_way_is_completed(memory_broker: EmbeddedBroker, to
     resumed.write(rows, 3)
     resumed.close()
     assert _values(memory_broker, topic) == sorted(
-        [f"v{i}".encode() for i in range(10)] + [b"other", b"other"])
+        [f"v{i}".encode() for i in range(10)] + [b"other", b"other"]
+    )
     assert resumed.stats.skipped_replayed == 4
 
 
-def test_skipped_records_are_counted_and_logged_not_written(memory_broker: EmbeddedBroker,
-                                                            topic: str) -> None:  # fmt: skip
+def test_skipped_records_are_counted_and_logged_not_written(
+    memory_broker: EmbeddedBroker, topic: str
+) -> None:
     settings = memory_broker.settings()
     seen: list[dict] = []
     sink = ExactlyOnceSink(settings, "Q3", topic, 2, on_error=seen.append)
-    bad = {"key": None, "value": b'{"kind": "deserialization", "message": "bad JSON", '
-           b'"topic": "in"}', "timestamp": 0, "partition": -1, "source_partition": 1,
-           "source_offset": 7, "error": "deserialization"}  # fmt: skip
+    bad = {
+        "key": None,
+        "value": b'{"kind": "deserialization", "message": "bad JSON", "topic": "in"}',
+        "timestamp": 0,
+        "partition": -1,
+        "source_partition": 1,
+        "source_offset": 7,
+        "error": "deserialization",
+    }
     sink.write([*_rows(2), bad], 0)
     sink.close()
     assert sink.stats.errors == 1 and sink.stats.last_error == "bad JSON"
@@ -87,15 +104,16 @@ def test_skipped_records_are_counted_and_logged_not_written(memory_broker: Embed
     assert _values(memory_broker, topic) == [b"v0", b"v1"]
 
 
-def test_a_checkpoint_behind_the_output_refuses_to_write(memory_broker: EmbeddedBroker,
-                                                          topic: str) -> None:
+def test_a_checkpoint_behind_the_output_refuses_to_write(
+    memory_broker: EmbeddedBroker, topic: str
+) -> None:
     """The chaos soak's servers each had their own checkpoint root: a new owner started the query at
     batch 0 while its output held batch 140, skipped new records as 'already written' and wrote
     old ones again (651 duplicated, 7 missing). Such a sink now fails the batch with the reason."""
     settings = memory_broker.settings()
     first = ExactlyOnceSink(settings, "Q9", topic, 2)
     for batch in range(5):
-        first.write(_rows(2 * (batch + 1))[2 * batch:], batch)
+        first.write(_rows(2 * (batch + 1))[2 * batch :], batch)
     first.close()
     elsewhere = ExactlyOnceSink(settings, "Q9", topic, 2)  # a server with an empty checkpoint
     with pytest.raises(CheckpointBehind, match="already holds batch 4 .* resumes at batch 0"):

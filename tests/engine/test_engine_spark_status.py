@@ -22,8 +22,9 @@ class _Handle:
 
 class _Driver(QueryDriver):
     def __init__(self) -> None:
-        super().__init__(EngineSettings(memory_reserve_mb=0, query_memory_mb=0),
-                         KafkaSettings("127.0.0.1:1"))  # fmt: skip
+        super().__init__(
+            EngineSettings(memory_reserve_mb=0, query_memory_mb=0), KafkaSettings("127.0.0.1:1")
+        )
         self.handles: dict[str, _Handle] = {}
 
     def _start(self, query_id: str) -> None:  # what `_start` does once `writer.start()` returned
@@ -53,8 +54,11 @@ def test_a_started_query_is_pending_until_spark_finished_its_first_micro_batch()
 
 
 def test_the_offsets_a_query_processed_come_from_its_sources_end_offsets() -> None:
-    join = {"join": True, "source": {"topic": "a"},
-            "leaves": [{"topic": "a", "partitions": 1}, {"topic": "b", "partitions": 1}]}
+    join = {
+        "join": True,
+        "source": {"topic": "a"},
+        "leaves": [{"topic": "a", "partitions": 1}, {"topic": "b", "partitions": 1}],
+    }
     progress = {"sources": [{"endOffset": '{"0": 3}'}, {"endOffset": {"0": 9}}]}
     assert processed_offsets(join, progress) == {"a": {"0": 3}, "b": {"0": 9}}
     self_join = {**join, "leaves": [{"topic": "a"}, {"topic": "a"}]}

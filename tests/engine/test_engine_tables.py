@@ -27,8 +27,9 @@ def _table(name: str = "T", key: tuple[tuple[str, str], ...] = (("K", "INTEGER")
     return Source(SourceKind.TABLE, name, columns, name.lower(), 2, "JSON", "JSON")
 
 
-def _stored(tmp_path: Path, source: Source, rows: dict[int, list[tuple[tuple[object, ...], str]]]
-            ) -> StoredTable:  # fmt: skip
+def _stored(
+    tmp_path: Path, source: Source, rows: dict[int, list[tuple[tuple[object, ...], str]]]
+) -> StoredTable:
     stores = LocalStores(tmp_path, MemoryEngine())
     table = StoredTable(source, Catalog(), stores)
     for partition, items in rows.items():
@@ -42,11 +43,19 @@ def _stored(tmp_path: Path, source: Source, rows: dict[int, list[tuple[tuple[obj
 
 
 def test_get_range_scan_read_rows_in_key_order(tmp_path: Path) -> None:
-    table = _stored(tmp_path, _table(), {0: [((5,), "five"), ((-3,), "minus"), ((12,), "twelve")],
-                                         1: [((7,), "seven")]})  # fmt: skip
+    table = _stored(
+        tmp_path,
+        _table(),
+        {0: [((5,), "five"), ((-3,), "minus"), ((12,), "twelve")], 1: [((7,), "seven")]},
+    )
     row = table.get(0, (5,))
-    assert row is not None and (row.key, row.value, row.rowtime, row.offset, row.partition) == \
-        ((5,), {"V": "five"}, 1000, 0, 0)
+    assert row is not None and (row.key, row.value, row.rowtime, row.offset, row.partition) == (
+        (5,),
+        {"V": "five"},
+        1000,
+        0,
+        0,
+    )
     assert table.get(0, (6,)) is None and table.get(0, (None,)) is None
     assert [r.key for r in table.scan(0)] == [(-3,), (5,), (12,)]
     assert [r.key for r in table.range(0, (-3,), (5,), False, True)] == [(5,)]
@@ -55,8 +64,11 @@ def test_get_range_scan_read_rows_in_key_order(tmp_path: Path) -> None:
 
 def test_prefix_bounds_on_a_two_column_key(tmp_path: Path) -> None:
     source = _table(key=(("A", "STRING"), ("B", "INTEGER")))
-    table = _stored(tmp_path, source, {0: [(("x", 1), "x1"), (("x", 2), "x2"), (("y", 1), "y1"),
-                                           (("w", 9), "w9")]})  # fmt: skip
+    table = _stored(
+        tmp_path,
+        source,
+        {0: [(("x", 1), "x1"), (("x", 2), "x2"), (("y", 1), "y1"), (("w", 9), "w9")]},
+    )
     assert [r.key for r in table.range(0, ("x",), ("x",), True, True)] == [("x", 1), ("x", 2)]
     assert [r.key for r in table.range(0, ("x",), None, False, True)] == [("y", 1)]
     assert [r.key for r in table.range(0, None, ("x",), True, False)] == [("w", 9)]
@@ -82,8 +94,9 @@ def test_key_types_and_unsupported_keys() -> None:
 
 def test_materialized_tables_are_the_tables_windowed_or_not() -> None:
     stream = Source(SourceKind.STREAM, "S", (Column("V", "STRING"),), "s", 1)
-    windowed = Source(SourceKind.TABLE, "W", (Column("K", "STRING", key=True),), "w", 1,
-                      windowed="TUMBLING")  # fmt: skip
+    windowed = Source(
+        SourceKind.TABLE, "W", (Column("K", "STRING", key=True),), "w", 1, windowed="TUMBLING"
+    )
     catalog = Catalog().with_source(stream, 0).with_source(windowed, 1).with_source(_table(), 2)
     assert sorted(materialized(catalog)) == ["T", "W"]
 
@@ -123,22 +136,34 @@ def test_key_partition_matches_the_stored_tables(tmp_path: Path) -> None:
     from headwater.engine.pull.tables import key_partition
 
     table = _stored(tmp_path, _table(), {})
-    assert all(key_partition(table.source, Catalog().types, (k,)) == table.partition_of((k,))
-               for k in range(50))
+    assert all(
+        key_partition(table.source, Catalog().types, (k,)) == table.partition_of((k,))
+        for k in range(50)
+    )
 
 
 def test_windowed_tables_store_each_window_under_key_start_end(tmp_path: Path) -> None:
     from headwater.engine.formats.windows import windowed_key
     from headwater.engine.pull.tables import _key_of
 
-    source = Source(SourceKind.TABLE, "W", (Column("K", "STRING", key=True), Column("V", "STRING")),
-                    "w", 2, "KAFKA", "JSON", properties=(("WINDOW_SIZE", "60000 MILLISECONDS"),),
-                    windowed="TUMBLING")  # fmt: skip
+    source = Source(
+        SourceKind.TABLE,
+        "W",
+        (Column("K", "STRING", key=True), Column("V", "STRING")),
+        "w",
+        2,
+        "KAFKA",
+        "JSON",
+        properties=(("WINDOW_SIZE", "60000 MILLISECONDS"),),
+        windowed="TUMBLING",
+    )
     table = _stored(tmp_path, source, {})
     key_of = _key_of(table)
     stored = {key_of(windowed_key(b"a", (w, w + 60_000), False)): w for w in (120_000, 60_000)}
     store = table._stores.open("W", 0)
     store.apply(WriteBatch.of([(k, pack_value(1, 1, b'{"V": "x"}')) for k in stored], 2))
     assert [r.key for r in table.range(0, ("a",), ("a",), True, True)] == [
-        ("a", 60_000, 120_000), ("a", 120_000, 180_000)]
+        ("a", 60_000, 120_000),
+        ("a", 120_000, 180_000),
+    ]
     assert table.partition_of(("a", 60_000, 120_000)) == table.partition_of(("a",))

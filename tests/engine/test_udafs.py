@@ -60,8 +60,11 @@ def stream(u: Udaf, rows: Sequence[Any]) -> list[Any]:
     return out
 
 
-def table(u: Udaf, changes: Sequence[tuple[str, Any]],
-          group: Callable[[str, Any], Any] = lambda key, row: None) -> list[tuple[Any, Any]]:  # fmt: skip
+def table(
+    u: Udaf,
+    changes: Sequence[tuple[str, Any]],
+    group: Callable[[str, Any], Any] = lambda key, row: None,
+) -> list[tuple[Any, Any]]:
     """A TABLE source: each change replaces its key's row (None: tombstone). The old row is undone
     from its group, the new one added to its own; returns (group, result) per update (one per
     change when both fall in the same group), as ksqlDB emits them."""
@@ -90,9 +93,16 @@ def project(u: Udaf, columns: slice) -> Udaf:
     """The function over some columns of a wider row (the others pick the group)."""
     undo = u.undo
     assert undo is not None
-    return Udaf(u.name, u.return_type, True, u.initial,
-                lambda s, row, order=None: u.add(s, row[columns], order),
-                lambda s, row: undo(s, row[columns]), u.result, u.merge)  # fmt: skip
+    return Udaf(
+        u.name,
+        u.return_type,
+        True,
+        u.initial,
+        lambda s, row, order=None: u.add(s, row[columns], order),
+        lambda s, row: undo(s, row[columns]),
+        u.result,
+        u.merge,
+    )
 
 
 def error(name: str, types: Sequence[SqlType], consts: Sequence[Any] = ()) -> str:
@@ -106,42 +116,85 @@ def error(name: str, types: Sequence[SqlType], consts: Sequence[Any] = ()) -> st
 
 def test_aggregate_names() -> None:
     assert AGGREGATE_NAMES == {
-        "COUNT", "COUNT_DISTINCT", "SUM", "SUM_LIST", "AVG", "MIN", "MAX", "TOPK", "TOPKDISTINCT",
-        "COLLECT_LIST", "COLLECT_SET", "HISTOGRAM", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET",
-        "STDDEV_SAMP", "STDDEV_SAMPLE", "CORRELATION", "ATTR",
-    }  # fmt: skip
+        "COUNT",
+        "COUNT_DISTINCT",
+        "SUM",
+        "SUM_LIST",
+        "AVG",
+        "MIN",
+        "MAX",
+        "TOPK",
+        "TOPKDISTINCT",
+        "COLLECT_LIST",
+        "COLLECT_SET",
+        "HISTOGRAM",
+        "EARLIEST_BY_OFFSET",
+        "LATEST_BY_OFFSET",
+        "STDDEV_SAMP",
+        "STDDEV_SAMPLE",
+        "CORRELATION",
+        "ATTR",
+    }
 
 
 @pytest.mark.parametrize(
     ("name", "total", "expected"),
     [
-        ("COUNT", 0, 0), ("COUNT", 1, 0), ("SUM", 1, 0), ("CORRELATION", 2, 0),
-        ("TOPK", 1, 0), ("TOPK", 2, 1), ("TOPK", 3, 1), ("topkdistinct", 2, 1),
-        ("LATEST_BY_OFFSET", 1, 0), ("LATEST_BY_OFFSET", 2, 1), ("LATEST_BY_OFFSET", 3, 2),
-        ("EARLIEST_BY_OFFSET", 2, 1), ("EARLIEST_BY_OFFSET", 4, 2), ("NOPE", 3, 0),
+        ("COUNT", 0, 0),
+        ("COUNT", 1, 0),
+        ("SUM", 1, 0),
+        ("CORRELATION", 2, 0),
+        ("TOPK", 1, 0),
+        ("TOPK", 2, 1),
+        ("TOPK", 3, 1),
+        ("topkdistinct", 2, 1),
+        ("LATEST_BY_OFFSET", 1, 0),
+        ("LATEST_BY_OFFSET", 2, 1),
+        ("LATEST_BY_OFFSET", 3, 2),
+        ("EARLIEST_BY_OFFSET", 2, 1),
+        ("EARLIEST_BY_OFFSET", 4, 2),
+        ("NOPE", 3, 0),
     ],
-)  # fmt: skip
+)
 def test_constant_arity(name: str, total: int, expected: int) -> None:
     assert constant_arity(name, total) == expected
 
 
 def test_table_capable_functions_are_ksqldbs_table_udafs() -> None:
     calls = {
-        "COUNT": ((INTEGER,), ()), "COUNT_DISTINCT": ((INTEGER,), ()), "SUM": ((INTEGER,), ()),
-        "SUM_LIST": ((ArrayType(INTEGER),), ()), "AVG": ((INTEGER,), ()), "MIN": ((INTEGER,), ()),
-        "MAX": ((INTEGER,), ()), "TOPK": ((INTEGER,), (2,)), "TOPKDISTINCT": ((INTEGER,), (2,)),
-        "COLLECT_LIST": ((INTEGER,), ()), "COLLECT_SET": ((INTEGER,), ()),
-        "HISTOGRAM": ((STRING,), ()), "EARLIEST_BY_OFFSET": ((INTEGER,), ()),
-        "LATEST_BY_OFFSET": ((INTEGER,), ()), "STDDEV_SAMP": ((INTEGER,), ()),
-        "STDDEV_SAMPLE": ((INTEGER,), ()), "CORRELATION": ((INTEGER, INTEGER), ()),
+        "COUNT": ((INTEGER,), ()),
+        "COUNT_DISTINCT": ((INTEGER,), ()),
+        "SUM": ((INTEGER,), ()),
+        "SUM_LIST": ((ArrayType(INTEGER),), ()),
+        "AVG": ((INTEGER,), ()),
+        "MIN": ((INTEGER,), ()),
+        "MAX": ((INTEGER,), ()),
+        "TOPK": ((INTEGER,), (2,)),
+        "TOPKDISTINCT": ((INTEGER,), (2,)),
+        "COLLECT_LIST": ((INTEGER,), ()),
+        "COLLECT_SET": ((INTEGER,), ()),
+        "HISTOGRAM": ((STRING,), ()),
+        "EARLIEST_BY_OFFSET": ((INTEGER,), ()),
+        "LATEST_BY_OFFSET": ((INTEGER,), ()),
+        "STDDEV_SAMP": ((INTEGER,), ()),
+        "STDDEV_SAMPLE": ((INTEGER,), ()),
+        "CORRELATION": ((INTEGER, INTEGER), ()),
         "ATTR": ((INTEGER,), ()),
-    }  # fmt: skip
+    }
     assert set(calls) == AGGREGATE_NAMES
     resolved = {name: resolve_udaf(name, *call) for name, call in calls.items()}
     assert {n for n, u in resolved.items() if u.table} == {
-        "COUNT", "SUM", "SUM_LIST", "AVG", "COLLECT_LIST", "HISTOGRAM", "STDDEV_SAMP",
-        "STDDEV_SAMPLE", "CORRELATION", "ATTR",
-    }  # fmt: skip
+        "COUNT",
+        "SUM",
+        "SUM_LIST",
+        "AVG",
+        "COLLECT_LIST",
+        "HISTOGRAM",
+        "STDDEV_SAMP",
+        "STDDEV_SAMPLE",
+        "CORRELATION",
+        "ATTR",
+    }
     assert all((u.undo is None) != u.table for u in resolved.values())
     assert all(u.name == name for name, u in resolved.items())
 
@@ -160,16 +213,30 @@ def test_count_over_a_table_counts_back_to_zero() -> None:
     changes = [("0", ("bob", 1)), ("0", ("john", 1)), ("100", ("john", 1)), ("100", None)]
     count = project(udaf("COUNT", INTEGER), slice(1, 2))
     assert table(count, changes, group=lambda key, row: row[0]) == [
-        ("bob", 1), ("bob", 0), ("john", 1), ("john", 2), ("john", 1)]  # fmt: skip
+        ("bob", 1),
+        ("bob", 0),
+        ("john", 1),
+        ("john", 2),
+        ("john", 1),
+    ]
     # count.json "should count back to zero": COUNT() over a table
     assert table(udaf("COUNT"), [("1", ()), ("2", ()), ("1", None), ("2", None)]) == [
-        (None, 1), (None, 2), (None, 1), (None, 0)]  # fmt: skip
+        (None, 1),
+        (None, 2),
+        (None, 1),
+        (None, 0),
+    ]
 
 
 def test_count_distinct_counts_distinct_non_null_values() -> None:
     # count-distinct.json
     assert stream(udaf("COUNT_DISTINCT", STRING), ["one", "two", "one", "two", None]) == [
-        1, 2, 2, 2, 2]  # fmt: skip
+        1,
+        2,
+        2,
+        2,
+        2,
+    ]
     nested = [[1, 2], [1, 2], {"A": [1]}, {"A": [1]}, [2, 1], float("nan"), float("nan")]
     assert stream(udaf("COUNT_DISTINCT", ArrayType(INTEGER)), nested)[-1] == 4
     assert udaf("COUNT_DISTINCT", STRING).undo is None
@@ -235,7 +302,10 @@ def test_sum_undo() -> None:
     assert d.undo is not None
     assert d.undo(Decimal("105.5"), (Decimal("100.1"),)) == Decimal("5.4")
     assert table(udaf("SUM", DOUBLE), [("a", 1.5), ("b", 2.0), ("a", None)]) == [
-        (None, 1.5), (None, 3.5), (None, 2.0)]  # fmt: skip
+        (None, 1.5),
+        (None, 3.5),
+        (None, 2.0),
+    ]
 
 
 def test_sum_list() -> None:
@@ -243,11 +313,20 @@ def test_sum_list() -> None:
     doubles = udaf("SUM_LIST", ArrayType(DOUBLE))
     assert doubles.return_type == DOUBLE
     assert stream(doubles, [[1.0, 1.0], [2.0, 2.0], [922337203685.0, 1.0], [1.0, 1.0, None]]) == [
-        2.0, 6.0, 922337203692.0, 922337203694.0]  # fmt: skip
+        2.0,
+        6.0,
+        922337203692.0,
+        922337203694.0,
+    ]
     ints = udaf("sum_list", ArrayType(INTEGER))
     assert ints.return_type == INTEGER
     assert stream(ints, [[1, 1], [2, 2], [100, 100], [100, 100, None], None]) == [
-        2, 6, 206, 406, 406]  # fmt: skip
+        2,
+        6,
+        206,
+        406,
+        406,
+    ]
     assert stream(ints, [[INT_MAX, 1]]) == [-(2**31)]
     assert udaf("SUM_LIST", ArrayType(BIGINT)).return_type == BIGINT
     assert ints.undo is not None
@@ -260,15 +339,26 @@ def test_sum_list() -> None:
 def test_avg_is_a_double_as_ksqldb_computes_it() -> None:
     # average-udaf.json, per key
     assert stream(udaf("AVG", INTEGER), [1, 2, 2, None]) == [
-        1.0, 1.5, 1.6666666666666667, 1.6666666666666667]  # fmt: skip
+        1.0,
+        1.5,
+        1.6666666666666667,
+        1.6666666666666667,
+    ]
     assert stream(udaf("avg", INTEGER), [2, 2, 0]) == [2.0, 2.0, 1.3333333333333333]
     assert stream(udaf("AVG", BIGINT), [-1, LONG_MAX, 1, None]) == [
-        -1.0, 4.611686018427388e18, 3.0744573456182584e18, 3.0744573456182584e18]  # fmt: skip
+        -1.0,
+        4.611686018427388e18,
+        3.0744573456182584e18,
+        3.0744573456182584e18,
+    ]
     assert stream(udaf("AVG", BIGINT), [2, -2, 0]) == [2.0, 0.0, 0.0]
     assert stream(udaf("AVG", DOUBLE), [-1.8, 9223372036854.775, 100.2, None]) == [
-        -1.8, 4611686018426.487, 3074457345651.058, 3074457345651.058]  # fmt: skip
-    assert stream(udaf("AVG", DOUBLE), [2.3, -200000.6, 0.0]) == [
-        2.3, -99999.15000000001, -66666.1]  # fmt: skip
+        -1.8,
+        4611686018426.487,
+        3074457345651.058,
+        3074457345651.058,
+    ]
+    assert stream(udaf("AVG", DOUBLE), [2.3, -200000.6, 0.0]) == [2.3, -99999.15000000001, -66666.1]
     assert udaf("AVG", INTEGER).return_type == DOUBLE
 
 
@@ -334,13 +424,27 @@ def test_min_max_order_like_java_compare_to() -> None:
 def test_topk_keeps_the_k_largest_in_descending_order() -> None:
     # topk-group-by.json
     assert stream(udaf("TOPK", INTEGER, consts=(3,)), [0, 100, 99, 7, 100]) == [
-        [0], [100, 0], [100, 99, 0], [100, 99, 7], [100, 100, 99]]  # fmt: skip
+        [0],
+        [100, 0],
+        [100, 99, 0],
+        [100, 99, 7],
+        [100, 100, 99],
+    ]
     assert stream(udaf("TOPK", BIGINT, consts=(3,)), [2147483648, 100, 99, 7, 100])[-1] == [
-        2147483648, 100, 100]  # fmt: skip
+        2147483648,
+        100,
+        100,
+    ]
     assert stream(udaf("TOPK", DOUBLE, consts=(3,)), [2147483648.9, 100.5, 99.9, 7.3, 100.5])[
-        -1] == [2147483648.9, 100.5, 100.5]  # fmt: skip
+        -1
+    ] == [2147483648.9, 100.5, 100.5]
     assert stream(udaf("TOPK", STRING, consts=(3,)), ["a", "b", "c", "b", "d"]) == [
-        ["a"], ["b", "a"], ["c", "b", "a"], ["c", "b", "b"], ["d", "c", "b"]]  # fmt: skip
+        ["a"],
+        ["b", "a"],
+        ["c", "b", "a"],
+        ["c", "b", "b"],
+        ["d", "c", "b"],
+    ]
     assert stream(udaf("TOPK", INTEGER, consts=(2,)), [None, 1]) == [[], [1]]
     assert udaf("TOPK", INTEGER, consts=(3,)).return_type == ArrayType(INTEGER)
 
@@ -352,17 +456,27 @@ def test_topk_with_other_columns_returns_structs_stable_among_equal_values() -> 
     )
     rows = [(0, "zero"), (100, "one"), (99, "two"), (None, "three"), (100, None)]
     out = stream(u, rows)
-    assert out[2] == out[3] == [
-        {"sort_col": 100, "col0": "one"}, {"sort_col": 99, "col0": "two"},
-        {"sort_col": 0, "col0": "zero"}]  # fmt: skip
+    assert (
+        out[2]
+        == out[3]
+        == [
+            {"sort_col": 100, "col0": "one"},
+            {"sort_col": 99, "col0": "two"},
+            {"sort_col": 0, "col0": "zero"},
+        ]
+    )
     assert out[4] == [
-        {"sort_col": 100, "col0": "one"}, {"sort_col": 100, "col0": None},
-        {"sort_col": 99, "col0": "two"}]  # fmt: skip
+        {"sort_col": 100, "col0": "one"},
+        {"sort_col": 100, "col0": None},
+        {"sort_col": 99, "col0": "two"},
+    ]
     strings = udaf("TOPK", STRING, STRING, consts=(3,))
     rows = [("a", "zero"), (None, "one"), ("c", "two"), ("b", "three"), ("d", None)]
     assert stream(strings, rows)[-1] == [
-        {"sort_col": "d", "col0": None}, {"sort_col": "c", "col0": "two"},
-        {"sort_col": "b", "col0": "three"}]  # fmt: skip
+        {"sort_col": "d", "col0": None},
+        {"sort_col": "c", "col0": "two"},
+        {"sort_col": "b", "col0": "three"},
+    ]
     many = udaf("TOPK", DOUBLE, STRING, BIGINT, consts=(1,))
     assert stream(many, [(1.5, "x", 7)]) == [[{"sort_col": 1.5, "col0": "x", "col1": 7}]]
 
@@ -375,19 +489,34 @@ def test_topk_sizes_ksqldb_does_not_check() -> None:
 def test_topk_distinct() -> None:
     # topk-distinct.json
     assert stream(udaf("TOPKDISTINCT", INTEGER, consts=(3,)), [0, 100, 99, 7, 100]) == [
-        [0], [100, 0], [100, 99, 0], [100, 99, 7], [100, 99, 7]]  # fmt: skip
+        [0],
+        [100, 0],
+        [100, 99, 0],
+        [100, 99, 7],
+        [100, 99, 7],
+    ]
     assert stream(udaf("TOPKDISTINCT", STRING, consts=(3,)), ["a", "b", "c", "b", "d"])[-1] == [
-        "d", "c", "b"]  # fmt: skip
+        "d",
+        "c",
+        "b",
+    ]
     dec = udaf("TOPKDISTINCT", DecimalType(2, 1), consts=(3,))
     assert dec.return_type == ArrayType(DecimalType(2, 1))
     values = [Decimal(v) if v else None for v in ("9.8", "8.9", "", "7.8", "6.5", "9.9")]
     assert stream(dec, values)[-1] == [Decimal("9.9"), Decimal("9.8"), Decimal("8.9")]
     assert stream(udaf("TOPKDISTINCT", BYTES, consts=(3,)), [b"B", b"F", b"G", None, b"A", b"F"])[
-        -1] == [b"G", b"F", b"B"]  # fmt: skip
+        -1
+    ] == [b"G", b"F", b"B"]
     assert stream(udaf("TOPKDISTINCT", DATE, consts=(3,)), [0, 100, 99, None, -7, 100])[-1] == [
-        100, 99, 0]  # fmt: skip
+        100,
+        99,
+        0,
+    ]
     assert stream(udaf("TOPKDISTINCT", TIME, consts=(3,)), [0, 100, 99, None, 7, 100])[-1] == [
-        100, 99, 7]  # fmt: skip
+        100,
+        99,
+        7,
+    ]
     assert udaf("TOPKDISTINCT", INTEGER, consts=(3,)).undo is None
 
 
@@ -399,7 +528,11 @@ def test_collect_list_keeps_nulls_and_order() -> None:
     u = udaf("COLLECT_LIST", STRING)
     assert u.return_type == ArrayType(STRING)
     assert stream(u, ["baz", "baz", "foo", None]) == [
-        ["baz"], ["baz", "baz"], ["baz", "baz", "foo"], ["baz", "baz", "foo", None]]  # fmt: skip
+        ["baz"],
+        ["baz", "baz"],
+        ["baz", "baz", "foo"],
+        ["baz", "baz", "foo", None],
+    ]
     nested = udaf("collect_list", ArrayType(STRUCT_AB))
     rows = [[{"A": "x", "B": 1}], [None], None]
     assert stream(nested, rows)[-1] == [[{"A": "x", "B": 1}], [None], None]
@@ -424,7 +557,11 @@ def test_collect_list_undo_removes_the_last_equal_value() -> None:
     # collect-list.json "collect_list int table"
     changes = [("0", 0), ("0", 100), ("100", 500), ("100", 100)]
     assert table(u, changes, group=lambda key, row: key) == [
-        ("0", [0]), ("0", [100]), ("100", [500]), ("100", [100])]  # fmt: skip
+        ("0", [0]),
+        ("0", [100]),
+        ("100", [500]),
+        ("100", [100]),
+    ]
 
 
 def test_collect_results_do_not_change_with_later_rows() -> None:
@@ -443,11 +580,16 @@ def test_collect_results_do_not_change_with_later_rows() -> None:
 def test_collect_set_keeps_distinct_values_in_first_seen_order() -> None:
     # collect-set.json
     assert stream(udaf("COLLECT_SET", STRING), ["baz", "baz", "foo", None, None])[-1] == [
-        "baz", "foo", None]  # fmt: skip
+        "baz",
+        "foo",
+        None,
+    ]
     maps = udaf("COLLECT_SET", MapType(STRING, BIGINT))
     assert stream(maps, [{"R0": 100, "R2": 2}, {"R2": 2, "R0": 100}])[-1] == [{"R0": 100, "R2": 2}]
     assert stream(udaf("COLLECT_SET", ArrayType(INTEGER)), [[0, 1], [0, 1], [1, 0]])[-1] == [
-        [0, 1], [1, 0]]  # fmt: skip
+        [0, 1],
+        [1, 0],
+    ]
     limited = udaf("COLLECT_SET", INTEGER, config={"ksql.functions.collect_set.limit": 1})
     assert stream(limited, [0, 100]) == [[0], [0]]
     assert udaf("COLLECT_SET", INTEGER).undo is None
@@ -463,14 +605,24 @@ def test_histogram() -> None:
 
 def test_histogram_on_a_table() -> None:
     # histogram.json "histogram on a table": GROUP BY region
-    changes = [("0", ("alice", "east")), ("1", ("bob", "east")), ("2", ("carol", "west")),
-               ("3", ("dave", "west")), ("1", ("bob", "west")), ("1", None)]  # fmt: skip
+    changes = [
+        ("0", ("alice", "east")),
+        ("1", ("bob", "east")),
+        ("2", ("carol", "west")),
+        ("3", ("dave", "west")),
+        ("1", ("bob", "west")),
+        ("1", None),
+    ]
     by_name = project(udaf("HISTOGRAM", STRING), slice(0, 1))
     assert table(by_name, changes, group=lambda key, row: row[1]) == [
-        ("east", {"alice": 1}), ("east", {"alice": 1, "bob": 1}), ("west", {"carol": 1}),
-        ("west", {"carol": 1, "dave": 1}), ("east", {"alice": 1}),
-        ("west", {"carol": 1, "dave": 1, "bob": 1}), ("west", {"carol": 1, "dave": 1}),
-    ]  # fmt: skip
+        ("east", {"alice": 1}),
+        ("east", {"alice": 1, "bob": 1}),
+        ("west", {"carol": 1}),
+        ("west", {"carol": 1, "dave": 1}),
+        ("east", {"alice": 1}),
+        ("west", {"carol": 1, "dave": 1, "bob": 1}),
+        ("west", {"carol": 1, "dave": 1}),
+    ]
 
 
 # -- EARLIEST_BY_OFFSET, LATEST_BY_OFFSET ----------------------------------------------------------
@@ -534,37 +686,90 @@ def test_stddev_sample() -> None:
     # standarddeviation.json "stddev_sample ..." (per key)
     u = udaf("STDDEV_SAMPLE", INTEGER)
     assert u.return_type == DOUBLE
-    assert stream(u, [0, 10, 7, 6]) == [0.0, 7.0710678118654755, 5.131601439446884,
-                                        4.193248541803041]  # fmt: skip
-    assert stream(u, [50, 10, 3, None]) == [0.0, 28.284271247461902, 25.357444666211933,
-                                            25.357444666211933]  # fmt: skip
+    assert stream(u, [0, 10, 7, 6]) == [
+        0.0,
+        7.0710678118654755,
+        5.131601439446884,
+        4.193248541803041,
+    ]
+    assert stream(u, [50, 10, 3, None]) == [
+        0.0,
+        28.284271247461902,
+        25.357444666211933,
+        25.357444666211933,
+    ]
     assert stream(udaf("STDDEV_SAMPLE", BIGINT), [2147483648, 100, -2, None]) == [
-        0.0, 1518500179.2773468, 1239850233.9629574, 1239850233.9629574]  # fmt: skip
+        0.0,
+        1518500179.2773468,
+        1239850233.9629574,
+        1239850233.9629574,
+    ]
     assert stream(udaf("STDDEV_SAMPLE", BIGINT), [500, 100, 0, -6]) == [
-        0.0, 282.842712474619, 264.5751311064591, 239.32335169528832]  # fmt: skip
+        0.0,
+        282.842712474619,
+        264.5751311064591,
+        239.32335169528832,
+    ]
     assert stream(udaf("STDDEV_SAMPLE", DOUBLE), [-1.8, 2.3, 100.2, None]) == [
-        0.0, 2.899137802864845, 57.74256084841869, 57.74256084841869]  # fmt: skip
+        0.0,
+        2.899137802864845,
+        57.74256084841869,
+        57.74256084841869,
+    ]
     assert stream(udaf("STDDEV_SAMPLE", DOUBLE), [9223372036854.775, 300.8, -200000.6, 0.0]) == [
-        0.0, 6521908912453.693, 5325116385962.54, 4611686051710.689]  # fmt: skip
+        0.0,
+        6521908912453.693,
+        5325116385962.54,
+        4611686051710.689,
+    ]
     assert stream(udaf("STDDEV_SAMPLE", DOUBLE), [10.0, 12.0, 13.0, 14.0, 16.0]) == [
-        0.0, 1.4142135623730951, 1.5275252316519465, 1.707825127659933, 2.23606797749979]  # fmt: skip
+        0.0,
+        1.4142135623730951,
+        1.5275252316519465,
+        1.707825127659933,
+        2.23606797749979,
+    ]
 
 
 def test_stddev_samp_returns_the_variance_as_ksqldb_does() -> None:
     # standarddeviation.json "stddev_samp ..."
     assert stream(udaf("STDDEV_SAMP", INTEGER), [0, 10, 7, 6]) == [
-        0.0, 50.0, 26.333333333333332, 17.583333333333332]  # fmt: skip
+        0.0,
+        50.0,
+        26.333333333333332,
+        17.583333333333332,
+    ]
     assert stream(udaf("STDDEV_SAMP", INTEGER), [50, 10, 3, None]) == [0.0, 800.0, 643.0, 643.0]
     assert stream(udaf("STDDEV_SAMP", BIGINT), [2147483648, 100, -2, None]) == [
-        0.0, 2.3058427944653343e18, 1.5372286026580004e18, 1.5372286026580004e18]  # fmt: skip
+        0.0,
+        2.3058427944653343e18,
+        1.5372286026580004e18,
+        1.5372286026580004e18,
+    ]
     assert stream(udaf("STDDEV_SAMP", BIGINT), [500, 100, 0, -6]) == [
-        0.0, 80000.0, 70000.0, 57275.666666666664]  # fmt: skip
+        0.0,
+        80000.0,
+        70000.0,
+        57275.666666666664,
+    ]
     assert stream(udaf("STDDEV_SAMP", DOUBLE), [-1.8, 2.3, 100.2]) == [
-        0.0, 8.405, 3334.2033333333347]  # fmt: skip
+        0.0,
+        8.405,
+        3334.2033333333347,
+    ]
     assert stream(udaf("STDDEV_SAMP", DOUBLE), [9223372036854.775, 300.8, -200000.6, 0.0]) == [
-        0.0, 4.253529586234292e25, 2.835686452404674e25, 2.1267648239542927e25]  # fmt: skip
+        0.0,
+        4.253529586234292e25,
+        2.835686452404674e25,
+        2.1267648239542927e25,
+    ]
     assert stream(udaf("STDDEV_SAMP", DOUBLE), [10.0, 12.0, 13.0, 14.0, 16.0]) == [
-        0.0, 2.0, 2.333333333333333, 2.9166666666666665, 5.0]  # fmt: skip
+        0.0,
+        2.0,
+        2.333333333333333,
+        2.9166666666666665,
+        5.0,
+    ]
 
 
 def test_stddev_undo_follows_ksqldbs_formula() -> None:
@@ -597,8 +802,12 @@ def test_correlation() -> None:
 
 def test_correlation_over_a_table() -> None:
     # correlation-udaf.json "correlation udaf with table"
-    changes = [("alice", (1.5, 8.0)), ("bob", (-3.5, -2.0)), ("alice", (-1.0, -2.0)),
-               ("charlie", (-4.5, -1.0))]  # fmt: skip
+    changes = [
+        ("alice", (1.5, 8.0)),
+        ("bob", (-3.5, -2.0)),
+        ("alice", (-1.0, -2.0)),
+        ("charlie", (-4.5, -1.0)),
+    ]
     out = [r for _, r in table(udaf("CORRELATION", DOUBLE, DOUBLE), changes)]
     assert math.isnan(out[0]) and out[1] == 1.0 and math.isnan(out[2])
     assert out[3] == -0.7205766921228921
@@ -627,10 +836,25 @@ def test_attr_of_structured_values_and_over_a_table() -> None:
     assert stream(udaf("ATTR", ArrayType(INTEGER)), [[1, 2, 3], [1, 2, 3]])[-1] == [1, 2, 3]
     assert stream(udaf("ATTR", STRUCT_AB), [{"A": "a", "B": 1}] * 2)[-1] == {"A": "a", "B": 1}
     # attr.json "table attr with tombstones" (all rows in group 1)
-    changes = [("1", None), ("1", "1"), ("2", "1"), ("1", None), ("2", None), ("1", "2"),
-               ("2", "3"), ("2", None)]  # fmt: skip
+    changes = [
+        ("1", None),
+        ("1", "1"),
+        ("2", "1"),
+        ("1", None),
+        ("2", None),
+        ("1", "2"),
+        ("2", "3"),
+        ("2", None),
+    ]
     assert [r for _, r in table(udaf("ATTR", STRING), changes)] == [
-        "1", "1", "1", None, "2", None, "2"]  # fmt: skip
+        "1",
+        "1",
+        "1",
+        None,
+        "2",
+        None,
+        "2",
+    ]
 
 
 # -- resolution errors -----------------------------------------------------------------------------
@@ -656,32 +880,108 @@ def test_unsupported_argument_types_give_ksqldbs_message() -> None:
 @pytest.mark.parametrize(
     ("name", "types", "consts", "first_line"),
     [
-        ("AVG", [DecimalType(4, 1)], [], "Function 'avg' does not accept parameters (DECIMAL(4, 1))."),
+        (
+            "AVG",
+            [DecimalType(4, 1)],
+            [],
+            "Function 'avg' does not accept parameters (DECIMAL(4, 1)).",
+        ),
         ("AVG", [], [], "Function 'avg' does not accept parameters ()."),
         ("HISTOGRAM", [INTEGER], [], "Function 'histogram' does not accept parameters (INTEGER)."),
         ("MIN", [BOOLEAN], [], "Function 'MIN' does not accept parameters (BOOLEAN)."),
-        ("MAX", [ArrayType(INTEGER)], [], "Function 'MAX' does not accept parameters (ARRAY<INTEGER>)."),
-        ("COUNT", [INTEGER, STRING], [], "Function 'COUNT' does not accept parameters (INTEGER, STRING)."),
-        ("STDDEV_SAMP", [DecimalType(2, 1)], [], "Function 'STDDEV_SAMP' does not accept parameters (DECIMAL(2, 1))."),
-        ("CORRELATION", [INTEGER, BIGINT], [], "Function 'correlation' does not accept parameters (INTEGER, BIGINT)."),
-        ("CORRELATION", [DOUBLE], [], "Function 'correlation' does not accept parameters (DOUBLE)."),
-        ("SUM_LIST", [ArrayType(STRING)], [], "Function 'sum_list' does not accept parameters (ARRAY<STRING>)."),
-        ("COLLECT_LIST", [MapType(STRING, STRUCT_AB)], [1], "Function 'collect_list' does not accept parameters (MAP<STRING, STRUCT<A STRING, B BIGINT>>, INTEGER)."),
+        (
+            "MAX",
+            [ArrayType(INTEGER)],
+            [],
+            "Function 'MAX' does not accept parameters (ARRAY<INTEGER>).",
+        ),
+        (
+            "COUNT",
+            [INTEGER, STRING],
+            [],
+            "Function 'COUNT' does not accept parameters (INTEGER, STRING).",
+        ),
+        (
+            "STDDEV_SAMP",
+            [DecimalType(2, 1)],
+            [],
+            "Function 'STDDEV_SAMP' does not accept parameters (DECIMAL(2, 1)).",
+        ),
+        (
+            "CORRELATION",
+            [INTEGER, BIGINT],
+            [],
+            "Function 'correlation' does not accept parameters (INTEGER, BIGINT).",
+        ),
+        (
+            "CORRELATION",
+            [DOUBLE],
+            [],
+            "Function 'correlation' does not accept parameters (DOUBLE).",
+        ),
+        (
+            "SUM_LIST",
+            [ArrayType(STRING)],
+            [],
+            "Function 'sum_list' does not accept parameters (ARRAY<STRING>).",
+        ),
+        (
+            "COLLECT_LIST",
+            [MapType(STRING, STRUCT_AB)],
+            [1],
+            "Function 'collect_list' does not accept parameters (MAP<STRING, STRUCT<A STRING, B BIGINT>>, INTEGER).",
+        ),
         ("TOPK", [BOOLEAN], [3], "Function 'TOPK' does not accept parameters (BOOLEAN, INTEGER)."),
         ("TOPK", [INTEGER], ["3"], "Function 'TOPK' does not accept parameters (INTEGER, STRING)."),
-        ("TOPK", [INTEGER], [Decimal("3.5")], "Function 'TOPK' does not accept parameters (INTEGER, DECIMAL(2, 1))."),
+        (
+            "TOPK",
+            [INTEGER],
+            [Decimal("3.5")],
+            "Function 'TOPK' does not accept parameters (INTEGER, DECIMAL(2, 1)).",
+        ),
         ("TOPK", [INTEGER], [], "Function 'TOPK' does not accept parameters (INTEGER)."),
-        ("TOPKDISTINCT", [BOOLEAN], [3], "Function 'TOPKDISTINCT' does not accept parameters (BOOLEAN, INTEGER)."),
-        ("TOPKDISTINCT", [INTEGER, STRING], [3], "Function 'TOPKDISTINCT' does not accept parameters (INTEGER, STRING, INTEGER)."),
-        ("LATEST_BY_OFFSET", [INTEGER], [3_000_000_000], "Function 'LATEST_BY_OFFSET' does not accept parameters (INTEGER, BIGINT)."),
-        ("LATEST_BY_OFFSET", [INTEGER], [1, 2], "Function 'LATEST_BY_OFFSET' does not accept parameters (INTEGER, INTEGER, INTEGER)."),
-        ("EARLIEST_BY_OFFSET", [INTEGER], [True, 2], "Function 'EARLIEST_BY_OFFSET' does not accept parameters (INTEGER, BOOLEAN, INTEGER)."),
-        ("EARLIEST_BY_OFFSET", [INTEGER], ["x"], "Function 'EARLIEST_BY_OFFSET' does not accept parameters (INTEGER, STRING)."),
+        (
+            "TOPKDISTINCT",
+            [BOOLEAN],
+            [3],
+            "Function 'TOPKDISTINCT' does not accept parameters (BOOLEAN, INTEGER).",
+        ),
+        (
+            "TOPKDISTINCT",
+            [INTEGER, STRING],
+            [3],
+            "Function 'TOPKDISTINCT' does not accept parameters (INTEGER, STRING, INTEGER).",
+        ),
+        (
+            "LATEST_BY_OFFSET",
+            [INTEGER],
+            [3_000_000_000],
+            "Function 'LATEST_BY_OFFSET' does not accept parameters (INTEGER, BIGINT).",
+        ),
+        (
+            "LATEST_BY_OFFSET",
+            [INTEGER],
+            [1, 2],
+            "Function 'LATEST_BY_OFFSET' does not accept parameters (INTEGER, INTEGER, INTEGER).",
+        ),
+        (
+            "EARLIEST_BY_OFFSET",
+            [INTEGER],
+            [True, 2],
+            "Function 'EARLIEST_BY_OFFSET' does not accept parameters (INTEGER, BOOLEAN, INTEGER).",
+        ),
+        (
+            "EARLIEST_BY_OFFSET",
+            [INTEGER],
+            ["x"],
+            "Function 'EARLIEST_BY_OFFSET' does not accept parameters (INTEGER, STRING).",
+        ),
         ("ATTR", [NULL], [], "Function 'ATTR' does not accept parameters (null)."),
     ],
-)  # fmt: skip
-def test_no_matching_signature(name: str, types: list[SqlType], consts: list[Any],
-                               first_line: str) -> None:  # fmt: skip
+)
+def test_no_matching_signature(
+    name: str, types: list[SqlType], consts: list[Any], first_line: str
+) -> None:
     assert error(name, types, consts).splitlines()[0] == first_line
 
 
@@ -702,15 +1002,19 @@ def test_intermediate_types() -> None:
     assert intermediate_type("AVG", [INTEGER], []) == struct(("SUM", INTEGER), ("COUNT", BIGINT))
     assert intermediate_type("TOPK", [INTEGER], [3]) == ArrayType(INTEGER)
     assert intermediate_type("LATEST_BY_OFFSET", [STRING], []) == struct(
-        ("SEQ", BIGINT), ("VAL", STRING))  # fmt: skip
+        ("SEQ", BIGINT), ("VAL", STRING)
+    )
     assert intermediate_type("LATEST_BY_OFFSET", [STRING], [2]) == ArrayType(
-        struct(("SEQ", BIGINT), ("VAL", STRING)))  # fmt: skip
+        struct(("SEQ", BIGINT), ("VAL", STRING))
+    )
     assert intermediate_type("STDDEV_SAMPLE", [DOUBLE], []) == struct(
-        ("SUM", DOUBLE), ("COUNT", BIGINT), ("M2", DOUBLE))  # fmt: skip
+        ("SUM", DOUBLE), ("COUNT", BIGINT), ("M2", DOUBLE)
+    )
     assert intermediate_type("HISTOGRAM", [STRING], []) == MapType(STRING, BIGINT)
     assert intermediate_type("COUNT_DISTINCT", [STRING], []) == ArrayType(INTEGER)
     assert intermediate_type("ATTR", [BIGINT], []) == ArrayType(
-        struct(("VALUE", BIGINT), ("COUNT", INTEGER)))  # fmt: skip
+        struct(("VALUE", BIGINT), ("COUNT", INTEGER))
+    )
 
 
 # -- pickling --------------------------------------------------------------------------------------
@@ -788,8 +1092,9 @@ def bridge(u: Udaf, sessions: Sequence[Any], row: Any, order: tuple[int, ...]) -
 
 
 def same(x: Any, y: Any) -> bool:
-    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x)
-                      and math.isnan(y))  # fmt: skip
+    return x == y or (
+        isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)
+    )
 
 
 SPLIT_CASES: list[tuple[str, tuple[SqlType, ...], tuple[Any, ...], list[Any]]] = [

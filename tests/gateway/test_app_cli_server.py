@@ -31,10 +31,22 @@ def test_server_command_serves_and_stops_on_sigterm(
     service_id = f"cli-{uuid.uuid4().hex[:8]}"
     exe = Path(sys.executable).with_name("headwater")
     child = subprocess.Popen(
-        [str(exe), "server", "-b", memory_broker.bootstrap_servers, "--port", str(port),
-         "--service-id", service_id, "--state-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            str(exe),
+            "server",
+            "-b",
+            memory_broker.bootstrap_servers,
+            "--port",
+            str(port),
+            "--service-id",
+            service_id,
+            "--state-dir",
+            str(tmp_path / "data"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -68,10 +80,23 @@ def test_a_server_without_java_says_so_at_start_and_refuses_persistent_queries(
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(no_java)}
     exe = Path(sys.executable).with_name("headwater")
     child = subprocess.Popen(
-        [str(exe), "server", "-b", memory_broker.bootstrap_servers, "--port", str(port),
-         "--service-id", f"nojava-{uuid.uuid4().hex[:8]}", "--state-dir", str(tmp_path / "data")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            str(exe),
+            "server",
+            "-b",
+            memory_broker.bootstrap_servers,
+            "--port",
+            str(port),
+            "--service-id",
+            f"nojava-{uuid.uuid4().hex[:8]}",
+            "--state-dir",
+            str(tmp_path / "data"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -83,23 +108,35 @@ def test_a_server_without_java_says_so_at_start_and_refuses_persistent_queries(
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "the server did not start listening"
                 time.sleep(0.1)
-        created = httpx.post(f"{url}/ksql", json={"ksql": (
-            "CREATE STREAM s (id STRING KEY, v INT) WITH (kafka_topic='nojava', partitions=1, "
-            "value_format='JSON');")})  # fmt: skip
+        created = httpx.post(
+            f"{url}/ksql",
+            json={
+                "ksql": (
+                    "CREATE STREAM s (id STRING KEY, v INT) WITH (kafka_topic='nojava', partitions=1, "
+                    "value_format='JSON');"
+                )
+            },
+        )
         assert created.status_code == 200, created.text
-        for text, kind in (("CREATE STREAM s2 AS SELECT * FROM s;", "CREATE ... AS SELECT"),
-                           ("INSERT INTO s SELECT * FROM s;", "INSERT INTO ... SELECT")):  # fmt: skip
+        for text, kind in (
+            ("CREATE STREAM s2 AS SELECT * FROM s;", "CREATE ... AS SELECT"),
+            ("INSERT INTO s SELECT * FROM s;", "INSERT INTO ... SELECT"),
+        ):
             refused = httpx.post(f"{url}/ksql", json={"ksql": text})
             assert refused.status_code == 400, refused.text
             assert refused.json()["message"].startswith(
                 f"{kind} runs a persistent query on Spark, and this server cannot run Spark: Java "
-                "was not found on the PATH (JAVA_HOME is not set); install Java 17 or newer")
+                "was not found on the PATH (JAVA_HOME is not set); install Java 17 or newer"
+            )
         shown = httpx.post(f"{url}/ksql", json={"ksql": "SHOW QUERIES; SHOW STREAMS;"})
         assert shown.json()[0]["queries"] == [] and len(shown.json()[1]["streams"]) == 1
         pulled = httpx.post(f"{url}/query", json={"ksql": "SELECT * FROM s;"})
         assert pulled.status_code == 200, pulled.text  # pull queries still work
-        stateful = httpx.post(f"{url}/query", json={
-            "ksql": "SELECT id, COUNT(*) AS n FROM s GROUP BY id EMIT CHANGES;"}, timeout=10)
+        stateful = httpx.post(
+            f"{url}/query",
+            json={"ksql": "SELECT id, COUNT(*) AS n FROM s GROUP BY id EMIT CHANGES;"},
+            timeout=10,
+        )
         assert stateful.status_code == 400, stateful.text
         assert "this server cannot run Spark: Java was not found" in stateful.json()["message"]
     finally:
@@ -107,11 +144,15 @@ def test_a_server_without_java_says_so_at_start_and_refuses_persistent_queries(
         _out, err = child.communicate(timeout=30)
     assert child.returncode == 0, err
     warned = [line for line in err.splitlines() if "cannot" in line or "refused" in line]
-    assert warned == [("WARNING headwater.server: persistent queries and push queries with state are "
-                      "refused on this server (they run on Spark): Java was not found on the PATH "
-                      "(JAVA_HOME is not set); install Java 17 or newer (Debian/Ubuntu: apt-get "
-                      "install openjdk-17-jre-headless) or set JAVA_HOME to one. Everything else "
-                      "works.")], err  # fmt: skip
+    assert warned == [
+        (
+            "WARNING headwater.server: persistent queries and push queries with state are "
+            "refused on this server (they run on Spark): Java was not found on the PATH "
+            "(JAVA_HOME is not set); install Java 17 or newer (Debian/Ubuntu: apt-get "
+            "install openjdk-17-jre-headless) or set JAVA_HOME to one. Everything else "
+            "works."
+        )
+    ], err
 
 
 def test_a_taken_port_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
@@ -120,10 +161,18 @@ def test_a_taken_port_is_one_clear_line_and_exit_1(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([str(exe), "server", "--in-memory", "--port", str(port)],
-                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        done = subprocess.run(
+            [str(exe), "server", "--in-memory", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        (f"Error: port {port} on 127.0.0.1 is already in use (another server listens there): "
-         "stop it, or choose another port with --port")]  # fmt: skip
+        (
+            f"Error: port {port} on 127.0.0.1 is already in use (another server listens there): "
+            "stop it, or choose another port with --port"
+        )
+    ]
     assert done.stdout == ""  # nothing started: no broker, no catalog

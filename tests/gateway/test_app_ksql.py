@@ -36,10 +36,14 @@ def services(
     service_id = f"app-ksql-{uuid.uuid4().hex[:8]}"
     data_dir: Path = tmp_path_factory.mktemp("app-ksql")
     limits = Limits(max_body_bytes=64 * 1024, catch_up_timeout_s=1.0)
-    properties = {"ksql.service.id": service_id, "ksql.streams.cache.max.bytes.buffering": "10485760"}
+    properties = {
+        "ksql.service.id": service_id,
+        "ksql.streams.cache.max.bytes.buffering": "10485760",
+    }
     defaults = {"ksql.service.id": "default_", "ksql.streams.cache.max.bytes.buffering": "10485760"}
-    with open_services(settings, service_id, data_dir, limits=limits, properties=properties,
-                       defaults=defaults) as built:  # fmt: skip
+    with open_services(
+        settings, service_id, data_dir, limits=limits, properties=properties, defaults=defaults
+    ) as built:
         yield built
 
 
@@ -78,9 +82,13 @@ def test_create_show_describe_drop(client: TestClient) -> None:
     listed = ksql(client, "SHOW STREAMS; LIST TABLES;").json()
     assert listed[0]["@type"] == "streams" and listed[1]["@type"] == "tables"
     assert {
-        "type": "STREAM", "name": stream, "topic": stream.lower(), "keyFormat": "KAFKA",
-        "valueFormat": "JSON", "isWindowed": False,
-    } in listed[0]["streams"]  # fmt: skip
+        "type": "STREAM",
+        "name": stream,
+        "topic": stream.lower(),
+        "keyFormat": "KAFKA",
+        "valueFormat": "JSON",
+        "isWindowed": False,
+    } in listed[0]["streams"]
     assert table in [t["name"] for t in listed[1]["tables"]]
     assert stream not in [t["name"] for t in listed[1]["tables"]]
 
@@ -90,8 +98,12 @@ def test_create_show_describe_drop(client: TestClient) -> None:
     assert description["name"] == stream and description["type"] == "STREAM"
     assert (description["topic"], description["partitions"]) == (stream.lower(), 2)
     string = {"type": "STRING", "fields": None, "memberSchema": None}
-    decimal = {"type": "DECIMAL", "fields": None, "memberSchema": None,
-               "parameters": {"precision": 10, "scale": 2}}  # fmt: skip
+    decimal = {
+        "type": "DECIMAL",
+        "fields": None,
+        "memberSchema": None,
+        "parameters": {"precision": 10, "scale": 2},
+    }
     assert description["fields"] == [
         {"name": "ID", "schema": string, "type": "KEY"},
         {"name": "AMOUNT", "schema": decimal},
@@ -105,8 +117,12 @@ def test_create_show_describe_drop(client: TestClient) -> None:
     assert stream not in [d["name"] for d in extended[1]["sourceDescriptions"]]
     (topics_extended,) = ksql(client, "SHOW TOPICS EXTENDED;").json()
     assert topics_extended["@type"] == "kafka_topics_extended"
-    assert {"name": stream.lower(), "replicaInfo": [1, 1], "consumerCount": 0,
-            "consumerGroupCount": 0} in topics_extended["topics"]  # fmt: skip
+    assert {
+        "name": stream.lower(),
+        "replicaInfo": [1, 1],
+        "consumerCount": 0,
+        "consumerGroupCount": 0,
+    } in topics_extended["topics"]
 
     topics = ksql(client, "LIST TOPICS;").json()[0]
     assert topics["@type"] == "kafka_topics"
@@ -161,7 +177,11 @@ def test_validation_error_keeps_earlier_entities(client: TestClient) -> None:
         ("SELECT * FROM X EMIT CHANGES;", 40002, "/query"),
         ("TERMINATE NO_SUCH_QUERY;", 40001, "Unknown queryId: NO_SUCH_QUERY"),
         ("EXPLAIN NO_SUCH_QUERY;", 40001, "Query with id:NO_SUCH_QUERY does not exist"),
-        ("INSERT INTO X (A) VALUES (1);", 40001, "Cannot insert values into an unknown stream/table: X"),
+        (
+            "INSERT INTO X (A) VALUES (1);",
+            40001,
+            "Cannot insert values into an unknown stream/table: X",
+        ),
         ("DESCRIBE NO_SUCH_SOURCE;", 40001, "NO_SUCH_SOURCE"),
         ("SHOW CONNECTORS;", 40001, "not supported"),
         ("PAUSE SOME_QUERY;", 40001, "PAUSE SOME_QUERY statements are not supported"),
@@ -188,8 +208,10 @@ def test_statements_not_handled_here(
         # found by probing (issue 21): each was a 500 or held the request
         (b'{"ksql": "SHOW STREAMS;", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}", "not valid JSON"),
         (b'{"ksql": "SELECT \\ud800 FROM x;"}', "not valid JSON"),
-        (b'{"ksql": "SHOW STREAMS;", "commandSequenceNumber": 1' + b"0" * 40 + b"}",
-         "commandSequenceNumber"),
+        (
+            b'{"ksql": "SHOW STREAMS;", "commandSequenceNumber": 1' + b"0" * 40 + b"}",
+            "commandSequenceNumber",
+        ),
     ],
 )
 def test_bad_bodies(client: TestClient, content: bytes, fragment: str) -> None:
@@ -240,12 +262,19 @@ def test_variables_and_no_op_statements(client: TestClient, services: Services) 
     assert undefined.status_code == 400 and "missing" in undefined.json()["message"]
 
 
-def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client: TestClient) -> None:
-    created = ksql(client, "CREATE STREAM PQ_SRC (ID STRING KEY, V INT) WITH "
-                           "(kafka_topic='pq_src', partitions=1, value_format='JSON');")
+def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(
+    client: TestClient,
+) -> None:
+    created = ksql(
+        client,
+        "CREATE STREAM PQ_SRC (ID STRING KEY, V INT) WITH "
+        "(kafka_topic='pq_src', partitions=1, value_format='JSON');",
+    )
     assert created.status_code == 200, created.text
-    text = ("SHOW STREAMS;\nCREATE STREAM PQ_J AS\n  SELECT A.ID, A.V\n  FROM PQ_SRC A\n"
-            "  JOIN PQ_SRC B WITHIN 1 SECOND ON A.ID = B.ID;")
+    text = (
+        "SHOW STREAMS;\nCREATE STREAM PQ_J AS\n  SELECT A.ID, A.V\n  FROM PQ_SRC A\n"
+        "  JOIN PQ_SRC B WITHIN 1 SECOND ON A.ID = B.ID;"
+    )
     answer = ksql(client, text)
     assert answer.status_code == 400, answer.text
     body = answer.json()
@@ -254,11 +283,14 @@ def test_a_construct_not_supported_yet_is_refused_at_its_line_and_column(client:
     assert ksql(client, "SHOW QUERIES;").json()[0]["queries"] == []  # nothing reached the log
 
 
-@pytest.mark.parametrize("text", [
-    "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT *\n  FROM PQ_NOPE;",
-    "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT COUNT(*) AS N\n  FROM PQ_NOPE GROUP BY ID;",
-    "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT *\n  FROM PQ_NOPE A JOIN PQ_NOPE2 B WITHIN 1 SECOND ON A.ID = B.ID;",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT *\n  FROM PQ_NOPE;",
+        "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT COUNT(*) AS N\n  FROM PQ_NOPE GROUP BY ID;",
+        "SHOW STREAMS;\nCREATE STREAM PQ_OUT AS\n  SELECT *\n  FROM PQ_NOPE A JOIN PQ_NOPE2 B WITHIN 1 SECOND ON A.ID = B.ID;",
+    ],
+)
 def test_a_query_from_a_missing_source_points_at_its_name(client: TestClient, text: str) -> None:
     answer = ksql(client, text)
     assert answer.status_code == 400, answer.text
@@ -276,9 +308,14 @@ def test_show_functions_and_describe_function(client: TestClient) -> None:
     assert by_name["TRANSFORM"]["category"] == "LAMBDA"
     described = ksql(client, "DESCRIBE FUNCTION substring;").json()[0]
     assert (described["@type"], described["name"], described["type"]) == (
-        "describe_function", "SUBSTRING", "SCALAR")
+        "describe_function",
+        "SUBSTRING",
+        "SCALAR",
+    )
     assert [v["argumentTypes"] for v in described["functions"]] == [
-        ["STRING", "INTEGER"], ["STRING", "INTEGER", "INTEGER"]]
+        ["STRING", "INTEGER"],
+        ["STRING", "INTEGER", "INTEGER"],
+    ]
     assert described["functions"][0]["returnType"] == "STRING"
     missing = ksql(client, "DESCRIBE FUNCTION nope;")
     assert missing.status_code == 400
@@ -286,8 +323,9 @@ def test_show_functions_and_describe_function(client: TestClient) -> None:
 
 
 def test_show_properties_lists_server_and_session_values(client: TestClient) -> None:
-    answer = ksql(client, "SHOW PROPERTIES;",
-                  streamsProperties={"auto.offset.reset": "earliest"}).json()[0]  # fmt: skip
+    answer = ksql(
+        client, "SHOW PROPERTIES;", streamsProperties={"auto.offset.reset": "earliest"}
+    ).json()[0]
     assert answer["@type"] == "properties"
     values = {p["name"]: (p["scope"], p["value"]) for p in answer["properties"]}
     assert values["auto.offset.reset"] == ("SERVER", "earliest")
@@ -298,20 +336,29 @@ def test_show_properties_lists_server_and_session_values(client: TestClient) -> 
 
 def test_assert_topic_and_schema_as_ksqldb_answers_them(client: TestClient) -> None:
     topic = _name("ASSERTED").lower()
-    created = ksql(client, f"CREATE STREAM {topic.upper()} (ID STRING KEY, V INT) WITH "
-                           f"(kafka_topic='{topic}', partitions=2, value_format='JSON');")  # fmt: skip
+    created = ksql(
+        client,
+        f"CREATE STREAM {topic.upper()} (ID STRING KEY, V INT) WITH "
+        f"(kafka_topic='{topic}', partitions=2, value_format='JSON');",
+    )
     assert created.status_code == 200, created.text
     (found,) = ksql(client, f"ASSERT TOPIC {topic} WITH (PARTITIONS=2, REPLICAS=1);").json()
-    assert found == {"@type": "assert_topic", "statementText": found["statementText"],
-                     "topicName": topic, "exists": True, "warnings": []}  # fmt: skip
+    assert found == {
+        "@type": "assert_topic",
+        "statementText": found["statementText"],
+        "topicName": topic,
+        "exists": True,
+        "warnings": [],
+    }
     missing = ksql(client, "ASSERT TOPIC no_such_topic_here TIMEOUT 200 MILLISECONDS;")
     assert missing.status_code == 417
     assert missing.json()["error_code"] == 41700
     assert missing.json()["message"] == "Topic no_such_topic_here does not exist"
     mismatch = ksql(client, f"ASSERT TOPIC {topic} WITH (PARTITIONS=3) TIMEOUT 100 MILLISECONDS;")
     assert mismatch.status_code == 417
-    assert mismatch.json()["message"] == (f"Mismatched configuration for topic {topic}: For config "
-                                          "partitions, expected 3 got 2")  # fmt: skip
+    assert mismatch.json()["message"] == (
+        f"Mismatched configuration for topic {topic}: For config partitions, expected 3 got 2"
+    )
     (absent,) = ksql(client, "ASSERT NOT EXISTS TOPIC no_such_topic_here;").json()
     assert absent["@type"] == "assert_topic" and absent["exists"] is False
     exists = ksql(client, f"ASSERT NOT EXISTS TOPIC {topic} TIMEOUT 100 MILLISECONDS;")
@@ -321,17 +368,32 @@ def test_assert_topic_and_schema_as_ksqldb_answers_them(client: TestClient) -> N
     assert "schema registry" in schema.json()["message"]
 
 
-
-@pytest.mark.parametrize(("with_clause", "fragment"), [
-    ("kafka_topic='../../etc', value_format='JSON', partitions=1", 'Topic name "../../etc" is illegal'),
-    ("kafka_topic='q'';--', value_format='JSON', partitions=1", "is illegal"),
-    ("kafka_topic='ok_topic', value_format='JSON', partitions=-3", "Invalid number of partitions"),
-    ("kafka_topic='ok_topic', value_format='JSON', partitions=0", "Invalid number of partitions"),
-    ("kafka_topic='ok_topic', value_format='JSON', partitions=100000000", "at most 10,000"),
-    ("kafka_topic='ok_topic', value_format='JSON', partitions=1, replicas=-5", "number of replicas"),
-])  # fmt: skip
-def test_kafka_rules_are_checked_before_the_command_log(client: TestClient, with_clause: str,
-                                                        fragment: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("with_clause", "fragment"),
+    [
+        (
+            "kafka_topic='../../etc', value_format='JSON', partitions=1",
+            'Topic name "../../etc" is illegal',
+        ),
+        ("kafka_topic='q'';--', value_format='JSON', partitions=1", "is illegal"),
+        (
+            "kafka_topic='ok_topic', value_format='JSON', partitions=-3",
+            "Invalid number of partitions",
+        ),
+        (
+            "kafka_topic='ok_topic', value_format='JSON', partitions=0",
+            "Invalid number of partitions",
+        ),
+        ("kafka_topic='ok_topic', value_format='JSON', partitions=100000000", "at most 10,000"),
+        (
+            "kafka_topic='ok_topic', value_format='JSON', partitions=1, replicas=-5",
+            "number of replicas",
+        ),
+    ],
+)
+def test_kafka_rules_are_checked_before_the_command_log(
+    client: TestClient, with_clause: str, fragment: str
+) -> None:
     answer = ksql(client, f"CREATE STREAM {_name('BAD')} (A INT) WITH ({with_clause});")
     assert answer.status_code == 400, answer.text
     assert fragment in answer.json()["message"]

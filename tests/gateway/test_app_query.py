@@ -26,7 +26,9 @@ pytestmark = pytest.mark.kafka
 
 @pytest.fixture(scope="module")
 def services(memory_services: Callable[..., Services]) -> Services:
-    return memory_services("query", limits=Limits(pull_max_concurrent=4), pull=PullSettings(table_scan_enabled=True))
+    return memory_services(
+        "query", limits=Limits(pull_max_concurrent=4), pull=PullSettings(table_scan_enabled=True)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +64,18 @@ def until_rows(client: TestClient, text: str, count: int, **fields: Any) -> list
 @pytest.fixture(scope="module")
 def users(client: TestClient) -> str:
     name = f"USERS_{uuid.uuid4().hex[:6].upper()}"
-    created = ksql(client, f"CREATE TABLE {name} (ID STRING PRIMARY KEY, NAME STRING, AGE INT, "
-                           f"SCORE DECIMAL(5, 2)) WITH (kafka_topic='{name.lower()}', partitions=3, "
-                           "value_format='JSON');")  # fmt: skip
+    created = ksql(
+        client,
+        f"CREATE TABLE {name} (ID STRING PRIMARY KEY, NAME STRING, AGE INT, "
+        f"SCORE DECIMAL(5, 2)) WITH (kafka_topic='{name.lower()}', partitions=3, "
+        "value_format='JSON');",
+    )
     assert created.status_code == 200, created.text
     for i in range(10):
-        inserted = ksql(client, f"INSERT INTO {name} (ID, NAME, AGE, SCORE) VALUES "
-                                f"('u{i}', 'n{i}', {20 + i}, {i}.50);")  # fmt: skip
+        inserted = ksql(
+            client,
+            f"INSERT INTO {name} (ID, NAME, AGE, SCORE) VALUES ('u{i}', 'n{i}', {20 + i}, {i}.50);",
+        )
         assert inserted.status_code == 200, inserted.text
     until_rows(client, f"SELECT * FROM {name};", 10)
     return name
@@ -79,8 +86,11 @@ def test_insert_answers_where_the_row_landed(client: TestClient, users: str) -> 
     assert answer.status_code == 200 and answer.json() == []  # as ksqlDB 0.29: no entity
     (written,) = json.loads(answer.headers["Headwater-Written-Offsets"])
     assert written["topic"] == users.lower() and written["offset"] >= 0
-    several = ksql(client, f"SHOW STREAMS; INSERT INTO {users} (ID) VALUES ('y'); "
-                           f"INSERT INTO {users} (ID) VALUES ('x');")  # fmt: skip
+    several = ksql(
+        client,
+        f"SHOW STREAMS; INSERT INTO {users} (ID) VALUES ('y'); "
+        f"INSERT INTO {users} (ID) VALUES ('x');",
+    )
     assert [e["@type"] for e in several.json()] == ["streams"]
     assert len(json.loads(several.headers["Headwater-Written-Offsets"])) == 2
     assert "Headwater-Written-Offsets" not in ksql(client, "SHOW STREAMS;").headers
@@ -93,8 +103,10 @@ def test_insert_answers_where_the_row_landed(client: TestClient, users: str) -> 
 def test_pull_by_key_with_header_and_staleness(client: TestClient, users: str) -> None:
     answer = query(client, f"SELECT * FROM {users} WHERE ID = 'u3';")
     items = answer.json()
-    assert items[0]["header"]["schema"] == \
-        "`ID` STRING KEY, `NAME` STRING, `AGE` INTEGER, `SCORE` DECIMAL(5, 2)"
+    assert (
+        items[0]["header"]["schema"]
+        == "`ID` STRING KEY, `NAME` STRING, `AGE` INTEGER, `SCORE` DECIMAL(5, 2)"
+    )
     assert items[1] == {"row": {"columns": ["u3", "n3", 23, 3.5]}}
     assert '"columns":["u3","n3",23,3.50]' in answer.text  # decimals keep their scale
     served = items[0]["header"]["servedBy"]  # an extra field of ksqlDB's header, no item of its own
@@ -103,19 +115,26 @@ def test_pull_by_key_with_header_and_staleness(client: TestClient, users: str) -
 
 
 def test_pull_in_range_scan_filters_projection_limit(client: TestClient, users: str) -> None:
-    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID IN ('u5', 'u1', 'nope');")) == \
-        [["u5"], ["u1"]]
-    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID >= 'u7' AND ID < 'u9';")) == \
-        [["u7"], ["u8"]]
-    assert sorted(rows_of(query(client, f"SELECT NAME, AGE * 2 AS DOUBLED FROM {users} "
-                                        "WHERE AGE > 26;"))) == \
-        [["n7", 54], ["n8", 56], ["n9", 58]]  # fmt: skip
+    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID IN ('u5', 'u1', 'nope');")) == [
+        ["u5"],
+        ["u1"],
+    ]
+    assert rows_of(query(client, f"SELECT ID FROM {users} WHERE ID >= 'u7' AND ID < 'u9';")) == [
+        ["u7"],
+        ["u8"],
+    ]
+    assert sorted(
+        rows_of(query(client, f"SELECT NAME, AGE * 2 AS DOUBLED FROM {users} WHERE AGE > 26;"))
+    ) == [["n7", 54], ["n8", 56], ["n9", 58]]
     assert len(rows_of(query(client, f"SELECT * FROM {users} LIMIT 4;"))) == 4
 
 
 def test_scans_can_be_disabled_per_request(client: TestClient, users: str) -> None:
-    answer = query(client, f"SELECT * FROM {users} WHERE AGE > 1;",
-                   streamsProperties={"ksql.query.pull.table.scan.enabled": False})
+    answer = query(
+        client,
+        f"SELECT * FROM {users} WHERE AGE > 1;",
+        streamsProperties={"ksql.query.pull.table.scan.enabled": False},
+    )
     assert answer.status_code == 400
     assert answer.json()["error_code"] == 40001
     assert "ksql.query.pull.table.scan.enabled" in answer.json()["message"]
@@ -123,8 +142,14 @@ def test_scans_can_be_disabled_per_request(client: TestClient, users: str) -> No
 
 def test_tombstones_delete(client: TestClient, services: Services) -> None:
     name = f"T_{uuid.uuid4().hex[:6].upper()}"
-    assert ksql(client, f"CREATE TABLE {name} (K INT PRIMARY KEY, V STRING) WITH "
-                        f"(kafka_topic='{name.lower()}', partitions=1, format='JSON');").status_code == 200
+    assert (
+        ksql(
+            client,
+            f"CREATE TABLE {name} (K INT PRIMARY KEY, V STRING) WITH "
+            f"(kafka_topic='{name.lower()}', partitions=1, format='JSON');",
+        ).status_code
+        == 200
+    )
     assert ksql(client, f"INSERT INTO {name} (K, V) VALUES (1, 'a');").status_code == 200
     assert until_rows(client, f"SELECT * FROM {name} WHERE K = 1;", 1) == [[1, "a"]]
     assert services.writer is not None
@@ -137,8 +162,14 @@ def test_tombstones_delete(client: TestClient, services: Services) -> None:
 
 def test_pull_on_a_stream_scans_its_topic(client: TestClient) -> None:
     name = f"S_{uuid.uuid4().hex[:6].upper()}"
-    assert ksql(client, f"CREATE STREAM {name} (K STRING KEY, V INT) WITH "
-                        f"(kafka_topic='{name.lower()}', partitions=2, value_format='JSON');").status_code == 200
+    assert (
+        ksql(
+            client,
+            f"CREATE STREAM {name} (K STRING KEY, V INT) WITH "
+            f"(kafka_topic='{name.lower()}', partitions=2, value_format='JSON');",
+        ).status_code
+        == 200
+    )
     for i in range(5):
         assert ksql(client, f"INSERT INTO {name} (K, V) VALUES ('k{i}', {i});").status_code == 200
     rows = rows_of(query(client, f"SELECT V FROM {name} WHERE V >= 2;"))
@@ -146,18 +177,26 @@ def test_pull_on_a_stream_scans_its_topic(client: TestClient) -> None:
 
 
 def test_query_stream_answers_header_then_arrays(client: TestClient, users: str) -> None:
-    answer = client.post("/query-stream", json={"sql": f"SELECT ID, AGE FROM {users} WHERE ID = 'u1';",
-                                               "properties": {}})
+    answer = client.post(
+        "/query-stream",
+        json={"sql": f"SELECT ID, AGE FROM {users} WHERE ID = 'u1';", "properties": {}},
+    )
     assert answer.status_code == 200, answer.text
     lines = [json.loads(line) for line in answer.text.splitlines()]
-    assert lines[0]["columnNames"] == ["ID", "AGE"] and lines[0]["columnTypes"] == ["STRING", "INTEGER"]
+    assert lines[0]["columnNames"] == ["ID", "AGE"] and lines[0]["columnTypes"] == [
+        "STRING",
+        "INTEGER",
+    ]
     assert lines[1:] == [["u1", 21]]
     assert lines[0]["servedBy"][0]["lag"] == 0
 
 
 def test_query_ndjson_on_request(client: TestClient, users: str) -> None:
-    answer = client.post("/query", json={"ksql": f"SELECT ID FROM {users} WHERE ID = 'u2';"},
-                         headers={"Accept": "application/x-ndjson"})
+    answer = client.post(
+        "/query",
+        json={"ksql": f"SELECT ID FROM {users} WHERE ID = 'u2';"},
+        headers={"Accept": "application/x-ndjson"},
+    )
     lines = [json.loads(line) for line in answer.text.splitlines()]
     assert "servedBy" in lines[0]["header"] and lines[1:] == [{"row": {"columns": ["u2"]}}]
 
@@ -168,15 +207,20 @@ def test_query_ndjson_on_request(client: TestClient, users: str) -> None:
         ("SELECT * FROM NOPE;", 400, 40001, "NOPE does not exist"),
         ("SELECT * FROM {t} WHERE NOPE = 1;", 400, 40001, "NOPE"),
         ("SELECT * FROM {t} WHERE ID = 1;", 400, 40001, ""),
-        ("SELECT ID, COUNT(*) FROM {t} GROUP BY ID EMIT CHANGES;", 400, 40000,
-         "runs no Spark engine"),
+        (
+            "SELECT ID, COUNT(*) FROM {t} GROUP BY ID EMIT CHANGES;",
+            400,
+            40000,
+            "runs no Spark engine",
+        ),
         ("SHOW TABLES;", 400, 40001, "only SELECT statements"),
         ("SELECT * FROM {t}; SELECT * FROM {t};", 400, 40001, "exactly one SELECT"),
         ("SELEC * FROM {t};", 400, 40001, "SELEC"),
     ],
 )
-def test_query_errors_are_4xx_in_ksqldb_shape(client: TestClient, users: str, text: str,
-                                              status: int, code: int, fragment: str) -> None:  # fmt: skip
+def test_query_errors_are_4xx_in_ksqldb_shape(
+    client: TestClient, users: str, text: str, status: int, code: int, fragment: str
+) -> None:
     answer = query(client, text.format(t=users))
     assert answer.status_code == status, answer.text
     body = answer.json()
@@ -222,10 +266,18 @@ def test_openapi_describes_every_route(client: TestClient) -> None:
     assert routes == set(PATHS) == set(document["paths"])
 
 
-def test_a_server_holds_only_its_assigned_partitions(client: TestClient, services: Services) -> None:
+def test_a_server_holds_only_its_assigned_partitions(
+    client: TestClient, services: Services
+) -> None:
     name = f"A_{uuid.uuid4().hex[:6].upper()}"
-    assert ksql(client, f"CREATE TABLE {name} (K STRING PRIMARY KEY, V INT) WITH "
-                        f"(kafka_topic='{name.lower()}', partitions=2, format='JSON');").status_code == 200
+    assert (
+        ksql(
+            client,
+            f"CREATE TABLE {name} (K STRING PRIMARY KEY, V INT) WITH "
+            f"(kafka_topic='{name.lower()}', partitions=2, format='JSON');",
+        ).status_code
+        == 200
+    )
     keys = [f"k{i}" for i in range(8)]
     for key in keys:
         assert ksql(client, f"INSERT INTO {name} (K, V) VALUES ('{key}', 1);").status_code == 200
@@ -250,47 +302,73 @@ def test_a_server_holds_only_its_assigned_partitions(client: TestClient, service
 @pytest.fixture(scope="module")
 def notes(client: TestClient) -> str:
     name = f"NOTES_{uuid.uuid4().hex[:6].upper()}"
-    created = ksql(client, f"CREATE TABLE {name} (ID STRING PRIMARY KEY, BODY STRING, RAW BYTES, "
-                           f"AMOUNT DECIMAL(6, 2)) WITH (kafka_topic='{name.lower()}', partitions=2, "
-                           "value_format='JSON');")  # fmt: skip
+    created = ksql(
+        client,
+        f"CREATE TABLE {name} (ID STRING PRIMARY KEY, BODY STRING, RAW BYTES, "
+        f"AMOUNT DECIMAL(6, 2)) WITH (kafka_topic='{name.lower()}', partitions=2, "
+        "value_format='JSON');",
+    )
     assert created.status_code == 200, created.text
     for key in ("bob", "carol"):
-        assert ksql(client, f"INSERT INTO {name} (ID, BODY) VALUES ('{key}', 'x');").status_code == 200
+        assert (
+            ksql(client, f"INSERT INTO {name} (ID, BODY) VALUES ('{key}', 'x');").status_code == 200
+        )
     until_rows(client, f"SELECT * FROM {name};", 2)
     return name
 
 
-def test_a_bound_parameter_is_never_read_as_a_variable_over_http(client: TestClient, notes: str
-                                                                 ) -> None:  # fmt: skip
+def test_a_bound_parameter_is_never_read_as_a_variable_over_http(
+    client: TestClient, notes: str
+) -> None:
     hostile = {"who": "bob' OR ID <> '"}
-    answer = query(client, f"SELECT ID FROM {notes} WHERE ID = ?;", sessionVariables=hostile,
-                   parameters=["${who}"])  # fmt: skip
+    answer = query(
+        client,
+        f"SELECT ID FROM {notes} WHERE ID = ?;",
+        sessionVariables=hostile,
+        parameters=["${who}"],
+    )
     assert rows_of(answer) == []  # no row has the id '${who}'; textual expansion returned them all
-    stored = ksql(client, f"INSERT INTO {notes} (ID, BODY) VALUES (?, ?);",
-                  sessionVariables={"tag": "SECRET"}, parameters=["${HOME}", "my ${tag}"])
+    stored = ksql(
+        client,
+        f"INSERT INTO {notes} (ID, BODY) VALUES (?, ?);",
+        sessionVariables={"tag": "SECRET"},
+        parameters=["${HOME}", "my ${tag}"],
+    )
     assert stored.status_code == 200, stored.text
-    assert until_rows(client, f"SELECT BODY FROM {notes} WHERE ID = ?;", 1,
-                      parameters=["${HOME}"]) == [["my ${tag}"]]  # fmt: skip
+    assert until_rows(
+        client, f"SELECT BODY FROM {notes} WHERE ID = ?;", 1, parameters=["${HOME}"]
+    ) == [["my ${tag}"]]
     # ${...} written in the statement itself is still substituted, as ksqlDB does
-    assert rows_of(query(client, f"SELECT ID FROM {notes} WHERE ID = '${{who}}';",
-                         sessionVariables={"who": "carol"})) == [["carol"]]  # fmt: skip
+    assert rows_of(
+        query(
+            client,
+            f"SELECT ID FROM {notes} WHERE ID = '${{who}}';",
+            sessionVariables={"who": "carol"},
+        )
+    ) == [["carol"]]
 
 
 def test_the_query_stream_endpoint_binds_parameters_too(client: TestClient, notes: str) -> None:
-    answer = client.post("/query-stream", json={"sql": f"SELECT ID FROM {notes} WHERE ID = ?;",
-                                                "parameters": ["carol"]})  # fmt: skip
+    answer = client.post(
+        "/query-stream",
+        json={"sql": f"SELECT ID FROM {notes} WHERE ID = ?;", "parameters": ["carol"]},
+    )
     assert answer.status_code == 200, answer.text
     assert [json.loads(line) for line in answer.text.splitlines()][1:] == [["carol"]]
 
 
-@pytest.mark.parametrize(("parameters", "fragment"), [
-    ({"a": 1}, "must be a JSON array"),
-    ([{"x": 1}], "a parameter is null"),
-    ([1, 2], "placeholder"),
-    ([], "bound parameter"),
-])  # fmt: skip
-def test_malformed_parameters_are_400(client: TestClient, notes: str, parameters: Any,
-                                      fragment: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("parameters", "fragment"),
+    [
+        ({"a": 1}, "must be a JSON array"),
+        ([{"x": 1}], "a parameter is null"),
+        ([1, 2], "placeholder"),
+        ([], "bound parameter"),
+    ],
+)
+def test_malformed_parameters_are_400(
+    client: TestClient, notes: str, parameters: Any, fragment: str
+) -> None:
     answer = query(client, f"SELECT ID FROM {notes} WHERE ID = ?;", parameters=parameters)
     assert answer.status_code == 400, answer.text
     assert fragment in answer.json()["message"]
@@ -301,13 +379,18 @@ def test_the_driver_binds_every_type_as_data(client: TestClient, notes: str) -> 
 
     from headwater import dbapi
 
-    with dbapi.connect("http://testserver", transport=client._transport,
-                       session_variables={"who": "bob' OR ID <> '"}) as connection:  # fmt: skip
+    with dbapi.connect(
+        "http://testserver",
+        transport=client._transport,
+        session_variables={"who": "bob' OR ID <> '"},
+    ) as connection:
         cursor = connection.cursor()
         cursor.execute(f"SELECT ID FROM {notes} WHERE ID = ?;", ["${who}"])
         assert cursor.fetchall() == []
-        cursor.execute(f"INSERT INTO {notes} (ID, BODY, RAW, AMOUNT) VALUES (?, ?, ?, ?);",
-                       ["b1", "it's ${who} -- /*", b"\x00\xff", decimal.Decimal("12.50")])
+        cursor.execute(
+            f"INSERT INTO {notes} (ID, BODY, RAW, AMOUNT) VALUES (?, ?, ?, ?);",
+            ["b1", "it's ${who} -- /*", b"\x00\xff", decimal.Decimal("12.50")],
+        )
         cursor.execute(f"SELECT BODY, RAW, AMOUNT FROM {notes} WHERE ID = ?;", ["b1"])
         assert cursor.fetchall() == [("it's ${who} -- /*", b"\x00\xff", decimal.Decimal("12.50"))]
 
@@ -318,8 +401,9 @@ def test_random_strings_round_trip_and_never_widen_a_lookup(client: TestClient, 
 
     from headwater import dbapi
 
-    connection = dbapi.connect("http://testserver", transport=client._transport,
-                               session_variables={"x": "' OR '1' = '1"})  # fmt: skip
+    connection = dbapi.connect(
+        "http://testserver", transport=client._transport, session_variables={"x": "' OR '1' = '1"}
+    )
     cursor = connection.cursor()
 
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -336,16 +420,19 @@ def test_random_strings_round_trip_and_never_widen_a_lookup(client: TestClient, 
 # -- the pull-plan cache (issue 17) ---------------------------------------------------------------
 
 
-def test_repeated_shapes_are_answered_from_the_plan_cache(client: TestClient, services: Services,
-                                                          users: str) -> None:  # fmt: skip
+def test_repeated_shapes_are_answered_from_the_plan_cache(
+    client: TestClient, services: Services, users: str
+) -> None:
     before = services.plans.hits
     for i in (1, 2, 3, 4):
-        assert rows_of(query(client, f"SELECT ID, AGE FROM {users} WHERE ID = 'u{i}';")) == \
-            [[f"u{i}", 20 + i]]  # fmt: skip
+        assert rows_of(query(client, f"SELECT ID, AGE FROM {users} WHERE ID = 'u{i}';")) == [
+            [f"u{i}", 20 + i]
+        ]
     assert services.plans.hits >= before + 3
     # parameters bind into the same shapes
-    assert rows_of(query(client, f"SELECT ID, AGE FROM {users} WHERE ID = ?;",
-                         parameters=["u5"])) == [["u5", 25]]  # fmt: skip
+    assert rows_of(
+        query(client, f"SELECT ID, AGE FROM {users} WHERE ID = ?;", parameters=["u5"])
+    ) == [["u5", 25]]
     assert services.plans.hits >= before + 4
 
 
@@ -359,8 +446,11 @@ def test_a_literal_of_another_type_is_another_plan(client: TestClient, users: st
 def test_settings_that_shape_a_plan_are_respected(client: TestClient, users: str) -> None:
     text = f"SELECT ID FROM {users} WHERE AGE = 23;"
     assert rows_of(query(client, text)) == [["u3"]]
-    refused = query(client, text.replace("23", "24"),
-                    streamsProperties={"ksql.query.pull.table.scan.enabled": False})
+    refused = query(
+        client,
+        text.replace("23", "24"),
+        streamsProperties={"ksql.query.pull.table.scan.enabled": False},
+    )
     assert refused.status_code == 400 and "table scans" in refused.json()["message"]
     assert rows_of(query(client, text.replace("23", "25"))) == [["u5"]]
     # per-request bounds are read per request on the cached path too
@@ -378,8 +468,11 @@ def test_a_changed_table_is_planned_afresh(client: TestClient, services: Service
     topic = name.lower()
 
     def create(columns: str) -> None:
-        created = ksql(client, f"CREATE TABLE {name} ({columns}) WITH (kafka_topic='{topic}', "
-                               "partitions=1, value_format='JSON');")  # fmt: skip
+        created = ksql(
+            client,
+            f"CREATE TABLE {name} ({columns}) WITH (kafka_topic='{topic}', "
+            "partitions=1, value_format='JSON');",
+        )
         assert created.status_code == 200, created.text
 
     create("K STRING PRIMARY KEY, A INT")
@@ -394,11 +487,14 @@ def test_a_changed_table_is_planned_afresh(client: TestClient, services: Service
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(keys=st.lists(st.sampled_from(["u0", "u3", "u9", "z", "nope", "it's"]), min_size=1,
-                     max_size=4),
-       age=st.integers(-5, 40), shape=st.sampled_from(range(4)))  # fmt: skip
-def test_cached_and_uncached_answers_are_equal(client: TestClient, users: str, keys: list[str],
-                                               age: int, shape: int) -> None:  # fmt: skip
+@given(
+    keys=st.lists(st.sampled_from(["u0", "u3", "u9", "z", "nope", "it's"]), min_size=1, max_size=4),
+    age=st.integers(-5, 40),
+    shape=st.sampled_from(range(4)),
+)
+def test_cached_and_uncached_answers_are_equal(
+    client: TestClient, users: str, keys: list[str], age: int, shape: int
+) -> None:
     listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
     text = [
         f"SELECT * FROM {users} WHERE ID = {listed.split(', ')[0]};",
@@ -416,13 +512,17 @@ def test_cached_and_uncached_answers_are_equal(client: TestClient, users: str, k
         assert cached.json()["message"] == uncached.json()["message"]
 
 
-@pytest.mark.parametrize(("text", "token", "fragment"), [
-    ("SELECT * FROM {t} WHERE NOPE = 1;", "NOPE", "WHERE column 'NOPE'"),
-    ("SELECT NOPE FROM {t} WHERE ID = 'a';", "NOPE", "SELECT column 'NOPE'"),
-    ("SELECT * FROM {t} WHERE ID = 'a' EMIT FINAL;", "EMIT", "EMIT FINAL is only supported"),
-])  # fmt: skip
-def test_query_errors_point_at_what_is_wrong(client: TestClient, users: str, text: str,
-                                            token: str, fragment: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "token", "fragment"),
+    [
+        ("SELECT * FROM {t} WHERE NOPE = 1;", "NOPE", "WHERE column 'NOPE'"),
+        ("SELECT NOPE FROM {t} WHERE ID = 'a';", "NOPE", "SELECT column 'NOPE'"),
+        ("SELECT * FROM {t} WHERE ID = 'a' EMIT FINAL;", "EMIT", "EMIT FINAL is only supported"),
+    ],
+)
+def test_query_errors_point_at_what_is_wrong(
+    client: TestClient, users: str, text: str, token: str, fragment: str
+) -> None:
     statement = text.format(t=users)
     answer = query(client, statement)
     body = answer.json()
@@ -439,35 +539,56 @@ def test_insert_errors_point_at_the_value_or_column(client: TestClient, users: s
 
 
 def test_alter_adds_value_columns_as_ksqldb_does(client: TestClient) -> None:
-    table, stream = f"ALTERED_{uuid.uuid4().hex[:6].upper()}", f"ALTERED_S_{uuid.uuid4().hex[:6].upper()}"
-    created = ksql(client, f"CREATE TABLE {table} (ID STRING PRIMARY KEY, V BIGINT) WITH "
-                           f"(kafka_topic='{table.lower()}', partitions=1, value_format='JSON');")
+    table, stream = (
+        f"ALTERED_{uuid.uuid4().hex[:6].upper()}",
+        f"ALTERED_S_{uuid.uuid4().hex[:6].upper()}",
+    )
+    created = ksql(
+        client,
+        f"CREATE TABLE {table} (ID STRING PRIMARY KEY, V BIGINT) WITH "
+        f"(kafka_topic='{table.lower()}', partitions=1, value_format='JSON');",
+    )
     assert created.status_code == 200, created.text
     assert ksql(client, f"INSERT INTO {table} (ID, V) VALUES ('a', 1);").status_code == 200
     altered = ksql(client, f"ALTER TABLE {table} ADD COLUMN W STRING, ADD COLUMN X INT;")
     assert altered.status_code == 200, altered.text
     assert altered.json()[0]["commandStatus"]["message"] == "Table altered"
-    assert ksql(client, f"INSERT INTO {table} (ID, V, W) VALUES ('b', 2, 'two');").status_code == 200
+    assert (
+        ksql(client, f"INSERT INTO {table} (ID, V, W) VALUES ('b', 2, 'two');").status_code == 200
+    )
     deadline = time.monotonic() + 15
     while True:  # the table is materialized afresh with its new columns
         answer = client.post("/query", json={"ksql": f"SELECT * FROM {table};"})
-        rows = [i["row"]["columns"] for i in answer.json() if "row" in i] \
-            if answer.status_code == 200 else []  # fmt: skip
+        rows = (
+            [i["row"]["columns"] for i in answer.json() if "row" in i]
+            if answer.status_code == 200
+            else []
+        )
         if len(rows) >= 2 or time.monotonic() > deadline:
             break
         time.sleep(0.1)
     assert answer.status_code == 200, answer.text
-    assert answer.json()[0]["header"]["schema"] == \
-        "`ID` STRING KEY, `V` BIGINT, `W` STRING, `X` INTEGER"  # fmt: skip
+    assert (
+        answer.json()[0]["header"]["schema"]
+        == "`ID` STRING KEY, `V` BIGINT, `W` STRING, `X` INTEGER"
+    )
     assert sorted(rows) == [["a", 1, None, None], ["b", 2, "two", None]]
-    assert ksql(client, f"CREATE STREAM {stream} (ID STRING KEY) WITH (kafka_topic='{table.lower()}',"
-                        " value_format='JSON');").status_code == 200  # fmt: skip
+    assert (
+        ksql(
+            client,
+            f"CREATE STREAM {stream} (ID STRING KEY) WITH (kafka_topic='{table.lower()}',"
+            " value_format='JSON');",
+        ).status_code
+        == 200
+    )
     for text, message in [
-        (f"ALTER TABLE {table} ADD COLUMN W STRING;", ("Cannot add column `W` to schema. A column "
-                                                        "with the same name already exists.")),
+        (
+            f"ALTER TABLE {table} ADD COLUMN W STRING;",
+            ("Cannot add column `W` to schema. A column with the same name already exists."),
+        ),
         (f"ALTER STREAM {table} ADD COLUMN Z INT;", "Incompatible data source type is TABLE"),
         ("ALTER TABLE NOPE_X ADD COLUMN Z INT;", "Source NOPE_X does not exist."),
-    ]:  # fmt: skip
+    ]:
         refused = ksql(client, text)
         assert refused.status_code == 400 and message in refused.json()["message"], refused.text
     assert ksql(client, f"ALTER STREAM {stream} ADD COLUMN Z INT;").status_code == 200

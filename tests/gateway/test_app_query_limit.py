@@ -40,10 +40,14 @@ def _queries(client: TestClient) -> list[str]:
     return sorted(q["id"] for q in answer.json()[0]["queries"])
 
 
-def test_a_query_beyond_the_limit_is_refused_until_terminate_frees_a_slot(client: TestClient) -> None:
+def test_a_query_beyond_the_limit_is_refused_until_terminate_frees_a_slot(
+    client: TestClient,
+) -> None:
     name = f"SRC_{uuid.uuid4().hex[:6]}".upper()
-    source = (f"CREATE STREAM {name} (id STRING KEY, v INT) WITH (kafka_topic='{name.lower()}', "
-              "partitions=1, value_format='JSON');")  # fmt: skip
+    source = (
+        f"CREATE STREAM {name} (id STRING KEY, v INT) WITH (kafka_topic='{name.lower()}', "
+        "partitions=1, value_format='JSON');"
+    )
     assert _ksql(client, source).status_code == 200
     for n in range(LIMIT):
         created = _ksql(client, f"CREATE STREAM {name}_{n} AS SELECT id, v FROM {name};")
@@ -62,7 +66,8 @@ def test_a_query_beyond_the_limit_is_refused_until_terminate_frees_a_slot(client
             "queries to exceed the configured limit. Use the TERMINATE command to terminate "
             "existing queries, or increase the 'ksql.query.persistent.active.limit' setting via "
             "the 'ksql-server.properties' file. Current persistent query count: 3. "
-            "Configured limit: 2.")  # fmt: skip
+            "Configured limit: 2."
+        )
     assert len(_queries(client)) == LIMIT  # nothing was appended
     shown = _ksql(client, "SHOW STREAMS;")  # what starts no query still works
     assert shown.status_code == 200
@@ -73,8 +78,10 @@ def test_a_query_beyond_the_limit_is_refused_until_terminate_frees_a_slot(client
     script = f"TERMINATE {first};\n{over}\nCREATE STREAM {name}_Y AS SELECT id, v FROM {name};"
     answer = _ksql(client, script)
     assert answer.status_code == 400, answer.text
-    assert [e["statementText"].split()[0] for e in answer.json()["entities"]] == ["TERMINATE",
-                                                                                 "CREATE"]  # fmt: skip
+    assert [e["statementText"].split()[0] for e in answer.json()["entities"]] == [
+        "TERMINATE",
+        "CREATE",
+    ]
     assert "Current persistent query count: 3. Configured limit: 2." in answer.json()["message"]
     assert len(_queries(client)) == LIMIT
 

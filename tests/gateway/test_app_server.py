@@ -136,8 +136,11 @@ def test_answers_in_the_media_type_asked_for(services: Services) -> None:
     with TestClient(create_app(services)) as client:
         asked = client.get("/info", headers={"Accept": ksql_v1})
         plain = client.get("/info")
-        statement = client.post("/ksql", json={"ksql": "SHOW STREAMS;"},
-                                headers={"Accept": f"{ksql_v1}, application/json"})
+        statement = client.post(
+            "/ksql",
+            json={"ksql": "SHOW STREAMS;"},
+            headers={"Accept": f"{ksql_v1}, application/json"},
+        )
     assert asked.headers["content-type"] == ksql_v1 and asked.json()["KsqlServerInfo"]
     assert plain.headers["content-type"] == "application/json"
     assert statement.status_code == 200 and statement.headers["content-type"] == ksql_v1

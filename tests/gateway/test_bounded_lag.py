@@ -34,22 +34,30 @@ def client(services: Services) -> Iterator[TestClient]:
 
 
 def _insert(client: TestClient, table: str, key: str, value: int) -> None:
-    answer = client.post("/ksql", json={"ksql": f"INSERT INTO {table} (ID, V) VALUES ('{key}', {value});"})
+    answer = client.post(
+        "/ksql", json={"ksql": f"INSERT INTO {table} (ID, V) VALUES ('{key}', {value});"}
+    )
     assert answer.status_code == 200, answer.text
 
 
 def _scan(client: TestClient, table: str, **properties: Any) -> Any:
-    return client.post("/query", json={"ksql": f"SELECT * FROM {table};",
-                                       "streamsProperties": properties})  # fmt: skip
+    return client.post(
+        "/query", json={"ksql": f"SELECT * FROM {table};", "streamsProperties": properties}
+    )
 
 
 def test_writes_the_restorer_has_not_fetched_count_in_a_bounded_answer(
     services: Services, client: TestClient
 ) -> None:
     table = f"B_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post("/ksql", json={"ksql": f"CREATE TABLE {table} (ID STRING PRIMARY KEY, "
-                                         f"V INT) WITH (kafka_topic='{table.lower()}', "
-                                         "partitions=1, value_format='JSON');"})  # fmt: skip
+    created = client.post(
+        "/ksql",
+        json={
+            "ksql": f"CREATE TABLE {table} (ID STRING PRIMARY KEY, "
+            f"V INT) WITH (kafka_topic='{table.lower()}', "
+            "partitions=1, value_format='JSON');"
+        },
+    )
     assert created.status_code == 200, created.text
     _insert(client, table, "a", 1)
     deadline = time.monotonic() + 15
@@ -67,7 +75,9 @@ def test_writes_the_restorer_has_not_fetched_count_in_a_bounded_answer(
 
         within = _scan(client, table, **{"acceptable.offset.lag": 5})
         assert within.status_code == 200, within.text
-        assert [(s["position"], s["lag"]) for s in within.json()[0]["header"]["servedBy"]] == [(1, 3)]
+        assert [(s["position"], s["lag"]) for s in within.json()[0]["header"]["servedBy"]] == [
+            (1, 3)
+        ]
 
         began = time.monotonic()
         beyond = _scan(client, table, **{"acceptable.offset.lag": 2})

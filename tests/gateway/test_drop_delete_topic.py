@@ -50,7 +50,9 @@ def _rows(server: Any, sql: str) -> list[Any]:
 
 
 def test_drop_delete_topic_while_two_servers_read_it(
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     service = f"drop-{uuid.uuid4().hex[:8]}"
     common = ["-b", memory_broker.bootstrap_servers, "--service-id", service]
@@ -58,10 +60,14 @@ def test_drop_delete_topic_while_two_servers_read_it(
     second = server_factory(*common, "--state-dir", str(tmp_path / "b"))
     stream_topic, table_topic = f"{service}-s", f"{service}-t"
     for sql in (
-        (f"CREATE STREAM s (id INT KEY, v INT) WITH (kafka_topic='{stream_topic}', partitions=2, "
-         "value_format='JSON');"),
-        (f"CREATE TABLE t (id INT PRIMARY KEY, v INT) WITH (kafka_topic='{table_topic}', "
-         "partitions=2, value_format='JSON');"),
+        (
+            f"CREATE STREAM s (id INT KEY, v INT) WITH (kafka_topic='{stream_topic}', partitions=2, "
+            "value_format='JSON');"
+        ),
+        (
+            f"CREATE TABLE t (id INT PRIMARY KEY, v INT) WITH (kafka_topic='{table_topic}', "
+            "partitions=2, value_format='JSON');"
+        ),
         "INSERT INTO t (id, v) VALUES (1, 10);",
         "INSERT INTO s (id, v) VALUES (1, 10);",
     ):
@@ -70,14 +76,17 @@ def test_drop_delete_topic_while_two_servers_read_it(
         _wait(lambda s=server: _rows(s, "SELECT * FROM t;"), 60, "the table is not restored")
 
     readers: list[tuple[list[str], threading.Event]] = []
-    bodies = ({"sql": "SELECT * FROM s EMIT CHANGES;"},
-              {"ksql": f"PRINT '{table_topic}' FROM BEGINNING;"})  # fmt: skip
+    bodies = (
+        {"sql": "SELECT * FROM s EMIT CHANGES;"},
+        {"ksql": f"PRINT '{table_topic}' FROM BEGINNING;"},
+    )
     for body in bodies:
         lines: list[str] = []
         done = threading.Event()
         path = "/query-stream" if "sql" in body else "/query"
-        threading.Thread(target=_stream_lines, args=(second.url + path, body, lines, done),
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(
+            target=_stream_lines, args=(second.url + path, body, lines, done), daemon=True
+        ).start()
         readers.append((lines, done))
     _wait(lambda: all(lines for lines, _done in readers), 30, "push query or PRINT did not start")
     time.sleep(0.5)  # both are fetching now
@@ -99,11 +108,18 @@ def test_drop_delete_topic_while_two_servers_read_it(
 
     # The names and topics can be used again at once (the retirement does not hold them back).
     for sql in (
-        (f"CREATE TABLE t (id INT PRIMARY KEY, v INT) WITH (kafka_topic='{table_topic}', "
-         "partitions=2, value_format='JSON');"),
+        (
+            f"CREATE TABLE t (id INT PRIMARY KEY, v INT) WITH (kafka_topic='{table_topic}', "
+            "partitions=2, value_format='JSON');"
+        ),
         "INSERT INTO t (id, v) VALUES (2, 20);",
     ):
         assert first.ksql(sql).status_code == 200, first.ksql(sql).text
     for server in (first, second):
-        _wait(lambda s=server: _rows(s, "SELECT * FROM t;") == [[2, 20]], 60,
-              lambda s=server: f"the re-created table is not restored: {_rows(s, 'SELECT * FROM t;')}")
+        _wait(
+            lambda s=server: _rows(s, "SELECT * FROM t;") == [[2, 20]],
+            60,
+            lambda s=server: (
+                f"the re-created table is not restored: {_rows(s, 'SELECT * FROM t;')}"
+            ),
+        )

@@ -53,8 +53,10 @@ def test_the_credentials_file_is_parsed() -> None:
     assert users["bob"].matches("plain:with:colons") and users["bob"].roles == ()
 
 
-@pytest.mark.parametrize("line", ["fred", "fred:", ": pw", "fred: ,admin", "fred: MD5:164c88b3",
-                                  "fred: OBF:1v2j1uum1xtv"])
+@pytest.mark.parametrize(
+    "line",
+    ["fred", "fred:", ": pw", "fred: ,admin", "fred: MD5:164c88b3", "fred: OBF:1v2j1uum1xtv"],
+)
 def test_malformed_lines_name_their_number(line: str) -> None:
     with pytest.raises(BadCredentialsFile, match="line 2"):
         parse_credentials(f"# ok\n{line}\n")
@@ -96,17 +98,25 @@ def test_open_paths() -> None:
 
 
 async def echo(request: Request) -> Response:
-    return JSONResponse({"body": (await request.body()).decode(),
-                         "user": getattr(request.state, "user", None)})  # fmt: skip
+    return JSONResponse(
+        {"body": (await request.body()).decode(), "user": getattr(request.state, "user", None)}
+    )
 
 
 @pytest.fixture
 def client() -> Iterator[TestClient]:
     app = Starlette(
         routes=[Route(p, echo, methods=["GET", "POST"]) for p in ("/info", "/healthcheck", "/lag")],
-        middleware=[Middleware(BasicAuthMiddleware, settings=SETTINGS, secret=lambda: SECRET,
-                               clock_ms=lambda: NOW_MS, max_body_bytes=1000)],
-    )  # fmt: skip
+        middleware=[
+            Middleware(
+                BasicAuthMiddleware,
+                settings=SETTINGS,
+                secret=lambda: SECRET,
+                clock_ms=lambda: NOW_MS,
+                max_body_bytes=1000,
+            )
+        ],
+    )
     with TestClient(app) as test_client:
         yield test_client
 
@@ -117,8 +127,11 @@ def test_requests_without_credentials_get_ksqldb_401(client: TestClient) -> None
         assert answer.status_code == 401
         assert answer.headers["www-authenticate"] == 'Basic realm="test-realm"'
         body = answer.json()
-        assert (body["@type"], body["error_code"], body["message"]) == \
-            ("generic_error", 40100, "Unauthorized")  # fmt: skip
+        assert (body["@type"], body["error_code"], body["message"]) == (
+            "generic_error",
+            40100,
+            "Unauthorized",
+        )
 
 
 def test_users_and_open_paths_pass(client: TestClient) -> None:
@@ -138,8 +151,9 @@ def test_signed_internal_requests_pass_without_a_user(client: TestClient) -> Non
         assert refused.status_code == 401 and refused.json()["error_code"] == 40100
     too_big = b"x" * 2000
     signed = internal.sign(SECRET, NOW_MS, "POST", "/lag", too_big)
-    assert client.post("/lag", content=too_big,
-                       headers={internal.HEADER: signed}).status_code == 413  # fmt: skip
+    assert (
+        client.post("/lag", content=too_big, headers={internal.HEADER: signed}).status_code == 413
+    )
 
 
 def test_websockets_need_a_user_too(client: TestClient) -> None:

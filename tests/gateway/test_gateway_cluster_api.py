@@ -54,9 +54,12 @@ class FakeControl:
 def make_agent(clock: FakeClock, secret: str | None = None) -> ClusterAgent:
     local = {"USERS": {0: LagInfo(7, 10, 3), 1: LagInfo(4, 4, 0)}}
     return ClusterAgent(
-        KafkaSettings("127.0.0.1:1"), "api", ClusterSettings(SELF, auth_secret=secret),
-        lambda: local, clock_ms=clock,
-    )  # fmt: skip
+        KafkaSettings("127.0.0.1:1"),
+        "api",
+        ClusterSettings(SELF, auth_secret=secret),
+        lambda: local,
+        clock_ms=clock,
+    )
 
 
 def client_for(services: object) -> TestClient:
@@ -92,16 +95,24 @@ def lag_report(sender: str = PEER, timestamp: int = 5, end: int = 12) -> dict[st
     return body
 
 
-def signed_post(client: TestClient, path: str, body: Any, *, secret: str = SECRET,
-                at_ms: int | None = None, signed_body: bytes | None = None) -> Any:  # fmt: skip
+def signed_post(
+    client: TestClient,
+    path: str,
+    body: Any,
+    *,
+    secret: str = SECRET,
+    at_ms: int | None = None,
+    signed_body: bytes | None = None,
+) -> Any:
     content = json.dumps(body).encode()
     now = wall_clock_ms() if at_ms is None else at_ms
     header = auth.sign(secret, now, "POST", path, content if signed_body is None else signed_body)
     return client.post(path, content=content, headers={auth.HEADER: header})
 
 
-def test_heartbeat_is_recorded_and_decided(client: TestClient, agent: ClusterAgent,
-                                           clock: FakeClock) -> None:  # fmt: skip
+def test_heartbeat_is_recorded_and_decided(
+    client: TestClient, agent: ClusterAgent, clock: FakeClock
+) -> None:
     for _ in range(3):
         answer = client.post("/heartbeat", json=heartbeat())
         assert answer.status_code == 200 and answer.json() == {"isOk": True}
@@ -139,8 +150,9 @@ def test_lag_report_is_merged_with_max_end(client: TestClient, agent: ClusterAge
         ("/lag", LAG_HEAD + b'{"T": {"0": {"current": -1, "end": 1, "lag": 0}}}}', ">= 0"),
     ],
 )
-def test_malformed_bodies_are_400(client: TestClient, agent: ClusterAgent, path: str,
-                                  content: bytes, fragment: str) -> None:  # fmt: skip
+def test_malformed_bodies_are_400(
+    client: TestClient, agent: ClusterAgent, path: str, content: bytes, fragment: str
+) -> None:
     answer = client.post(path, content=content)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error_code"] == 40000 and fragment in answer.json()["message"]
@@ -195,8 +207,9 @@ def test_signed_requests_pass(clock: FakeClock) -> None:
 def test_cluster_status_shape(clock: FakeClock) -> None:
     agent = make_agent(clock)
     leader = PartitionLeader(active=SELF, standbys=(PEER,), leader_epoch=1)
-    state = ControlState(controller=SELF, controller_epoch=1,
-                         partitions={PartitionId("USERS", 1): leader})  # fmt: skip
+    state = ControlState(
+        controller=SELF, controller_epoch=1, partitions={PartitionId("USERS", 1): leader}
+    )
     with client_for(SimpleNamespace(cluster=agent, control=FakeControl(state))) as client:
         client.post("/heartbeat", json=heartbeat())
         client.post("/lag", json=lag_report())
@@ -206,20 +219,29 @@ def test_cluster_status_shape(clock: FakeClock) -> None:
     assert set(hosts) == {SELF, PEER}
     me, peer = hosts[SELF], hosts[PEER]
     assert me["hostAlive"] is True and me["lastStatusUpdateMs"] == clock.now_ms
-    assert me["activeStandbyPerQuery"] == {"USERS": {
-        "activeStores": ["USERS"], "activePartitions": [{"topic": "USERS", "partition": 1}],
-        "standByStores": [], "standByPartitions": [],
-    }}  # fmt: skip
+    assert me["activeStandbyPerQuery"] == {
+        "USERS": {
+            "activeStores": ["USERS"],
+            "activePartitions": [{"topic": "USERS", "partition": 1}],
+            "standByStores": [],
+            "standByPartitions": [],
+        }
+    }
     assert peer["activeStandbyPerQuery"]["USERS"]["standByPartitions"] == [
         {"topic": "USERS", "partition": 1}
     ]
     assert me["hostStoreLags"] == {
-        "stateStoreLags": {"USERS": {"lagByPartition": {
-            "0": {"currentOffsetPosition": 7, "endOffsetPosition": 10, "offsetLag": 3},
-            "1": {"currentOffsetPosition": 4, "endOffsetPosition": 4, "offsetLag": 0},
-        }, "size": 2}},
+        "stateStoreLags": {
+            "USERS": {
+                "lagByPartition": {
+                    "0": {"currentOffsetPosition": 7, "endOffsetPosition": 10, "offsetLag": 3},
+                    "1": {"currentOffsetPosition": 4, "endOffsetPosition": 4, "offsetLag": 0},
+                },
+                "size": 2,
+            }
+        },
         "updateTimeMs": clock.now_ms,
-    }  # fmt: skip
+    }
     assert peer["hostAlive"] is True and peer["lastStatusUpdateMs"] == clock.now_ms
     assert peer["hostStoreLags"]["stateStoreLags"]["USERS"]["size"] == 1
 
@@ -243,8 +265,9 @@ def test_no_cluster_agent_is_404() -> None:
 
 
 @pytest.mark.parametrize("path", ["/heartbeat", "/lag"])
-def test_oversized_bodies_are_413_before_they_are_buffered(client: TestClient, agent: ClusterAgent,
-                                                           path: str) -> None:  # fmt: skip
+def test_oversized_bodies_are_413_before_they_are_buffered(
+    client: TestClient, agent: ClusterAgent, path: str
+) -> None:
     answer = client.post(path, content=b"{" + b" " * (2 * 1024 * 1024) + b"}")
     assert answer.status_code == 413 and answer.json()["error_code"] == 41300
     assert agent.peers() == frozenset()

@@ -37,9 +37,15 @@ def services(memory_services: Callable[..., Services]) -> Services:
 @pytest.fixture(scope="module")
 def client(services: Services) -> Iterator[TestClient]:
     with TestClient(create_app(services), raise_server_exceptions=False) as test_client:
-        created = test_client.post("/ksql", json={"ksql": (
-            "CREATE TABLE FT (ID STRING PRIMARY KEY, V INT) WITH (kafka_topic='fuzz-ft', "
-            "partitions=1, value_format='JSON');")})  # fmt: skip
+        created = test_client.post(
+            "/ksql",
+            json={
+                "ksql": (
+                    "CREATE TABLE FT (ID STRING PRIMARY KEY, V INT) WITH (kafka_topic='fuzz-ft', "
+                    "partitions=1, value_format='JSON');"
+                )
+            },
+        )
         assert created.status_code == 200, created.text
         yield test_client
 
@@ -58,16 +64,28 @@ WRONG = [None, True, 1, -1, 1.5, 10**40, "x", [], [1, "a"], {}, {"a": {"b": []}}
 """Values of the wrong type (or hostile) for any request field."""
 
 FIELDS = {
-    "/ksql": {"ksql": "SHOW STREAMS;", "streamsProperties": {}, "sessionVariables": {},
-              "commandSequenceNumber": 0, "parameters": []},
-    "/query": {"ksql": "SELECT * FROM FT WHERE ID = 'a';", "streamsProperties": {},
-               "sessionVariables": {}, "parameters": []},
-    "/query-stream": {"sql": "SELECT * FROM FT WHERE ID = 'a';", "properties": {},
-                      "sessionVariables": {}},
+    "/ksql": {
+        "ksql": "SHOW STREAMS;",
+        "streamsProperties": {},
+        "sessionVariables": {},
+        "commandSequenceNumber": 0,
+        "parameters": [],
+    },
+    "/query": {
+        "ksql": "SELECT * FROM FT WHERE ID = 'a';",
+        "streamsProperties": {},
+        "sessionVariables": {},
+        "parameters": [],
+    },
+    "/query-stream": {
+        "sql": "SELECT * FROM FT WHERE ID = 'a';",
+        "properties": {},
+        "sessionVariables": {},
+    },
     "/close-query": {"queryId": "q"},
     "/heartbeat": {"hostInfo": {"host": "127.0.0.1", "port": 1}, "timestamp": 1},
     "/lag": {"hostInfo": {"host": "127.0.0.1", "port": 1}, "lags": {}},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("endpoint", sorted(FIELDS))
@@ -81,10 +99,21 @@ def test_a_wrong_type_in_any_field_is_a_clean_4xx(client: TestClient, endpoint: 
 
 
 HOSTILE_BODIES = [
-    b"", b"null", b"[]", b"123", b'"x"', b"{", b"\xff\xfe", b'{"ksql": "SELECT 1"', b"[" * 100_000,
-    b'{"a":' * 50_000, json.dumps({"ksql": "SELECT \ud800 FROM FT;"}).encode(),
-    json.dumps({"ksql": "x" * 900_000}).encode(), b"{}" * 10, b'{"ksql": "\\u0000;"}',
-]  # fmt: skip
+    b"",
+    b"null",
+    b"[]",
+    b"123",
+    b'"x"',
+    b"{",
+    b"\xff\xfe",
+    b'{"ksql": "SELECT 1"',
+    b"[" * 100_000,
+    b'{"a":' * 50_000,
+    json.dumps({"ksql": "SELECT \ud800 FROM FT;"}).encode(),
+    json.dumps({"ksql": "x" * 900_000}).encode(),
+    b"{}" * 10,
+    b'{"ksql": "\\u0000;"}',
+]
 
 
 @pytest.mark.parametrize("endpoint", [*sorted(FIELDS), "/inserts-stream"])
@@ -96,13 +125,22 @@ def test_malformed_and_hostile_bodies_are_a_clean_4xx(client: TestClient, endpoi
 
 def test_inserts_stream_lines_of_the_wrong_shape(client: TestClient) -> None:
     header = json.dumps({"target": "FT"}).encode()
-    for line in [b"[]", b"1", b'{"ID": []}', b'{"V": "x"}', b'{"ID": "a", "V": 1e400}', b"{",
-                 b'{"ID": "\\ud800"}']:  # fmt: skip
+    for line in [
+        b"[]",
+        b"1",
+        b'{"ID": []}',
+        b'{"V": "x"}',
+        b'{"ID": "a", "V": 1e400}',
+        b"{",
+        b'{"ID": "\\ud800"}',
+    ]:
         answer = client.post("/inserts-stream", content=header + b"\n" + line + b"\n")
         assert answer.status_code < 500, (line, answer.text)
     for target in WRONG:
-        _check(client.post("/inserts-stream", content=json.dumps({"target": target}).encode()),
-               f"target={target!r}")  # fmt: skip
+        _check(
+            client.post("/inserts-stream", content=json.dumps({"target": target}).encode()),
+            f"target={target!r}",
+        )
 
 
 def _mutations(statement: str, rng: random.Random) -> Iterator[str]:
@@ -118,8 +156,26 @@ def _mutations(statement: str, rng: random.Random) -> Iterator[str]:
         swapped = list(tokens)
         swapped[a], swapped[b] = swapped[b], swapped[a]
         yield "".join(swapped)
-    noise = rng.choice(["'", "`", "(", ")", ",", ";", "${x}", "?", " WHERE ", " KEY ", " AS ",
-                        " STRUCT<", " -", "\\", "\u00e9", " 99999999999999999999 "])  # fmt: skip
+    noise = rng.choice(
+        [
+            "'",
+            "`",
+            "(",
+            ")",
+            ",",
+            ";",
+            "${x}",
+            "?",
+            " WHERE ",
+            " KEY ",
+            " AS ",
+            " STRUCT<",
+            " -",
+            "\\",
+            "\u00e9",
+            " 99999999999999999999 ",
+        ]
+    )
     k = rng.randrange(n + 1)
     yield "".join(tokens[:k]) + noise + "".join(tokens[k:])
     yield re.sub(r"\d+", lambda m: rng.choice(["0", "-1", "100000000", m.group() * 9]), statement)

@@ -16,7 +16,10 @@ from headwater.gateway.services import PullSettings
 
 
 def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
-    value = {"a": [1, 2.5, None, True, False, "é\"\n"], "d": Decimal("12345678901234567890.1234567890")}
+    value = {
+        "a": [1, 2.5, None, True, False, 'é"\n'],
+        "d": Decimal("12345678901234567890.1234567890"),
+    }
     text = dumps(value)
     assert '"d":12345678901234567890.1234567890' in text
     assert json.loads(text)["a"] == value["a"]
@@ -83,16 +86,26 @@ def test_pull_options_strictest_bound_wins() -> None:
     assert pull_options(server, {"acceptable.offset.lag": 5}).max_offset_lag == 5
     assert pull_options(server, {"ksql.query.pull.max.allowed.offset.lag": "7"}).max_offset_lag == 7
     assert pull_options(server, {"acceptable.offset.lag": 5000}).max_offset_lag == 1000
-    assert pull_options(server, {"acceptable.offset.lag": 50}, {"ACCEPTABLE.OFFSET.LAG": 3}) \
-        .max_offset_lag == 3
-    assert pull_options(server, {"ksql.query.pull.table.scan.enabled": "false"}).table_scan_enabled \
+    assert (
+        pull_options(
+            server, {"acceptable.offset.lag": 50}, {"ACCEPTABLE.OFFSET.LAG": 3}
+        ).max_offset_lag
+        == 3
+    )
+    assert (
+        pull_options(server, {"ksql.query.pull.table.scan.enabled": "false"}).table_scan_enabled
         is False
+    )
 
 
 @pytest.mark.parametrize(
     "properties",
-    [{"acceptable.offset.lag": -1}, {"acceptable.offset.lag": "x"}, {"acceptable.offset.lag": True},
-     {"ksql.query.pull.table.scan.enabled": "maybe"}],
+    [
+        {"acceptable.offset.lag": -1},
+        {"acceptable.offset.lag": "x"},
+        {"acceptable.offset.lag": True},
+        {"ksql.query.pull.table.scan.enabled": "maybe"},
+    ],
 )
 def test_pull_options_bad_values_are_400(properties: dict[str, object]) -> None:
     with pytest.raises(KsqlError) as caught:

@@ -42,11 +42,19 @@ def _wait_alive(url: str, hosts: set[str], **client: Any) -> None:
 def test_basic_authentication_with_two_servers(
     memory_broker: EmbeddedBroker, server_factory: Any, tmp_path: Path
 ) -> None:
-    common = ["-b", memory_broker.bootstrap_servers, "--in-memory",
-              "--service-id", f"basic-{uuid.uuid4().hex[:8]}",
-              "--set", "authentication.method=BASIC",
-              "--set", f"authentication.basic.credentials.file={_credentials(tmp_path)}",
-              "--set", "authentication.realm=KsqlServer-Props"]  # fmt: skip
+    common = [
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"basic-{uuid.uuid4().hex[:8]}",
+        "--set",
+        "authentication.method=BASIC",
+        "--set",
+        f"authentication.basic.credentials.file={_credentials(tmp_path)}",
+        "--set",
+        "authentication.realm=KsqlServer-Props",
+    ]
     first, second = server_factory(*common), server_factory(*common)
     hosts = {f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"}
     for server in (first, second):
@@ -57,26 +65,42 @@ def test_basic_authentication_with_two_servers(
     assert refused.json()["error_code"] == 40100
     wrong = httpx.get(f"{first.url}/info", auth=(USER, "guess"), timeout=5)
     assert wrong.status_code == 401
-    shown = httpx.post(f"{first.url}/ksql", json={"ksql": "SHOW STREAMS;"},
-                       auth=(USER, PASSWORD), timeout=10)  # fmt: skip
+    shown = httpx.post(
+        f"{first.url}/ksql", json={"ksql": "SHOW STREAMS;"}, auth=(USER, PASSWORD), timeout=10
+    )
     assert shown.status_code == 200, shown.text
     assert httpx.get(f"{second.url}/healthcheck", timeout=5).status_code == 200
     assert httpx.post(f"{second.url}/heartbeat", json={}, timeout=5).status_code == 401
 
 
 def test_tls_listener_and_internal_traffic_over_tls(
-    memory_broker: EmbeddedBroker, server_factory: Any, self_signed: tuple[Path, Path],
+    memory_broker: EmbeddedBroker,
+    server_factory: Any,
+    self_signed: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
     """Two servers with TLS and BASIC: heartbeats and forwarded pull queries (signed, with no
     user) go over TLS between them."""
     cert, key = self_signed
-    common = ["-b", memory_broker.bootstrap_servers, "--in-memory",
-              "--service-id", f"tls-{uuid.uuid4().hex[:8]}",
-              "--set", "authentication.method=BASIC",
-              "--set", f"authentication.basic.credentials.file={_credentials(tmp_path)}",
-              "--set", "listeners=https://127.0.0.1:0", "--set", "num.standby.replicas=0",
-              "--set", f"ssl.certificate.location={cert}", "--set", f"ssl.key.location={key}"]  # fmt: skip
+    common = [
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"tls-{uuid.uuid4().hex[:8]}",
+        "--set",
+        "authentication.method=BASIC",
+        "--set",
+        f"authentication.basic.credentials.file={_credentials(tmp_path)}",
+        "--set",
+        "listeners=https://127.0.0.1:0",
+        "--set",
+        "num.standby.replicas=0",
+        "--set",
+        f"ssl.certificate.location={cert}",
+        "--set",
+        f"ssl.key.location={key}",
+    ]
     first = server_factory(*common, tls_ca=str(cert))
     second = server_factory(*common, tls_ca=str(cert))
     first.auth = second.auth = (USER, PASSWORD)
@@ -88,8 +112,10 @@ def test_tls_listener_and_internal_traffic_over_tls(
         httpx.get(f"http://127.0.0.1:{first.port}/info", timeout=3)
     with pytest.raises(httpx.HTTPError):  # nor is the certificate trusted by default
         httpx.get(f"{first.url}/info", timeout=3)
-    created = first.ksql("CREATE TABLE T (ID STRING PRIMARY KEY, V INT) WITH "
-                         "(kafka_topic='t-tls', partitions=4, value_format='JSON');")
+    created = first.ksql(
+        "CREATE TABLE T (ID STRING PRIMARY KEY, V INT) WITH "
+        "(kafka_topic='t-tls', partitions=4, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     keys = [f"k{i}" for i in range(8)]
     for i, k in enumerate(keys):
@@ -101,8 +127,11 @@ def test_tls_listener_and_internal_traffic_over_tls(
         for i, k in enumerate(keys):
             while True:
                 answer = server.query(f"SELECT * FROM T WHERE ID = '{k}';")
-                rows = [item["row"]["columns"] for item in answer.json() if "row" in item] \
-                    if answer.status_code == 200 else []  # fmt: skip
+                rows = (
+                    [item["row"]["columns"] for item in answer.json() if "row" in item]
+                    if answer.status_code == 200
+                    else []
+                )
                 if rows == [[k, i]]:
                     break
                 assert time.monotonic() < deadline, answer.text
@@ -113,7 +142,9 @@ def test_tls_listener_and_internal_traffic_over_tls(
 
 
 def test_clients_over_tls_with_basic_authentication(
-    memory_broker: EmbeddedBroker, server_factory: Any, self_signed: tuple[Path, Path],
+    memory_broker: EmbeddedBroker,
+    server_factory: Any,
+    self_signed: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
     import os
@@ -124,12 +155,19 @@ def test_clients_over_tls_with_basic_authentication(
 
     cert, key = self_signed
     server = server_factory(
-        "-b", memory_broker.bootstrap_servers, "--in-memory",
-        "--set", f"ssl.certificate.location={cert}", "--set", f"ssl.key.location={key}",
-        "--set", "authentication.method=BASIC",
-        "--set", f"authentication.basic.credentials.file={_credentials(tmp_path)}",
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--set",
+        f"ssl.certificate.location={cert}",
+        "--set",
+        f"ssl.key.location={key}",
+        "--set",
+        "authentication.method=BASIC",
+        "--set",
+        f"authentication.basic.credentials.file={_credentials(tmp_path)}",
         tls_ca=str(cert),
-    )  # fmt: skip
+    )
     with dbapi.connect(server.url, user=USER, password=PASSWORD, verify=str(cert)) as connection:
         cursor = connection.cursor()
         cursor.execute("SHOW STREAMS")
@@ -138,11 +176,34 @@ def test_clients_over_tls_with_basic_authentication(
     with refusing, pytest.raises(dbapi.AuthorizationError, match="Unauthorized"):
         refusing.cursor().execute("SHOW STREAMS")
     exe = str(Path(sys.executable).with_name("headwater"))
-    shell = [exe, "run", "-s", server.url, "-u", USER, "--ca-file", str(cert), "-e", "SHOW STREAMS;"]
-    ran = subprocess.run(shell, check=False, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "HEADWATER_PASSWORD": PASSWORD})  # fmt: skip
+    shell = [
+        exe,
+        "run",
+        "-s",
+        server.url,
+        "-u",
+        USER,
+        "--ca-file",
+        str(cert),
+        "-e",
+        "SHOW STREAMS;",
+    ]
+    ran = subprocess.run(
+        shell,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HEADWATER_PASSWORD": PASSWORD},
+    )
     assert ran.returncode == 0, ran.stderr
-    refused = subprocess.run(shell, check=False, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "HEADWATER_PASSWORD": "guess"})  # fmt: skip
+    refused = subprocess.run(
+        shell,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HEADWATER_PASSWORD": "guess"},
+    )
     assert refused.returncode == 1 and "authentication failed: Unauthorized" in refused.stderr
     assert "Traceback" not in refused.stderr

@@ -41,8 +41,10 @@ def _h2() -> httpx.Client:
 
 
 def _stream_with_rows(server: Any, name: str) -> None:
-    created = server.ksql(f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
-                          f"'{name}_{uuid.uuid4().hex[:6]}', partitions=1, value_format='JSON');")
+    created = server.ksql(
+        f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
+        f"'{name}_{uuid.uuid4().hex[:6]}', partitions=1, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     for i in range(3):
         inserted = server.ksql(f"INSERT INTO {name} (ID, N) VALUES ('k{i}', {i});")
@@ -50,18 +52,27 @@ def _stream_with_rows(server: Any, name: str) -> None:
 
 
 def _push(name: str, limit: str = "") -> dict[str, Any]:
-    return {"sql": f"SELECT * FROM {name} EMIT CHANGES{limit};",
-            "properties": {"auto.offset.reset": "earliest"}}  # fmt: skip
+    return {
+        "sql": f"SELECT * FROM {name} EMIT CHANGES{limit};",
+        "properties": {"auto.offset.reset": "earliest"},
+    }
 
 
 @H2C_SERVERS
 def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    monkeypatch: pytest.MonkeyPatch,
     http_server: str,
 ) -> None:
     monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)  # the child process inherits it
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
-                            "--service-id", f"h2_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"h2_{uuid.uuid4().hex[:6]}",
+    )
     # HTTP/1.1 clients work unchanged
     with httpx.Client(timeout=30) as h1:
         info = h1.get(f"{server.url}/info")
@@ -72,8 +83,10 @@ def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-de
     _stream_with_rows(server, "s")
 
     # HTTP/2 prior knowledge on the same port: a push query streams its header line and rows
-    with _h2() as h2, h2.stream("POST", f"{server.url}/query-stream",
-                                json=_push("s", " LIMIT 2")) as streamed:  # fmt: skip
+    with (
+        _h2() as h2,
+        h2.stream("POST", f"{server.url}/query-stream", json=_push("s", " LIMIT 2")) as streamed,
+    ):
         assert streamed.http_version == "HTTP/2" and streamed.status_code == 200
         lines = [json.loads(line) for line in streamed.iter_lines() if line]
     assert lines[0]["columnNames"] == ["ID", "N"]
@@ -84,8 +97,10 @@ def test_http1_and_http2_push_queries_on_one_port(  # type: ignore[no-untyped-de
     seen: list[str] = []
 
     def follow() -> None:
-        with _h2() as h2, h2.stream("POST", f"{server.url}/query-stream",
-                                    json=_push("s")) as streamed:  # fmt: skip
+        with (
+            _h2() as h2,
+            h2.stream("POST", f"{server.url}/query-stream", json=_push("s")) as streamed,
+        ):
             for line in streamed.iter_lines():
                 if line:
                     seen.append(line)
@@ -123,9 +138,16 @@ class _H2Stream:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         self.conn.initiate_connection()
-        self.conn.send_headers(1, [(":method", "POST"), (":path", path), (":scheme", "http"),
-                                   (":authority", f"127.0.0.1:{port}"),
-                                   ("content-type", content_type)])  # fmt: skip
+        self.conn.send_headers(
+            1,
+            [
+                (":method", "POST"),
+                (":path", path),
+                (":scheme", "http"),
+                (":authority", f"127.0.0.1:{port}"),
+                ("content-type", content_type),
+            ],
+        )
         self.sock.sendall(self.conn.data_to_send())
         self.status = b""
         self.ended = False
@@ -158,14 +180,23 @@ class _H2Stream:
 
 @H2C_SERVERS
 def test_inserts_stream_over_http2_acks_each_row_while_the_body_goes_on(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    monkeypatch: pytest.MonkeyPatch,
     http_server: str,
 ) -> None:
     monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
-                            "--service-id", f"h2i_{uuid.uuid4().hex[:6]}")  # fmt: skip
-    created = server.ksql("CREATE STREAM i (ID STRING KEY, N INT) WITH (kafka_topic="
-                          f"'i_{uuid.uuid4().hex[:6]}', partitions=1, value_format='JSON');")
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"h2i_{uuid.uuid4().hex[:6]}",
+    )
+    created = server.ksql(
+        "CREATE STREAM i (ID STRING KEY, N INT) WITH (kafka_topic="
+        f"'i_{uuid.uuid4().hex[:6]}', partitions=1, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     stream = _H2Stream(server.port, "/inserts-stream", "application/vnd.ksqlapi.delimited.v1")
     try:
@@ -178,8 +209,10 @@ def test_inserts_stream_over_http2_acks_each_row_while_the_body_goes_on(  # type
         assert stream.line() == b"" and stream.ended
     finally:
         stream.close()
-    with _h2() as h2c, h2c.stream("POST", f"{server.url}/query-stream",
-                                  json=_push("i", " LIMIT 2")) as streamed:  # fmt: skip
+    with (
+        _h2() as h2c,
+        h2c.stream("POST", f"{server.url}/query-stream", json=_push("i", " LIMIT 2")) as streamed,
+    ):
         rows = [json.loads(line) for line in streamed.iter_lines() if line][1:]
     assert rows == [["a", 1], ["b", 2]]
 
@@ -187,18 +220,38 @@ def test_inserts_stream_over_http2_acks_each_row_while_the_body_goes_on(  # type
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 @H2C_SERVERS
 def test_curl_http2_prior_knowledge_and_upgrade(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    monkeypatch: pytest.MonkeyPatch,
     http_server: str,
 ) -> None:
     monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
-                            "--service-id", f"h2c_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"h2c_{uuid.uuid4().hex[:6]}",
+    )
     _stream_with_rows(server, "c")
     done = subprocess.run(
-        ["curl", "-sS", "--http2-prior-knowledge", "-X", "POST", "-w", "\\n%{http_version}",
-         f"{server.url}/query-stream", "-d", json.dumps(_push("c", " LIMIT 3"))],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            "curl",
+            "-sS",
+            "--http2-prior-knowledge",
+            "-X",
+            "POST",
+            "-w",
+            "\\n%{http_version}",
+            f"{server.url}/query-stream",
+            "-d",
+            json.dumps(_push("c", " LIMIT 3")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     *lines, version = [line for line in done.stdout.splitlines() if line]
     assert version == "2"
     assert json.loads(lines[0])["columnNames"] == ["ID", "N"]
@@ -207,9 +260,13 @@ def test_curl_http2_prior_knowledge_and_upgrade(  # type: ignore[no-untyped-def]
     # clients use prior knowledge), and plain HTTP/1.1, on the same port
     upgraded = "2" if http_server == "hypercorn" else "1.1"
     for flag, expected in (("--http2", upgraded), ("--http1.1", "1.1")):
-        info = subprocess.run(["curl", "-sS", flag, "-w", "\\n%{http_version}",
-                               f"{server.url}/info"],
-                              capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+        info = subprocess.run(
+            ["curl", "-sS", flag, "-w", "\\n%{http_version}", f"{server.url}/info"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         body, version = info.stdout.strip().rsplit("\n", 1)
         assert version == expected and json.loads(body)["KsqlServerInfo"]
 
@@ -218,8 +275,13 @@ def test_uvicorn_stays_selectable(  # type: ignore[no-untyped-def]
     memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HEADWATER_HTTP_SERVER", "uvicorn")  # the child process inherits it
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
-                            "--service-id", f"uv_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"uv_{uuid.uuid4().hex[:6]}",
+    )
     info = httpx.get(f"{server.url}/info", timeout=10)
     assert info.http_version == "HTTP/1.1" and info.status_code == 200
     with pytest.raises(httpx.HTTPError), _h2() as h2:  # uvicorn speaks no HTTP/2
@@ -231,12 +293,26 @@ def test_uvicorn_stays_selectable(  # type: ignore[no-untyped-def]
 def test_settings_from_env() -> None:
     default = settings_from_env({}, host="0.0.0.0", port=8088)
     assert (default.kind, default.loop, default.host, default.port) == (
-        DEFAULT_KIND, LoopKind.AUTO, "0.0.0.0", 8088)
+        DEFAULT_KIND,
+        LoopKind.AUTO,
+        "0.0.0.0",
+        8088,
+    )
     assert DEFAULT_KIND is HttpServerKind.GRANIAN
-    chosen = settings_from_env({"HEADWATER_HTTP_SERVER": " Uvicorn ", "HEADWATER_HTTP_LOOP":
-                                "asyncio", "HEADWATER_UVICORN_HTTP": "h11"}, host="h", port=1)
+    chosen = settings_from_env(
+        {
+            "HEADWATER_HTTP_SERVER": " Uvicorn ",
+            "HEADWATER_HTTP_LOOP": "asyncio",
+            "HEADWATER_UVICORN_HTTP": "h11",
+        },
+        host="h",
+        port=1,
+    )
     assert (chosen.kind, chosen.loop, chosen.uvicorn_http) == (
-        HttpServerKind.UVICORN, LoopKind.ASYNCIO, "h11")
+        HttpServerKind.UVICORN,
+        LoopKind.ASYNCIO,
+        "h11",
+    )
     with pytest.raises(UnknownHttpServer, match="HEADWATER_HTTP_SERVER='tornado'"):
         settings_from_env({"HEADWATER_HTTP_SERVER": "tornado"}, host="h", port=1)
 
@@ -252,9 +328,15 @@ def test_a_client_that_never_finishes_its_headers_is_dropped() -> None:
     from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
     from headwater.kafka._ports import free_port
 
-    server = HttpServer(Starlette(), HttpServerSettings(
-        port=free_port(), kind=HttpServerKind.GRANIAN, header_read_timeout_s=0.5,
-        graceful_timeout_s=1.0))  # fmt: skip
+    server = HttpServer(
+        Starlette(),
+        HttpServerSettings(
+            port=free_port(),
+            kind=HttpServerKind.GRANIAN,
+            header_read_timeout_s=0.5,
+            graceful_timeout_s=1.0,
+        ),
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.started.wait(10)
@@ -275,7 +357,9 @@ def test_a_client_that_never_finishes_its_headers_is_dropped() -> None:
 
 @H2C_SERVERS
 def test_an_unread_http2_push_stream_stops_alone_and_resumes(  # type: ignore[no-untyped-def]
-    memory_broker: EmbeddedBroker, server_factory, monkeypatch: pytest.MonkeyPatch,
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    monkeypatch: pytest.MonkeyPatch,
     http_server: str,
 ) -> None:
     """Five push queries on one HTTP/2 connection (issue 28, finding 4): the one whose client
@@ -284,11 +368,18 @@ def test_an_unread_http2_push_stream_stops_alone_and_resumes(  # type: ignore[no
     from confluent_kafka import Producer
 
     monkeypatch.setenv("HEADWATER_HTTP_SERVER", http_server)
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
-                            "--service-id", f"h2w_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"h2w_{uuid.uuid4().hex[:6]}",
+    )
     topic = f"w_{uuid.uuid4().hex[:6]}"
-    created = server.ksql(f"CREATE STREAM w (ID STRING KEY, S STRING, N INT) WITH (kafka_topic="
-                          f"'{topic}', partitions=1, value_format='JSON');")  # fmt: skip
+    created = server.ksql(
+        f"CREATE STREAM w (ID STRING KEY, S STRING, N INT) WITH (kafka_topic="
+        f"'{topic}', partitions=1, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     rows, streams, unread = 500, (1, 3, 5, 7, 9), 1
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
@@ -297,9 +388,16 @@ def test_an_unread_http2_push_stream_stops_alone_and_resumes(  # type: ignore[no
     conn.increment_flow_control_window(2**24)  # the connection's window is never the limit
     body = json.dumps({"sql": f"SELECT * FROM w EMIT CHANGES LIMIT {rows};"}).encode()
     for stream_id in streams:
-        conn.send_headers(stream_id, [(":method", "POST"), (":path", "/query-stream"),
-                                      (":scheme", "http"), (":authority", server.host),
-                                      ("content-type", "application/json")])  # fmt: skip
+        conn.send_headers(
+            stream_id,
+            [
+                (":method", "POST"),
+                (":path", "/query-stream"),
+                (":scheme", "http"),
+                (":authority", server.host),
+                ("content-type", "application/json"),
+            ],
+        )
         conn.send_data(stream_id, body, end_stream=True)
     sock.sendall(conn.data_to_send())
     got = dict.fromkeys(streams, b"")
@@ -321,8 +419,9 @@ def test_an_unread_http2_push_stream_stops_alone_and_resumes(  # type: ignore[no
                         held[0] += event.flow_controlled_length  # granted on the connection only
                         conn.increment_flow_control_window(event.flow_controlled_length)
                     else:
-                        conn.acknowledge_received_data(event.flow_controlled_length,
-                                                       event.stream_id)  # fmt: skip
+                        conn.acknowledge_received_data(
+                            event.flow_controlled_length, event.stream_id
+                        )
                 elif isinstance(event, h2.events.StreamEnded):
                     ended.add(event.stream_id)
             sock.sendall(conn.data_to_send())

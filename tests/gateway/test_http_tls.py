@@ -25,24 +25,44 @@ async def hello(request: Request) -> Response:
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["key", "encrypted-key"])
 @pytest.mark.parametrize("kind", list(HttpServerKind))
-def test_each_server_kind_serves_https(kind: HttpServerKind, encrypted: bool,
-                                       self_signed: tuple[Path, Path]) -> None:  # fmt: skip
+def test_each_server_kind_serves_https(
+    kind: HttpServerKind, encrypted: bool, self_signed: tuple[Path, Path]
+) -> None:
     cert, key = self_signed
     password = None
     if encrypted:  # ssl.key.password
         password, plain, key = "pem pass", key, key.with_name("encrypted.pem")
-        subprocess.run(["openssl", "pkey", "-in", str(plain), "-aes256", "-passout",
-                        f"pass:{password}", "-out", str(key)],
-                       check=True, capture_output=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            [
+                "openssl",
+                "pkey",
+                "-in",
+                str(plain),
+                "-aes256",
+                "-passout",
+                f"pass:{password}",
+                "-out",
+                str(key),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     port = free_port()
     if encrypted and kind is HttpServerKind.GRANIAN:  # granian 2.8 would abort the process
         with pytest.raises(UnsupportedTls, match="hypercorn or"):
-            HttpServerSettings(kind=kind, tls_cert_file=str(cert), tls_key_file=str(key),
-                               tls_key_password=password)  # fmt: skip
+            HttpServerSettings(
+                kind=kind, tls_cert_file=str(cert), tls_key_file=str(key), tls_key_password=password
+            )
         return
-    settings = HttpServerSettings(port=port, kind=kind, tls_cert_file=str(cert),
-                                  tls_key_file=str(key), tls_key_password=password,
-                                  graceful_timeout_s=1)  # fmt: skip
+    settings = HttpServerSettings(
+        port=port,
+        kind=kind,
+        tls_cert_file=str(cert),
+        tls_key_file=str(key),
+        tls_key_password=password,
+        graceful_timeout_s=1,
+    )
     server = HttpServer(Starlette(routes=[Route("/hello", hello)]), settings)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

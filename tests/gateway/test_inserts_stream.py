@@ -50,37 +50,64 @@ STR, BOOL, TS = PrimitiveType("STRING"), PrimitiveType("BOOLEAN"), PrimitiveType
 # -- pure --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "target", "expected"), [
-    (1, INT, 1), (1, BIG, 1), (2**40, BIG, 2**40), (1, DBL, 1.0), (1.5, DBL, 1.5),
-    ("x", STR, "x"), (True, BOOL, True), (None, INT, None),
-    (1.005, DecimalType(4, 2), Decimal("1.01")), ("12.345", DecimalType(5, 2), Decimal("12.35")),
-    (3, DecimalType(4, 2), Decimal("3.00")),
-    ("1970-01-01T00:00:01", TS, 1000), ("AQI=", PrimitiveType("BYTES"), b"\x01\x02"),
-    ([1, None], ArrayType(INT), [1, None]), ({"1": 2}, MapType(STR, BIG), {"1": 2}),
-    ({"a": 1}, StructType((StructField("A", INT), StructField("b", STR))), {"A": 1, "b": None}),
-    ({"`b`": "v"}, StructType((StructField("b", STR),)), {"b": "v"}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "target", "expected"),
+    [
+        (1, INT, 1),
+        (1, BIG, 1),
+        (2**40, BIG, 2**40),
+        (1, DBL, 1.0),
+        (1.5, DBL, 1.5),
+        ("x", STR, "x"),
+        (True, BOOL, True),
+        (None, INT, None),
+        (1.005, DecimalType(4, 2), Decimal("1.01")),
+        ("12.345", DecimalType(5, 2), Decimal("12.35")),
+        (3, DecimalType(4, 2), Decimal("3.00")),
+        ("1970-01-01T00:00:01", TS, 1000),
+        ("AQI=", PrimitiveType("BYTES"), b"\x01\x02"),
+        ([1, None], ArrayType(INT), [1, None]),
+        ({"1": 2}, MapType(STR, BIG), {"1": 2}),
+        ({"a": 1}, StructType((StructField("A", INT), StructField("b", STR))), {"A": 1, "b": None}),
+        ({"`b`": "v"}, StructType((StructField("b", STR),)), {"b": "v"}),
+    ],
+)
 def test_json_values_coerce_to_column_types(value: Any, target: Any, expected: Any) -> None:
     assert coerce_json(value, target) == expected
 
 
-@pytest.mark.parametrize(("value", "target", "java"), [
-    ("1", INT, "java.lang.String"), (2**40, INT, "java.lang.Long"), (1.5, INT, "java.lang.Double"),
-    (1, STR, "java.lang.Integer"), (1, BOOL, "java.lang.Integer"), (True, INT, "java.lang.Boolean"),
-    ([1], STR, "io.vertx.core.json.JsonArray"), ({"a": 1}, ArrayType(INT), "JsonObject"),
-    ({"z": 1}, StructType((StructField("A", INT),)), "JsonObject"),
-    (123.0, DecimalType(3, 2), "java.lang.Double"), ("nope", TS, "java.lang.String"),
-])  # fmt: skip
-def test_values_that_do_not_fit_are_refused_as_ksqldb_words_it(value: Any, target: Any,
-                                                               java: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "target", "java"),
+    [
+        ("1", INT, "java.lang.String"),
+        (2**40, INT, "java.lang.Long"),
+        (1.5, INT, "java.lang.Double"),
+        (1, STR, "java.lang.Integer"),
+        (1, BOOL, "java.lang.Integer"),
+        (True, INT, "java.lang.Boolean"),
+        ([1], STR, "io.vertx.core.json.JsonArray"),
+        ({"a": 1}, ArrayType(INT), "JsonObject"),
+        ({"z": 1}, StructType((StructField("A", INT),)), "JsonObject"),
+        (123.0, DecimalType(3, 2), "java.lang.Double"),
+        ("nope", TS, "java.lang.String"),
+    ],
+)
+def test_values_that_do_not_fit_are_refused_as_ksqldb_words_it(
+    value: Any, target: Any, java: str
+) -> None:
     with pytest.raises(RowError, match=f"Can't coerce a field of type class .*{java} into type"):
         coerce_json(value, target)
 
 
 def test_names_are_identifiers_and_key_columns_are_required() -> None:
     assert identifier_text("name") == "NAME" and identifier_text("`name`") == "name"
-    source = Source(SourceKind.STREAM, "S", (Column("ID", "STRING", key=True), Column("N", "INT"),
-                                             Column("v", "DOUBLE")), "s", 1)  # fmt: skip
+    source = Source(
+        SourceKind.STREAM,
+        "S",
+        (Column("ID", "STRING", key=True), Column("N", "INT"), Column("v", "DOUBLE")),
+        "s",
+        1,
+    )
     assert row_values({"id": "a", "n": 1, "`v`": 2}, source, {}) == (("a",), {"N": 1, "v": 2.0})
     assert row_values({"ID": "a"}, source, {}) == (("a",), {"N": None, "v": None})
     with pytest.raises(RowError, match="Key field must be specified: ID"):
@@ -90,8 +117,17 @@ def test_names_are_identifiers_and_key_columns_are_required() -> None:
 
 
 def test_a_row_naming_an_unknown_or_header_column_is_refused_not_cut() -> None:
-    source = Source(SourceKind.STREAM, "S", (Column("ID", "STRING", key=True), Column("N", "INT"),
-                                             Column("H", "BYTES", header_key="h")), "s", 1)  # fmt: skip
+    source = Source(
+        SourceKind.STREAM,
+        "S",
+        (
+            Column("ID", "STRING", key=True),
+            Column("N", "INT"),
+            Column("H", "BYTES", header_key="h"),
+        ),
+        "s",
+        1,
+    )
     with pytest.raises(RowError) as refused:  # was: acked, with OTHER silently dropped
         row_values({"id": "a", "n": 1, "other": 0}, source, {})
     assert refused.value.message == "Column name `OTHER` does not exist."
@@ -107,7 +143,9 @@ async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
 
 def test_body_lines_split_anywhere_and_stay_bounded() -> None:
     async def run() -> None:
-        lines = BodyLines(_chunks(b'{"target"', b': "S"}\n{"a":', b"1}\n\n{", b'"a":2}\n{"a":3}'), 100)
+        lines = BodyLines(
+            _chunks(b'{"target"', b': "S"}\n{"a":', b"1}\n\n{", b'"a":2}\n{"a":3}'), 100
+        )
         assert await lines.first_line() == b'{"target": "S"}'
         assert await lines.next_batch() == [b'{"a":1}']
         assert await lines.next_batch() == [b'{"a":2}']
@@ -127,7 +165,9 @@ def test_body_lines_split_anywhere_and_stay_bounded() -> None:
 
 @pytest.fixture(scope="module")
 def services(memory_services: Callable[..., Services]) -> Services:
-    return memory_services("inserts", limits=Limits(max_body_bytes=4096), pull=PullSettings(table_scan_enabled=True))
+    return memory_services(
+        "inserts", limits=Limits(max_body_bytes=4096), pull=PullSettings(table_scan_enabled=True)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -138,9 +178,15 @@ def client(services: Services) -> Iterator[TestClient]:
 
 def _stream(client: TestClient) -> str:
     name = f"S_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post("/ksql", json={"ksql": (
-        f"CREATE STREAM {name} (ID STRING KEY, N INT, PRICE DECIMAL(6, 2), TAGS ARRAY<STRING>) "
-        f"WITH (kafka_topic='{name.lower()}', partitions=3, value_format='JSON');")})
+    created = client.post(
+        "/ksql",
+        json={
+            "ksql": (
+                f"CREATE STREAM {name} (ID STRING KEY, N INT, PRICE DECIMAL(6, 2), TAGS ARRAY<STRING>) "
+                f"WITH (kafka_topic='{name.lower()}', partitions=3, value_format='JSON');"
+            )
+        },
+    )
     assert created.status_code == 200, created.text
     return name
 
@@ -163,41 +209,62 @@ def _body(target: str, *rows: Any) -> bytes:
 
 
 @pytest.mark.kafka
-def test_rows_are_written_like_insert_values_and_acked_in_order(client: TestClient,
-                                                                services: Services) -> None:
+def test_rows_are_written_like_insert_values_and_acked_in_order(
+    client: TestClient, services: Services
+) -> None:
     name = _stream(client)
-    answer = client.post("/inserts-stream", content=_body(
-        name.lower(),
-        {"id": "a", "n": 1, "price": 1.5, "tags": ["x"]},
-        {"ID": "b", "N": "not a number"},
-        "{not json",
-        {"N": 3},
-        {"ID": "z", "N": 4, "PRICE": "2.345"},
-        {"ID": "y", "N": 5, "PRIZE": 9},
-    ))
+    answer = client.post(
+        "/inserts-stream",
+        content=_body(
+            name.lower(),
+            {"id": "a", "n": 1, "price": 1.5, "tags": ["x"]},
+            {"ID": "b", "N": "not a number"},
+            "{not json",
+            {"N": 3},
+            {"ID": "z", "N": 4, "PRICE": "2.345"},
+            {"ID": "y", "N": 5, "PRIZE": 9},
+        ),
+    )
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("application/vnd.ksqlapi.delimited.v1")
     acks = [json.loads(line) for line in answer.text.splitlines()]
     assert acks == [
         {"status": "ok", "seq": 0},
-        {"status": "error", "seq": 1, "error_code": 40000, "message":
-            "Can't coerce a field of type class java.lang.String into type INTEGER"},
-        {"status": "error", "seq": 2, "error_code": 40000,
-         "message": "Invalid JSON in inserts stream"},
-        {"status": "error", "seq": 3, "error_code": 40000,
-         "message": "Key field must be specified: ID"},
+        {
+            "status": "error",
+            "seq": 1,
+            "error_code": 40000,
+            "message": "Can't coerce a field of type class java.lang.String into type INTEGER",
+        },
+        {
+            "status": "error",
+            "seq": 2,
+            "error_code": 40000,
+            "message": "Invalid JSON in inserts stream",
+        },
+        {
+            "status": "error",
+            "seq": 3,
+            "error_code": 40000,
+            "message": "Key field must be specified: ID",
+        },
         {"status": "ok", "seq": 4},
-        {"status": "error", "seq": 5, "error_code": 40000,
-         "message": "Column name `PRIZE` does not exist."},
-    ]  # fmt: skip
+        {
+            "status": "error",
+            "seq": 5,
+            "error_code": 40000,
+            "message": "Column name `PRIZE` does not exist.",
+        },
+    ]
     rows = _rows(client, f"SELECT ID, N, PRICE, TAGS FROM {name};", 2)
     assert sorted(rows) == [["a", 1, 1.5, ["x"]], ["z", 4, 2.35, None]]
 
     # byte for byte (key, value, partition) what INSERT VALUES writes for the same rows
     twin = _stream(client)
     for values in ("('a', 1, 1.50, ARRAY['x'])", "('z', 4, 2.35, NULL)"):
-        inserted = client.post("/ksql", json={
-            "ksql": f"INSERT INTO {twin} (ID, N, PRICE, TAGS) VALUES {values};"})
+        inserted = client.post(
+            "/ksql", json={"ksql": f"INSERT INTO {twin} (ID, N, PRICE, TAGS) VALUES {values};"}
+        )
         assert inserted.status_code == 200, inserted.text
     assert _records(services, name.lower(), 2) == _records(services, twin.lower(), 2)
 
@@ -205,9 +272,14 @@ def test_rows_are_written_like_insert_values_and_acked_in_order(client: TestClie
 def _records(services: Services, topic: str, count: int) -> list[tuple[Any, ...]]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": services.settings.bootstrap_servers,
-                         "group.id": f"t-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 50})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": services.settings.bootstrap_servers,
+            "group.id": f"t-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 50,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
         found: list[tuple[Any, ...]] = []
@@ -224,24 +296,35 @@ def _records(services: Services, topic: str, count: int) -> list[tuple[Any, ...]
 @pytest.mark.kafka
 def test_json_array_on_request_and_empty_streams(client: TestClient) -> None:
     name = _stream(client)
-    answer = client.post("/inserts-stream", content=_body(name, {"ID": "a"}, {"ID": "b"}),
-                         headers={"Accept": "application/json"})  # fmt: skip
+    answer = client.post(
+        "/inserts-stream",
+        content=_body(name, {"ID": "a"}, {"ID": "b"}),
+        headers={"Accept": "application/json"},
+    )
     assert answer.json() == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
-    empty = client.post("/inserts-stream", content=_body(name), headers={"Accept": "application/json"})
+    empty = client.post(
+        "/inserts-stream", content=_body(name), headers={"Accept": "application/json"}
+    )
     assert empty.status_code == 200 and empty.json() == []
     assert client.post("/inserts-stream", content=_body(name)).text == ""
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize(("body", "code", "fragment"), [
-    (_body("NO_SUCH_STREAM", {"ID": "a"}), 40001,
-     "Cannot insert values into an unknown stream/table: NO_SUCH_STREAM"),
-    (b"", 40000, "must start with a line"),
-    (b"[1]\n", 40000, '"target" string'),
-    (b"{oops\n", 40000, "Invalid JSON in request args"),
-    (b'{"target": "X", "properties": 3}\n', 40000, '"properties" must be a JSON object'),
-    (b"x" * 5000, 41300, "longer than 4096 bytes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "code", "fragment"),
+    [
+        (
+            _body("NO_SUCH_STREAM", {"ID": "a"}),
+            40001,
+            "Cannot insert values into an unknown stream/table: NO_SUCH_STREAM",
+        ),
+        (b"", 40000, "must start with a line"),
+        (b"[1]\n", 40000, '"target" string'),
+        (b"{oops\n", 40000, "Invalid JSON in request args"),
+        (b'{"target": "X", "properties": 3}\n', 40000, '"properties" must be a JSON object'),
+        (b"x" * 5000, 41300, "longer than 4096 bytes"),
+    ],
+)
 def test_bad_requests_fail_whole(client: TestClient, body: bytes, code: int, fragment: str) -> None:
     answer = client.post("/inserts-stream", content=body)
     assert answer.status_code == code // 100, answer.text
@@ -252,7 +335,9 @@ def test_bad_requests_fail_whole(client: TestClient, body: bytes, code: int, fra
 def test_a_row_longer_than_the_limit_ends_the_stream(client: TestClient) -> None:
     name = _stream(client)
     body = _body(name, {"ID": "a"}) + json.dumps({"ID": "b" * 5000}).encode() + b"\n"
-    acks = [json.loads(line) for line in client.post("/inserts-stream", content=body).text.splitlines()]
+    acks = [
+        json.loads(line) for line in client.post("/inserts-stream", content=body).text.splitlines()
+    ]
     assert acks[0] == {"status": "ok", "seq": 0}
     assert acks[1]["status"] == "error" and acks[1]["error_code"] == 41300 and len(acks) == 2
 
@@ -287,13 +372,21 @@ class _Asgi:
         return [json.loads(line) for line in text.decode().splitlines()]
 
     def run(self) -> asyncio.Task[None]:
-        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
-                 "http_version": "1.1", "method": "POST", "path": "/inserts-stream",
-                 "raw_path": b"/inserts-stream", "query_string": b"", "root_path": "",
-                 "headers": [(b"transfer-encoding", b"chunked")], "scheme": "http",
-                 "server": ("test", 80), "client": ("test", 1)}  # fmt: skip
-        return asyncio.get_running_loop().create_task(
-            self.app(scope, self.receive, self.send))  # type: ignore[arg-type]
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "method": "POST",
+            "path": "/inserts-stream",
+            "raw_path": b"/inserts-stream",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"transfer-encoding", b"chunked")],
+            "scheme": "http",
+            "server": ("test", 80),
+            "client": ("test", 1),
+        }
+        return asyncio.get_running_loop().create_task(self.app(scope, self.receive, self.send))  # type: ignore[arg-type]
 
 
 async def _until(condition: Any, timeout_s: float = 10.0) -> None:
@@ -304,8 +397,9 @@ async def _until(condition: Any, timeout_s: float = 10.0) -> None:
 
 
 @pytest.mark.kafka
-def test_acks_are_sent_as_rows_arrive_before_the_body_ends(client: TestClient,
-                                                            services: Services) -> None:  # fmt: skip
+def test_acks_are_sent_as_rows_arrive_before_the_body_ends(
+    client: TestClient, services: Services
+) -> None:
     name = _stream(client)
 
     async def run() -> None:
@@ -376,8 +470,10 @@ def _serving(services: Services, kind: str) -> Iterator[int]:
     from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
     from headwater.kafka._ports import free_port
 
-    server = HttpServer(create_app(services), HttpServerSettings(
-        port=free_port(), kind=HttpServerKind(kind), graceful_timeout_s=1.0))
+    server = HttpServer(
+        create_app(services),
+        HttpServerSettings(port=free_port(), kind=HttpServerKind(kind), graceful_timeout_s=1.0),
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.started.wait(10), "the server did not start"
@@ -395,18 +491,22 @@ def served(request: pytest.FixtureRequest, services: Services) -> Iterator[tuple
 
 
 @pytest.mark.kafka
-def test_chunked_request_over_http11_is_acked_row_by_row(client: TestClient,
-                                                         served: tuple[int, str]) -> None:  # fmt: skip
+def test_chunked_request_over_http11_is_acked_row_by_row(
+    client: TestClient, served: tuple[int, str]
+) -> None:
     name = _stream(client)
     port, _kind = served
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
-            sock.makefile("rb") as reader:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as sock,
+        sock.makefile("rb") as reader,
+    ):
 
         def chunk(data: bytes) -> None:
             sock.sendall(b"%x\r\n%s\r\n" % (len(data), data))
 
-        sock.sendall(b"POST /inserts-stream HTTP/1.1\r\nHost: x\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+        sock.sendall(
+            b"POST /inserts-stream HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
         chunk(json.dumps({"target": name}).encode() + b"\n")
         chunk(b'{"ID": "a", "N": 1}\n')
         status = reader.readline()
@@ -431,20 +531,30 @@ def test_chunked_request_over_http11_is_acked_row_by_row(client: TestClient,
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("kind", ["granian", "hypercorn"])
-def test_http2_stream_is_acked_row_by_row(client: TestClient, services: Services, kind: str
-                                          ) -> None:  # fmt: skip
+def test_http2_stream_is_acked_row_by_row(
+    client: TestClient, services: Services, kind: str
+) -> None:
     import h2.config
     import h2.connection
     import h2.events
 
     name = _stream(client)
-    with _serving(services, kind) as port, \
-            socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with (
+        _serving(services, kind) as port,
+        socket.create_connection(("127.0.0.1", port), timeout=10) as sock,
+    ):
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
         conn.initiate_connection()
         stream = conn.get_next_available_stream_id()
-        conn.send_headers(stream, [(":method", "POST"), (":path", "/inserts-stream"),
-                                   (":scheme", "http"), (":authority", "x")])  # fmt: skip
+        conn.send_headers(
+            stream,
+            [
+                (":method", "POST"),
+                (":path", "/inserts-stream"),
+                (":scheme", "http"),
+                (":authority", "x"),
+            ],
+        )
         conn.send_data(stream, json.dumps({"target": name}).encode() + b"\n" + b'{"ID": "a"}\n')
         sock.sendall(conn.data_to_send())
         received = bytearray()
@@ -480,7 +590,7 @@ def test_http2_stream_is_acked_row_by_row(client: TestClient, services: Services
 def test_body_lines_in_tiny_chunks() -> None:
     async def run() -> None:
         text = b'{"target": "S"}\n' + b"".join(b'{"a": %d}\n' % i for i in range(300))
-        lines = BodyLines(_chunks(*(text[i:i + 1] for i in range(len(text)))), 100)
+        lines = BodyLines(_chunks(*(text[i : i + 1] for i in range(len(text)))), 100)
         assert await lines.first_line() == b'{"target": "S"}'
         got = []
         while (batch := await lines.next_batch(7)) is not None:
@@ -500,11 +610,18 @@ def test_inserts_stream_on_headwater_server_over_http1_and_http2(  # type: ignor
 ) -> None:
     import httpx
 
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--in-memory",
-                            "--service-id", f"ins_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--in-memory",
+        "--service-id",
+        f"ins_{uuid.uuid4().hex[:6]}",
+    )
     name = f"S_{uuid.uuid4().hex[:6].upper()}"
-    created = server.ksql(f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
-                          f"'{name.lower()}', partitions=1, value_format='JSON');")  # fmt: skip
+    created = server.ksql(
+        f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic="
+        f"'{name.lower()}', partitions=1, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
 
     def body(first: int) -> Iterator[bytes]:  # a chunked request body
@@ -514,8 +631,10 @@ def test_inserts_stream_on_headwater_server_over_http1_and_http2(  # type: ignor
 
     clients = [httpx.Client(timeout=30), httpx.Client(http1=False, http2=True, timeout=30)]
     for n, client in enumerate(clients):
-        with client, client.stream("POST", f"{server.url}/inserts-stream",
-                                   content=body(3 * n)) as answer:  # fmt: skip
+        with (
+            client,
+            client.stream("POST", f"{server.url}/inserts-stream", content=body(3 * n)) as answer,
+        ):
             assert answer.status_code == 200
             assert answer.http_version == ("HTTP/1.1", "HTTP/2")[n]
             acks = [json.loads(line) for line in answer.iter_lines() if line]

@@ -14,13 +14,24 @@ import pytest
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def test_answers_are_honest_while_kafka_is_down(broker_factory, server_factory,  # type: ignore[no-untyped-def]
-                                                tmp_path: Path) -> None:  # fmt: skip
+def test_answers_are_honest_while_kafka_is_down(
+    broker_factory,
+    server_factory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
     broker = broker_factory(None)
-    server = server_factory("-b", broker.bootstrap_servers, "--service-id",
-                            f"outage-{uuid.uuid4().hex[:6]}", "--state-dir", str(tmp_path / "node"))
-    created = server.ksql("CREATE TABLE T (ID STRING PRIMARY KEY, V INT) WITH (kafka_topic='t', "
-                          "partitions=2, value_format='JSON');")  # fmt: skip
+    server = server_factory(
+        "-b",
+        broker.bootstrap_servers,
+        "--service-id",
+        f"outage-{uuid.uuid4().hex[:6]}",
+        "--state-dir",
+        str(tmp_path / "node"),
+    )
+    created = server.ksql(
+        "CREATE TABLE T (ID STRING PRIMARY KEY, V INT) WITH (kafka_topic='t', "
+        "partitions=2, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     for i in range(4):
         assert server.ksql(f"INSERT INTO T (ID, V) VALUES ('k{i}', {i});").status_code == 200
@@ -47,11 +58,14 @@ def test_answers_are_honest_while_kafka_is_down(broker_factory, server_factory, 
         time.sleep(0.2)
     assert answer.json()[1]["row"]["columns"] == ["k3", 3]  # still answered, its staleness unknown
 
-    bounded = server.query("SELECT * FROM T WHERE ID = 'k3';",
-                           streamsProperties={"acceptable.offset.lag": 10})
+    bounded = server.query(
+        "SELECT * FROM T WHERE ID = 'k3';", streamsProperties={"acceptable.offset.lag": 10}
+    )
     assert bounded.status_code == 503, bounded.text
     body = bounded.json()
-    assert body["error_code"] == 50302 and "lag_unknown" in body["message"].lower().replace(" ", "_")
+    assert body["error_code"] == 50302 and "lag_unknown" in body["message"].lower().replace(
+        " ", "_"
+    )
 
     began = time.monotonic()
     inserted = server.ksql("INSERT INTO T (ID, V) VALUES ('k9', 9);")

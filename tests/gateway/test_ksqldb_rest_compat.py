@@ -27,13 +27,21 @@ KSQL_V1 = "application/vnd.ksql.v1+json"
 
 
 @pytest.fixture(scope="module")
-def compat_server(memory_broker: EmbeddedBroker, module_server_factory: Any,
-                  tmp_path_factory: pytest.TempPathFactory) -> Any:  # fmt: skip
+def compat_server(
+    memory_broker: EmbeddedBroker,
+    module_server_factory: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Any:
     """One server for the module: the REST shapes need no Spark."""
     folder = tmp_path_factory.mktemp("compat")
-    return module_server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                                 str(folder / "node"), "--service-id",
-                                 f"compat_{uuid.uuid4().hex[:6]}")  # fmt: skip
+    return module_server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(folder / "node"),
+        "--service-id",
+        f"compat_{uuid.uuid4().hex[:6]}",
+    )
 
 
 def _client(protocol: str, timeout: float = 30) -> httpx.Client:
@@ -64,18 +72,27 @@ def test_info_and_healthcheck(compat_server: Any, client: httpx.Client, protocol
 
 def test_ksql_statements_and_their_entities(compat_server: Any, client: httpx.Client) -> None:
     name = f"S_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post(f"{compat_server.url}/ksql", headers={"Accept": KSQL_V1}, json={
-        "ksql": f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
-                "partitions=1, value_format='JSON');",
-        "streamsProperties": {"ksql.streams.auto.offset.reset": "earliest"}})  # fmt: skip
+    created = client.post(
+        f"{compat_server.url}/ksql",
+        headers={"Accept": KSQL_V1},
+        json={
+            "ksql": f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
+            "partitions=1, value_format='JSON');",
+            "streamsProperties": {"ksql.streams.auto.offset.reset": "earliest"},
+        },
+    )
     assert created.status_code == 200, created.text
     (status,) = created.json()
     assert status["@type"] == "currentStatus"
     assert status["commandStatus"]["status"] == "SUCCESS"
     sequence = status["commandSequenceNumber"]
-    listed = client.post(f"{compat_server.url}/ksql", json={
-        "ksql": f"SHOW STREAMS; DESCRIBE {name}; SHOW PROPERTIES;",
-        "commandSequenceNumber": sequence}).json()  # fmt: skip
+    listed = client.post(
+        f"{compat_server.url}/ksql",
+        json={
+            "ksql": f"SHOW STREAMS; DESCRIBE {name}; SHOW PROPERTIES;",
+            "commandSequenceNumber": sequence,
+        },
+    ).json()
     assert [e["@type"] for e in listed] == ["streams", "sourceDescription", "properties"]
     assert name in [s["name"] for s in listed[0]["streams"]]
     assert [f["name"] for f in listed[1]["sourceDescription"]["fields"]] == ["ID", "N"]
@@ -87,27 +104,45 @@ def test_ksql_statements_and_their_entities(compat_server: Any, client: httpx.Cl
 
 def _stream(compat_server: Any, client: httpx.Client) -> str:
     name = f"P_{uuid.uuid4().hex[:6].upper()}"
-    answer = client.post(f"{compat_server.url}/ksql", json={
-        "ksql": f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
-                "partitions=1, value_format='JSON');"})  # fmt: skip
+    answer = client.post(
+        f"{compat_server.url}/ksql",
+        json={
+            "ksql": f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
+            "partitions=1, value_format='JSON');"
+        },
+    )
     assert answer.status_code == 200, answer.text
     return name
 
 
 def test_inserts_stream_then_push_query_stream(compat_server: Any, client: httpx.Client) -> None:
     name = _stream(compat_server, client)
-    body = "\n".join(json.dumps(item) for item in (
-        {"target": name}, {"ID": "a", "N": 1}, {"ID": "b", "N": "not a number"},
-        {"ID": "c", "N": 3})) + "\n"  # fmt: skip
+    body = (
+        "\n".join(
+            json.dumps(item)
+            for item in (
+                {"target": name},
+                {"ID": "a", "N": 1},
+                {"ID": "b", "N": "not a number"},
+                {"ID": "c", "N": 3},
+            )
+        )
+        + "\n"
+    )
     acks = client.post(f"{compat_server.url}/inserts-stream", content=body.encode())
     assert acks.status_code == 200, acks.text
     items = [json.loads(line) for line in acks.text.splitlines() if line.strip()]
     assert items[0] == {"status": "ok", "seq": 0} and items[2] == {"status": "ok", "seq": 2}
     assert items[1]["status"] == "error" and items[1]["seq"] == 1 and "error_code" in items[1]
 
-    with client.stream("POST", f"{compat_server.url}/query-stream", json={
+    with client.stream(
+        "POST",
+        f"{compat_server.url}/query-stream",
+        json={
             "sql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 2;",
-            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         lines = [json.loads(line) for line in streamed.iter_lines() if line.strip()]
     header, rows = lines[0], lines[1:]
     assert {"queryId", "columnNames", "columnTypes"} <= set(header)
@@ -117,27 +152,38 @@ def test_inserts_stream_then_push_query_stream(compat_server: Any, client: httpx
 
 def test_query_stream_delimited_answer(compat_server: Any, client: httpx.Client) -> None:
     name = _stream(compat_server, client)
-    client.post(f"{compat_server.url}/ksql", json={
-        "ksql": f"INSERT INTO {name} (ID, N) VALUES ('x', 7);"}).raise_for_status()  # fmt: skip
-    with client.stream("POST", f"{compat_server.url}/query-stream",
-                       headers={"Accept": "application/vnd.ksqlapi.delimited.v1"},
-                       json={"sql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 1;",
-                             "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+    client.post(
+        f"{compat_server.url}/ksql", json={"ksql": f"INSERT INTO {name} (ID, N) VALUES ('x', 7);"}
+    ).raise_for_status()
+    with client.stream(
+        "POST",
+        f"{compat_server.url}/query-stream",
+        headers={"Accept": "application/vnd.ksqlapi.delimited.v1"},
+        json={
+            "sql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 1;",
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         assert streamed.status_code == 200
         lines = [json.loads(line) for line in streamed.iter_lines() if line.strip()]
     assert "queryId" in lines[0] and lines[1] == ["x", 7]
 
 
-def test_close_query_ends_a_push_query_of_another_connection(compat_server: Any,
-                                                            client: httpx.Client,
-                                                            protocol: str) -> None:  # fmt: skip
+def test_close_query_ends_a_push_query_of_another_connection(
+    compat_server: Any, client: httpx.Client, protocol: str
+) -> None:
     name = _stream(compat_server, client)
     seen: list[str] = []
 
     def follow() -> None:
-        with _client(protocol, timeout=60) as other, other.stream(
-                "POST", f"{compat_server.url}/query-stream",
-                json={"sql": f"SELECT * FROM {name} EMIT CHANGES;"}) as streamed:  # fmt: skip
+        with (
+            _client(protocol, timeout=60) as other,
+            other.stream(
+                "POST",
+                f"{compat_server.url}/query-stream",
+                json={"sql": f"SELECT * FROM {name} EMIT CHANGES;"},
+            ) as streamed,
+        ):
             for line in streamed.iter_lines():
                 if line.strip():
                     seen.append(line)
@@ -157,11 +203,17 @@ def test_close_query_ends_a_push_query_of_another_connection(compat_server: Any,
 
 def test_query_endpoint_pull_and_push_arrays(compat_server: Any, client: httpx.Client) -> None:
     name = _stream(compat_server, client)
-    client.post(f"{compat_server.url}/ksql", json={
-        "ksql": f"INSERT INTO {name} (ID, N) VALUES ('p', 5);"}).raise_for_status()  # fmt: skip
-    answer = client.post(f"{compat_server.url}/query", headers={"Accept": KSQL_V1}, json={
-        "ksql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 1;",
-        "streamsProperties": {"auto.offset.reset": "earliest"}})  # fmt: skip
+    client.post(
+        f"{compat_server.url}/ksql", json={"ksql": f"INSERT INTO {name} (ID, N) VALUES ('p', 5);"}
+    ).raise_for_status()
+    answer = client.post(
+        f"{compat_server.url}/query",
+        headers={"Accept": KSQL_V1},
+        json={
+            "ksql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 1;",
+            "streamsProperties": {"auto.offset.reset": "earliest"},
+        },
+    )
     assert answer.status_code == 200, answer.text
     items = json.loads(answer.text)
     assert "header" in items[0] and "schema" in items[0]["header"]
@@ -169,11 +221,11 @@ def test_query_endpoint_pull_and_push_arrays(compat_server: Any, client: httpx.C
     assert items[-1] == {"finalMessage": "Limit Reached"}
     deadline = time.monotonic() + 10
     while True:  # a pull query over a stream scans its topic
-        pulled = client.post(f"{compat_server.url}/query", json={
-            "ksql": f"SELECT * FROM {name} WHERE ID = 'p';"})  # fmt: skip
+        pulled = client.post(
+            f"{compat_server.url}/query", json={"ksql": f"SELECT * FROM {name} WHERE ID = 'p';"}
+        )
         rows = [i["row"]["columns"] for i in pulled.json() if "row" in i]
         if rows or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert rows == [["p", 5]]
-

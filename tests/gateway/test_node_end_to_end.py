@@ -29,16 +29,20 @@ INSERT INTO CLICKS (USER_ID, URL) VALUES ('alice', '/home');
 
 def _headwater(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("headwater")
-    return subprocess.run([str(exe), *args], input=stdin, capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [str(exe), *args], input=stdin, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def _pull(url: str, sql: str, want: int) -> list[list[object]]:
     deadline = time.monotonic() + 20
     while True:
         answer = httpx.post(f"{url}/query", json={"ksql": sql}, timeout=10)
-        rows = [i["row"]["columns"] for i in answer.json() if "row" in i] \
-            if answer.status_code == 200 else []  # fmt: skip
+        rows = (
+            [i["row"]["columns"] for i in answer.json() if "row" in i]
+            if answer.status_code == 200
+            else []
+        )
         if len(rows) >= want or time.monotonic() > deadline:
             return rows
         time.sleep(0.1)
@@ -58,8 +62,15 @@ def test_node_script_shell_http_dbapi_and_restart(server_factory, tmp_path: Path
     assert _pull(node.url, "SELECT * FROM USERS WHERE ID = 'alice';", 1) == [["alice", "Alice", 31]]
 
     # The shell's one-statement mode, CSV output.
-    one = _headwater("run", "-e", "SELECT NAME, AGE FROM USERS WHERE ID = 'bob';", "--server",
-                     node.url, "--output", "csv")  # fmt: skip
+    one = _headwater(
+        "run",
+        "-e",
+        "SELECT NAME, AGE FROM USERS WHERE ID = 'bob';",
+        "--server",
+        node.url,
+        "--output",
+        "csv",
+    )
     assert one.returncode == 0, one.stderr
     assert "Bob,42" in one.stdout
 
@@ -70,7 +81,9 @@ def test_node_script_shell_http_dbapi_and_restart(server_factory, tmp_path: Path
     # DB-API, with a parameter safely quoted.
     with dbapi.connect(node.url) as connection:
         cursor = connection.cursor()
-        cursor.execute("INSERT INTO USERS (ID, NAME, AGE) VALUES (?, ?, ?)", ("carol", "O'Hara", 27))
+        cursor.execute(
+            "INSERT INTO USERS (ID, NAME, AGE) VALUES (?, ?, ?)", ("carol", "O'Hara", 27)
+        )
         deadline = time.monotonic() + 20
         while True:
             cursor.execute("SELECT NAME, AGE FROM USERS WHERE ID = ?", ("carol",))
@@ -86,7 +99,8 @@ def test_node_script_shell_http_dbapi_and_restart(server_factory, tmp_path: Path
     assert node.stop() == 0, node.log()
     node.start()
     assert _pull(node.url, "SELECT ID FROM USERS;", 3) and sorted(
-        _pull(node.url, "SELECT ID FROM USERS;", 3)) == [["alice"], ["bob"], ["carol"]]
+        _pull(node.url, "SELECT ID FROM USERS;", 3)
+    ) == [["alice"], ["bob"], ["carol"]]
     assert _pull(node.url, "SELECT URL FROM CLICKS;", 1) == [["/home"]]
     shown = node.ksql("SHOW STREAMS; SHOW TABLES;").json()
     assert [s["name"] for s in shown[0]["streams"]] == ["CLICKS"]
@@ -109,12 +123,13 @@ def test_local_node_started_for_the_shell_and_stopped(tmp_path: Path) -> None:
     finally:
         node.stop()
     assert node.process.returncode == 0, (tmp_path / "node" / "server.log").read_text()
-    assert (tmp_path / "node" / "broker").is_dir(), "the node keeps its broker's data in its state dir"
+    assert (tmp_path / "node" / "broker").is_dir(), (
+        "the node keeps its broker's data in its state dir"
+    )
     assert not (tmp_path / "node" / "node.json").exists(), "a stopped node says it serves no more"
 
 
-def test_a_local_node_says_where_kafka_listens_and_stops_in_the_background(tmp_path: Path
-                                                                           ) -> None:  # fmt: skip
+def test_a_local_node_says_where_kafka_listens_and_stops_in_the_background(tmp_path: Path) -> None:
     from headwater.localnode import announcement
 
     with socket.socket() as sock:

@@ -67,18 +67,40 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
     memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6].upper()
-    src, users, out, counts = (f"SRC_{suffix}", f"USERS_{suffix}", f"OUT_{suffix}",
-                               f"COUNTS_{suffix}")  # fmt: skip
+    src, users, out, counts = (
+        f"SRC_{suffix}",
+        f"USERS_{suffix}",
+        f"OUT_{suffix}",
+        f"COUNTS_{suffix}",
+    )
     service = f"poison_{suffix.lower()}_"
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", service)  # fmt: skip
-    _ok(server.ksql(f"CREATE STREAM {src} (id STRING KEY, item STRING, qty INT) WITH "
-                    f"(kafka_topic='{src}', partitions=1, value_format='JSON');"))  # fmt: skip
-    _ok(server.ksql(f"CREATE TABLE {users} (id STRING PRIMARY KEY, name STRING) WITH "
-                    f"(kafka_topic='{users}', partitions=1, value_format='JSON');"))  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        service,
+    )
+    _ok(
+        server.ksql(
+            f"CREATE STREAM {src} (id STRING KEY, item STRING, qty INT) WITH "
+            f"(kafka_topic='{src}', partitions=1, value_format='JSON');"
+        )
+    )
+    _ok(
+        server.ksql(
+            f"CREATE TABLE {users} (id STRING PRIMARY KEY, name STRING) WITH "
+            f"(kafka_topic='{users}', partitions=1, value_format='JSON');"
+        )
+    )
     _ok(server.ksql(f"CREATE STREAM {out} AS SELECT id, UCASE(item) AS item, qty FROM {src};"))
-    _ok(server.ksql(f"CREATE TABLE {counts} AS SELECT id, COUNT(*) AS n, SUM(qty) AS total "
-                    f"FROM {src} GROUP BY id;"))  # fmt: skip
+    _ok(
+        server.ksql(
+            f"CREATE TABLE {counts} AS SELECT id, COUNT(*) AS n, SUM(qty) AS total "
+            f"FROM {src} GROUP BY id;"
+        )
+    )
 
     # the good records, with a poison record after every 200th (and one last)
     writer = producer(memory_broker.settings(), "poison-test")
@@ -94,7 +116,8 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
     # the CSAS writes every good record, in order, and nothing for the poison
     written = _read(memory_broker, out, GOOD + 1, timeout_s=180)
     assert [json.loads(v)["ITEM"] for _k, v in written] == [f"I{i}" for i in range(GOOD)], (
-        f"{len(written)} of {GOOD} written; server log:\n{server.log()}")
+        f"{len(written)} of {GOOD} written; server log:\n{server.log()}"
+    )
     # the CTAS counts every good record: pull queries read its materialized table
     wanted = sorted([f"k{k}", GOOD // KEYS, GOOD // KEYS] for k in range(KEYS))
     deadline = time.monotonic() + 120
@@ -137,9 +160,15 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
     assert _rows(server.query(f"SELECT * FROM {users} WHERE id = 'c';")) == [["c", "cy"]]
 
     # a push query from the beginning streams every good record past the poison ones
-    with httpx.stream("POST", f"{server.url}/query-stream", timeout=120, json={
+    with httpx.stream(
+        "POST",
+        f"{server.url}/query-stream",
+        timeout=120,
+        json={
             "sql": f"SELECT id, item FROM {src} EMIT CHANGES LIMIT {GOOD};",
-            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         lines = [json.loads(line) for line in streamed.iter_lines() if line]
     assert lines[0]["columnNames"] == ["ID", "ITEM"]
     assert [row[1] for row in lines[1:]] == [f"i{i}" for i in range(GOOD)], lines[-3:]

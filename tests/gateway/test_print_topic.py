@@ -48,8 +48,9 @@ def test_rowtime_and_line_shape() -> None:
     assert line == "rowtime: 2020/05/01 14:45:13.111 Z, key: k, value: <null>, partition: 1"
 
 
-@pytest.mark.parametrize("text", ['{"a":1}', "[10,22,44]", '"Yes this is valid json"', "24.987",
-                                  "true", "null"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text", ['{"a":1}', "[10,22,44]", '"Yes this is valid json"', "24.987", "true", "null"]
+)
 def test_json_is_printed_as_written(text: str) -> None:
     side = values()
     assert side.format(text.encode()) == text
@@ -66,7 +67,9 @@ def test_kafka_primitives_and_strings() -> None:
     side = values()
     side.format(struct.pack(">d", -1.5))
     assert side.possible_formats() == ["KAFKA_BIGINT", "KAFKA_DOUBLE"]  # both decode 8 bytes
-    assert values().format(struct.pack(">d", 1.5)) == str(struct.unpack(">q", struct.pack(">d", 1.5))[0])
+    assert values().format(struct.pack(">d", 1.5)) == str(
+        struct.unpack(">q", struct.pack(">d", 1.5))[0]
+    )
     assert dict(formats(None, key=False))["KAFKA_DOUBLE"](struct.pack(">d", 1.5)) == "1.5"
     side = values()
     assert side.format("κόσμε".encode()) == "κόσμε"
@@ -106,20 +109,26 @@ def test_poison_records_are_printed_as_what_they_can_be_and_print_goes_on() -> N
     """Issue 28: a JSON value nested 5,000 deep rules JSON out (as Jackson's depth limit does in
     ksqlDB), it is printed as text, and the records after it are printed too."""
     deep = b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"
-    printed = TopicPrint(None).lines([TopicRecord(1, b"k", b'{"a": 1}', 0),
-                                      TopicRecord(2, b"k", deep, 0),
-                                      TopicRecord(3, b"k", b"\x00\xff" * 3, 0),
-                                      TopicRecord(4, b"k", b'{"a": 2}', 0)])  # fmt: skip
+    printed = TopicPrint(None).lines(
+        [
+            TopicRecord(1, b"k", b'{"a": 1}', 0),
+            TopicRecord(2, b"k", deep, 0),
+            TopicRecord(3, b"k", b"\x00\xff" * 3, 0),
+            TopicRecord(4, b"k", b'{"a": 2}', 0),
+        ]
+    )
     rows = [line for line in printed if line.startswith("rowtime")]
-    assert len(rows) == 4 and rows[1].startswith("rowtime: 1970/01/01 00:00:00.002 Z, key: k, "
-                                                 'value: {"a":[[[')  # fmt: skip
+    assert len(rows) == 4 and rows[1].startswith(
+        'rowtime: 1970/01/01 00:00:00.002 Z, key: k, value: {"a":[[['
+    )
     assert rows[3].endswith('value: {"a": 2}, partition: 0')
 
 
 def test_a_batch_is_formatted_again_when_it_rules_out_the_format_in_use() -> None:
     formatter = RecordFormatter()
-    lines = formatter.format([TopicRecord(None, b"k", b"abcd", 0),
-                              TopicRecord(None, b"k", b"abcdef", 0)])  # fmt: skip
+    lines = formatter.format(
+        [TopicRecord(None, b"k", b"abcd", 0), TopicRecord(None, b"k", b"abcdef", 0)]
+    )
     assert lines[0].endswith("value: abcd, partition: 0")  # not 1633837924 (as KAFKA_INT)
 
 
@@ -132,8 +141,10 @@ def test_registered_formats() -> None:
     out = io.BytesIO()
     fastavro.schemaless_writer(out, fastavro.parse_schema(avro), {"str1": "My first string"})
     side = values(registry)
-    assert side.format(b"\0" + avro_id.to_bytes(4, "big") + out.getvalue()) == \
-        '{"str1": "My first string"}'  # fmt: skip
+    assert (
+        side.format(b"\0" + avro_id.to_bytes(4, "big") + out.getvalue())
+        == '{"str1": "My first string"}'
+    )
     assert side.possible_formats()[0] == "AVRO"
 
     json_id = registry.register("j", RegisteredSchema("JSON", '{"type": "object"}'))
@@ -146,8 +157,10 @@ def test_registered_formats() -> None:
     proto_id = registry.register("p", RegisteredSchema("PROTOBUF", proto))
     payload = b"\x0a\x0fMy first string\x12\x10My second string"
     side = values(registry)
-    assert side.format(b"\0" + proto_id.to_bytes(4, "big") + b"\0" + payload) == \
-        'str1: "My first string" str2: "My second string"'  # fmt: skip
+    assert (
+        side.format(b"\0" + proto_id.to_bytes(4, "big") + b"\0" + payload)
+        == 'str1: "My first string" str2: "My second string"'
+    )
     assert side.possible_formats()[0] == "PROTOBUF"
     # without a registry, none of the three is possible
     side = values()
@@ -162,15 +175,18 @@ def _records(count: int) -> list[TopicRecord]:
 def test_interval_and_limit_as_ksqldb_applies_them() -> None:
     printer = TopicPrint(None, interval=1, limit=2)
     assert printer.lines(_records(3)) == [
-        "Key format: KAFKA_STRING", "Value format: KAFKA_STRING",
+        "Key format: KAFKA_STRING",
+        "Value format: KAFKA_STRING",
         "rowtime: N/A, key: key-0, value: value-0, partition: 0",
         "rowtime: N/A, key: key-1, value: value-1, partition: 0",
-    ]  # fmt: skip
+    ]
     assert printer.done and printer.lines(_records(1)) == []
     printer = TopicPrint(None, interval=2, limit=2)
     lines = printer.lines(_records(2)) + printer.lines(_records(5)[2:])
-    assert [line.split(",")[1] for line in lines if line.startswith("rowtime")] == \
-        [" key: key-0", " key: key-2"]  # fmt: skip
+    assert [line.split(",")[1] for line in lines if line.startswith("rowtime")] == [
+        " key: key-0",
+        " key: key-2",
+    ]
     with pytest.raises(ValueError, match="INTERVAL must be greater than one, but was: 0"):
         TopicPrint(None, interval=0)
 
@@ -184,8 +200,10 @@ def test_format_lines_only_when_the_formats_change() -> None:
     changed = printer.lines([TopicRecord(None, None, b"abcdef", 0)])
     assert changed[0] == "Value format: KAFKA_STRING"
     gone = printer.lines([TopicRecord(None, None, bytes([0xFF] * 5), 0)])
-    assert gone[0] == ("Value format:  does not match any supported format. It may be a STRING "
-                       "with encoding other than UTF8, or some other format.")  # fmt: skip
+    assert gone[0] == (
+        "Value format:  does not match any supported format. It may be a STRING "
+        "with encoding other than UTF8, or some other format."
+    )
 
 
 # -- PRINT over /query ----------------------------------------------------------------------------
@@ -204,13 +222,20 @@ def client(services: Services) -> Iterator[TestClient]:
 
 def _stream_with_rows(client: TestClient, count: int) -> str:
     name = f"P_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post("/ksql", json={"ksql": (
-        f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
-        "partitions=1, value_format='JSON');")})
+    created = client.post(
+        "/ksql",
+        json={
+            "ksql": (
+                f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH (kafka_topic='{name.lower()}', "
+                "partitions=1, value_format='JSON');"
+            )
+        },
+    )
     assert created.status_code == 200, created.text
     for i in range(count):
-        inserted = client.post("/ksql", json={"ksql": f"INSERT INTO {name} (ID, N) VALUES "
-                                                      f"('k{i}', {i});"})  # fmt: skip
+        inserted = client.post(
+            "/ksql", json={"ksql": f"INSERT INTO {name} (ID, N) VALUES ('k{i}', {i});"}
+        )
         assert inserted.status_code == 200, inserted.text
     return name.lower()
 
@@ -225,7 +250,8 @@ def test_print_from_beginning_with_limit(client: TestClient) -> None:
     assert lines[:2] == ["Key format: KAFKA_STRING", "Value format: JSON or KAFKA_STRING"]
     assert len(lines) == 4
     assert lines[2].startswith("rowtime: ") and lines[2].endswith(
-        ', key: k0, value: {"N":0}, partition: 0')
+        ', key: k0, value: {"N":0}, partition: 0'
+    )
     assert lines[3].endswith(', key: k1, value: {"N":1}, partition: 0')
 
 
@@ -249,8 +275,9 @@ def test_print_shows_rows_as_they_arrive(client: TestClient) -> None:
 
 
 @pytest.mark.kafka
-def test_print_starts_at_the_end_behind_batched_records(client: TestClient,
-                                                        services: Services) -> None:  # fmt: skip
+def test_print_starts_at_the_end_behind_batched_records(
+    client: TestClient, services: Services
+) -> None:
     """Without FROM BEGINNING PRINT starts at the end read from fetches before its answer starts:
     the one record written after the answer's headers came is the first printed, also behind 2,000
     records written in batches (where the embedded broker's ListOffsets 'latest' answers an offset
@@ -262,20 +289,22 @@ def test_print_starts_at_the_end_behind_batched_records(client: TestClient,
     from headwater.kafka._ports import free_port
 
     topic = _stream_with_rows(client, 0)
-    producer = Producer({"bootstrap.servers": services.settings.bootstrap_servers,
-                         "linger.ms": 20})  # fmt: skip
+    producer = Producer({"bootstrap.servers": services.settings.bootstrap_servers, "linger.ms": 20})
     for i in range(2000):
         producer.produce(topic, json.dumps({"N": i}).encode(), f"old{i}".encode())
     producer.flush(30)
-    server = HttpServer(create_app(services), HttpServerSettings(port=free_port(),
-                                                                 graceful_timeout_s=1.0))
+    server = HttpServer(
+        create_app(services), HttpServerSettings(port=free_port(), graceful_timeout_s=1.0)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
         assert server.started.wait(10)
         url = f"http://127.0.0.1:{server.port}/query"
-        with httpx.Client(timeout=20) as http, http.stream(
-                "POST", url, json={"ksql": f"PRINT '{topic}' LIMIT 1;"}) as answer:
+        with (
+            httpx.Client(timeout=20) as http,
+            http.stream("POST", url, json={"ksql": f"PRINT '{topic}' LIMIT 1;"}) as answer,
+        ):
             assert answer.status_code == 200
             producer.produce(topic, b'{"N":7}', b"new")
             producer.flush(10)
@@ -287,11 +316,19 @@ def test_print_starts_at_the_end_behind_batched_records(client: TestClient,
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("PRINT 'no-such-topic';", ("Could not find topic 'no-such-topic', or the KSQL user does not "
-                               "have permissions to list the topic. Topic names are case-sensitive.")),
-    ("PRINT 'x' INTERVAL 0;", "INTERVAL must be greater than one"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "PRINT 'no-such-topic';",
+            (
+                "Could not find topic 'no-such-topic', or the KSQL user does not "
+                "have permissions to list the topic. Topic names are case-sensitive."
+            ),
+        ),
+        ("PRINT 'x' INTERVAL 0;", "INTERVAL must be greater than one"),
+    ],
+)
 def test_print_errors(client: TestClient, text: str, fragment: str) -> None:
     answer = client.post("/query", json={"ksql": text})
     assert answer.status_code == 400 and fragment in answer.json()["message"], answer.text
@@ -322,8 +359,9 @@ def test_each_schema_id_is_asked_of_the_registry_once() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("kind", ["granian", "hypercorn", "uvicorn"])
-def test_a_client_that_goes_ends_its_print(client: TestClient, services: Services,
-                                           kind: str) -> None:  # fmt: skip
+def test_a_client_that_goes_ends_its_print(
+    client: TestClient, services: Services, kind: str
+) -> None:
     import httpx
 
     from headwater.http_server import HttpServer, HttpServerKind, HttpServerSettings
@@ -331,15 +369,18 @@ def test_a_client_that_goes_ends_its_print(client: TestClient, services: Service
 
     topic = _stream_with_rows(client, 2)
     app = create_app(services)
-    server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind(kind),
-                                                graceful_timeout_s=1.0))  # fmt: skip
+    server = HttpServer(
+        app, HttpServerSettings(port=free_port(), kind=HttpServerKind(kind), graceful_timeout_s=1.0)
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
         assert server.started.wait(10)
         url = f"http://127.0.0.1:{server.port}/query"
-        with httpx.Client(timeout=30) as http, http.stream(
-                "POST", url, json={"ksql": f"PRINT '{topic}' FROM BEGINNING;"}) as answer:
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", url, json={"ksql": f"PRINT '{topic}' FROM BEGINNING;"}) as answer,
+        ):
             assert answer.status_code == 200
             lines = answer.iter_lines()
             assert next(lines) == "Key format: KAFKA_STRING"

@@ -44,10 +44,12 @@ def test_a_bounded_query_is_refused_unless_every_writer_runs_within_the_bound() 
     running = WrittenBy("CTAS_T_3", "RUNNING", 4)
     check_writers("T", [running], 4, True)
     check_writers("T", [WrittenBy("CTAS_T_3", "PENDING", None, "starting")], 4, False)  # unbounded
-    for writer, said in [(WrittenBy("CTAS_T_3", "PENDING", None, "starting"), "is PENDING (starting)"),
-                         (WrittenBy("CTAS_T_3", "ERROR", None, "boom"), "is ERROR (boom)"),
-                         (WrittenBy("CTAS_T_3", "RUNNING", None), "unknown lag"),
-                         (WrittenBy("CTAS_T_3", "RUNNING", 5), "5 records behind")]:  # fmt: skip
+    for writer, said in [
+        (WrittenBy("CTAS_T_3", "PENDING", None, "starting"), "is PENDING (starting)"),
+        (WrittenBy("CTAS_T_3", "ERROR", None, "boom"), "is ERROR (boom)"),
+        (WrittenBy("CTAS_T_3", "RUNNING", None), "unknown lag"),
+        (WrittenBy("CTAS_T_3", "RUNNING", 5), "5 records behind"),
+    ]:
         with pytest.raises(KsqlError) as refused:
             check_writers("T", [writer], 4, True)
         assert refused.value.error_code == 50302 and refused.value.retriable
@@ -56,15 +58,17 @@ def test_a_bounded_query_is_refused_unless_every_writer_runs_within_the_bound() 
 
 
 def test_lag_reports_carry_the_queries_their_server_runs() -> None:
-    statuses = {"CTAS_T_3": {"state": "RUNNING", "message": "", "records": 5,
-                             "processed": {"s": {"0": 7}}},
-                "CTAS_U_4": {"state": "PENDING", "message": "starting"}}  # fmt: skip
+    statuses = {
+        "CTAS_T_3": {"state": "RUNNING", "message": "", "records": 5, "processed": {"s": {"0": 7}}},
+        "CTAS_U_4": {"state": "PENDING", "message": "starting"},
+    }
     body = lag_body("h:1", {}, 1000, statuses)
     sender, report = parse_lag_body(body, 1001)
     assert sender == "h:1"
-    assert report.queries == {"CTAS_T_3": {"state": "RUNNING", "message": "",
-                                           "processed": {"s": {"0": 7}}},
-                              "CTAS_U_4": {"state": "PENDING", "message": "starting"}}  # fmt: skip
+    assert report.queries == {
+        "CTAS_T_3": {"state": "RUNNING", "message": "", "processed": {"s": {"0": 7}}},
+        "CTAS_U_4": {"state": "PENDING", "message": "starting"},
+    }
     assert parse_lag_body(lag_body("h:1", {}, 1000), 1001)[1].queries == {}  # an older sender
 
 
@@ -103,16 +107,20 @@ def _pull(client: TestClient, text: str, **properties: Any) -> Any:
 
 @pytest.mark.kafka
 def test_a_pull_answer_says_the_writing_querys_state_and_lag(
-    node: tuple[TestClient, _Engine]
+    node: tuple[TestClient, _Engine],
 ) -> None:
     client, engine = node
     name = uuid.uuid4().hex[:6].upper()
     source, table = f"S_{name}", f"T_{name}"
-    _ksql(client, f"CREATE STREAM {source} (ID STRING KEY, V INT) WITH (kafka_topic="
-                  f"'{source.lower()}', partitions=1, value_format='JSON');")  # fmt: skip
+    _ksql(
+        client,
+        f"CREATE STREAM {source} (ID STRING KEY, V INT) WITH (kafka_topic="
+        f"'{source.lower()}', partitions=1, value_format='JSON');",
+    )
     _ksql(client, f"CREATE TABLE {table} AS SELECT ID, COUNT(*) AS N FROM {source} GROUP BY ID;")
-    query_id = next(q["id"] for q in _ksql(client, "SHOW QUERIES;")[0]["queries"]
-                    if q["sinks"] == [table])  # fmt: skip
+    query_id = next(
+        q["id"] for q in _ksql(client, "SHOW QUERIES;")[0]["queries"] if q["sinks"] == [table]
+    )
     for i in range(3):
         _ksql(client, f"INSERT INTO {source} (ID, V) VALUES ('k{i}', {i});")
     text = f"SELECT * FROM {table};"
@@ -133,8 +141,9 @@ def test_a_pull_answer_says_the_writing_querys_state_and_lag(
     assert refused.status_code == 503 and "is ERROR (boom)" in refused.json()["message"]
 
     # running, but it has processed one of the three records of its source
-    engine.now = {query_id: {"state": "RUNNING", "message": "",
-                             "processed": {source.lower(): {"0": 1}}}}  # fmt: skip
+    engine.now = {
+        query_id: {"state": "RUNNING", "message": "", "processed": {source.lower(): {"0": 1}}}
+    }
     deadline = time.monotonic() + 10
     while True:
         within = _pull(client, text, **{"acceptable.offset.lag": 2})
@@ -143,7 +152,8 @@ def test_a_pull_answer_says_the_writing_querys_state_and_lag(
         time.sleep(0.1)  # the inserts reach the source topic's end
     assert within.status_code == 200, within.text
     assert within.json()[0]["header"]["writtenBy"] == [
-        {"queryId": query_id, "state": "RUNNING", "lag": 2}]
+        {"queryId": query_id, "state": "RUNNING", "lag": 2}
+    ]
     beyond = _pull(client, text, **{"acceptable.offset.lag": 1})
     assert beyond.status_code == 503, beyond.text
     assert f"query {query_id} is RUNNING, 2 records behind" in beyond.json()["message"]

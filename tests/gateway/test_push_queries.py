@@ -34,19 +34,31 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
     memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", f"push_{suffix}")  # fmt: skip
-    created = server.ksql(f"CREATE STREAM clicks (ID STRING KEY, N INT) WITH (kafka_topic="
-                          f"'clicks_{suffix}', partitions=2, value_format='JSON');")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"push_{suffix}",
+    )
+    created = server.ksql(
+        f"CREATE STREAM clicks (ID STRING KEY, N INT) WITH (kafka_topic="
+        f"'clicks_{suffix}', partitions=2, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     assert server.ksql("INSERT INTO clicks (ID, N) VALUES ('old', 0);").status_code == 200
 
     # /query: from the end (latest), a filter and projection, two rows then "Limit Reached"
-    inserts = _insert_later(server.url, [f"INSERT INTO clicks (ID, N) VALUES ('k{i}', {i});"
-                                         for i in range(1, 5)])  # fmt: skip
+    inserts = _insert_later(
+        server.url, [f"INSERT INTO clicks (ID, N) VALUES ('k{i}', {i});" for i in range(1, 5)]
+    )
     started = time.monotonic()
-    answer = httpx.post(f"{server.url}/query", timeout=60, json={
-        "ksql": "SELECT ID, N * 10 AS TEN FROM clicks WHERE N > 1 EMIT CHANGES LIMIT 2;"})
+    answer = httpx.post(
+        f"{server.url}/query",
+        timeout=60,
+        json={"ksql": "SELECT ID, N * 10 AS TEN FROM clicks WHERE N > 1 EMIT CHANGES LIMIT 2;"},
+    )
     inserts.join()
     assert answer.status_code == 200, answer.text
     items = json.loads(answer.text)
@@ -57,9 +69,15 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
     assert time.monotonic() - started < 30
 
     # /query-stream from the beginning: the header line, then one array per row
-    with httpx.stream("POST", f"{server.url}/query-stream", timeout=60, json={
+    with httpx.stream(
+        "POST",
+        f"{server.url}/query-stream",
+        timeout=60,
+        json={
             "sql": "SELECT * FROM clicks EMIT CHANGES LIMIT 3;",
-            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         lines = [json.loads(line) for line in streamed.iter_lines() if line]
     assert lines[0]["columnNames"] == ["ID", "N"]
     assert len(lines) == 4 and all(isinstance(row, list) for row in lines[1:])
@@ -68,8 +86,12 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
     seen: list[str] = []
 
     def follow() -> None:
-        with httpx.stream("POST", f"{server.url}/query-stream", timeout=60,
-                          json={"sql": "SELECT * FROM clicks EMIT CHANGES;"}) as streamed:  # fmt: skip
+        with httpx.stream(
+            "POST",
+            f"{server.url}/query-stream",
+            timeout=60,
+            json={"sql": "SELECT * FROM clicks EMIT CHANGES;"},
+        ) as streamed:
             for line in streamed.iter_lines():
                 if line:
                     seen.append(line)
@@ -88,30 +110,51 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
     assert unknown.status_code == 404
 
     # what needs state runs as a transient Spark query, cleaned up when the client goes
-    with httpx.stream("POST", f"{server.url}/query-stream", timeout=180, json={
+    with httpx.stream(
+        "POST",
+        f"{server.url}/query-stream",
+        timeout=180,
+        json={
             "sql": "SELECT ID, COUNT(*) AS n FROM clicks GROUP BY ID EMIT CHANGES LIMIT 3;",
-            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         lines = [json.loads(line) for line in streamed.iter_lines() if line]
     assert lines[0].get("columnNames") == ["ID", "N"], lines
     assert len(lines) == 4 and all(row[1] == 1 for row in lines[1:]), lines
     # from now on (latest): a record written while Spark starts the query is counted
     inserts = _insert_later(server.url, ["INSERT INTO clicks (ID, N) VALUES ('late', 9);"], 0.5)
-    with httpx.stream("POST", f"{server.url}/query-stream", timeout=180, json={
-            "sql": "SELECT ID, COUNT(*) AS n FROM clicks GROUP BY ID EMIT CHANGES LIMIT 1;"
-            }) as streamed:  # fmt: skip
+    with httpx.stream(
+        "POST",
+        f"{server.url}/query-stream",
+        timeout=180,
+        json={"sql": "SELECT ID, COUNT(*) AS n FROM clicks GROUP BY ID EMIT CHANGES LIMIT 1;"},
+    ) as streamed:
         late = [json.loads(line) for line in streamed.iter_lines() if line]
     inserts.join()
     assert late[1:] == [["late", 1]], late
     # the grouping key need not be selected; the rows are the projection as written
-    with httpx.stream("POST", f"{server.url}/query-stream", timeout=180, json={
+    with httpx.stream(
+        "POST",
+        f"{server.url}/query-stream",
+        timeout=180,
+        json={
             "sql": "SELECT COUNT(*) AS n FROM clicks GROUP BY ID EMIT CHANGES LIMIT 1;",
-            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         counted = [json.loads(line) for line in streamed.iter_lines() if line]
     assert counted[0].get("columnNames") == ["N"] and counted[1] == [1], counted
     # an aggregate without GROUP BY: one group, the whole stream
-    with httpx.stream("POST", f"{server.url}/query-stream", timeout=180, json={
+    with httpx.stream(
+        "POST",
+        f"{server.url}/query-stream",
+        timeout=180,
+        json={
             "sql": "SELECT COUNT(*) AS total FROM clicks EMIT CHANGES LIMIT 1;",
-            "properties": {"auto.offset.reset": "earliest"}}) as streamed:  # fmt: skip
+            "properties": {"auto.offset.reset": "earliest"},
+        },
+    ) as streamed:
         whole = [json.loads(line) for line in streamed.iter_lines() if line]
     assert whole[0].get("columnNames") == ["TOTAL"] and whole[1][0] >= 1, whole
     deadline = time.monotonic() + 60
@@ -131,10 +174,12 @@ def test_push_query_planning_refuses_state_and_allows_offsets() -> None:
     from headwater.metastore.catalog import Column, Source, SourceKind
     from headwater.sqlparse_ext import parse_one
 
-    source = Source(SourceKind.STREAM, "S", (Column("K", "STRING", key=True), Column("V", "INT")),
-                    "s", 1)  # fmt: skip
-    plan = plan_push(parse_one("SELECT ROWPARTITION, ROWOFFSET, K FROM S EMIT CHANGES LIMIT 1;"),
-                     source, {})  # fmt: skip
+    source = Source(
+        SourceKind.STREAM, "S", (Column("K", "STRING", key=True), Column("V", "INT")), "s", 1
+    )
+    plan = plan_push(
+        parse_one("SELECT ROWPARTITION, ROWOFFSET, K FROM S EMIT CHANGES LIMIT 1;"), source, {}
+    )
     assert [c.name for c in plan.schema] == ["ROWPARTITION", "ROWOFFSET", "K"]
     with pytest.raises(PullQueryError, match="aggregate functions need state"):
         plan_push(parse_one("SELECT COUNT(*) FROM S EMIT CHANGES;"), source, {})
@@ -146,28 +191,49 @@ def test_table_push_queries_show_tombstones(  # type: ignore[no-untyped-def]
     from confluent_kafka import Producer
 
     suffix = uuid.uuid4().hex[:6]
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", f"pusht_{suffix}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"pusht_{suffix}",
+    )
     topic = f"users_{suffix}"
-    created = server.ksql(f"CREATE TABLE users (K INT PRIMARY KEY, ID INT) WITH (kafka_topic="
-                          f"'{topic}', partitions=1, key_format='JSON', value_format='JSON');")  # fmt: skip
+    created = server.ksql(
+        f"CREATE TABLE users (K INT PRIMARY KEY, ID INT) WITH (kafka_topic="
+        f"'{topic}', partitions=1, key_format='JSON', value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     producer = Producer({"bootstrap.servers": memory_broker.bootstrap_servers})
-    for key, value in ((b"10", b'{"ID": 110}'), (b"10", None), (None, b'{"ID": 123}'),
-                       (b"11", b'{"ID": 111}')):  # fmt: skip
+    for key, value in (
+        (b"10", b'{"ID": 110}'),
+        (b"10", None),
+        (None, b'{"ID": 123}'),
+        (b"11", b'{"ID": 111}'),
+    ):
         producer.produce(topic, value, key)
     producer.flush(10)
-    answer = httpx.post(f"{server.url}/query", timeout=60, json={
-        "ksql": "SELECT * FROM users EMIT CHANGES LIMIT 3;",
-        "streamsProperties": {"auto.offset.reset": "earliest"}})
+    answer = httpx.post(
+        f"{server.url}/query",
+        timeout=60,
+        json={
+            "ksql": "SELECT * FROM users EMIT CHANGES LIMIT 3;",
+            "streamsProperties": {"auto.offset.reset": "earliest"},
+        },
+    )
     items = json.loads(answer.text)
-    assert items[1:] == [{"row": {"columns": [10, 110]}},
-                         {"row": {"columns": [10, None], "tombstone": True}},
-                         {"row": {"columns": [11, 111]}}, {"finalMessage": "Limit Reached"}]
+    assert items[1:] == [
+        {"row": {"columns": [10, 110]}},
+        {"row": {"columns": [10, None], "tombstone": True}},
+        {"row": {"columns": [11, 111]}},
+        {"finalMessage": "Limit Reached"},
+    ]
 
 
-def _readers_after_header(url: str, sql: str, count: int, timeout_s: float = 15.0
-                          ) -> tuple[list[threading.Thread], threading.Barrier, list[object]]:  # fmt: skip
+def _readers_after_header(
+    url: str, sql: str, count: int, timeout_s: float = 15.0
+) -> tuple[list[threading.Thread], threading.Barrier, list[object]]:
     """``count`` readers of ``sql`` (LIMIT 1) over /query-stream; each passes the barrier once its
     header came back (the test's thread too: then it writes), and appends its one row, or the
     error that ended it, to the list."""
@@ -176,8 +242,9 @@ def _readers_after_header(url: str, sql: str, count: int, timeout_s: float = 15.
 
     def read() -> None:
         try:
-            with httpx.stream("POST", f"{url}/query-stream", timeout=timeout_s,
-                              json={"sql": sql}) as streamed:  # fmt: skip
+            with httpx.stream(
+                "POST", f"{url}/query-stream", timeout=timeout_s, json={"sql": sql}
+            ) as streamed:
                 lines = (line for line in streamed.iter_lines() if line)
                 header = json.loads(next(lines))
                 assert "queryId" in header, header
@@ -202,11 +269,19 @@ def test_push_queries_start_at_the_end_when_their_header_comes(  # type: ignore[
     from confluent_kafka import Producer
 
     suffix = uuid.uuid4().hex[:6]
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", f"pushend_{suffix}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"pushend_{suffix}",
+    )
     topic = f"ends_{suffix}"
-    created = server.ksql(f"CREATE STREAM ends (ID STRING KEY, N INT) WITH (kafka_topic="
-                          f"'{topic}', partitions=2, value_format='JSON');")  # fmt: skip
+    created = server.ksql(
+        f"CREATE STREAM ends (ID STRING KEY, N INT) WITH (kafka_topic="
+        f"'{topic}', partitions=2, value_format='JSON');"
+    )
     assert created.status_code == 200, created.text
     producer = Producer({"bootstrap.servers": memory_broker.bootstrap_servers, "linger.ms": 20})
     readers = 10
@@ -215,7 +290,8 @@ def test_push_queries_start_at_the_end_when_their_header_comes(  # type: ignore[
             producer.produce(topic, json.dumps({"N": i}).encode(), f"old{i}".encode())
         producer.flush(30)
         threads, headers, got = _readers_after_header(
-            server.url, "SELECT ID, N FROM ends EMIT CHANGES LIMIT 1;", readers)
+            server.url, "SELECT ID, N FROM ends EMIT CHANGES LIMIT 1;", readers
+        )
         headers.wait()  # every reader has its header: now the record
         producer.produce(topic, json.dumps({"N": -1}).encode(), f"new{phase}".encode())
         producer.flush(10)

@@ -18,16 +18,25 @@ from headwater.kafka.broker import EmbeddedBroker
 pytestmark = pytest.mark.kafka
 
 
-def test_a_pull_after_an_insert_sees_it_at_once(server_factory: Any, memory_broker: EmbeddedBroker,
-                                                tmp_path: Path) -> None:  # fmt: skip
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", f"ryw_{uuid.uuid4().hex[:6]}")
+def test_a_pull_after_an_insert_sees_it_at_once(
+    server_factory: Any, memory_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"ryw_{uuid.uuid4().hex[:6]}",
+    )
     table = f"RYW_{uuid.uuid4().hex[:6].upper()}"
     latencies = []
     with dbapi.connect(server.url) as connection:
         cursor = connection.cursor()
-        cursor.execute(f"CREATE TABLE {table} (ID STRING PRIMARY KEY, V BIGINT) WITH "
-                       f"(kafka_topic='{table.lower()}', partitions=4, value_format='JSON');")
+        cursor.execute(
+            f"CREATE TABLE {table} (ID STRING PRIMARY KEY, V BIGINT) WITH "
+            f"(kafka_topic='{table.lower()}', partitions=4, value_format='JSON');"
+        )
         for i in range(12):
             cursor.execute(f"INSERT INTO {table} (ID, V) VALUES (?, ?)", (f"k{i}", i))
             start = time.perf_counter()

@@ -102,11 +102,16 @@ def slow_server(request: pytest.FixtureRequest) -> Iterator[int]:
     async def echo(request: Request) -> Response:
         return Response(await read_body(request, 1000, timeout_s=0.5))
 
-    app = Starlette(routes=[Route("/", echo, methods=["POST"])],
-                    exception_handlers=EXCEPTION_HANDLERS)  # fmt: skip
+    app = Starlette(
+        routes=[Route("/", echo, methods=["POST"])], exception_handlers=EXCEPTION_HANDLERS
+    )
     settings = {"header_read_timeout_s": 1.0, **getattr(request, "param", {})}
-    server = HttpServer(app, HttpServerSettings(port=free_port(), kind=HttpServerKind.GRANIAN,
-                                                graceful_timeout_s=1.0, **settings))
+    server = HttpServer(
+        app,
+        HttpServerSettings(
+            port=free_port(), kind=HttpServerKind.GRANIAN, graceful_timeout_s=1.0, **settings
+        ),
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     assert server.started.wait(10)
@@ -133,8 +138,9 @@ def test_a_body_that_trickles_gets_408_and_idle_connections_close(slow_server: i
         assert sock.recv(4096) == b"" and time.monotonic() - began < 3
 
 
-@pytest.mark.parametrize("slow_server", [{"max_connections": 3, "header_read_timeout_s": 10.0}],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "slow_server", [{"max_connections": 3, "header_read_timeout_s": 10.0}], indirect=True
+)
 def test_connections_beyond_the_limit_wait_unanswered_until_one_closes(slow_server: int) -> None:
     """1,000 half-open connections were all held after 10 s (issue 21): now at most
     ``max_connections`` are open; the next ones wait in the listen backlog, costing the server
@@ -159,7 +165,11 @@ def test_connections_beyond_the_limit_wait_unanswered_until_one_closes(slow_serv
 
 @pytest.fixture(scope="module")
 def services(memory_services: Callable[..., Services]) -> Services:
-    return memory_services("limits", limits=Limits(parse=LIMITS, scan_max_concurrent=1), pull=PullSettings(scan_max_rows=30))
+    return memory_services(
+        "limits",
+        limits=Limits(parse=LIMITS, scan_max_concurrent=1),
+        pull=PullSettings(scan_max_rows=30),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -171,13 +181,19 @@ def client(services: Services) -> Iterator[TestClient]:
 @pytest.fixture(scope="module")
 def table(client: TestClient) -> str:
     name = f"T_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post("/ksql", json={"ksql": f"CREATE TABLE {name} (ID STRING PRIMARY KEY, "
-                                         f"V BIGINT) WITH (kafka_topic='{name.lower()}', "
-                                         "partitions=2, value_format='JSON');"})  # fmt: skip
+    created = client.post(
+        "/ksql",
+        json={
+            "ksql": f"CREATE TABLE {name} (ID STRING PRIMARY KEY, "
+            f"V BIGINT) WITH (kafka_topic='{name.lower()}', "
+            "partitions=2, value_format='JSON');"
+        },
+    )
     assert created.status_code == 200, created.text
     for i in range(ROWS):
-        inserted = client.post("/ksql", json={
-            "ksql": f"INSERT INTO {name} (ID, V) VALUES ('k{i:03d}', {i});"})  # fmt: skip
+        inserted = client.post(
+            "/ksql", json={"ksql": f"INSERT INTO {name} (ID, V) VALUES ('k{i:03d}', {i});"}
+        )
         assert inserted.status_code == 200, inserted.text
     deadline = time.monotonic() + 15
     while True:
@@ -225,14 +241,20 @@ def test_a_scan_over_the_row_bound_ends_with_an_error_item(client: TestClient, t
     assert len(_rows(_query(client, f"SELECT * FROM {table} LIMIT 25;"))) == 25
     assert _rows(_query(client, f"SELECT V FROM {table} WHERE ID = 'k007';")) == [[7]]
     # a request may lower the bound, never raise it
-    lowered = _query(client, f"SELECT * FROM {table};", **{"ksql.query.pull.table.scan.max.rows": 5})
+    lowered = _query(
+        client, f"SELECT * FROM {table};", **{"ksql.query.pull.table.scan.max.rows": 5}
+    )
     assert len(_rows(lowered)) == 5 and "more than 5 rows" in _error_item(lowered)["message"]
-    raised = _query(client, f"SELECT * FROM {table};", **{"ksql.query.pull.table.scan.max.rows": 999})
+    raised = _query(
+        client, f"SELECT * FROM {table};", **{"ksql.query.pull.table.scan.max.rows": 999}
+    )
     assert "more than 30 rows" in _error_item(raised)["message"]
 
 
 def test_the_query_stream_endpoint_streams_and_bounds_too(client: TestClient, table: str) -> None:
-    answer = client.post("/query-stream", json={"sql": f"SELECT ID, V FROM {table} WHERE ID < 'k010';"})
+    answer = client.post(
+        "/query-stream", json={"sql": f"SELECT ID, V FROM {table} WHERE ID < 'k010';"}
+    )
     assert answer.status_code == 200, answer.text
     lines = [json.loads(line) for line in answer.text.splitlines()]
     assert lines[0]["columnNames"] == ["ID", "V"]
@@ -250,8 +272,9 @@ def test_a_query_out_of_its_time_budget_stops_with_40800(client: TestClient, tab
     assert len(_rows(_query(client, f"SELECT * FROM {table} LIMIT 20;"))) == 20
 
 
-def test_a_scan_releases_its_slot_when_its_answer_is_written(client: TestClient, services: Services,
-                                                            table: str) -> None:  # fmt: skip
+def test_a_scan_releases_its_slot_when_its_answer_is_written(
+    client: TestClient, services: Services, table: str
+) -> None:
     for _ in range(5):  # one scan slot: a slot kept after an answer would make the next one wait
         assert len(_rows(_query(client, f"SELECT * FROM {table} LIMIT 3;"))) == 3
         assert _error_item(_query(client, f"SELECT * FROM {table};")) is not None

@@ -155,8 +155,16 @@ class Variables(Model):
     variables: list[dict[str, Any]]
 
 
-Entity = (CurrentStatus | StreamsList | TablesList | SourceDescriptionEntity | Properties
-          | KafkaTopics | Queries | Variables)  # fmt: skip
+Entity = (
+    CurrentStatus
+    | StreamsList
+    | TablesList
+    | SourceDescriptionEntity
+    | Properties
+    | KafkaTopics
+    | Queries
+    | Variables
+)
 
 
 class ServerInfo(Model):
@@ -208,9 +216,15 @@ def client(services: Services) -> Iterator[TestClient]:
 @pytest.fixture(scope="module")
 def table(client: TestClient) -> str:
     name = f"S_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post("/ksql", json={"ksql": (
-        f"CREATE TABLE {name} (ID STRING PRIMARY KEY, V INT) WITH (kafka_topic='{name.lower()}', "
-        "partitions=2, value_format='JSON');")})  # fmt: skip
+    created = client.post(
+        "/ksql",
+        json={
+            "ksql": (
+                f"CREATE TABLE {name} (ID STRING PRIMARY KEY, V INT) WITH (kafka_topic='{name.lower()}', "
+                "partitions=2, value_format='JSON');"
+            )
+        },
+    )
     CurrentStatus.model_validate(created.json()[0])
     for i in range(3):
         client.post("/ksql", json={"ksql": f"INSERT INTO {name} (ID, V) VALUES ('k{i}', {i});"})
@@ -223,15 +237,24 @@ def table(client: TestClient) -> str:
 
 def test_pull_answers_are_items_of_ksqldbs_kinds(client: TestClient, table: str) -> None:
     items = TypeAdapter(list[QueryItem])
-    for text in [f"SELECT * FROM {table} WHERE ID = 'k1';", f"SELECT * FROM {table};",
-                 f"SELECT V FROM {table} WHERE ID IN ('k0', 'k2');", f"SELECT * FROM {table} LIMIT 1;"]:
+    for text in [
+        f"SELECT * FROM {table} WHERE ID = 'k1';",
+        f"SELECT * FROM {table};",
+        f"SELECT V FROM {table} WHERE ID IN ('k0', 'k2');",
+        f"SELECT * FROM {table} LIMIT 1;",
+    ]:
         answer = client.post("/query", json={"ksql": text})
         parsed = items.validate_python(answer.json())
         assert parsed[0].header is not None and all(i.row for i in parsed[1:]), text
         # the staleness extension rides in the header, where such a client ignores it
         assert "servedBy" in answer.json()[0]["header"]
-    over = client.post("/query", json={"ksql": f"SELECT * FROM {table};",
-                                        "streamsProperties": {"ksql.query.pull.table.scan.max.rows": 1}})
+    over = client.post(
+        "/query",
+        json={
+            "ksql": f"SELECT * FROM {table};",
+            "streamsProperties": {"ksql.query.pull.table.scan.max.rows": 1},
+        },
+    )
     parsed = items.validate_python(over.json())
     assert parsed[-1].errorMessage is not None  # an error mid-answer is ksqlDB's errorMessage item
 
@@ -245,10 +268,19 @@ def test_query_stream_answers_a_header_then_arrays(client: TestClient, table: st
 
 def test_ksql_entities_parse(client: TestClient, table: str) -> None:
     entity = TypeAdapter(Entity)
-    for text in ["SHOW STREAMS;", "SHOW TABLES;", f"DESCRIBE {table};", "SHOW PROPERTIES;",
-                 "SHOW TOPICS;", "SHOW QUERIES;", "SHOW VARIABLES;",
-                 ("CREATE STREAM SHAPE_S (ID STRING KEY, V INT) WITH (kafka_topic='shape-s', "
-                 "partitions=1, value_format='JSON');")]:  # fmt: skip
+    for text in [
+        "SHOW STREAMS;",
+        "SHOW TABLES;",
+        f"DESCRIBE {table};",
+        "SHOW PROPERTIES;",
+        "SHOW TOPICS;",
+        "SHOW QUERIES;",
+        "SHOW VARIABLES;",
+        (
+            "CREATE STREAM SHAPE_S (ID STRING KEY, V INT) WITH (kafka_topic='shape-s', "
+            "partitions=1, value_format='JSON');"
+        ),
+    ]:
         answer = client.post("/ksql", json={"ksql": text})
         assert answer.status_code == 200, answer.text
         for item in answer.json():
@@ -256,8 +288,12 @@ def test_ksql_entities_parse(client: TestClient, table: str) -> None:
 
 
 def test_errors_and_server_endpoints_parse(client: TestClient) -> None:
-    for path, body in [("/ksql", {"ksql": "SELEC 1;"}), ("/query", {"ksql": "SELECT * FROM NOPE;"}),
-                       ("/ksql", {"ksql": 1}), ("/query-stream", {"sql": []})]:  # fmt: skip
+    for path, body in [
+        ("/ksql", {"ksql": "SELEC 1;"}),
+        ("/query", {"ksql": "SELECT * FROM NOPE;"}),
+        ("/ksql", {"ksql": 1}),
+        ("/query-stream", {"sql": []}),
+    ]:
         ErrorAnswer.model_validate(client.post(path, json=body).json())
     Info.model_validate(client.get("/info").json())
     HealthCheck.model_validate(client.get("/healthcheck").json())

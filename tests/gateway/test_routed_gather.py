@@ -35,13 +35,20 @@ def frozen_a(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """Host a:1 never answers (until released at teardown); b:1 answers at once."""
     release = threading.Event()
 
-    def forward(services: Any, host: str, text: str, properties: Any, parts: Sequence[int],
-                timeout_s: float | None = None) -> PartialAnswer:  # fmt: skip
+    def forward(
+        services: Any,
+        host: str,
+        text: str,
+        properties: Any,
+        parts: Sequence[int],
+        timeout_s: float | None = None,
+    ) -> PartialAnswer:
         if host == "a:1":
             release.wait(10)
             raise httpx.ReadTimeout(f"{host}: no answer")
-        return PartialAnswer(host, tuple(parts), [[host, p] for p in parts],
-                             [(p, host, 5, 0) for p in parts])  # fmt: skip
+        return PartialAnswer(
+            host, tuple(parts), [[host, p] for p in parts], [(p, host, 5, 0) for p in parts]
+        )
 
     monkeypatch.setattr(routed, "forward", forward)
     yield release

@@ -24,7 +24,9 @@ def _digest(url: str) -> str:
 
 
 def test_kill_9_while_submitting_then_restart(
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     service_id = f"crash-{uuid.uuid4().hex[:8]}"
     common = ["-b", memory_broker.bootstrap_servers, "--service-id", service_id]
@@ -37,8 +39,10 @@ def test_kill_9_while_submitting_then_restart(
             if stop.is_set():
                 return
             name = f"S{i}"
-            sql = (f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (kafka_topic='{service_id}-{i}', "
-                   "partitions=1, value_format='JSON');")
+            sql = (
+                f"CREATE STREAM {name} (ID INT KEY, V INT) WITH (kafka_topic='{service_id}-{i}', "
+                "partitions=1, value_format='JSON');"
+            )
             try:
                 answer = httpx.post(f"{first.url}/ksql", json={"ksql": sql}, timeout=10)
             except httpx.HTTPError:

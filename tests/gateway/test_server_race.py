@@ -17,7 +17,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
 def test_two_servers_race_conflicting_creates(
-    memory_broker: EmbeddedBroker, server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+    memory_broker: EmbeddedBroker,
+    server_factory,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     service_id = f"race-{uuid.uuid4().hex[:8]}"
     common = ["-b", memory_broker.bootstrap_servers, "--service-id", service_id]
@@ -29,10 +31,13 @@ def test_two_servers_race_conflicting_creates(
         def submit(which: int, i: int = i, answers: list[httpx.Response | None] = answers) -> None:
             # Same name, different columns: exactly one of the two can take effect.
             column = "A INT" if which == 0 else "B STRING"
-            sql = (f"CREATE STREAM R{i} (ID INT KEY, {column}) WITH "
-                   f"(kafka_topic='{service_id}-{i}', partitions=1, value_format='JSON');")
-            answers[which] = httpx.post(f"{servers[which].url}/ksql", json={"ksql": sql},
-                                        timeout=60)  # fmt: skip
+            sql = (
+                f"CREATE STREAM R{i} (ID INT KEY, {column}) WITH "
+                f"(kafka_topic='{service_id}-{i}', partitions=1, value_format='JSON');"
+            )
+            answers[which] = httpx.post(
+                f"{servers[which].url}/ksql", json={"ksql": sql}, timeout=60
+            )
 
         threads = [threading.Thread(target=submit, args=(w,)) for w in (0, 1)]
         for thread in threads:

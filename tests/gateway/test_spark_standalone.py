@@ -47,8 +47,13 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
 @pytest.fixture
 def spark_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """(master URL, worker work dir) of a one-worker standalone cluster; stopped by pid after."""
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_NO_DAEMONIZE": "1",
+    }
     launcher = str(SPARK_HOME / "bin" / "spark-class")
     port = _free_port()
     work = tmp_path / "worker"
@@ -58,18 +63,46 @@ def spark_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         master_log = tmp_path / "master.log"
         with master_log.open("wb") as out:
             master = subprocess.Popen(
-                [launcher, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(_free_port())],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                [
+                    launcher,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(_free_port()),
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         started.append(master)
         _wait_port(port, master, master_log)
         worker_log = tmp_path / "worker.log"
         with worker_log.open("wb") as out:
             worker = subprocess.Popen(
-                [launcher, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-                 "--host", "127.0.0.1", "--webui-port", str(_free_port()), "--cores", "2",
-                 "--memory", "2g", "--work-dir", str(work)],
-                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                [
+                    launcher,
+                    "org.apache.spark.deploy.worker.Worker",
+                    f"spark://127.0.0.1:{port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(_free_port()),
+                    "--cores",
+                    "2",
+                    "--memory",
+                    "2g",
+                    "--work-dir",
+                    str(work),
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         started.append(worker)
         deadline = time.monotonic() + 60
         while "Successfully registered with master" not in worker_log.read_text(errors="replace"):
@@ -90,22 +123,37 @@ def spark_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 process.wait(10)
 
 
-def test_a_csas_runs_on_a_standalone_cluster(memory_broker: EmbeddedBroker, server_factory,  # type: ignore[no-untyped-def]
-                                             spark_cluster: tuple[str, Path], tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_csas_runs_on_a_standalone_cluster(
+    memory_broker: EmbeddedBroker,
+    server_factory,  # type: ignore[no-untyped-def]
+    spark_cluster: tuple[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     master, work = spark_cluster
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the executors reach the driver here
     suffix = uuid.uuid4().hex[:6].upper()
     source, sink = f"SA_IN_{suffix}", f"SA_OUT_{suffix}"
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", f"sa_{suffix}",
-                            "--set", f"spark.master={master}")  # fmt: skip
-    for sql in ((f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
-                "partitions=2, value_format='JSON');"),
-                f"CREATE STREAM {sink} AS SELECT id, v * 10 AS w FROM {source} WHERE v > 1;",
-                f"INSERT INTO {source} (id, v) VALUES ('a', 1);",
-                f"INSERT INTO {source} (id, v) VALUES ('b', 2);",
-                f"INSERT INTO {source} (id, v) VALUES ('c', 3);"):  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"sa_{suffix}",
+        "--set",
+        f"spark.master={master}",
+    )
+    for sql in (
+        (
+            f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
+            "partitions=2, value_format='JSON');"
+        ),
+        f"CREATE STREAM {sink} AS SELECT id, v * 10 AS w FROM {source} WHERE v > 1;",
+        f"INSERT INTO {source} (id, v) VALUES ('a', 1);",
+        f"INSERT INTO {source} (id, v) VALUES ('b', 2);",
+        f"INSERT INTO {source} (id, v) VALUES ('c', 3);",
+    ):
         answer = server.ksql(sql)
         assert answer.status_code == 200, answer.text
     reader = consumer(memory_broker.settings(), f"sa-{suffix}")
@@ -113,8 +161,11 @@ def test_a_csas_runs_on_a_standalone_cluster(memory_broker: EmbeddedBroker, serv
     got: list[tuple[bytes | None, dict]] = []
     deadline = time.monotonic() + 180
     while len(got) < 2 and time.monotonic() < deadline:
-        got += [(m.key(), json.loads(m.value() or b"null")) for m in reader.consume(100, 0.5)
-                if m.error() is None]  # fmt: skip
+        got += [
+            (m.key(), json.loads(m.value() or b"null"))
+            for m in reader.consume(100, 0.5)
+            if m.error() is None
+        ]
     reader.close()
     assert sorted(got) == [(b"b", {"W": 20}), (b"c", {"W": 30})], server.log()
     apps = [p.name for p in work.iterdir()]

@@ -168,7 +168,7 @@ def test_every_production_has_an_example() -> None:
             continue
         ebnf_count += 1
         following = []
-        for later in BLOCKS[index + 1:]:
+        for later in BLOCKS[index + 1 :]:
             if later.lang == "ebnf":
                 break
             following.append(later)
@@ -182,7 +182,8 @@ def test_every_ebnf_block_defines_a_production() -> None:
     undefined = [
         f"line {block.line} ({block.section})"
         for block in BLOCKS
-        if block.lang == "ebnf" and not re.search(r"^\s*[a-z_][a-z0-9_]*\s*=", block.text, re.MULTILINE)
+        if block.lang == "ebnf"
+        and not re.search(r"^\s*[a-z_][a-z0-9_]*\s*=", block.text, re.MULTILINE)
     ]
     assert not undefined, "```ebnf blocks without a production: " + ", ".join(undefined)
 
@@ -192,4 +193,6 @@ def test_every_statement_family_has_a_section() -> None:
     assert not missing, f"grammar/README.md has no `## ` section for: {missing}"
     for family in FAMILIES:
         in_section = [block for block in BLOCKS if block.section == family]
-        assert any(block.lang == "sql" for block in in_section), f"section {family!r} has no example"
+        assert any(block.lang == "sql" for block in in_section), (
+            f"section {family!r} has no example"
+        )

@@ -54,12 +54,16 @@ def test_a_data_dir_serves_one_broker_at_a_time(tmp_path: Path) -> None:
             EmbeddedBroker(tmp_path).start()
 
 
-def test_a_child_dying_at_start_shows_its_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_child_dying_at_start_shows_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = tmp_path / "tansu"
     fake.write_text("#!/bin/sh\necho 'boom: storage engine unreachable' >&2\nexit 3\n")
     fake.chmod(0o755)
     monkeypatch.setattr(broker_module, "tansu_binary", lambda: fake)
-    with pytest.raises(ChildDied, match="(?s)exited with status 3.*boom: storage engine unreachable"):
+    with pytest.raises(
+        ChildDied, match="(?s)exited with status 3.*boom: storage engine unreachable"
+    ):
         EmbeddedBroker(None).start()
 
 

@@ -82,7 +82,11 @@ def test_cli_reports_a_taken_port_without_traceback() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [HEADWATER, "broker", "--port", str(port)], check=False, capture_output=True, text=True, timeout=30
+            [HEADWATER, "broker", "--port", str(port)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     assert result.returncode == 1
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr

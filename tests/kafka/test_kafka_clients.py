@@ -70,8 +70,9 @@ def test_consumer_workarounds() -> None:
     assert config["enable.auto.commit"] is False
     assert config["group.id"] == "headwater-reader"
     assert config["session.timeout.ms"] == 6000
-    committed = consumer_config(SETTINGS, "log", group_id="g", read_committed=True,
-                                partition_eof=True)
+    committed = consumer_config(
+        SETTINGS, "log", group_id="g", read_committed=True, partition_eof=True
+    )
     assert committed["isolation.level"] == "read_committed"
     assert committed["enable.partition.eof"] is True
     assert committed["group.id"] == "g"

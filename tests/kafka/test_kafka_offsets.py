@@ -22,7 +22,9 @@ def test_lag_info_never_negative() -> None:
     assert LagInfo.of(current=12, end=10).lag == 0
 
 
-def test_end_offsets_after_multi_record_batches(kafka_settings: KafkaSettings, topic_name: str) -> None:
+def test_end_offsets_after_multi_record_batches(
+    kafka_settings: KafkaSettings, topic_name: str
+) -> None:
     make_topic(kafka_settings, topic_name, 3)
     produce(kafka_settings, topic_name, 600)  # one burst: librdkafka sends multi-record batches
     records = read_all(kafka_settings, topic_name, range(3))
@@ -43,7 +45,9 @@ def test_end_offsets_after_multi_record_batches(kafka_settings: KafkaSettings, t
     reader.close()
 
 
-def test_end_offsets_with_an_open_transaction(kafka_settings: KafkaSettings, topic_name: str) -> None:
+def test_end_offsets_with_an_open_transaction(
+    kafka_settings: KafkaSettings, topic_name: str
+) -> None:
     make_topic(kafka_settings, topic_name, 1)
     produce(kafka_settings, topic_name, 50)
     txn = producer(kafka_settings, "open-txn", transactional_id=f"tx-{topic_name}")
@@ -56,8 +60,9 @@ def test_end_offsets_with_an_open_transaction(kafka_settings: KafkaSettings, top
     # Open: read_uncommitted sees the 7 records; read_committed stops at the last stable offset.
     assert end_offsets(kafka_settings, topic_name, [0]) == {0: 57}
     assert end_offsets(kafka_settings, topic_name, [0], read_committed=True) == {0: 50}
-    assert end_offsets(kafka_settings, topic_name, [0], read_committed=True,
-                       start_offsets={0: 20}) == {0: 50}
+    assert end_offsets(
+        kafka_settings, topic_name, [0], read_committed=True, start_offsets={0: 20}
+    ) == {0: 50}
 
     commit_transaction(txn, kafka_settings)
     # Committed: both ends move past the 7 records and the commit marker (offset 57).
@@ -65,12 +70,16 @@ def test_end_offsets_with_an_open_transaction(kafka_settings: KafkaSettings, top
     assert end_offsets(kafka_settings, topic_name, [0], read_committed=True) == {0: 58}
 
 
-def test_list_offsets_latest_is_wrong_on_tansu(kafka_settings: KafkaSettings, topic_name: str) -> None:
+def test_list_offsets_latest_is_wrong_on_tansu(
+    kafka_settings: KafkaSettings, topic_name: str
+) -> None:
     """Documents the Tansu bug the helper avoids (would fail on Apache Kafka, where it is right)."""
     make_topic(kafka_settings, topic_name, 1)
     produce(kafka_settings, topic_name, 100)
     assert end_offsets(kafka_settings, topic_name, [0]) == {0: 100}
     probe = consumer(kafka_settings, "list-offsets")
-    _low, high = probe.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10, cached=False)
+    _low, high = probe.get_watermark_offsets(
+        TopicPartition(topic_name, 0), timeout=10, cached=False
+    )
     probe.close()
     assert high < 100

@@ -46,17 +46,29 @@ def _name(call: ast.Call) -> str:
 
 
 def test_only_the_readers_module_constructs_consumers() -> None:
-    offenders = [f"{path}:{call.lineno}" for path, tree in _sources() if path != CONSUMER_MAKER
-                 for call in _calls(tree) if _name(call) in ("Consumer", "DeserializingConsumer")]  # fmt: skip
+    offenders = [
+        f"{path}:{call.lineno}"
+        for path, tree in _sources()
+        if path != CONSUMER_MAKER
+        for call in _calls(tree)
+        if _name(call) in ("Consumer", "DeserializingConsumer")
+    ]
     assert not offenders, f"build consumers with headwater.kafka.clients.consumer: {offenders}"
 
 
 def test_only_clients_deletes_topics() -> None:
-    offenders = [f"{path}:{call.lineno}" for path, tree in _sources() if path != TOPIC_DELETER
-                 for call in _calls(tree) if _name(call) == "delete_topics"
-                 and not (isinstance(call.func, ast.Attribute)
-                          and isinstance(call.func.value, ast.Name)
-                          and call.func.value.id == "clients")]  # fmt: skip
+    offenders = [
+        f"{path}:{call.lineno}"
+        for path, tree in _sources()
+        if path != TOPIC_DELETER
+        for call in _calls(tree)
+        if _name(call) == "delete_topics"
+        and not (
+            isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "clients"
+        )
+    ]
     assert not offenders, f"delete topics with headwater.kafka.clients.delete_topics: {offenders}"
 
 

@@ -101,17 +101,33 @@ _RECREATE = textwrap.dedent("""
 
 def _run(settings: KafkaSettings, how: str) -> subprocess.CompletedProcess[str]:
     topic = f"retire-{uuid.uuid4().hex[:8]}"
-    return subprocess.run([sys.executable, "-c", _SCENARIO, settings.bootstrap_servers, topic, how],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", _SCENARIO, settings.bootstrap_servers, topic, how],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_a_topic_created_again_under_a_consumer_that_knew_it_kills_it(
-        memory_kafka: KafkaSettings) -> None:
+    memory_kafka: KafkaSettings,
+) -> None:
     # The second hazard: even unassigned, a consumer that read a topic dies when a topic of the
     # same name is created again (so readers that knew a deleted topic are renewed first).
-    done = subprocess.run([sys.executable, "-c", _RECREATE, memory_kafka.bootstrap_servers,
-                           f"again-{uuid.uuid4().hex[:8]}"],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _RECREATE,
+            memory_kafka.bootstrap_servers,
+            f"again-{uuid.uuid4().hex[:8]}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == -11, (done.returncode, done.stdout, done.stderr[-2000:])
 
 

@@ -39,7 +39,9 @@ class Server:
 def log_settings(memory_broker: EmbeddedBroker) -> KafkaSettings:
     # Short transaction call timeouts: a fenced producer's commit on Tansu only ever times out.
     return dataclasses.replace(
-        memory_broker.settings(), init_transactions_timeout_ms=3000, commit_transaction_timeout_ms=1500
+        memory_broker.settings(),
+        init_transactions_timeout_ms=3000,
+        commit_transaction_timeout_ms=1500,
     )
 
 
@@ -51,7 +53,9 @@ def command_topic(log_settings: KafkaSettings) -> str:
 
 
 @pytest.fixture
-def servers(log_settings: KafkaSettings, command_topic: str, tmp_path: Path) -> Iterator[list[Server]]:
+def servers(
+    log_settings: KafkaSettings, command_topic: str, tmp_path: Path
+) -> Iterator[list[Server]]:
     started: list[Server] = []
     service_id = f"svc-{uuid.uuid4().hex[:8]}"
 
@@ -60,7 +64,11 @@ def servers(log_settings: KafkaSettings, command_topic: str, tmp_path: Path) -> 
         runner = CommandRunner(log_settings, command_topic, snapshots, snapshot_every=5)
         runner.start()
         submitter = CommandSubmitter(
-            log_settings, service_id, command_topic, runner, admin_client(log_settings),
+            log_settings,
+            service_id,
+            command_topic,
+            runner,
+            admin_client(log_settings),
             submitted_by=f"server{index}",
         )
         server = Server(runner, submitter)
@@ -75,8 +83,10 @@ def servers(log_settings: KafkaSettings, command_topic: str, tmp_path: Path) -> 
 
 
 def _stream(name: str, value_type: str = "INT") -> str:
-    return (f"CREATE STREAM {name} (id STRING KEY, v {value_type}) "
-            f"WITH (kafka_topic='{name.lower()}', value_format='JSON', partitions=2);")
+    return (
+        f"CREATE STREAM {name} (id STRING KEY, v {value_type}) "
+        f"WITH (kafka_topic='{name.lower()}', value_format='JSON', partitions=2);"
+    )
 
 
 def test_submit_applies_everywhere_and_restart_replays_from_snapshot(
@@ -95,7 +105,9 @@ def test_submit_applies_everywhere_and_restart_replays_from_snapshot(
 
     # A restarted server loads its newest snapshot and replays only the tail.
     first.runner.stop()
-    restarted = CommandRunner(log_settings, command_topic, SnapshotStore(tmp_path / "server0" / "catalog"))
+    restarted = CommandRunner(
+        log_settings, command_topic, SnapshotStore(tmp_path / "server0" / "catalog")
+    )
     restarted.start()
     try:
         assert restarted.replayed_from_snapshot > 0
@@ -169,16 +181,24 @@ def test_a_persistent_query_records_where_it_starts(
     for runner in runners:
         runner.start()
     try:
-        submitter = CommandSubmitter(log_settings, f"svc-{uuid.uuid4().hex[:8]}", command_topic,
-                                     runners[0], admin_client(log_settings),
-                                     analyze=QUERY_ANALYZER)  # fmt: skip
+        submitter = CommandSubmitter(
+            log_settings,
+            f"svc-{uuid.uuid4().hex[:8]}",
+            command_topic,
+            runners[0],
+            admin_client(log_settings),
+            analyze=QUERY_ANALYZER,
+        )
         suffix = uuid.uuid4().hex[:6]
         stream, table = f"clicks_{suffix}", f"users_{suffix}"
         submitter.submit(parse_one(_stream(stream)))
-        submitter.submit(parse_one(f"CREATE TABLE {table} (id STRING PRIMARY KEY, n INT) WITH "
-                                   f"(kafka_topic='{table}', value_format='JSON', partitions=2);"))
-        producer = Producer({"bootstrap.servers": log_settings.bootstrap_servers,
-                             "linger.ms": 20})  # fmt: skip
+        submitter.submit(
+            parse_one(
+                f"CREATE TABLE {table} (id STRING PRIMARY KEY, n INT) WITH "
+                f"(kafka_topic='{table}', value_format='JSON', partitions=2);"
+            )
+        )
+        producer = Producer({"bootstrap.servers": log_settings.bootstrap_servers, "linger.ms": 20})
         for i in range(300):
             producer.produce(stream, b'{"V": 1}', f"k{i}".encode(), partition=i % 2)
         producer.produce(stream, b'{"V": 1}', b"last", partition=0)
@@ -192,12 +212,16 @@ def test_a_persistent_query_records_where_it_starts(
             return answer.catalog.queries[query_id].start_offsets
 
         assert started(f"CREATE STREAM a_{suffix} AS SELECT * FROM {stream};") == (
-            (stream, 0, 151), (stream, 1, 150))  # unset: a stream from its end
+            (stream, 0, 151),
+            (stream, 1, 150),
+        )  # unset: a stream from its end
         assert started(f"CREATE STREAM b_{suffix} AS SELECT * FROM {stream};", "earliest") == ()
         assert started(f"CREATE TABLE c_{suffix} AS SELECT * FROM {table};") == ()
-        assert started(f"CREATE STREAM d_{suffix} AS SELECT s.id, s.v, t.n FROM {stream} s "
-                       f"JOIN {table} t ON s.id = t.id;", "latest") == (
-            (stream, 0, 151), (stream, 1, 150))  # the joined table from its beginning
+        assert started(
+            f"CREATE STREAM d_{suffix} AS SELECT s.id, s.v, t.n FROM {stream} s "
+            f"JOIN {table} t ON s.id = t.id;",
+            "latest",
+        ) == ((stream, 0, 151), (stream, 1, 150))  # the joined table from its beginning
     finally:
         for runner in runners:
             runner.stop()

@@ -65,7 +65,9 @@ def _replays_then_follows(settings: KafkaSettings, count: int, limit_s: float) -
         runner.stop()
 
 
-def test_a_long_log_replays_and_the_runner_is_fresh_afterwards(memory_broker: EmbeddedBroker) -> None:
+def test_a_long_log_replays_and_the_runner_is_fresh_afterwards(
+    memory_broker: EmbeddedBroker,
+) -> None:
     _replays_then_follows(memory_broker.settings(), 500, 10)
 
 
@@ -76,7 +78,9 @@ def test_a_long_log_of_one_record_batches_replays_quickly_on_the_durable_broker(
     _replays_then_follows(durable_broker.settings(), 1500, 15)
 
 
-def test_waiting_to_read_to_the_end_gives_up_on_a_stopped_runner(memory_broker: EmbeddedBroker) -> None:
+def test_waiting_to_read_to_the_end_gives_up_on_a_stopped_runner(
+    memory_broker: EmbeddedBroker,
+) -> None:
     runner = CommandRunner(memory_broker.settings(), "no-such-command-topic")
     runner.start()
     runner.stop()

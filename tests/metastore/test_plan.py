@@ -30,8 +30,10 @@ TABLE = "CREATE TABLE users (id STRING PRIMARY KEY, name STRING) WITH (kafka_top
 
 
 def test_create_stream_plans_a_source_with_key_columns_first() -> None:
-    text = ("CREATE STREAM pv (page STRING, uid STRING KEY) "
-            "WITH (kafka_topic='pageviews', value_format='json', timestamp='ts2', key_format='kafka')")
+    text = (
+        "CREATE STREAM pv (page STRING, uid STRING KEY) "
+        "WITH (kafka_topic='pageviews', value_format='json', timestamp='ts2', key_format='kafka')"
+    )
     with pytest.raises(ValidationError, match="TIMESTAMP column .* does not exist"):
         plan(parse_one(text), Catalog(), FACTS)
     planned = plan(parse_one(text.replace(", timestamp='ts2'", "")), Catalog(), FACTS)
@@ -55,26 +57,50 @@ def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("CREATE TABLE t (id STRING, v INT) WITH (kafka_topic='users', value_format='JSON');",
-         "Tables require a PRIMARY KEY"),
-        ("CREATE STREAM s (v INT) WITH (value_format='JSON');",
-         'Missing required property "KAFKA_TOPIC"'),
-        ("CREATE STREAM s (v INT) WITH (kafka_topic='users');", "missing the 'VALUE_FORMAT' property"),
-        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='XML');", "Unknown format: XML"),
-        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='AVRO');",
-         "Cannot create topic 'users' with format AVRO without configuring 'ksql.schema.registry.url'"),
-        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='PROTOBUF');",
-         "Cannot create topic 'users' with format PROTOBUF without configuring 'ksql.schema.registry.url'"),
-        ("CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='JSON', colour='red');",
-         "Invalid config variable(s) in the WITH clause: COLOUR"),
-        ("CREATE STREAM s (v INT, v STRING) WITH (kafka_topic='users', value_format='JSON');",
-         "Duplicate column names: V"),
-        ("CREATE STREAM s (a INT, b INT) WITH (kafka_topic='users', value_format='KAFKA');",
-         "'KAFKA' format only supports a single field"),
-        ("CREATE STREAM s (a ARRAY<INT>) WITH (kafka_topic='users', value_format='KAFKA');",
-         "'KAFKA' format does not support type 'ARRAY'"),  # ksqlDB names the base type
-        ("CREATE STREAM s (a ADDRESS) WITH (kafka_topic='users', value_format='JSON');",
-         "Unknown type: ADDRESS"),
+        (
+            "CREATE TABLE t (id STRING, v INT) WITH (kafka_topic='users', value_format='JSON');",
+            "Tables require a PRIMARY KEY",
+        ),
+        (
+            "CREATE STREAM s (v INT) WITH (value_format='JSON');",
+            'Missing required property "KAFKA_TOPIC"',
+        ),
+        (
+            "CREATE STREAM s (v INT) WITH (kafka_topic='users');",
+            "missing the 'VALUE_FORMAT' property",
+        ),
+        (
+            "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='XML');",
+            "Unknown format: XML",
+        ),
+        (
+            "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='AVRO');",
+            "Cannot create topic 'users' with format AVRO without configuring 'ksql.schema.registry.url'",
+        ),
+        (
+            "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='PROTOBUF');",
+            "Cannot create topic 'users' with format PROTOBUF without configuring 'ksql.schema.registry.url'",
+        ),
+        (
+            "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='JSON', colour='red');",
+            "Invalid config variable(s) in the WITH clause: COLOUR",
+        ),
+        (
+            "CREATE STREAM s (v INT, v STRING) WITH (kafka_topic='users', value_format='JSON');",
+            "Duplicate column names: V",
+        ),
+        (
+            "CREATE STREAM s (a INT, b INT) WITH (kafka_topic='users', value_format='KAFKA');",
+            "'KAFKA' format only supports a single field",
+        ),
+        (
+            "CREATE STREAM s (a ARRAY<INT>) WITH (kafka_topic='users', value_format='KAFKA');",
+            "'KAFKA' format does not support type 'ARRAY'",
+        ),  # ksqlDB names the base type
+        (
+            "CREATE STREAM s (a ADDRESS) WITH (kafka_topic='users', value_format='JSON');",
+            "Unknown type: ADDRESS",
+        ),
         ("DROP STREAM nope;", "Source NOPE does not exist"),
         ("DROP TYPE nope;", "Type NOPE does not exist"),
         ("SELECT * FROM users;", "do not change the catalog"),
@@ -91,10 +117,14 @@ def test_invalid_statements_are_refused_with_ksqldb_messages(text: str, message:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("CREATE STREAM s (id STRING PRIMARY KEY, v INT) WITH (kafka_topic='users', value_format='JSON');",
-         "is a 'PRIMARY KEY' column: please use 'KEY' for streams"),
-        ("CREATE TABLE t (id STRING KEY, v INT) WITH (kafka_topic='users', value_format='JSON');",
-         "is a 'KEY' column: please use 'PRIMARY KEY' for tables"),
+        (
+            "CREATE STREAM s (id STRING PRIMARY KEY, v INT) WITH (kafka_topic='users', value_format='JSON');",
+            "is a 'PRIMARY KEY' column: please use 'KEY' for streams",
+        ),
+        (
+            "CREATE TABLE t (id STRING KEY, v INT) WITH (kafka_topic='users', value_format='JSON');",
+            "is a 'KEY' column: please use 'PRIMARY KEY' for tables",
+        ),
     ],
 )
 def test_key_kind_rules_are_enforced_by_the_parser(text: str, message: str) -> None:
@@ -106,8 +136,15 @@ def test_names_already_taken() -> None:
     catalog = _apply_all(STREAM)
     with pytest.raises(ValidationError, match="A stream with the same name already exists"):
         plan(parse_one(STREAM), catalog, FACTS)
-    assert plan(parse_one(STREAM.replace("STREAM pv", "STREAM IF NOT EXISTS pv")), catalog, FACTS).command is None
-    replaced = plan(parse_one(STREAM.replace("CREATE STREAM", "CREATE OR REPLACE STREAM")), catalog, FACTS)
+    assert (
+        plan(
+            parse_one(STREAM.replace("STREAM pv", "STREAM IF NOT EXISTS pv")), catalog, FACTS
+        ).command
+        is None
+    )
+    replaced = plan(
+        parse_one(STREAM.replace("CREATE STREAM", "CREATE OR REPLACE STREAM")), catalog, FACTS
+    )
     assert replaced.command is not None and replaced.command["replace"] is True
     with pytest.raises(ValidationError, match="already exists"):
         plan(parse_one(TABLE.replace("TABLE users", "OR REPLACE TABLE pv")), catalog, FACTS)
@@ -123,7 +160,9 @@ def test_drop_refused_while_a_query_reads_the_source_and_delete_topic_planned() 
     assert kept.command == {"type": "drop_source", "name": "USERS"} and kept.delete_topic is None
     with pytest.raises(ValidationError, match="Incompatible data source type is STREAM"):
         plan(parse_one("DROP TABLE pv;"), catalog, FACTS)
-    busy = catalog.with_query(Query("CSAS_OUT_1", "CREATE STREAM out AS SELECT * FROM pv;", "OUT", ("PV",)), 9)
+    busy = catalog.with_query(
+        Query("CSAS_OUT_1", "CREATE STREAM out AS SELECT * FROM pv;", "OUT", ("PV",)), 9
+    )
     with pytest.raises(ValidationError, match=r"queries read from this source: \[CSAS_OUT_1\]"):
         plan(parse_one("DROP STREAM pv;"), busy, FACTS)
     assert plan(parse_one("DROP STREAM IF EXISTS gone;"), catalog, FACTS).command is None
@@ -138,10 +177,15 @@ def test_custom_types_resolve_into_column_types() -> None:
     text = "CREATE STREAM s (id STRING KEY, home ADDRESS, others MAP<STRING, addresses>) WITH (kafka_topic='users', value_format='JSON');"
     source = source_from_dict(plan(parse_one(text), catalog, FACTS).command["source"])
     assert source.column("HOME").type == "STRUCT<`STREET` STRING, `ZIP` INTEGER>"
-    assert source.column("OTHERS").type == "MAP<STRING, ARRAY<STRUCT<`STREET` STRING, `ZIP` INTEGER>>>"
+    assert (
+        source.column("OTHERS").type == "MAP<STRING, ARRAY<STRUCT<`STREET` STRING, `ZIP` INTEGER>>>"
+    )
     with pytest.raises(ValidationError, match="already registered"):
         plan(parse_one("CREATE TYPE address AS INT;"), catalog, FACTS)
-    assert plan(parse_one("DROP TYPE address;"), catalog, FACTS).command == {"type": "drop_type", "name": "ADDRESS"}
+    assert plan(parse_one("DROP TYPE address;"), catalog, FACTS).command == {
+        "type": "drop_type",
+        "name": "ADDRESS",
+    }
 
 
 def test_properties_are_kept_typed_with_upper_case_names() -> None:
@@ -152,40 +196,73 @@ def test_properties_are_kept_typed_with_upper_case_names() -> None:
 
 
 def test_avro_columns_left_out_are_inferred_from_the_registry() -> None:
-    facts = TopicFacts({"users": 2}, {"users-key": (("ROWKEY", "STRING"),),
-                                      "users-value": (("NAME", "STRING"), ("AGE", "INTEGER"))})
-    planned = plan(parse_one("CREATE TABLE u WITH (kafka_topic='users', format='AVRO');"),
-                   Catalog(), facts)  # fmt: skip
+    facts = TopicFacts(
+        {"users": 2},
+        {
+            "users-key": (("ROWKEY", "STRING"),),
+            "users-value": (("NAME", "STRING"), ("AGE", "INTEGER")),
+        },
+    )
+    planned = plan(
+        parse_one("CREATE TABLE u WITH (kafka_topic='users', format='AVRO');"), Catalog(), facts
+    )
     source = source_from_dict(planned.command["source"])  # type: ignore[index]
     assert [(c.name, c.type, c.key) for c in source.columns] == [
-        ("ROWKEY", "STRING", True), ("NAME", "STRING", False), ("AGE", "INTEGER", False)]
-    declared = plan(parse_one("CREATE STREAM s (ID INT KEY) WITH (kafka_topic='users', "
-                              "format='AVRO');"), Catalog(), facts)  # fmt: skip
+        ("ROWKEY", "STRING", True),
+        ("NAME", "STRING", False),
+        ("AGE", "INTEGER", False),
+    ]
+    declared = plan(
+        parse_one("CREATE STREAM s (ID INT KEY) WITH (kafka_topic='users', format='AVRO');"),
+        Catalog(),
+        facts,
+    )
     source = source_from_dict(declared.command["source"])  # type: ignore[index]
     assert [c.name for c in source.columns] == ["ID", "NAME", "AGE"]
-    with pytest.raises(ValidationError, match="Schema for message values on topic 'users' does "
-                                              "not exist in the Schema Registry"):  # fmt: skip
-        plan(parse_one("CREATE STREAM s WITH (kafka_topic='users', format='AVRO');"), Catalog(),
-             TopicFacts({"users": 2}, {}))  # fmt: skip
+    with pytest.raises(
+        ValidationError,
+        match="Schema for message values on topic 'users' does not exist in the Schema Registry",
+    ):
+        plan(
+            parse_one("CREATE STREAM s WITH (kafka_topic='users', format='AVRO');"),
+            Catalog(),
+            TopicFacts({"users": 2}, {}),
+        )
 
 
-@pytest.mark.parametrize(("with_clause", "message"), [
-    ("window_type='TUMBLING'", "TUMBLING windows require 'WINDOW_SIZE'"),
-    ("window_type='SLIDING', window_size='1 MINUTE'", "Invalid value for 'WINDOW_TYPE': SLIDING"),
-    ("window_size='1 MINUTE'", "'WINDOW_SIZE' is only valid with 'WINDOW_TYPE'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("with_clause", "message"),
+    [
+        ("window_type='TUMBLING'", "TUMBLING windows require 'WINDOW_SIZE'"),
+        (
+            "window_type='SLIDING', window_size='1 MINUTE'",
+            "Invalid value for 'WINDOW_TYPE': SLIDING",
+        ),
+        ("window_size='1 MINUTE'", "'WINDOW_SIZE' is only valid with 'WINDOW_TYPE'"),
+    ],
+)
 def test_declared_windowed_sources_are_checked(with_clause: str, message: str) -> None:
-    text = (f"CREATE TABLE w (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='users', "
-            f"value_format='JSON', {with_clause});")  # fmt: skip
+    text = (
+        f"CREATE TABLE w (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='users', "
+        f"value_format='JSON', {with_clause});"
+    )
     with pytest.raises(ValidationError, match=message):
         plan(parse_one(text), Catalog(), FACTS)
 
 
 def test_declared_windowed_table_is_windowed() -> None:
-    text = ("CREATE TABLE w (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='users', "
-            "value_format='JSON', window_type='hopping', window_size='30 SECONDS');")  # fmt: skip
+    text = (
+        "CREATE TABLE w (K STRING PRIMARY KEY, C BIGINT) WITH (kafka_topic='users', "
+        "value_format='JSON', window_type='hopping', window_size='30 SECONDS');"
+    )
     source = source_from_dict(plan(parse_one(text), Catalog(), FACTS).command["source"])  # type: ignore[index]
     assert source.windowed == "HOPPING"
     with pytest.raises(ValidationError, match="Windowed sources require a key column."):
-        plan(parse_one("CREATE STREAM s (C BIGINT) WITH (kafka_topic='users', value_format='JSON',"
-                       " window_type='SESSION');"), Catalog(), FACTS)  # fmt: skip
+        plan(
+            parse_one(
+                "CREATE STREAM s (C BIGINT) WITH (kafka_topic='users', value_format='JSON',"
+                " window_type='SESSION');"
+            ),
+            Catalog(),
+            FACTS,
+        )

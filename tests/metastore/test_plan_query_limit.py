@@ -15,8 +15,10 @@ from headwater.metastore.replay import Fold
 from headwater.sqlparse_ext import parse_one
 
 FACTS = TopicFacts({"orders": 2})
-ORDERS = ("CREATE STREAM orders (id STRING KEY, qty INT) WITH (kafka_topic='orders', "
-          "value_format='JSON');")  # fmt: skip
+ORDERS = (
+    "CREATE STREAM orders (id STRING KEY, qty INT) WITH (kafka_topic='orders', "
+    "value_format='JSON');"
+)
 
 #: ksqlDB's QueryCapacityUtilTest, word for word (count 3, limit 2).
 KSQLDB_MESSAGE = (
@@ -45,8 +47,9 @@ class _Log:
 
     def apply(self, text: str, limit: int = 2**31 - 1) -> None:
         command = self.plan(text, limit)
-        outcome = self.fold.feed(self.offset, encode(CommandRecord(f"c{self.offset}", self.offset,
-                                                                   text, command)))  # fmt: skip
+        outcome = self.fold.feed(
+            self.offset, encode(CommandRecord(f"c{self.offset}", self.offset, text, command))
+        )
         assert outcome is not None and outcome.state.value == "SUCCESS", outcome
         self.offset += 1
 
@@ -65,14 +68,21 @@ def test_the_limit_counts_persistent_queries_and_terminate_frees_a_slot() -> Non
     log.apply("CREATE STREAM a AS SELECT id, qty FROM orders;", limit=2)
     log.apply("INSERT INTO a SELECT id, qty * 2 AS qty FROM orders;", limit=2)
     assert len(log.catalog.queries) == 2
-    for text in ("CREATE STREAM b AS SELECT id, qty FROM orders;",
-                 "INSERT INTO a SELECT id, qty + 1 AS qty FROM orders;"):  # fmt: skip
-        with pytest.raises(TooManyPersistentQueries, match="Current persistent query count: 3. "
-                           "Configured limit: 2."):  # fmt: skip
+    for text in (
+        "CREATE STREAM b AS SELECT id, qty FROM orders;",
+        "INSERT INTO a SELECT id, qty + 1 AS qty FROM orders;",
+    ):
+        with pytest.raises(
+            TooManyPersistentQueries,
+            match="Current persistent query count: 3. Configured limit: 2.",
+        ):
             log.plan(text, limit=2)
     # statements that start no query are not counted, at the limit or beyond it
-    log.apply("CREATE STREAM more (id STRING KEY, v INT) WITH (kafka_topic='orders', "
-              "value_format='JSON');", limit=1)  # fmt: skip
+    log.apply(
+        "CREATE STREAM more (id STRING KEY, v INT) WITH (kafka_topic='orders', "
+        "value_format='JSON');",
+        limit=1,
+    )
     # an invalid statement is told what is wrong with it first, as in ksqlDB
     with pytest.raises(ValidationError, match="NOPE does not exist") as invalid:
         log.plan("CREATE STREAM c AS SELECT id FROM nope;", limit=2)
@@ -91,7 +101,9 @@ def test_the_setting_is_read_and_checked() -> None:
     assert ServerConfig().persistent_active_limit == 20
     config = load(overrides=["ksql.query.persistent.active.limit=3"])
     assert config.persistent_active_limit == 3
-    assert load(overrides=["ksql.query.persistent.active.limit=2147483647"]).persistent_active_limit \
-        == 2**31 - 1  # fmt: skip
+    assert (
+        load(overrides=["ksql.query.persistent.active.limit=2147483647"]).persistent_active_limit
+        == 2**31 - 1
+    )
     with pytest.raises(ConfigError, match=r"ksql.query.persistent.active.limit='0'.*\[1, "):
         load(overrides=["ksql.query.persistent.active.limit=0"])

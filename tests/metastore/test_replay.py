@@ -93,12 +93,25 @@ def test_invalid_command_is_rejected_identically_and_changes_nothing() -> None:
     [
         b"not json",
         b"[]",
-        json.dumps({"format": FORMAT_VERSION + 1, "id": "x", "validatedOffset": 0,
-                    "command": {"type": "create_source"}}).encode(),
-        json.dumps({"format": 1, "id": "x", "validatedOffset": 1,
-                    "command": {"type": "launch_rockets"}}).encode(),
-        json.dumps({"format": 1, "id": "x", "validatedOffset": 1,
-                    "command": {"type": "create_source", "source": {"name": "S"}}}).encode(),
+        json.dumps(
+            {
+                "format": FORMAT_VERSION + 1,
+                "id": "x",
+                "validatedOffset": 0,
+                "command": {"type": "create_source"},
+            }
+        ).encode(),
+        json.dumps(
+            {"format": 1, "id": "x", "validatedOffset": 1, "command": {"type": "launch_rockets"}}
+        ).encode(),
+        json.dumps(
+            {
+                "format": 1,
+                "id": "x",
+                "validatedOffset": 1,
+                "command": {"type": "create_source", "source": {"name": "S"}},
+            }
+        ).encode(),
         None,
     ],
     ids=["garbage", "not-object", "future-format", "unknown-command", "malformed", "tombstone"],
@@ -127,8 +140,13 @@ def test_two_folds_of_one_log_have_one_digest_and_the_snapshot_round_trips() -> 
 
 
 def test_record_codec_round_trips() -> None:
-    record = CommandRecord("id1", 42, "CREATE STREAM S ...", {"type": "drop_type", "name": "T"},
-                           submitted_by="127.0.0.1:8088")
+    record = CommandRecord(
+        "id1",
+        42,
+        "CREATE STREAM S ...",
+        {"type": "drop_type", "name": "T"},
+        submitted_by="127.0.0.1:8088",
+    )
     assert decode(encode(record)) == record
 
 

@@ -29,7 +29,9 @@ def test_only_an_applied_drop_with_delete_topic_deletes_a_topic() -> None:
     assert deleted_topic(drop, _outcome(CommandState.ERROR)) is None
     assert deleted_topic(_record({"type": "drop_source", "name": "T"}), _outcome()) is None
     # records written before the command named its topic
-    assert deleted_topic(_record({"type": "create_source", "delete_topic": "t"}), _outcome()) is None
+    assert (
+        deleted_topic(_record({"type": "create_source", "delete_topic": "t"}), _outcome()) is None
+    )
 
 
 def test_the_listener_retires_the_topic_and_calls_on() -> None:
@@ -37,8 +39,11 @@ def test_the_listener_retires_the_topic_and_calls_on() -> None:
     seen: list[str] = []
     listener = retiring(None, lambda record, _o, _c: seen.append(record.kind))
     try:
-        listener(_record({"type": "drop_source", "name": "T", "delete_topic": topic}), _outcome(),
-                 Catalog())  # fmt: skip
+        listener(
+            _record({"type": "drop_source", "name": "T", "delete_topic": topic}),
+            _outcome(),
+            Catalog(),
+        )
         assert topic in readers.retired_topics()
         assert seen == ["drop_source"]
     finally:
@@ -47,9 +52,11 @@ def test_the_listener_retires_the_topic_and_calls_on() -> None:
 
 @pytest.mark.kafka
 def test_the_watcher_notes_a_deletion_so_readers_that_follow_new_topics_renew(
-        memory_kafka: KafkaSettings) -> None:  # fmt: skip
-    follower = consumer_from_config(consumer_config(memory_kafka, "watch-test"),
-                                    follows_new_topics=True)  # fmt: skip
+    memory_kafka: KafkaSettings,
+) -> None:
+    follower = consumer_from_config(
+        consumer_config(memory_kafka, "watch-test"), follows_new_topics=True
+    )
     try:
         assert not follower.needs_renewal()
         DeletionWatcher(memory_kafka).watch(f"never-made-{uuid.uuid4().hex[:8]}")

@@ -14,8 +14,14 @@ from typing import Any
 
 import httpx
 
-INFO = {"KsqlServerInfo": {"version": "0.1.0", "kafkaClusterId": "c1",
-                           "ksqlServiceId": "default_", "serverStatus": "RUNNING"}}  # fmt: skip
+INFO = {
+    "KsqlServerInfo": {
+        "version": "0.1.0",
+        "kafkaClusterId": "c1",
+        "ksqlServiceId": "default_",
+        "serverStatus": "RUNNING",
+    }
+}
 
 PULL_SCHEMA = "`ID` STRING KEY, `TOTAL` DECIMAL(10, 2), `TAGS` ARRAY<STRING>"
 PULL_ROWS = [["a", 12.30, ["x", "y"]], ["b", 0.10, []]]
@@ -50,8 +56,9 @@ class FakeKsql:
             return self._query(body["ksql"])
         if request.url.path == "/ksql":
             return self._ksql(body["ksql"])
-        return httpx.Response(404, json={"@type": "generic_error", "error_code": 40400,
-                                         "message": "not found"})  # fmt: skip
+        return httpx.Response(
+            404, json={"@type": "generic_error", "error_code": 40400, "message": "not found"}
+        )
 
     def _query(self, text: str) -> httpx.Response:
         if "MISSING" in text.upper():
@@ -69,30 +76,65 @@ class FakeKsql:
             columns = re.findall(r"[(,]\s*(\w+)\s", text)
             self.sources[name] = (upper[1], [c.upper() for c in columns])
             self.sequence += 1
-            return _ok({"@type": "currentStatus", "statementText": text,
-                        "commandId": f"{upper[1].lower()}/`{name}`/create",
-                        "commandStatus": {"status": "SUCCESS",
-                                          "message": f"{upper[1].title()} created"},
-                        "commandSequenceNumber": self.sequence, "warnings": []})  # fmt: skip
+            return _ok(
+                {
+                    "@type": "currentStatus",
+                    "statementText": text,
+                    "commandId": f"{upper[1].lower()}/`{name}`/create",
+                    "commandStatus": {
+                        "status": "SUCCESS",
+                        "message": f"{upper[1].title()} created",
+                    },
+                    "commandSequenceNumber": self.sequence,
+                    "warnings": [],
+                }
+            )
         if upper[:2] in (["SHOW", "STREAMS"], ["SHOW", "TABLES"], ["LIST", "STREAMS"]):
             kind = upper[1][:-1]
-            return _ok({"@type": kind.lower() + "s", "statementText": text,
-                        kind.lower() + "s": [
-                            {"type": kind, "name": n, "topic": n.lower(), "keyFormat": "KAFKA",
-                             "valueFormat": "JSON", "isWindowed": False}
-                            for n, (k, _) in sorted(self.sources.items()) if k == kind],
-                        "warnings": []})  # fmt: skip
+            return _ok(
+                {
+                    "@type": kind.lower() + "s",
+                    "statementText": text,
+                    kind.lower() + "s": [
+                        {
+                            "type": kind,
+                            "name": n,
+                            "topic": n.lower(),
+                            "keyFormat": "KAFKA",
+                            "valueFormat": "JSON",
+                            "isWindowed": False,
+                        }
+                        for n, (k, _) in sorted(self.sources.items())
+                        if k == kind
+                    ],
+                    "warnings": [],
+                }
+            )
         if upper[:2] == ["SHOW", "PROPERTIES"]:  # the server's settings and the session's
             session = self.bodies[-1].get("streamsProperties") or {}
             values = {"ksql.service.id": "default_", **session}
-            return _ok({"@type": "properties", "statementText": text, "warnings": [],
-                        "properties": [{"name": k, "scope": "KSQL", "value": str(v)}
-                                       for k, v in sorted(values.items())],
-                        "overwrittenProperties": sorted(session),
-                        "defaultProperties": ["ksql.service.id"]})  # fmt: skip
+            return _ok(
+                {
+                    "@type": "properties",
+                    "statementText": text,
+                    "warnings": [],
+                    "properties": [
+                        {"name": k, "scope": "KSQL", "value": str(v)}
+                        for k, v in sorted(values.items())
+                    ],
+                    "overwrittenProperties": sorted(session),
+                    "defaultProperties": ["ksql.service.id"],
+                }
+            )
         if upper[:2] in (["SHOW", "TOPICS"], ["LIST", "TOPICS"]):
-            return _ok({"@type": "kafka_topics", "statementText": text, "warnings": [],
-                        "topics": [{"name": "orders", "replicaInfo": [1, 1]}]})  # fmt: skip
+            return _ok(
+                {
+                    "@type": "kafka_topics",
+                    "statementText": text,
+                    "warnings": [],
+                    "topics": [{"name": "orders", "replicaInfo": [1, 1]}],
+                }
+            )
         if upper[:1] == ["DESCRIBE"]:
             name = words[1].strip("`").upper()
             if name not in self.sources:
@@ -101,12 +143,22 @@ class FakeKsql:
                 )
             kind, columns = self.sources[name]
             fields = [{"name": c, "schema": {"type": "STRING"}} for c in columns]
-            return _ok({"@type": "sourceDescription", "statementText": text, "warnings": [],
-                        "sourceDescription": {"name": name, "type": kind, "fields": fields,
-                                              "extended": False, "topic": name.lower()}})  # fmt: skip
+            return _ok(
+                {
+                    "@type": "sourceDescription",
+                    "statementText": text,
+                    "warnings": [],
+                    "sourceDescription": {
+                        "name": name,
+                        "type": kind,
+                        "fields": fields,
+                        "extended": False,
+                        "topic": name.lower(),
+                    },
+                }
+            )
         if upper[:2] == ["SHOW", "TYPES"]:  # a server-side parse error, with its position
-            return _error(400, 40001, "line 1:6: TYPES is not allowed here", text,
-                          line=1, column=6)  # fmt: skip
+            return _error(400, 40001, "line 1:6: TYPES is not allowed here", text, line=1, column=6)
         return _error(400, 40001, f"{' '.join(upper[:2])} statements are not supported", text)
 
 
@@ -115,6 +167,14 @@ def _ok(*entities: dict[str, Any]) -> httpx.Response:
 
 
 def _error(status: int, code: int, message: str, text: str, **extra: Any) -> httpx.Response:
-    return httpx.Response(status, json={"@type": "statement_error", "error_code": code,
-                                        "message": message, "statementText": text,
-                                        "entities": [], **extra})  # fmt: skip
+    return httpx.Response(
+        status,
+        json={
+            "@type": "statement_error",
+            "error_code": code,
+            "message": message,
+            "statementText": text,
+            "entities": [],
+            **extra,
+        },
+    )

@@ -83,14 +83,22 @@ def test_metadata_from_entities() -> None:
             {"@type": "type_list", "types": {"ADDRESS": {"type": "STRUCT"}}},
             {"@type": "kafka_topics", "topics": [{"name": "t1", "replicaInfo": [1]}]},
         ],
-        [{"@type": "sourceDescription",
-          "sourceDescription": {"name": "A", "fields": [{"name": "X"}, {"name": "Y"}]}}],
+        [
+            {
+                "@type": "sourceDescription",
+                "sourceDescription": {"name": "A", "fields": [{"name": "X"}, {"name": "Y"}]},
+            }
+        ],
         properties=["p"],
         variables=["v"],
-    )  # fmt: skip
+    )
     assert (meta.streams, meta.tables, meta.queries, meta.types, meta.topics) == (
-        ("A", "B"), ("T",), ("Q1",), ("ADDRESS",), ("t1",)
-    )  # fmt: skip
+        ("A", "B"),
+        ("T",),
+        ("Q1",),
+        ("ADDRESS",),
+        ("t1",),
+    )
     assert dict(meta.columns) == {"A": ("X", "Y")}
     assert (meta.properties, meta.variables) == (("p",), ("v",))
 
@@ -98,8 +106,9 @@ def test_metadata_from_entities() -> None:
 def test_fetch_metadata_through_the_driver() -> None:
     fake = FakeKsql()
     with dbapi.connect("http://ksql:8088", transport=fake.transport()) as conn:
-        conn.cursor().execute("CREATE STREAM orders (id STRING KEY, amount INT) "
-                              "WITH (kafka_topic='orders');")  # fmt: skip
+        conn.cursor().execute(
+            "CREATE STREAM orders (id STRING KEY, amount INT) WITH (kafka_topic='orders');"
+        )
         meta = fetch_metadata(conn)
     assert meta.streams == ("ORDERS",)
     assert dict(meta.columns) == {"ORDERS": ("ID", "AMOUNT")}

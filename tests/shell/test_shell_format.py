@@ -25,11 +25,21 @@ from headwater.sqlparse_ext.sqltypes import format_double
 
 STREAMS = {
     "@type": "streams",
-    "streams": [{"name": "ORDERS", "topic": "orders", "keyFormat": "KAFKA",
-                 "valueFormat": "JSON", "isWindowed": False}],
-}  # fmt: skip
-CREATED = {"@type": "currentStatus", "commandId": "stream/`X`/create",
-           "commandStatus": {"status": "SUCCESS", "message": "Stream created"}}  # fmt: skip
+    "streams": [
+        {
+            "name": "ORDERS",
+            "topic": "orders",
+            "keyFormat": "KAFKA",
+            "valueFormat": "JSON",
+            "isWindowed": False,
+        }
+    ],
+}
+CREATED = {
+    "@type": "currentStatus",
+    "commandId": "stream/`X`/create",
+    "commandStatus": {"status": "SUCCESS", "message": "Stream created"},
+}
 ROWS = Rows(
     ("ID", "TOTAL"),
     ("STRING", "DECIMAL(4, 2)"),
@@ -43,8 +53,12 @@ def test_show_streams_table_has_the_cli_headers() -> None:
     text = render(Entity(STREAMS, entity_table(STREAMS)), OutputFormat.TABLE).text
     header = text.splitlines()[1]
     assert [h.strip() for h in header.strip("|").split("|")] == [
-        "Stream Name", "Kafka Topic", "Key Format", "Value Format", "Windowed"
-    ]  # fmt: skip
+        "Stream Name",
+        "Kafka Topic",
+        "Key Format",
+        "Value Format",
+        "Windowed",
+    ]
     assert "| ORDERS " in text and "false" in text
 
 
@@ -89,8 +103,12 @@ def test_staleness_is_never_hidden() -> None:
 
 def test_cells() -> None:
     assert [cell(v) for v in (None, True, [1, "a"], {"k": 1}, b"hi")] == [
-        "null", "true", '[1,"a"]', '{"k":1}', "aGk="
-    ]  # fmt: skip
+        "null",
+        "true",
+        '[1,"a"]',
+        '{"k":1}',
+        "aGk=",
+    ]
     assert cell(datetime.date(2024, 5, 1)) == "2024-05-01"
 
 
@@ -101,9 +119,15 @@ def test_messages() -> None:
 
 def test_error_with_a_caret_under_the_column() -> None:
     error = StatementFailed(
-        "line 2:10: expected FROM", source_name="x.sql", source_text="SHOW STREAMS;\nSELECT * FORM t;",
-        line=2, column=10, statement_text="SELECT * FORM t;", error_code=40001, has_position=True,
-    )  # fmt: skip
+        "line 2:10: expected FROM",
+        source_name="x.sql",
+        source_text="SHOW STREAMS;\nSELECT * FORM t;",
+        line=2,
+        column=10,
+        statement_text="SELECT * FORM t;",
+        error_code=40001,
+        has_position=True,
+    )
     assert render_error(error, script=True).splitlines() == [
         "x.sql: the statement at line 2 failed",
         "Error: line 2:10: expected FROM",
@@ -114,9 +138,14 @@ def test_error_with_a_caret_under_the_column() -> None:
 
 def test_error_without_position_names_the_statement() -> None:
     error = StatementFailed(
-        "Could not find STREAM/TABLE 'NOPE'", source_name="<input>", source_text="DESCRIBE nope;",
-        line=1, column=1, statement_text="DESCRIBE nope;", error_code=40001,
-    )  # fmt: skip
+        "Could not find STREAM/TABLE 'NOPE'",
+        source_name="<input>",
+        source_text="DESCRIBE nope;",
+        line=1,
+        column=1,
+        statement_text="DESCRIBE nope;",
+        error_code=40001,
+    )
     assert render_error(error).splitlines() == [
         "Error: Could not find STREAM/TABLE 'NOPE' (error 40001)",
         "Statement: DESCRIBE nope;",
@@ -133,14 +162,21 @@ EXPLAINED = {
     "@type": "queryDescription",
     "statementText": "EXPLAIN CSAS_BIG_1;",
     "queryDescription": {
-        "id": "CSAS_BIG_1", "queryType": "PERSISTENT", "statementText": "CREATE STREAM big AS ...",
-        "fields": [{"name": "ID", "schema": {"type": "STRING"}, "type": "KEY"},
-                   {"name": "Q", "schema": {"type": "INTEGER"}}],
-        "sources": ["ORDERS"], "sinks": ["BIG"], "ksqlHostQueryStatus": {"h:1": "RUNNING"},
-        "executionPlan": "> [ SINK ] | Schema: ...", "statistics": "messages-written: 3",
+        "id": "CSAS_BIG_1",
+        "queryType": "PERSISTENT",
+        "statementText": "CREATE STREAM big AS ...",
+        "fields": [
+            {"name": "ID", "schema": {"type": "STRING"}, "type": "KEY"},
+            {"name": "Q", "schema": {"type": "INTEGER"}},
+        ],
+        "sources": ["ORDERS"],
+        "sinks": ["BIG"],
+        "ksqlHostQueryStatus": {"h:1": "RUNNING"},
+        "executionPlan": "> [ SINK ] | Schema: ...",
+        "statistics": "messages-written: 3",
         "queryErrors": [{"type": "USER", "errorMessage": "bad JSON"}],
     },
-}  # fmt: skip
+}
 
 
 def test_explain_prints_sources_sinks_plan_and_errors() -> None:
@@ -153,11 +189,21 @@ def test_explain_prints_sources_sinks_plan_and_errors() -> None:
 
 
 def test_describe_extended_prints_queries_and_runtime_statistics() -> None:
-    described = {"@type": "sourceDescription", "sourceDescription": {
-        "name": "BIG", "type": "STREAM", "extended": True, "fields": [],
-        "readQueries": [], "writeQueries": [{"id": "CSAS_BIG_1", "state": "RUNNING",
-                                             "queryString": "CREATE STREAM big AS ..."}],
-        "statistics": "messages-written: 3", "errorStats": "processing-errors: 1"}}  # fmt: skip
+    described = {
+        "@type": "sourceDescription",
+        "sourceDescription": {
+            "name": "BIG",
+            "type": "STREAM",
+            "extended": True,
+            "fields": [],
+            "readQueries": [],
+            "writeQueries": [
+                {"id": "CSAS_BIG_1", "state": "RUNNING", "queryString": "CREATE STREAM big AS ..."}
+            ],
+            "statistics": "messages-written: 3",
+            "errorStats": "processing-errors: 1",
+        },
+    }
     text = render(Entity(described, entity_table(described)), OutputFormat.TABLE).text
     assert "Queries that write from this STREAM" in text
     assert "CSAS_BIG_1 (RUNNING) : CREATE STREAM big AS ..." in text
@@ -165,17 +211,31 @@ def test_describe_extended_prints_queries_and_runtime_statistics() -> None:
 
 
 def test_show_queries_extended_is_a_table() -> None:
-    shown = {"@type": "query_descriptions", "queryDescriptions": [
-        {**EXPLAINED["queryDescription"], "state": "RUNNING"}]}  # type: ignore[dict-item]
+    shown = {
+        "@type": "query_descriptions",
+        "queryDescriptions": [{**EXPLAINED["queryDescription"], "state": "RUNNING"}],
+    }  # type: ignore[dict-item]
     text = render(Entity(shown, entity_table(shown)), OutputFormat.TABLE).text
     assert "CSAS_BIG_1" in text and "RUNNING" in text and "bad JSON" in text
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    (-122.4205, "-122.4205"), (1.0, "1.0"), (0.1 + 0.2, "0.30000000000000004"), (1e7, "1.0E7"),
-    (1234567.0, "1234567.0"), (0.001, "0.001"), (1e-4, "1.0E-4"), (123456789.0, "1.23456789E8"),
-    (1e21, "1.0E21"), (-0.0, "-0.0"), (float("nan"), "NaN"), (float("-inf"), "-Infinity"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (-122.4205, "-122.4205"),
+        (1.0, "1.0"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (1e7, "1.0E7"),
+        (1234567.0, "1234567.0"),
+        (0.001, "0.001"),
+        (1e-4, "1.0E-4"),
+        (123456789.0, "1.23456789E8"),
+        (1e21, "1.0E21"),
+        (-0.0, "-0.0"),
+        (float("nan"), "NaN"),
+        (float("-inf"), "-Infinity"),
+    ],
+)
 def test_doubles_show_as_javas_double_to_string(value: float, shown: str) -> None:
     assert format_double(value) == shown
     assert cell(value) == shown

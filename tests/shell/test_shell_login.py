@@ -29,17 +29,26 @@ class Guarded:
         def handle(request: httpx.Request) -> httpx.Response:
             self.seen.append(request.headers.get("authorization"))
             if request.headers.get("authorization") != GOOD:
-                return httpx.Response(401, headers={"WWW-Authenticate": 'Basic realm="r"'}, json={
-                    "@type": "generic_error", "error_code": 40100, "message": "Unauthorized"})
+                return httpx.Response(
+                    401,
+                    headers={"WWW-Authenticate": 'Basic realm="r"'},
+                    json={"@type": "generic_error", "error_code": 40100, "message": "Unauthorized"},
+                )
             return inner.handle_request(request)
 
         return httpx.MockTransport(handle)
 
 
-def run(server: Guarded, *args: str, input: str | None = None,
-        env: dict[str, str] | None = None) -> object:  # fmt: skip
-    return CliRunner().invoke(run_command, ["-e", "SHOW STREAMS;", *args],
-                              obj=Hooks(server.transport()), input=input, env=env)  # fmt: skip
+def run(
+    server: Guarded, *args: str, input: str | None = None, env: dict[str, str] | None = None
+) -> object:
+    return CliRunner().invoke(
+        run_command,
+        ["-e", "SHOW STREAMS;", *args],
+        obj=Hooks(server.transport()),
+        input=input,
+        env=env,
+    )
 
 
 def test_user_and_password_options() -> None:
@@ -71,9 +80,12 @@ def test_the_headwater_command_itself_takes_the_login_options() -> None:
     from headwater.cli import main
 
     server = Guarded()
-    result = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-u", USER, "-e", "SHOW STREAMS;"],
-                                obj=Hooks(server.transport()),
-                                env={"HEADWATER_PASSWORD": PASSWORD})  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["-s", "http://ksql:8088", "-u", USER, "-e", "SHOW STREAMS;"],
+        obj=Hooks(server.transport()),
+        env={"HEADWATER_PASSWORD": PASSWORD},
+    )
     assert result.exit_code == 0, result.output
     assert set(server.seen) == {GOOD}
     help_text = CliRunner().invoke(main, ["run", "--help"]).output
@@ -90,8 +102,14 @@ def test_the_repl_stops_at_a_refused_login(capsys: pytest.CaptureFixture[str]) -
     with create_pipe_input() as pipe:
         pipe.send_text("SHOW STREAMS;\r")
         pipe.close()
-        code = open_shell(["http://ksql:8088"], history_file=None, refresh_catalog=False,
-                          login=Login(USER, "guess"), transport=Guarded().transport(),
-                          input=pipe, output_device=DummyOutput())  # fmt: skip
+        code = open_shell(
+            ["http://ksql:8088"],
+            history_file=None,
+            refresh_catalog=False,
+            login=Login(USER, "guess"),
+            transport=Guarded().transport(),
+            input=pipe,
+            output_device=DummyOutput(),
+        )
     assert code == 1
     assert "authentication failed: Unauthorized (http://ksql:8088)" in capsys.readouterr().err

@@ -45,13 +45,19 @@ class FakePrint:
         body = json.loads(request.content)
         self.requests.append((request.url.path, body))
         if request.url.path == "/query" and body["ksql"].startswith("PRINT"):
-            return httpx.Response(200, headers={"Content-Type": "text/plain",
-                                                "X-Query-Id": "transient_p"},
-                                  stream=_Text(self.interrupt))  # fmt: skip
+            return httpx.Response(
+                200,
+                headers={"Content-Type": "text/plain", "X-Query-Id": "transient_p"},
+                stream=_Text(self.interrupt),
+            )
         if request.url.path == "/close-query":
             return httpx.Response(200)
-        return httpx.Response(200, json=[{"@type": "streams", "statementText": body["ksql"],
-                                          "streams": [], "warnings": []}])  # fmt: skip
+        return httpx.Response(
+            200,
+            json=[
+                {"@type": "streams", "statementText": body["ksql"], "streams": [], "warnings": []}
+            ],
+        )
 
 
 def test_the_executor_yields_the_lines_as_a_text_stream() -> None:
@@ -60,15 +66,24 @@ def test_the_executor_yields_the_lines_as_a_text_stream() -> None:
         [(_, result)] = list(Executor(conn).run("PRINT 'pageviews' FROM BEGINNING LIMIT 2;"))
         assert isinstance(result, TextStream) and result.query_id == "transient_p"
         assert list(result.lines) == [line for line in LINES if line]
-    assert fake.requests[0] == ("/query", {"ksql": "PRINT 'pageviews' FROM BEGINNING LIMIT 2;",
-                                           "streamsProperties": {}, "sessionVariables": {}})
+    assert fake.requests[0] == (
+        "/query",
+        {
+            "ksql": "PRINT 'pageviews' FROM BEGINNING LIMIT 2;",
+            "streamsProperties": {},
+            "sessionVariables": {},
+        },
+    )
 
 
 def test_print_prints_lines_and_ceases() -> None:
     fake = FakePrint()
     for output in ("table", "json"):
-        result = CliRunner().invoke(run_command, ["-e", "PRINT pageviews;", "-o", output],
-                                    obj=Hooks(httpx.MockTransport(fake)))  # fmt: skip
+        result = CliRunner().invoke(
+            run_command,
+            ["-e", "PRINT pageviews;", "-o", output],
+            obj=Hooks(httpx.MockTransport(fake)),
+        )
         assert result.exit_code == 0, result.output
         assert result.stdout.splitlines() == [line for line in LINES if line]
         assert result.stderr.strip() == "Topic printing ceased"
@@ -76,8 +91,9 @@ def test_print_prints_lines_and_ceases() -> None:
 
 def test_ctrl_c_stops_print_ends_it_on_the_server_and_the_session_goes_on() -> None:
     fake = FakePrint(interrupt=True)
-    result = CliRunner().invoke(run_command, ["-e", "PRINT pageviews; SHOW STREAMS;"],
-                                obj=Hooks(httpx.MockTransport(fake)))  # fmt: skip
+    result = CliRunner().invoke(
+        run_command, ["-e", "PRINT pageviews; SHOW STREAMS;"], obj=Hooks(httpx.MockTransport(fake))
+    )
     assert result.exit_code == 0, result.output
     assert "rowtime: N/A, key: key-1, value: value-1, partition: 0" in result.stdout
     assert "Topic printing ceased" in result.stderr

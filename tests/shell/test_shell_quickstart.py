@@ -51,8 +51,13 @@ INSERT INTO riderLocations (profileId, latitude, longitude) VALUES ('4ddad000', 
 
 def _run(url: str, *args: str) -> Any:
     exe = Path(sys.executable).with_name("headwater")
-    done = subprocess.run([str(exe), "run", "-s", url, "-o", "json", *args], capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(exe), "run", "-s", url, "-o", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -74,37 +79,68 @@ def test_ksqldb_quickstart_through_the_script_runner(  # type: ignore[no-untyped
     memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
     suffix = uuid.uuid4().hex[:6]
-    server = server_factory("-b", memory_broker.bootstrap_servers, "--state-dir",
-                            str(tmp_path / "node"), "--service-id", f"qs_{suffix}")  # fmt: skip
+    server = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"qs_{suffix}",
+    )
     script = tmp_path / "quickstart.sql"
     script.write_text(QUICKSTART.format(suffix=suffix))
     _run(server.url, "-f", str(script))
 
-    found = _eventually(server.url, "SELECT * from currentLocation WHERE profileId = '4ab5cbad';",
-                        [["4ab5cbad", 37.3952, -122.0813]])  # fmt: skip
+    found = _eventually(
+        server.url,
+        "SELECT * from currentLocation WHERE profileId = '4ab5cbad';",
+        [["4ab5cbad", 37.3952, -122.0813]],
+    )
     assert found == [["4ab5cbad", 37.3952, -122.0813]]
     near = [[0.0, ["4ab5cbad", "8b6eae59", "4a7c7b41"], 3], [10.0, ["18f4ea86"], 1]]
-    found = _eventually(server.url,
-                        "SELECT * from ridersNearMountainView WHERE distanceInMiles <= 10;", near)
+    found = _eventually(
+        server.url, "SELECT * from ridersNearMountainView WHERE distanceInMiles <= 10;", near
+    )
     assert found == near
 
     # A new location for a rider moves it between distances (the table over a table undoes it).
-    _run(server.url, "-e", "INSERT INTO riderLocations (profileId, latitude, longitude) VALUES "
-                           "('4ab5cbad', 37.7877, -122.4205);")  # fmt: skip
+    _run(
+        server.url,
+        "-e",
+        "INSERT INTO riderLocations (profileId, latitude, longitude) VALUES "
+        "('4ab5cbad', 37.7877, -122.4205);",
+    )
     near = [[0.0, ["8b6eae59", "4a7c7b41"], 2], [10.0, ["18f4ea86"], 1]]
-    assert _eventually(server.url,
-                       "SELECT * from ridersNearMountainView WHERE distanceInMiles <= 10;",
-                       near) == near  # fmt: skip
+    assert (
+        _eventually(
+            server.url, "SELECT * from ridersNearMountainView WHERE distanceInMiles <= 10;", near
+        )
+        == near
+    )
 
     # A windowed count per minute, queried by key and window.
-    _run(server.url, "-e", "CREATE TABLE ridesPerMinute AS SELECT profileId, COUNT(*) AS rides "
-                           "FROM riderLocations WINDOW TUMBLING (SIZE 1 MINUTE) "
-                           "GROUP BY profileId;")  # fmt: skip
+    _run(
+        server.url,
+        "-e",
+        "CREATE TABLE ridesPerMinute AS SELECT profileId, COUNT(*) AS rides "
+        "FROM riderLocations WINDOW TUMBLING (SIZE 1 MINUTE) "
+        "GROUP BY profileId;",
+    )
     minute = int(time.time() * 1000) // 60_000 * 60_000
     for ts in (minute + 1_000, minute + 2_000):
-        _run(server.url, "-e", f"INSERT INTO riderLocations (ROWTIME, profileId, latitude, "
-                               f"longitude) VALUES ({ts}, 'w1', 37.4, -122.1);")  # fmt: skip
+        _run(
+            server.url,
+            "-e",
+            f"INSERT INTO riderLocations (ROWTIME, profileId, latitude, "
+            f"longitude) VALUES ({ts}, 'w1', 37.4, -122.1);",
+        )
     wanted = [["w1", minute, minute + 60_000, 2]]
-    assert _eventually(server.url, f"SELECT * FROM ridesPerMinute WHERE profileId = 'w1' AND "
-                                   f"WINDOWSTART >= {minute} AND WINDOWSTART < {minute + 60_000};",
-                       wanted) == wanted  # fmt: skip
+    assert (
+        _eventually(
+            server.url,
+            f"SELECT * FROM ridesPerMinute WHERE profileId = 'w1' AND "
+            f"WINDOWSTART >= {minute} AND WINDOWSTART < {minute + 60_000};",
+            wanted,
+        )
+        == wanted
+    )

@@ -25,9 +25,16 @@ def pipe() -> Iterator[PipeInput]:
 def shell(pipe: PipeInput, fake: FakeKsql, keys: str, history: Path | None, **kw: object) -> int:
     pipe.send_text(keys)
     pipe.close()
-    return open_shell(["http://ksql:8088"], "table", history_file=history,
-                      transport=fake.transport(), input=pipe, output_device=DummyOutput(),
-                      refresh_catalog=False, **kw)  # type: ignore[arg-type]  # fmt: skip
+    return open_shell(
+        ["http://ksql:8088"],
+        "table",
+        history_file=history,
+        transport=fake.transport(),
+        input=pipe,
+        output_device=DummyOutput(),
+        refresh_catalog=False,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -114,11 +121,19 @@ def test_completion_names_are_refreshed_after_ddl(
 
     monkeypatch.setattr(repl_module, "repl", spy)
     fake = FakeKsql()
-    pipe.send_text("CREATE STREAM clicks (id STRING KEY, url STRING) WITH (kafka_topic='c');\r"
-                   "DEFINE who = 'me';\r")  # fmt: skip
+    pipe.send_text(
+        "CREATE STREAM clicks (id STRING KEY, url STRING) WITH (kafka_topic='c');\r"
+        "DEFINE who = 'me';\r"
+    )
     pipe.close()
-    open_shell(["http://ksql:8088"], history_file=None, transport=fake.transport(), input=pipe,
-               output_device=DummyOutput(), refresh_catalog=True)  # fmt: skip
+    open_shell(
+        ["http://ksql:8088"],
+        history_file=None,
+        transport=fake.transport(),
+        input=pipe,
+        output_device=DummyOutput(),
+        refresh_catalog=True,
+    )
     completer = seen[0]
     # The refresher thread may still run: wait for the DESCRIBE it sends.
     deadline = time.monotonic() + 5

@@ -30,8 +30,9 @@ def test_runs_a_script(tmp_path: Path) -> None:
     script = tmp_path / "setup.sql"
     script.write_text(SCRIPT)
     fake = FakeKsql()
-    result = CliRunner().invoke(run_command, [str(script), "--server", "http://ksql:8088"],
-                                obj=Hooks(fake.transport()))  # fmt: skip
+    result = CliRunner().invoke(
+        run_command, [str(script), "--server", "http://ksql:8088"], obj=Hooks(fake.transport())
+    )
     assert result.exit_code == 0, result.output
     assert "Stream created" in result.stdout
     assert "| ORDERS " in result.stdout
@@ -45,8 +46,9 @@ def test_f_option_and_stdin(tmp_path: Path) -> None:
     fake = FakeKsql()
     result = CliRunner().invoke(run_command, ["-f", str(script)], obj=Hooks(fake.transport()))
     assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(run_command, ["-"], obj=Hooks(fake.transport()),
-                                input="LIST TOPICS;")  # fmt: skip
+    result = CliRunner().invoke(
+        run_command, ["-"], obj=Hooks(fake.transport()), input="LIST TOPICS;"
+    )
     assert result.exit_code == 0 and "orders" in result.stdout
 
 
@@ -68,9 +70,11 @@ def test_exit_1_with_a_caret_at_the_first_bad_statement(tmp_path: Path) -> None:
 
 def test_exit_1_on_a_server_error_after_the_statements_before_it_ran() -> None:
     fake = FakeKsql()
-    result = CliRunner().invoke(run_command, ["-e", "SHOW STREAMS", "-e", "DESCRIBE nope;",
-                                              "-e", "SHOW TABLES;"],
-                                obj=Hooks(fake.transport()))  # fmt: skip
+    result = CliRunner().invoke(
+        run_command,
+        ["-e", "SHOW STREAMS", "-e", "DESCRIBE nope;", "-e", "SHOW TABLES;"],
+        obj=Hooks(fake.transport()),
+    )
     assert result.exit_code == 1
     assert "<command line>: the statement at line 2 failed" in result.stderr
     assert "Could not find STREAM/TABLE 'NOPE'" in result.stderr
@@ -105,8 +109,9 @@ def test_exactly_one_source() -> None:
 
 def test_failover_to_the_next_server_in_process() -> None:
     fake = FakeKsql(refuse_hosts=("dead",))
-    result = invoke(fake, "-e", "SHOW STREAMS;", "--server", "http://dead:8088",
-                    "--server", "http://live:8088")  # fmt: skip
+    result = invoke(
+        fake, "-e", "SHOW STREAMS;", "--server", "http://dead:8088", "--server", "http://live:8088"
+    )
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     assert fake.hosts == ["live"]
 
@@ -118,9 +123,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         text = json.loads(self.rfile.read(length))["ksql"]
-        body = json.dumps([{"@type": "streams", "statementText": text, "warnings": [],
-                            "streams": [{"name": "LIVE_STREAM", "topic": "t", "keyFormat": "KAFKA",
-                                         "valueFormat": "JSON", "isWindowed": False}]}])  # fmt: skip
+        body = json.dumps(
+            [
+                {
+                    "@type": "streams",
+                    "statementText": text,
+                    "warnings": [],
+                    "streams": [
+                        {
+                            "name": "LIVE_STREAM",
+                            "topic": "t",
+                            "keyFormat": "KAFKA",
+                            "valueFormat": "JSON",
+                            "isWindowed": False,
+                        }
+                    ],
+                }
+            ]
+        )
         self._send(body)
 
     def do_GET(self) -> None:
@@ -176,18 +196,25 @@ def test_headwater_e_and_f_run_without_a_prompt_as_ksql_does(tmp_path: Path) -> 
     from headwater.cli import main
 
     fake = FakeKsql()
-    ran = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-o", "csv"],
-                             obj=Hooks(fake.transport()))  # fmt: skip
+    ran = CliRunner().invoke(
+        main,
+        ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-o", "csv"],
+        obj=Hooks(fake.transport()),
+    )
     assert ran.exit_code == 0, ran.output
     assert fake.bodies[-1]["ksql"] == "SHOW STREAMS;"
     script = tmp_path / "s.sql"
     script.write_text(SCRIPT, encoding="utf-8")
-    ran = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-f", str(script)],
-                             obj=Hooks(fake.transport()))  # fmt: skip
+    ran = CliRunner().invoke(
+        main, ["-s", "http://ksql:8088", "-f", str(script)], obj=Hooks(fake.transport())
+    )
     assert ran.exit_code == 0, ran.output
     assert fake.bodies[-1]["ksql"].startswith("SELECT * FROM orders")
-    both = CliRunner().invoke(main, ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-f",
-                                     str(script)], obj=Hooks(fake.transport()))  # fmt: skip
+    both = CliRunner().invoke(
+        main,
+        ["-s", "http://ksql:8088", "-e", "SHOW STREAMS", "-f", str(script)],
+        obj=Hooks(fake.transport()),
+    )
     assert both.exit_code == 2 and "not both" in both.output
 
 
@@ -195,16 +222,22 @@ def test_the_groups_server_output_and_defines_reach_run() -> None:
     from headwater.cli import main
 
     fake = FakeKsql(refuse_hosts=("127.0.0.1", "localhost"))  # the default server must not be used
-    result = CliRunner().invoke(main, ["--server", "http://live:8088", "-o", "json", "-d", "s=orders",
-                                       "run", "-"], obj=Hooks(fake.transport()),
-                                input="SHOW STREAMS;\n")  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["--server", "http://live:8088", "-o", "json", "-d", "s=orders", "run", "-"],
+        obj=Hooks(fake.transport()),
+        input="SHOW STREAMS;\n",
+    )
     assert result.exit_code == 0, result.output
     assert fake.hosts == ["live"]
     assert result.stdout.lstrip().startswith(("[", "{"))  # -o json
     assert fake.bodies[0]["sessionVariables"] == {"s": "orders"}
     # the command's own options win over the group's
     fake = FakeKsql()
-    result = CliRunner().invoke(main, ["-s", "http://dead:8088", "run", "-s", "http://live:8088",
-                                       "-e", "SHOW STREAMS;"], obj=Hooks(fake.transport()))  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["-s", "http://dead:8088", "run", "-s", "http://live:8088", "-e", "SHOW STREAMS;"],
+        obj=Hooks(fake.transport()),
+    )
     assert result.exit_code == 0, result.output
     assert fake.hosts == ["live"]

@@ -109,11 +109,16 @@ def test_asserts(v):
     )
     assert isinstance(t, AssertTopic)
     assert (t.topic, t.exists, t.properties["PARTITIONS"], t.timeout) == (
-        "orders", False, 3, Duration(5, "SECONDS")
+        "orders",
+        False,
+        3,
+        Duration(5, "SECONDS"),
     )
     s = v.validate_identity("ASSERT SCHEMA SUBJECT 'orders-value' ID 4")
     assert isinstance(s, AssertSchema) and (s.subject, s.schema_id, s.exists) == (
-        "orders-value", 4, True
+        "orders-value",
+        4,
+        True,
     )
 
 

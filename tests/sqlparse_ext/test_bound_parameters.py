@@ -28,27 +28,34 @@ def test_a_bound_value_is_never_substituted():
 
 
 def test_a_value_needs_no_variable_to_exist():
-    statement = parse_one("INSERT INTO t (id, v) VALUES (?, ?);", parameters=["${HOME}", "my ${tag}"])
+    statement = parse_one(
+        "INSERT INTO t (id, v) VALUES (?, ?);", parameters=["${HOME}", "my ${tag}"]
+    )
     assert isinstance(statement, InsertValues)
     assert "'${HOME}'" in statement.text and "'my ${tag}'" in statement.text
 
 
 def test_variables_in_the_text_are_still_substituted_beside_parameters():
-    statement = parse_one("SELECT * FROM ${src} WHERE id = ? AND name = '${name}';",
-                          {"src": "users", "name": "n?"}, parameters=["x"])
+    statement = parse_one(
+        "SELECT * FROM ${src} WHERE id = ? AND name = '${name}';",
+        {"src": "users", "name": "n?"},
+        parameters=["x"],
+    )
     # a variable's value is not searched for placeholders either
     assert statement.text == "SELECT * FROM users WHERE id = 'x' AND name = 'n?';"
 
 
 def test_placeholders_inside_literals_identifiers_and_comments_are_not_bound():
-    statement = parse_one("SELECT `a?` FROM t /* ? */ WHERE s = '?' AND id = ? -- ?\n;",
-                          parameters=[1])
+    statement = parse_one(
+        "SELECT `a?` FROM t /* ? */ WHERE s = '?' AND id = ? -- ?\n;", parameters=[1]
+    )
     assert "id = 1" in statement.text and "s = '?'" in statement.text
 
 
 def test_parameters_bind_across_the_statements_of_a_script():
-    first, second = parse("INSERT INTO t (id) VALUES (?); INSERT INTO t (id) VALUES (?);",
-                          parameters=[1, 2])
+    first, second = parse(
+        "INSERT INTO t (id) VALUES (?); INSERT INTO t (id) VALUES (?);", parameters=[1, 2]
+    )
     assert "VALUES (1)" in first.text and "VALUES (2)" in second.text
 
 
@@ -65,10 +72,21 @@ def test_a_value_without_a_literal_is_a_parse_error():
         parse("SELECT * FROM t WHERE a = ?;", parameters=[float("inf")])
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 7, -3, 2.5, "x'y", decimal.Decimal("12.50"), b"\x00\xff", [1, [2]],
-    {"k": [1, None]},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        7,
+        -3,
+        2.5,
+        "x'y",
+        decimal.Decimal("12.50"),
+        b"\x00\xff",
+        [1, [2]],
+        {"k": [1, None]},
+    ],
+)
 def test_the_wire_form_round_trips(value):
     assert from_json(to_json(value)) == value
 
@@ -77,8 +95,9 @@ def test_dates_travel_as_their_iso_text():
     assert to_json(datetime.date(2024, 5, 1)) == "2024-05-01"
 
 
-@pytest.mark.parametrize("raw", [{"x": 1}, {"decimal": "abc"}, {"bytes": "!!"}, {"map": [[1]]},
-                                 {"map": [[[1], 2]]}])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw", [{"x": 1}, {"decimal": "abc"}, {"bytes": "!!"}, {"map": [[1]]}, {"map": [[[1], 2]]}]
+)
 def test_malformed_wire_values_are_refused(raw):
     with pytest.raises(ParameterError):
         from_json(raw)
@@ -87,8 +106,9 @@ def test_malformed_wire_values_are_refused(raw):
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_any_string_binds_to_exactly_itself(value):
-    statement = parse_one("SELECT * FROM t WHERE id = ?;", {"x": "1' OR '1' = '1"},
-                          parameters=[value])
+    statement = parse_one(
+        "SELECT * FROM t WHERE id = ?;", {"x": "1' OR '1' = '1"}, parameters=[value]
+    )
     assert isinstance(statement, Select)
     assert _where_literal(statement) == value
 

@@ -35,7 +35,11 @@ def test_create_stream_columns_and_properties(v):
     )
     assert isinstance(s, CreateSource)
     assert (s.kind, s.name, s.source, s.or_replace, s.if_not_exists) == (
-        "STREAM", "PAGEVIEWS", False, False, False
+        "STREAM",
+        "PAGEVIEWS",
+        False,
+        False,
+        False,
     )
     assert s.columns == (
         Column("ID", STRING, key=True),
@@ -45,8 +49,12 @@ def test_create_stream_columns_and_properties(v):
     )
     props = s.properties
     assert list(props) == [
-        "KAFKA_TOPIC", "VALUE_FORMAT", "PARTITIONS", "acceptable.offset.lag",
-        "WRAP_SINGLE_VALUE", "RATIO",
+        "KAFKA_TOPIC",
+        "VALUE_FORMAT",
+        "PARTITIONS",
+        "acceptable.offset.lag",
+        "WRAP_SINGLE_VALUE",
+        "RATIO",
     ]
     assert props["kafka_topic"] == "pv" and props["Value_Format"] == "JSON"
     assert props["partitions"] == 4 and isinstance(props["partitions"], int)
@@ -63,7 +71,11 @@ def test_create_table_primary_key_or_replace_source(v):
         "WITH (kafka_topic='u', format='AVRO')"
     )
     assert (s.kind, s.name, s.source, s.or_replace, s.if_not_exists) == (
-        "TABLE", "USERS", True, True, True
+        "TABLE",
+        "USERS",
+        True,
+        True,
+        True,
     )
     assert s.columns[0] == Column("ID", INTEGER, primary_key=True)
     assert s.columns[1].type == DecimalType(4, 2)
@@ -83,7 +95,7 @@ def test_headers_columns(v):
 
 
 def test_quoted_names_keep_case(v):
-    s = v.validate_identity('CREATE STREAM "input" (`Id` INT KEY) WITH (kafka_topic=\'x\')')
+    s = v.validate_identity("CREATE STREAM \"input\" (`Id` INT KEY) WITH (kafka_topic='x')")
     assert s.name == "input" and s.columns[0].name == "Id"
 
 
@@ -91,8 +103,14 @@ def test_quoted_names_keep_case(v):
     ("sql", "kind", "name"),
     [
         ("CREATE STREAM out AS SELECT * FROM input", "STREAM", "OUT"),
-        (("CREATE TABLE IF NOT EXISTS agg WITH (kafka_topic='agg') AS "
-         "SELECT id, COUNT(*) FROM s GROUP BY id EMIT CHANGES"), "TABLE", "AGG"),
+        (
+            (
+                "CREATE TABLE IF NOT EXISTS agg WITH (kafka_topic='agg') AS "
+                "SELECT id, COUNT(*) FROM s GROUP BY id EMIT CHANGES"
+            ),
+            "TABLE",
+            "AGG",
+        ),
         ("CREATE OR REPLACE STREAM `o` AS SELECT a FROM s PARTITION BY a", "STREAM", "o"),
     ],
 )
@@ -132,13 +150,30 @@ def test_insert_values(v):
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        ("DROP STREAM s", Drop(kind="STREAM", name="S", text="", line=0, column=0, offset=0,
-                               expression=None)),
-        ("DROP TABLE IF EXISTS t DELETE TOPIC", Drop(kind="TABLE", name="T", if_exists=True,
-                                                     delete_topic=True, text="", line=0,
-                                                     column=0, offset=0, expression=None)),
-        ("DROP TYPE IF EXISTS address", DropType(name="ADDRESS", if_exists=True, text="",
-                                                 line=0, column=0, offset=0, expression=None)),
+        (
+            "DROP STREAM s",
+            Drop(kind="STREAM", name="S", text="", line=0, column=0, offset=0, expression=None),
+        ),
+        (
+            "DROP TABLE IF EXISTS t DELETE TOPIC",
+            Drop(
+                kind="TABLE",
+                name="T",
+                if_exists=True,
+                delete_topic=True,
+                text="",
+                line=0,
+                column=0,
+                offset=0,
+                expression=None,
+            ),
+        ),
+        (
+            "DROP TYPE IF EXISTS address",
+            DropType(
+                name="ADDRESS", if_exists=True, text="", line=0, column=0, offset=0, expression=None
+            ),
+        ),
     ],
 )
 def test_drop(v, sql, expected):
@@ -159,21 +194,37 @@ def test_alter_and_create_type(v):
 @pytest.mark.parametrize(
     ("sql", "line", "column", "fragment"),
     [
-        ("CREATE STRAEM s (a INT)", 1, 8,
-         "expected STREAM, TABLE or TYPE after CREATE, found 'STRAEM'"),
-        ("CREATE TABLE t (id INT KEY) WITH (kafka_topic='t')", 1, 17,
-         "please use 'PRIMARY KEY' for tables"),
+        (
+            "CREATE STRAEM s (a INT)",
+            1,
+            8,
+            "expected STREAM, TABLE or TYPE after CREATE, found 'STRAEM'",
+        ),
+        (
+            "CREATE TABLE t (id INT KEY) WITH (kafka_topic='t')",
+            1,
+            17,
+            "please use 'PRIMARY KEY' for tables",
+        ),
         ("CREATE STREAM s (id INT PRIMARY KEY)", 1, 18, "please use 'KEY' for streams"),
         ("CREATE STREAM s (k STRING (KEY))", 1, 28, "expected an integer or STRING type parameter"),
         ("CREATE STREAM s (c NULL)", 1, 20, "expected a type, found 'NULL'"),
         ("CREATE STREAM s (c MAP<STRING>)", 1, 30, "expected ',' between the key and value types"),
         ("CREATE STREAM s (a INT) WITH (x=1, X=2)", 1, 36, "Duplicate property X"),
         ("CREATE STREAM s (a INT) WITH (x=)", 1, 33, "expected a literal value"),
-        ("CREATE TABLE t (k STRING PRIMARY KEY) WITH (WINDOW_TYPE='Session', WINDOW_SIZE='1 s')",
-         1, 68, "'WINDOW_SIZE' should not be set for SESSION windows"),
+        (
+            "CREATE TABLE t (k STRING PRIMARY KEY) WITH (WINDOW_TYPE='Session', WINDOW_SIZE='1 s')",
+            1,
+            68,
+            "'WINDOW_SIZE' should not be set for SESSION windows",
+        ),
         ("CREATE STREAM s (a INT) AS SELECT * FROM x", 1, 25, "no column list with AS SELECT"),
-        ("CREATE SOURCE STREAM s AS SELECT * FROM x", 1, 8,
-         "CREATE SOURCE STREAM cannot be AS SELECT"),
+        (
+            "CREATE SOURCE STREAM s AS SELECT * FROM x",
+            1,
+            8,
+            "CREATE SOURCE STREAM cannot be AS SELECT",
+        ),
         ("INSERT INTO t (a) SELECT * FROM x", 1, 19, "expected VALUES, found 'SELECT'"),
         ("DROP VIEW v", 1, 6, "expected STREAM, TABLE or TYPE after DROP"),
         ("DROP STREAM s DELETE", 1, 21, "expected TOPIC after DELETE, found end of statement"),

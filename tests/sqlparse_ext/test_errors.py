@@ -45,6 +45,4 @@ def test_deep_nesting_is_a_parse_error():
 def test_error_pickles():
     error = ParseError("line 1:1: expected x, found 'y'", 1, 1, "y")
     copy = pickle.loads(pickle.dumps(error))
-    assert (copy.message, copy.line, copy.column, copy.statement_text) == (
-        error.message, 1, 1, "y"
-    )
+    assert (copy.message, copy.line, copy.column, copy.statement_text) == (error.message, 1, 1, "y")

@@ -25,9 +25,15 @@ from headwater.sqlparse_ext.sqltypes import (
         ("DECIMAL(4, 2)", DecimalType(4, 2)),
         ("ARRAY<STRING>", ArrayType(PrimitiveType("STRING"))),
         ("MAP<STRING, INTEGER>", MapType(PrimitiveType("STRING"), PrimitiveType("INTEGER"))),
-        ("STRUCT<`a` INTEGER, B ARRAY<DOUBLE>>",
-         StructType((StructField("a", PrimitiveType("INTEGER")),
-                     StructField("B", ArrayType(PrimitiveType("DOUBLE")))))),
+        (
+            "STRUCT<`a` INTEGER, B ARRAY<DOUBLE>>",
+            StructType(
+                (
+                    StructField("a", PrimitiveType("INTEGER")),
+                    StructField("B", ArrayType(PrimitiveType("DOUBLE"))),
+                )
+            ),
+        ),
         ("ADDRESS", CustomType("ADDRESS")),
     ],
 )

@@ -27,13 +27,23 @@ def test_push_query_fields(v):
 @pytest.mark.parametrize(
     ("clause", "window"),
     [
-        ("TUMBLING (SIZE 1 HOUR, RETENTION 2 DAYS, GRACE PERIOD 10 MINUTES)",
-         Window("TUMBLING", Duration(1, "HOUR"), retention=Duration(2, "DAYS"),
-                grace=Duration(10, "MINUTES"))),
-        ("HOPPING (SIZE 5 SECOND, ADVANCE BY 1 SECONDS)",
-         Window("HOPPING", Duration(5, "SECOND"), advance=Duration(1, "SECONDS"))),
-        ("SESSION (30 SECONDS, GRACE PERIOD 1 MINUTE)",
-         Window("SESSION", Duration(30, "SECONDS"), grace=Duration(1, "MINUTE"))),
+        (
+            "TUMBLING (SIZE 1 HOUR, RETENTION 2 DAYS, GRACE PERIOD 10 MINUTES)",
+            Window(
+                "TUMBLING",
+                Duration(1, "HOUR"),
+                retention=Duration(2, "DAYS"),
+                grace=Duration(10, "MINUTES"),
+            ),
+        ),
+        (
+            "HOPPING (SIZE 5 SECOND, ADVANCE BY 1 SECONDS)",
+            Window("HOPPING", Duration(5, "SECOND"), advance=Duration(1, "SECONDS")),
+        ),
+        (
+            "SESSION (30 SECONDS, GRACE PERIOD 1 MINUTE)",
+            Window("SESSION", Duration(30, "SECONDS"), grace=Duration(1, "MINUTE")),
+        ),
         ("nWINDOW SESSION (1 SECONDS)", Window("SESSION", Duration(1, "SECONDS"))),
     ],
 )
@@ -76,7 +86,12 @@ def test_pull_query_and_pseudo_columns(v):
     ).query
     assert q.emit is None and q.limit is None and q.window is None
     assert [e.name for e in q.select] == [
-        "ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND", "Key",
+        "ROWTIME",
+        "ROWPARTITION",
+        "ROWOFFSET",
+        "WINDOWSTART",
+        "WINDOWEND",
+        "Key",
     ]
 
 
@@ -88,9 +103,15 @@ def test_star_forms(v):
 @pytest.mark.parametrize(
     ("sql", "line", "column", "fragment"),
     [
-        ("SELECT * FROM s ORDER BY a", 1, 17,
-         ("expected JOIN, WINDOW, WHERE, GROUP BY, PARTITION BY, HAVING, EMIT, LIMIT or end of "
-         "statement, found 'ORDER BY'")),
+        (
+            "SELECT * FROM s ORDER BY a",
+            1,
+            17,
+            (
+                "expected JOIN, WINDOW, WHERE, GROUP BY, PARTITION BY, HAVING, EMIT, LIMIT or end of "
+                "statement, found 'ORDER BY'"
+            ),
+        ),
         ("SELECT * FROM s EMIT CHANGES WHERE a = 1", 1, 30, "expected LIMIT or end of statement"),
         ("SELECT * FROM s GROUP BY a AND b", 1, 28, "found 'AND'"),
         ("SELECT * FROM s GROUP BY c, (a, b)", 1, 29, "not a parenthesised list"),
@@ -98,10 +119,18 @@ def test_star_forms(v):
         ("SELECT * FROM s LIMIT heh", 1, 23, "expected a non-negative integer after LIMIT"),
         ("SELECT * FROM EXPLODE(a)", 1, 15, "table functions go in the SELECT list"),
         ("SELECT * FROM s WHERE a IN ()", 1, 29, "expected an expression in the IN list"),
-        ("SELECT a FROM s WINDOW SLIDING (SIZE 1 SECOND)", 1, 24,
-         "expected TUMBLING, HOPPING or SESSION after WINDOW"),
-        ("SELECT a FROM s WINDOW TUMBLING (SIZE 1 SEC)", 1, 41,
-         "expected a time unit (DAYS, HOURS, MINUTES, SECONDS or MILLISECONDS), found 'SEC'"),
+        (
+            "SELECT a FROM s WINDOW SLIDING (SIZE 1 SECOND)",
+            1,
+            24,
+            "expected TUMBLING, HOPPING or SESSION after WINDOW",
+        ),
+        (
+            "SELECT a FROM s WINDOW TUMBLING (SIZE 1 SEC)",
+            1,
+            41,
+            "expected a time unit (DAYS, HOURS, MINUTES, SECONDS or MILLISECONDS), found 'SEC'",
+        ),
         ("SELECT a FROM l JOIN r WITHIN 1 SECOND", 1, 39, "expected ON, found end of statement"),
         ("SELECT a FROM l JOIN r a.b = c", 1, 25, "expected WITHIN or ON, found '.'"),
         ("SELECT a", 1, 9, "expected ',' or FROM, found end of statement"),

@@ -8,16 +8,25 @@ from headwater.store.reachability import reachable_partitions, verdicts_to_apply
 
 
 def _stats(states: dict[int, str], leaders: dict[int, int]) -> str:
-    return json.dumps({
-        "brokers": {
-            "bootstrap:9092/bootstrap": {"nodeid": -1, "state": "UP"},
-            **{f"b{n}:9092/{n}": {"nodeid": n, "state": s} for n, s in states.items()},
-        },
-        "topics": {"t": {"partitions": {
-            "-1": {"partition": -1, "leader": -1},
-            **{str(p): {"partition": p, "leader": leader} for p, leader in leaders.items()},
-        }}},
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "brokers": {
+                "bootstrap:9092/bootstrap": {"nodeid": -1, "state": "UP"},
+                **{f"b{n}:9092/{n}": {"nodeid": n, "state": s} for n, s in states.items()},
+            },
+            "topics": {
+                "t": {
+                    "partitions": {
+                        "-1": {"partition": -1, "leader": -1},
+                        **{
+                            str(p): {"partition": p, "leader": leader}
+                            for p, leader in leaders.items()
+                        },
+                    }
+                }
+            },
+        }
+    )
 
 
 def test_a_partition_is_reachable_while_its_leader_is_up() -> None:
@@ -29,8 +38,9 @@ def test_a_partition_is_reachable_while_its_leader_is_up() -> None:
 
 def test_with_no_broker_up_every_assigned_partition_is_unreachable() -> None:
     # what librdkafka reports once the broker is gone: its bootstrap entry, no partitions
-    stats = json.dumps({"brokers": {"b:9092/bootstrap": {"nodeid": -1, "state": "INIT"}},
-                        "topics": {}})  # fmt: skip
+    stats = json.dumps(
+        {"brokers": {"b:9092/bootstrap": {"nodeid": -1, "state": "INIT"}}, "topics": {}}
+    )
     assert reachable_partitions(stats, [("t", 0), ("u", 1)]) == {("t", 0): False, ("u", 1): False}
 
 

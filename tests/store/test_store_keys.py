@@ -178,10 +178,15 @@ def test_bad_bytes_raise_key_decoding_error(data: bytes, types: tuple[KeyType, .
 
 
 CONTAINERS = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5)
-    | st.binary(max_size=5) | st.decimals(allow_nan=False, allow_infinity=False, places=2),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.text(max_size=5)
+    | st.binary(max_size=5)
+    | st.decimals(allow_nan=False, allow_infinity=False, places=2),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 

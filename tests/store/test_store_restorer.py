@@ -106,7 +106,8 @@ def test_restores_existing_records_then_follows_new_ones(
     assert restorer.wait_until_caught_up("T", 15)
     status = restorer.status("T")
     assert {p: (s.position, s.end_offset, s.state) for p, s in status.items()} == {
-        0: (150, 150, PartitionState.READY), 1: (150, 150, PartitionState.READY)
+        0: (150, 150, PartitionState.READY),
+        1: (150, 150, PartitionState.READY),
     }
     latest = stored(stores, "T", 0, b"k4")  # key k4 went to partition 0: values 4, 14, ..., 294
     assert latest is not None and latest.value == b"v294" and latest.offset == 147
@@ -128,16 +129,25 @@ def test_tombstones_delete_and_the_later_value_wins(
 ) -> None:
     local = LocalStores(tmp_path, LmdbEngine(LmdbSettings(map_size_bytes=64 * 2**20)))
     make_topic(memory_kafka, topic_name, 1)
-    send(memory_kafka, topic_name, [
-        (b"a", b"1", 0), (b"b", b"1", 0), (b"a", None, 0), (b"b", b"2", 0), (b"c", b"1", 0),
-    ])
+    send(
+        memory_kafka,
+        topic_name,
+        [
+            (b"a", b"1", 0),
+            (b"b", b"1", 0),
+            (b"a", None, 0),
+            (b"b", b"2", 0),
+            (b"c", b"1", 0),
+        ],
+    )
     restorer = restorers(memory_kafka, local)
     restorer.add_table("T", topic_name, [0], raw_key)
     restorer.start()
     assert restorer.wait_until_caught_up("T", 15)
     assert stored(local, "T", 0, b"a") is None
     assert [(k, unpack_value(v).value) for k, v in local.open("T", 0).scan()] == [
-        (b"b", b"2"), (b"c", b"1")
+        (b"b", b"2"),
+        (b"c", b"1"),
     ]
     send(memory_kafka, topic_name, [(b"c", None, 0), (b"a", b"back", 0)])
     assert restorer.wait_for_positions("T", {0: 7}, 10)
@@ -146,14 +156,25 @@ def test_tombstones_delete_and_the_later_value_wins(
 
 
 def test_records_with_unusable_keys_are_skipped_and_counted(
-    memory_kafka: KafkaSettings, topic_name: str, stores: LocalStores, restorers: Callable,
+    memory_kafka: KafkaSettings,
+    topic_name: str,
+    stores: LocalStores,
+    restorers: Callable,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     make_topic(memory_kafka, topic_name, 1)
-    send(memory_kafka, topic_name, [
-        (b"good", b"1", 0), (b"bad-key", b"x", 0), (None, b"no key", 0),
-        (b"k" * 600, b"too long", 0), (b"bad-tombstone", None, 0), (b"last", b"2", 0),
-    ])
+    send(
+        memory_kafka,
+        topic_name,
+        [
+            (b"good", b"1", 0),
+            (b"bad-key", b"x", 0),
+            (None, b"no key", 0),
+            (b"k" * 600, b"too long", 0),
+            (b"bad-tombstone", None, 0),
+            (b"last", b"2", 0),
+        ],
+    )
     restorer = restorers(memory_kafka, stores)
     restorer.add_table("T", topic_name, [0], raw_key)
     restorer.start()
@@ -297,8 +318,9 @@ def test_the_lag_stays_known_while_a_partition_moves_to_the_catch_up_consumer(
     make_topic(memory_kafka, topic_name, 1)
     send(memory_kafka, topic_name, ((b"k%d" % i, b"v", 0) for i in range(20_000)))
     local = LocalStores(tmp_path, MemoryEngine())
-    restorer = TableRestorer(memory_kafka, local, RestorerSettings(statistics_interval_ms=50,
-                                                                   max_batch_records=500))
+    restorer = TableRestorer(
+        memory_kafka, local, RestorerSettings(statistics_interval_ms=50, max_batch_records=500)
+    )
     restorer.start()
     try:
         time.sleep(0.5)  # statistics pile up in the idle catch-up consumer's queue

@@ -40,7 +40,9 @@ def key(raw: bytes | None) -> bytes:
     return raw
 
 
-def topic_with(memory_kafka: KafkaSettings, name: str, partitions: int, rows: Iterable[tuple]) -> str:
+def topic_with(
+    memory_kafka: KafkaSettings, name: str, partitions: int, rows: Iterable[tuple]
+) -> str:
     create_topic(admin_client(memory_kafka), memory_kafka, name, partitions)
     send(memory_kafka, name, rows)
     return name
@@ -60,8 +62,12 @@ def values(stores: LocalStores, table: str, partition: int) -> dict[bytes, bytes
 def test_tables_added_and_dropped_while_running(
     memory_kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
 ) -> None:
-    first = topic_with(memory_kafka, f"{topic_name}-a", 2, ((b"a%d" % i, b"1", i % 2) for i in range(40)))
-    second = topic_with(memory_kafka, f"{topic_name}-b", 1, ((b"b%d" % i, b"2", 0) for i in range(30)))
+    first = topic_with(
+        memory_kafka, f"{topic_name}-a", 2, ((b"a%d" % i, b"1", i % 2) for i in range(40))
+    )
+    second = topic_with(
+        memory_kafka, f"{topic_name}-b", 1, ((b"b%d" % i, b"2", 0) for i in range(30))
+    )
     restorer.start()
     restorer.add_table("A", first, [0, 1], key)
     assert restorer.wait_until_caught_up("A", 15)
@@ -100,7 +106,9 @@ def test_removing_without_dropping_keeps_the_stores_for_later(
 def test_two_tables_on_one_topic_each_get_every_record(
     memory_kafka: KafkaSettings, topic_name: str, local: LocalStores, restorer: TableRestorer
 ) -> None:
-    topic = topic_with(memory_kafka, topic_name, 1, ((b"k%d" % (i % 7), b"%d" % i, 0) for i in range(70)))
+    topic = topic_with(
+        memory_kafka, topic_name, 1, ((b"k%d" % (i % 7), b"%d" % i, 0) for i in range(70))
+    )
     restorer.add_table("FIRST", topic, [0], key)
     restorer.start()
     assert restorer.wait_until_caught_up("FIRST", 15)

@@ -55,8 +55,12 @@ def key_of(good_id: int, keys: int) -> str:
 
 def good_value(good_id: int, kind: str) -> bytes:
     """The JSON value of good record ``good_id`` of shape ``kind`` (see ``GOOD_KINDS``)."""
-    pad = {"plain": "p", "escaped-nul": "a\u0000b\u0000", "unicode": "\u00e9\u6f22\U0001f600",
-           "huge": "h" * HUGE_BYTES}[kind]  # fmt: skip
+    pad = {
+        "plain": "p",
+        "escaped-nul": "a\u0000b\u0000",
+        "unicode": "\u00e9\u6f22\U0001f600",
+        "huge": "h" * HUGE_BYTES,
+    }[kind]
     return json.dumps({"ID": good_id, "PAD": pad}, separators=(",", ":")).encode()
 
 
@@ -94,7 +98,7 @@ def poison(kind: str, n: int, keys: int) -> tuple[bytes, bytes | None]:
     if kind == "truncated":
         return key, b'{"ID":%d,"PAD":"ab' % pid
     if kind == "json-array":
-        return key, b"[%d,\"x\"]" % pid
+        return key, b'[%d,"x"]' % pid
     raise ValueError(f"unknown poison kind {kind!r}")
 
 
@@ -104,8 +108,11 @@ def count_mismatches(good_ids: Iterable[int], keys: int, counts: Mapping[str, in
     for good_id in good_ids:
         key = key_of(good_id, keys)
         expected[key] = expected.get(key, 0) + 1
-    return [f"{key}: counted {counts.get(key)}, {want} good records written"
-            for key, want in sorted(expected.items()) if counts.get(key) != want]  # fmt: skip
+    return [
+        f"{key}: counted {counts.get(key)}, {want} good records written"
+        for key, want in sorted(expected.items())
+        if counts.get(key) != want
+    ]
 
 
 def classify_burst(status: int, body: Any, setting: str) -> str:
@@ -126,8 +133,11 @@ NOT_A_RECORD = ("failed to connect back", "CANNOT_OPEN_SOCKET", "waiting for the
 def by_a_record(errors: Mapping[str, str]) -> dict[str, str]:
     """The queries (id: first ERROR message) whose ERROR may have been caused by a record: all
     but those whose message names a known cause of Spark's (``NOT_A_RECORD``)."""
-    return {query_id: message for query_id, message in errors.items()
-            if not any(cause in message for cause in NOT_A_RECORD)}  # fmt: skip
+    return {
+        query_id: message
+        for query_id, message in errors.items()
+        if not any(cause in message for cause in NOT_A_RECORD)
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,31 +156,74 @@ def verdicts(f: Mapping[str, Any]) -> list[Verdict]:
     burst = f["burst"]
     return [
         Verdict("server exits", str(f["server_exits"]), "0", f["server_exits"] == 0),
-        Verdict("queries seen in ERROR by a record", str(len(by_a_record(f["errored_queries"]))),
-                "0", not by_a_record(f["errored_queries"])),
-        Verdict("queries left in ERROR at the end", str(len(f["left_in_error"])), "0",
-                not f["left_in_error"]),
-        Verdict("good records lost (CSAS output)", str(out["missing"]), "0",
-                out["missing"] == 0 and f["verified"]),
-        Verdict("good records doubled (CSAS output)", str(out["duplicates"]), "0",
-                out["duplicates"] == 0 and f["verified"]),
-        Verdict("poison records in the CSAS output", str(out["unexpected"]), "0",
-                out["unexpected"] == 0 and f["verified"]),
-        Verdict("CTAS keys miscounted", str(len(f["count_mismatches"])), "0",
-                not f["count_mismatches"] and f["verified"]),
-        Verdict("burst past the limit: refused / unclean answers",
-                f"{burst['refused']} / {burst['unclean']}", ">= 1 / 0",
-                burst["refused"] >= 1 and burst["unclean"] == 0),
-        Verdict("most queries active at once", str(f["max_active"]), f"<= {f['limit']}",
-                f["max_active"] <= f["limit"]),
-        Verdict("DDL cycle statements failed", str(len(f["cycle_failures"])), "0",
-                not f["cycle_failures"]),
-        Verdict("peak memory (PSS) of the server's tree", f"{f['peak_rss_mb']:,.0f} MB",
-                f"<= {f['rss_budget_mb']:,.0f} MB", f["peak_rss_mb"] <= f["rss_budget_mb"]),
-        Verdict("/info p99", f"{f['info']['p99_ms']:,.0f} ms", f"<= {f['info_p99_target_ms']:,.0f} ms",
-                f["info"]["p99_ms"] <= f["info_p99_target_ms"] and f["info"]["errors"] == 0),
+        Verdict(
+            "queries seen in ERROR by a record",
+            str(len(by_a_record(f["errored_queries"]))),
+            "0",
+            not by_a_record(f["errored_queries"]),
+        ),
+        Verdict(
+            "queries left in ERROR at the end",
+            str(len(f["left_in_error"])),
+            "0",
+            not f["left_in_error"],
+        ),
+        Verdict(
+            "good records lost (CSAS output)",
+            str(out["missing"]),
+            "0",
+            out["missing"] == 0 and f["verified"],
+        ),
+        Verdict(
+            "good records doubled (CSAS output)",
+            str(out["duplicates"]),
+            "0",
+            out["duplicates"] == 0 and f["verified"],
+        ),
+        Verdict(
+            "poison records in the CSAS output",
+            str(out["unexpected"]),
+            "0",
+            out["unexpected"] == 0 and f["verified"],
+        ),
+        Verdict(
+            "CTAS keys miscounted",
+            str(len(f["count_mismatches"])),
+            "0",
+            not f["count_mismatches"] and f["verified"],
+        ),
+        Verdict(
+            "burst past the limit: refused / unclean answers",
+            f"{burst['refused']} / {burst['unclean']}",
+            ">= 1 / 0",
+            burst["refused"] >= 1 and burst["unclean"] == 0,
+        ),
+        Verdict(
+            "most queries active at once",
+            str(f["max_active"]),
+            f"<= {f['limit']}",
+            f["max_active"] <= f["limit"],
+        ),
+        Verdict(
+            "DDL cycle statements failed",
+            str(len(f["cycle_failures"])),
+            "0",
+            not f["cycle_failures"],
+        ),
+        Verdict(
+            "peak memory (PSS) of the server's tree",
+            f"{f['peak_rss_mb']:,.0f} MB",
+            f"<= {f['rss_budget_mb']:,.0f} MB",
+            f["peak_rss_mb"] <= f["rss_budget_mb"],
+        ),
+        Verdict(
+            "/info p99",
+            f"{f['info']['p99_ms']:,.0f} ms",
+            f"<= {f['info_p99_target_ms']:,.0f} ms",
+            f["info"]["p99_ms"] <= f["info_p99_target_ms"] and f["info"]["errors"] == 0,
+        ),
         Verdict("processes left behind", str(len(f["left_behind"])), "0", not f["left_behind"]),
-    ]  # fmt: skip
+    ]
 
 
 def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
@@ -182,5 +235,8 @@ def latency_ms(seconds: Sequence[float]) -> dict[str, float]:
     def rank(q: float) -> float:
         return values[min(len(values) - 1, max(0, math.ceil(q / 100 * len(values)) - 1))]
 
-    return {"p50_ms": round(rank(50) * 1000, 1), "p99_ms": round(rank(99) * 1000, 1),
-            "max_ms": round(values[-1] * 1000, 1)}  # fmt: skip
+    return {
+        "p50_ms": round(rank(50) * 1000, 1),
+        "p99_ms": round(rank(99) * 1000, 1),
+        "max_ms": round(values[-1] * 1000, 1),
+    }

@@ -103,7 +103,9 @@ class Log:
         return offsets[i] if i < len(offsets) else None
 
 
-def lost_writes(acks: Iterable[Ack], log: Log, tables: Mapping[str, Mapping[str, int]]) -> list[str]:
+def lost_writes(
+    acks: Iterable[Ack], log: Log, tables: Mapping[str, Mapping[str, int]]
+) -> list[str]:
     """Why each lost acknowledged write is lost (empty: none lost).
 
     Args:
@@ -117,16 +119,20 @@ def lost_writes(acks: Iterable[Ack], log: Log, tables: Mapping[str, Mapping[str,
         if record is None or (record.key, record.value) != (ack.key, ack.value):
             found = log.of_value.get(ack.value)
             where = f"found at {found.partition}/{found.offset}" if found else "not in the topic"
-            lost.append(f"{ack.key}={ack.value} acknowledged at {ack.partition}/{ack.offset}: "
-                        f"{'that offset holds ' + repr(record) if record else 'no such record'}, "
-                        f"{where}")  # fmt: skip
+            lost.append(
+                f"{ack.key}={ack.value} acknowledged at {ack.partition}/{ack.offset}: "
+                f"{'that offset holds ' + repr(record) if record else 'no such record'}, "
+                f"{where}"
+            )
             continue
         for server, table in tables.items():
             value = table.get(ack.key)
             held = log.of_value.get(value) if value is not None else None
             if held is None or held.offset < ack.offset:
-                lost.append(f"{ack.key}={ack.value} (offset {ack.offset}): the table on {server} "
-                            f"holds {value} (offset {held.offset if held else None})")  # fmt: skip
+                lost.append(
+                    f"{ack.key}={ack.value} (offset {ack.offset}): the table on {server} "
+                    f"holds {value} (offset {held.offset if held else None})"
+                )
     return lost
 
 
@@ -157,8 +163,9 @@ def stale_answers(
     for read in reads:
         for s in read.served:
             if s.lag > bound:
-                stale.append(f"{read.key}: {s.host} reported partition {s.partition} lag {s.lag} "
-                             f"> {bound}")  # fmt: skip
+                stale.append(
+                    f"{read.key}: {s.host} reported partition {s.partition} lag {s.lag} > {bound}"
+                )
         record = log.of_value.get(read.value) if read.value is not None else None
         if read.value is not None and (record is None or record.key != read.key):
             stale.append(f"{read.key}: answered {read.value}, which was never written to that key")
@@ -169,17 +176,21 @@ def stale_answers(
         partition = log.partition_of[read.key]
         position = max((s.position for s in read.served if s.partition == partition), default=0)
         if position > unseen:
-            stale.append(f"{read.key}: answered {read.value} at position {position}, which "
-                         f"includes the newer record at offset {unseen}")  # fmt: skip
+            stale.append(
+                f"{read.key}: answered {read.value} at position {position}, which "
+                f"includes the newer record at offset {unseen}"
+            )
             continue
         end = ends.at(partition, read.sent)
         if end - unseen > bound:
             by = ", ".join(f"{s.host} at position {s.position}, lag {s.lag}" for s in read.served)
-            stale.append(f"{read.key}: answered {read.value} (offset "
-                         f"{record.offset if record else None}) while offset {unseen} of the "
-                         f"key and {end} records were acknowledged: lag >= {end - unseen} > "
-                         f"{bound} (sent at t={read.sent - t0:.1f} s; partition {partition} "
-                         f"served by {by})")  # fmt: skip
+            stale.append(
+                f"{read.key}: answered {read.value} (offset "
+                f"{record.offset if record else None}) while offset {unseen} of the "
+                f"key and {end} records were acknowledged: lag >= {end - unseen} > "
+                f"{bound} (sent at t={read.sent - t0:.1f} s; partition {partition} "
+                f"served by {by})"
+            )
     return stale
 
 
@@ -187,8 +198,11 @@ def lag_underestimates(reads: Iterable[Read], acks: Iterable[Ack]) -> list[int]:
     """Per answered partition, by how many records the reported lag fell short of the lag the
     acknowledged writes prove (acknowledged end when sent - reported position); 0 when it did not."""
     ends = AckedEnds(acks)
-    return [max(0, ends.at(s.partition, read.sent) - s.position - s.lag)
-            for read in reads for s in read.served]  # fmt: skip
+    return [
+        max(0, ends.at(s.partition, read.sent) - s.position - s.lag)
+        for read in reads
+        for s in read.served
+    ]
 
 
 def ddl_mismatches(ops: Iterable[DdlOp], final: Mapping[str, set[str]]) -> list[str]:
@@ -210,8 +224,10 @@ def ddl_mismatches(ops: Iterable[DdlOp], final: Mapping[str, set[str]]) -> list[
     for server, names in final.items():
         for name, exists in sorted(expected.items()):
             if exists is not None and (name in names) != exists:
-                wrong.append(f"{server}: {name} {'missing' if exists else 'still there'} after "
-                             f"an acknowledged {'CREATE' if exists else 'DROP'}")  # fmt: skip
+                wrong.append(
+                    f"{server}: {name} {'missing' if exists else 'still there'} after "
+                    f"an acknowledged {'CREATE' if exists else 'DROP'}"
+                )
     return wrong
 
 
@@ -240,10 +256,17 @@ def check_output(inputs: Iterable[int], outputs: Iterable[int]) -> OutputCheck:
     unexpected = sorted(counts.keys() - wanted)
     examples = tuple(
         [f"duplicate {v} (x{counts[v]})" for v in duplicates[:3]]
-        + [f"missing {v}" for v in missing[:3]] + [f"unexpected {v}" for v in unexpected[:3]]
+        + [f"missing {v}" for v in missing[:3]]
+        + [f"unexpected {v}" for v in unexpected[:3]]
     )
-    return OutputCheck(len(wanted), sum(counts.values()), sum(counts[v] - 1 for v in duplicates),
-                       len(missing), len(unexpected), examples)  # fmt: skip
+    return OutputCheck(
+        len(wanted),
+        sum(counts.values()),
+        sum(counts[v] - 1 for v in duplicates),
+        len(missing),
+        len(unexpected),
+        examples,
+    )
 
 
 def digests_agree(digests: Mapping[str, str | None]) -> bool:

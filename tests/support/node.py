@@ -96,9 +96,11 @@ class Server:
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [*prefix, *headwater_command(), "server", "--port", str(self.port), *args],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
 
     def __enter__(self) -> Self:
         return self
@@ -130,8 +132,9 @@ class Server:
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"the server was not healthy in {timeout_s:g} s:\n"
-                                       f"{self.log_tail()}")  # fmt: skip
+                    raise TimeoutError(
+                        f"the server was not healthy in {timeout_s:g} s:\n{self.log_tail()}"
+                    )
                 time.sleep(0.02)
 
     def stop(self, timeout_s: float = 30.0) -> None:
@@ -165,14 +168,20 @@ def ksql(client: httpx.Client, url: str, text: str) -> list[dict[str, Any]]:
 
 def pull(client: httpx.Client, url: str, table: str, key: str) -> tuple[int, list[Any]]:
     """POST /query ``SELECT * FROM table WHERE ID = 'key'``: (HTTP status, rows' columns)."""
-    response = client.post(f"{url}/query", json={"ksql": f"SELECT * FROM {table} WHERE ID = '{key}';"})
+    response = client.post(
+        f"{url}/query", json={"ksql": f"SELECT * FROM {table} WHERE ID = '{key}';"}
+    )
     if response.status_code != 200:
         return response.status_code, []
     return 200, [item["row"]["columns"] for item in response.json() if "row" in item]
 
 
 def wait_visible(
-    client: httpx.Client, url: str, table: str, keys: Iterable[str], timeout_s: float = 300.0,
+    client: httpx.Client,
+    url: str,
+    table: str,
+    keys: Iterable[str],
+    timeout_s: float = 300.0,
     server: Server | None = None,
 ) -> None:
     """Poll pull queries until every key in ``keys`` answers a row."""
@@ -188,8 +197,9 @@ def wait_visible(
             if server is not None:
                 server.check()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{table}: key {key!r} not visible after {timeout_s:g} s "
-                                   f"(last status {status})")  # fmt: skip
+                raise TimeoutError(
+                    f"{table}: key {key!r} not visible after {timeout_s:g} s (last status {status})"
+                )
             time.sleep(0.02)
 
 
@@ -203,8 +213,9 @@ def produce_rows(
     """
     # The project's producer settings (murmur2 placement), plus batching for a bulk load.
     config = producer_config(settings, "bench")
-    config.update({"linger.ms": 50, "batch.num.messages": 10_000,
-                   "queue.buffering.max.messages": 500_000})  # fmt: skip
+    config.update(
+        {"linger.ms": 50, "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000}
+    )
     sender = confluent_kafka.Producer(config)
     last: dict[int, str] = {}
     failures: list[str] = []
@@ -303,9 +314,11 @@ class Node(Server):
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [*headwater_command(), "server", "--port", str(self.port), *self.args],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self.resume()  # a stopped process cannot act on SIGTERM

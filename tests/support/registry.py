@@ -30,8 +30,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if len(parts) != 3 or parts[0] != "subjects" or parts[2] != "versions":
             return self._answer(404, {"error_code": 404, "message": f"no such path {self.path}"})
-        schema_id = self.registry.register(parts[1], str(body.get("schema", "")),
-                                           str(body.get("schemaType") or "AVRO"))  # fmt: skip
+        schema_id = self.registry.register(
+            parts[1], str(body.get("schema", "")), str(body.get("schemaType") or "AVRO")
+        )
         return self._answer(200, {"id": schema_id})
 
     def do_GET(self) -> None:
@@ -61,13 +62,15 @@ class LocalRegistry:
         self._subjects: dict[str, list[int]] = {}
         handler = type("Handler", (_Handler,), {"registry": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="schema-registry")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="schema-registry"
+        )
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def register(self, subject: str, schema: str, kind: str = "AVRO",
-                 schema_id: int | None = None) -> int:  # fmt: skip
+    def register(
+        self, subject: str, schema: str, kind: str = "AVRO", schema_id: int | None = None
+    ) -> int:
         """The id of ``schema`` under ``subject``, registering it (under ``schema_id`` if given)."""
         entry = {"schema": schema, "schemaType": kind}
         with self._lock:
@@ -90,8 +93,12 @@ class LocalRegistry:
             versions = self._subjects.get(subject)
             if not versions:
                 return None
-            return {"subject": subject, "version": len(versions), "id": versions[-1],
-                    **self._schemas[versions[-1]]}  # fmt: skip
+            return {
+                "subject": subject,
+                "version": len(versions),
+                "id": versions[-1],
+                **self._schemas[versions[-1]],
+            }
 
     def subjects(self) -> list[str]:
         with self._lock:
