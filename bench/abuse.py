@@ -57,9 +57,8 @@ if __package__ in (None, ""):
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartition
 
+from bench._processes import process_tree, processes_by_kind, rss_kb, rss_mb
 from bench.chaos import kill_leftovers
-from bench.persistent_queries import _rss_mb, _tree
-from bench.query_memory import _processes, _rss_of
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings, admin_client, consumer, producer_config
 from tests.support.abuse_check import (
@@ -442,19 +441,19 @@ class Run:
     def _sample_rss(self) -> None:
         while self._running():
             mb = pss_mb(self.server.process.pid)
-            rss = _rss_mb(self.server.process.pid)
-            own = _rss_of(self.server.process.pid) / 1024
+            rss = rss_mb(self.server.process.pid)
+            own = rss_kb(self.server.process.pid) / 1024
             with self.lock:
                 self.rss_sum_peak_mb = max(self.rss_sum_peak_mb, rss)
                 self.server_rss_peak_mb = max(self.server_rss_peak_mb, own)
                 self.rss_samples.append(mb)
                 if mb > self.rss_peak_mb:
                     self.rss_peak_mb, self.rss_peak_at = mb, time.monotonic() - self.t0
-                    self.rss_peak_processes = _processes(self.server.process.pid)
+                    self.rss_peak_processes = processes_by_kind(self.server.process.pid)
                 if len(self.rss_samples) % 30 == 1:
                     self.rss_timeline.append(
                         f"t={time.monotonic() - self.t0:.0f} s PSS {mb:,.0f} MB "
-                        f"(VmRSS by kind: {_processes(self.server.process.pid)})"
+                        f"(VmRSS by kind: {processes_by_kind(self.server.process.pid)})"
                     )
             self.stop.wait(1.0)
 
@@ -465,7 +464,7 @@ def pss_mb(root: int) -> float:
     momentary copy whose VmRSS repeats the JVM's ~1 GB) or Spark's forked daemons are not counted
     twice; VmRSS where PSS cannot be read."""
     total = 0
-    for pid in _tree(root):
+    for pid in process_tree(root):
         try:
             text = Path(f"/proc/{pid}/smaps_rollup").read_text()
             key = "Pss:"

@@ -34,7 +34,8 @@ import uuid
 import httpx
 from confluent_kafka import TopicPartition
 
-from bench.persistent_queries import _cpu_seconds, _rss_mb, _Server, bench_node
+from bench._processes import cpu_seconds, rss_mb
+from bench._server import BenchServer, bench_node
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 from tests.support.node import percentile
@@ -94,7 +95,7 @@ def _pull_count(client: httpx.Client, url: str, table: str, key: str) -> int | N
     return int(rows[0][0]) if rows else None
 
 
-def _freshness(broker: EmbeddedBroker, server: _Server, samples: int) -> None:
+def _freshness(broker: EmbeddedBroker, server: BenchServer, samples: int) -> None:
     server.ksql(
         "CREATE STREAM fr_in (id STRING KEY, v INT) WITH (kafka_topic='fr_in', "
         f"partitions={PARTITIONS}, value_format='JSON');"
@@ -140,7 +141,7 @@ def _freshness(broker: EmbeddedBroker, server: _Server, samples: int) -> None:
 
 def _throughput(
     broker: EmbeddedBroker,
-    server: _Server,
+    server: BenchServer,
     name: str,
     keys: int,
     records: int,
@@ -162,12 +163,12 @@ def _throughput(
         (f"k{i % keys}".encode(), json.dumps({"ITEM": f"item{i % 100}", "AMOUNT": i % 10}).encode())
         for i in range(records)
     ]
-    cpu_before = _cpu_seconds(server.process.pid)
+    cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
     produced = _produce(broker, source, payload)
     _follow_sum(broker, name.upper(), "N", records + 1, 1800)
     elapsed = time.monotonic() - started
-    cpu = _cpu_seconds(server.process.pid) - cpu_before
+    cpu = cpu_seconds(server.process.pid) - cpu_before
     what = "windowed (TUMBLING 1 minute) COUNT/SUM" if windowed else "GROUP BY COUNT/SUM"
     print(
         f"{what}, {records:,} records over {keys:,} keys on {PARTITIONS} partitions: "
@@ -176,7 +177,7 @@ def _throughput(
     )
 
 
-def _state_and_restart(broker: EmbeddedBroker, server: _Server, name: str) -> None:
+def _state_and_restart(broker: EmbeddedBroker, server: BenchServer, name: str) -> None:
     query = next(
         q["id"] for q in server.ksql("SHOW QUERIES;")[0]["queries"] if q["sinks"] == [name.upper()]
     )
@@ -188,7 +189,7 @@ def _state_and_restart(broker: EmbeddedBroker, server: _Server, name: str) -> No
     )
     print(
         f"3. the 1M-key query's checkpoint (offsets + RocksDB state): {size / 2**20:,.0f} MB; "
-        f"server RSS {_rss_mb(server.process.pid):,.0f} MB"
+        f"server RSS {rss_mb(server.process.pid):,.0f} MB"
     )
     started = time.monotonic()
     server.restart()

@@ -25,161 +25,15 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
-import httpx
 from confluent_kafka import TopicPartition
 
+from bench._processes import cpu_seconds, rss_mb
+from bench._server import BenchServer, bench_node, wait_records
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _tree(root: int) -> list[int]:
-    """``root`` and all its descendants."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def _cpu_seconds(root: int) -> float:
-    total = 0
-    for pid in _tree(root):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime + stime
-    return total / _TICKS
-
-
-def _rss_mb(root: int) -> float:
-    total = 0
-    for pid in _tree(root):
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
-
-
-class _Server:
-    def __init__(self, bootstrap: str, folder: Path, extra: tuple[str, ...] = ()) -> None:
-        self.bootstrap, self.folder, self.extra = bootstrap, folder, extra
-        self.service_id = f"bench_{uuid.uuid4().hex[:6]}"
-        self._start()
-
-    def _start(self) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        exe = Path(sys.executable).with_name("headwater")
-        self.log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [
-                str(exe),
-                "server",
-                "-b",
-                self.bootstrap,
-                "--port",
-                str(self.port),
-                "--state-dir",
-                str(self.folder / "node"),
-                "--service-id",
-                self.service_id,
-                *self.extra,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/healthcheck", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit("the server did not become healthy in 60 s")
-
-    def restart(self) -> None:
-        """Stop the server, then start it again on the same state folder and service id."""
-        self.stop()
-        self._start()
-
-    def ksql(self, sql: str, properties: dict[str, str] | None = None) -> list[dict]:
-        answer = httpx.post(
-            f"{self.url}/ksql",
-            json={"ksql": sql, "streamsProperties": properties or {}},
-            timeout=60,
-        )
-        if answer.status_code != 200:
-            raise SystemExit(f"{sql}\n-> {answer.text}")
-        return answer.json()  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
-
-
-@contextmanager
-def bench_node(extra: tuple[str, ...] = ()) -> Iterator[tuple[EmbeddedBroker, _Server]]:
-    """An in-memory embedded broker and one server on it, both stopped on exit."""
-    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
-        server = _Server(broker.bootstrap_servers, Path(scratch), extra)
-        try:
-            yield broker, server
-        finally:
-            server.stop()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_records(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float) -> float:
-    """Seconds until ``want`` records are on ``topic`` (2 partitions), from now."""
-    started = time.monotonic()
-    reader = consumer(broker.settings(), f"bench-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)
-    reader.assign([TopicPartition(topic, p, 0) for p in range(2)])
-    seen = 0
-    try:
-        while seen < want:
-            if time.monotonic() - started > timeout_s:
-                raise SystemExit(f"{topic}: {seen} of {want} records after {timeout_s} s")
-            seen += sum(1 for m in reader.consume(10_000, 0.05) if m.error() is None)
-    finally:
-        reader.close()
-    return time.monotonic() - started
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) -> None:
+def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int) -> None:
     settings = broker.settings()
     writer = producer(settings, "bench")
     server.ksql(
@@ -207,11 +61,11 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
     earliest = {"auto.offset.reset": "earliest"}
     accepted = time.monotonic()
     server.ksql("CREATE STREAM lat_out AS SELECT id, v + 1 AS w FROM lat_in;", earliest)
-    _wait_records(broker, "LAT_OUT", 1, 180)
+    wait_records(broker, "LAT_OUT", 1, 180)
     cold = time.monotonic() - accepted
     accepted = time.monotonic()
     server.ksql("CREATE STREAM lat_out2 AS SELECT id, v * 2 AS w FROM lat_in;", earliest)
-    _wait_records(broker, "LAT_OUT2", 1, 120)
+    wait_records(broker, "LAT_OUT2", 1, 120)
     warm = time.monotonic() - accepted
     print(f"CSAS accepted -> first output: cold {cold:.1f} s (Spark starts), warm {warm:.1f} s")
     second = next(
@@ -255,9 +109,9 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
     )
     writer.produce("tx", json.dumps({"ITEM": "warm", "AMOUNT": 99}).encode(), b"warm")
     writer.flush()
-    _wait_records(broker, "TX_BIG", 1, 120)  # the query is running
+    wait_records(broker, "TX_BIG", 1, 120)  # the query is running
     expected = 1 + sum(1 for i in range(records) if i % 100 > 50)
-    cpu_before = _cpu_seconds(server.process.pid)
+    cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
     for i in range(records):
         value = {"ITEM": f"item{i % 100}", "AMOUNT": i % 100, "PRICE": 1.5, "NOTE": "x" * 20}
@@ -269,9 +123,9 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
                 writer.poll(0.05)
     writer.flush()
     produced = time.monotonic() - started
-    _wait_records(broker, "TX_BIG", expected, 600)
+    wait_records(broker, "TX_BIG", expected, 600)
     elapsed = time.monotonic() - started
-    cpu = _cpu_seconds(server.process.pid) - cpu_before
+    cpu = cpu_seconds(server.process.pid) - cpu_before
     print(
         f"filter + projection, {records} records on 2 partitions ({expected - 1} pass): "
         f"{records / elapsed:,.0f} records/s sustained (producing them took {produced:.1f} s); "
@@ -287,12 +141,12 @@ def _run(broker: EmbeddedBroker, server: _Server, records: int, samples: int) ->
     for n in range(10):
         server.ksql(f"CREATE STREAM idle_out{n} AS SELECT id, v + {n} AS w FROM idle_in;")
     time.sleep(20)  # let them start and settle
-    cpu_before, at = _cpu_seconds(server.process.pid), time.monotonic()
+    cpu_before, at = cpu_seconds(server.process.pid), time.monotonic()
     time.sleep(20)
-    share = (_cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
+    share = (cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
     print(
         f"10 idle persistent queries: {share * 100:.1f}% of one core, RSS "
-        f"{_rss_mb(server.process.pid):,.0f} MB (server + Spark) (target < 10% of a core)"
+        f"{rss_mb(server.process.pid):,.0f} MB (server + Spark) (target < 10% of a core)"
     )
 
 

@@ -34,7 +34,8 @@ from typing import Any
 import httpx
 from confluent_kafka import TopicPartition
 
-from bench.persistent_queries import _cpu_seconds, _rss_mb, _Server, _wait_records, bench_node
+from bench._processes import cpu_seconds, rss_mb
+from bench._server import BenchServer, bench_node, wait_records
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> None:
+def _run(broker: EmbeddedBroker, server: BenchServer, args: argparse.Namespace) -> None:
     writer = producer(broker.settings(), "bench")
     server.ksql(
         "CREATE STREAM clicks (user_id STRING KEY, page STRING, ms INT) WITH "
@@ -181,7 +182,7 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
     for s in streams:
         s.wait_header(60)
     time.sleep(1)
-    cpu_before = _cpu_seconds(server.process.pid)
+    cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
     for i in range(args.records):
         while True:
@@ -201,8 +202,8 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
         time.sleep(0.05)
     elapsed = time.monotonic() - started
     delivered = sum(min(len(s.rows), want) for s in streams)
-    cpu = _cpu_seconds(server.process.pid) - cpu_before
-    rss = _rss_mb(server.process.pid)
+    cpu = cpu_seconds(server.process.pid) - cpu_before
+    rss = rss_mb(server.process.pid)
     for s in streams:
         s.close(server.url)
     print(
@@ -240,7 +241,9 @@ def _run(broker: EmbeddedBroker, server: _Server, args: argparse.Namespace) -> N
     _join(broker, server, writer, args)
 
 
-def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.Namespace) -> None:
+def _join(
+    broker: EmbeddedBroker, server: BenchServer, writer: Any, args: argparse.Namespace
+) -> None:
     server.ksql(
         "CREATE TABLE users (id STRING PRIMARY KEY, name STRING, tier INT) WITH "
         "(kafka_topic='users', partitions=2, value_format='JSON');"
@@ -260,9 +263,9 @@ def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.N
     )
     writer.produce("visits", json.dumps({"PAGE": "/warm", "MS": 0}).encode(), b"u1")
     writer.flush()
-    _wait_records(broker, "ENRICHED", 1, 240)  # the query runs (Spark started, the table read)
+    wait_records(broker, "ENRICHED", 1, 240)  # the query runs (Spark started, the table read)
     records = args.join_records
-    cpu_before = _cpu_seconds(server.process.pid)
+    cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
     for i in range(records):
         while True:
@@ -276,9 +279,9 @@ def _join(broker: EmbeddedBroker, server: _Server, writer: Any, args: argparse.N
             except BufferError:
                 writer.poll(0.05)
     writer.flush()
-    _wait_records(broker, "ENRICHED", 1 + records, 600)
+    wait_records(broker, "ENRICHED", 1 + records, 600)
     elapsed = time.monotonic() - started
-    cpu = _cpu_seconds(server.process.pid) - cpu_before
+    cpu = cpu_seconds(server.process.pid) - cpu_before
     print(
         f"5. stream-table LEFT JOIN on Spark, {records:,} records against 1,000 table rows: "
         f"{records / elapsed:,.0f} records/s ({cpu / records * 1000:.2f} CPU s per 1k records)"

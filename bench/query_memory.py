@@ -24,67 +24,14 @@ import signal
 import sys
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import httpx
 from confluent_kafka import TopicPartition
 
-from bench.persistent_queries import _rss_mb, _tree, bench_node
+from bench._processes import cpu_of, process_tree, processes_by_kind, rss_mb
+from bench._server import bench_node
 from headwater.kafka.clients import consumer, producer
-
-
-def _kind(pid: int) -> str:
-    """A short name for what a process of the tree is."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return "gone"
-    text = " ".join(a.decode(errors="replace") for a in argv)
-    if "java" in Path(argv[0].decode(errors="replace")).name:
-        return "jvm"
-    for module in ("pyspark.daemon", "python_streaming_source_runner", "pyspark.worker"):
-        if module in text:
-            return module
-    if "multiprocessing" in text or "spawn_main" in text:
-        return "spark-child"
-    if "headwater" in text and "server" in text:
-        return "server"
-    return Path(argv[0].decode(errors="replace")).name or "?"
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_of(pid: int) -> float:
-    """A process's CPU seconds (user + system; 0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-def _rss_of(pid: int) -> int:
-    """A process's RSS in kB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _processes(root: int) -> str:
-    """The tree's processes by kind: how many, and their RSS."""
-    kinds: Counter[str] = Counter()
-    rss: Counter[str] = Counter()
-    for pid in _tree(root):
-        kind = _kind(pid)
-        kinds[kind] += 1
-        rss[kind] += _rss_of(pid)
-    return ", ".join(f"{k} {n} ({rss[k] / 1024:,.0f} MB)" for k, n in sorted(kinds.items()))
 
 
 def _statuses(url: str) -> dict[str, dict[str, object]]:
@@ -131,10 +78,10 @@ def _one_through(settings: object, sinks: list[str], key: bytes, timeout_s: floa
 
 def _idle_share(root: int, seconds: float) -> float:
     """The tree's CPU share over ``seconds`` (processes that end meanwhile are left out)."""
-    before, at = {pid: _cpu_of(pid) for pid in _tree(root)}, time.monotonic()
+    before, at = {pid: cpu_of(pid) for pid in process_tree(root)}, time.monotonic()
     time.sleep(seconds)
     used = sum(
-        _cpu_of(pid) - start for pid, start in before.items() if Path(f"/proc/{pid}").exists()
+        cpu_of(pid) - start for pid, start in before.items() if Path(f"/proc/{pid}").exists()
     )
     return max(0.0, used) / (time.monotonic() - at)
 
@@ -142,8 +89,8 @@ def _idle_share(root: int, seconds: float) -> float:
 def _report(label: str, root: int, idle_s: float) -> None:
     share = _idle_share(root, idle_s)
     print(
-        f"  {label}: RSS {_rss_mb(root):,.0f} MB, CPU {share * 100:.0f}% of a core idle, "
-        f"processes: {_processes(root)}",
+        f"  {label}: RSS {rss_mb(root):,.0f} MB, CPU {share * 100:.0f}% of a core idle, "
+        f"processes: {processes_by_kind(root)}",
         flush=True,
     )
 
@@ -189,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _run(broker.settings(), server.url, server.process.pid, steps, args, seen)
         finally:
-            seen.update(_tree(server.process.pid))
+            seen.update(process_tree(server.process.pid))
     time.sleep(1)
     _kill_leftovers(seen)
     return 0
@@ -225,7 +172,7 @@ def _run(
         running, took = _wait_running(url, want, 600)
         _one_through(settings, sinks, f"warm{want}".encode(), 300)  # new queries' first batch
         through = _one_through(settings, sinks, f"k{want}".encode(), 120)
-        seen.update(_tree(root))
+        seen.update(process_tree(root))
         print(
             f"{want} queries (submitted in {submitted:.1f} s): {running} RUNNING after "
             f"{took:.0f} s; one record to every sink: "

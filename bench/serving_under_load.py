@@ -20,13 +20,13 @@ import time
 
 import httpx
 
-from bench.persistent_queries import _Server, bench_node
+from bench._server import BenchServer, bench_node
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer
 
 
 def _latencies(
-    client: httpx.Client, server: _Server, count: int
+    client: httpx.Client, server: BenchServer, count: int
 ) -> tuple[list[float], list[float]]:
     pulls, infos = [], []
     for i in range(count):
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run(broker: EmbeddedBroker, server: _Server, queries: int, rate: int) -> None:
+def _run(broker: EmbeddedBroker, server: BenchServer, queries: int, rate: int) -> None:
     writer = producer(broker.settings(), "bench")
     server.ksql(
         "CREATE TABLE users (id STRING PRIMARY KEY, v INT) WITH (kafka_topic='users', "

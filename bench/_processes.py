@@ -1,0 +1,103 @@
+"""The process tree of a benchmark's server, read from /proc: CPU seconds, RSS, processes by kind.
+
+Shared by the benchmarks (not one itself).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def cpu_seconds(root: int) -> float:
+    total = 0
+    for pid in process_tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total / _TICKS
+
+
+def rss_mb(root: int) -> float:
+    total = 0
+    for pid in process_tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def process_kind(pid: int) -> str:
+    """A short name for what a process of the tree is."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "gone"
+    text = " ".join(a.decode(errors="replace") for a in argv)
+    if "java" in Path(argv[0].decode(errors="replace")).name:
+        return "jvm"
+    for module in ("pyspark.daemon", "python_streaming_source_runner", "pyspark.worker"):
+        if module in text:
+            return module
+    if "multiprocessing" in text or "spawn_main" in text:
+        return "spark-child"
+    if "headwater" in text and "server" in text:
+        return "server"
+    return Path(argv[0].decode(errors="replace")).name or "?"
+
+
+def cpu_of(pid: int) -> float:
+    """A process's CPU seconds (user + system; 0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def rss_kb(pid: int) -> int:
+    """A process's RSS in kB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def processes_by_kind(root: int) -> str:
+    """The tree's processes by kind: how many, and their RSS."""
+    kinds: Counter[str] = Counter()
+    rss: Counter[str] = Counter()
+    for pid in process_tree(root):
+        kind = process_kind(pid)
+        kinds[kind] += 1
+        rss[kind] += rss_kb(pid)
+    return ", ".join(f"{k} {n} ({rss[k] / 1024:,.0f} MB)" for k, n in sorted(kinds.items()))

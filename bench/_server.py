@@ -1,0 +1,120 @@
+"""A benchmark's node: an in-memory embedded broker and one ``headwater server`` process on it.
+
+Shared by the benchmarks (not one itself).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from confluent_kafka import TopicPartition
+
+from headwater.kafka.broker import EmbeddedBroker
+from headwater.kafka.clients import consumer
+
+
+class BenchServer:
+    """One ``headwater server`` child process on a broker, in its own state folder."""
+
+    def __init__(self, bootstrap: str, folder: Path, extra: tuple[str, ...] = ()) -> None:
+        self.bootstrap, self.folder, self.extra = bootstrap, folder, extra
+        self.service_id = f"bench_{uuid.uuid4().hex[:6]}"
+        self._start()
+
+    def _start(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = Path(sys.executable).with_name("headwater")
+        self.log = open(self.folder / "server.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [
+                str(exe),
+                "server",
+                "-b",
+                self.bootstrap,
+                "--port",
+                str(self.port),
+                "--state-dir",
+                str(self.folder / "node"),
+                "--service-id",
+                self.service_id,
+                *self.extra,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthcheck", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit("the server did not become healthy in 60 s")
+
+    def restart(self) -> None:
+        """Stop the server, then start it again on the same state folder and service id."""
+        self.stop()
+        self._start()
+
+    def ksql(self, sql: str, properties: dict[str, str] | None = None) -> list[dict]:
+        answer = httpx.post(
+            f"{self.url}/ksql",
+            json={"ksql": sql, "streamsProperties": properties or {}},
+            timeout=60,
+        )
+        if answer.status_code != 200:
+            raise SystemExit(f"{sql}\n-> {answer.text}")
+        return answer.json()  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+@contextmanager
+def bench_node(extra: tuple[str, ...] = ()) -> Iterator[tuple[EmbeddedBroker, BenchServer]]:
+    """An in-memory embedded broker and one server on it, both stopped on exit."""
+    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
+        server = BenchServer(broker.bootstrap_servers, Path(scratch), extra)
+        try:
+            yield broker, server
+        finally:
+            server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_records(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float) -> float:
+    """Seconds until ``want`` records are on ``topic`` (2 partitions), from now."""
+    started = time.monotonic()
+    reader = consumer(broker.settings(), f"bench-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)
+    reader.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    seen = 0
+    try:
+        while seen < want:
+            if time.monotonic() - started > timeout_s:
+                raise SystemExit(f"{topic}: {seen} of {want} records after {timeout_s} s")
+            seen += sum(1 for m in reader.consume(10_000, 0.05) if m.error() is None)
+    finally:
+        reader.close()
+    return time.monotonic() - started
