@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Lane", "live_wait_after_stall", "next_lane"]
+__all__ = ["Lane", "behind_since", "live_wait_after_stall", "next_lane"]
 
 
 class Lane(Enum):
@@ -57,23 +57,33 @@ def next_lane(lane: Lane, position: int, end: int | None, at_end: bool, behind_l
     return Lane.LIVE
 
 
+def behind_since(since: float | None, position: int, end: int | None, now: float) -> float | None:
+    """Since when a consumer has seen its end beyond its position with no record: `since` while it
+    still is (`now` when it just became so), None once it is not (at its end, or end not known).
+    A record received resets it (the caller passes None)."""
+    if end is None or end <= position:
+        return None
+    return now if since is None else since
+
+
 def live_wait_after_stall(
-    wait_ms: int, position: int, end: int | None, idle_s: float, stall_s: float, cap_ms: int
+    wait_ms: int, position: int, end: int | None, behind_s: float, stall_s: float, cap_ms: int
 ) -> int | None:
     """The longer fetch wait a live consumer needs, or None while it is not stalled.
 
-    Stalled: the end its fetches report lies beyond its position, yet no record has come for
-    `stall_s`. (An open transaction looks the same to a read_committed reader for as long as it stays
-    open: the wait then grows too, which costs freshness, never a record.)
+    Stalled: the end its fetches report has lain beyond its position for `stall_s` (`behind_s`, see
+    :func:`behind_since`) without a record coming. (An open transaction looks the same to a
+    read_committed reader for as long as it stays open: the wait then grows too, which costs
+    freshness, never a record.)
 
     Args:
         wait_ms: The live consumer's fetch wait now.
         position: Where it reads.
         end: The end its latest fetch reported (None: not known yet).
-        idle_s: How long it has received nothing.
-        stall_s: How long that may last with records waiting before the wait is lengthened.
+        behind_s: How long the end has been beyond `position` with no record received.
+        stall_s: How long that may last before the wait is lengthened.
         cap_ms: The longest wait (the catch-up consumer's).
     """
-    if end is None or end <= position or idle_s < stall_s or wait_ms >= cap_ms:
+    if end is None or end <= position or behind_s < stall_s or wait_ms >= cap_ms:
         return None
     return min(wait_ms * 2, cap_ms)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
-from headwater.kafka.lanes import Lane, live_wait_after_stall, next_lane
+from headwater.kafka.lanes import Lane, behind_since, live_wait_after_stall, next_lane
 from headwater.kafka.offsets import cached_end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import UnreadableRecord
@@ -190,16 +190,15 @@ class CommandRunner:
             with self._changed:
                 self._state = RunnerState.RUNNING
                 self._changed.notify_all()
-            received_at = time.monotonic()
+            since: float | None = None  # the end beyond the position, no record (kafka.lanes)
             while not self._stop.is_set():
                 messages = poll_batch(reader, 500, 0.1)
                 if messages:
-                    received_at = time.monotonic()
+                    since = None
                 elif lane is Lane.LIVE:
-                    renewed = self._unstalled(reader, time.monotonic() - received_at)
+                    since, renewed = self._unstalled(reader, since)
                     if renewed is not None:
                         reader = readers[lane] = renewed
-                        received_at = time.monotonic()
                 at_end = False
                 for message in messages:
                     error = message.error()
@@ -245,24 +244,29 @@ class CommandRunner:
             for reader in readers.values():
                 reader.close()
 
-    def _unstalled(self, live: Consumer, idle_s: float) -> Consumer | None:
-        """A live consumer with a longer fetch wait, in place of `live`, if `live` stalled behind
-        its end (``kafka.lanes.live_wait_after_stall``); None if it did not."""
+    def _unstalled(
+        self, live: Consumer, since: float | None
+    ) -> tuple[float | None, Consumer | None]:
+        """Whether `live` stalled behind its end (``kafka.lanes``): (since when it has been behind,
+        None) while it has not, (None, a live consumer with a longer fetch wait) once it has."""
+        now = time.monotonic()
         self._high = cached_end_offsets(live, self._topic, [0]).get(0, self._high)
         (position,) = live.position([TopicPartition(self._topic, 0)])  # past transaction markers
         at = position.offset if position.offset >= 0 else self.position
+        since = behind_since(since, at, self._high, now)
+        behind_s = 0.0 if since is None else now - since
         longer = live_wait_after_stall(
-            self._live_wait_ms, at, self._high, idle_s, _STALL_S, _CATCH_UP_FETCH_WAIT_MS
+            self._live_wait_ms, at, self._high, behind_s, _STALL_S, _CATCH_UP_FETCH_WAIT_MS
         )
         if longer is None:
-            return None
+            return since, None
         log.info(
-            "command topic %s: no record for %.1f s at offset %d with the end at %s: fetch wait "
+            "command topic %s: the end at %s, no record for %.1f s at offset %d: fetch wait "
             "%d ms -> %d ms",
             self._topic,
-            idle_s,
-            at,
             self._high,
+            behind_s,
+            at,
             self._live_wait_ms,
             longer,
         )
@@ -270,7 +274,7 @@ class CommandRunner:
         self._live_wait_ms = longer
         renewed = self._reader(Lane.LIVE)
         renewed.assign([TopicPartition(self._topic, 0, at)])
-        return renewed
+        return None, renewed
 
     def _reader(self, lane: Lane) -> Consumer:
         wait_ms = self._live_wait_ms if lane is Lane.LIVE else _CATCH_UP_FETCH_WAIT_MS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.kafka.lanes import Lane, live_wait_after_stall, next_lane
+from headwater.kafka.lanes import Lane, behind_since, live_wait_after_stall, next_lane
 
 LIMIT = 20
 
@@ -43,7 +43,7 @@ def test_a_catching_up_partition_goes_live_at_its_end() -> None:
 
 
 @pytest.mark.parametrize(
-    ("wait_ms", "position", "end", "idle_s", "longer"),
+    ("wait_ms", "position", "end", "behind_s", "longer"),
     [
         (20, 100, 101, 1.0, 40),  # a record waits and none came: the wait doubles
         (320, 100, 101, 1.0, 500),  # up to the cap
@@ -54,6 +54,15 @@ def test_a_catching_up_partition_goes_live_at_its_end() -> None:
     ],
 )
 def test_a_live_consumer_stalled_behind_its_end_gets_a_longer_wait(
-    wait_ms: int, position: int, end: int | None, idle_s: float, longer: int | None
+    wait_ms: int, position: int, end: int | None, behind_s: float, longer: int | None
 ) -> None:
-    assert live_wait_after_stall(wait_ms, position, end, idle_s, 0.5, 500) == longer
+    assert live_wait_after_stall(wait_ms, position, end, behind_s, 0.5, 500) == longer
+
+
+def test_behind_counts_from_when_the_end_moved_not_from_the_last_record() -> None:
+    # Quiet for an hour, then a record arrives: it is behind from now, not for an hour.
+    assert behind_since(None, 100, 100, 3600.0) is None
+    assert behind_since(None, 100, 101, 3600.0) == 3600.0
+    assert behind_since(3600.0, 100, 101, 3600.4) == 3600.0
+    assert behind_since(3600.0, 101, 101, 3600.5) is None  # it came
+    assert behind_since(3600.0, 100, None, 3601.0) is None
