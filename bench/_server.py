@@ -5,7 +5,6 @@ Shared by the benchmarks (not one itself).
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from confluent_kafka import TopicPartition
 
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer
+from tests.support.node import free_port
 
 
 class BenchServer:
@@ -96,12 +96,6 @@ def bench_node(extra: tuple[str, ...] = ()) -> Iterator[tuple[EmbeddedBroker, Be
             yield broker, server
         finally:
             server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_records(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float) -> float:
