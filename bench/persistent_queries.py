@@ -32,6 +32,7 @@ from confluent_kafka import TopicPartition
 
 from bench._processes import cpu_seconds, rss_mb
 from bench._server import BenchServer, bench_node, wait_records
+from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, tx_passing, tx_record
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 
@@ -99,31 +100,26 @@ def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int
     server.ksql("TERMINATE ALL;")
 
     # 3. throughput of filter + projection, sustained: the query runs, then the records arrive
-    server.ksql(
-        "CREATE STREAM tx (id STRING KEY, item STRING, amount INT, price DOUBLE, note "
-        "STRING) WITH (kafka_topic='tx', partitions=2, value_format='JSON');"
-    )
-    server.ksql(
-        "CREATE STREAM tx_big AS SELECT id, UCASE(item) AS item, amount * price AS total, "
-        "amount FROM tx WHERE amount > 50;"
-    )
-    writer.produce("tx", json.dumps({"ITEM": "warm", "AMOUNT": 99}).encode(), b"warm")
+    server.ksql(TX_STREAM)
+    server.ksql(TX_QUERY)
+    key, value = tx_record(99)
+    writer.produce("tx", value, key)
     writer.flush()
-    wait_records(broker, "TX_BIG", 1, 120)  # the query is running
-    expected = 1 + sum(1 for i in range(records) if i % 100 > 50)
+    wait_records(broker, TX_SINK, 1, 120)  # the query is running
+    expected = 1 + tx_passing(records)
     cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
     for i in range(records):
-        value = {"ITEM": f"item{i % 100}", "AMOUNT": i % 100, "PRICE": 1.5, "NOTE": "x" * 20}
+        key, value = tx_record(i)
         while True:
             try:
-                writer.produce("tx", json.dumps(value).encode(), f"k{i % 5000}".encode())
+                writer.produce("tx", value, key)
                 break
             except BufferError:
                 writer.poll(0.05)
     writer.flush()
     produced = time.monotonic() - started
-    wait_records(broker, "TX_BIG", expected, 600)
+    wait_records(broker, TX_SINK, expected, 600)
     elapsed = time.monotonic() - started
     cpu = cpu_seconds(server.process.pid) - cpu_before
     print(

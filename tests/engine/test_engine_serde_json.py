@@ -363,3 +363,65 @@ def test_exact_decoding_is_the_careful_decoder_whatever_path_it_takes(value: obj
     data = json.dumps(value).encode()
     assert loads(data, True) == json.loads(data, parse_float=Decimal)
     assert loads(data, False) == json.loads(data)
+
+
+_row_fields = st.dictionaries(
+    st.sampled_from(["S", "s", "I", "i", "D", "d", "X", "M", "m"]),
+    st.none()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([1.5, 2.50, 1.9999999999999999999, 0.1, 1e20, -0.0])
+    | st.text(max_size=4),
+    max_size=7,
+)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(_row_fields)
+def test_a_fraction_only_a_double_column_reads_is_not_parsed_again(fields: dict[str, Any]) -> None:
+    """A row whose only fractions are in DOUBLE columns, or in fields no column reads, skips the
+    careful second parse; every column still decodes (or fails) exactly as after it."""
+    import json
+
+    from headwater.engine.formats._json import loads
+
+    row = serde("S STRING", "I BIGINT", "D DOUBLE", "M DECIMAL(30, 10)")
+    data = json.dumps(fields).encode()
+    careful = loads(data, True)
+
+    def decoded(read: Any) -> Any:
+        try:
+            return ("row", read())
+        except SerdeError as exc:
+            return ("error", str(exc))
+
+    from headwater.engine.formats._json import object_reader
+
+    assert isinstance(careful, dict)
+    got = decoded(lambda: row.deserialize_value(data))
+    expected = decoded(lambda: _careful_row(object_reader, careful))
+    if expected[0] == "error":  # the serde names the record around the column's message
+        assert got[0] == "error" and expected[1] in got[1]
+    else:
+        assert got == expected
+
+
+def _careful_row(object_reader: Any, parsed: dict[str, Any]) -> dict[str, Any]:
+    from headwater.engine.formats._json import decoder
+    from headwater.sqlparse_ext import parse_type
+
+    columns = [("S", "STRING"), ("I", "BIGINT"), ("D", "DOUBLE"), ("M", "DECIMAL(30, 10)")]
+    read = object_reader(tuple((n, decoder(parse_type(t))) for n, t in columns))
+    return read(parsed, "")  # type: ignore[no-any-return]
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(st.text())
+def test_strings_are_written_as_json_dumps_writes_them(text: str) -> None:
+    """`encode_string` takes json's C escaper directly: the same text as json.dumps, non-ASCII
+    kept, lone surrogates and control characters included."""
+    import json
+
+    from headwater.engine.formats._json import encode_string
+
+    assert encode_string(text) == json.dumps(text, ensure_ascii=False)
