@@ -57,6 +57,16 @@ def _offset_reset(text: str) -> str | None:
     return value or None
 
 
+ENGINE_STARTS = ("first-query", "startup")
+
+
+def _engine_start(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ENGINE_STARTS:
+        raise ValueError(f"expected {' or '.join(ENGINE_STARTS)}")
+    return value
+
+
 _SERVICE_ID = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -364,6 +374,15 @@ SETTINGS: tuple[Setting, ...] = (
         "Query checkpoints; unset: <state.dir>/checkpoints (a cluster needs a shared path).",
     ),
     Setting(
+        "headwater.engine.start",
+        "engine_start",
+        _engine_start,
+        "When this server starts Spark: first-query (when it has a persistent query to run: a "
+        "node without one never pays for a JVM, ~0.8 GB) or startup (at once, in the "
+        "background, warmed up: the first CREATE ... AS SELECT then starts in seconds, not "
+        "~20 s). The local node the shell starts uses startup.",
+    ),
+    Setting(
         "headwater.query.trigger.interval.ms",
         "trigger_interval_ms",
         _int(0),
@@ -458,6 +477,7 @@ class ServerConfig:
     persistent_queries_enabled: bool = True
     persistent_active_limit: int = 20
     checkpoint_root: str | None = None
+    engine_start: str = "first-query"
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000
     cache_max_bytes_buffering: int = 10_485_760

@@ -214,6 +214,7 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         checkpoint_root=str(root),
         log_file=str(state_dir / "logs" / "spark.log"),
         trigger_interval_ms=config.trigger_interval_ms,
+        start_at_startup=config.engine_start == "startup",
         max_records_per_batch=config.max_records_per_batch,
         buffering=config.cache_max_bytes_buffering > 0,
         max_queries=config.persistent_active_limit,

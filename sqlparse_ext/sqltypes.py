@@ -162,8 +162,19 @@ def format_double(x: float) -> str:
         return "NaN"
     if math.isinf(x):
         return "Infinity" if x > 0 else "-Infinity"
-    sign = "-" if math.copysign(1.0, x) < 0 else ""
     ax = abs(x)
+    if 1e-3 <= ax < 1e7:
+        # Python's repr is plain here too (it turns to exponents below 1e-4 and from 1e16), with
+        # the same shortest digits and ".0" on whole numbers: `java_double_text`'s text, 5x faster
+        # (a third of writing a row with a DOUBLE: bench.profile_queries)
+        return repr(x)
+    return java_double_text(x)
+
+
+def java_double_text(x: float) -> str:
+    """`format_double` of a finite ``x``, digit by digit (what its fast path is tested against)."""
+    ax = abs(x)
+    sign = "-" if math.copysign(1.0, x) < 0 else ""
     if ax == 0:
         return sign + "0.0"
     mantissa, _, exponent = repr(ax).partition("e")

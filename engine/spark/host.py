@@ -3,7 +3,8 @@
 `QueryEngine` follows the catalog (a watcher thread), decides which queries this server runs
 (every query on a server on its own; in a cluster the caller says which), and tells the child
 process (`driver.child_main`) over a pipe. The child is started only when there is a query to run,
-so a node without persistent queries never pays for a JVM. Statuses come back twice a second;
+so a node without persistent queries never pays for a JVM, unless the settings ask for Spark at
+startup (``start_at_startup``: the child then starts at once and warms Spark up in the background). Statuses come back twice a second;
 until a query has reported it is PENDING (Spark starting). The child is stopped by its process id
 (and its process group: the JVM and Spark's Python workers) when the server stops, and it stops by
 itself when the server dies (its pipe closes).
@@ -179,7 +180,7 @@ class QueryEngine:
             # Terminated (gone from the catalog) rather than moved: the server that ran it
             # deletes its checkpoint once it has stopped.
             terminated = sorted(set(self._sent or {}) - set(catalog.queries) - set(wanted))
-            if wanted and self._process is None:
+            if (wanted or self.settings.start_at_startup) and self._process is None:
                 self._spawn()
             if self._conn is not None:
                 self._conn.send(
@@ -199,9 +200,12 @@ class QueryEngine:
             self._watcher.join(5)
         with self._lock:
             process, conn = self._process, self._conn
+            idle = not self._sent and self._spark_state != "UP"
             self._process = self._conn = None
         if process is None:
             return
+        if idle:  # Spark still starting, no query to stop: nothing to wait for
+            _kill_group(process.pid)
         try:
             conn.send({"op": "stop"})
         except (OSError, ValueError):
@@ -256,6 +260,10 @@ class QueryEngine:
                     self._spark_state = str(message.get("spark", self._spark_state))
 
     def _watch(self) -> None:
+        if self.settings.start_at_startup:
+            with self._lock:
+                if self._process is None:
+                    self._spawn()
         while not self._stopping.wait(_WATCH_INTERVAL_S):
             try:
                 self._sync()

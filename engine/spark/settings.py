@@ -21,6 +21,9 @@ class EngineSettings:
         master: ``spark.master``: ``local[*]``, or a standalone master ``spark://host:port``.
         checkpoint_root: where queries keep their checkpoints (shared by every server of a cluster).
         log_file: where Spark's own logs go (never the user's terminal).
+        start_at_startup: start Spark when the server starts, in the background, and warm it up
+            (its Python workers started, the query modules imported), rather than with the
+            first query to run.
         trigger_interval_ms: how often an idle query looks for new records (0: as fast as possible).
         max_records_per_batch: admission control: the most records one micro-batch reads.
         processing_log_topic: where skipped records are reported (None: logged only).
@@ -41,6 +44,7 @@ class EngineSettings:
     master: str = "local[*]"
     checkpoint_root: str = ""
     log_file: str = ""
+    start_at_startup: bool = False
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000
     processing_log_topic: str | None = None

@@ -8,6 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from headwater.engine.errors import SerdeError
 from headwater.engine.values import (
@@ -19,7 +21,7 @@ from headwater.engine.values import (
     to_json_output,
 )
 from headwater.sqlparse_ext import PrimitiveType, parse_type
-from headwater.sqlparse_ext.sqltypes import format_double
+from headwater.sqlparse_ext.sqltypes import format_double, java_double_text
 
 
 def t(text: str) -> Any:
@@ -104,6 +106,19 @@ def test_check_value_rejects(value: Any, type_text: str, message: str) -> None:
 )
 def test_format_double_is_java_double_to_string(value: float, text: str) -> None:
     assert format_double(value) == text
+    if math.isfinite(value):
+        assert java_double_text(value) == text
+
+
+@settings(max_examples=2000, derandomize=True, deadline=None)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.floats(1e-3, 1e7)
+    | st.sampled_from([1e-3, 1e7, 9999999.999999998, 0.0009999999999999998, -0.0])
+)
+def test_the_fast_path_of_format_double_writes_what_the_digits_give(value: float) -> None:
+    """Between 1e-3 and 1e7 `format_double` is Python's repr: the same text, digit by digit."""
+    assert format_double(value) == java_double_text(value)
 
 
 def test_date_time_timestamp_renderings() -> None:
