@@ -34,20 +34,8 @@ from headwater.engine.persistent.aggregate_run import (
     WindowedTask,
 )
 from headwater.engine.persistent.query_run import ProcessingError
+from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
 from headwater.metastore.codec import catalog_from_dict
-
-#: Stage 1's rows: the group (or, over a table, the source key) to shuffle by, the pickled
-#: `GroupedRow` / `TableChange`, and for a skipped record its error.
-GROUPED_SCHEMA = (
-    "group binary, row binary, source_partition int, source_offset long, "
-    "error string, detail binary"
-)
-#: What the aggregate stage gives the sink (`kafka_source.OUTPUT_SCHEMA` plus the input sequence).
-AGGREGATED_SCHEMA = (
-    "key binary, value binary, timestamp long, partition int, "
-    "source_partition int, source_offset long, source_seq int, "
-    "source_rank long, error string"
-)
 
 _lock = threading.Lock()
 _pipelines: dict[str, AggregatePipeline] = {}

@@ -236,6 +236,13 @@ class QueryDriver:
             spark = self.spark
             up = time.monotonic() - started
             spark.range(0, 2, 1, 2).mapInArrow(_import_query_modules, "id long").collect()
+            # and Spark's first look at the Kafka source (its Python planner processes), which
+            # the first query's readStream paid: ~2.4 s
+            from headwater.engine.spark.kafka_source import NAME
+
+            spark.readStream.format(NAME).option("topic", "-").option("partitions", "1").option(
+                "bootstrap.servers", self.kafka.bootstrap_servers
+            ).load()
         except Exception:
             log.exception("warming up Spark failed; the first query will start it")
             return
@@ -454,9 +461,8 @@ def _text(error: Any) -> str:
 def _import_query_modules(batches: Any) -> Any:
     """In a Python worker: import what a query's tasks import (pure Python, compiled on first use:
     about 1.5 s of a worker's first task), then pass the batches on."""
-    import headwater.engine.spark.aggregation
-    import headwater.engine.spark.joins
-    import headwater.engine.spark.kafka_source  # noqa: F401
+    import headwater.engine.spark.kafka_source
+    import headwater.engine.spark.source_rows  # noqa: F401
 
     yield from batches
 

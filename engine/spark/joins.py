@@ -38,14 +38,9 @@ from headwater.engine.persistent.join_run import (
     merge_order,
 )
 from headwater.engine.persistent.query_run import InputRecord
-from headwater.engine.spark.aggregation import AGGREGATED_SCHEMA, GROUPED_SCHEMA, grouped_rows
+from headwater.engine.spark.aggregation import grouped_rows
+from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
 from headwater.metastore.codec import catalog_from_dict
-
-#: What a source's task gives the join: the join task, a pickled list of its `SideRecord`s, and
-#: for a skipped record its error.
-ENTRY_SCHEMA = (
-    "task int, row binary, source_partition int, source_offset long, error string, detail binary"
-)
 
 _lock = threading.Lock()
 _pipelines: dict[str, tuple[JoinPipeline, RecordPipeline | AggregatePipeline]] = {}

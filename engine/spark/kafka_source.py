@@ -11,8 +11,9 @@
 - **Reading.** Records are read ``read_committed``; a record past ``end`` (or the end of the
   partition: transaction markers take offsets) ends the input partition.
 - **Operators.** With the ``query`` option (a `QueryPayload` as JSON), each input partition runs the
-  query's `RecordPipeline` over what it reads, inside the Spark task, and yields the sink records
-  (plus one row per skipped record, with ``error`` set); without it, the raw records.
+  query's first stage over what it reads, inside the Spark task (`source_rows`, imported there
+  only: Spark's streaming source runner, one Python process per query source, plans offsets and
+  never loads the operators); without it, the raw records.
 
 The reader is pickled to Spark's Python workers, so everything it holds is plain data; consumers
 live in a per-process cache.
@@ -27,61 +28,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
-from headwater.engine.persistent.aggregate_run import GroupedRow
-from headwater.engine.persistent.query_run import OutputRecord
-from headwater.engine.spark.aggregation import GROUPED_SCHEMA, grouped_rows, pipeline_of
-from headwater.engine.spark.joins import ENTRY_SCHEMA, entry_rows
+from headwater.engine.spark.schemas import ENTRY_SCHEMA, GROUPED_SCHEMA, OUTPUT_SCHEMA, RAW_SCHEMA
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
-from headwater.metastore.codec import catalog_from_dict
 
 NAME = "headwater-kafka"
 
-#: The rows a query's source yields: sink records, or skipped records (``error`` set).
-OUTPUT_SCHEMA = (
-    "key binary, value binary, timestamp long, partition int, "
-    "source_partition int, source_offset long, error string"
-)
-RAW_SCHEMA = "key binary, value binary, timestamp long, partition int, offset long"
-
-_ARROW_OUTPUT = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("timestamp", pa.int64()),
-        ("partition", pa.int32()),
-        ("source_partition", pa.int32()),
-        ("source_offset", pa.int64()),
-        ("error", pa.string()),
-    ]
-)
-_ARROW_GROUPED = pa.schema(
-    [
-        ("group", pa.binary()),
-        ("row", pa.binary()),
-        ("source_partition", pa.int32()),
-        ("source_offset", pa.int64()),
-        ("error", pa.string()),
-        ("detail", pa.binary()),
-    ]
-)
-_ARROW_ENTRY = pa.schema(
-    [
-        ("task", pa.int32()),
-        ("row", pa.binary()),
-        ("source_partition", pa.int32()),
-        ("source_offset", pa.int64()),
-        ("error", pa.string()),
-        ("detail", pa.binary()),
-    ]
-)
 _POLL_BATCH = 5000
-_COMBINE_CHUNK = 50_000  # an aggregate's records grouped (and combined) per Arrow batch
 _READ_FETCH_WAIT_MS = 100  # catching up: long fetches (short ones crawl over one-record batches)
 _PROBE_FETCH_WAIT_MS = 10  # the broker may hold a probe's fetch this long (Tansu always does)
 
@@ -168,93 +124,17 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _Range)
+        # The operators are imported here, in the worker: the streaming source runner (one
+        # process per query source, which only plans offsets) never loads them (~50 MB less each).
+        from headwater.engine.spark.source_rows import rows_of
+
         records = _read_range(self.options, self.topic, partition)
-        payload = self.options.get("query")
-        if not payload:
-            for r in records:
-                yield (r.key, r.value, r.timestamp, r.partition, r.offset)
-            return
-        if self.options.get("output") == "grouped":
-            yield from _grouped(payload, records)
-            return
-        if self.options.get("output") == "join":
-            yield from _entering(payload, int(self.options.get("leaf") or 0), records)
-            return
-        pipeline = _pipeline(payload)
-        chunk: list[InputRecord] = []
-        for record in records:
-            chunk.append(record)
-            if len(chunk) >= _POLL_BATCH:
-                yield _arrow(*pipeline.process(chunk))
-                chunk = []
-        if chunk:
-            yield _arrow(*pipeline.process(chunk))
-
-
-def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
-    """An aggregating query's stage 1 (`AggregatePipeline.group`) over what a task reads."""
-    pipeline = pipeline_of(payload)
-    running: dict[int, int] = {}  # the batch's ranks run on across chunks
-    chunk: list[InputRecord] = []
-
-    def batch() -> pa.RecordBatch:
-        items, errors = pipeline.group(chunk, running)
-        if pipeline.combines:  # one row per group of the chunk, not one per record
-            items = list(pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
-        return pa.RecordBatch.from_pydict(
-            grouped_rows(pipeline, items, errors), schema=_ARROW_GROUPED
-        )
-
-    for record in records:
-        chunk.append(record)
-        if len(chunk) >= _COMBINE_CHUNK:
-            yield batch()
-            chunk = []
-    if chunk:
-        yield batch()
-
-
-def _entering(payload: str, leaf: int, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
-    """A join query's first stage (`JoinPipeline.enter`) over what a task reads."""
-    chunk: list[InputRecord] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) >= _POLL_BATCH:
-            yield pa.RecordBatch.from_pydict(entry_rows(payload, leaf, chunk), schema=_ARROW_ENTRY)
-            chunk = []
-    if chunk:
-        yield pa.RecordBatch.from_pydict(entry_rows(payload, leaf, chunk), schema=_ARROW_ENTRY)
-
-
-def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordBatch:
-    rows = len(out) + len(errors)
-    columns: dict[str, list[Any]] = {n: [] for n in _ARROW_OUTPUT.names}
-    for o in out:
-        columns["key"].append(o.key)
-        columns["value"].append(o.value)
-        columns["timestamp"].append(o.timestamp)
-        columns["partition"].append(o.partition)
-        columns["source_partition"].append(o.source_partition)
-        columns["source_offset"].append(o.source_offset)
-        columns["error"].append(None)
-    for e in errors:
-        columns["key"].append(None)
-        columns["value"].append(
-            json.dumps({"kind": e.kind, "message": e.message, "topic": e.topic}).encode()
-        )
-        columns["timestamp"].append(0)
-        columns["partition"].append(-1)
-        columns["source_partition"].append(e.partition)
-        columns["source_offset"].append(e.offset)
-        columns["error"].append(e.kind)
-    assert all(len(v) == rows for v in columns.values())
-    return pa.RecordBatch.from_pydict(columns, schema=_ARROW_OUTPUT)
+        yield from rows_of(self.options, records)
 
 
 # -- per-process caches ---------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_pipelines: dict[str, RecordPipeline] = {}
 _probes: dict[str, _EndProbe] = {}
 _readers: dict[str, tuple[Consumer, float]] = {}  # key -> (consumer, when it was given back)
 #: A cached consumer unused this long is closed (its query may be terminated: Spark's workers
@@ -266,17 +146,6 @@ def settings_of(options: Mapping[str, str]) -> KafkaSettings:
     """The Kafka settings the options carry."""
     extra = json.loads(options.get("kafka.config") or "{}")
     return KafkaSettings(options["bootstrap.servers"], client_config=extra)
-
-
-def _pipeline(payload: str) -> RecordPipeline:
-    with _lock:
-        found = _pipelines.get(payload)
-        if found is None:
-            body = json.loads(payload)
-            catalog = catalog_from_dict(body["catalog"])
-            found = RecordPipeline.for_query(catalog.queries[body["queryId"]], catalog)
-            _pipelines[payload] = found
-        return found
 
 
 def _reader(options: Mapping[str, str], topic: str, partition: int) -> Consumer:
@@ -312,7 +181,10 @@ def _give_back(options: Mapping[str, str], topic: str, partition: int, reader: C
         reader.close()
 
 
-def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[InputRecord]:
+def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[Any]:
+    """The records of ``r`` as `InputRecord`s (in a worker: the operators' module is loaded)."""
+    from headwater.engine.persistent.query_run import InputRecord
+
     reader = _reader(options, topic, r.partition)
     healthy = False
     try:
@@ -390,6 +262,7 @@ class _EndProbe:
         # pausing it between calls doubled the latency (a resumed consumer fetches late), and a
         # long poll here cost more (Spark waits busily for the answer). Measured, not guessed.
         deadline = time.monotonic() + (1.0 if missing else 0.0)
+        answered: set[int] = set()
         while True:
             for message in poll_batch(self._consumer, 10_000, 0.005):
                 if message.error() is None:
@@ -401,8 +274,9 @@ class _EndProbe:
                 )
                 if high is not None and high >= 0:
                     self._ends[p] = max(self._ends.get(p, 0), int(high))
-            if time.monotonic() >= deadline:
-                break
+                    answered.add(p)
+            if time.monotonic() >= deadline or len(answered) == partitions:
+                break  # (waiting the whole second cost every query's start 1 s)
         return {str(p): self._ends[p] for p in range(partitions)}
 
     def close(self) -> None:

@@ -275,6 +275,8 @@ def _last_written(
     reader = consumer(settings, "query-sink-tail", partition_eof=True, fetch_wait_max_ms=100)
     try:
         end = _end_of(reader, topic, partition)
+        if end == 0:
+            return None  # nothing was ever written there
         window = _TAIL_WINDOW
         while True:
             start = max(0, end - window)
@@ -292,7 +294,9 @@ def _end_of(reader: Any, topic: str, partition: int) -> int:
     reader.assign([TopicPartition(topic, partition, 0)])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        reader.consume(1, 0.2)
+        # short polls: the watermark is known as soon as the first fetch answers (a 0.2 s poll
+        # on an empty partition waited all of it: 0.3 s per partition of a query's first batch)
+        reader.consume(1, 0.01)
         _low, high = reader.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
         if high is not None and high >= 0:
             return int(high)
