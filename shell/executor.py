@@ -273,6 +273,15 @@ class Executor:
             finally:
                 cursor.close()
 
+    def query_entities(self, text: str) -> list[Mapping[str, Any]]:
+        """The entities the server answers ``text`` (one statement) with, as they came."""
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute(text)
+            return list(cursor.entities)
+        finally:
+            cursor.close()
+
     def _query(self, statement: st.Select) -> Rows | RowStream:
         cursor = self.connection.cursor()
         cursor.execute(statement.written)

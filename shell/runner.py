@@ -3,13 +3,15 @@ standard output (through a pager when interactive and bigger than the terminal),
 on standard error. Does I/O: the terminal, and the network through `Executor`.
 
 Used alike by the REPL (`repl.py`) and by `headwater run` (`main.py`); the difference is
-`interactive`: a script prints which statement failed and stops, and is never paged.
+`interactive`: a script prints which statement failed and stops, and is never paged; at a terminal,
+a statement that created a persistent query is followed until the query runs (`progress.py`).
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from typing import TextIO
 
@@ -18,7 +20,15 @@ import click
 from headwater import dbapi
 from headwater.sqlparse_ext import statements as st
 
-from .executor import CATALOG_CHANGES, Executor, Result, RowStream, StatementFailed, TextStream
+from .executor import (
+    CATALOG_CHANGES,
+    Entity,
+    Executor,
+    Result,
+    RowStream,
+    StatementFailed,
+    TextStream,
+)
 from .format import (
     OutputFormat,
     needs_pager,
@@ -27,8 +37,17 @@ from .format import (
     render_stream_header,
     render_stream_row,
 )
+from .progress import (
+    FOLLOW_LIMIT_S,
+    created_query_id,
+    description_state,
+    started_line,
+    starting_line,
+)
 
 __all__ = ["Runner"]
+
+_FOLLOW_POLL_S = 0.5
 
 
 class Runner:
@@ -47,6 +66,7 @@ class Runner:
         pager: bool = True,
         on_statement: Callable[[st.Statement, bool], None] | None = None,
         stdout: TextIO | None = None,
+        progress: bool | None = None,
     ) -> None:
         """
         Args:
@@ -57,6 +77,8 @@ class Runner:
             on_statement: called after each statement that ran, with whether it changed the
                 catalog (the REPL refreshes completion names then).
             stdout: where results go (click's stdout when None).
+            progress: follow a query a statement created until it runs (`progress`); by
+                default when interactive on a terminal.
         """
         self.executor = executor
         self.output = output
@@ -64,6 +86,7 @@ class Runner:
         self.pager = pager
         self._on_statement = on_statement
         self._stdout = stdout
+        self.progress = (interactive and sys.stderr.isatty()) if progress is None else progress
 
     def run(self, text: str, source_name: str = "<input>") -> bool:
         """Run every statement of `text`; False after the first failure (which is printed)."""
@@ -109,6 +132,47 @@ class Runner:
                 self._echo(rendered.text)
         if rendered.note:
             click.echo(rendered.note, err=True)
+        if self.progress and isinstance(result, Entity):
+            query_id = created_query_id(result.entity)
+            if query_id is not None:
+                self._follow_start(query_id)
+
+    def _follow_start(self, query_id: str) -> None:
+        """One line, updated in place, while the query the last statement created starts."""
+        began = time.monotonic()
+        shown = False
+        try:
+            while True:
+                try:
+                    state, error = description_state(
+                        self.executor.query_entities(f"EXPLAIN {query_id};")
+                    )
+                except dbapi.Error:
+                    state, error = "", ""  # the server is busy: the next look may answer
+                seconds = time.monotonic() - began
+                if state == "RUNNING":
+                    if shown:
+                        click.echo("\r\033[K" + started_line(query_id, seconds), err=True)
+                    return
+                if state == "ERROR":
+                    click.echo(f"\r\033[KQuery {query_id} failed to start: {error}", err=True)
+                    return
+                if seconds > FOLLOW_LIMIT_S:
+                    click.echo(
+                        f"\r\033[KQuery {query_id} is still starting after {seconds:.0f} s; "
+                        "SHOW QUERIES shows its state.",
+                        err=True,
+                    )
+                    return
+                click.echo("\r\033[K" + starting_line(query_id, state, seconds), err=True, nl=False)
+                shown = True
+                time.sleep(_FOLLOW_POLL_S)
+        except KeyboardInterrupt:
+            click.echo(
+                f"\r\033[KStopped waiting: query {query_id} goes on starting (SHOW QUERIES shows "
+                "its state).",
+                err=True,
+            )
 
     def _should_page(self, text: str) -> bool:
         if not (self.interactive and self.pager and self._stdout is None):

@@ -22,14 +22,17 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from headwater.engine.spark.admission import admit, available_mb, creation_order
 from headwater.engine.spark.settings import EngineSettings
+from headwater.engine.spark.shared_ends import EndWatch
 from headwater.kafka.clients import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,7 @@ class QueryDriver:
         self._spark: Any = None
         self._queries: dict[str, _Running] = {}
         self._transient: frozenset[str] = frozenset()
+        self._ends: EndWatch | None = None  # started with the first query (`shared_ends`)
 
     @property
     def spark(self) -> Any:
@@ -94,7 +98,23 @@ class QueryDriver:
                 if running is not None:
                     self._stop(query_id)
                 self._queries[query_id] = _Running(dict(payload))
+        self._follow_ends()
         self._admit()
+
+    def _follow_ends(self) -> None:
+        """The end watcher follows the source topics of exactly the wanted queries."""
+        topics: dict[str, int] = {}
+        for running in self._queries.values():
+            payload = running.payload
+            for leaf in payload.get("leaves") or [payload.get("source") or {}]:
+                if leaf.get("topic"):
+                    topics[str(leaf["topic"])] = int(leaf["partitions"])
+        if self._ends is None:
+            if not topics:
+                return
+            folder = Path(tempfile.mkdtemp(prefix="headwater-ends-"))
+            self._ends = EndWatch(self.kafka, folder / "ends.json")
+        self._ends.follow(topics)
 
     def _admit(self) -> None:
         """Start the waiting queries that `admission.admit` lets start now."""
@@ -260,6 +280,10 @@ class QueryDriver:
         if self._spark is not None:
             self._spark.stop()
             self._spark = None
+        if self._ends is not None:
+            self._ends.close()
+            shutil.rmtree(self._ends.path.parent, ignore_errors=True)
+            self._ends = None
 
     def _start(self, query_id: str) -> None:
         from headwater.engine.spark.sink import ExactlyOnceSink
@@ -372,6 +396,7 @@ class QueryDriver:
             .option("output", output)
             .option("leaf", str(leaf))
             .option("startingOffsets", json.dumps(start or {}))
+            .option("endsFile", str(self._ends.path) if self._ends is not None else "")
             .load()
         )
 

@@ -33,6 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from headwater.engine.spark.schemas import ENTRY_SCHEMA, GROUPED_SCHEMA, OUTPUT_SCHEMA, RAW_SCHEMA
+from headwater.engine.spark.shared_ends import read_shared_ends
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 
 NAME = "headwater-kafka"
@@ -81,6 +82,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.topic = options["topic"]
         self.partition_count = int(options["partitions"])
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
+        self._shared_once = False  # the end watcher's file has answered (`_ends`)
 
     # -- driver side (Spark's Python planner process) --------------------------------------------
 
@@ -94,7 +96,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.max_records) if self.max_records > 0 else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
-        ends = _probe(self.options).ends(self.topic, self.partition_count, start)
+        ends = self._ends(start)
         waiting = {p: max(0, ends.get(p, int(start[p])) - int(start[p])) for p in start}
         total = sum(waiting.values())
         if not total:
@@ -106,6 +108,24 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {
             p: int(start[p]) + (max(1, n * cap // total) if n else 0) for p, n in waiting.items()
         }
+
+    def _ends(self, start: dict[str, int]) -> dict[str, int]:
+        """The partitions' ends: from the server's end watcher (`shared_ends`), or, while its file
+        is stale or does not know the topic yet (waiting up to a second the first time), from this
+        source's own consumer at the end."""
+        path = self.options.get("endsfile")
+        if path:
+            deadline = time.monotonic() + (0.0 if self._shared_once else 1.0)
+            while True:
+                shared = read_shared_ends(path, self.topic, self.partition_count)
+                if shared is not None:
+                    self._shared_once = True
+                    _close_probe(self.options)  # a fallback's consumer, if it had one
+                    return shared
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.02)
+        return _probe(self.options).ends(self.topic, self.partition_count, start)
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return [
