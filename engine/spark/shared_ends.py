@@ -40,6 +40,7 @@ HEARTBEAT_S = 0.5
 MAX_AGE_S = 2.0
 _FETCH_WAIT_MS = 10  # as the runners' own consumers: the broker holds a fetch this long
 _APPLY_TIMEOUT_S = 2.0
+_POLL_S = 0.02
 
 
 def ends_text(ends: Mapping[str, Mapping[int, int]], now: float) -> str:
@@ -171,7 +172,10 @@ def _reassign(
 def _take_ends(reader: Any, watching: dict[str, int], ends: dict[str, dict[int, int]]) -> bool:
     """Polls once; records the ends that fetches brought. True when one moved."""
     moved = False
-    for message in poll_batch(reader, 10_000, 0.005):
+    # a poll returns as soon as a record is there: a longer timeout only means fewer wake-ups
+    # while nothing arrives (an end that moves without a record, past a transaction marker, is
+    # seen up to this much later)
+    for message in poll_batch(reader, 10_000, _POLL_S):
         if message.error() is None:
             topic, p = str(message.topic()), int(message.partition() or 0)
             if topic in watching:
