@@ -12,9 +12,12 @@ file, at once when an end moves and at least every `HEARTBEAT_S`; each runner re
 consumer (`kafka_source`), so a stuck watcher slows nothing down for long.
 
 The watcher follows exactly the topics of the running queries (`EndWatch.follow`, called by the
-driver as queries start and stop): a topic whose queries were terminated is unassigned before the
-stop returns, as the runners' own consumers were closed (a consumer fetching a deleted topic kills
-its process on the embedded broker: kafka/readers.py).
+driver as queries start and stop), with a new consumer each time they change and none while there
+are none: a topic whose queries were terminated is let go before the stop returns, as the runners'
+own consumers were closed, and no consumer outlives the set of queries it served (on the embedded
+broker a consumer fetching a deleted topic, or one that knew a topic deleted and created again,
+kills its process: kafka/readers.py). A topic deleted while other queries keep the watcher alive
+is the hazard the runners' own consumers had too.
 """
 
 from __future__ import annotations
@@ -118,11 +121,31 @@ class EndWatch:
                 with self._lock:
                     wanted = dict(self._wanted)
                 if wanted != watching:
-                    if reader is None:
+                    # A new consumer for every change of the topics, none while none is wanted:
+                    # on the embedded broker a client that knew a topic dies when the topic is
+                    # deleted and created again (kafka/readers.py), and every client learns
+                    # every topic from its first metadata answer. Renewed this way the watcher
+                    # lives no longer than the set of queries it serves, like the consumers the
+                    # queries' runners had (bench.drop_cleanup: the Spark child died in 3 of 4
+                    # repetitions while one consumer lived on).
+                    if reader is not None:
+                        reader.close()
+                        reader = None
+                    for topic in [t for t in ends if t not in wanted]:
+                        del ends[topic]
+                    if wanted:
                         reader = consumer(
                             self._kafka, "query-end-watch", fetch_wait_max_ms=_FETCH_WAIT_MS
                         )
-                    _reassign(reader, watching, wanted, ends)
+                        # parked at "the end" as ListOffsets tells it (possibly wrong: only where
+                        # it starts reading); the ends come from its fetches
+                        reader.assign(
+                            [
+                                TopicPartition(t, p, OFFSET_END)
+                                for t, n in wanted.items()
+                                for p in range(n)
+                            ]
+                        )
                     watching = wanted
                     _write_atomically(self.path, ends_text(ends, time.time()))
                     self._applied.set()
@@ -140,33 +163,6 @@ class EndWatch:
         finally:
             if reader is not None:
                 reader.close()
-
-
-def _reassign(
-    reader: Any, watching: dict[str, int], wanted: dict[str, int], ends: dict[str, dict[int, int]]
-) -> None:
-    gone = [
-        TopicPartition(t, p)
-        for t, n in watching.items()
-        for p in range(n)
-        if wanted.get(t) != n or t not in wanted
-    ]
-    if gone:
-        reader.incremental_unassign(gone)
-        for tp in gone:
-            ends.get(tp.topic, {}).pop(tp.partition, None)
-        for topic in [t for t in ends if not ends[t]]:
-            del ends[topic]
-    new = [
-        TopicPartition(t, p, OFFSET_END)
-        for t, n in wanted.items()
-        for p in range(n)
-        if watching.get(t) != n
-    ]
-    if new:
-        # parked at "the end" as ListOffsets tells it (possibly wrong: only where it starts
-        # reading); the ends come from its fetches
-        reader.incremental_assign(new)
 
 
 def _take_ends(reader: Any, watching: dict[str, int], ends: dict[str, dict[int, int]]) -> bool:
