@@ -101,8 +101,10 @@ class QueryDriver:
         self._follow_ends()
         self._admit()
 
-    def _follow_ends(self) -> None:
-        """The end watcher follows the source topics of exactly the wanted queries."""
+    def _follow_ends(self, start: bool = False) -> None:
+        """The end watcher follows the source topics of exactly the wanted queries; ``start``: a
+        query starts, so start the watcher if there is none (otherwise none is started: a driver
+        whose queries never start holds no consumer)."""
         topics: dict[str, int] = {}
         for running in self._queries.values():
             payload = running.payload
@@ -110,7 +112,7 @@ class QueryDriver:
                 if leaf.get("topic"):
                     topics[str(leaf["topic"])] = int(leaf["partitions"])
         if self._ends is None:
-            if not topics:
+            if not topics or not start:
                 return
             folder = Path(tempfile.mkdtemp(prefix="headwater-ends-"))
             self._ends = EndWatch(self.kafka, folder / "ends.json")
@@ -290,6 +292,7 @@ class QueryDriver:
 
         running = self._queries[query_id]
         payload = running.payload
+        self._follow_ends(start=True)
         try:
             spark = self.spark
             source, sink = payload["source"], payload["sink"]
