@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from confluent_kafka import Producer
+
 TX_STREAM = (
     "CREATE STREAM tx (id STRING KEY, item STRING, amount INT, price DOUBLE, note "
     "STRING) WITH (kafka_topic='tx', partitions=2, value_format='JSON');"
@@ -29,3 +31,16 @@ def tx_record(i: int) -> tuple[bytes, bytes]:
 def tx_passing(records: int) -> int:
     """How many of the first ``records`` records pass `TX_QUERY`'s filter."""
     return sum(1 for i in range(records) if i % 100 > 50)
+
+
+def produce_tx(writer: Producer, records: int) -> None:
+    """Produces the first ``records`` records of the workload to ``tx`` and flushes them."""
+    for i in range(records):
+        key, value = tx_record(i)
+        while True:
+            try:
+                writer.produce("tx", value, key)
+                break
+            except BufferError:
+                writer.poll(0.05)
+    writer.flush()

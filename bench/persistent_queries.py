@@ -39,7 +39,7 @@ from confluent_kafka import TopicPartition
 
 from bench._processes import cpu_seconds, processes_by_kind, rss_mb
 from bench._server import BenchServer, bench_node, wait_records
-from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, tx_passing, tx_record
+from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, produce_tx, tx_passing, tx_record
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 
@@ -116,15 +116,7 @@ def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int
     expected = 1 + tx_passing(records)
     cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
-    for i in range(records):
-        key, value = tx_record(i)
-        while True:
-            try:
-                writer.produce("tx", value, key)
-                break
-            except BufferError:
-                writer.poll(0.05)
-    writer.flush()
+    produce_tx(writer, records)
     produced = time.monotonic() - started
     wait_records(broker, TX_SINK, expected, 600)
     elapsed = time.monotonic() - started

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from bench._processes import cpu_of, process_kind, process_tree
 from bench._server import bench_node, wait_records
-from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, tx_passing, tx_record
+from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, produce_tx, tx_passing, tx_record
 from headwater.kafka.clients import producer
 
 #: (category, what a frame's text contains): tried in order on each frame, innermost first.
@@ -103,15 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(2)  # py-spy attaches
         before = {pid: (process_kind(pid), cpu_of(pid)) for pid in process_tree(server.process.pid)}
         started = time.monotonic()
-        for i in range(args.records):
-            key, value = tx_record(i)
-            while True:
-                try:
-                    writer.produce("tx", value, key)
-                    break
-                except BufferError:
-                    writer.poll(0.05)
-        writer.flush()
+        produce_tx(writer, args.records)
         wait_records(broker, TX_SINK, 1 + tx_passing(args.records), 600)
         elapsed = time.monotonic() - started
         by_kind: dict[str, float] = {}
