@@ -42,7 +42,15 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("py4j", ("py4j/",)),
     (
         "decode",
-        ("deserialize_", "json/decoder", "loads (", "decode_", "_has_float", "_check_depth"),
+        (
+            "deserialize_",
+            "json/decoder",
+            "loads (",
+            "decode_",
+            "has_float",
+            "json_columns",
+            "_check_depth",
+        ),
     ),
     ("encode", ("serialize_", "encode", "write_object", "_double_json", "json/encoder")),
     ("expressions", ("engine/_compiler.py", "engine/expressions.py", "engine/functions/")),

@@ -116,7 +116,8 @@ def object_encoder(fields: tuple[tuple[str, Encoder], ...]) -> Encoder:
     return encode_object
 
 
-_LONG_NUMBER = re.compile(rb"\d{19}")
+#: integers of 19 digits or more: orjson reads those beyond 64 bits as floats
+LONG_NUMBER = re.compile(rb"\d{19}")
 
 #: The deepest nesting of arrays and objects a record may have: deeper values are refused before
 #: they are parsed. Parsing them, and reading them into columns, recurses once per level, and a
@@ -175,7 +176,7 @@ def loads(data: bytes, exact_floats: bool, exact_fields: Collection[str] | None 
         SerdeError: If the bytes are not UTF-8 JSON (NaN/Infinity literals are refused, as Jackson),
             or nest arrays and objects deeper than `MAX_NESTING_DEPTH`.
     """
-    if not _LONG_NUMBER.search(data):
+    if not LONG_NUMBER.search(data):
         # the common case, ~3x faster; what orjson refuses (BOMs, lone surrogates, infinities,
         # other encodings, nesting deeper than 1,024) takes the careful path below, and so do
         # integers of 19 digits or more (orjson reads those beyond 64 bits as floats); with
@@ -192,7 +193,7 @@ def loads(data: bytes, exact_floats: bool, exact_fields: Collection[str] | None 
             if exact_fields is not None and type(value) is dict:
                 if not _fields_have_float(value, exact_fields):
                     return value
-            elif not _has_float(value):
+            elif not has_float(value):
                 return value
     decoder = _EXACT if exact_floats else _PLAIN
     try:
@@ -217,19 +218,19 @@ def _fields_have_float(obj: dict[str, Any], names: Collection[str]) -> bool:
         else:  # found upper-cased, the last of equal names winning, as `object_reader` finds it
             x = next((x for k, x in reversed(obj.items()) if k.upper() == name), None)
         t = type(x)
-        if t is float or ((t is dict or t is list) and _has_float(x)):
+        if t is float or ((t is dict or t is list) and has_float(x)):
             return True
     return False
 
 
-def _has_float(value: Any) -> bool:
+def has_float(value: Any) -> bool:
     """Whether a decoded JSON value holds a float anywhere."""
     if isinstance(value, float):
         return True
     if isinstance(value, dict):
-        return any(isinstance(v, (float, dict, list)) and _has_float(v) for v in value.values())
+        return any(isinstance(v, (float, dict, list)) and has_float(v) for v in value.values())
     if isinstance(value, list):
-        return any(isinstance(v, (float, dict, list)) and _has_float(v) for v in value)
+        return any(isinstance(v, (float, dict, list)) and has_float(v) for v in value)
     return False
 
 

@@ -16,6 +16,7 @@ from headwater.engine.persistent.aggregate_plan import (
     describe_aggregate,
     is_aggregation,
 )
+from headwater.engine.persistent.columnar_run import execution_line
 from headwater.engine.persistent.query_plan import (
     OutputColumn,
     QueryCompileError,
@@ -81,6 +82,6 @@ def describe_query(query: Query, catalog: Catalog, sink_name: str) -> QueryDescr
             tuple(describe_aggregate(aggregate, sink_name)),
         )
     compiled = compile_query(query, catalog, sink_name)
-    return QueryDescription(
-        compiled.source.name, compiled.columns, tuple(describe_shape(compiled, sink_name))
-    )
+    steps = describe_shape(compiled, sink_name)
+    steps.append(execution_line(compiled, catalog.source(sink_name)))
+    return QueryDescription(compiled.source.name, compiled.columns, tuple(steps))

@@ -138,6 +138,12 @@ class CompiledQuery:
     projection_text: tuple[str, ...] = ()
     join: Any = field(default=None, repr=False, compare=False)  # a `join_plan.JoinPlan`
     table_functions: tuple[TableFunction, ...] = field(default=(), repr=False, compare=False)
+    #: what the vectorized path (`columnar_run.py`) compiles again: the scope, WHERE (as the
+    #: evaluator reads it), the key and value expressions in column order
+    scope: Scope | None = field(default=None, repr=False, compare=False)
+    where_node: exp.Expr | None = field(default=None, repr=False, compare=False)
+    key_nodes: tuple[exp.Expr, ...] = field(default=(), repr=False, compare=False)
+    value_nodes: tuple[exp.Expr, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key_columns(self) -> tuple[OutputColumn, ...]:
@@ -240,7 +246,9 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
                 "https://github.com/confluentinc/ksql/issues/6621 for more."
             )
     keys: list[tuple[OutputColumn, Evaluator] | None] = [None] * _key_count(source, partition)
+    key_nodes: list[exp.Expr | None] = [None] * len(keys)
     values: list[tuple[OutputColumn, Evaluator]] = []
+    value_nodes: list[exp.Expr] = []
     seen: dict[str, str] = {}
     value_names = {c.name for c in source.columns if not c.key}
     reads_value: list[bool] = [False] * len(keys)
@@ -264,8 +272,10 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
                     item,
                 )
             values.append((OutputColumn(name, c.type, False), c.evaluate))
+            value_nodes.append(item)
         else:
             keys[slot] = (OutputColumn(name, c.type, True), c.evaluate)
+            key_nodes[slot] = item
             reads_value[slot] = bool(c.references & value_names)
     if not values:
         raise QueryCompileError("The projection contains no value columns.")
@@ -289,6 +299,10 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         where_text=where_text,
         projection_text=tuple(format_expression(_bare(item)) for item, _, _ in compiled),
         table_functions=tuple(table_functions),
+        scope=scope,
+        where_node=None if query.where is None else pseudo_timestamps_in_millis(query.where),
+        key_nodes=tuple(n for n in key_nodes if n is not None),
+        value_nodes=tuple(value_nodes),
     )
 
 

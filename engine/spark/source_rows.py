@@ -1,7 +1,8 @@
 """What a persistent query's source task does with the records it read: the query's first stage,
 in the Spark worker, as Arrow batches. Pure apart from the per-worker cache of built pipelines.
 
-- a stateless query: its `RecordPipeline` (sink records, and one row per skipped record);
+- a stateless query: its `ColumnarPipeline` (sink records, and one row per skipped record), or
+  its `RecordPipeline` where it runs record by record (`columnar_run.refusal`);
 - an aggregating one: stage 1 of its `AggregatePipeline` (grouped, combined per chunk);
 - a join: each side's entries (`joins.entry_rows`).
 
@@ -13,14 +14,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
-from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
+from headwater.engine.persistent import InputRecord, RecordPipeline
 from headwater.engine.persistent.aggregate_run import GroupedRow
-from headwater.engine.persistent.query_run import OutputRecord
+from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
 from headwater.engine.spark.aggregation import grouped_rows, pipeline_of
 from headwater.engine.spark.joins import entry_rows
 from headwater.metastore.codec import catalog_from_dict
@@ -28,17 +30,6 @@ from headwater.metastore.codec import catalog_from_dict
 _POLL_BATCH = 5000  # records per Arrow batch of a stateless query or a join's entries
 _COMBINE_CHUNK = 50_000  # an aggregate's records grouped (and combined) per Arrow batch
 
-_ARROW_OUTPUT = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("timestamp", pa.int64()),
-        ("partition", pa.int32()),
-        ("source_partition", pa.int32()),
-        ("source_offset", pa.int64()),
-        ("error", pa.string()),
-    ]
-)
 _ARROW_GROUPED = pa.schema(
     [
         ("group", pa.binary()),
@@ -96,33 +87,8 @@ def _entering(payload: str, leaf: int, records: Iterator[InputRecord]) -> Iterat
         yield pa.RecordBatch.from_pydict(entry_rows(payload, leaf, chunk), schema=_ARROW_ENTRY)
 
 
-def _arrow(out: list[OutputRecord], errors: list[ProcessingError]) -> pa.RecordBatch:
-    rows = len(out) + len(errors)
-    columns: dict[str, list[Any]] = {n: [] for n in _ARROW_OUTPUT.names}
-    for o in out:
-        columns["key"].append(o.key)
-        columns["value"].append(o.value)
-        columns["timestamp"].append(o.timestamp)
-        columns["partition"].append(o.partition)
-        columns["source_partition"].append(o.source_partition)
-        columns["source_offset"].append(o.source_offset)
-        columns["error"].append(None)
-    for e in errors:
-        columns["key"].append(None)
-        columns["value"].append(
-            json.dumps({"kind": e.kind, "message": e.message, "topic": e.topic}).encode()
-        )
-        columns["timestamp"].append(0)
-        columns["partition"].append(-1)
-        columns["source_partition"].append(e.partition)
-        columns["source_offset"].append(e.offset)
-        columns["error"].append(e.kind)
-    assert all(len(v) == rows for v in columns.values())
-    return pa.RecordBatch.from_pydict(columns, schema=_ARROW_OUTPUT)
-
-
 _lock = threading.Lock()
-_pipelines: dict[str, RecordPipeline] = {}
+_pipelines: dict[str, Callable[[list[InputRecord]], pa.RecordBatch]] = {}
 
 
 def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Iterator[Any]:
@@ -144,18 +110,28 @@ def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Itera
     for record in records:
         chunk.append(record)
         if len(chunk) >= _POLL_BATCH:
-            yield _arrow(*pipeline.process(chunk))
+            yield pipeline(chunk)
             chunk = []
     if chunk:
-        yield _arrow(*pipeline.process(chunk))
+        yield pipeline(chunk)
 
 
-def _pipeline(payload: str) -> RecordPipeline:
+def _pipeline(payload: str) -> Callable[[list[InputRecord]], pa.RecordBatch]:
+    """A stateless query's batch function: `ColumnarPipeline.process` where the query runs a
+    batch at a time (`columnar_run.refusal`), else `RecordPipeline.process`'s rows."""
     with _lock:
         found = _pipelines.get(payload)
         if found is None:
             body = json.loads(payload)
             catalog = catalog_from_dict(body["catalog"])
-            found = RecordPipeline.for_query(catalog.queries[body["queryId"]], catalog)
+            records = RecordPipeline.for_query(catalog.queries[body["queryId"]], catalog)
+            if refusal(records.compiled, records.sink) is None:
+                found = ColumnarPipeline(records).process
+            else:
+                found = partial(_per_record, records)
             _pipelines[payload] = found
         return found
+
+
+def _per_record(pipeline: RecordPipeline, chunk: list[InputRecord]) -> pa.RecordBatch:
+    return output_batch(*pipeline.process(chunk))

@@ -1,0 +1,360 @@
+"""A stateless persistent query a batch at a time: decode, filter, project and encode as columns. Pure.
+
+`RecordPipeline` (`query_run.py`) defines a stateless query's output record by record; this module
+computes the same records for a whole batch at once (`ColumnarPipeline.process`):
+
+1. the batch's keys and values become columns (`engine/columnar/`): JSON objects with orjson and
+   one Arrow conversion per column, a KAFKA STRING key with one UTF-8 check, other formats through
+   the source's serde record by record; ROWTIME, ROWPARTITION and ROWOFFSET are columns too;
+2. WHERE, the key expressions and the projection run as Arrow kernels where those give the
+   per-record values, and per record (per expression, per row) elsewhere (`engine/columnar/kernels.py`);
+3. a JSON sink's values are written as columns of JSON fragments joined into objects, a KAFKA STRING
+   key as the UTF-8 of its column; other formats per row through the sink's serde.
+
+Rows the columns cannot hold or a per-record step raised on (a record that does not decode, a
+value with a lone surrogate, ...), records without a value and any batch the vectorized steps fail
+on run through `RecordPipeline` itself, which skips and reports them with its own messages. So the
+output, processing errors included, is the per-record path's whatever the records are: the order of
+the rows in the batch may differ, which nothing reads (the sink orders a batch by source position,
+`OutputRecord.order`). tests/engine/test_columnar_differential.py holds both equal on random
+queries and records.
+
+Queries it does not run (`refusal` says why; they run per record): tables (a changelog, row by row),
+table functions, TIMESTAMP columns on the source or the sink, header columns, and joins' inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from headwater.engine.columnar.batch import Batch, Column, to_column
+from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
+from headwater.engine.columnar.kernels import Vector, vectorize
+from headwater.engine.functions.types import STRING
+from headwater.engine.partitioner import partition_for
+from headwater.engine.persistent.query_plan import CompiledQuery
+from headwater.engine.persistent.query_run import (
+    InputRecord,
+    OutputRecord,
+    ProcessingError,
+    RecordPipeline,
+)
+from headwater.metastore.catalog import Source, SourceKind
+
+#: The rows a stateless query's source task hands Spark (`engine/spark/schemas.OUTPUT_SCHEMA`).
+OUTPUT_ARROW = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", pa.int64()),
+        ("partition", pa.int32()),
+        ("source_partition", pa.int32()),
+        ("source_offset", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def output_batch(out: Sequence[OutputRecord], errors: Sequence[ProcessingError]) -> pa.RecordBatch:
+    """The per-record path's outputs and skipped records as rows of `OUTPUT_ARROW`."""
+    columns: dict[str, list[Any]] = {n: [] for n in OUTPUT_ARROW.names}
+    for o in out:
+        columns["key"].append(o.key)
+        columns["value"].append(o.value)
+        columns["timestamp"].append(o.timestamp)
+        columns["partition"].append(o.partition)
+        columns["source_partition"].append(o.source_partition)
+        columns["source_offset"].append(o.source_offset)
+        columns["error"].append(None)
+    for e in errors:
+        columns["key"].append(None)
+        columns["value"].append(
+            json.dumps({"kind": e.kind, "message": e.message, "topic": e.topic}).encode()
+        )
+        columns["timestamp"].append(0)
+        columns["partition"].append(-1)
+        columns["source_partition"].append(e.partition)
+        columns["source_offset"].append(e.offset)
+        columns["error"].append(e.kind)
+    return pa.RecordBatch.from_pydict(columns, schema=OUTPUT_ARROW)
+
+
+def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
+    """Why the query runs record by record, or None: it runs a batch at a time."""
+    source = compiled.source
+    if compiled.kind is SourceKind.TABLE:
+        return "a table's changelog runs row by row"
+    if compiled.table_functions:
+        return "table functions"
+    if compiled.scope is None or compiled.join is not None:
+        return "a join"
+    if source.timestamp_column is not None or (sink and sink.timestamp_column is not None):
+        return "a TIMESTAMP column"
+    if any(c.headers or c.header_key is not None for c in source.columns):
+        return "header columns"
+    if sink is not None and [(c.name, c.type) for c in sink.value_columns] != [
+        (c.name, c.type.sql()) for c in compiled.value_columns
+    ]:
+        return "the sink's value columns differ from the projection's"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How a query's expressions run (for EXPLAIN): WHERE, keys and values as `Vector`s."""
+
+    where: Vector | None
+    keys: tuple[Vector, ...]
+    values: tuple[Vector, ...]
+
+    @classmethod
+    def of(cls, compiled: CompiledQuery) -> Execution:
+        """The vectors of a query `refusal` accepts."""
+        assert compiled.scope is not None
+        scope = compiled.scope
+        return cls(
+            None if compiled.where_node is None else vectorize(compiled.where_node, scope),
+            tuple(vectorize(n, scope) for n in compiled.key_nodes),
+            tuple(vectorize(n, scope) for n in compiled.value_nodes),
+        )
+
+    def describe(self, compiled: CompiledQuery) -> str:
+        """One line: each expression's mode (``vectorized``, ``per record``, ...)."""
+        parts = [
+            f"{c.name} {v.mode}"
+            for c, v in zip(compiled.key_columns + compiled.value_columns, self.keys + self.values)
+        ]
+        if self.where is not None:
+            parts.insert(0, f"WHERE {self.where.mode}")
+        return "Execution: Arrow batches; " + ", ".join(parts)
+
+
+def execution_line(compiled: CompiledQuery, sink: Source | None) -> str:
+    """EXPLAIN's line on how the query runs: a batch at a time, with each expression's mode, or
+    record by record and why."""
+    why = refusal(compiled, sink)
+    if why is not None:
+        return f"Execution: record by record ({why})"
+    return Execution.of(compiled).describe(compiled)
+
+
+class ColumnarPipeline:
+    """A stateless query's records, a batch at a time (see the module docstring)."""
+
+    def __init__(self, records: RecordPipeline) -> None:
+        why = refusal(records.compiled, records.sink)
+        if why is not None:
+            raise ValueError(f"query {records.query_id} runs record by record: {why}")
+        self.records = records
+        self.compiled = compiled = records.compiled
+        self.execution = Execution.of(compiled)
+        source = compiled.source
+        self._serde = records._source_serde
+        self._key_columns = tuple((c.name, c.type) for c in source.key_columns)
+        self._value_columns = tuple((c.name, c.type) for c in source.value_columns)
+        self._resolved = compiled.scope.columns if compiled.scope is not None else {}
+        self._json_values = (
+            JsonObjects([(n, self._resolved[n]) for n, _ in self._value_columns])
+            if _json_object(source)
+            else None
+        )
+        sink = records.sink
+        self._sink_serde = records._sink_serde
+        self._sink_json = _json_object(sink)
+        self._sink_kafka_string_key = (
+            _kafka_string_key(sink)
+            and len(compiled.key_columns) == 1
+            and compiled.key_columns[0].type == STRING
+        )
+        self._sink_partitions = sink.partitions
+        self._value_names = [c.name for c in compiled.value_columns]
+        self._value_types = [c.type for c in compiled.value_columns]
+        self.fallbacks = 0  # batches the vectorized steps failed on, run per record instead
+
+    def process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
+        """The rows of `OUTPUT_ARROW` the per-record path gives ``records`` (in any order)."""
+        if not records:
+            return output_batch([], [])
+        try:
+            return self._process(records)
+        except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
+            self.fallbacks += 1
+            return output_batch(*self.records.process(records))
+
+    def _process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
+        special = {i for i, r in enumerate(records) if r.value is None or r.row is not None}
+        batch, bad = self._decode(records)
+        for i in special:
+            bad.setdefault(i, "per record")
+        execution = self.execution
+        if execution.where is not None:
+            keep = pc.fill_null(execution.where.run(batch, bad), False)
+            kept = pc.indices_nonzero(keep)
+            batch = batch.take(kept)
+            rows = kept.to_pylist()
+        else:
+            rows = list(range(len(records)))
+        stage_bad: dict[int, str] = {}
+        keys = [v.run(batch, stage_bad) for v in execution.keys]
+        values = [v.run(batch, stage_bad) for v in execution.values]
+        key_bytes = self._keys(records, rows, keys, stage_bad)
+        value_bytes = self._values(values, stage_bad)
+        for j, why in stage_bad.items():
+            bad.setdefault(rows[j], why)
+        good = [j for j, i in enumerate(rows) if i not in bad]
+        timestamps = [records[rows[j]].timestamp for j in good]
+        source_partitions = [records[rows[j]].partition for j in good]
+        keys_out = [key_bytes[j] for j in good]
+        n = self._sink_partitions
+        partitions = [
+            sp % n if k is None else partition_for(k, n)
+            for k, sp in zip(keys_out, source_partitions, strict=True)
+        ]
+        values_out = value_bytes.take(pa.array(good, pa.int64()))
+        vectorized = pa.RecordBatch.from_arrays(
+            [
+                pa.array(keys_out, pa.binary()),
+                values_out,
+                pa.array(timestamps, pa.int64()),
+                pa.array(partitions, pa.int32()),
+                pa.array(source_partitions, pa.int32()),
+                pa.array([records[rows[j]].offset for j in good], pa.int64()),
+                pa.nulls(len(good), pa.string()),
+            ],
+            schema=OUTPUT_ARROW,
+        )
+        if not bad:
+            return vectorized
+        slow = output_batch(*self.records.process([records[i] for i in sorted(bad)]))
+        return pa.concat_batches([vectorized, slow])
+
+    # -- the steps ---------------------------------------------------------------------------------
+
+    def _decode(self, records: Sequence[InputRecord]) -> tuple[Batch, dict[int, str]]:
+        bad: dict[int, str] = {}
+        size = len(records)
+        columns: dict[str, Column] = {}
+        values = [r.value if r.value is not None else b"{}" for r in records]
+        if self._json_values is not None:
+            decoded, wrong = self._json_values.read(values)
+            columns.update(decoded)
+            bad.update(wrong)
+        else:
+            rows: list[dict[str, Any]] = []
+            for i, r in enumerate(records):
+                try:
+                    rows.append(self._serde.deserialize_value(r.value) or {})
+                except Exception as exc:  # noqa: BLE001 - the per-record path reports it
+                    bad[i] = str(exc)
+                    rows.append({})
+            for name, _t in self._value_columns:
+                columns[name] = self._column([row.get(name) for row in rows], name, bad)
+        columns.update(self._decode_keys(records, bad))
+        columns["ROWTIME"] = pa.array([r.timestamp for r in records], pa.int64())
+        columns["ROWPARTITION"] = pa.array([r.partition for r in records], pa.int32())
+        columns["ROWOFFSET"] = pa.array([r.offset for r in records], pa.int64())
+        return Batch(size, columns), bad
+
+    def _decode_keys(
+        self, records: Sequence[InputRecord], bad: dict[int, str]
+    ) -> dict[str, Column]:
+        if not self._key_columns:
+            return {}
+        if _kafka_string_key(self.compiled.source):
+            try:  # UTF-8 checked in one step; invalid bytes decode as Java's, per record
+                ((name, _t),) = self._key_columns
+                return {name: pa.array([r.key for r in records], pa.binary()).cast(pa.string())}
+            except pa.ArrowException:
+                pass
+        keys: list[tuple[Any, ...]] = []
+        width = len(self._key_columns)
+        for i, r in enumerate(records):
+            try:
+                keys.append(self._serde.deserialize_key(r.key))
+            except Exception as exc:  # noqa: BLE001 - the per-record path reports it
+                bad[i] = str(exc)
+                keys.append((None,) * width)
+        return {
+            name: self._column([k[c] for k in keys], name, bad)
+            for c, (name, _t) in enumerate(self._key_columns)
+        }
+
+    def _column(self, values: list[Any], name: str, bad: dict[int, str]) -> Column:
+        column, wrong = to_column(values, self._resolved[name])
+        for i, why in wrong.items():
+            bad.setdefault(i, why)
+        return column
+
+    def _keys(
+        self,
+        records: Sequence[InputRecord],
+        rows: list[int],
+        keys: list[Column],
+        bad: dict[int, str],
+    ) -> list[bytes | None]:
+        """Each output row's record key (rows: the output rows' input indices)."""
+        if not keys:
+            return [None] * len(rows)
+        keyless = not self.compiled.partition_by
+        if self._sink_kafka_string_key:
+            (column,) = keys
+            assert not isinstance(column, list)
+            out: list[bytes | None] = column.cast(pa.binary()).to_pylist()
+        else:
+            out = []
+            lists = [k if isinstance(k, list) else k.to_pylist() for k in keys]
+            for j, each in enumerate(zip(*lists, strict=True)):
+                try:
+                    out.append(self._sink_serde.serialize_key(list(each)))
+                except Exception as exc:  # noqa: BLE001 - the per-record path reports it
+                    bad[j] = str(exc)
+                    out.append(None)
+        if keyless:  # a null key stays null (not an object of NULLs)
+            for j, i in enumerate(rows):
+                if records[i].key is None:
+                    out[j] = None
+        return out
+
+    def _values(self, values: list[Column], bad: dict[int, str]) -> pa.Array:
+        """Each output row's record value, as binary."""
+        if self._sink_json:
+            fragments = []
+            for column, t in zip(values, self._value_types, strict=True):
+                text, wrong = json_fragments(column, t)
+                bad.update({j: why for j, why in wrong.items() if j not in bad})
+                fragments.append(text)
+            return json_objects(self._value_names, fragments)
+        lists = [v if isinstance(v, list) else v.to_pylist() for v in values]
+        size = len(lists[0]) if lists else 0
+        out: list[bytes | None] = []
+        for j in range(size):
+            row = {name: column[j] for name, column in zip(self._value_names, lists, strict=True)}
+            try:
+                out.append(self._sink_serde.serialize_value(row))
+            except Exception as exc:  # noqa: BLE001 - the per-record path reports it
+                bad[j] = str(exc)
+                out.append(None)
+        return pa.array(out, pa.binary())
+
+
+def _json_object(source: Source) -> bool:
+    """Whether the source's values are JSON objects of its value columns (wrapped JSON)."""
+    if source.value_format.upper() != "JSON":
+        return False
+    wrap = source.property("WRAP_SINGLE_VALUE")
+    return wrap is None or str(wrap).strip().lower() == "true"
+
+
+def _kafka_string_key(source: Source) -> bool:
+    keys = source.key_columns
+    return (
+        source.key_format.upper() == "KAFKA"
+        and len(keys) == 1
+        and keys[0].type.upper() in ("STRING", "VARCHAR")
+    )
