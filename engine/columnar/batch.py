@@ -109,19 +109,19 @@ def _exact(inferred: pa.DataType, sql_type: SqlType) -> bool:
     if pa.types.is_null(inferred):
         return True
     if sql_type in (INTEGER, BIGINT):
-        return pa.types.is_int64(inferred)
+        return bool(pa.types.is_int64(inferred))
     if sql_type == DOUBLE:  # ints cast exactly or not at all (safe cast), as float() gives
-        return pa.types.is_float64(inferred) or pa.types.is_int64(inferred)
+        return bool(pa.types.is_float64(inferred) or pa.types.is_int64(inferred))
     if sql_type == STRING:
-        return pa.types.is_string(inferred)
-    return sql_type == BOOLEAN and pa.types.is_boolean(inferred)
+        return bool(pa.types.is_string(inferred))
+    return sql_type == BOOLEAN and bool(pa.types.is_boolean(inferred))
 
 
 def _per_value(
     values: list[Any], sql_type: SqlType, target: pa.DataType
 ) -> tuple[pa.Array, dict[int, str]]:
     kind = _PYTHON[sql_type]
-    low, high = _INT_RANGE.get(sql_type, (None, None))  # type: ignore[arg-type]
+    low, high = _INT_RANGE.get(sql_type, (None, None))
     kept: list[Any] = []
     bad: dict[int, str] = {}
     for i, v in enumerate(values):

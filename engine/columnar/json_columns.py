@@ -141,7 +141,7 @@ def _getter(
         else:
             keys.append(next((k for k in reversed(shape) if k.upper() == name), None))
     if all(k is not None for k in keys) and len(keys) > 1:
-        return operator.itemgetter(*keys)  # type: ignore[return-value]
+        return operator.itemgetter(*keys)
     return lambda obj: tuple([obj.get(k) if k is not None else None for k in keys])
 
 
