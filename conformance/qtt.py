@@ -3,7 +3,8 @@
 Run ``python -m conformance.qtt`` (corpus: ``../shared/ksql-corpus/qtt`` next to the repository).
 Each case's statements are planned and applied exactly as a server does (`metastore.plan` with the
 engine's query analysis, `metastore.apply`); each persistent query runs as the engine's operators
-a live query's Spark tasks run (`RecordPipeline` for stateless queries; the group / change /
+a live query's Spark tasks run (`ColumnarPipeline` for stateless queries it runs, else
+`RecordPipeline`; the group / change /
 aggregate stages of `AggregatePipeline`, with states held in dicts and pickled between records as
 Spark's state store holds them), on topics held in memory, with ``cache.max.bytes.buffering=0``
 and every input read from its beginning, as ksqlDB's own runner (one update per input record;
@@ -53,7 +54,9 @@ from headwater.engine.persistent.aggregate_run import (
     LocalAggregation,
     is_aggregate_statement,
 )
+from headwater.engine.persistent.columnar_run import ColumnarPipeline, refusal
 from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
+from headwater.engine.persistent.query_run import ProcessingError
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Source
 from headwater.metastore.errors import MetastoreError
@@ -107,7 +110,7 @@ class _World:
     def __init__(self, topics: Mapping[str, int]) -> None:
         self.catalog = Catalog()
         self.topics: dict[str, _Topic] = {n: _Topic(p) for n, p in topics.items()}
-        self.pipelines: dict[str, RecordPipeline | LocalAggregation | LocalJoin] = {}
+        self.pipelines: dict[str, RecordPipeline | _Columnar | LocalAggregation | LocalJoin] = {}
         self.log: list[tuple[str, InputRecord]] = []  # every record written, in order
         self.offset = 0
         self.errors = 0
@@ -156,11 +159,13 @@ class _World:
         self.offset += 1
         for query_id in set(self.catalog.queries) - before:
             query = self.catalog.queries[query_id]
-            after: RecordPipeline | LocalAggregation
+            after: RecordPipeline | _Columnar | LocalAggregation
             if is_aggregate_statement(query.statement_text):
                 after = LocalAggregation(AggregatePipeline.for_query(query, self.catalog))
             else:
                 after = RecordPipeline.for_query(query, self.catalog)
+            if isinstance(after, RecordPipeline) and refusal(after.compiled, after.sink) is None:
+                after = _Columnar(ColumnarPipeline(after))  # as a live query's tasks run it
             if after.compiled.join is not None:
                 self.pipelines[query_id] = LocalJoin(
                     JoinPipeline(query_id, after.compiled.join, self.catalog.types), after
@@ -212,7 +217,7 @@ class _World:
 
     def _run(
         self,
-        pipeline: RecordPipeline | LocalAggregation | LocalJoin,
+        pipeline: RecordPipeline | _Columnar | LocalAggregation | LocalJoin,
         record: InputRecord,
         topic: str,
     ) -> None:
@@ -228,7 +233,23 @@ class _World:
         self.produce(topic, out.key, out.value, out.timestamp, out.partition)
 
 
-def _topics_of(pipeline: RecordPipeline | LocalAggregation | LocalJoin) -> Collection[str]:
+class _Columnar:
+    """A stateless query on the vectorized path (`ColumnarPipeline`), read as records."""
+
+    def __init__(self, pipeline: ColumnarPipeline) -> None:
+        self.pipeline = pipeline
+        self.compiled = pipeline.compiled
+        self.sink = pipeline.records.sink
+
+    def process(
+        self, records: list[InputRecord]
+    ) -> tuple[list[OutputRecord], list[ProcessingError]]:
+        return self.pipeline.process_records(records)
+
+
+def _topics_of(
+    pipeline: RecordPipeline | _Columnar | LocalAggregation | LocalJoin,
+) -> Collection[str]:
     if isinstance(pipeline, LocalJoin):
         return pipeline.topics
     return (pipeline.compiled.source.topic,)

@@ -187,6 +187,42 @@ class ColumnarPipeline:
             self.fallbacks += 1
             return output_batch(*self.records.process(records))
 
+    def process_records(
+        self, records: Sequence[InputRecord]
+    ) -> tuple[list[OutputRecord], list[ProcessingError]]:
+        """`process` as `RecordPipeline.process` answers: sink records in input order, and the
+        records skipped (for runners that read records, not Arrow: the conformance runner)."""
+        out: list[OutputRecord] = []
+        errors: list[ProcessingError] = []
+        topic = self.compiled.source.topic
+        for row in self.process(records).to_pylist():
+            if row["error"] is not None:
+                detail = json.loads(row["value"])
+                errors.append(
+                    ProcessingError(
+                        self.records.query_id,
+                        row["error"],
+                        detail["message"],
+                        detail.get("topic", topic),
+                        row["source_partition"],
+                        row["source_offset"],
+                    )
+                )
+            else:
+                out.append(
+                    OutputRecord(
+                        row["key"],
+                        row["value"],
+                        row["timestamp"],
+                        row["partition"],
+                        row["source_partition"],
+                        row["source_offset"],
+                    )
+                )
+        out.sort(key=OutputRecord.order)
+        errors.sort(key=lambda e: (e.partition, e.offset))
+        return out, errors
+
     def _process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
         special = {i for i, r in enumerate(records) if r.value is None or r.row is not None}
         batch, bad = self._decode(records)
