@@ -33,13 +33,13 @@ def tx_passing(records: int) -> int:
     return sum(1 for i in range(records) if i % 100 > 50)
 
 
-def produce_tx(writer: Producer, records: int) -> None:
-    """Produces the first ``records`` records of the workload to ``tx`` and flushes them."""
+def produce_tx(writer: Producer, records: int, topic: str = "tx") -> None:
+    """Produces the first ``records`` records of the workload to ``topic`` and flushes them."""
     for i in range(records):
         key, value = tx_record(i)
         while True:
             try:
-                writer.produce("tx", value, key)
+                writer.produce(topic, value, key)
                 break
             except BufferError:
                 writer.poll(0.05)

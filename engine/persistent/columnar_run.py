@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 from headwater.engine.columnar.batch import Batch, Column, to_column
 from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
 from headwater.engine.columnar.kernels import Vector, vectorize
+from headwater.engine.columnar.partitions import partitions_of
 from headwater.engine.functions.types import STRING
-from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.query_plan import CompiledQuery
 from headwater.engine.persistent.query_run import (
     InputRecord,
@@ -248,10 +248,10 @@ class ColumnarPipeline:
         source_partitions = [records[rows[j]].partition for j in good]
         keys_out = [key_bytes[j] for j in good]
         n = self._sink_partitions
-        partitions = [
-            sp % n if k is None else partition_for(k, n)
-            for k, sp in zip(keys_out, source_partitions, strict=True)
-        ]
+        keyed = [(j, k) for j, k in enumerate(keys_out) if k is not None]
+        partitions = [sp % n for sp in source_partitions]  # keyless: stays with its input
+        for (j, _k), p in zip(keyed, partitions_of([k for _j, k in keyed], n), strict=True):
+            partitions[j] = p
         values_out = value_bytes.take(pa.array(good, pa.int64()))
         vectorized = pa.RecordBatch.from_arrays(
             [

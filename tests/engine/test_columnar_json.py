@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from headwater.engine.columnar.batch import to_column
 from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
+from headwater.engine.columnar.partitions import murmur2_many, partitions_of
 from headwater.engine.formats import _json as jsonfmt
 from headwater.engine.functions.types import BIGINT, BOOLEAN, DOUBLE, INTEGER, STRING
+from headwater.engine.partitioner import murmur2, partition_for
 from headwater.engine.values import format_decimal
 from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType
 
@@ -97,3 +99,10 @@ def test_reading_objects_finds_fields_as_ksqldb_does() -> None:
     prices = [None if p is None else format_decimal(p) for p in columns["PRICE"]]
     assert prices == ["1.50", "2.25", None, None, None, None]
     assert json.loads(values[0])["price"] == 1.5
+
+
+@settings(deadline=None)
+@given(st.lists(st.binary(max_size=13), max_size=40), st.integers(1, 64))
+def test_keys_are_partitioned_as_kafka_partitions_them(keys: list[bytes], count: int) -> None:
+    assert murmur2_many(keys).tolist() == [murmur2(k) & 0xFFFFFFFF for k in keys]
+    assert partitions_of(keys, count) == [partition_for(k, count) for k in keys]
