@@ -7,6 +7,7 @@ five fields, ``WHERE amount > 50``, four columns out, one arithmetic, one upper-
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from confluent_kafka import Producer
 
@@ -33,14 +34,19 @@ def tx_passing(records: int) -> int:
     return sum(1 for i in range(records) if i % 100 > 50)
 
 
-def produce_tx(writer: Producer, records: int, topic: str = "tx") -> None:
-    """Produces the first ``records`` records of the workload to ``topic`` and flushes them."""
-    for i in range(records):
-        key, value = tx_record(i)
+def produce_all(writer: Producer, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
+    """Produces (key, value) ``records`` to ``topic``, waiting while the producer's queue is full
+    (the caller flushes)."""
+    for key, value in records:
         while True:
             try:
                 writer.produce(topic, value, key)
                 break
             except BufferError:
                 writer.poll(0.05)
+
+
+def produce_tx(writer: Producer, records: int, topic: str = "tx") -> None:
+    """Produces the first ``records`` records of the workload to ``topic`` and flushes them."""
+    produce_all(writer, topic, (tx_record(i) for i in range(records)))
     writer.flush()

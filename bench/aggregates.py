@@ -36,6 +36,7 @@ from confluent_kafka import TopicPartition
 
 from bench._processes import cpu_seconds, rss_mb
 from bench._server import BenchServer, bench_node
+from bench._workloads import produce_all
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 from tests.support.node import percentile
@@ -46,13 +47,7 @@ PARTITIONS = 2
 def _produce(broker: EmbeddedBroker, topic: str, records: list[tuple[bytes, bytes]]) -> float:
     writer = producer(broker.settings(), "bench-agg")
     started = time.monotonic()
-    for key, value in records:
-        while True:
-            try:
-                writer.produce(topic, value, key)
-                break
-            except BufferError:
-                writer.poll(0.05)
+    produce_all(writer, topic, records)
     writer.flush(300)
     return time.monotonic() - started
 

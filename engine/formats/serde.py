@@ -217,6 +217,13 @@ class RowSerde:
             ) from None
 
 
+def json_object_values(source: Source) -> bool:
+    """Whether ``source``'s values are JSON objects of its value columns (JSON, wrapped)."""
+    return source.value_format.upper() == "JSON" and _wrap_single_value(
+        source, len(source.value_columns)
+    )
+
+
 def _write(side: _Side, values: list[Any], part: str) -> bytes | None:
     try:
         return side.write(values)

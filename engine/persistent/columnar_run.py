@@ -37,6 +37,7 @@ from headwater.engine.columnar.batch import Batch, Column, to_column
 from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
 from headwater.engine.columnar.kernels import Vector, vectorize
 from headwater.engine.columnar.partitions import partitions_of
+from headwater.engine.formats.serde import json_object_values
 from headwater.engine.functions.types import STRING
 from headwater.engine.persistent.query_plan import CompiledQuery
 from headwater.engine.persistent.query_run import (
@@ -155,18 +156,19 @@ class ColumnarPipeline:
         self.compiled = compiled = records.compiled
         self.execution = Execution.of(compiled)
         source = compiled.source
-        self._serde = records._source_serde
+        self._serde = records.source_serde
         self._key_columns = tuple((c.name, c.type) for c in source.key_columns)
         self._value_columns = tuple((c.name, c.type) for c in source.value_columns)
         self._resolved = compiled.scope.columns if compiled.scope is not None else {}
         self._json_values = (
             JsonObjects([(n, self._resolved[n]) for n, _ in self._value_columns])
-            if _json_object(source)
+            if json_object_values(source)
             else None
         )
         sink = records.sink
-        self._sink_serde = records._sink_serde
-        self._sink_json = _json_object(sink)
+        self._sink_serde = records.sink_serde
+        self._sink_json = json_object_values(sink)
+        self._kafka_string_source_key = _kafka_string_key(source)
         self._sink_kafka_string_key = (
             _kafka_string_key(sink)
             and len(compiled.key_columns) == 1
@@ -276,8 +278,8 @@ class ColumnarPipeline:
         bad: dict[int, str] = {}
         size = len(records)
         columns: dict[str, Column] = {}
-        values = [r.value if r.value is not None else b"{}" for r in records]
         if self._json_values is not None:
+            values = [r.value if r.value is not None else b"{}" for r in records]
             decoded, wrong = self._json_values.read(values)
             columns.update(decoded)
             bad.update(wrong)
@@ -302,7 +304,7 @@ class ColumnarPipeline:
     ) -> dict[str, Column]:
         if not self._key_columns:
             return {}
-        if _kafka_string_key(self.compiled.source):
+        if self._kafka_string_source_key:
             try:  # UTF-8 checked in one step; invalid bytes decode as Java's, per record
                 ((name, _t),) = self._key_columns
                 return {name: pa.array([r.key for r in records], pa.binary()).cast(pa.string())}
@@ -377,14 +379,6 @@ class ColumnarPipeline:
                 bad[j] = str(exc)
                 out.append(None)
         return pa.array(out, pa.binary())
-
-
-def _json_object(source: Source) -> bool:
-    """Whether the source's values are JSON objects of its value columns (wrapped JSON)."""
-    if source.value_format.upper() != "JSON":
-        return False
-    wrap = source.property("WRAP_SINGLE_VALUE")
-    return wrap is None or str(wrap).strip().lower() == "true"
 
 
 def _kafka_string_key(source: Source) -> bool:

@@ -103,8 +103,8 @@ class RecordPipeline:
         self.compiled = compiled
         self.sink = sink
         self._reader = RowReader(compiled.source, custom_types)
-        self._source_serde = self._reader.serde
-        self._sink_serde = RowSerde.for_source(sink, custom_types)
+        self.source_serde = self._reader.serde
+        self.sink_serde = RowSerde.for_source(sink, custom_types)
         self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
         self._value_names = [c.name for c in compiled.value_columns]
         self._table_functions = compiled.table_functions
@@ -192,7 +192,7 @@ class RecordPipeline:
         if record.key is None and not self.compiled.partition_by:
             key_bytes = None  # a null key stays null (not an object of NULLs)
         else:
-            key_bytes = self._sink_serde.serialize_key(new_key)
+            key_bytes = self.sink_serde.serialize_key(new_key)
         if value is None:
             # A record without a value goes on, still without one, under its new key
             return OutputRecord(
@@ -205,7 +205,7 @@ class RecordPipeline:
                 seq,
             )
         row = {name: f(view) for name, f in zip(names, values)}
-        value_bytes = self._sink_serde.serialize_value(row)
+        value_bytes = self.sink_serde.serialize_value(row)
         if self._sink_time is not None:
             row.update(zip([c.name for c in self.compiled.key_columns], new_key))
             try:
