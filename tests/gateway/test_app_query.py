@@ -617,8 +617,12 @@ def test_a_huge_statement_does_not_stall_the_server(client: TestClient, users: s
         waits.append(time.perf_counter() - began)
         time.sleep(0.01)
     worker.join(60)
-    # parsing and planning run in a worker thread: the event loop keeps answering
-    assert waits and max(waits) < 0.5, (len(waits), max(waits))
+    # Parsing and planning run in a worker thread, so the event loop keeps answering while they
+    # run: several answers, most of them quick. (The parse holds the GIL in 5 ms turns and a
+    # full garbage collection in a big test process can hold it for a second, so one slow
+    # answer says nothing; on the loop, the parse would let no answer through until it ended.)
+    waits.sort()
+    assert len(waits) >= 3 and waits[len(waits) // 2] < 0.25, waits
     assert statuses == [400]  # nested too deeply to compile: a clean 4xx, never a 500
 
 
