@@ -549,6 +549,37 @@ def _with_key_names(steps: list[JoinStep], root_key: str) -> list[JoinStep]:
     return named
 
 
+def key_formats(root: JoinStep) -> dict[int, str]:
+    """Step index -> the key format its records are keyed (and repartitioned) in, by ksqlDB's
+    rule (JoinNode.resolveKeyFormats): a step takes the format of its left side when that side
+    is not repartitioned, else of its right side when that one is not, else the first of its
+    sources' formats that is not NONE (else KAFKA); a left step that is not repartitioned takes
+    its parent's format, one that is resolves its own."""
+    found: dict[int, str] = {}
+    step: JoinStep | JoinLeaf = root
+    given: str | None = None
+    while isinstance(step, JoinStep):
+        fmt = given or _preferred_key_format(step) or _first_key_format(step)
+        found[step.index] = fmt
+        given = None if step.left_rekey else fmt
+        step = step.left
+    return found
+
+
+def _preferred_key_format(step: JoinStep) -> str | None:
+    if not step.left_rekey:
+        left = step.left
+        return left.source.key_format if isinstance(left, JoinLeaf) else _preferred_key_format(left)
+    if not step.right_rekey:
+        return step.right.source.key_format
+    return None
+
+
+def _first_key_format(step: JoinStep) -> str:
+    formats = (leaf.source.key_format for leaf in step.leaves)
+    return next((f for f in formats if f != "NONE"), "KAFKA")
+
+
 def _joined_source(root: JoinStep, leaves: Sequence[JoinLeaf]) -> Source:
     """The join's result as a source: its key column, then every leaf's columns (``ALIAS_COL``)."""
     if root.foreign_key:
@@ -570,10 +601,7 @@ def _joined_source(root: JoinStep, leaves: Sequence[JoinLeaf]) -> Source:
         if p not in key_names
     ]
     first = leaves[0].source
-    # ksqlDB's join key format: the first source's that has one (KLIP-33), else KAFKA
-    key_format = next(
-        (leaf.source.key_format for leaf in leaves if leaf.source.key_format != "NONE"), "KAFKA"
-    )
+    key_format = key_formats(root)[root.index]
     return Source(
         root.result,
         JOINED,

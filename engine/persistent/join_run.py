@@ -45,6 +45,7 @@ from headwater.engine.persistent.join_plan import (
     JoinLeaf,
     JoinPlan,
     JoinStep,
+    key_formats,
 )
 from headwater.engine.persistent.query_run import (
     OLD_ROW,
@@ -177,12 +178,10 @@ class JoinPipeline:
             if isinstance(step.left, JoinLeaf):
                 self._entry[step.left.index] = (step, _LEFT)
             self._entry[step.right.index] = (step, _RIGHT)
-        key_format = next(
-            (leaf.source.key_format for leaf in plan.leaves if leaf.source.key_format != "NONE"),
-            "KAFKA",
-        )
+        formats = key_formats(plan.steps[-1])
         self._key_serdes: dict[int, RowSerde] = {}
         for step in plan.steps:
+            key_format = formats[step.index]
             holder = Source(
                 SourceKind.STREAM,
                 "JOINKEY",

@@ -272,3 +272,29 @@ def test_a_join_query_records_every_source_it_reads() -> None:
     )
     query = next(iter(catalog.queries.values()))
     assert query.sources == ("CLICKS", "USERS")
+
+
+@pytest.mark.parametrize(
+    ("on", "key_format"),
+    [
+        ("c.user_id = u.id", "KAFKA"),  # neither side moves: the left side's format
+        ("c.user_id + 0 = u.id", "JSON"),  # the left side is repartitioned: the table's format
+    ],
+)
+def test_the_join_key_format_is_that_of_a_side_that_keeps_its_partitions(
+    on: str, key_format: str
+) -> None:
+    # ksqlDB's JoinNode.resolveKeyFormats. The repartitioned stream must be keyed as the table
+    # is, or its records reach another partition than their table rows and never join.
+    run = _Run(
+        "CREATE STREAM clicks (user_id INT KEY, page STRING) "
+        "WITH (kafka_topic='clicks', key_format='KAFKA', value_format='JSON');",
+        USERS,
+        f"CREATE STREAM enriched AS SELECT u.id, page, name FROM clicks c JOIN users u ON {on};",
+    )
+    sink = run.catalog.source("ENRICHED")
+    assert sink is not None and sink.key_format == "KAFKA"  # the FROM source's, as ksqlDB's
+    join = run.local.join
+    (step,) = join.plan.steps
+    json_key = key_format == "JSON"
+    assert join._key_bytes(step, 1) == (b"1" if json_key else b"\x00\x00\x00\x01")
