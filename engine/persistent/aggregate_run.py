@@ -43,9 +43,9 @@ from headwater.engine.persistent.query_run import (
     RecordError,
     RowReader,
     _message,
-    _timestamp_reader,
     parse_persistent,
     skipped,
+    timestamp_reader,
 )
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 
@@ -207,7 +207,7 @@ class AggregatePipeline:
         self.table_source = compiled.source.kind is SourceKind.TABLE
         self._reader = RowReader(compiled.source, custom_types)
         self._sink_serde = RowSerde.for_source(sink, custom_types)
-        self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
+        self._sink_time = None if sink.timestamp_column is None else timestamp_reader(sink)
         self._key_names = [c.name for c in compiled.key_columns]
         self._session = compiled.window is not None and compiled.window.session
         self._value_names = [c.name for c in compiled.value_columns]

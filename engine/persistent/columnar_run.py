@@ -20,7 +20,8 @@ the rows in the batch may differ, which nothing reads (the sink orders a batch b
 queries and records.
 
 Queries it does not run (`refusal` says why; they run per record): tables (a changelog, row by row),
-table functions, TIMESTAMP columns on the source or the sink, header columns, and joins' inputs.
+table functions, a TIMESTAMP column on the sink (or on the source, unless BIGINT or STRING: those
+are read value by value as the per-record path reads them), header columns, and joins' inputs.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from headwater.engine.persistent.query_run import (
     OutputRecord,
     ProcessingError,
     RecordPipeline,
+    timestamp_reader,
 )
 from headwater.metastore.catalog import Source, SourceKind
 
@@ -95,8 +97,12 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
         return "table functions"
     if compiled.scope is None or compiled.join is not None:
         return "a join"
-    if source.timestamp_column is not None or (sink and sink.timestamp_column is not None):
-        return "a TIMESTAMP column"
+    if sink is not None and sink.timestamp_column is not None:
+        return "a TIMESTAMP column on the sink"
+    if source.timestamp_column is not None:
+        column = source.column(source.timestamp_column)
+        if column is None or column.type not in ("BIGINT", "STRING"):
+            return "a TIMESTAMP column of a type other than BIGINT or STRING"
     if any(c.headers or c.header_key is not None for c in source.columns):
         return "header columns"
     if sink is not None and [(c.name, c.type) for c in sink.value_columns] != [
@@ -177,6 +183,7 @@ class ColumnarPipeline:
         self._sink_partitions = sink.partitions
         self._value_names = [c.name for c in compiled.value_columns]
         self._value_types = [c.type for c in compiled.value_columns]
+        self._time = timestamp_reader(source)  # the TIMESTAMP column's reader, if any
         self.fallbacks = 0  # batches the vectorized steps failed on, run per record instead
 
     def process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
@@ -231,6 +238,7 @@ class ColumnarPipeline:
         for i in special:
             bad.setdefault(i, "per record")
         execution = self.execution
+        stamps = batch.values("ROWTIME")
         if execution.where is not None:
             keep = pc.fill_null(execution.where.run(batch, bad), False)
             kept = pc.indices_nonzero(keep)
@@ -246,7 +254,7 @@ class ColumnarPipeline:
         for j, why in stage_bad.items():
             bad.setdefault(rows[j], why)
         good = [j for j, i in enumerate(rows) if i not in bad]
-        timestamps = [records[rows[j]].timestamp for j in good]
+        timestamps = [stamps[rows[j]] for j in good]
         source_partitions = [records[rows[j]].partition for j in good]
         keys_out = [key_bytes[j] for j in good]
         n = self._sink_partitions
@@ -294,10 +302,32 @@ class ColumnarPipeline:
             for name, _t in self._value_columns:
                 columns[name] = self._column([row.get(name) for row in rows], name, bad)
         columns.update(self._decode_keys(records, bad))
-        columns["ROWTIME"] = pa.array([r.timestamp for r in records], pa.int64())
+        columns["ROWTIME"] = pa.array(self._times(records, columns, bad), pa.int64())
         columns["ROWPARTITION"] = pa.array([r.partition for r in records], pa.int32())
         columns["ROWOFFSET"] = pa.array([r.offset for r in records], pa.int64())
         return Batch(size, columns), bad
+
+    def _times(
+        self, records: Sequence[InputRecord], columns: dict[str, Column], bad: dict[int, str]
+    ) -> list[int]:
+        """Each record's ROWTIME: its TIMESTAMP column read as the per-record path reads it
+        (a row it fails on, NULL or negative or not in the format, runs per record, which
+        reports it), else the record's own timestamp."""
+        if self._time is None:
+            return [r.timestamp for r in records]
+        name = self.compiled.source.timestamp_column
+        assert name is not None
+        column = columns[name]
+        values = column if isinstance(column, list) else column.to_pylist()
+        read = self._time
+        stamps: list[int] = []
+        for i, value in enumerate(values):
+            try:
+                stamps.append(read({name: value}))
+            except Exception:  # noqa: BLE001 - the per-record path reports it
+                bad.setdefault(i, "timestamp")
+                stamps.append(0)
+        return stamps
 
     def _decode_keys(
         self, records: Sequence[InputRecord], bad: dict[int, str]

@@ -105,7 +105,7 @@ class RecordPipeline:
         self._reader = RowReader(compiled.source, custom_types)
         self.source_serde = self._reader.serde
         self.sink_serde = RowSerde.for_source(sink, custom_types)
-        self._sink_time = None if sink.timestamp_column is None else _timestamp_reader(sink)
+        self._sink_time = None if sink.timestamp_column is None else timestamp_reader(sink)
         self._value_names = [c.name for c in compiled.value_columns]
         self._table_functions = compiled.table_functions
 
@@ -256,7 +256,7 @@ class RowReader:
             for c in source.columns
             if c.headers or c.header_key is not None
         ]
-        self._time = _timestamp_reader(source)
+        self._time = timestamp_reader(source)
 
     def value(self, record: InputRecord) -> Mapping[str, Any] | None:
         """The decoded value of ``record`` (None: it has none)."""
@@ -340,7 +340,7 @@ def _add_headers(
             view[name] = next((v for k, v in reversed(headers) if k == key), None)
 
 
-def _timestamp_reader(source: Source) -> Any:
+def timestamp_reader(source: Source) -> Any:
     """row -> ms since the epoch from the source's TIMESTAMP column, or None without one."""
     name = source.timestamp_column
     if name is None:

@@ -41,6 +41,17 @@ SOURCES = {
         "f BOOLEAN, d DECIMAL(6, 2)) WITH (kafka_topic='src', partitions=2, key_format='JSON', "
         "value_format='DELIMITED');"
     ),
+    # event time from a column: ROWTIME and the output's timestamps are the column's
+    "JSON, TIMESTAMP BIGINT": (
+        "CREATE STREAM src (k STRING KEY, a INT, b BIGINT, c DOUBLE, s STRING, t STRING, "
+        "f BOOLEAN, d DECIMAL(6, 2)) WITH (kafka_topic='src', partitions=2, value_format='JSON', "
+        "timestamp='b');"
+    ),
+    "JSON, TIMESTAMP STRING": (
+        "CREATE STREAM src (k STRING KEY, a INT, b BIGINT, c DOUBLE, s STRING, t STRING, "
+        "f BOOLEAN, d DECIMAL(6, 2)) WITH (kafka_topic='src', partitions=2, value_format='JSON', "
+        "timestamp='t', timestamp_format='yyyy-MM-dd HH:mm:ss.SSS');"
+    ),
 }
 
 
@@ -104,6 +115,7 @@ def _expressions() -> dict[str, st.SearchStrategy[str]]:
     bigs = st.deferred(
         lambda: st.one_of(
             st.just("b"),
+            st.just("ROWTIME"),
             _BIG_LITERALS,
             st.builds("({} {} {})".format, st.one_of(bigs, ints), st.sampled_from("+-*"), bigs),
             st.builds("CAST({} AS BIGINT)".format, ints),
@@ -222,7 +234,9 @@ _FIELD_VALUES = {
     "b": st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-5, 5)),
     "c": _DOUBLES,
     "s": _TEXT,
-    "t": _TEXT,
+    "t": st.one_of(
+        _TEXT, st.sampled_from(["2023-11-14 22:13:20.040", "1969-12-31 23:59:59.999", "2023-1-1"])
+    ),
     "f": st.booleans(),
     "d": st.sampled_from([1.25, "3.5", 10, 9999.99]),
 }
