@@ -9,6 +9,7 @@ arguments holding their length in milliseconds.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import time
 import zoneinfo
@@ -62,6 +63,7 @@ _STRF = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def _strftime_pattern(java: str) -> str:
     """A Java ``DateTimeFormatter`` pattern (the common letters) as a ``strftime`` pattern.
 
@@ -94,9 +96,23 @@ def _format_ts(ms: int, pattern: str, zone: str | None = None) -> str:
     return stamp.strftime(_strftime_pattern(pattern).replace("%f", f"{ms % 1000:03d}"))
 
 
+_ISO_SHAPES = {
+    f"%Y-%m-%d{t}%H:%M:%S{f}": re.compile(rf"\d{{4}}-\d\d-\d\d{t}\d\d:\d\d:\d\d{g}", re.ASCII)
+    for t in (" ", "T")
+    for f, g in ((".%f", r"\.\d{3}"), ("", ""))
+}
+"""strptime patterns whose every match of the regex ``fromisoformat`` reads as strptime does
+(fixed-width digits), ~30 times faster: event times are parsed once per record."""
+
+
 def _parse_ts(text: str, pattern: str, zone: str | None = None) -> int:
+    converted = _strftime_pattern(pattern)
     try:
-        stamp = dt.datetime.strptime(text, _strftime_pattern(pattern))
+        shape = _ISO_SHAPES.get(converted)
+        if shape is not None and shape.fullmatch(text):
+            stamp = dt.datetime.fromisoformat(text)
+        else:
+            stamp = dt.datetime.strptime(text, converted)
     except ValueError as error:
         raise EvalFailure(
             f"Failed to parse timestamp '{text}' with formatter '{pattern}'"

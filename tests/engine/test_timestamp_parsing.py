@@ -1,0 +1,67 @@
+"""STRINGTOTIMESTAMP's fast path (``fromisoformat`` for fixed-width ISO shapes, as event-time
+sources parse a timestamp per record) against the general one (``strptime``): the same instant, or
+the same failure, for every text."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from headwater.engine.functions import temporal
+from headwater.engine.functions.types import EvalFailure
+
+PATTERNS = [
+    "yyyy-MM-dd HH:mm:ss.SSS",
+    "yyyy-MM-dd'T'HH:mm:ss.SSS",
+    "yyyy-MM-dd HH:mm:ss",
+    "yyyy-MM-dd'T'HH:mm:ss",
+]
+
+
+def general(text: str, pattern: str) -> int | str:
+    try:
+        stamp = dt.datetime.strptime(text, temporal._strftime_pattern(pattern))
+    except ValueError:
+        return "fails"
+    return (stamp.replace(tzinfo=dt.UTC) - temporal._EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def fast(text: str, pattern: str) -> int | str:
+    try:
+        return temporal._parse_ts(text, pattern)
+    except EvalFailure:
+        return "fails"
+
+
+_ARABIC_INDIC = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")  # strptime reads these digits
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    """Mostly real instants in the patterns' shapes, some with a digit changed (to a day that
+    does not exist, an hour 24, ...) or written in other digits."""
+    when = draw(st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)))
+    sep = draw(st.sampled_from([" ", "T"]))
+    fraction = draw(st.sampled_from(["", f".{when.microsecond // 1000:03d}", ".5", ".1234"]))
+    text = when.strftime(f"%Y-%m-%d{sep}%H:%M:%S").rjust(19, "0") + fraction
+    how = draw(st.integers(0, 3))
+    at = draw(st.integers(0, len(text) - 1))
+    if how == 1 and text[at].isdigit():
+        text = text[:at] + draw(st.sampled_from("0123456789")) + text[at + 1 :]
+    elif how == 2:
+        text = text[:at] + text[at].translate(_ARABIC_INDIC) + text[at + 1 :]
+    return text
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@given(text=st.one_of(texts(), st.text(max_size=25)))
+def test_the_fast_path_reads_every_text_as_strptime_does(pattern: str, text: str) -> None:
+    assert fast(text, pattern) == general(text, pattern)
+
+
+def test_a_date_that_does_not_exist_fails_on_both_paths() -> None:
+    assert fast("2023-02-30 10:00:00.000", PATTERNS[0]) == "fails"
+    assert fast("2023-11-14 22:13:20.040", PATTERNS[0]) == 1_700_000_000_040
