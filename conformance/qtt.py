@@ -104,8 +104,9 @@ class _Topic:
         return record
 
 
-class _World:
-    """A catalog, topics in memory and the running queries of one case."""
+class World:
+    """A catalog, topics in memory and the running queries of one case (also used by
+    bench.nexmark's tests to run Nexmark's queries in process)."""
 
     def __init__(self, topics: Mapping[str, int]) -> None:
         self.catalog = Catalog()
@@ -286,7 +287,7 @@ def _run_case(case: dict) -> None:
         raise Skip("format PROTOBUF")
     expected_error = case.get("expectedException")
     topics = {t["name"]: int(t.get("partitions", 1)) for t in case.get("topics", [])}
-    world = _World(topics)
+    world = World(topics)
     for topic in case.get("topics", []):
         for part in ("key", "value"):
             schema = topic.get(f"{part}Schema")
@@ -362,12 +363,12 @@ def _later_construct(error: Exception) -> bool:
 # -- inputs and outputs as the corpus writes them --------------------------------------------------
 
 
-def _source_for_topic(world: _World, topic: str) -> Source | None:
+def _source_for_topic(world: World, topic: str) -> Source | None:
     found = [s for s in world.catalog.sources.values() if s.topic == topic]
     return min(found, key=lambda s: s.created_offset) if found else None
 
 
-def _feed_inputs(world: _World, inputs: list[dict]) -> None:
+def _feed_inputs(world: World, inputs: list[dict]) -> None:
     for record in inputs:
         topic = record["topic"]
         source = _source_for_topic(world, topic)
@@ -392,7 +393,7 @@ def _feed_inputs(world: _World, inputs: list[dict]) -> None:
         )
 
 
-def _judge_outputs(world: _World, outputs: list[dict]) -> None:
+def _judge_outputs(world: World, outputs: list[dict]) -> None:
     expected: dict[str, list[dict]] = defaultdict(list)
     windowed_topics = {s.topic for s in world.catalog.sources.values() if s.windowed}
     for record in outputs:
@@ -445,7 +446,7 @@ def _judge_outputs(world: _World, outputs: list[dict]) -> None:
             )
 
 
-def _judge_post(world: _World, post: Mapping[str, Any]) -> None:
+def _judge_post(world: World, post: Mapping[str, Any]) -> None:
     for wanted in post.get("sources", []):
         source = world.catalog.source(
             wanted["name"].upper()

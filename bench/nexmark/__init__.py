@@ -1,0 +1,1 @@
+"""Nexmark, the standard streaming benchmark, on headwater (python -m bench.nexmark)."""
