@@ -105,6 +105,18 @@ _ISO_SHAPES = {
 (fixed-width digits), ~30 times faster: event times are parsed once per record."""
 
 
+def iso_shape(pattern: str) -> tuple[str, bool] | None:
+    """(date-time separator, has milliseconds) when ``pattern`` is one of the fixed-width ISO
+    shapes (``yyyy-MM-dd HH:mm:ss[.SSS]``, ``' '`` or ``'T'``), else None."""
+    try:
+        converted = _strftime_pattern(pattern)
+    except EvalFailure:
+        return None
+    if converted not in _ISO_SHAPES:
+        return None
+    return converted[8], converted.endswith("%f")
+
+
 def _parse_ts(text: str, pattern: str, zone: str | None = None) -> int:
     converted = _strftime_pattern(pattern)
     try:

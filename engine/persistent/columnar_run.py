@@ -38,6 +38,7 @@ from headwater.engine.columnar.batch import Batch, Column, to_column
 from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
 from headwater.engine.columnar.kernels import Vector, vectorize
 from headwater.engine.columnar.partitions import partitions_of
+from headwater.engine.columnar.times import iso_millis
 from headwater.engine.formats.serde import json_object_values
 from headwater.engine.functions.types import STRING
 from headwater.engine.persistent.query_plan import CompiledQuery
@@ -184,6 +185,12 @@ class ColumnarPipeline:
         self._value_names = [c.name for c in compiled.value_columns]
         self._value_types = [c.type for c in compiled.value_columns]
         self._time = timestamp_reader(source)  # the TIMESTAMP column's reader, if any
+        time_column = source.column(source.timestamp_column or "")
+        self._iso_pattern = (  # a STRING TIMESTAMP column's format, read a column at a time
+            str(source.property("TIMESTAMP_FORMAT"))
+            if time_column is not None and time_column.type == "STRING"
+            else None
+        )
         self.fallbacks = 0  # batches the vectorized steps failed on, run per record instead
 
     def process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
@@ -315,9 +322,14 @@ class ColumnarPipeline:
         reports it), else the record's own timestamp."""
         if self._time is None:
             return [r.timestamp for r in records]
-        name = self.compiled.source.timestamp_column
+        source = self.compiled.source
+        name = source.timestamp_column
         assert name is not None
         column = columns[name]
+        if self._iso_pattern is not None:
+            fast = iso_millis(column, self._iso_pattern)
+            if fast is not None:
+                return fast
         values = column if isinstance(column, list) else column.to_pylist()
         read = self._time
         stamps: list[int] = []

@@ -10,6 +10,7 @@ all. The mutation tests prove the check can fail: a kernel whose semantics diffe
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from typing import Any
@@ -228,15 +229,20 @@ _DOUBLES = st.one_of(
     st.sampled_from([1e-5, 1e7, 9999999.5, 0.001, -0.0, 75.0, 1e20, 123456789.125, 2.5]),
     st.integers(-(2**60), 2**60),
 )
+#: a TIMESTAMP column's texts: mostly instants (a batch of them all is read at once), some not
+_EVENT_TIMES = st.one_of(
+    st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)).map(
+        lambda d: d.strftime("%Y-%m-%d %H:%M:%S.").rjust(20, "0") + f"{d.microsecond // 1000:03d}"
+    ),
+    st.sampled_from(["2023-02-30 10:00:00.000", "0000-01-01 00:00:00.000", "2023-1-1"]),
+)
 #: per column: values of its type and what ksqlDB coerces into it (`_object` adds anything)
 _FIELD_VALUES = {
     "a": st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-100, 100), st.just("12")),
     "b": st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-5, 5)),
     "c": _DOUBLES,
     "s": _TEXT,
-    "t": st.one_of(
-        _TEXT, st.sampled_from(["2023-11-14 22:13:20.040", "1969-12-31 23:59:59.999", "2023-1-1"])
-    ),
+    "t": st.one_of(_EVENT_TIMES, _EVENT_TIMES, _TEXT),
     "f": st.booleans(),
     "d": st.sampled_from([1.25, "3.5", 10, 9999.99]),
 }

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headwater.engine.columnar.times import iso_millis
 from headwater.engine.functions import temporal
 from headwater.engine.functions.types import EvalFailure
 
@@ -57,6 +59,7 @@ def texts(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
+@settings(deadline=None)
 @given(text=st.one_of(texts(), st.text(max_size=25)))
 def test_the_fast_path_reads_every_text_as_strptime_does(pattern: str, text: str) -> None:
     assert fast(text, pattern) == general(text, pattern)
@@ -65,3 +68,27 @@ def test_the_fast_path_reads_every_text_as_strptime_does(pattern: str, text: str
 def test_a_date_that_does_not_exist_fails_on_both_paths() -> None:
     assert fast("2023-02-30 10:00:00.000", PATTERNS[0]) == "fails"
     assert fast("2023-11-14 22:13:20.040", PATTERNS[0]) == 1_700_000_000_040
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@settings(deadline=None)
+@given(column=st.lists(texts(), min_size=1, max_size=8))
+def test_a_column_read_at_once_is_read_as_value_by_value(pattern: str, column: list[str]) -> None:
+    each = [fast(text, pattern) for text in column]
+    at_once = iso_millis(column, pattern)
+    if at_once is not None:
+        assert at_once == each
+    elif "fails" not in each:
+        # every value reads: only a shape the column reader leaves alone may refuse it
+        assert any(
+            temporal._ISO_SHAPES[temporal._strftime_pattern(pattern)].fullmatch(t) is None
+            or t.startswith("0000")
+            for t in column
+        )
+
+
+def test_a_column_of_event_times_is_read_at_once() -> None:
+    column = pa.array(["2023-11-14 22:13:20.040", "1969-12-31 23:59:59.999"])
+    assert iso_millis(column, PATTERNS[0]) == [1_700_000_000_040, -1]
+    for bad in ("2023-02-30 10:00:00.000", "0000-01-01 00:00:00.000", None, "2023-11-14"):
+        assert iso_millis([*column.to_pylist(), bad], PATTERNS[0]) is None
