@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=5_000, help="events per second produced")
     parser.add_argument("--queries", default="", help="comma-separated names (default: all)")
     parser.add_argument(
-        "--settle", type=float, default=60.0, help="seconds without new output, once produced"
+        "--settle", type=float, default=120.0, help="seconds without new output, once produced"
     )
     options = parser.parse_args(argv)
     wanted = {n.strip() for n in options.queries.split(",") if n.strip()}
