@@ -5,6 +5,7 @@ Shared by the benchmarks (not one itself).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,13 +90,22 @@ class BenchServer:
 
 @contextmanager
 def bench_node(extra: tuple[str, ...] = ()) -> Iterator[tuple[EmbeddedBroker, BenchServer]]:
-    """An in-memory embedded broker and one server on it, both stopped on exit."""
-    with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
-        server = BenchServer(broker.bootstrap_servers, Path(scratch), extra)
-        try:
-            yield broker, server
-        finally:
-            server.stop()
+    """An in-memory embedded broker and one server on it, both stopped on exit, a SIGTERM to the
+    benchmark included (it would otherwise leave the server and its Spark running)."""
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with tempfile.TemporaryDirectory() as scratch, EmbeddedBroker(None) as broker:
+            server = BenchServer(broker.bootstrap_servers, Path(scratch), extra)
+            try:
+                yield broker, server
+            finally:
+                server.stop()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def wait_records(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float) -> float:
