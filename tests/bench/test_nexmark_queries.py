@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -13,12 +14,22 @@ from bench.nexmark.generator import TOPICS, Bid, GeneratorConfig, events, record
 from bench.nexmark.queries import QUERIES, NexmarkQuery
 from bench.nexmark.reference import MODELS, Run, actual, canonical, difference, expected, side_input
 from conformance.qtt import World
+from headwater.engine.formats import schema_registry
 from headwater.sqlparse_ext import parse
 
 PREFIX = "NX_"
 PARTITIONS = 2  # as bench.nexmark's topics
 RUNNABLE = [q for q in QUERIES if q.refused is None]
 FEWER = {"q23": 1_000}  # its output grows with bids x auctions: 23,066 rows from 4,000 events
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _process_registry() -> Iterator[None]:
+    """`World` makes its own mock schema registry the process's: the one before is put back
+    (else later tests find a registry where none is configured)."""
+    before = schema_registry.current()
+    yield
+    schema_registry.use(before)
 
 
 @pytest.fixture(scope="module")

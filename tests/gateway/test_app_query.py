@@ -594,9 +594,20 @@ def test_alter_adds_value_columns_as_ksqldb_does(client: TestClient) -> None:
     assert ksql(client, f"ALTER STREAM {stream} ADD COLUMN Z INT;").status_code == 200
 
 
-def test_a_huge_statement_does_not_stall_the_server(client: TestClient, users: str) -> None:
+def test_a_huge_statement_does_not_stall_the_server(
+    client: TestClient, users: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import threading
 
+    from headwater.gateway import query as query_module
+
+    real = query_module._one_statement
+
+    def slow(*args: Any) -> Any:
+        time.sleep(1)  # a parse that takes a second however fast this machine parses
+        return real(*args)
+
+    monkeypatch.setattr(query_module, "_one_statement", slow)
     huge = f"SELECT ID, {'+'.join(['AGE'] * 20_000)} AS X FROM {users} WHERE ID = 'u1';"
     done = threading.Event()
     waits: list[float] = []
@@ -618,9 +629,10 @@ def test_a_huge_statement_does_not_stall_the_server(client: TestClient, users: s
         time.sleep(0.01)
     worker.join(60)
     # Parsing and planning run in a worker thread, so the event loop keeps answering while they
-    # run: several answers, most of them quick. (The parse holds the GIL in 5 ms turns and a
-    # full garbage collection in a big test process can hold it for a second, so one slow
-    # answer says nothing; on the loop, the parse would let no answer through until it ended.)
+    # run (at least a second here): several answers, most of them quick. (The parse holds the
+    # GIL in 5 ms turns and a full garbage collection in a big test process can hold it for a
+    # second, so one slow answer says nothing; on the loop, the parse would let no answer
+    # through until it ended.)
     waits.sort()
     assert len(waits) >= 3 and waits[len(waits) // 2] < 0.25, waits
     assert statuses == [400]  # nested too deeply to compile: a clean 4xx, never a 500
