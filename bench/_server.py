@@ -69,6 +69,14 @@ class BenchServer:
         self.stop()
         self._start()
 
+    def wait_for_spark(self, since: float, timeout_s: float = 180) -> None:
+        """Wait until the server reports Spark up (``headwater.engine.start=startup``); ``since``
+        is the ``time.monotonic()`` the wait is counted from (the server's start)."""
+        while httpx.get(f"{self.url}/queryStatus", timeout=5).json().get("spark") != "UP":
+            if time.monotonic() - since > timeout_s:
+                raise SystemExit(f"Spark was not up {timeout_s:g} s after the server started")
+            time.sleep(0.2)
+
     def ksql(self, sql: str, properties: dict[str, str] | None = None) -> list[dict]:
         answer = httpx.post(
             f"{self.url}/ksql",

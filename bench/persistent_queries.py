@@ -34,7 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 from confluent_kafka import TopicPartition
 
 from bench._processes import cpu_seconds, processes_by_kind, rss_mb
@@ -154,10 +153,7 @@ def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int
     )
     try:
         healthy = time.monotonic() - began
-        while httpx.get(f"{second.url}/queryStatus", timeout=5).json().get("spark") != "UP":
-            if time.monotonic() - began > 180:
-                raise SystemExit("Spark was not up 180 s after the server started")
-            time.sleep(0.2)
+        second.wait_for_spark(began)
         up = time.monotonic() - began
         # its own service (catalog), on the topic the first server's queries read
         second.ksql(

@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import orjson
 from confluent_kafka import TopicPartition
 
@@ -226,10 +225,7 @@ def _headwater(broker: EmbeddedBroker, source: str, sink: str, scratch: Path) ->
     server = BenchServer(
         broker.bootstrap_servers, folder, ("--set", "headwater.engine.start=startup")
     )
-    while httpx.get(f"{server.url}/queryStatus", timeout=5).json().get("spark") != "UP":
-        if time.monotonic() - began > 180:
-            raise SystemExit("Spark was not up 180 s after the server started")
-        time.sleep(0.2)
+    server.wait_for_spark(began)
     print(
         f"  headwater: server healthy and Spark warm {time.monotonic() - began:.1f} s after start"
     )

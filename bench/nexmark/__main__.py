@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [q for q in QUERIES if not wanted or q.name in wanted]
     outcomes: list[Outcome] = []
     with bench_node(("--set", "headwater.engine.start=startup")) as (broker, server):
-        _wait_for_spark(server)
+        server.wait_for_spark(time.monotonic())
         # a throwaway run first, so that the first query measured is not Spark's first job
         warm = argparse.Namespace(**{**vars(options), "events": 2_000})
         _run(broker, server, BY_NAME["q2"], 99, warm)
@@ -92,14 +92,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print(outcomes[-1])
     _summary(outcomes, len(chosen))
     return 0
-
-
-def _wait_for_spark(server: BenchServer) -> None:
-    began = time.monotonic()
-    while httpx.get(f"{server.url}/queryStatus", timeout=5).json().get("spark") != "UP":
-        if time.monotonic() - began > 180:
-            raise SystemExit("Spark was not up 180 s after the server started")
-        time.sleep(0.2)
 
 
 def _run(

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Final, TypeAlias
 
@@ -255,57 +255,14 @@ def record(event: Event) -> tuple[str, bytes, bytes]:
     text of the person's id, the auction's id, or the bid's auction (so all bids of one auction
     share a partition); value is a compact JSON object with the dataclass's field names, date_time
     and expires written as date_time_text(...)."""
+    fields = asdict(event)
+    for name in ("date_time", "expires"):
+        if name in fields:
+            fields[name] = date_time_text(fields[name])
     if isinstance(event, Bid):
-        return (
-            "bid",
-            str(event.auction).encode(),
-            orjson.dumps(
-                {
-                    "auction": event.auction,
-                    "bidder": event.bidder,
-                    "price": event.price,
-                    "channel": event.channel,
-                    "url": event.url,
-                    "date_time": date_time_text(event.date_time),
-                    "extra": event.extra,
-                }
-            ),
-        )
-    if isinstance(event, Auction):
-        return (
-            "auction",
-            str(event.id).encode(),
-            orjson.dumps(
-                {
-                    "id": event.id,
-                    "item_name": event.item_name,
-                    "description": event.description,
-                    "initial_bid": event.initial_bid,
-                    "reserve": event.reserve,
-                    "date_time": date_time_text(event.date_time),
-                    "expires": date_time_text(event.expires),
-                    "seller": event.seller,
-                    "category": event.category,
-                    "extra": event.extra,
-                }
-            ),
-        )
-    return (
-        "person",
-        str(event.id).encode(),
-        orjson.dumps(
-            {
-                "id": event.id,
-                "name": event.name,
-                "email_address": event.email_address,
-                "credit_card": event.credit_card,
-                "city": event.city,
-                "state": event.state,
-                "date_time": date_time_text(event.date_time),
-                "extra": event.extra,
-            }
-        ),
-    )
+        return "bid", str(event.auction).encode(), orjson.dumps(fields)
+    kind = "auction" if isinstance(event, Auction) else "person"
+    return kind, str(event.id).encode(), orjson.dumps(fields)
 
 
 class _Generator:

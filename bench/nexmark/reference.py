@@ -321,6 +321,21 @@ def q19_shape(run: Run) -> Callable[[Row], Row]:
     return shape
 
 
+def _auction_columns(a: Auction) -> Row:
+    """An auction's columns as q20 and q23 select them."""
+    return {
+        "ITEM_NAME": a.item_name,
+        "DESCRIPTION": a.description,
+        "INITIAL_BID": a.initial_bid,
+        "RESERVE": a.reserve,
+        "AUCTION_DATE_TIME": date_time_text(a.date_time),
+        "EXPIRES": date_time_text(a.expires),
+        "SELLER": a.seller,
+        "CATEGORY": a.category,
+        "AUCTION_EXTRA": a.extra,
+    }
+
+
 def q20(run: Run) -> list[Row]:
     auctions = {a.id: a for a in run.auctions}
     rows = []
@@ -337,15 +352,7 @@ def q20(run: Run) -> list[Row]:
                 "URL": b.url,
                 "BID_DATE_TIME": date_time_text(b.date_time),
                 "BID_EXTRA": b.extra,
-                "ITEM_NAME": a.item_name,
-                "DESCRIPTION": a.description,
-                "INITIAL_BID": a.initial_bid,
-                "RESERVE": a.reserve,
-                "AUCTION_DATE_TIME": date_time_text(a.date_time),
-                "EXPIRES": date_time_text(a.expires),
-                "SELLER": a.seller,
-                "CATEGORY": a.category,
-                "AUCTION_EXTRA": a.extra,
+                **_auction_columns(a),
             }
         )
     return rows
@@ -416,15 +423,7 @@ def q23(run: Run) -> list[Row]:
                     "CITY": p.city,
                     "STATE": p.state,
                     "PERSON_EXTRA": p.extra,
-                    "ITEM_NAME": a.item_name,
-                    "DESCRIPTION": a.description,
-                    "INITIAL_BID": a.initial_bid,
-                    "RESERVE": a.reserve,
-                    "AUCTION_DATE_TIME": date_time_text(a.date_time),
-                    "EXPIRES": date_time_text(a.expires),
-                    "SELLER": a.seller,
-                    "CATEGORY": a.category,
-                    "AUCTION_EXTRA": a.extra,
+                    **_auction_columns(a),
                 }
             )
     return rows
