@@ -101,6 +101,23 @@ class SubmitSettings:
     active_query_limit: int = NO_ACTIVE_LIMIT
 
 
+#: The longest pause between two attempts of one submission.
+_MAX_PAUSE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Lost:
+    """An attempt that did not take effect, to be retried.
+
+    Attributes:
+        end: the command log's end it validated against (None: it failed before reading it).
+        reason: why, for the log and the final error.
+    """
+
+    end: int | None
+    reason: str
+
+
 class CommandSubmitter:
     """Submits catalog statements for one server."""
 
@@ -148,16 +165,34 @@ class CommandSubmitter:
 
     def _submit(self, statement: ast.Statement, offset_reset: str | None) -> Submitted:
         attempt_ids: list[str] = []
+        lost = _Lost(None, "")
         for attempt in range(1, self._limits.max_attempts + 1):
+            started = time.monotonic()
             answer = self._attempt(statement, attempt, attempt_ids, offset_reset)
-            if answer is not None:
+            if isinstance(answer, Submitted):
                 return answer
-            # Jittered, growing backoff: two servers fencing each other must not stay in step.
-            time.sleep(random.uniform(0.5, 1.5) * self._limits.retry_backoff_ms * attempt / 1000)
+            lost = answer
+            log.warning("command submission attempt %d lost: %s", attempt, lost.reason)
+            if attempt < self._limits.max_attempts:
+                self._yield_to_others(lost, attempt, time.monotonic() - started)
         raise CommandConflict(
             f"the statement lost {self._limits.max_attempts} races with statements from other "
-            "servers, or the command log did not confirm it; try again"
+            f"servers, or the command log did not confirm it (last: {lost.reason}); try again"
         )
+
+    def _yield_to_others(self, lost: _Lost, attempt: int, took_s: float) -> None:
+        """Give way after a lost attempt: another server's submission is most likely under way
+        (it fenced this one, or its record landed first). Wait for the log to move past the end this
+        attempt validated against (its record landing, or this attempt's late one), for a jittered
+        pause that grows with the attempts and with how long an attempt takes here. Two servers that
+        fence each other then stop retrying in step: one waits while the other commits, instead of
+        fencing it again (CI saw two servers each lose 5 rounds of that)."""
+        backoff_s = self._limits.retry_backoff_ms / 1000
+        pause = retry_pause(attempt, took_s, backoff_s, random.uniform(0.5, 1.5))
+        if lost.end is None:
+            time.sleep(pause)
+        else:
+            self._runner.wait_for_position(lost.end + 1, pause)
 
     def _attempt(
         self,
@@ -165,8 +200,9 @@ class CommandSubmitter:
         attempt: int,
         attempt_ids: list[str],
         offset_reset: str | None = None,
-    ) -> Submitted | None:
-        """One attempt of steps 1-4; None means "try again"."""
+    ) -> Submitted | _Lost:
+        """One attempt of steps 1-4; a ``_Lost`` means "try again"."""
+        end: int | None = None
         producer = clients.producer(
             self._settings, "command-submitter", transactional_id=self._service_id
         )
@@ -201,25 +237,24 @@ class CommandSubmitter:
                 if isinstance(exc, KafkaEdgeError) and not exc.retriable:
                     self._abort(producer)
                     raise ValidationError(str(exc)) from exc
-                log.warning("command submission attempt %d failed: %s", attempt, exc)
                 self._abort(producer)
-                return None
+                return _Lost(end, f"Kafka refused the transaction ({exc})")
             command_id = new_command_id()
             attempt_ids.append(command_id)
             if not self._append(producer, command_id, end, statement, command):  # step 4
                 # Outcome unknown: the next attempt catches up and looks this id up first.
-                return None
+                return _Lost(end, "its commit did not confirm (another server fenced it?)")
         finally:
             _close(producer)
-        outcome = self._runner.wait_for_outcome(command_id, self._limits.outcome_timeout_ms / 1000)
+        wait_s = self._limits.outcome_timeout_ms / 1000
+        outcome = self._runner.wait_for_outcome(command_id, wait_s)
         if outcome is None:
-            log.warning("command %s: no decision after commit; trying again", command_id)
-            return None
+            return _Lost(end, f"the command runner did not decide it within {wait_s:g} s")
         if outcome.state is CommandState.SUCCESS:
             return self._answer(outcome, attempt, self._finish(planned, command_id))
         if not outcome.conflict:
             raise ValidationError(outcome.message)
-        return None
+        return _Lost(end, "another server's statement landed first")
 
     def _catch_up(self) -> int:
         """Step 2: the log's end, once the local runner has decided everything below it."""
@@ -369,6 +404,14 @@ class CommandSubmitter:
             clients.abort_transaction(producer, self._settings)
         except (KafkaEdgeError, KafkaException) as exc:
             log.debug("abort after a failed attempt: %s", exc)
+
+
+def retry_pause(attempt: int, took_s: float, backoff_s: float, jitter: float) -> float:
+    """How long to give way after lost attempt number ``attempt`` (1, 2, ...), which took
+    ``took_s``: ``jitter`` (drawn from 0.5-1.5) times the longer of ``backoff_s`` and ``took_s``,
+    doubled per attempt, at most ``_MAX_PAUSE_S``. Scaling by the attempt's own duration is what
+    lets a rival's whole attempt (fence, catch up, plan, commit) fit in the pause."""
+    return min(jitter * max(backoff_s, took_s) * 2 ** (attempt - 1), _MAX_PAUSE_S)
 
 
 def _close(producer: Producer) -> None:

@@ -286,9 +286,29 @@ def _no_spark_left(before: set[int]) -> None:
     assert not left, f"Spark processes outlived their servers: {sorted(left)}"
 
 
+#: The servers a test (or its module) started, whose logs a failure report shows.
+_SERVERS = pytest.StashKey[list[ServerProcess]]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that started servers shows the end of each server's log: a failure in CI
+    (a lost race, a timeout) is then explained by what the servers said, not only by the answer."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed:
+        return
+    module = item.getparent(pytest.Module)
+    servers = item.stash.get(_SERVERS, []) + (module.stash.get(_SERVERS, []) if module else [])
+    for index, server in enumerate(servers):
+        if server.log_path.exists():
+            report.sections.append((f"server {index} log ({server.host}), end", server.log()))
+
+
 @contextmanager
-def _making_servers(folder: Path) -> Iterator[ServerFactory]:
+def _making_servers(folder: Path, node: pytest.Item | pytest.Collector) -> Iterator[ServerFactory]:
     made: list[ServerProcess] = []
+    node.stash[_SERVERS] = made
     before = _spark_pids()
 
     def make(*args: str, start: bool = True, tls_ca: str | None = None) -> ServerProcess:
@@ -314,14 +334,16 @@ def server_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
 
     Each gets a free port and a log file in ``tmp_path``; pass ``-b``, ``--state-dir`` etc. in args.
     """
-    with _making_servers(tmp_path) as make:
+    with _making_servers(tmp_path, request.node) as make:
         yield make
 
 
 @pytest.fixture(scope="module")
-def module_server_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
+def module_server_factory(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerFactory]:
     """As ``server_factory``, for servers every test of a module shares (stopped after the last)."""
-    with _making_servers(tmp_path_factory.mktemp("servers")) as make:
+    with _making_servers(tmp_path_factory.mktemp("servers"), request.node) as make:
         yield make
 
 
