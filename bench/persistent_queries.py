@@ -36,7 +36,7 @@ from pathlib import Path
 
 from confluent_kafka import TopicPartition
 
-from bench._processes import cpu_seconds, processes_by_kind, rss_mb
+from bench._processes import cpu_seconds, processes_by_kind, pss_mb, rss_mb
 from bench._server import BenchServer, bench_node, wait_records
 from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, produce_tx, tx_passing, tx_record
 from headwater.kafka.broker import EmbeddedBroker
@@ -140,8 +140,9 @@ def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int
     share = (cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
     print(
         f"10 idle persistent queries: {share * 100:.1f}% of one core, RSS "
-        f"{rss_mb(server.process.pid):,.0f} MB (server + Spark) (targets <= 5% of a core, "
-        f"<= 1,200 MB); by process: {processes_by_kind(server.process.pid)}"
+        f"{rss_mb(server.process.pid):,.0f} MB, PSS {pss_mb(server.process.pid):,.0f} MB "
+        f"(server + Spark) (targets <= 5% of a core, <= 1,200 MB); by process (RSS / PSS): "
+        f"{processes_by_kind(server.process.pid)}"
     )
     server.ksql("TERMINATE ALL;")
 

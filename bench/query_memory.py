@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import TopicPartition
 
-from bench._processes import cpu_of, process_tree, processes_by_kind, rss_mb
+from bench._processes import cpu_of, process_tree, processes_by_kind, pss_mb, rss_mb
 from bench._server import bench_node
 from headwater.kafka.clients import consumer, producer
 
@@ -89,8 +89,8 @@ def _idle_share(root: int, seconds: float) -> float:
 def _report(label: str, root: int, idle_s: float) -> None:
     share = _idle_share(root, idle_s)
     print(
-        f"  {label}: RSS {rss_mb(root):,.0f} MB, CPU {share * 100:.0f}% of a core idle, "
-        f"processes: {processes_by_kind(root)}",
+        f"  {label}: RSS {rss_mb(root):,.0f} MB (PSS {pss_mb(root):,.0f} MB), CPU "
+        f"{share * 100:.0f}% of a core idle, processes (RSS / PSS): {processes_by_kind(root)}",
         flush=True,
     )
 

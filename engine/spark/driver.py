@@ -43,6 +43,11 @@ _RETRY_MAX_S = 60.0
 # server died) before it kills its own process group: a stop that hangs (a micro-batch stuck on an
 # unreachable broker) must not leave a JVM and Python workers behind a dead server.
 _EXIT_GRACE_S = 20.0
+_STATUS_EVERY_S = 0.5  # how often the child looks at its queries and tells the server
+_BUSY_EVERY_S = 0.2
+#: How long an idle single-source query's source holds Spark's question for new records (a
+#: TERMINATE of an idle query waits up to this much longer).
+IDLE_WAIT_MS = 500  # as often while a query waits to start or is starting
 _TRACEBACK = "Traceback (most recent call last):"
 #: The longest a query counts as starting (its sources connecting) for `admission`.
 _STARTING_MAX_S = 60.0
@@ -153,6 +158,12 @@ class QueryDriver:
             if "://" not in path:  # a local or mounted folder; remote stores keep theirs
                 shutil.rmtree(path, ignore_errors=True)
                 log.info("query %s terminated: checkpoint %s deleted", query_id, path)
+
+    def pending(self) -> bool:
+        """Whether a query waits to start or is starting (asks nothing of Spark): the child then
+        checks often, so that the next one starts as soon as it may."""
+        now = time.monotonic()
+        return any(r.state == "PENDING" or r.starting_until > now for r in self._queries.values())
 
     def check(self) -> None:
         """Notice queries that died; start them again when their pause is over; start waiting
@@ -320,6 +331,9 @@ class QueryDriver:
                         "join",
                         leaf=index,
                         start=starts.get(leaf["topic"]),
+                        # Spark asks a query's sources one after the other: one holding its
+                        # answer would hold up records that arrive on the other
+                        idle_wait_ms=0,
                     )
                     for index, leaf in enumerate(payload["leaves"])
                 ]
@@ -383,8 +397,11 @@ class QueryDriver:
         output: str,
         leaf: int = 0,
         start: dict[str, int] | None = None,
+        idle_wait_ms: int = IDLE_WAIT_MS,
     ) -> Any:
-        """The streaming DataFrame of one source topic, run through the query's first stage."""
+        """The streaming DataFrame of one source topic, run through the query's first stage;
+        ``idle_wait_ms``: how long the source may hold Spark's question for new records while
+        none arrive (`kafka_source`)."""
         from headwater.engine.spark.kafka_source import NAME
 
         return (
@@ -400,6 +417,7 @@ class QueryDriver:
             .option("leaf", str(leaf))
             .option("startingOffsets", json.dumps(start or {}))
             .option("endsFile", str(self._ends.path) if self._ends is not None else "")
+            .option("idleWaitMs", str(idle_wait_ms))
             .load()
         )
 
@@ -567,13 +585,16 @@ def child_main(
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     driver = QueryDriver(settings, KafkaSettings(bootstrap, client_config=dict(client_config)))
-    last_sent = 0.0
+    last_sent = last_checked = 0.0
     try:
         if settings.start_at_startup:
             conn.send({"op": "status", "spark": "STARTING", "queries": {}})
             driver.warm_up()
         while True:
-            if conn.poll(0.2):
+            # a message wakes it at once; otherwise it looks at the queries twice a second (each
+            # look asks Spark's JVM about every query: at five a second that was 1% of a core for
+            # ten idle queries)
+            if conn.poll(_BUSY_EVERY_S if driver.pending() else _STATUS_EVERY_S):
                 message = conn.recv()
                 if message.get("op") == "stop":
                     break
@@ -585,8 +606,13 @@ def child_main(
                         )
                     driver.sync(wanted, message.get("transient", ()))
                     driver.forget(message.get("terminated", ()))
-            driver.check()
-            if time.monotonic() - last_sent > 0.5:
+            checked_ago = time.monotonic() - last_checked
+            if checked_ago >= _STATUS_EVERY_S or (
+                driver.pending() and checked_ago >= _BUSY_EVERY_S
+            ):
+                driver.check()
+                last_checked = time.monotonic()
+            if time.monotonic() - last_sent >= _STATUS_EVERY_S:
                 conn.send(
                     {
                         "op": "status",

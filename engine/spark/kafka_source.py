@@ -32,6 +32,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from headwater.engine.spark.file_change import FileChange, changed_at
 from headwater.engine.spark.schemas import ENTRY_SCHEMA, GROUPED_SCHEMA, OUTPUT_SCHEMA, RAW_SCHEMA
 from headwater.engine.spark.shared_ends import read_shared_ends
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
@@ -53,7 +54,8 @@ class _Range(InputPartition):
 class KafkaDataSource(DataSource):
     """``spark.readStream.format("headwater-kafka")``; options: ``bootstrap.servers``, ``topic``,
     ``partitions``, ``kafka.config`` (JSON of librdkafka settings), ``maxRecordsPerBatch``,
-    ``query`` (JSON: query id and the catalog objects it needs)."""
+    ``query`` (JSON: query id and the catalog objects it needs), ``endsFile`` (`shared_ends`),
+    ``idleWaitMs`` (how long ``latestOffset`` may hold its answer while nothing new arrives)."""
 
     @classmethod
     def name(cls) -> str:
@@ -82,6 +84,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.topic = options["topic"]
         self.partition_count = int(options["partitions"])
         self.max_records = int(options.get("maxrecordsperbatch", "0") or 0)
+        self.idle_wait_s = int(options.get("idlewaitms", "0") or 0) / 1000
         self._shared_once = False  # the end watcher's file has answered (`_ends`)
 
     # -- driver side (Spark's Python planner process) --------------------------------------------
@@ -97,7 +100,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         ends = self._ends(start)
-        waiting = {p: max(0, ends.get(p, int(start[p])) - int(start[p])) for p in start}
+        waiting = _waiting(start, ends)
+        if not sum(waiting.values()) and self._shared_once and self.idle_wait_s > 0:
+            waiting = self._wait_for_records(start)
         total = sum(waiting.values())
         if not total:
             return start
@@ -108,6 +113,30 @@ class KafkaStreamReader(DataSourceStreamReader):
         return {
             p: int(start[p]) + (max(1, n * cap // total) if n else 0) for p, n in waiting.items()
         }
+
+    def _wait_for_records(self, start: dict[str, int]) -> dict[str, int]:
+        """Nothing new: hold the answer up to the ``idleWaitMs`` option, until the end watcher replaces its
+        file with ends past ``start`` (`file_change`: no wake-up while it does not). Spark asks
+        again at once when a trigger found nothing, so an idle query used to cost a trigger every
+        100 ms (the JVM's planning and this process's round trip); held, two a second, and new
+        records are taken up as soon as the watcher sees them instead of at the next trigger."""
+        path = self.options["endsfile"]
+        deadline = time.monotonic() + self.idle_wait_s
+        change = _file_change(path)
+        seen = changed_at(path)
+        waiting: dict[str, int] = {p: 0 for p in start}
+        while (left := deadline - time.monotonic()) > 0:
+            now_at = change.wait(seen, left)
+            if now_at == seen:
+                continue
+            seen = now_at
+            shared = read_shared_ends(path, self.topic, self.partition_count)
+            if shared is None:  # stale or gone: `_ends` falls back to the probe next time
+                break
+            waiting = _waiting(start, shared)
+            if sum(waiting.values()):
+                break
+        return waiting
 
     def _ends(self, start: dict[str, int]) -> dict[str, int]:
         """The partitions' ends: from the server's end watcher (`shared_ends`), or, while its file
@@ -152,14 +181,28 @@ class KafkaStreamReader(DataSourceStreamReader):
         yield from rows_of(self.options, records)
 
 
+def _waiting(start: Mapping[str, int], ends: Mapping[str, int]) -> dict[str, int]:
+    """Records waiting per partition between ``start`` and ``ends``."""
+    return {p: max(0, ends.get(p, int(start[p])) - int(start[p])) for p in start}
+
+
 # -- per-process caches ---------------------------------------------------------------------------
 
 _lock = threading.Lock()
 _probes: dict[str, _EndProbe] = {}
+_file_changes: dict[str, FileChange] = {}  # ends file -> its watch, one per process
 _readers: dict[str, tuple[Consumer, float]] = {}  # key -> (consumer, when it was given back)
 #: A cached consumer unused this long is closed (its query may be terminated: Spark's workers
 #: outlive queries and never hear of it): a connection and librdkafka's threads given back.
 _READER_IDLE_S = 120.0
+
+
+def _file_change(path: str) -> FileChange:
+    with _lock:
+        found = _file_changes.get(path)
+        if found is None:
+            found = _file_changes[path] = FileChange(path)
+    return found
 
 
 def settings_of(options: Mapping[str, str]) -> KafkaSettings:
