@@ -411,7 +411,8 @@ def retry_pause(attempt: int, took_s: float, backoff_s: float, jitter: float) ->
     ``took_s``: ``jitter`` (drawn from 0.5-1.5) times the longer of ``backoff_s`` and ``took_s``,
     doubled per attempt, at most ``_MAX_PAUSE_S``. Scaling by the attempt's own duration is what
     lets a rival's whole attempt (fence, catch up, plan, commit) fit in the pause."""
-    return min(jitter * max(backoff_s, took_s) * 2 ** (attempt - 1), _MAX_PAUSE_S)
+    growth: float = 2.0 ** (attempt - 1)
+    return min(jitter * max(backoff_s, took_s) * growth, _MAX_PAUSE_S)
 
 
 def _close(producer: Producer) -> None:
