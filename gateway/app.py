@@ -28,7 +28,6 @@ from headwater.gateway.inserts import inserts_stream_endpoint
 from headwater.gateway.jsonout import dumpb
 from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
-from headwater.gateway.push import PushQueries
 from headwater.gateway.queries import query_status_endpoint
 from headwater.gateway.query import close_query_endpoint, query_endpoint, query_stream_endpoint
 from headwater.gateway.services import Services
@@ -226,5 +225,5 @@ def create_app(
         middleware=middleware,
     )
     app.state.services = services
-    app.state.push_queries = PushQueries()
+    app.state.push_queries = services.push
     return app

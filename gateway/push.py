@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -33,6 +32,7 @@ from headwater.engine.values import to_json_output
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.printtopic import TopicPrint, TopicRecord
+from headwater.gateway.push_registry import PushQueries
 from headwater.gateway.services import Services
 from headwater.gateway.transient import start_transient
 from headwater.kafka.clients import consumer, poll_batch
@@ -44,50 +44,6 @@ from headwater.sqlparse_ext import statements as ast
 _POLL_S = 0.2
 _KEEPALIVE_S = 1.0
 log = logging.getLogger(__name__)
-
-
-class PushQueries:
-    """The push queries a server runs: their ids and stop flags, at most ``max_running``."""
-
-    def __init__(self, max_running: int = 100) -> None:
-        self.max_running = max_running
-        self._lock = threading.Lock()
-        self._running: dict[str, threading.Event] = {}
-
-    def start(self) -> tuple[str, threading.Event]:
-        """A new query id and its stop flag.
-
-        Raises:
-            KsqlError: 429 when ``max_running`` queries run already.
-        """
-        with self._lock:
-            if len(self._running) >= self.max_running:
-                raise KsqlError(
-                    f"this server runs {self.max_running} push queries already "
-                    "(the most it runs at once): retry later",
-                    42900,
-                    retriable=True,
-                )
-            query_id = f"transient_{uuid.uuid4().hex[:16]}"
-            stop = self._running[query_id] = threading.Event()
-            return query_id, stop
-
-    def end(self, query_id: str) -> None:
-        with self._lock:
-            self._running.pop(query_id, None)
-
-    def close(self, query_id: str) -> bool:
-        """Stops a running query; whether it was running."""
-        with self._lock:
-            stop = self._running.get(query_id)
-        if stop is None:
-            return False
-        stop.set()
-        return True
-
-    def running(self) -> list[str]:
-        with self._lock:
-            return sorted(self._running)
 
 
 def _from_beginning(services: Services, properties: Mapping[str, Any]) -> bool:
@@ -116,18 +72,19 @@ def start_push(
     from_beginning = _from_beginning(services, properties)
     follower: Any
     if stateful_clauses(statement.query):  # a transient Spark query, its result followed
-        query_id, stop = registry.start()
+        query_id, stop = registry.start(statement.text)
         try:
             plan, follower = start_transient(services, statement, properties, from_beginning)
         except Exception:
             registry.end(query_id)
             raise
+        registry.computed_by(query_id, follower.query_id)
         return query_id, plan, follower, stop
     try:
         plan = plan_push(statement, source, catalog.types)
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=statement.text) from exc
-    query_id, stop = registry.start()
+    query_id, stop = registry.start(statement.text)
     try:
         follower = TopicFollower(
             services.settings, source, catalog.types, from_beginning=from_beginning

@@ -22,6 +22,7 @@ from headwater.engine.persistent.analyzer import QueryDescription, describe_quer
 from headwater.engine.persistent.query_plan import QueryCompileError
 from headwater.engine.persistent.query_run import parse_persistent
 from headwater.gateway.errors import Entity, KsqlError
+from headwater.gateway.push_registry import RunningPush
 from headwater.gateway.schemas import type_schema
 from headwater.gateway.services import Services, services_of
 from headwater.metastore.catalog import Catalog, Query, Source
@@ -114,7 +115,33 @@ def show_queries(services: Services, extended: bool) -> tuple[str, Entity]:
         return "query_descriptions", {
             "queryDescriptions": [query_description(services, q, catalog, remote) for q in queries]
         }
-    return "queries", {"queries": [query_summary(services, q, catalog, remote) for q in queries]}
+    listed = [query_summary(services, q, catalog, remote) for q in queries]
+    listed += [push_summary(services, p) for p in services.push.listed()]
+    return "queries", {"queries": listed}
+
+
+def push_state(services: Services, push: RunningPush) -> str:
+    """A running push query's state: its transient Spark query's (PENDING until Spark finished
+    its first micro-batch, RUNNING, ERROR), or RUNNING when it reads its source's topic itself."""
+    if push.engine_query_id is None:
+        return "RUNNING"
+    engine = services.queries
+    found = engine.statuses().get(push.engine_query_id) if engine is not None else None
+    return str((found or {}).get("state") or "PENDING")
+
+
+def push_summary(services: Services, push: RunningPush) -> Entity:
+    """ksqlDB's ``RunningQuery`` of a push query this server runs (queryType PUSH)."""
+    state = push_state(services, push)
+    return {
+        "queryString": push.statement_text,
+        "sinks": [],
+        "sinkKafkaTopics": [],
+        "id": push.query_id,
+        "statusCount": {state: 1},
+        "queryType": "PUSH",
+        "state": state,
+    }
 
 
 def query_description(

@@ -22,6 +22,7 @@ from headwater.engine.pull.tables import MaterializedTables
 from headwater.engine.spark.host import QueryEngine
 from headwater.gateway.admission import Admission
 from headwater.gateway.forwarding import Forwarding
+from headwater.gateway.push_registry import PushQueries
 from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.plan import NO_ACTIVE_LIMIT
@@ -105,6 +106,7 @@ class Services:
         defaults: the settings' defaults as text, by key.
         plans: the pull-plan cache (``gateway.plan_cache``).
         forwarding: the peers' HTTP client and the routing inputs (``gateway.forwarding``).
+        push: the push queries and PRINTs this server runs (``gateway.push_registry``).
     """
 
     settings: KafkaSettings
@@ -128,6 +130,7 @@ class Services:
     forwarding: Forwarding = field(default_factory=Forwarding)
     scans: Admission = field(default_factory=lambda: Admission(2, 256, "table scans"))
     plans: PlanCache = field(kw_only=True)
+    push: PushQueries = field(default_factory=PushQueries)
 
 
 def services_of(request: Request) -> Services:

@@ -6,6 +6,12 @@ tens of seconds. The interactive shell follows the new query's state (EXPLAIN) a
 updated in place, saying what it waits for and for how long, until the query is RUNNING (its first
 micro-batch done), in ERROR, or `FOLLOW_LIMIT_S` has passed; Ctrl-C stops the waiting, never the
 query.
+
+A push query with state (GROUP BY, WINDOW, JOIN, ...) runs as a transient Spark query, which starts
+the same way; its rows come only once it runs. When no row has come for `PUSH_QUIET_S`, the shell
+looks the push query up in SHOW QUERIES (queryType PUSH): while it is PENDING the same kind of line
+says so, replaced by the rows when they come; a push query that reads its topic directly is
+RUNNING at once, and nothing is shown.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from typing import Any
 
 #: How long the shell follows a starting query before it gives the prompt back.
 FOLLOW_LIMIT_S = 180.0
+#: How long a push query may be silent before the shell asks whether it is still starting.
+PUSH_QUIET_S = 1.0
 
 _CREATED = re.compile(r"query ID: ([A-Za-z0-9_]+)")
 
@@ -52,3 +60,28 @@ def description_state(entities: list[Mapping[str, Any]]) -> tuple[str, str]:
             message = str(errors[-1].get("errorMessage", "")) if errors else ""
             return str(description.get("state") or ""), message
     return "", ""
+
+
+def push_state(entities: list[Mapping[str, Any]], query_id: str) -> str:
+    """The state SHOW QUERIES gives push query ``query_id`` ('' when it does not list it)."""
+    for entity in entities:
+        for query in entity.get("queries") or ():
+            if isinstance(query, Mapping) and query.get("id") == query_id:
+                return str(query.get("state") or "")
+    return ""
+
+
+def push_starting_line(query_id: str, seconds: float) -> str:
+    """The line shown while a push query's Spark query starts, before its first row."""
+    return (
+        f"Push query {query_id} is starting: waiting for Spark to start it and finish its first "
+        f"micro-batch ({seconds:.0f} s; Ctrl-C stops the query)"
+    )
+
+
+def push_started_line(query_id: str, seconds: float) -> str:
+    """The line that replaces `push_starting_line` once the push query runs."""
+    return (
+        f"Push query {query_id} is running (started in {seconds:.0f} s); its rows come as "
+        "records arrive."
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -39,8 +40,12 @@ from .format import (
 )
 from .progress import (
     FOLLOW_LIMIT_S,
+    PUSH_QUIET_S,
     created_query_id,
     description_state,
+    push_started_line,
+    push_starting_line,
+    push_state,
     started_line,
     starting_line,
 )
@@ -183,18 +188,28 @@ class Runner:
         return needs_pager(text, size.columns, size.lines)
 
     def _stream(self, result: RowStream) -> None:
-        """A push query: rows printed as they arrive, until it ends or Ctrl-C."""
+        """A push query: rows printed as they arrive, until it ends or Ctrl-C; while a push query
+        with state starts on Spark and no row has come, a line says so (`progress`)."""
         header = render_stream_header(result, self.output)
         if header:
             self._echo(header)
+        watch = None
+        if self.progress and result.query_id:
+            watch = _PushStartWatch(self.executor, result.query_id)
+            watch.start()
         try:
             for row in result.rows:
+                if watch is not None:
+                    watch.first_row()
+                    watch = None
                 self._echo(render_stream_row(result, row, self.output))
         except KeyboardInterrupt:
-            click.echo("Query terminated", err=True)
+            click.echo("\r\033[KQuery terminated", err=True)
         except dbapi.Error as exc:
-            click.echo(f"Error: {exc.message}", err=True)
+            click.echo(f"\r\033[KError: {exc.message}", err=True)
         finally:
+            if watch is not None:
+                watch.first_row()
             close = getattr(result.rows, "close", None)
             if close is not None:
                 close()
@@ -214,3 +229,61 @@ class Runner:
             if close is not None:
                 close()
         click.echo("Topic printing ceased", err=True)
+
+
+class _PushStartWatch(threading.Thread):
+    """Says what a push query waits for while it starts on Spark and no row has come (see
+    `progress`). The rows are read on the caller's thread (Ctrl-C lands there); this thread only
+    looks the query up and writes one line to stderr, which `first_row` clears."""
+
+    def __init__(self, executor: Executor, query_id: str) -> None:
+        super().__init__(name="push-start-watch", daemon=True)
+        self._executor = executor
+        self._query_id = query_id
+        self._began = time.monotonic()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._shown = False
+
+    def first_row(self) -> None:
+        """A row came (or the query ended): stop, and clear the line if one is shown."""
+        with self._lock:
+            self._done.set()
+            if self._shown:
+                click.echo("\r\033[K", err=True, nl=False)
+                self._shown = False
+
+    def run(self) -> None:
+        if self._done.wait(PUSH_QUIET_S):
+            return
+        while not self._done.is_set():
+            try:
+                state = push_state(self._executor.query_entities("SHOW QUERIES;"), self._query_id)
+            except dbapi.Error:
+                state = "?"  # the server is busy: the next look may answer
+            seconds = time.monotonic() - self._began
+            with self._lock:
+                if self._done.is_set():
+                    return
+                if state in ("", "RUNNING") or seconds > FOLLOW_LIMIT_S:
+                    if self._shown and state == "RUNNING":
+                        click.echo(
+                            "\r\033[K" + push_started_line(self._query_id, seconds), err=True
+                        )
+                    elif self._shown:
+                        click.echo("\r\033[K", err=True, nl=False)
+                    self._shown = False
+                    return
+                if state == "ERROR":
+                    click.echo(
+                        f"\r\033[KPush query {self._query_id} failed to start on Spark "
+                        "(the server's log says why); it ends when you press Ctrl-C",
+                        err=True,
+                    )
+                    self._shown = False
+                    return
+                if state != "?" or self._shown:
+                    text = push_starting_line(self._query_id, seconds)
+                    click.echo("\r\033[K" + text, err=True, nl=False)
+                    self._shown = True
+            self._done.wait(_FOLLOW_POLL_S)

@@ -102,10 +102,15 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
     while not seen and time.monotonic() < deadline:
         time.sleep(0.05)
     query_id = json.loads(seen[0])["queryId"]
+    # SHOW QUERIES lists it while it runs, as ksqlDB does (queryType PUSH)
+    assert _push_queries(server.url) == [
+        (query_id, "RUNNING", "SELECT * FROM clicks EMIT CHANGES;")
+    ]
     closed = httpx.post(f"{server.url}/close-query", json={"queryId": query_id}, timeout=10)
     assert closed.status_code == 200
     follower.join(10)
     assert not follower.is_alive(), "the closed push query kept streaming"
+    assert _push_queries(server.url) == []
     unknown = httpx.post(f"{server.url}/close-query", json={"queryId": "nope"}, timeout=10)
     assert unknown.status_code == 404
 
@@ -122,17 +127,21 @@ def test_push_queries_stream_live_rows(  # type: ignore[no-untyped-def]
         lines = [json.loads(line) for line in streamed.iter_lines() if line]
     assert lines[0].get("columnNames") == ["ID", "N"], lines
     assert len(lines) == 4 and all(row[1] == 1 for row in lines[1:]), lines
-    # from now on (latest): a record written while Spark starts the query is counted
+    # from now on (latest): a record written while Spark starts the query is counted; SHOW
+    # QUERIES says the push query is PENDING until its Spark query's first micro-batch
     inserts = _insert_later(server.url, ["INSERT INTO clicks (ID, N) VALUES ('late', 9);"], 0.5)
+    states: list[str] = []
     with httpx.stream(
         "POST",
         f"{server.url}/query-stream",
         timeout=180,
         json={"sql": "SELECT ID, COUNT(*) AS n FROM clicks GROUP BY ID EMIT CHANGES LIMIT 1;"},
     ) as streamed:
+        states = [state for _, state, _ in _push_queries(server.url)]
         late = [json.loads(line) for line in streamed.iter_lines() if line]
     inserts.join()
     assert late[1:] == [["late", 1]], late
+    assert states in (["PENDING"], ["RUNNING"]), states
     # the grouping key need not be selected; the rows are the projection as written
     with httpx.stream(
         "POST",
@@ -298,3 +307,14 @@ def test_push_queries_start_at_the_end_when_their_header_comes(  # type: ignore[
         for thread in threads:
             thread.join(40)
         assert got == [[f"new{phase}", -1]] * readers, (older, got)
+
+
+def _push_queries(url: str) -> list[tuple[str, str, str]]:
+    """(id, state, statement) of the push queries SHOW QUERIES lists."""
+    answer = httpx.post(f"{url}/ksql", json={"ksql": "SHOW QUERIES;"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return [
+        (q["id"], q["state"], q["queryString"])
+        for q in answer.json()[0]["queries"]
+        if q["queryType"] == "PUSH"
+    ]
