@@ -172,6 +172,53 @@ class AggregateProcessor(StatefulProcessor):
         pass
 
 
+class WarmUpCounter(StatefulProcessor):
+    """Counts rows per group in a value state: the warm-up's stateful query (`warm_up_stateful`),
+    which loads what a first aggregation's batch otherwise loads (the state store, the operator's
+    classes, its Python worker) before any query needs it."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("n", "n long")
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        stored = self.state.get() if self.state.exists() else None
+        count = sum(1 for _ in rows) + (int(stored[0]) if stored else 0)
+        self.state.update((count,))
+        yield Row(group=key[0], n=count)
+
+    def close(self) -> None:
+        pass
+
+
+def warm_up_stateful(spark: Any, checkpoint: str, timeout_s: float) -> bool:
+    """Run one micro-batch of a small aggregation (Spark's ``rate-micro-batch`` source, a
+    ``transformWithState`` count, a ``foreachBatch`` that collects it as Arrow, as the sink does)
+    with its checkpoint in ``checkpoint``; whether it finished within ``timeout_s``."""
+    frame = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", 4)
+        .option("numPartitions", 2)
+        .load()
+        .selectExpr("CAST(value % 2 AS STRING) AS group")
+        .groupBy("group")
+        .transformWithState(WarmUpCounter(), "group string, n long", "Append", "None")
+    )
+    query = (
+        frame.writeStream.foreachBatch(_collect)
+        .option("checkpointLocation", checkpoint)
+        .trigger(once=True)
+        .start()
+    )
+    try:
+        return bool(query.awaitTermination(timeout_s))
+    finally:
+        query.stop()
+
+
+def _collect(batch: Any, _batch_id: int) -> None:
+    batch.toArrow()
+
+
 class WindowedProcessor(StatefulProcessor):
     """Stage 3 of a windowed aggregation: per task (ksqlDB's re-partition partition), its stream
     time and window index, and its groups' windows; emits updates, tombstones, final results."""

@@ -53,6 +53,12 @@ def test_spark_starts_with_the_server_and_warms_up_without_a_query(tmp_path: Pat
         pid = engine._process.pid
         log = (tmp_path / "spark.log").read_text()
         assert "its Python workers warm" in log, log[-3000:]
+        # then, in the background, one small batch of a stateful operator (a first aggregation
+        # then starts ~8 s sooner)
+        while "Spark's stateful operators warm in" not in log:
+            assert time.monotonic() < deadline + 60, log[-3000:]
+            time.sleep(0.5)
+            log = (tmp_path / "spark.log").read_text()
     finally:
         engine.close()
     assert _group_gone(pid, 10), "the JVM or a Python worker outlived the engine"
