@@ -31,26 +31,14 @@ def process_tree(root: int) -> list[int]:
 
 
 def cpu_seconds(root: int) -> float:
-    total = 0
-    for pid in process_tree(root):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime + stime
-    return total / _TICKS
+    """The CPU seconds of ``root``'s whole tree (see `cpu_of`)."""
+    return sum(cpu_of(pid) for pid in process_tree(root))
 
 
 def rss_mb(root: int) -> float:
-    total = 0
-    for pid in process_tree(root):
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
+    """The RSS of ``root``'s whole tree in MB (summed: pages the processes share count once per
+    process; see `pss_mb`)."""
+    return sum(rss_kb(pid) for pid in process_tree(root)) / 1024
 
 
 def process_kind(pid: int) -> str:
@@ -83,13 +71,7 @@ def cpu_of(pid: int) -> float:
 
 def rss_kb(pid: int) -> int:
     """A process's RSS in kB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return _proc_kb(f"/proc/{pid}/status", "VmRSS:")
 
 
 def pss_kb(pid: int) -> int:
@@ -97,9 +79,14 @@ def pss_kb(pid: int) -> int:
     the processes sharing it. Spark forks its Python workers and source runners from daemons, so
     their RSS counts the daemon's pages once per child; the PSS of a tree adds up to the memory it
     really holds."""
+    return _proc_kb(f"/proc/{pid}/smaps_rollup", "Pss:")
+
+
+def _proc_kb(path: str, field: str) -> int:
+    """The kB a /proc file gives on the line starting with ``field`` (0: no such file or line)."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1])
     except OSError:
         pass

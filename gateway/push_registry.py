@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from headwater.gateway.errors import KsqlError
 
@@ -61,9 +61,7 @@ class PushQueries:
         with self._lock:
             listed = self._listed.get(query_id)
             if listed is not None:
-                self._listed[query_id] = RunningPush(
-                    query_id, listed.statement_text, engine_query_id
-                )
+                self._listed[query_id] = replace(listed, engine_query_id=engine_query_id)
 
     def end(self, query_id: str) -> None:
         with self._lock:

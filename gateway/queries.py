@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -116,23 +117,23 @@ def show_queries(services: Services, extended: bool) -> tuple[str, Entity]:
             "queryDescriptions": [query_description(services, q, catalog, remote) for q in queries]
         }
     listed = [query_summary(services, q, catalog, remote) for q in queries]
-    listed += [push_summary(services, p) for p in services.push.listed()]
+    statuses = services.queries.statuses() if services.queries is not None else {}
+    listed += [push_summary(p, statuses) for p in services.push.listed()]
     return "queries", {"queries": listed}
 
 
-def push_state(services: Services, push: RunningPush) -> str:
-    """A running push query's state: its transient Spark query's (PENDING until Spark finished
-    its first micro-batch, RUNNING, ERROR), or RUNNING when it reads its source's topic itself."""
+def push_state(push: RunningPush, statuses: Mapping[str, Mapping[str, Any]]) -> str:
+    """A running push query's state: its transient Spark query's in ``statuses`` (the engine's;
+    PENDING until Spark finished its first micro-batch, RUNNING, ERROR), or RUNNING when it reads
+    its source's topic itself."""
     if push.engine_query_id is None:
         return "RUNNING"
-    engine = services.queries
-    found = engine.statuses().get(push.engine_query_id) if engine is not None else None
-    return str((found or {}).get("state") or "PENDING")
+    return str((statuses.get(push.engine_query_id) or {}).get("state") or "PENDING")
 
 
-def push_summary(services: Services, push: RunningPush) -> Entity:
+def push_summary(push: RunningPush, statuses: Mapping[str, Mapping[str, Any]]) -> Entity:
     """ksqlDB's ``RunningQuery`` of a push query this server runs (queryType PUSH)."""
-    state = push_state(services, push)
+    state = push_state(push, statuses)
     return {
         "queryString": push.statement_text,
         "sinks": [],

@@ -53,6 +53,7 @@ from .progress import (
 __all__ = ["Runner"]
 
 _FOLLOW_POLL_S = 0.5
+_CLEAR_LINE = "\r\033[K"  # back to the start of the line, and clear it (a progress line)
 
 
 class Runner:
@@ -157,24 +158,26 @@ class Runner:
                 seconds = time.monotonic() - began
                 if state == "RUNNING":
                     if shown:
-                        click.echo("\r\033[K" + started_line(query_id, seconds), err=True)
+                        click.echo(_CLEAR_LINE + started_line(query_id, seconds), err=True)
                     return
                 if state == "ERROR":
-                    click.echo(f"\r\033[KQuery {query_id} failed to start: {error}", err=True)
+                    click.echo(f"{_CLEAR_LINE}Query {query_id} failed to start: {error}", err=True)
                     return
                 if seconds > FOLLOW_LIMIT_S:
                     click.echo(
-                        f"\r\033[KQuery {query_id} is still starting after {seconds:.0f} s; "
+                        f"{_CLEAR_LINE}Query {query_id} is still starting after {seconds:.0f} s; "
                         "SHOW QUERIES shows its state.",
                         err=True,
                     )
                     return
-                click.echo("\r\033[K" + starting_line(query_id, state, seconds), err=True, nl=False)
+                click.echo(
+                    _CLEAR_LINE + starting_line(query_id, state, seconds), err=True, nl=False
+                )
                 shown = True
                 time.sleep(_FOLLOW_POLL_S)
         except KeyboardInterrupt:
             click.echo(
-                f"\r\033[KStopped waiting: query {query_id} goes on starting (SHOW QUERIES shows "
+                f"{_CLEAR_LINE}Stopped waiting: query {query_id} goes on starting (SHOW QUERIES shows "
                 "its state).",
                 err=True,
             )
@@ -204,9 +207,9 @@ class Runner:
                     watch = None
                 self._echo(render_stream_row(result, row, self.output))
         except KeyboardInterrupt:
-            click.echo("\r\033[KQuery terminated", err=True)
+            click.echo(_CLEAR_LINE + "Query terminated", err=True)
         except dbapi.Error as exc:
-            click.echo(f"\r\033[KError: {exc.message}", err=True)
+            click.echo(f"{_CLEAR_LINE}Error: {exc.message}", err=True)
         finally:
             if watch is not None:
                 watch.first_row()
@@ -250,7 +253,7 @@ class _PushStartWatch(threading.Thread):
         with self._lock:
             self._done.set()
             if self._shown:
-                click.echo("\r\033[K", err=True, nl=False)
+                click.echo(_CLEAR_LINE, err=True, nl=False)
                 self._shown = False
 
     def run(self) -> None:
@@ -268,15 +271,15 @@ class _PushStartWatch(threading.Thread):
                 if state in ("", "RUNNING") or seconds > FOLLOW_LIMIT_S:
                     if self._shown and state == "RUNNING":
                         click.echo(
-                            "\r\033[K" + push_started_line(self._query_id, seconds), err=True
+                            _CLEAR_LINE + push_started_line(self._query_id, seconds), err=True
                         )
                     elif self._shown:
-                        click.echo("\r\033[K", err=True, nl=False)
+                        click.echo(_CLEAR_LINE, err=True, nl=False)
                     self._shown = False
                     return
                 if state == "ERROR":
                     click.echo(
-                        f"\r\033[KPush query {self._query_id} failed to start on Spark "
+                        f"{_CLEAR_LINE}Push query {self._query_id} failed to start on Spark "
                         "(the server's log says why); it ends when you press Ctrl-C",
                         err=True,
                     )
@@ -284,6 +287,6 @@ class _PushStartWatch(threading.Thread):
                     return
                 if state != "?" or self._shown:
                     text = push_starting_line(self._query_id, seconds)
-                    click.echo("\r\033[K" + text, err=True, nl=False)
+                    click.echo(_CLEAR_LINE + text, err=True, nl=False)
                     self._shown = True
             self._done.wait(_FOLLOW_POLL_S)

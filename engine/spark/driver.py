@@ -44,11 +44,11 @@ _RETRY_MAX_S = 60.0
 # unreachable broker) must not leave a JVM and Python workers behind a dead server.
 _EXIT_GRACE_S = 20.0
 _STATUS_EVERY_S = 0.5  # how often the child looks at its queries and tells the server
-_BUSY_EVERY_S = 0.2
+_BUSY_EVERY_S = 0.2  # as often while a query waits to start or is starting
 #: How long an idle single-source query's source holds Spark's question for new records (a
 #: TERMINATE of an idle query waits up to this much longer).
 IDLE_WAIT_MS = 500
-_WARM_UP_STATEFUL_S = 60.0  # as often while a query waits to start or is starting
+_WARM_UP_STATEFUL_S = 60.0  # the longest the background warm-up's stateful batch may take
 _TRACEBACK = "Traceback (most recent call last):"
 #: The longest a query counts as starting (its sources connecting) for `admission`.
 _STARTING_MAX_S = 60.0
@@ -651,10 +651,8 @@ def child_main(
                         )
                     driver.sync(wanted, message.get("transient", ()))
                     driver.forget(message.get("terminated", ()))
-            checked_ago = time.monotonic() - last_checked
-            if checked_ago >= _STATUS_EVERY_S or (
-                driver.pending() and checked_ago >= _BUSY_EVERY_S
-            ):
+            every = _BUSY_EVERY_S if driver.pending() else _STATUS_EVERY_S
+            if time.monotonic() - last_checked >= every:
                 driver.check()
                 last_checked = time.monotonic()
             if time.monotonic() - last_sent >= _STATUS_EVERY_S:

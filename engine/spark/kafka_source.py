@@ -115,8 +115,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         }
 
     def _wait_for_records(self, start: dict[str, int]) -> dict[str, int]:
-        """Nothing new: hold the answer up to the ``idleWaitMs`` option, until the end watcher replaces its
-        file with ends past ``start`` (`file_change`: no wake-up while it does not). Spark asks
+        """Nothing new: hold the answer up to the ``idleWaitMs`` option, until the end watcher
+        replaces its file with ends past ``start`` (`file_change`: no wake-up while it does not).
+        Spark asks
         again at once when a trigger found nothing, so an idle query used to cost a trigger every
         100 ms (the JVM's planning and this process's round trip); held, two a second, and new
         records are taken up as soon as the watcher sees them instead of at the next trigger."""

@@ -34,6 +34,13 @@ def _write(path: Path, first: int, second: int) -> None:
     _write_atomically(path, ends_text({"t": {0: first, 1: second}}, time.time()))
 
 
+def _answered_once(path: Path, start: dict[str, int], idle_wait_ms: int = 500) -> KafkaStreamReader:
+    """A reader whose source has already read the ends file once (only then does it hold)."""
+    reader = _reader(path, idle_wait_ms)
+    reader.latestOffset(start, ReadAllAvailable())
+    return reader
+
+
 def test_records_waiting_are_answered_at_once(tmp_path: Path) -> None:
     path = tmp_path / "ends.json"
     _write(path, 5, 3)
@@ -46,9 +53,8 @@ def test_records_waiting_are_answered_at_once(tmp_path: Path) -> None:
 def test_nothing_new_holds_the_answer_until_records_arrive(tmp_path: Path) -> None:
     path = tmp_path / "ends.json"
     _write(path, 5, 3)
-    reader = _reader(path)
     start = {"0": 5, "1": 3}
-    reader.latestOffset(start, ReadAllAvailable())  # the file has answered once
+    reader = _answered_once(path, start)
 
     began = time.monotonic()
     assert reader.latestOffset(start, ReadAllAvailable()) == start
@@ -64,9 +70,8 @@ def test_nothing_new_holds_the_answer_until_records_arrive(tmp_path: Path) -> No
 def test_a_source_of_a_join_does_not_hold_its_answer(tmp_path: Path) -> None:
     path = tmp_path / "ends.json"
     _write(path, 1, 1)
-    reader = _reader(path, idle_wait_ms=0)
     start = {"0": 1, "1": 1}
-    reader.latestOffset(start, ReadAllAvailable())
+    reader = _answered_once(path, start, idle_wait_ms=0)
     began = time.monotonic()
     assert reader.latestOffset(start, ReadAllAvailable()) == start
     assert time.monotonic() - began < 0.1
@@ -75,9 +80,8 @@ def test_a_source_of_a_join_does_not_hold_its_answer(tmp_path: Path) -> None:
 def test_a_heartbeat_without_records_keeps_it_waiting(tmp_path: Path) -> None:
     path = tmp_path / "ends.json"
     _write(path, 1, 1)
-    reader = _reader(path)
     start = {"0": 1, "1": 1}
-    reader.latestOffset(start, ReadAllAvailable())
+    reader = _answered_once(path, start)
     threading.Timer(0.1, _write, args=(path, 1, 1)).start()  # rewritten, same ends
     began = time.monotonic()
     assert reader.latestOffset(start, ReadAllAvailable()) == start
