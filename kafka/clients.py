@@ -11,6 +11,7 @@ Building a client does no network I/O; ``create_topic`` and the transaction help
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -392,6 +393,42 @@ def abort_transaction(producer_: Producer, settings: KafkaSettings) -> None:
     _with_timeout(
         producer_.abort_transaction, "abort_transaction", settings.commit_transaction_timeout_ms
     )
+
+
+def close_producer(producer_: Producer, timeout_s: float) -> bool:
+    """Release a producer (connections, threads, buffers) without waiting longer than ``timeout_s``,
+    dropping what it has not delivered; for a transactional producer whose transaction failed.
+
+    Workaround "closing a fenced transactional producer can block forever" (confluent-kafka's
+    ``close()`` aborts the transaction and flushes with no time limit; seen here: a submitter whose
+    commit failed with PRODUCER_FENCED never returned from it, and the server's DDL lock with it).
+    What is still queued is purged first, so the close has nothing to wait for; if it still does not
+    return in time it is left to finish on a daemon thread.
+
+    Returns:
+        False when the close was left unfinished.
+    """
+    try:
+        producer_.purge()
+        producer_.flush(0)  # serves the purged records' delivery reports
+    except (KafkaException, RuntimeError) as exc:
+        log.debug("purging a producer before closing it: %s", exc)
+
+    def close() -> None:
+        try:
+            producer_.close()
+        except (KafkaException, SystemError, RuntimeError) as exc:
+            log.debug("closing a producer: %s", exc)
+
+    closing = threading.Thread(target=close, name="producer-close", daemon=True)
+    closing.start()
+    closing.join(timeout_s)
+    if closing.is_alive():
+        log.warning(
+            "a Kafka producer did not close within %g s; left to close in the background", timeout_s
+        )
+        return False
+    return True
 
 
 def _with_timeout(call: Any, operation: str, timeout_ms: int) -> None:

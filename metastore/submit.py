@@ -245,7 +245,7 @@ class CommandSubmitter:
                 # Outcome unknown: the next attempt catches up and looks this id up first.
                 return _Lost(end, "its commit did not confirm (another server fenced it?)")
         finally:
-            _close(producer)
+            clients.close_producer(producer, self._settings.commit_transaction_timeout_ms / 1000)
         wait_s = self._limits.outcome_timeout_ms / 1000
         outcome = self._runner.wait_for_outcome(command_id, wait_s)
         if outcome is None:
@@ -263,8 +263,7 @@ class CommandSubmitter:
                 self._settings,
                 self._topic,
                 [0],
-                read_committed=True,
-                start_offsets={0: self._runner.position},
+                start_offsets={0: self._runner.position},  # every record, as the runner reads
                 timeout_ms=self._limits.catch_up_timeout_ms,
             )[0]
         except KafkaEdgeError as exc:
@@ -413,11 +412,3 @@ def retry_pause(attempt: int, took_s: float, backoff_s: float, jitter: float) ->
     lets a rival's whole attempt (fence, catch up, plan, commit) fit in the pause."""
     growth: float = 2.0 ** (attempt - 1)
     return min(jitter * max(backoff_s, took_s) * growth, _MAX_PAUSE_S)
-
-
-def _close(producer: Producer) -> None:
-    """Close a submission's producer; a fenced one may fail to close cleanly, and is dropped anyway."""
-    try:
-        producer.close()
-    except (KafkaException, SystemError, RuntimeError) as exc:
-        log.debug("closing a command producer: %s", exc)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import cast
+
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from kafka_helpers import read_all
 
+from headwater.kafka._ports import free_port
 from headwater.kafka.clients import (
     KafkaSettings,
     admin_client,
     admin_config,
+    close_producer,
     commit_transaction,
     consumer,
     consumer_config,
@@ -147,3 +153,38 @@ def test_transaction_helpers_commit(memory_broker, topic_name: str) -> None:
     sender.produce(topic_name, key=b"k", value=b"committed")
     commit_transaction(sender, settings)
     assert [r[3] for r in read_all(settings, topic_name, [0])] == [b"committed"]
+
+
+def test_a_producer_with_undeliverable_records_closes_within_its_bound() -> None:
+    """confluent-kafka's close() flushes with no time limit: a record no broker will take (here: no
+    broker at all) would hold it for message.timeout.ms (5 minutes). close_producer drops it first."""
+    unreachable = KafkaSettings(bootstrap_servers=f"127.0.0.1:{free_port()}")
+    stuck = producer(unreachable, "close-test")
+    stuck.produce("nowhere", value=b"never delivered")
+    started = time.monotonic()
+    assert close_producer(stuck, 5.0)
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_close_that_does_not_return_is_left_behind_after_the_bound() -> None:
+    """Whatever close() waits for inside librdkafka, the caller (the submitter, holding the server's
+    DDL lock) gets control back after the bound."""
+    released = threading.Event()
+
+    class Hanging:
+        def purge(self) -> None:
+            pass
+
+        def flush(self, timeout: float) -> int:
+            return 0
+
+        def close(self) -> bool:
+            released.wait(30)
+            return True
+
+    started = time.monotonic()
+    try:
+        assert not close_producer(cast(Producer, Hanging()), 0.2)
+        assert time.monotonic() - started < 2.0
+    finally:
+        released.set()

@@ -15,9 +15,18 @@ from pathlib import Path
 import pytest
 
 from headwater.kafka.broker import EmbeddedBroker
-from headwater.kafka.clients import KafkaSettings, admin_client, create_topic
+from headwater.kafka.clients import (
+    KafkaSettings,
+    abort_transaction,
+    admin_client,
+    create_topic,
+    init_transactions,
+    producer,
+)
 from headwater.metastore.codec import catalog_digest
 from headwater.metastore.errors import ValidationError
+from headwater.metastore.plan import TopicFacts, plan
+from headwater.metastore.records import CommandRecord, encode, new_command_id
 from headwater.metastore.runner import CommandRunner, RunnerState
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter, Submitted
@@ -116,6 +125,38 @@ def test_submit_applies_everywhere_and_restart_replays_from_snapshot(
         assert restarted.state is RunnerState.RUNNING
     finally:
         restarted.stop()
+
+
+def test_a_transaction_that_never_ends_does_not_stop_the_log(
+    servers: list[Server], log_settings: KafkaSettings, command_topic: str
+) -> None:
+    """A submitter's record whose transaction is never committed nor aborted (the embedded broker
+    leaves a producer fenced mid-produce in that state for good: CI saw both servers' runners stop,
+    every later statement committed and never decided). Readers at read_committed stop before such a
+    record forever; the runners read every record and the fold decides it, the same everywhere."""
+    first, second = servers
+    first.submit(_stream("BEFORE"))
+    record = CommandRecord(
+        command_id=new_command_id(),
+        validated_offset=first.runner.position,
+        statement_text=_stream("GHOST"),
+        command=plan(parse_one(_stream("GHOST")), first.runner.catalog, TopicFacts()).command or {},
+        submitted_by="a submitter that never ended its transaction",
+    )
+    stuck = producer(log_settings, "stuck-submitter", transactional_id=uuid.uuid4().hex)
+    init_transactions(stuck, log_settings)
+    stuck.begin_transaction()
+    stuck.produce(command_topic, value=encode(record), partition=0)
+    assert stuck.flush(10) == 0
+    try:
+        assert second.submit(_stream("AFTER")).message == "Stream created"
+        assert first.runner.wait_for_position(second.runner.position, 10)
+        for server in servers:
+            assert sorted(server.runner.catalog.sources) == ["AFTER", "BEFORE", "GHOST"]
+            assert server.runner.outcome(record.command_id) is not None
+        assert catalog_digest(first.runner.catalog) == catalog_digest(second.runner.catalog)
+    finally:
+        abort_transaction(stuck, log_settings)
 
 
 @pytest.mark.slow
