@@ -280,9 +280,9 @@ class CommandRunner:
         wait_ms = self._live_wait_ms if lane is Lane.LIVE else _CATCH_UP_FETCH_WAIT_MS
         purpose = "command-runner" if lane is Lane.LIVE else f"command-runner-{lane.value}"
         # Every record, committed or not (read_uncommitted): a record is decided by the fold, by its
-        # command id and validated offset, never by its transaction. Workaround "a fenced producer's
-        # transaction can stay open forever" (docs/embedded-broker.md): a read_committed reader
-        # stops before such a record for good, and every later command is never decided.
+        # command id and validated offset, never by its transaction.
+        # Workaround "a fenced producer's transaction can stay open forever" (docs/embedded-broker.md):
+        # a read_committed reader stops before such a record for good, and no later command is decided.
         return consumer(
             self._settings,
             purpose,
