@@ -368,7 +368,10 @@ class ProtobufSide:
                 set_field(msg, name, value)
         except (TypeError, ValueError) as exc:
             raise SerdeError(f"cannot write PROTOBUF: {exc}") from None
-        payload: bytes = msg.SerializeToString()
+        # deterministic: map entries in key order, not in the order this process's string hashes
+        # give (they differ between processes, so a Spark worker and a replayed batch would write
+        # other bytes for the same row: found by the QTT runner's Spark replay)
+        payload: bytes = msg.SerializeToString(deterministic=True)
         if not self._with_registry:
             return payload
         if self._id is None:

@@ -146,3 +146,14 @@ def test_columns_are_inferred_from_a_proto_schema() -> None:
     )
     with pytest.raises(SerdeError, match="schema references are not supported"):
         inferred_columns('syntax = "proto3"; import "other.proto"; message M {int32 a = 1;}', "V")
+
+
+def test_a_map_is_written_in_key_order_whatever_the_order_it_was_built_in() -> None:
+    """The same row gives the same bytes in every process (a replayed batch, another Spark worker):
+    protobuf writes map entries in its hash order unless asked for deterministic output."""
+    serde = pb_serde("K STRING KEY", "M MAP<STRING, DOUBLE>", fmt="PROTOBUF_NOSR")
+    keys = [f"key{i}" for i in range(40)]
+    forward = serde.serialize_value({"M": {k: 1.0 for k in keys}})
+    backward = serde.serialize_value({"M": {k: 1.0 for k in reversed(keys)}})
+    assert forward == backward
+    assert forward is not None and forward.index(b"key0") < forward.index(b"key1")
