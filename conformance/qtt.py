@@ -15,8 +15,10 @@ expected output topic, in order per topic, key and value compared as JSON, times
 
 Options: ``--file NAME`` (repeatable, a file name or stem), ``--case TEXT`` (cases whose name
 contains it), ``--jobs N`` (processes), ``--json PATH`` (a report for comparing runs),
-``--ci`` (fails when a case listed in ``conformance/qtt_ci_expected.txt`` does not pass: a regression), ``-v`` (every failure with its detail). Prints ``N passed, N failed, N skipped`` and the
-causes grouped.
+``--ci`` (fails when a case listed in ``conformance/qtt_ci_expected.txt`` does not pass: a regression), ``-v`` (every failure with its detail), ``--spark`` (then replays the passed cases'
+stateless query stages in one Spark job, through what a live query's source task runs, and compares
+the rows: `conformance.qtt_spark`; with ``--ci`` a difference fails the run). Prints ``N passed,
+N failed, N skipped`` and the causes grouped.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
 from conformance.corpus import QTT
+from conformance.stages import RecordedStage, recorded_stages, stage_payload
 from headwater.engine.errors import EngineError
 from headwater.engine.formats import schema_registry
 from headwater.engine.formats.schema_inference import schema_facts
@@ -54,7 +57,7 @@ from headwater.engine.persistent.aggregate_run import (
     LocalAggregation,
     is_aggregate_statement,
 )
-from headwater.engine.persistent.columnar_run import ColumnarPipeline, refusal
+from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
 from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.engine.persistent.query_run import ProcessingError
 from headwater.metastore.apply import apply_command
@@ -80,6 +83,8 @@ class Outcome:
     verdict: str  # passed | failed | skipped
     cause: str = ""
     detail: str = ""
+    #: with ``--spark``: the case's stateless query stages as `qtt_spark` replays them (pickled)
+    stages: bytes | None = field(default=None, repr=False, compare=False)
 
 
 # -- running one case ------------------------------------------------------------------------------
@@ -117,6 +122,9 @@ class World:
         self.errors = 0
         self.registry = MemorySchemaRegistry()  # a mock registry per case, as ksqlDB's runner
         self.given: set[str] = set()  # the subjects whose schemas the case gives
+        #: with ``--spark``: per stateless query, what its stage was given and gave (`qtt_spark`)
+        self.stages: dict[str, RecordedStage] | None = None
+        self.stateful = 0  # queries with state (aggregates, joins): not replayed on Spark
         schema_registry.use(self.registry)
 
     def execute(self, statement: ast.Statement) -> None:
@@ -173,6 +181,11 @@ class World:
                 )
             else:
                 self.pipelines[query_id] = after
+            if self.stages is not None:
+                if isinstance(self.pipelines[query_id], (RecordPipeline, _Columnar)):
+                    self.stages[query_id] = RecordedStage(stage_payload(query, self.catalog))
+                else:
+                    self.stateful += 1
             self._catch_up(query_id)
         for query_id in before - set(self.catalog.queries):
             self.pipelines.pop(query_id, None)
@@ -196,7 +209,7 @@ class World:
         pipeline = self.pipelines[query_id]
         for topic, record in list(self.log):
             if topic in _topics_of(pipeline):
-                self._run(pipeline, record, topic)
+                self._run(query_id, pipeline, record, topic)
 
     def produce(
         self,
@@ -212,12 +225,13 @@ class World:
             partition = 0 if key is None else partition_for(key, topic.partitions)
         record = topic.append(partition, key, value, timestamp, headers)
         self.log.append((topic_name, record))
-        for pipeline in list(self.pipelines.values()):
+        for query_id, pipeline in list(self.pipelines.items()):
             if topic_name in _topics_of(pipeline):
-                self._run(pipeline, record, topic_name)
+                self._run(query_id, pipeline, record, topic_name)
 
     def _run(
         self,
+        query_id: str,
         pipeline: RecordPipeline | _Columnar | LocalAggregation | LocalJoin,
         record: InputRecord,
         topic: str,
@@ -226,6 +240,9 @@ class World:
             outputs, errors = pipeline.process_topic(topic, [record])
         else:
             outputs, errors = pipeline.process([record])
+        if self.stages is not None and query_id in self.stages:
+            rows = output_batch(outputs, errors).to_pylist()
+            self.stages[query_id].calls.append(((record,), rows))
         self.errors += len(errors)
         for out in outputs:
             self._emit(pipeline.sink.topic, out)
@@ -256,11 +273,11 @@ def _topics_of(
     return (pipeline.compiled.source.topic,)
 
 
-def run_case(file: str, case: dict) -> Outcome:
-    """One case's verdict."""
+def run_case(file: str, case: dict, record: bool = False) -> Outcome:
+    """One case's verdict; with ``record``, a passed case carries its stateless stages (`stages`)."""
     name = case["name"]
     try:
-        _run_case(case)
+        world = _run_case(case, record)
     except Skip as skip:
         return Outcome(file, name, "skipped", skip.cause, skip.detail)
     except Mismatch as mismatch:
@@ -273,10 +290,12 @@ def run_case(file: str, case: dict) -> Outcome:
             "crash",
             "".join(traceback.format_exception_only(type(exc), exc)).strip(),
         )
-    return Outcome(file, name, "passed")
+    stages = recorded_stages(world) if record and world is not None else None
+    return Outcome(file, name, "passed", stages=stages)
 
 
-def _run_case(case: dict) -> None:
+def _run_case(case: dict, record: bool = False) -> World | None:
+    """Runs one case; the world it ran in (None when it passed by failing as expected)."""
     if case.get("enabled") is False:
         raise Skip("disabled in the corpus")
     statements_text = "\n".join(case["statements"])
@@ -288,6 +307,8 @@ def _run_case(case: dict) -> None:
     expected_error = case.get("expectedException")
     topics = {t["name"]: int(t.get("partitions", 1)) for t in case.get("topics", [])}
     world = World(topics)
+    if record:
+        world.stages = {}
     for topic in case.get("topics", []):
         for part in ("key", "value"):
             schema = topic.get(f"{part}Schema")
@@ -311,7 +332,7 @@ def _run_case(case: dict) -> None:
         statements = parse(statements_text)
     except ParseError as error:
         if expected_error is not None and _message_matches(error, expected_error):
-            return
+            return None
         raise Skip("parse error", str(error)) from error
     statement_index = 0
     try:
@@ -321,7 +342,7 @@ def _run_case(case: dict) -> None:
         raise
     except (MetastoreError, EngineError, ParseError) as error:
         if expected_error is not None and _message_matches(error, expected_error):
-            return
+            return None
         if _later_construct(error):
             raise Skip("unsupported construct", _message(error)) from error
         if _UNKNOWN_FUNCTION.search(_message(error)):
@@ -341,6 +362,7 @@ def _run_case(case: dict) -> None:
         )
     _judge_outputs(world, case.get("outputs", []))
     _judge_post(world, case.get("post", {}))
+    return world
 
 
 def _message(error: Exception) -> str:
@@ -481,16 +503,20 @@ def _schema_columns(schema: str) -> list[tuple[str, str, bool]] | None:
 # -- the report ------------------------------------------------------------------------------------
 
 
-def _run_file(path: str, name_filter: str | None) -> list[Outcome]:
-    return [run_case(stem, case) for stem, case in load_cases([Path(path)], name_filter)]
+def _run_file(path: str, name_filter: str | None, record: bool = False) -> list[Outcome]:
+    return [run_case(stem, case, record) for stem, case in load_cases([Path(path)], name_filter)]
 
 
-def run(files: list[Path], name_filter: str | None = None, jobs: int = 1) -> list[Outcome]:
-    """Every case of ``files``, in file order."""
+def run(
+    files: list[Path], name_filter: str | None = None, jobs: int = 1, record: bool = False
+) -> list[Outcome]:
+    """Every case of ``files``, in file order (``record``: see `run_case`)."""
     if jobs <= 1:
-        return [o for f in files for o in _run_file(str(f), name_filter)]
+        return [o for f in files for o in _run_file(str(f), name_filter, record)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        results = pool.map(_run_file, [str(f) for f in files], [name_filter] * len(files))
+        results = pool.map(
+            _run_file, [str(f) for f in files], [name_filter] * len(files), [record] * len(files)
+        )
         return [o for batch in results for o in batch]
 
 
@@ -527,20 +553,36 @@ def main(argv: list[str] | None = None) -> int:
         help="fail if a case of conformance/qtt_ci_expected.txt does not pass",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure")
+    parser.add_argument(
+        "--spark",
+        action="store_true",
+        help="also replay the passed cases' stateless query stages on Spark (conformance.qtt_spark)",
+    )
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():
         print(f"qtt: the corpus is not at {args.corpus}", file=sys.stderr)
         return 2
     files = case_files(args.file, args.corpus)
     started = time.monotonic()
-    outcomes = run(files, args.case, args.jobs)
+    outcomes = run(files, args.case, args.jobs, record=args.spark)
+    status = 0
     print(report(outcomes, args.verbose))
     print(f"({len(files)} files, {time.monotonic() - started:.1f} s)")
+    if args.spark:
+        from conformance.qtt_spark import replay
+        from conformance.qtt_spark import report as spark_report
+
+        replayed = replay([(case_id(o), o.stages) for o in outcomes if o.stages])
+        print(spark_report(replayed, args.verbose))
+        if args.ci and replayed.differences:
+            print("qtt: cases give other rows on Spark than in process", file=sys.stderr)
+            status = 1
     if args.json:
-        args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+        body = [{k: v for k, v in asdict(o).items() if k != "stages"} for o in outcomes]
+        args.json.write_text(json.dumps(body, indent=1))
     if args.ci:
-        return _check_ci(outcomes)
-    return 0
+        return _check_ci(outcomes) or status
+    return status
 
 
 def ci_expected() -> list[str]:

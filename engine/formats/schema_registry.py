@@ -21,7 +21,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from headwater.engine.errors import SerdeError
 
@@ -109,6 +109,22 @@ class MemorySchemaRegistry:
         """Every subject with a schema."""
         with self._lock:
             return sorted(self._subjects)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its lock (the QTT runner ships a case's registry to Spark's workers)."""
+        with self._lock:
+            return {
+                "by_id": dict(self._by_id),
+                "subjects": {k: list(v) for k, v in self._subjects.items()},
+            }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self._by_id = state["by_id"]
+        self._ids = {}
+        for schema_id, schema in self._by_id.items():
+            self._ids.setdefault(schema, schema_id)
+        self._subjects = state["subjects"]
 
 
 class HttpSchemaRegistry:

@@ -116,6 +116,13 @@ def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Itera
         yield pipeline(chunk)
 
 
+def forget_pipelines() -> None:
+    """Drop this worker's built pipelines (the QTT replay, `conformance.qtt_spark`, runs thousands
+    of cases' queries in one worker, each once)."""
+    with _lock:
+        _pipelines.clear()
+
+
 def _pipeline(payload: str) -> Callable[[list[InputRecord]], pa.RecordBatch]:
     """A stateless query's batch function: `ColumnarPipeline.process` where the query runs a
     batch at a time (`columnar_run.refusal`), else `RecordPipeline.process`'s rows."""
