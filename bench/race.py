@@ -10,8 +10,17 @@ peers' filter + projection workload (`bench/_workloads.py`: JSON records on 2 pa
   process): what the broker lets anyone reach on this machine, the limit;
 - **bytewax** 0.21.1 (`bench/_race_bytewax.py`), installed from PyPI into a scratch virtual
   environment (``~/.cache/headwater-bench/bytewax-0.21.1``) the first time;
-- **headwater**: a ``headwater server`` (Spark started with it, ``headwater.engine.start=startup``)
+- **headwater**: a ``headwater server`` (Spark started with it, ``headwater.engine.start=startup``, and
+  its background warm-up finished)
   running the workload's CSAS, exactly once.
+
+Then the count workload (``--count-records``, default 300,000, over 1,000 keys; then ``--big-keys``
+records, default 1,000,000, one per key): a count per record key, kept as a table; each contender
+writes its running counts under their keys (headwater's ``CREATE TABLE ... AS SELECT id, COUNT(*)``,
+bytewax's keyed ``stateful_map``, the loop's dict), and the run is timed from the first record produced
+until the latest count of every key adds up to the records produced: records/s in and CPU per 1k
+records, as bench.aggregates measures headwater alone. ``--skip-count`` leaves it out (the 1M-key run
+takes headwater ~5 minutes).
 
 Each contender reads its own input topic and writes its own output topic. Started, it gets one record
 (cold start: started, or CSAS accepted, to that record's output); then the N records are produced as
@@ -19,7 +28,7 @@ fast as this process can (the same for every contender) and timed to the last ou
 sustained, and CPU seconds of the contender's whole process tree per 1k outputs over that span; then
 produce -> output p50/p99 (``--samples`` records at 20/s), and peak RSS. Then issue 30's ratios beside
 their targets: headwater's records/s over the loop's, its CPU per record over bytewax's, its p50 over
-bytewax's. Absolute figures move from machine to machine; the ratios are the figures.
+bytewax's, and its count throughput over bytewax's on both key counts. Absolute figures move from machine to machine; the ratios are the figures.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from confluent_kafka import TopicPartition
 
 from bench._processes import cpu_seconds, rss_mb
 from bench._server import BenchServer
-from bench._workloads import TX_QUERY, TX_STREAM, produce_tx, tx_passing
+from bench._workloads import TX_QUERY, TX_STREAM, produce_all, produce_tx, tx_passing, tx_record
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import admin_client, consumer, create_topic, producer
 
@@ -62,6 +71,18 @@ class Result:
     rss_mb: float
 
 
+@dataclass(frozen=True)
+class CountResult:
+    """One contender's figures on the count workload."""
+
+    name: str
+    keys: int
+    rate: float  # input records per second, from the first produced to every key's final count
+    cpu_per_1k: float  # CPU seconds per 1k input records over that span
+    cold_s: float
+    rss_mb: float
+
+
 @dataclass
 class Contender:
     """A running contender: the root of its process tree, and how to stop it."""
@@ -77,17 +98,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--skip", action="append", default=[], choices=["loop", "bytewax"])
+    parser.add_argument("--count-records", type=int, default=300_000)
+    parser.add_argument("--big-keys", type=int, default=1_000_000)
+    parser.add_argument("--skip-count", action="store_true")
     args = parser.parse_args(argv)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {args.records:,} records")
     starters = {"loop": _loop, "bytewax": _bytewax, "headwater": _headwater}
     results: dict[str, Result] = {}
+    counts: dict[tuple[str, int], CountResult] = {}
     with EmbeddedBroker(None) as broker, tempfile.TemporaryDirectory() as scratch:
         for name, start in starters.items():
             if name in args.skip:
                 continue
             results[name] = _race(broker, name, start, Path(scratch), args.records, args.samples)
             _print(results[name])
+        runs = (
+            [] if args.skip_count else [(args.count_records, 1000), (args.big_keys, args.big_keys)]
+        )
+        for records, keys in runs:
+            print(f"count workload: {records:,} records over {keys:,} keys", flush=True)
+            for name, start in starters.items():
+                if name in args.skip:
+                    continue
+                found = _count_race(broker, name, start, Path(scratch), records, keys)
+                counts[name, keys] = found
+                _print_count(found)
     _ratios(results)
+    _count_ratios(counts)
     return 0
 
 
@@ -142,6 +179,74 @@ def _race(
     )
 
 
+def _count_race(
+    broker: EmbeddedBroker,
+    name: str,
+    start: Callable[..., Contender],
+    scratch: Path,
+    records: int,
+    keys: int,
+) -> CountResult:
+    """The count workload for one contender: one warm-up record, then ``records`` records over
+    ``keys`` keys, timed until every key's latest count adds up to what was produced."""
+    settings = broker.settings()
+    source, sink = f"count{keys}_in_{name}", f"COUNT{keys}_{name.upper()}"
+    admin = admin_client(settings, "bench")
+    create_topic(admin, settings, source, 2)
+    if name != "headwater":  # a CTAS creates its sink
+        create_topic(admin, settings, sink, 2)
+    writer = producer(settings, "bench")
+    contender = start(broker, source, sink, scratch, "count")
+    try:
+        reader = consumer(settings, f"race-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)
+        reader.assign([TopicPartition(sink, p, 0) for p in range(2)])
+        latest: dict[bytes | None, int] = {}
+        writer.produce(source, tx_record(0)[1], b"warm")
+        writer.flush()
+        _follow_counts(reader, latest, 1, contender.started + 300, name, contender.root)
+        cold = time.monotonic() - contender.started
+        cpu_first, first = cpu_seconds(contender.root), time.monotonic()
+        produce_all(
+            writer, source, ((f"c{i % keys}".encode(), tx_record(i)[1]) for i in range(records))
+        )
+        writer.flush()
+        deadline = first + max(900.0, records / 500)
+        peak = _follow_counts(reader, latest, records + 1, deadline, name, contender.root)
+        last, cpu_last = time.monotonic(), cpu_seconds(contender.root)
+        reader.close()
+    finally:
+        contender.stop()
+    return CountResult(
+        name, keys, records / (last - first), (cpu_last - cpu_first) / records * 1000, cold, peak
+    )
+
+
+def _follow_counts(
+    reader: object,
+    latest: dict[bytes | None, int],
+    want: int,
+    deadline: float,
+    name: str,
+    root: int,
+) -> float:
+    """Reads counts (``{"N": n}`` per key) until the latest of every key add up to ``want``;
+    the peak RSS of ``root``'s process tree meanwhile."""
+    total, peak, last_sample = sum(latest.values()), 0.0, 0.0
+    while total < want:
+        for m in reader.consume(20_000, 0.05):  # type: ignore[attr-defined]
+            if m.error() is not None:
+                continue
+            n = int(orjson.loads(m.value())["N"]) if m.value() else 0
+            total += n - latest.get(m.key(), 0)
+            latest[m.key()] = n
+        now = time.monotonic()
+        if now - last_sample > 0.5:
+            peak, last_sample = max(peak, rss_mb(root)), now
+        if now > deadline:
+            raise SystemExit(f"{name}: counts add up to {total:,} of {want:,} at the deadline")
+    return max(peak, rss_mb(root))
+
+
 def _latencies(
     writer: object, reader: object, topic: str, samples: int, since: float | None = None
 ) -> list[float]:
@@ -181,15 +286,27 @@ def _process(argv: list[str], scratch: Path, env: dict[str, str] | None = None) 
     return Contender(Path(argv[0]).name, process.pid, stop, started)
 
 
-def _loop(broker: EmbeddedBroker, source: str, sink: str, scratch: Path) -> Contender:
+def _loop(
+    broker: EmbeddedBroker, source: str, sink: str, scratch: Path, workload: str = "filter"
+) -> Contender:
     return _process(
-        [sys.executable, "-m", "bench._race_loop", broker.bootstrap_servers, source, sink],
+        [
+            sys.executable,
+            "-m",
+            "bench._race_loop",
+            broker.bootstrap_servers,
+            source,
+            sink,
+            workload,
+        ],
         scratch,
         {"PYTHONPATH": str(_BENCH.parent)},
     )
 
 
-def _bytewax(broker: EmbeddedBroker, source: str, sink: str, scratch: Path) -> Contender:
+def _bytewax(
+    broker: EmbeddedBroker, source: str, sink: str, scratch: Path, workload: str = "filter"
+) -> Contender:
     python = _bytewax_python()
     return _process(
         [str(python), "-m", "bytewax.run", "_race_bytewax:flow"],
@@ -198,6 +315,7 @@ def _bytewax(broker: EmbeddedBroker, source: str, sink: str, scratch: Path) -> C
             "RACE_BOOTSTRAP": broker.bootstrap_servers,
             "RACE_INPUT": source,
             "RACE_OUTPUT": sink,
+            "RACE_WORKLOAD": workload,
             "PYTHONPATH": str(_BENCH),
         },
     )
@@ -218,20 +336,33 @@ def _bytewax_python() -> Path:
     return python
 
 
-def _headwater(broker: EmbeddedBroker, source: str, sink: str, scratch: Path) -> Contender:
-    folder = scratch / "headwater"
+def _headwater(
+    broker: EmbeddedBroker, source: str, sink: str, scratch: Path, workload: str = "filter"
+) -> Contender:
+    folder = scratch / f"headwater-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
     began = time.monotonic()
     server = BenchServer(
         broker.bootstrap_servers, folder, ("--set", "headwater.engine.start=startup")
     )
     server.wait_for_spark(began)
+    server.wait_for_warm_up(began)  # its stateful warm-up would share the cores with the run
     print(
         f"  headwater: server healthy and Spark warm {time.monotonic() - began:.1f} s after start"
     )
-    server.ksql(TX_STREAM.replace("kafka_topic='tx'", f"kafka_topic='{source}'"))
+    stream = f"tx_{source}"
+    server.ksql(
+        TX_STREAM.replace("kafka_topic='tx'", f"kafka_topic='{source}'").replace(
+            "CREATE STREAM tx ", f"CREATE STREAM {stream} "
+        )
+    )
     accepted = time.monotonic()
-    query = TX_QUERY.replace("CREATE STREAM tx_big", f"CREATE STREAM {sink}")
+    if workload == "count":
+        query = f"CREATE TABLE {sink} AS SELECT id, COUNT(*) AS n FROM {stream} GROUP BY id;"
+    else:
+        query = TX_QUERY.replace("CREATE STREAM tx_big", f"CREATE STREAM {sink}").replace(
+            " FROM tx ", f" FROM {stream} "
+        )
     server.ksql(query, {"auto.offset.reset": "earliest"})
     return Contender("headwater", server.process.pid, server.stop, accepted)
 
@@ -271,6 +402,26 @@ def _ratios(results: dict[str, Result]) -> None:
         cold = ours.cold_s
         print(
             f"  CSAS to first output, Spark warm: {cold:.1f} s (target <= 3 s) {_verdict(cold <= 3)}"
+        )
+
+
+def _print_count(r: CountResult) -> None:
+    print(
+        f"{r.name:>10}: {r.rate:,.0f} records/s in, {r.cpu_per_1k:.4f} CPU s per 1k records, "
+        f"first count {r.cold_s:.1f} s after start, peak RSS {r.rss_mb:,.0f} MB",
+        flush=True,
+    )
+
+
+def _count_ratios(counts: dict[tuple[str, int], CountResult]) -> None:
+    for (name, keys), ours in sorted(counts.items()):
+        peer = counts.get(("bytewax", keys))
+        if name != "headwater" or peer is None:
+            continue
+        ratio = ours.rate / peer.rate
+        print(
+            f"  COUNT per key over {keys:,} keys, records/s vs bytewax: {ratio:.2f}x "
+            f"(target >= 1.0x) {_verdict(ratio >= 1)}"
         )
 
 
