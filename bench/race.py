@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from bench._processes import cpu_seconds, rss_mb
 from bench._server import BenchServer
@@ -138,11 +138,7 @@ def _race(
 ) -> Result:
     settings = broker.settings()
     source, sink = f"in_{name}", f"OUT_{name.upper()}"
-    admin = admin_client(settings, "bench")
-    create_topic(admin, settings, source, 2)
-    if name != "headwater":  # a CSAS creates its sink
-        create_topic(admin, settings, sink, 2)
-    writer = producer(settings, "bench")
+    writer = _topics(broker, name, source, sink)
     contender = start(broker, source, sink, scratch)
     try:
         reader = consumer(settings, f"race-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)
@@ -179,6 +175,17 @@ def _race(
     )
 
 
+def _topics(broker: EmbeddedBroker, name: str, source: str, sink: str) -> Producer:
+    """Creates a contender's input topic and, unless it is headwater's (a CSAS or CTAS creates its
+    own), its output topic, 2 partitions each; the producer that writes its input."""
+    settings = broker.settings()
+    admin = admin_client(settings, "bench")
+    create_topic(admin, settings, source, 2)
+    if name != "headwater":
+        create_topic(admin, settings, sink, 2)
+    return producer(settings, "bench")
+
+
 def _count_race(
     broker: EmbeddedBroker,
     name: str,
@@ -191,11 +198,7 @@ def _count_race(
     ``keys`` keys, timed until every key's latest count adds up to what was produced."""
     settings = broker.settings()
     source, sink = f"count{keys}_in_{name}", f"COUNT{keys}_{name.upper()}"
-    admin = admin_client(settings, "bench")
-    create_topic(admin, settings, source, 2)
-    if name != "headwater":  # a CTAS creates its sink
-        create_topic(admin, settings, sink, 2)
-    writer = producer(settings, "bench")
+    writer = _topics(broker, name, source, sink)
     contender = start(broker, source, sink, scratch, "count")
     try:
         reader = consumer(settings, f"race-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=10)

@@ -30,10 +30,6 @@ from typing import Any
 
 from conformance.stages import CaseStages, comparable
 
-#: What a case's row carries into Spark: its registry, and per stateless stage its payload and the
-#: records of each call.
-_Task = tuple[Any, list[tuple[str, list[tuple[Any, ...]]]]]
-
 
 @dataclass(frozen=True)
 class Replay:

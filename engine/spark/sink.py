@@ -27,7 +27,13 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer, TopicPartition
 
-from headwater.kafka.clients import KafkaSettings, consumer, poll_batch, producer_config
+from headwater.kafka.clients import (
+    KafkaSettings,
+    close_producer,
+    consumer,
+    poll_batch,
+    producer_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +183,10 @@ class ExactlyOnceSink:
         holds nothing. Spark's py4j callback server may keep this object until the JVM lets go."""
         try:
             self._producer.flush(timeout_s)
-            self._producer.purge()  # still unconfirmed: the batch is replayed on a restart
-            self._producer.close()  # instant once nothing is queued (it would wait for it)
         except RuntimeError:
-            pass  # closed already
+            return  # closed already
+        # still unconfirmed: purged (the batch is replayed on a restart), and the close bounded
+        close_producer(self._producer, timeout_s)
 
     def _check_resumable(self, batch_id: int) -> None:
         """A sink starts with the batch its checkpoint replays or runs next, so the query's records
