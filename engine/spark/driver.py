@@ -325,6 +325,7 @@ class QueryDriver:
             self._ends = None
 
     def _start(self, query_id: str) -> None:
+        from headwater.engine.spark.aggregation import aggregate_frame, state_layout
         from headwater.engine.spark.sink import ExactlyOnceSink
 
         running = self._queries[query_id]
@@ -336,11 +337,15 @@ class QueryDriver:
             spark.conf.set("spark.sql.shuffle.partitions", str(max(1, int(source["partitions"]))))
             aggregate = bool(payload.get("aggregate"))
             starts = payload.get("startingOffsets") or {}  # topic -> offsets: where it starts
+            checkpoint = self.settings.checkpoint_of(query_id)
             query_json = json.dumps(
                 {
                     "queryId": query_id,
                     "catalog": payload["catalog"],
                     "buffering": self.settings.buffering,
+                    "stateBuckets": (
+                        state_layout(checkpoint) if aggregate and not payload.get("windowed") else 0
+                    ),
                 },
                 sort_keys=True,
             )
@@ -375,8 +380,6 @@ class QueryDriver:
                     start=starts.get(source["topic"]),
                 )
             if aggregate:
-                from headwater.engine.spark.aggregation import aggregate_frame
-
                 frame = aggregate_frame(
                     frame,
                     query_json,
@@ -393,7 +396,7 @@ class QueryDriver:
             writer = (
                 frame.writeStream.queryName(query_id)
                 .foreachBatch(target)
-                .option("checkpointLocation", self.settings.checkpoint_of(query_id))
+                .option("checkpointLocation", checkpoint)
             )
             if self.settings.trigger_interval_ms > 0:
                 writer = writer.trigger(

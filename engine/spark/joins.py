@@ -38,7 +38,7 @@ from headwater.engine.persistent.join_run import (
     merge_order,
 )
 from headwater.engine.persistent.query_run import InputRecord
-from headwater.engine.spark.aggregation import grouped_rows
+from headwater.engine.spark.aggregation import buckets_in, grouped_rows
 from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
 from headwater.metastore.codec import catalog_from_dict
 
@@ -143,7 +143,7 @@ class JoinProcessor(StatefulProcessor):
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
         if isinstance(self.after, AggregatePipeline):
             items, failed = self.after.group(joined, {})
-            columns = grouped_rows(self.after, items, failed)
+            columns = grouped_rows(self.after, items, failed, buckets_in(self.payload))
             for values in zip(*columns.values(), strict=True):
                 yield Row(**dict(zip(columns, values, strict=True)))
             return

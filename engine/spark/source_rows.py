@@ -23,7 +23,7 @@ import pyarrow as pa
 from headwater.engine.persistent import InputRecord, RecordPipeline
 from headwater.engine.persistent.aggregate_run import GroupedRow
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
-from headwater.engine.spark.aggregation import grouped_rows, pipeline_of
+from headwater.engine.spark.aggregation import buckets_in, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import entry_rows
 from headwater.metastore.codec import catalog_from_dict
 
@@ -55,6 +55,7 @@ _ARROW_ENTRY = pa.schema(
 def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
     """An aggregating query's stage 1 (`AggregatePipeline.group`) over what a task reads."""
     pipeline = pipeline_of(payload)
+    buckets = buckets_in(payload)
     running: dict[int, int] = {}  # the batch's ranks run on across chunks
     chunk: list[InputRecord] = []
 
@@ -63,7 +64,7 @@ def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Record
         if pipeline.combines:  # one row per group of the chunk, not one per record
             items = list(pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
         return pa.RecordBatch.from_pydict(
-            grouped_rows(pipeline, items, errors), schema=_ARROW_GROUPED
+            grouped_rows(pipeline, items, errors, buckets), schema=_ARROW_GROUPED
         )
 
     for record in records:

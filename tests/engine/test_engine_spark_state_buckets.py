@@ -1,0 +1,278 @@
+"""An aggregation's Spark operators over state buckets (`engine.spark.aggregation`): stage 1's rows
+shuffled by bucket, then the change and aggregate processors run as Spark runs them (one call per
+Spark key and batch, a value state per key), here with an in-memory state store and no JVM. They
+must write what the stages run in process write (`LocalAggregation`), and what one state per group
+(the layout before buckets) writes; a checkpoint's layout is decided once and kept."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import Row
+
+from headwater.engine.persistent import QUERY_ANALYZER, InputRecord
+from headwater.engine.persistent.aggregate_run import (
+    AggregatePipeline,
+    GroupedRow,
+    LocalAggregation,
+)
+from headwater.engine.spark.aggregation import (
+    LAYOUT_FILE,
+    STATE_BUCKETS,
+    AggregateProcessor,
+    ChangeProcessor,
+    bucket_of,
+    grouped_rows,
+    state_layout,
+)
+from headwater.metastore.catalog import Catalog
+from headwater.metastore.codec import catalog_to_dict
+from headwater.metastore.plan import TopicFacts, plan
+from headwater.metastore.records import CommandRecord, encode
+from headwater.metastore.replay import Fold
+from headwater.sqlparse_ext import parse_one
+
+FACTS = TopicFacts({"orders": 2, "items": 1})
+ORDERS = (
+    "CREATE STREAM orders (id STRING KEY, item STRING, qty INT) "
+    "WITH (kafka_topic='orders', value_format='JSON');"
+)
+ITEMS = (
+    "CREATE TABLE items (id STRING PRIMARY KEY, kind STRING, qty INT) "
+    "WITH (kafka_topic='items', value_format='JSON');"
+)
+
+
+def _catalog(*statements: str) -> Catalog:
+    fold = Fold()
+    for offset, text in enumerate(statements):
+        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
+        assert planned.command is not None, text
+        outcome = fold.feed(
+            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
+        )
+        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
+    return fold.catalog
+
+
+class _Store:
+    """Spark's state store for one stateful operator: values per (state name, Spark key)."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, Any], tuple[Any, ...]] = {}
+        self.key: Any = None
+        self.calls = 0  # state calls (each is a round trip to the JVM on Spark)
+
+
+class _ValueState:
+    def __init__(self, store: _Store, name: str) -> None:
+        self.store, self.name = store, name
+
+    def exists(self) -> bool:
+        self.store.calls += 1
+        return (self.name, self.store.key) in self.store.values
+
+    def get(self) -> tuple[Any, ...] | None:
+        self.store.calls += 1
+        return self.store.values.get((self.name, self.store.key))
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.store.calls += 1
+        self.store.values[(self.name, self.store.key)] = value
+
+    def clear(self) -> None:
+        self.store.calls += 1
+        self.store.values.pop((self.name, self.store.key), None)
+
+
+class _Handle:
+    def __init__(self, store: _Store) -> None:
+        self.store = store
+
+    def getValueState(self, name: str, _schema: str) -> _ValueState:
+        return _ValueState(self.store, name)
+
+
+def _run_operator(processor: Any, store: _Store, rows: list[Row]) -> list[Row]:
+    """One micro-batch through a stateful operator: rows shuffled by ``group``, one call per key."""
+    processor.init(_Handle(store))
+    by_key: dict[Any, list[Row]] = {}
+    for row in rows:
+        by_key.setdefault(row.group, []).append(row)
+    out: list[Row] = []
+    for key, members in by_key.items():
+        store.key = key
+        out.extend(processor.handleInputRows((key,), iter(members), None))
+    return out
+
+
+class _SparkAggregation:
+    """The operators of one aggregating query, batch after batch, as `aggregate_frame` chains them."""
+
+    def __init__(self, catalog: Catalog, query_id: str, buckets: int, buffering: bool) -> None:
+        self.payload = json.dumps(
+            {
+                "queryId": query_id,
+                "catalog": catalog_to_dict(catalog),
+                "buffering": buffering,
+                "stateBuckets": buckets,
+            },
+            sort_keys=True,
+        )
+        self.buckets = buckets
+        self.pipeline = AggregatePipeline.for_query(
+            catalog.queries[query_id], catalog, buffering=buffering
+        )
+        self.changes, self.groups = _Store(), _Store()
+
+    def process(self, records: list[InputRecord]) -> list[tuple[Any, ...]]:
+        items, errors = self.pipeline.group(records, {})
+        if self.pipeline.combines:
+            items = list(self.pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
+        columns = grouped_rows(self.pipeline, items, errors, self.buckets)
+        rows = [Row(**dict(zip(columns, v, strict=True))) for v in zip(*columns.values())]
+        if self.pipeline.table_source:
+            rows = _run_operator(ChangeProcessor(self.payload), self.changes, rows)
+        out = _run_operator(AggregateProcessor(self.payload), self.groups, rows)
+        written = sorted(
+            (r for r in out if r.error is None),
+            key=lambda r: (r.source_rank, r.source_partition, r.source_offset, r.source_seq),
+        )
+        skipped = sorted((r.error, r.source_partition, r.source_offset) for r in out if r.error)
+        return [(r.key, r.value, r.timestamp, r.partition) for r in written] + skipped
+
+
+def _local(catalog: Catalog, query_id: str, buffering: bool) -> LocalAggregation:
+    pipeline = AggregatePipeline.for_query(catalog.queries[query_id], catalog, buffering=buffering)
+    return LocalAggregation(pipeline)
+
+
+def _expected(local: LocalAggregation, records: list[InputRecord]) -> list[tuple[Any, ...]]:
+    written, errors = local.process(records)
+    skipped = sorted((e.kind, e.partition, e.offset) for e in errors)
+    return [(o.key, o.value, o.timestamp, o.partition) for o in written] + skipped
+
+
+def _record(offset: int, key: str | None, value: dict[str, Any] | None, partition: int = 0) -> Any:
+    return InputRecord(
+        key.encode() if key else None,
+        None if value is None else json.dumps(value).encode(),
+        1000 + offset,
+        partition,
+        offset,
+    )
+
+
+def _batches(table: bool) -> list[list[InputRecord]]:
+    """Three batches over 300 groups (or source keys), with a NULL group and a bad record."""
+    batches = []
+    offset = 0
+    for size in (400, 1, 250):
+        batch = []
+        for _ in range(size):
+            i = offset * 7919 % 300
+            value: dict[str, Any] | None = {"ITEM": f"g{i % 37}", "KIND": f"k{i % 11}", "QTY": i}
+            if offset % 97 == 5:
+                value = {"ITEM": None, "KIND": None, "QTY": 1}
+            if offset % 89 == 3:
+                value = None if table else {"QTY": "not a number"}
+            batch.append(_record(offset, f"id{i}", value, partition=offset % 2))
+            offset += 1
+        batches.append(batch)
+    return batches
+
+
+QUERIES = {
+    "stream": (
+        ORDERS,
+        "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q FROM orders GROUP BY item;",
+    ),
+    "having": (
+        ORDERS,
+        (
+            "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item "
+            "HAVING COUNT(*) < 12;"
+        ),
+    ),
+    "table": (
+        ITEMS,
+        "CREATE TABLE n AS SELECT kind, COUNT(*) AS c, SUM(qty) AS q FROM items GROUP BY kind;",
+    ),
+}
+
+
+@pytest.mark.parametrize("buffering", [False, True])
+@pytest.mark.parametrize("query", sorted(QUERIES))
+@pytest.mark.parametrize("buckets", [STATE_BUCKETS, 3, 0])
+def test_the_operators_write_what_the_stages_write_in_process(
+    query: str, buffering: bool, buckets: int
+) -> None:
+    query_id = "CTAS_N_1"
+    source, ctas = QUERIES[query]
+    catalog = _catalog(source, ctas)
+    spark = _SparkAggregation(catalog, query_id, buckets, buffering)
+    local = _local(catalog, query_id, buffering)
+    for batch in _batches(table=query == "table"):
+        assert spark.process(batch) == _expected(local, batch)
+
+
+def test_a_batch_reads_and_writes_each_bucket_it_touches_once() -> None:
+    query_id = "CTAS_N_1"
+    source, ctas = QUERIES["stream"]
+    catalog = _catalog(source, ctas)
+    bucketed = _SparkAggregation(catalog, query_id, 4, buffering=True)
+    per_group = _SparkAggregation(catalog, query_id, 0, buffering=True)
+    records = [_record(i, "k", {"ITEM": f"g{i}", "QTY": 1}) for i in range(1000)]
+    assert bucketed.process(records) == per_group.process(records)
+    assert bucketed.groups.calls == 4 * 2  # exists + update per bucket (new buckets: no get)
+    assert per_group.groups.calls == 1000 * 2
+    assert len({k for _name, k in bucketed.groups.values}) == 4
+
+
+def test_bucket_of_is_the_same_in_every_process() -> None:
+    # crc32, not Python's per-process hash of bytes: every worker, and a restarted one, agree
+    assert [bucket_of(k, 128) for k in (b"", b"alice")] == [
+        b"0",
+        b"%d" % (zlib.crc32(b"alice") % 128),
+    ]
+    assert {bucket_of(b"k%d" % i, 8) for i in range(1000)} == {b"%d" % i for i in range(8)}
+
+
+def test_a_new_checkpoint_records_its_layout_and_an_old_one_keeps_a_state_per_group(
+    tmp_path: Path,
+) -> None:
+    new = tmp_path / "new"
+    assert state_layout(str(new)) == STATE_BUCKETS
+    assert json.loads((new / LAYOUT_FILE).read_text()) == {"stateBuckets": STATE_BUCKETS}
+    assert state_layout(str(new)) == STATE_BUCKETS  # kept on a restart
+    (new / LAYOUT_FILE).write_text(json.dumps({"stateBuckets": 16}))
+    assert state_layout(str(new)) == 16  # what the checkpoint says, not today's default
+
+    old = tmp_path / "old"
+    (old / "offsets").mkdir(parents=True)
+    (old / "offsets" / "0").write_text("v1")
+    assert state_layout(str(old)) == 0  # written before buckets: one state per group
+    assert not (old / LAYOUT_FILE).exists()
+
+    empty = tmp_path / "empty"
+    (empty / "offsets").mkdir(parents=True)  # Spark never finished a batch: no state yet
+    assert state_layout(str(empty)) == STATE_BUCKETS
+
+    assert state_layout("s3a://bucket/checkpoints/q") == 0  # unreadable here: the safe layout
+
+
+def test_a_bucket_state_pickles_its_groups_states() -> None:
+    query_id = "CTAS_N_1"
+    source, ctas = QUERIES["stream"]
+    catalog = _catalog(source, ctas)
+    spark = _SparkAggregation(catalog, query_id, 2, buffering=True)
+    spark.process([_record(0, "k", {"ITEM": "a", "QTY": 5})])
+    [(name, key)] = list(spark.groups.values)
+    entries = pickle.loads(spark.groups.values[(name, key)][0])
+    assert key == bucket_of(next(iter(entries)), 2)
+    assert pickle.loads(entries[next(iter(entries))]).aggregates[0] is not None
