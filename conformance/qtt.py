@@ -16,8 +16,9 @@ expected output topic, in order per topic, key and value compared as JSON, times
 Options: ``--file NAME`` (repeatable, a file name or stem), ``--case TEXT`` (cases whose name
 contains it), ``--jobs N`` (processes), ``--json PATH`` (a report for comparing runs),
 ``--ci`` (fails when a case listed in ``conformance/qtt_ci_expected.txt`` does not pass: a regression), ``-v`` (every failure with its detail), ``--spark`` (then replays the passed cases'
-stateless query stages in one Spark job, through what a live query's source task runs, and compares
-the rows: `conformance.qtt_spark`; with ``--ci`` a difference fails the run). Prints ``N passed,
+stateless query stages in one Spark job, through what a live query's source task runs, and their
+aggregations through Spark's stateful operators, and compares the rows: `conformance.qtt_spark`;
+with ``--ci`` a difference fails the run). Prints ``N passed,
 N failed, N skipped`` and the causes grouped.
 """
 
@@ -61,7 +62,7 @@ from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_ba
 from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.engine.persistent.query_run import ProcessingError
 from headwater.metastore.apply import apply_command
-from headwater.metastore.catalog import Catalog, Source
+from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.metastore.errors import MetastoreError
 from headwater.metastore.plan import TopicFacts, plan, topics_named
 from headwater.metastore.records import CommandRecord
@@ -122,9 +123,10 @@ class World:
         self.errors = 0
         self.registry = MemorySchemaRegistry()  # a mock registry per case, as ksqlDB's runner
         self.given: set[str] = set()  # the subjects whose schemas the case gives
-        #: with ``--spark``: per stateless query, what its stage was given and gave (`qtt_spark`)
+        #: with ``--spark``: per stateless or aggregating query, what its stage was given and
+        #: gave (`qtt_spark`)
         self.stages: dict[str, RecordedStage] | None = None
-        self.stateful = 0  # queries with state (aggregates, joins): not replayed on Spark
+        self.stateful = 0  # joins: not replayed on Spark
         schema_registry.use(self.registry)
 
     def execute(self, statement: ast.Statement) -> None:
@@ -182,15 +184,31 @@ class World:
             else:
                 self.pipelines[query_id] = after
             if self.stages is not None:
-                if isinstance(self.pipelines[query_id], (RecordPipeline, _Columnar)):
-                    self.stages[query_id] = RecordedStage(stage_payload(query, self.catalog))
-                else:
-                    self.stateful += 1
+                self._record_stage(query)
             self._catch_up(query_id)
         for query_id in before - set(self.catalog.queries):
             self.pipelines.pop(query_id, None)
         if planned.delete_topic is not None:
             self.topics.pop(planned.delete_topic, None)
+
+    def _record_stage(self, query: Query) -> None:
+        """Records a new query's stage for the Spark replay (a join's is not replayed)."""
+        assert self.stages is not None
+        pipeline = self.pipelines[query.id]
+        if isinstance(pipeline, (RecordPipeline, _Columnar)):
+            self.stages[query.id] = RecordedStage(stage_payload(query, self.catalog))
+        elif isinstance(pipeline, LocalAggregation):
+            from headwater.engine.spark.aggregation import STATE_BUCKETS
+
+            windowed = pipeline.compiled.window is not None
+            shape = "windowed" if windowed else "stream"
+            if pipeline.pipeline.table_source and not windowed:
+                shape = "table"
+            buckets = 0 if windowed else STATE_BUCKETS  # as `driver._start` decides them
+            payload = stage_payload(query, self.catalog, buckets=buckets)
+            self.stages[query.id] = RecordedStage(payload, shape)
+        else:
+            self.stateful += 1
 
     def _insert_values(self, statement: ast.InsertValues) -> None:
         source = self.catalog.source(statement.target)
@@ -556,7 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--spark",
         action="store_true",
-        help="also replay the passed cases' stateless query stages on Spark (conformance.qtt_spark)",
+        help=(
+            "also replay the passed cases' stateless stages and aggregations on Spark "
+            "(conformance.qtt_spark)"
+        ),
     )
     args = parser.parse_args(argv)
     if not args.corpus.is_dir():

@@ -9,10 +9,11 @@ schema registry, its calls in their order; the rows that come back are compared 
 rows, call by call. A case agrees when every call of every stateless query gives the same rows
 (keys, values, timestamps, partitions, skipped records with their messages).
 
-What is not replayed: the stages with state (an aggregate's grouping, change and aggregate steps in
-Spark's state store, a join's sides); the Kafka source and the sink around the stage (their tests:
-tests/engine/test_engine_spark_*.py and the CSAS/CTAS tests on a live node). The report counts the
-cases with such queries apart.
+The aggregations of the passed cases are replayed in the same child through Spark's stateful
+operators, one call per micro-batch (`qtt_spark_state`), and compared call by call the same way.
+
+What is not replayed: joins (counted apart); the Kafka source and the sink around the stages (their
+tests: tests/engine/test_engine_spark_*.py and the CSAS/CTAS tests on a live node).
 """
 
 from __future__ import annotations
@@ -35,53 +36,84 @@ from conformance.stages import CaseStages, comparable
 class Replay:
     """The Spark replay's verdicts."""
 
-    replayed: int  # passed cases with at least one stateless stage
+    replayed: int  # passed cases with at least one stateless or aggregating stage
     agreed: int
     calls: int
     differences: list[tuple[str, str]]  # (case, what differed)
-    with_state: int  # replayed cases that also have queries with state (those not replayed)
-    state_only: int  # passed cases whose queries all keep state: nothing replayed
+    with_state: int  # replayed cases that also have joins (those not replayed)
+    state_only: int  # passed cases whose queries are all joins: nothing replayed
     seconds: float
     log: str
+    aggregating: int = 0  # replayed cases with aggregations (through Spark's stateful operators)
 
 
 def replay(recorded: list[tuple[str, bytes]]) -> Replay:
     """Replays each case's pickled `CaseStages` on Spark; every case's verdict."""
+    from conformance.qtt_spark_state import StatefulTask
+
     cases: dict[str, CaseStages] = {name: pickle.loads(body) for name, body in recorded}
     tasks: dict[str, bytes] = {}
+    stateful: dict[int, StatefulTask] = {}
+    owners: list[tuple[str, str]] = []  # per stateful task: its case and query
     state_only = 0
     for name, case in cases.items():
         if not case.stages:
             state_only += int(case.stateful > 0)
             continue
-        stages = [(s.payload, [records for records, _ in s.calls]) for s in case.stages.values()]
-        tasks[name] = pickle.dumps((case.registry, stages), protocol=pickle.HIGHEST_PROTOCOL)
+        stateless = [
+            (s.payload, [records for records, _ in s.calls])
+            for s in case.stages.values()
+            if not s.shape
+        ]
+        if stateless:
+            tasks[name] = pickle.dumps((case.registry, stateless), protocol=pickle.HIGHEST_PROTOCOL)
+        for query_id, stage in case.stages.items():
+            if stage.shape and stage.calls:
+                stateful[len(owners)] = StatefulTask(
+                    stage.payload, stage.shape, case.registry, [r for r, _ in stage.calls]
+                )
+                owners.append((name, query_id))
     log = Path(tempfile.gettempdir()) / f"headwater-qtt-spark-{os.getpid()}.log"
     started = time.monotonic()
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as child:
-        answers: dict[str, bytes] = child.submit(_run_job, tasks, str(log)).result()
+        answers, stateful_answers = child.submit(_run_job, tasks, stateful, str(log)).result()
+    by_case: dict[str, dict[str, Any]] = {}
+    for index, (name, query_id) in enumerate(owners):
+        by_case.setdefault(name, {})[query_id] = stateful_answers[index]
     differences: list[tuple[str, str]] = []
     calls = 0
-    for name in tasks:
-        found = _difference(cases[name], pickle.loads(answers[name]))
+    replayed = sorted(set(tasks) | set(by_case))
+    for name in replayed:
+        stateless_answer = pickle.loads(answers[name]) if name in tasks else []
+        found = _difference(cases[name], stateless_answer, by_case.get(name, {}))
         calls += sum(len(s.calls) for s in cases[name].stages.values())
         if found:
             differences.append((name, found))
     return Replay(
-        replayed=len(tasks),
-        agreed=len(tasks) - len(differences),
+        replayed=len(replayed),
+        agreed=len(replayed) - len(differences),
         calls=calls,
         differences=differences,
-        with_state=sum(1 for n in tasks if cases[n].stateful),
+        with_state=sum(1 for n in replayed if cases[n].stateful),
         state_only=state_only,
         seconds=time.monotonic() - started,
         log=str(log),
+        aggregating=len(by_case),
     )
 
 
-def _difference(case: CaseStages, answer: list[Any]) -> str:
-    """What the first differing call gave on each path ('' when every call agrees)."""
-    for (query_id, stage), got in zip(case.stages.items(), answer, strict=True):
+def _difference(
+    case: CaseStages, answer: list[Any], aggregations: dict[str, Any] | None = None
+) -> str:
+    """What the first differing call gave on each path ('' when every call agrees): ``answer``,
+    the stateless stages' calls in their order; ``aggregations``, each aggregation's calls."""
+    stateless = [(q, s) for q, s in case.stages.items() if not s.shape]
+    aggregations = aggregations or {}
+    compared: list[tuple[str, Any, Any]] = list(
+        zip([q for q, _ in stateless], [s for _, s in stateless], answer, strict=True)
+    )
+    compared += [(q, s, aggregations[q]) for q, s in case.stages.items() if s.shape and s.calls]
+    for query_id, stage, got in compared:
         if isinstance(got, str):
             return f"{query_id}: the Spark worker failed: {got}"
         for index, ((records, rows), spark_rows) in enumerate(zip(stage.calls, got, strict=True)):
@@ -96,16 +128,18 @@ def _difference(case: CaseStages, answer: list[Any]) -> str:
 def report(result: Replay, verbose: bool = False) -> str:
     lines = [
         (
-            f"on Spark (one job, {result.replayed} cases, {result.calls} stage calls, "
+            f"on Spark ({result.replayed} cases, {result.calls} stage calls, "
             f"{result.seconds:.1f} s with Spark's start; its log: {result.log}):"
         ),
         (
-            f"  {result.agreed} of {result.replayed} passed cases with stateless queries give "
-            f"the same rows on Spark's workers ({len(result.differences)} differ)"
+            f"  {result.agreed} of {result.replayed} passed cases give the same rows on Spark "
+            f"({len(result.differences)} differ): their stateless stages in one job through a "
+            f"source task's path, the aggregations of {result.aggregating} of them through "
+            "Spark's stateful operators and state store, a call per micro-batch"
         ),
         (
-            f"  not replayed: the stages with state of {result.with_state} of them, and "
-            f"{result.state_only} passed cases whose queries all keep state"
+            f"  not replayed: the joins of {result.with_state} of them, and "
+            f"{result.state_only} passed cases whose queries are all joins"
         ),
     ]
     shown = result.differences if verbose else result.differences[:5]
@@ -116,21 +150,29 @@ def report(result: Replay, verbose: bool = False) -> str:
 # -- the child process ----------------------------------------------------------------------------
 
 
-def _run_job(tasks: dict[str, bytes], log: str) -> dict[str, bytes]:
-    """In a child process: one Spark session, one job over every case; its logs in ``log``."""
+def _run_job(
+    tasks: dict[str, bytes], stateful: dict[int, Any], log: str
+) -> tuple[dict[str, bytes], dict[int, Any]]:
+    """In a child process: one Spark session, one job over every case's stateless stages, then
+    the aggregations' streaming queries (`qtt_spark_state`); its logs in ``log``."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    from conformance.qtt_spark_state import run_tasks
     from headwater.engine.spark.driver import start_session
     from headwater.engine.spark.settings import EngineSettings
 
     spark = start_session(EngineSettings(log_file=log))
     try:
         names = sorted(tasks)
-        rows = [(i, tasks[name]) for i, name in enumerate(names)]
-        frame = spark.createDataFrame(rows, "task int, body binary").repartition(2)
-        done = frame.mapInArrow(_replay_batches, "task int, rows binary").collect()
-        return {names[row.task]: bytes(row.rows) for row in done}
+        answers: dict[str, bytes] = {}
+        if names:
+            rows = [(i, tasks[name]) for i, name in enumerate(names)]
+            frame = spark.createDataFrame(rows, "task int, body binary").repartition(2)
+            done = frame.mapInArrow(_replay_batches, "task int, rows binary").collect()
+            answers = {names[row.task]: bytes(row.rows) for row in done}
+        with tempfile.TemporaryDirectory(prefix="headwater-qtt-state-") as folder:
+            return answers, run_tasks(spark, stateful, folder) if stateful else {}
     except Exception as exc:  # noqa: BLE001 - py4j errors do not cross processes; their text does
         raise RuntimeError(f"the Spark job failed (see {log}): {exc}") from None
     finally:

@@ -25,15 +25,17 @@ Call = tuple[tuple[InputRecord, ...], list[dict[str, Any]]]
 
 @dataclass
 class RecordedStage:
-    """One stateless query's stage in one case: its payload and its calls, in order."""
+    """One query's stage in one case: its payload, its calls in order, and for an aggregation
+    the shape of its plan (``stream``, ``table``, ``windowed``: `qtt_spark_state`; "" stateless)."""
 
     payload: str
+    shape: str = ""
     calls: list[Call] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class CaseStages:
-    """What a case gives its Spark replay: its stateless stages, how many queries with state it
+    """What a case gives its Spark replay: its stateless and aggregating stages, how many joins it
     has (not replayed), and its schema registry (schemaful formats read it in the worker too)."""
 
     stages: dict[str, RecordedStage]
@@ -47,13 +49,15 @@ class _Recording(Protocol):
     registry: MemorySchemaRegistry
 
 
-def stage_payload(query: Query, catalog: Catalog, buffering: bool = False) -> str:
-    """The payload a live query's source task gets (as `driver._start` writes it); the QTT runs
-    with ``cache.max.bytes.buffering=0``, hence no buffering."""
+def stage_payload(query: Query, catalog: Catalog, buffering: bool = False, buckets: int = 0) -> str:
+    """The payload a live query's tasks get (as `driver._start` writes it); the QTT runs with
+    ``cache.max.bytes.buffering=0``, hence no buffering. ``buckets``: an aggregation's state
+    buckets (as a new query's checkpoint records them)."""
     body = {
         "queryId": query.id,
         "catalog": query_payload(query, catalog)["catalog"],
         "buffering": buffering,
+        "stateBuckets": buckets,
     }
     return json.dumps(body, sort_keys=True)
 

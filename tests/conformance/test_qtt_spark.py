@@ -67,6 +67,77 @@ TABLE_CASE = {
 }
 
 
+AGGREGATE_CASE = {
+    "name": "count and sum per group, with HAVING and skipped records",
+    "statements": [
+        "CREATE STREAM S (ID STRING KEY, G STRING, V INT) WITH (kafka_topic='s', value_format='JSON');",
+        (
+            "CREATE TABLE OUT AS SELECT G, COUNT(*) AS C, SUM(V) AS T FROM S GROUP BY G "
+            "HAVING COUNT(*) < 3;"
+        ),
+    ],
+    "inputs": [
+        {"topic": "s", "key": "1", "value": {"G": "a", "V": 1}},
+        {"topic": "s", "key": "2", "value": {"G": "a", "V": 2}},
+        {"topic": "s", "key": "3", "value": "not json"},
+        {"topic": "s", "key": "4", "value": {"G": "b", "V": 5}},
+        {"topic": "s", "key": "5", "value": {"G": None, "V": 5}},
+        {"topic": "s", "key": "6", "value": {"G": "a", "V": 3}},
+    ],
+    "outputs": [
+        {"topic": "OUT", "key": "a", "value": {"C": 1, "T": 1}},
+        {"topic": "OUT", "key": "a", "value": {"C": 2, "T": 3}},
+        {"topic": "OUT", "key": "b", "value": {"C": 1, "T": 5}},
+        {"topic": "OUT", "key": "a", "value": None},
+    ],
+}
+
+TABLE_AGGREGATE_CASE = {
+    "name": "count over a table: a changed row leaves its old group",
+    "statements": [
+        "CREATE TABLE T (ID STRING PRIMARY KEY, G STRING) WITH (kafka_topic='t', value_format='JSON');",
+        "CREATE TABLE OUT AS SELECT G, COUNT(*) AS C FROM T GROUP BY G;",
+    ],
+    "inputs": [
+        {"topic": "t", "key": "k1", "value": {"G": "a"}},
+        {"topic": "t", "key": "k2", "value": {"G": "a"}},
+        {"topic": "t", "key": "k1", "value": {"G": "b"}},
+        {"topic": "t", "key": "k2", "value": None},
+    ],
+    "outputs": [
+        {"topic": "OUT", "key": "a", "value": {"C": 1}},
+        {"topic": "OUT", "key": "a", "value": {"C": 2}},
+        {"topic": "OUT", "key": "a", "value": {"C": 1}},
+        {"topic": "OUT", "key": "b", "value": {"C": 1}},
+        {"topic": "OUT", "key": "a", "value": {"C": 0}},
+    ],
+}
+
+WINDOWED_CASE = {
+    "name": "a tumbling count",
+    "statements": [
+        "CREATE STREAM S (ID STRING KEY, G STRING) WITH (kafka_topic='s', value_format='JSON');",
+        (
+            "CREATE TABLE OUT AS SELECT G, COUNT(*) AS C FROM S "
+            "WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY G;"
+        ),
+    ],
+    "inputs": [
+        {"topic": "s", "key": "1", "value": {"G": "a"}, "timestamp": 0},
+        {"topic": "s", "key": "2", "value": {"G": "a"}, "timestamp": 5000},
+        {"topic": "s", "key": "3", "value": {"G": "a"}, "timestamp": 12000},
+    ],
+    "outputs": [
+        {"topic": "OUT", "key": "a", "value": {"C": 1}, "timestamp": 0,
+         "window": {"start": 0, "end": 10000, "type": "time"}},
+        {"topic": "OUT", "key": "a", "value": {"C": 2}, "timestamp": 5000,
+         "window": {"start": 0, "end": 10000, "type": "time"}},
+        {"topic": "OUT", "key": "a", "value": {"C": 1}, "timestamp": 12000,
+         "window": {"start": 10000, "end": 20000, "type": "time"}},
+    ],
+}  # fmt: skip
+
+
 @pytest.fixture(autouse=True)
 def _process_registry() -> Iterator[None]:
     before = schema_registry.current()
@@ -115,15 +186,52 @@ def test_skipped_records_compare_by_kind_and_message_not_json_text() -> None:
     assert RecordedStage("p").calls == []
 
 
+def _tampered_aggregate(stages: bytes) -> bytes:
+    """An aggregation's case with one in-process update changed."""
+    case: CaseStages = copy.deepcopy(pickle.loads(stages))
+    stage = next(s for s in case.stages.values() if s.shape)
+    rows = next(rows for _, rows in stage.calls if rows and rows[0]["error"] is None)
+    rows[0]["value"] = b'{"C":7,"T":1}'
+    return pickle.dumps(case)
+
+
+def test_an_aggregation_is_recorded_with_the_shape_of_its_plan() -> None:
+    shapes = {
+        name: [s.shape for s in pickle.loads(_recorded(case)).stages.values()]
+        for name, case in (
+            ("stream", AGGREGATE_CASE),
+            ("table", TABLE_AGGREGATE_CASE),
+            ("windowed", WINDOWED_CASE),
+            ("stateless", JSON_CASE),
+        )
+    }
+    assert shapes == {
+        "stream": ["stream"],
+        "table": ["table"],
+        "windowed": ["windowed"],
+        "stateless": [""],
+    }
+
+
 def test_cases_replayed_on_spark_agree_and_a_tampered_one_differs() -> None:
     recorded = [
         ("here: json", _recorded(JSON_CASE)),
         ("here: avro", _recorded(AVRO_CASE)),
         ("here: table", _recorded(TABLE_CASE)),
         ("here: tampered", _tampered(_recorded(JSON_CASE))),
+        ("here: aggregate", _recorded(AGGREGATE_CASE)),
+        ("here: table aggregate", _recorded(TABLE_AGGREGATE_CASE)),
+        ("here: windowed", _recorded(WINDOWED_CASE)),
+        ("here: tampered aggregate", _tampered_aggregate(_recorded(AGGREGATE_CASE))),
     ]
     result = replay(recorded)
-    assert result.replayed == 4
-    assert [name for name, _ in result.differences] == ["here: tampered"], result.differences
-    assert result.agreed == 3
-    assert result.calls == 4 + 1 + 3 + 4
+    assert result.replayed == 8
+    assert sorted(name for name, _ in result.differences) == [
+        "here: tampered",
+        "here: tampered aggregate",
+    ], result.differences
+    [(_, what)] = [d for d in result.differences if d[0] == "here: tampered aggregate"]
+    assert what.startswith("CTAS_OUT_1, call 1 (1 record(s))"), what
+    assert result.agreed == 6
+    assert result.aggregating == 4
+    assert result.calls == 4 + 1 + 3 + 4 + 6 + 4 + 3 + 6
