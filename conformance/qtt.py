@@ -126,7 +126,6 @@ class World:
         #: with ``--spark``: per stateless or aggregating query, what its stage was given and
         #: gave (`qtt_spark`)
         self.stages: dict[str, RecordedStage] | None = None
-        self.stateful = 0  # joins: not replayed on Spark
         schema_registry.use(self.registry)
 
     def execute(self, statement: ast.Statement) -> None:
@@ -192,23 +191,25 @@ class World:
             self.topics.pop(planned.delete_topic, None)
 
     def _record_stage(self, query: Query) -> None:
-        """Records a new query's stage for the Spark replay (a join's is not replayed)."""
+        """Records a new query's stage for the Spark replay, with the shape of its plan."""
         assert self.stages is not None
         pipeline = self.pipelines[query.id]
         if isinstance(pipeline, (RecordPipeline, _Columnar)):
             self.stages[query.id] = RecordedStage(stage_payload(query, self.catalog))
-        elif isinstance(pipeline, LocalAggregation):
-            from headwater.engine.spark.aggregation import STATE_BUCKETS
+            return
+        from headwater.engine.spark.aggregation import STATE_BUCKETS
 
-            windowed = pipeline.compiled.window is not None
-            shape = "windowed" if windowed else "stream"
-            if pipeline.pipeline.table_source and not windowed:
-                shape = "table"
+        shape, after = (
+            ("join", pipeline.after) if isinstance(pipeline, LocalJoin) else ("", pipeline)
+        )
+        buckets = 0
+        if isinstance(after, LocalAggregation):
+            windowed = after.compiled.window is not None
+            kind = "windowed" if windowed else "table" if after.pipeline.table_source else "stream"
+            shape = f"{shape}+{kind}" if shape else kind
             buckets = 0 if windowed else STATE_BUCKETS  # as `driver._start` decides them
-            payload = stage_payload(query, self.catalog, buckets=buckets)
-            self.stages[query.id] = RecordedStage(payload, shape)
-        else:
-            self.stateful += 1
+        payload = stage_payload(query, self.catalog, buckets=buckets)
+        self.stages[query.id] = RecordedStage(payload, shape)
 
     def _insert_values(self, statement: ast.InsertValues) -> None:
         source = self.catalog.source(statement.target)
@@ -261,6 +262,7 @@ class World:
         if self.stages is not None and query_id in self.stages:
             rows = output_batch(outputs, errors).to_pylist()
             self.stages[query_id].calls.append(((record,), rows))
+            self.stages[query_id].topics.append(topic)
         self.errors += len(errors)
         for out in outputs:
             self._emit(pipeline.sink.topic, out)

@@ -1,20 +1,23 @@
-"""QTT cases' aggregations through Spark's stateful operators, many cases per streaming query: the
-stateful half of ``python -m conformance.qtt --spark`` (`qtt_spark`). Runs inside its Spark child.
+"""QTT cases' aggregations and joins through Spark's stateful operators, many cases per streaming
+query: the stateful half of ``python -m conformance.qtt --spark`` (`qtt_spark`). Runs inside its
+Spark child.
 
-Each aggregating query of a passed case is a *task*. Its calls (one input record each, in the
+Each query with state of a passed case is a *task*. Its calls (one input record each, in the
 order the in-process runner made them) become micro-batches: batch ``i`` holds the ``i``-th call of
 every task. The source (`ReplaySource`) runs stage 1 of each task's call in its Spark task through
 `source_rows.rows_of` (what a live query's Kafka source task runs), Spark shuffles the grouped rows
 and keeps the states in its state store (RocksDB), and the operators are those of
 `engine.spark.aggregation` (`ChangeProcessor` for a table source, `AggregateProcessor`, or
-`WindowedProcessor`), fed one task's rows at a time: a Spark key is the task's own key prefixed
-with the task (``b"<task>:"``), and the wrapper (`_Replay`) hands the operator that task's pipeline
-and schema registry. A ``foreachBatch`` collects each batch's rows per task, to be compared with the
-in-process rows of the same call. One streaming query per shape of plan (over a stream, over a
-table, windowed): a query's chain of operators is fixed.
+`WindowedProcessor`), and for a join `engine.spark.joins`' `JoinProcessor` (a call enters the
+join on the leaf of the topic it was read from) before them, fed one task's rows at a time: a Spark
+key is the task's own key marked with the task (``b"<task>:"`` before a group, ``task * 4096``
+added to a join task), and the wrapper (`_Replay`) hands the operator that task's pipeline and
+schema registry. A ``foreachBatch`` collects each batch's rows per task, to be compared with the
+in-process rows of the same call. One streaming query per shape of plan (`_SHAPES`): a query's
+chain of operators is fixed.
 
-Not replayed: joins (their operator takes a record per source topic; counted apart), the Kafka
-source's reading and the sink's writing (their tests: tests/engine/test_engine_spark_*.py).
+Not replayed: the Kafka source's reading and the sink's writing (their tests:
+tests/engine/test_engine_spark_*.py).
 """
 
 from __future__ import annotations
@@ -43,19 +46,23 @@ REPLAYED_SCHEMA = (
     "key binary, value binary, timestamp long, partition int, source_partition int, "
     "source_offset long, source_seq int, source_rank long, error string, task int"
 )
-_SHAPES = ("stream", "table", "windowed")
+_SHAPES = ("stream", "table", "windowed", "join", "join+stream", "join+table", "join+windowed")
+#: A join's Spark key is its join task (an int); the replay's adds the task's index times this.
+_JOIN_STRIDE = 4096
 _SHAPE_MAX_S = 900.0  # the longest one shape's streaming query may take
 
 
 @dataclass(frozen=True)
 class StatefulTask:
-    """One aggregating query of one case: its payload (as the driver writes it), its plan's shape
-    (`_SHAPES`), its case's schema registry, and the records of its calls, in order."""
+    """One query with state of one case: its payload (as the driver writes it), its plan's shape
+    (`_SHAPES`), its case's schema registry, the records of its calls in order, and (a join) the
+    topic each call read."""
 
     payload: str
     shape: str
     registry: Any
     calls: list[tuple[Any, ...]]
+    topics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +80,9 @@ class ReplaySource(DataSource):
         return NAME
 
     def schema(self) -> str:
-        from headwater.engine.spark.schemas import GROUPED_SCHEMA
+        from headwater.engine.spark.schemas import ENTRY_SCHEMA, GROUPED_SCHEMA
 
-        return GROUPED_SCHEMA
+        return ENTRY_SCHEMA if self.options.get("join") == "true" else GROUPED_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return _Reader({k.lower(): v for k, v in self.options.items()})
@@ -126,9 +133,19 @@ class _Reader(DataSourceStreamReader):
             if index % _PARTS != partition.part or partition.batch >= len(task.calls):
                 continue
             schema_registry.use(task.registry)
+            records = iter(task.calls[partition.batch])
+            if task.shape.startswith("join"):
+                from headwater.engine.spark.joins import pipelines_of
+
+                leaf = pipelines_of(task.payload)[0].topics[task.topics[partition.batch]]
+                options = {"query": task.payload, "output": "join", "leaf": str(leaf)}
+                for batch in rows_of(options, records):
+                    keys = [index * _JOIN_STRIDE + t + 1 for t in batch.column("task").to_pylist()]
+                    yield batch.set_column(0, "task", pa.array(keys, pa.int32()))
+                continue
             prefix = b"%d:" % index
             options = {"query": task.payload, "output": "grouped"}
-            for batch in rows_of(options, iter(task.calls[partition.batch])):
+            for batch in rows_of(options, records):
                 groups = [prefix + bytes(g) for g in batch.column("group").to_pylist()]
                 yield batch.set_column(0, "group", pa.array(groups, pa.binary()))
         schema_registry.use(None)
@@ -143,28 +160,40 @@ class _Replay(StatefulProcessor):
         self.operator, self.path, self.regroup = operator, path, regroup
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        from headwater.engine.spark import aggregation
+        from headwater.engine.spark import aggregation, joins
 
         tasks = _tasks(self.path)
         first = tasks[min(tasks)].payload  # the layout (buckets) is the same for every task
-        self.inner = getattr(aggregation, self.operator)(first)
+        module = joins if self.operator == "JoinProcessor" else aggregation
+        self.inner = getattr(module, self.operator)(first)
         self.inner.init(handle)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         from headwater.engine.formats import schema_registry
         from headwater.engine.spark.aggregation import pipeline_of
+        from headwater.engine.spark.joins import pipelines_of
 
-        prefix, _, _ = bytes(key[0]).partition(b":")
-        index = int(prefix)
+        if self.operator == "JoinProcessor":
+            index, join_task = divmod(int(key[0]), _JOIN_STRIDE)
+            key = (join_task - 1,)
+        else:
+            index = int(bytes(key[0]).partition(b":")[0])
         task = _tasks(self.path)[index]
+        prefix = b"%d:" % index
         schema_registry.use(task.registry)
-        self.inner.pipeline = pipeline_of(task.payload)
+        if self.operator == "JoinProcessor":
+            self.inner.payload = task.payload
+            self.inner.join, self.inner.after = pipelines_of(task.payload)
+        else:
+            self.inner.pipeline = pipeline_of(task.payload)
         try:
             for row in self.inner.handleInputRows(key, rows, timerValues):
                 fields = row.asDict()
                 if self.regroup:
                     if row.error is None:
-                        fields["group"] = prefix + b":" + bytes(row.group)
+                        fields["group"] = prefix + bytes(row.group)
+                    else:
+                        fields["group"] = prefix
                     yield Row(**fields)
                 else:
                     yield Row(**fields, task=index)
@@ -188,15 +217,30 @@ def run_tasks(spark: Any, tasks: dict[int, StatefulTask], folder: str) -> dict[i
             continue
         path = Path(folder) / f"{shape}.tasks"
         path.write_bytes(pickle.dumps(chosen, protocol=pickle.HIGHEST_PROTOCOL))
-        frame = spark.readStream.format(NAME).option("tasks", str(path)).load()
-        if shape == "table":
+        joined = shape.startswith("join")
+        frame = (
+            spark.readStream.format(NAME)
+            .option("tasks", str(path))
+            .option("join", "true" if joined else "false")
+            .load()
+        )
+        after = shape.removeprefix("join").removeprefix("+")
+        if joined:
+            frame = frame.groupBy("task").transformWithState(
+                _Replay("JoinProcessor", str(path), bool(after)),
+                GROUPED_SCHEMA if after else REPLAYED_SCHEMA,
+                "Append",
+                "None",
+            )
+        if after == "table":
             frame = frame.groupBy("group").transformWithState(
                 _Replay("ChangeProcessor", str(path), True), GROUPED_SCHEMA, "Append", "None"
             )
-        operator = "WindowedProcessor" if shape == "windowed" else "AggregateProcessor"
-        frame = frame.groupBy("group").transformWithState(
-            _Replay(operator, str(path), False), REPLAYED_SCHEMA, "Append", "None"
-        )
+        if after:
+            operator = "WindowedProcessor" if after == "windowed" else "AggregateProcessor"
+            frame = frame.groupBy("group").transformWithState(
+                _Replay(operator, str(path), False), REPLAYED_SCHEMA, "Append", "None"
+            )
         got: dict[int, dict[int, list[dict[str, Any]]]] = {i: {} for i in chosen}
         seen: set[int] = set()
 

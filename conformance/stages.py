@@ -25,27 +25,27 @@ Call = tuple[tuple[InputRecord, ...], list[dict[str, Any]]]
 
 @dataclass
 class RecordedStage:
-    """One query's stage in one case: its payload, its calls in order, and for an aggregation
-    the shape of its plan (``stream``, ``table``, ``windowed``: `qtt_spark_state`; "" stateless)."""
+    """One query's stage in one case: its payload, its calls in order, and for a query with state
+    the shape of its plan (``stream``, ``table``, ``windowed``, ``join``, ``join+stream``, ...:
+    `qtt_spark_state`; "" stateless)."""
 
     payload: str
     shape: str = ""
     calls: list[Call] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)  # a join's: the topic of each call
 
 
 @dataclass(frozen=True)
 class CaseStages:
-    """What a case gives its Spark replay: its stateless and aggregating stages, how many joins it
-    has (not replayed), and its schema registry (schemaful formats read it in the worker too)."""
+    """What a case gives its Spark replay: its stages (every persistent query of the case), and
+    its schema registry (schemaful formats read it in the worker too)."""
 
     stages: dict[str, RecordedStage]
-    stateful: int
     registry: MemorySchemaRegistry
 
 
 class _Recording(Protocol):
     stages: dict[str, RecordedStage] | None
-    stateful: int
     registry: MemorySchemaRegistry
 
 
@@ -66,7 +66,7 @@ def recorded_stages(world: _Recording) -> bytes | None:
     """A finished case's stages, pickled to cross process boundaries (None: nothing recorded)."""
     if world.stages is None:
         return None
-    recorded = CaseStages(world.stages, world.stateful, world.registry)
+    recorded = CaseStages(world.stages, world.registry)
     return pickle.dumps(recorded, protocol=pickle.HIGHEST_PROTOCOL)
 
 

@@ -138,6 +138,45 @@ WINDOWED_CASE = {
 }  # fmt: skip
 
 
+_JOIN_SOURCES = [
+    "CREATE STREAM S (ID STRING KEY, V INT) WITH (kafka_topic='s', value_format='JSON');",
+    "CREATE TABLE T (ID STRING PRIMARY KEY, NAME STRING) WITH (kafka_topic='t', value_format='JSON');",
+]
+_JOIN_INPUTS = [
+    {"topic": "t", "key": "k1", "value": {"NAME": "x"}},
+    {"topic": "s", "key": "k1", "value": {"V": 1}},
+    {"topic": "s", "key": "k2", "value": {"V": 2}},
+    {"topic": "t", "key": "k1", "value": {"NAME": "y"}},
+    {"topic": "s", "key": "k1", "value": {"V": 3}},
+]
+
+JOIN_CASE = {
+    "name": "a stream-table join",
+    "statements": [
+        *_JOIN_SOURCES,
+        "CREATE STREAM OUT AS SELECT S.ID AS ID, V, NAME FROM S JOIN T ON S.ID = T.ID;",
+    ],
+    "inputs": _JOIN_INPUTS,
+    "outputs": [
+        {"topic": "OUT", "key": "k1", "value": {"V": 1, "NAME": "x"}},
+        {"topic": "OUT", "key": "k1", "value": {"V": 3, "NAME": "y"}},
+    ],
+}
+
+JOIN_AGGREGATE_CASE = {
+    "name": "a count over a stream-table join",
+    "statements": [
+        *_JOIN_SOURCES,
+        "CREATE TABLE OUT AS SELECT NAME, COUNT(*) AS C FROM S JOIN T ON S.ID = T.ID GROUP BY NAME;",
+    ],
+    "inputs": _JOIN_INPUTS,
+    "outputs": [
+        {"topic": "OUT", "key": "x", "value": {"C": 1}},
+        {"topic": "OUT", "key": "y", "value": {"C": 1}},
+    ],
+}
+
+
 @pytest.fixture(autouse=True)
 def _process_registry() -> Iterator[None]:
     before = schema_registry.current()
@@ -202,6 +241,8 @@ def test_an_aggregation_is_recorded_with_the_shape_of_its_plan() -> None:
             ("stream", AGGREGATE_CASE),
             ("table", TABLE_AGGREGATE_CASE),
             ("windowed", WINDOWED_CASE),
+            ("join", JOIN_CASE),
+            ("join aggregate", JOIN_AGGREGATE_CASE),
             ("stateless", JSON_CASE),
         )
     }
@@ -209,6 +250,8 @@ def test_an_aggregation_is_recorded_with_the_shape_of_its_plan() -> None:
         "stream": ["stream"],
         "table": ["table"],
         "windowed": ["windowed"],
+        "join": ["join"],
+        "join aggregate": ["join+stream"],
         "stateless": [""],
     }
 
@@ -223,15 +266,17 @@ def test_cases_replayed_on_spark_agree_and_a_tampered_one_differs() -> None:
         ("here: table aggregate", _recorded(TABLE_AGGREGATE_CASE)),
         ("here: windowed", _recorded(WINDOWED_CASE)),
         ("here: tampered aggregate", _tampered_aggregate(_recorded(AGGREGATE_CASE))),
+        ("here: join", _recorded(JOIN_CASE)),
+        ("here: join aggregate", _recorded(JOIN_AGGREGATE_CASE)),
     ]
     result = replay(recorded)
-    assert result.replayed == 8
+    assert result.replayed == 10
     assert sorted(name for name, _ in result.differences) == [
         "here: tampered",
         "here: tampered aggregate",
     ], result.differences
     [(_, what)] = [d for d in result.differences if d[0] == "here: tampered aggregate"]
     assert what.startswith("CTAS_OUT_1, call 1 (1 record(s))"), what
-    assert result.agreed == 6
-    assert result.aggregating == 4
-    assert result.calls == 4 + 1 + 3 + 4 + 6 + 4 + 3 + 6
+    assert result.agreed == 8
+    assert result.stateful == 6
+    assert result.calls == 4 + 1 + 3 + 4 + 6 + 4 + 3 + 6 + 5 + 5
