@@ -122,23 +122,38 @@ def grouped_rows(
 ) -> dict[str, list[Any]]:
     """Stage 1's output as the columns of `GROUPED_SCHEMA`, keyed for the next stage's shuffle: by
     source key (a table's change stage), by task (windowed), or by group; with ``buckets``, by
-    the state bucket of the source key or group (`bucket_of`)."""
+    the state bucket of the source key or group (`bucket_of`). One row per key holds the pickled
+    list of its items, in order (the shuffle and the next stage's Python handle a row per key and
+    call, not one per record); one row per skipped record."""
+    windowed = pipeline.compiled.window is not None
+    by_key: dict[bytes, list[GroupedRow | TableChange]] = {}
+    for item in items:
+        if isinstance(item, TableChange):
+            key = bucket_of(item.source_key, buckets) if buckets else item.source_key
+        elif windowed:
+            key = b"%d" % pipeline.task_of(item.group)
+        else:
+            key = bucket_of(item.group, buckets) if buckets else item.group
+        found = by_key.get(key)
+        if found is None:
+            by_key[key] = [item]
+        else:
+            found.append(item)
+    return _item_rows(by_key, errors)
+
+
+def _item_rows(
+    by_key: dict[bytes, list[Any]], errors: list[ProcessingError]
+) -> dict[str, list[Any]]:
+    """The columns of `GROUPED_SCHEMA`: a row per key with its items, a row per error."""
     columns: dict[str, list[Any]] = {
         n: [] for n in ("group", "row", "source_partition", "source_offset", "error", "detail")
     }
-    windowed = pipeline.compiled.window is not None
-    for item in items:
-        if isinstance(item, TableChange):
-            key = item.source_key
-            columns["group"].append(bucket_of(key, buckets) if buckets else key)
-        elif windowed:
-            columns["group"].append(b"%d" % pipeline.task_of(item.group))
-        else:
-            group = item.group
-            columns["group"].append(bucket_of(group, buckets) if buckets else group)
-        columns["row"].append(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
-        columns["source_partition"].append(item.partition)
-        columns["source_offset"].append(item.offset)
+    for key, members in by_key.items():
+        columns["group"].append(key)
+        columns["row"].append(pickle.dumps(members, protocol=pickle.HIGHEST_PROTOCOL))
+        columns["source_partition"].append(members[-1].partition)
+        columns["source_offset"].append(members[-1].offset)
         columns["error"].append(None)
         columns["detail"].append(None)
     for e in errors:
@@ -219,30 +234,34 @@ class ChangeProcessor(StatefulProcessor):
         for row in rows:
             if row.error is not None:
                 out.append(row)
-            else:
-                change: TableChange = pickle.loads(row.row)
-                by_key.setdefault(change.source_key, []).append(change)
+                continue
+            change: TableChange
+            for change in pickle.loads(row.row):
+                found = by_key.get(change.source_key)
+                if found is None:
+                    by_key[change.source_key] = [change]
+                else:
+                    found.append(change)
         if by_key:
             states = _KeyStates(self.last, bool(self.buckets))
+            onward: dict[bytes, list[GroupedRow]] = {}
             for source_key, changes in by_key.items():
                 stored = states.get(source_key)
                 previous: GroupedRow | None = pickle.loads(stored) if stored else None
                 for change in sorted(changes, key=lambda c: (c.partition, c.offset)):
                     for grouped in self.pipeline.change(previous, change):
                         group = grouped.group
-                        out.append(
-                            Row(
-                                group=bucket_of(group, self.buckets) if self.buckets else group,
-                                row=_dumps(grouped),
-                                source_partition=grouped.partition,
-                                source_offset=grouped.offset,
-                                error=None,
-                                detail=None,
-                            )
-                        )
+                        onward.setdefault(
+                            bucket_of(group, self.buckets) if self.buckets else group, []
+                        ).append(grouped)
                     previous = change.row
                 states.put(source_key, None if previous is None else _dumps(previous))
             states.save()
+            columns = _item_rows(onward, [])
+            out.extend(
+                Row(**dict(zip(columns, values, strict=True)))
+                for values in zip(*columns.values(), strict=True)
+            )
         yield from out
 
     def close(self) -> None:
@@ -400,7 +419,7 @@ def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Row], list[GroupedRow]]:
                 _error_row(row.source_partition, row.source_offset, row.error, row.detail)
             )
         else:
-            grouped.append(pickle.loads(row.row))
+            grouped.extend(pickle.loads(row.row))
     return errors, grouped
 
 
