@@ -69,6 +69,10 @@ class EngineSettings:
             "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
             "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
             "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+            # a query's checkpoint keeps this many batches of offsets and state changelogs (Spark's
+            # default 100): a restart needs the last committed one; a bucketed aggregation's
+            # changelog can approach its whole state per batch (`aggregation`)
+            "spark.sql.streaming.minBatchesToRetain": "20",
             "spark.python.worker.reuse": "true",
             "spark.python.factory.idleWorkerMaxPoolSize": str(self.python_idle_workers),
             "spark.pyspark.python": sys.executable,

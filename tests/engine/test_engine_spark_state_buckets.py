@@ -30,6 +30,7 @@ from headwater.engine.spark.aggregation import (
     grouped_rows,
     state_layout,
 )
+from headwater.engine.spark.settings import EngineSettings
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.codec import catalog_to_dict
 from headwater.metastore.plan import TopicFacts, plan
@@ -276,3 +277,10 @@ def test_a_bucket_state_pickles_its_groups_states() -> None:
     entries = pickle.loads(spark.groups.values[(name, key)][0])
     assert key == bucket_of(next(iter(entries)), 2)
     assert pickle.loads(entries[next(iter(entries))]).aggregates[0] is not None
+
+
+def test_a_checkpoint_keeps_20_batches_of_changelogs_not_100() -> None:
+    # a bucketed aggregation's changelog can approach its whole state per batch: Spark's default
+    # retention (100 batches) would keep 100 copies of it on disk
+    conf = EngineSettings().spark_conf()
+    assert conf["spark.sql.streaming.minBatchesToRetain"] == "20"
