@@ -76,6 +76,14 @@ from tests.support.chaos_check import check_output
 from tests.support.node import Server, versions
 
 LIMIT_SETTING = "ksql.query.persistent.active.limit"
+
+
+def _persistent(queries: list[dict[str, Any]]) -> int:
+    """How many of SHOW QUERIES' queries count against the limit: the persistent ones (it also
+    lists the push queries of the server asked, as ksqlDB does)."""
+    return sum(1 for q in queries if q.get("queryType", "PERSISTENT") == "PERSISTENT")
+
+
 SOURCE_TOPIC, OUTPUT_TOPIC, COUNTS_TOPIC = "abuse_src", "abuse_good", "abuse_counts"
 PARTITIONS = 2
 EARLIEST = {"auto.offset.reset": "earliest"}
@@ -303,7 +311,7 @@ class Run:
             return
         with httpx.Client(timeout=TIMEOUT_S) as client:
             status, body = self._ksql(client, "SHOW QUERIES;")
-            active = len(body[0]["queries"]) if status == 200 else 0
+            active = _persistent(body[0]["queries"]) if status == 200 else 0
             count = max(0, self.args.limit - active) + self.args.burst_extra
             self.note(f"burst of {count} CSAS ({active} queries active, limit {self.args.limit})")
             answers: list[tuple[int, Any]] = [(0, None)] * count
@@ -436,7 +444,7 @@ class Run:
                     self.errored[query_id] = str(info.get("message") or info.get("lastError"))[:300]
                     self.note(f"{query_id} in ERROR: {self.errored[query_id]}")
             if status == 200:
-                self.max_active = max(self.max_active, len(body[0]["queries"]))
+                self.max_active = max(self.max_active, _persistent(body[0]["queries"]))
 
     def _sample_rss(self) -> None:
         while self._running():
