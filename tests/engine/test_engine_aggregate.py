@@ -24,10 +24,10 @@ from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, SourceKind
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan
-from headwater.metastore.records import CommandRecord, encode
-from headwater.metastore.replay import Fold
+from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
+from tests.support.catalogs import catalog_of
 
 FACTS = TopicFacts({"orders": 2, "items": 1})
 ORDERS = (
@@ -40,22 +40,10 @@ ITEMS = (
 )
 
 
-def _catalog(*statements: str) -> Catalog:
-    fold = Fold()
-    for offset, text in enumerate(statements):
-        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
-        assert planned.command is not None, text
-        outcome = fold.feed(
-            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
-        )
-        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
-    return fold.catalog
-
-
 def _compile(select_text: str, *sources: str) -> object:
     statement = parse_one(f"CREATE TABLE OUT AS {select_text};")
     assert isinstance(statement, ast.CreateAsSelect)
-    return compile_aggregate(statement.query, _catalog(*(sources or (ORDERS,))), "OUT")
+    return compile_aggregate(statement.query, catalog_of(FACTS, *(sources or (ORDERS,))), "OUT")
 
 
 def _run(
@@ -97,7 +85,8 @@ def _order(
 
 
 def test_ctas_plans_a_table_keyed_by_the_grouping_expressions() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE TABLE totals AS SELECT item, COUNT(*) AS n, SUM(qty) AS q "
         "FROM orders GROUP BY item;",
@@ -179,7 +168,7 @@ def test_a_table_source_refuses_functions_that_cannot_undo() -> None:
 
 
 def test_insert_into_a_stream_from_an_aggregation_is_refused() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM copy AS SELECT * FROM orders;")
+    catalog = catalog_of(FACTS, ORDERS, "CREATE STREAM copy AS SELECT * FROM orders;")
     with pytest.raises(ValidationError, match="Incompatible data sink and query result"):
         plan(
             parse_one("INSERT INTO copy SELECT id, COUNT(*) AS n FROM orders GROUP BY id;"),
@@ -190,7 +179,8 @@ def test_insert_into_a_stream_from_an_aggregation_is_refused() -> None:
 
 
 def test_one_update_per_input_record_in_input_order_even_within_one_batch() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q FROM orders GROUP BY item;",
     )
@@ -209,16 +199,16 @@ def test_one_update_per_input_record_in_input_order_even_within_one_batch() -> N
 
 
 def test_with_buffering_each_group_writes_its_last_update_per_batch() -> None:
-    catalog = _catalog(
-        ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
+    catalog = catalog_of(
+        FACTS, ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
     )
     records = [_order(i, "k", {"ITEM": item}) for i, item in enumerate("aaba")]
     assert _run(catalog, "CTAS_N_1", records, buffering=True) == [("b", {"C": 1}), ("a", {"C": 3})]
 
 
 def test_null_group_values_and_missing_values_are_skipped() -> None:
-    catalog = _catalog(
-        ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
+    catalog = catalog_of(
+        FACTS, ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
     )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
     out, errors = local.process(
@@ -230,7 +220,8 @@ def test_null_group_values_and_missing_values_are_skipped() -> None:
 
 
 def test_having_writes_a_tombstone_only_when_a_group_stops_passing() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders "
         "GROUP BY item HAVING COUNT(*) = 2;",
@@ -240,7 +231,8 @@ def test_having_writes_a_tombstone_only_when_a_group_stops_passing() -> None:
 
 
 def test_a_table_source_takes_a_changed_row_out_of_its_old_group_first() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ITEMS,
         "CREATE TABLE kinds AS SELECT kind, COUNT(*) AS c, SUM(qty) AS q FROM items GROUP BY kind;",
     )
@@ -262,8 +254,8 @@ def test_a_table_source_takes_a_changed_row_out_of_its_old_group_first() -> None
 
 
 def test_output_partition_and_timestamp_follow_the_key_and_the_newest_input() -> None:
-    catalog = _catalog(
-        ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
+    catalog = catalog_of(
+        FACTS, ORDERS, "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders GROUP BY item;"
     )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
     out, _ = local.process(
@@ -274,7 +266,7 @@ def test_output_partition_and_timestamp_follow_the_key_and_the_newest_input() ->
 
 
 def test_explain_shows_the_aggregation_steps() -> None:
-    catalog = _catalog(ORDERS)
+    catalog = catalog_of(FACTS, ORDERS)
     statement = parse_one(
         "CREATE TABLE n AS SELECT item, COUNT(*) AS c FROM orders WHERE qty > 1 "
         "GROUP BY item HAVING COUNT(*) > 1;"
@@ -294,7 +286,7 @@ def _windowed(
     select: str, records: list[InputRecord], *, batches: int = 1, sink: str = "W"
 ) -> list[tuple[object, object, tuple[int, int], int]]:
     """(key, value, window, timestamp) of what a windowed query writes for ``records``."""
-    catalog = _catalog(ORDERS, f"CREATE TABLE {sink} AS {select};")
+    catalog = catalog_of(FACTS, ORDERS, f"CREATE TABLE {sink} AS {select};")
     query = next(iter(catalog.queries.values()))
     local = LocalAggregation(AggregatePipeline.for_query(query, catalog))
     source = catalog.source(sink)
@@ -379,7 +371,8 @@ def test_emit_final_writes_each_window_once_when_it_closes() -> None:
 
 
 def test_windowed_ctas_is_a_windowed_table_in_the_catalog() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE TABLE w AS SELECT item, COUNT(*) AS n FROM orders "
         "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY item;",
@@ -416,7 +409,8 @@ def test_window_refusals(text: str, message: str) -> None:
 
 
 def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE TABLE n AS SELECT item, COUNT(*) AS c, SUM(qty) AS q, "
         "LATEST_BY_OFFSET(price) AS p, COLLECT_LIST(qty) AS l, "

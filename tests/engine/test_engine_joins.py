@@ -11,12 +11,10 @@ import pytest
 
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
 from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
-from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan
-from headwater.metastore.records import CommandRecord, encode
-from headwater.metastore.replay import Fold
 from headwater.sqlparse_ext import parse_one
+from tests.support.catalogs import catalog_of
 
 FACTS = TopicFacts({"clicks": 1, "users": 1, "views": 1, "orders": 1, "items": 1})
 CLICKS = (
@@ -38,23 +36,11 @@ ITEMS = (
 )
 
 
-def _catalog(*statements: str) -> Catalog:
-    fold = Fold()
-    for offset, text in enumerate(statements):
-        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
-        assert planned.command is not None, text
-        outcome = fold.feed(
-            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
-        )
-        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
-    return fold.catalog
-
-
 class _Run:
     """One join query over in-memory topics: feed records, read the sink's records as JSON."""
 
     def __init__(self, *statements: str) -> None:
-        self.catalog = _catalog(*statements)
+        self.catalog = catalog_of(FACTS, *statements)
         query = next(iter(q for q in self.catalog.queries.values()))
         after = RecordPipeline.for_query(query, self.catalog)
         assert after.compiled.join is not None
@@ -258,13 +244,14 @@ def test_foreign_key_join_follows_the_left_rows_foreign_key() -> None:
     ],
 )
 def test_refusals_carry_ksqldbs_messages(select: str, message: str) -> None:
-    catalog = _catalog(CLICKS, USERS, VIEWS)
+    catalog = catalog_of(FACTS, CLICKS, USERS, VIEWS)
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan(parse_one(f"CREATE STREAM out AS {select};"), catalog, FACTS, QUERY_ANALYZER)
 
 
 def test_a_join_query_records_every_source_it_reads() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         CLICKS,
         USERS,
         "CREATE STREAM enriched AS SELECT c.user_id, name FROM clicks c "

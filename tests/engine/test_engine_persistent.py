@@ -13,10 +13,9 @@ from headwater.engine.persistent.query_plan import QueryCompileError, compile_qu
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import SourceInUse, ValidationError
 from headwater.metastore.plan import TopicFacts, plan
-from headwater.metastore.records import CommandRecord, encode
-from headwater.metastore.replay import Fold
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
+from tests.support.catalogs import catalog_of
 
 FACTS = TopicFacts({"orders": 2})
 ORDERS = (
@@ -25,22 +24,10 @@ ORDERS = (
 )
 
 
-def _catalog(*statements: str) -> Catalog:
-    fold = Fold()
-    for offset, text in enumerate(statements):
-        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
-        assert planned.command is not None, text
-        outcome = fold.feed(
-            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
-        )
-        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
-    return fold.catalog
-
-
 def _compile(select_text: str, sink: str = "OUT") -> object:
     statement = parse_one(f"CREATE STREAM {sink} AS {select_text};")
     assert isinstance(statement, ast.CreateAsSelect)
-    return compile_query(statement.query, _catalog(ORDERS), sink)
+    return compile_query(statement.query, catalog_of(FACTS, ORDERS), sink)
 
 
 def _pipeline(catalog: Catalog, query_id: str) -> RecordPipeline:
@@ -48,7 +35,8 @@ def _pipeline(catalog: Catalog, query_id: str) -> RecordPipeline:
 
 
 def test_csas_creates_the_sink_and_a_query_named_after_its_offset() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM big AS SELECT id, item, qty * price AS total FROM orders WHERE qty > 10;",
     )
@@ -70,7 +58,7 @@ def test_csas_creates_the_sink_and_a_query_named_after_its_offset() -> None:
 
 
 def test_csas_plan_creates_its_topic_with_the_sources_partitions_unless_told() -> None:
-    catalog = _catalog(ORDERS)
+    catalog = catalog_of(FACTS, ORDERS)
     planned = plan(
         parse_one("CREATE STREAM b AS SELECT * FROM orders;"), catalog, FACTS, QUERY_ANALYZER
     )
@@ -132,7 +120,7 @@ def test_ksqldb_refusals(text: str, message: str | None) -> None:
 
 
 def test_later_constructs_are_refused_before_the_command_log_naming_the_construct() -> None:
-    catalog = _catalog(ORDERS)
+    catalog = catalog_of(FACTS, ORDERS)
     with pytest.raises(
         ValidationError,
         match="Your SELECT query produces a TABLE. Please use CREATE TABLE AS SELECT",
@@ -173,7 +161,8 @@ def test_partition_by_rekeys_and_star_puts_the_old_key_last() -> None:
 
 
 def test_pipeline_filters_projects_and_keys_records_like_kafka() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM big AS SELECT id, UCASE(item) AS item, qty * 2 AS q "
         "FROM orders WHERE qty > 10;",
@@ -197,7 +186,8 @@ def test_pipeline_filters_projects_and_keys_records_like_kafka() -> None:
 
 
 def test_pipeline_pseudo_columns_and_sink_timestamp() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM t WITH (timestamp='TS') AS SELECT id, ROWPARTITION AS p, ROWOFFSET AS o, "
         "ROWTIME + 1000 AS ts FROM orders;",
@@ -211,7 +201,8 @@ def test_pipeline_pseudo_columns_and_sink_timestamp() -> None:
 
 
 def test_insert_into_select_checks_the_schema_and_shares_the_sink() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM big AS SELECT id, qty FROM orders;",
         "CREATE STREAM more (id STRING KEY, qty INT) "
@@ -230,10 +221,11 @@ def test_insert_into_select_checks_the_schema_and_shares_the_sink() -> None:
 
 
 def test_drop_refuses_while_queries_use_a_source_and_terminate_frees_it() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;")
+    catalog = catalog_of(FACTS, ORDERS, "CREATE STREAM big AS SELECT id, qty FROM orders;")
     with pytest.raises(SourceInUse, match=r"streams and/or tables read from this source: \[BIG\]"):
         plan(parse_one("DROP STREAM orders;"), catalog, FACTS)
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM big AS SELECT id, qty FROM orders;",
         "TERMINATE csas_big_1;",
@@ -246,7 +238,8 @@ def test_drop_refuses_while_queries_use_a_source_and_terminate_frees_it() -> Non
 
 
 def test_drop_follows_ksqldb_rule_insert_queries_refuse_and_the_create_as_query_ends() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM big AS SELECT id, qty FROM orders;",
         "CREATE STREAM more (id STRING KEY, qty INT) "
@@ -273,7 +266,8 @@ def test_drop_follows_ksqldb_rule_insert_queries_refuse_and_the_create_as_query_
         "You need to drop them before dropping ORDERS."
     )
     # the query that only writes BIG (its CREATE ... AS SELECT) does not refuse: the drop ends it
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM big AS SELECT id, qty FROM orders;",
         "DROP STREAM big;",
@@ -291,7 +285,8 @@ def test_explain_lists_the_steps() -> None:
 
 
 def test_a_record_without_value_goes_on_without_one_unless_where_drops_it() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM copy AS SELECT * FROM orders;",
         "CREATE STREAM byitem AS SELECT * FROM orders PARTITION BY item;",
@@ -307,7 +302,8 @@ def test_a_null_key_stays_null_unless_the_query_rekeys() -> None:
         "CREATE STREAM pairs (a INT KEY, b INT KEY, v INT) WITH (kafka_topic='orders', "
         "format='JSON');"
     )
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         two,
         "CREATE STREAM copy AS SELECT * FROM pairs;",
         "CREATE STREAM byv AS SELECT * FROM pairs PARTITION BY v, a;",
@@ -352,7 +348,8 @@ def test_new_sources_are_checked_by_the_engines_serde(
 
 
 def test_table_functions_give_one_row_per_element_zipped_and_padded() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         "CREATE STREAM arrs (id STRING KEY, a ARRAY<INT>, b ARRAY<STRING>) "
         "WITH (kafka_topic='orders', value_format='JSON');",
         "CREATE STREAM flat AS SELECT id, EXPLODE(a) AS x, EXPLODE(b) AS y FROM arrs;",
@@ -396,7 +393,8 @@ def test_table_functions_give_one_row_per_element_zipped_and_padded() -> None:
     ],
 )
 def test_table_function_refusals(statement: str, message: str) -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         "CREATE STREAM arrs (id STRING KEY, a ARRAY<INT>, m MAP<STRING, INT>) "
         "WITH (kafka_topic='orders', value_format='JSON');",
         "CREATE TABLE tab (id STRING PRIMARY KEY, a ARRAY<INT>) "

@@ -10,22 +10,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
+from headwater.engine.persistent import InputRecord, RecordPipeline
 from headwater.engine.persistent.aggregate_run import AggregatePipeline, LocalAggregation
 from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.engine.pull.query import Row, TableScan, execute_pull, plan_pull, select_rows
 from headwater.engine.pull.tables import StoredTable
 from headwater.engine.push import plan_push, push_rows
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
-from headwater.metastore.plan import TopicFacts, plan
-from headwater.metastore.records import CommandRecord, encode
-from headwater.metastore.replay import Fold
+from headwater.metastore.plan import TopicFacts
 from headwater.sqlparse_ext import Select, parse_one
 from headwater.store.api import WriteBatch
 from headwater.store.keys import encode_key
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
 from headwater.store.records import pack_value
+from tests.support.catalogs import catalog_of
 
 FACTS = TopicFacts({"orders": 1, "users": 1})
 ORDERS = (
@@ -44,18 +43,6 @@ POISON = {  # what the pipelines meet between good records, and what the process
     "type": (b'{"ITEM": "a", "QTY": "many"}', "QTY: expected INTEGER"),
     "cut": (b'{"ITEM": "a", "QT', "invalid JSON"),
 }
-
-
-def _catalog(*statements: str) -> Catalog:
-    fold = Fold()
-    for offset, text in enumerate(statements):
-        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
-        assert planned.command is not None, text
-        outcome = fold.feed(
-            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
-        )
-        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
-    return fold.catalog
 
 
 def _records() -> list[InputRecord]:
@@ -77,7 +64,9 @@ def _check_errors(errors: list[Any], records: list[InputRecord]) -> None:
 
 
 def test_a_projection_skips_each_poison_record_and_writes_every_good_one() -> None:
-    catalog = _catalog(ORDERS, "CREATE STREAM out AS SELECT id, item, qty * 2 AS q FROM orders;")
+    catalog = catalog_of(
+        FACTS, ORDERS, "CREATE STREAM out AS SELECT id, item, qty * 2 AS q FROM orders;"
+    )
     pipeline = RecordPipeline.for_query(catalog.queries["CSAS_OUT_1"], catalog)
     records = _records()
     out, errors = pipeline.process(records)
@@ -90,7 +79,9 @@ def test_a_projection_skips_each_poison_record_and_writes_every_good_one() -> No
 def test_an_expression_that_raises_skips_its_record_only() -> None:
     """The boundary holds for failures no expression is meant to raise (a KeyError here, from a
     filter that breaks on one row), reported as a ``processing`` error with the exception named."""
-    catalog = _catalog(ORDERS, "CREATE STREAM out AS SELECT id, item FROM orders WHERE qty > 0;")
+    catalog = catalog_of(
+        FACTS, ORDERS, "CREATE STREAM out AS SELECT id, item FROM orders WHERE qty > 0;"
+    )
     pipeline = RecordPipeline.for_query(catalog.queries["CSAS_OUT_1"], catalog)
     keep = pipeline.compiled.row_filter
     assert keep is not None
@@ -112,7 +103,8 @@ def test_an_expression_that_raises_skips_its_record_only() -> None:
 
 
 def test_json_functions_give_null_for_text_nested_too_deep() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         "CREATE STREAM out AS SELECT id, EXTRACTJSONFIELD(item, '$.a') AS a, "
         "IS_JSON_STRING(item) AS j FROM orders;",
@@ -133,8 +125,10 @@ def test_json_functions_give_null_for_text_nested_too_deep() -> None:
 
 
 def test_an_aggregation_skips_each_poison_record_and_counts_every_good_one() -> None:
-    catalog = _catalog(
-        ORDERS, "CREATE TABLE n AS SELECT id, COUNT(*) AS c, SUM(qty) AS s FROM orders GROUP BY id;"
+    catalog = catalog_of(
+        FACTS,
+        ORDERS,
+        "CREATE TABLE n AS SELECT id, COUNT(*) AS c, SUM(qty) AS s FROM orders GROUP BY id;",
     )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
     records = _records()
@@ -146,7 +140,8 @@ def test_an_aggregation_skips_each_poison_record_and_counts_every_good_one() -> 
 
 
 def test_a_join_skips_each_poison_record_and_joins_every_good_one() -> None:
-    catalog = _catalog(
+    catalog = catalog_of(
+        FACTS,
         ORDERS,
         USERS,
         "CREATE STREAM j AS SELECT o.id, item, name FROM orders o JOIN users u ON o.id = u.id;",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql import Row
 
-from headwater.engine.persistent import QUERY_ANALYZER, InputRecord
+from headwater.engine.persistent import InputRecord
 from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
@@ -33,10 +33,8 @@ from headwater.engine.spark.aggregation import (
 from headwater.engine.spark.settings import EngineSettings
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.codec import catalog_to_dict
-from headwater.metastore.plan import TopicFacts, plan
-from headwater.metastore.records import CommandRecord, encode
-from headwater.metastore.replay import Fold
-from headwater.sqlparse_ext import parse_one
+from headwater.metastore.plan import TopicFacts
+from tests.support.catalogs import catalog_of
 
 FACTS = TopicFacts({"orders": 2, "items": 1})
 ORDERS = (
@@ -47,18 +45,6 @@ ITEMS = (
     "CREATE TABLE items (id STRING PRIMARY KEY, kind STRING, qty INT) "
     "WITH (kafka_topic='items', value_format='JSON');"
 )
-
-
-def _catalog(*statements: str) -> Catalog:
-    fold = Fold()
-    for offset, text in enumerate(statements):
-        planned = plan(parse_one(text), fold.catalog, FACTS, QUERY_ANALYZER)
-        assert planned.command is not None, text
-        outcome = fold.feed(
-            offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command))
-        )
-        assert outcome is not None and outcome.state.value == "SUCCESS", outcome
-    return fold.catalog
 
 
 class _Store:
@@ -215,7 +201,7 @@ def test_the_operators_write_what_the_stages_write_in_process(
 ) -> None:
     query_id = "CTAS_N_1"
     source, ctas = QUERIES[query]
-    catalog = _catalog(source, ctas)
+    catalog = catalog_of(FACTS, source, ctas)
     spark = _SparkAggregation(catalog, query_id, buckets, buffering)
     local = _local(catalog, query_id, buffering)
     for batch in _batches(table=query == "table"):
@@ -225,7 +211,7 @@ def test_the_operators_write_what_the_stages_write_in_process(
 def test_a_batch_reads_and_writes_each_bucket_it_touches_once() -> None:
     query_id = "CTAS_N_1"
     source, ctas = QUERIES["stream"]
-    catalog = _catalog(source, ctas)
+    catalog = catalog_of(FACTS, source, ctas)
     bucketed = _SparkAggregation(catalog, query_id, 4, buffering=True)
     per_group = _SparkAggregation(catalog, query_id, 0, buffering=True)
     records = [_record(i, "k", {"ITEM": f"g{i}", "QTY": 1}) for i in range(1000)]
@@ -270,7 +256,7 @@ def test_a_new_checkpoint_records_its_layout_and_an_old_one_keeps_a_state_per_gr
 def test_a_bucket_state_pickles_its_groups_states() -> None:
     query_id = "CTAS_N_1"
     source, ctas = QUERIES["stream"]
-    catalog = _catalog(source, ctas)
+    catalog = catalog_of(FACTS, source, ctas)
     spark = _SparkAggregation(catalog, query_id, 2, buffering=True)
     spark.process([_record(0, "k", {"ITEM": "a", "QTY": 5})])
     [(name, key)] = list(spark.groups.values)
