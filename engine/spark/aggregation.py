@@ -162,11 +162,11 @@ def _item_rows(
         columns["source_partition"].append(e.partition)
         columns["source_offset"].append(e.offset)
         columns["error"].append(e.kind)
-        columns["detail"].append(_detail(e.kind, e.message, e.topic))
+        columns["detail"].append(error_detail(e.kind, e.message, e.topic))
     return columns
 
 
-def _detail(kind: str, message: str, topic: str) -> bytes:
+def error_detail(kind: str, message: str, topic: str) -> bytes:
     """A skipped record's detail, as the stateless stage writes it (`columnar_run.output_batch`)."""
     return json.dumps({"kind": kind, "message": message, "topic": topic}).encode()
 
@@ -257,11 +257,7 @@ class ChangeProcessor(StatefulProcessor):
                     previous = change.row
                 states.put(source_key, None if previous is None else _dumps(previous))
             states.save()
-            columns = _item_rows(onward, [])
-            out.extend(
-                Row(**dict(zip(columns, values, strict=True)))
-                for values in zip(*columns.values(), strict=True)
-            )
+            out.extend(column_rows(_item_rows(onward, [])))
         yield from out
 
     def close(self) -> None:
@@ -294,11 +290,8 @@ class AggregateProcessor(StatefulProcessor):
                 state: GroupState | None = pickle.loads(stored) if stored else None
                 state, outputs, errors = self.pipeline.aggregate(state, group_rows)
                 states.put(group, _dumps(state))
-                out.extend(_output_row(o) for o in outputs)
-                out.extend(
-                    _error_row(e.partition, e.offset, e.kind, _detail(e.kind, e.message, e.topic))
-                    for e in errors
-                )
+                out.extend(output_row(o) for o in outputs)
+                out.extend(skipped_row(e) for e in errors)
             states.save()
         yield from out
 
@@ -306,7 +299,8 @@ class AggregateProcessor(StatefulProcessor):
         pass
 
 
-def _output_row(o: OutputRecord) -> Row:
+def output_row(o: OutputRecord) -> Row:
+    """A sink record as a row of `AGGREGATED_SCHEMA`."""
     return Row(
         key=o.key,
         value=o.value,
@@ -401,9 +395,9 @@ class WindowedProcessor(StatefulProcessor):
                 )
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
         for o in outputs:
-            yield _output_row(o)
+            yield output_row(o)
         for e in errors:
-            yield _error_row(e.partition, e.offset, e.kind, _detail(e.kind, e.message, e.topic))
+            yield skipped_row(e)
 
     def close(self) -> None:
         pass
@@ -415,15 +409,25 @@ def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Row], list[GroupedRow]]:
     grouped: list[GroupedRow] = []
     for row in rows:
         if row.error is not None:
-            errors.append(
-                _error_row(row.source_partition, row.source_offset, row.error, row.detail)
-            )
+            errors.append(error_row(row.source_partition, row.source_offset, row.error, row.detail))
         else:
             grouped.extend(pickle.loads(row.row))
     return errors, grouped
 
 
-def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
+def skipped_row(e: ProcessingError) -> Row:
+    """A record an operator skipped, as a row of `AGGREGATED_SCHEMA` (the sink logs it)."""
+    return error_row(e.partition, e.offset, e.kind, error_detail(e.kind, e.message, e.topic))
+
+
+def column_rows(columns: dict[str, list[Any]]) -> Iterator[Row]:
+    """The rows of columns (name -> values, all of one length)."""
+    for values in zip(*columns.values(), strict=True):
+        yield Row(**dict(zip(columns, values, strict=True)))
+
+
+def error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
+    """A skipped record as a row of `AGGREGATED_SCHEMA`: its place and kind, its detail (JSON)."""
     return Row(
         key=None,
         value=detail,

@@ -38,7 +38,15 @@ from headwater.engine.persistent.join_run import (
     merge_order,
 )
 from headwater.engine.persistent.query_run import InputRecord
-from headwater.engine.spark.aggregation import buckets_in, grouped_rows
+from headwater.engine.spark.aggregation import (
+    buckets_in,
+    column_rows,
+    error_detail,
+    error_row,
+    grouped_rows,
+    output_row,
+    skipped_row,
+)
 from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
 from headwater.metastore.codec import catalog_from_dict
 
@@ -92,7 +100,7 @@ def entry_rows(payload: str, leaf: int, records: list[InputRecord]) -> dict[str,
         columns["source_partition"].append(e.partition)
         columns["source_offset"].append(e.offset)
         columns["error"].append(e.kind)
-        columns["detail"].append(json.dumps({"message": e.message, "topic": e.topic}).encode())
+        columns["detail"].append(error_detail(e.kind, e.message, e.topic))
     return columns
 
 
@@ -120,7 +128,7 @@ class JoinProcessor(StatefulProcessor):
                 yield (
                     _grouped_error(row.source_partition, row.source_offset, row.error, row.detail)
                     if grouping
-                    else _error_row(row.source_partition, row.source_offset, row.error, row.detail)
+                    else error_row(row.source_partition, row.source_offset, row.error, row.detail)
                 )
             else:
                 entering.extend(pickle.loads(row.row))
@@ -143,47 +151,18 @@ class JoinProcessor(StatefulProcessor):
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
         if isinstance(self.after, AggregatePipeline):
             items, failed = self.after.group(joined, {})
-            columns = grouped_rows(self.after, items, failed, buckets_in(self.payload))
-            for values in zip(*columns.values(), strict=True):
-                yield Row(**dict(zip(columns, values, strict=True)))
+            yield from column_rows(
+                grouped_rows(self.after, items, failed, buckets_in(self.payload))
+            )
             return
         outputs, errors = self.after.process(joined)
         for o in outputs:
-            yield Row(
-                key=o.key,
-                value=o.value,
-                timestamp=o.timestamp,
-                partition=o.partition,
-                source_partition=o.source_partition,
-                source_offset=o.source_offset,
-                source_seq=o.source_seq,
-                source_rank=o.source_rank,
-                error=None,
-            )
+            yield output_row(o)
         for e in errors:
-            yield _error_row(
-                e.partition,
-                e.offset,
-                e.kind,
-                json.dumps({"message": e.message, "topic": e.topic}).encode(),
-            )
+            yield skipped_row(e)
 
     def close(self) -> None:
         pass
-
-
-def _error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
-    return Row(
-        key=None,
-        value=detail,
-        timestamp=0,
-        partition=-1,
-        source_partition=partition,
-        source_offset=offset,
-        source_seq=0,
-        source_rank=0,
-        error=kind,
-    )
 
 
 def _grouped_error(partition: int, offset: int, kind: str, detail: bytes | None) -> Row:
