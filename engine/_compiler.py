@@ -25,6 +25,7 @@ from headwater.engine._format import format_expression
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 from headwater.engine.errors import ExpressionError
 from headwater.engine.functions import lambdas as fl
+from headwater.engine.functions import user_index
 from headwater.engine.functions.casts import cast_value, castable, parse_string
 from headwater.engine.functions.registry import FUNCTIONS, NULL_TOLERANT, VOLATILE
 from headwater.engine.functions.temporal import date_of_text, parse_partial_timestamp, time_of_text
@@ -662,6 +663,9 @@ class _Compiler:
             return self._lambda_call(node, name)
         resolver = FUNCTIONS.get(name)
         if resolver is None:
+            user = user_index.lookup(name, "SCALAR")
+            if user is not None:
+                return self._user_call(node, user)
             raise ExpressionError(f"Can't find any functions with the name '{name}'")
         if any(isinstance(a, exp.Lambda) for a in node.expressions):
             shown = ", ".join(
@@ -690,6 +694,20 @@ class _Compiler:
         if not args and name in VOLATILE:  # reads the clock: not folded into a constant
             return _Node(t, call, False, frozenset())
         return _make(t, call, args, fallible=True)
+
+    def _user_call(self, node: exp.Anonymous, function: user_index.UserFunction) -> _Node:
+        """A function from the extension folder: never folded into a constant (it may count its
+        calls or read the world, as ksqlDB's UDFs may), NULL where it raises."""
+        if any(isinstance(a, exp.Lambda) for a in node.expressions):
+            raise ExpressionError(
+                f"Function '{function.name}' does not accept a lambda: it is not a lambda function"
+            )
+        args = [self._function_argument(a) for a in node.expressions]
+        overload, t = user_index.resolve(function, [a.type for a in args])
+        impl = user_index.scalar_impl(function.name, overload, [a.type for a in args], t)
+        fns = [a.fn for a in args]
+        refs = frozenset().union(*(a.refs for a in args))
+        return _Node(t, lambda row: impl(*(f(row) for f in fns)), False, refs)
 
     def _lambda_call(self, node: exp.Anonymous, name: str) -> _Node:
         """TRANSFORM, REDUCE or FILTER: the lambdas are typed from the other arguments."""

@@ -448,7 +448,9 @@ def _consumers_by_topic(services: Services, timeout: float) -> dict[str, tuple[i
 def _functions(services: Services) -> Entity:
     return {
         "functions": [
-            {"name": f.name, "type": f.kind, "category": f.category} for f in all_functions()
+            {"name": f.name, "type": f.kind, "category": f.category}
+            | ({} if f.path == "internal" else {"source": f.path})
+            for f in all_functions()
         ]
     }
 
@@ -496,26 +498,42 @@ def _describe_function(statement: ast.Describe) -> Entity:
     found = describe_function(statement.name or "")
     if found is None:
         raise KsqlError(f"Can't find any functions with the name '{statement.name}'", 40001)
-    variants = [
-        {
-            "arguments": [
-                {"name": f"arg{i}", "type": t, "description": "", "isVariadic": False}
-                for i, t in enumerate(params, 1)
-            ],
-            "returnType": result,
-            "description": "",
-            "argumentTypes": list(params),
-        }
-        for params, result in found.signatures
-    ]
+    if found.variants:  # a Python function: its overloads as declared
+        variants = [
+            {
+                "arguments": [
+                    {"name": name, "type": t, "description": "", "isVariadic": variadic}
+                    for name, t, variadic in variant.params
+                ],
+                "returnType": variant.returns,
+                "description": variant.description,
+                "argumentTypes": [t for _, t, _ in variant.params],
+            }
+            for variant in found.variants
+        ]
+    else:
+        variants = [
+            {
+                "arguments": [
+                    {"name": f"arg{i}", "type": t, "description": "", "isVariadic": False}
+                    for i, t in enumerate(params, 1)
+                ],
+                "returnType": result,
+                "description": "",
+                "argumentTypes": list(params),
+            }
+            for params, result in found.signatures
+        ]
+    internal = found.path == "internal"
     return {
         "@type": "describe_function",
         "statementText": statement.text,
         "name": found.name,
-        "description": "" if variants else "its parameter and result types follow its arguments",
-        "author": "headwater",
-        "version": headwater.__version__,
-        "path": "internal",
+        "description": found.description
+        or ("" if variants else "its parameter and result types follow its arguments"),
+        "author": "headwater" if internal else found.author,
+        "version": headwater.__version__ if internal else found.version,
+        "path": found.path,
         "functions": variants,
         "type": found.kind,
         "warnings": [],

@@ -138,6 +138,19 @@ SETTINGS: tuple[Setting, ...] = (
         "Catalog snapshots, table stores and the embedded broker's data.",
     ),
     Setting(
+        "ksql.extension.dir",
+        "extension_dir",
+        _optional_text,
+        "The folder of Python function modules (headwater.functions) loaded at start-up; "
+        "unset: <state.dir>/ext.",
+    ),
+    Setting(
+        "ksql.udfs.enabled",
+        "udfs_enabled",
+        _bool,
+        "Load the Python functions of ksql.extension.dir (false: none are loaded).",
+    ),
+    Setting(
         "ksql.query.pull.table.scan.enabled",
         "pull_table_scan_enabled",
         _bool,
@@ -438,6 +451,8 @@ class ServerConfig:
     service_id: str = "default_"
     listener: tuple[str, int] = ("127.0.0.1", 8088)
     state_dir: str | None = None
+    extension_dir: str | None = None
+    udfs_enabled: bool = True
     pull_table_scan_enabled: bool = True
     pull_max_allowed_offset_lag: int = 2**63 - 1
     pull_max_concurrent_requests: int = 8

@@ -30,6 +30,7 @@ from headwater.cluster.tls import PeerTls, client_context
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine.formats import schema_registry
 from headwater.engine.formats.schema_registry import SchemaRegistry
+from headwater.engine.functions.extensions import load_folder
 from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
@@ -204,6 +205,21 @@ def check_tls(config: ServerConfig) -> None:
         ) from None
 
 
+def _load_extensions(config: ServerConfig, state_dir: Path) -> None:
+    """Loads the Python functions of ``ksql.extension.dir`` (default ``<state dir>/ext``); a
+    module that fails is logged and left out, the server starts with the rest."""
+    if not config.udfs_enabled:
+        return
+    folder = Path(config.extension_dir) if config.extension_dir else state_dir / "ext"
+    loaded = load_folder(folder)
+    if loaded.functions:
+        log.info(
+            "Python functions from %s: %s",
+            folder,
+            ", ".join(sorted(loaded.functions)),
+        )
+
+
 def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
     """How the server runs persistent queries (checkpoints and Spark's log under the state dir)."""
     root = Path(config.checkpoint_root) if config.checkpoint_root else state_dir / "checkpoints"
@@ -294,6 +310,7 @@ def serve(
         else:
             state_dir = Path(config.state_dir) if config.state_dir else default_state_dir()
             stack.enter_context(_locked(state_dir))
+        _load_extensions(config, state_dir or scratch)
         bootstrap = config.bootstrap_servers
         embedded: str | None = None
         settings = KafkaSettings(bootstrap) if bootstrap else None

@@ -36,6 +36,9 @@ class Metadata:
     topics: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
+    functions: tuple[
+        str, ...
+    ] = ()  # the server's (its Python functions too); empty: the vocabulary's
     properties: tuple[str, ...] = ()
     variables: tuple[str, ...] = ()
 
@@ -69,7 +72,7 @@ _NAMES: dict[Kind, Callable[[Metadata, Suggestion], Iterable[str]]] = {
     Kind.STREAM: lambda m, s: m.streams,
     Kind.TABLE: lambda m, s: m.tables,
     Kind.COLUMN: lambda m, s: _all_columns(m, s.sources),
-    Kind.FUNCTION: lambda m, s: FUNCTIONS,
+    Kind.FUNCTION: lambda m, s: tuple(dict.fromkeys((*FUNCTIONS, *m.functions))),
     Kind.PROPERTY: lambda m, s: tuple(dict.fromkeys((*m.properties, *PROPERTIES))),
     Kind.VARIABLE: lambda m, s: m.variables,
     Kind.TOPIC: lambda m, s: m.topics,

@@ -1,5 +1,6 @@
 """Rebuilds the completer's catalog names in a background thread, through the DB-API driver
-(SHOW STREAMS; SHOW TABLES; SHOW QUERIES; SHOW TYPES; SHOW TOPICS, then DESCRIBE of each source).
+(SHOW STREAMS; SHOW TABLES; SHOW QUERIES; SHOW TYPES; SHOW TOPICS; SHOW FUNCTIONS, then DESCRIBE
+of each source; the functions include the server's Python ones).
 Does I/O (the network, on its own thread); `metadata_from` turns the answers into `Metadata`
 without any.
 
@@ -24,7 +25,14 @@ __all__ = ["Refresher", "metadata_from"]
 
 log = logging.getLogger(__name__)
 
-_LISTS = ("SHOW STREAMS;", "SHOW TABLES;", "SHOW QUERIES;", "SHOW TYPES;", "SHOW TOPICS;")
+_LISTS = (
+    "SHOW STREAMS;",
+    "SHOW TABLES;",
+    "SHOW QUERIES;",
+    "SHOW TYPES;",
+    "SHOW TOPICS;",
+    "SHOW FUNCTIONS;",
+)
 
 
 def _names(entity: Mapping[str, Any], key: str) -> tuple[str, ...]:
@@ -44,7 +52,8 @@ def metadata_from(
     """The completer's names from `/ksql` entities (SHOW ... answers and DESCRIBE answers).
 
     Args:
-        entities: `streams`, `tables`, `queries`, `type_list`, `kafka_topics` entities.
+        entities: `streams`, `tables`, `queries`, `type_list`, `kafka_topics`,
+            `function_names` entities.
         descriptions: `sourceDescription` entities.
         properties: the session's property names.
         variables: the session's variable names.
@@ -68,6 +77,8 @@ def metadata_from(
             found["types"] = tuple(sorted(types)) if isinstance(types, Mapping) else ()
         elif kind == "kafka_topics":
             found["topics"] = _names(entity, "topics")
+        elif kind == "function_names":
+            found["functions"] = _names(entity, "functions")
     columns: dict[str, tuple[str, ...]] = {}
     for entity in descriptions:
         description = entity.get("sourceDescription")
@@ -84,6 +95,7 @@ def metadata_from(
         topics=found.get("topics", ()),
         queries=found.get("queries", ()),
         types=found.get("types", ()),
+        functions=found.get("functions", ()),
         properties=tuple(sorted(properties)),
         variables=tuple(sorted(variables)),
     )

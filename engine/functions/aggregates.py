@@ -54,6 +54,7 @@ from headwater.engine.functions.types import (
     NullType,
     wrap_int,
 )
+from headwater.engine.functions.user_index import FunctionNames
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
     DecimalType,
@@ -1006,7 +1007,8 @@ _FUNCTIONS: dict[str, _Function] = {
     "ATTR": _Function("ATTR", _sigs("ATTR", "T val1"), _build_attr),
 }
 
-AGGREGATE_NAMES: frozenset[str] = frozenset(_FUNCTIONS)
+AGGREGATE_NAMES = FunctionNames(_FUNCTIONS, "AGGREGATE")
+"""The aggregate functions' names: the built-in ones and the installed Python ones."""
 
 _CONSTANTS = {"TOPK": 1, "TOPKDISTINCT": 1, "EARLIEST_BY_OFFSET": 2, "LATEST_BY_OFFSET": 2}
 

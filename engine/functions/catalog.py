@@ -1,6 +1,8 @@
 """What SHOW FUNCTIONS and DESCRIBE FUNCTION tell: every function the engine computes, its kind
-(SCALAR, AGGREGATE), its category (the family it belongs to, as ksqlDB groups them) and, where the
-function table declares them, its parameter and result types. Pure (no I/O)."""
+(SCALAR, AGGREGATE, TABLE), its category (the family it belongs to, as ksqlDB groups them) and,
+where the function table declares them, its parameter and result types. The Python functions of
+the extension folder are listed with their module (``path``), their metadata and every overload.
+Pure (no I/O)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from headwater.engine.functions import (
     registry,
     strings,
     temporal,
+    user_index,
 )
 from headwater.engine.functions.aggregates import AGGREGATE_NAMES
 
@@ -30,14 +33,31 @@ _OTHER = frozenset({"AS_VALUE"})  # a conditional module's function that ksqlDB 
 
 
 @dataclass(frozen=True, slots=True)
+class Variant:
+    """One overload of a Python function: its parameters (name, type text, variadic), result
+    type text and description."""
+
+    params: tuple[tuple[str, str, bool], ...]
+    returns: str
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionInfo:
     """One function: ``signatures`` are (parameter types, result type) texts, empty when the
-    function's types depend on its arguments (generic)."""
+    function's types depend on its arguments (generic). A Python function also has ``variants``
+    (its overloads, named parameters), its metadata and ``path``, the module that declares it
+    (``internal`` for the engine's own)."""
 
     name: str
     kind: str
     category: str
     signatures: tuple[tuple[tuple[str, ...], str], ...] = ()
+    variants: tuple[Variant, ...] = ()
+    description: str = ""
+    author: str = ""
+    version: str = ""
+    path: str = "internal"
 
 
 def _category(name: str) -> str:
@@ -53,7 +73,12 @@ def all_functions() -> list[FunctionInfo]:
     """Every function, by name."""
     found = {
         name: describe_function(name)
-        for name in (*registry.FUNCTIONS, *lambdas.LAMBDA_FUNCTIONS, *AGGREGATE_NAMES)
+        for name in (
+            *registry.FUNCTIONS,
+            *lambdas.LAMBDA_FUNCTIONS,
+            *AGGREGATE_NAMES,
+            *user_index.installed(),
+        )
     }
     return [found[name] for name in sorted(found) if found[name] is not None]  # type: ignore[misc]
 
@@ -61,6 +86,9 @@ def all_functions() -> list[FunctionInfo]:
 def describe_function(name: str) -> FunctionInfo | None:
     """The function called ``name`` (any case), or None."""
     upper = name.upper()
+    user = user_index.lookup(upper)
+    if user is not None:
+        return _user_info(user)
     if upper in AGGREGATE_NAMES:
         return FunctionInfo(upper, "AGGREGATE", "AGGREGATE")
     if upper in lambdas.LAMBDA_FUNCTIONS:
@@ -73,3 +101,26 @@ def describe_function(name: str) -> FunctionInfo | None:
         for params, result in getattr(resolver, "signatures", ())
     )
     return FunctionInfo(upper, "SCALAR", _category(upper), signatures)
+
+
+def _user_info(function: user_index.UserFunction) -> FunctionInfo:
+    first = function.declarations[0]
+    variants = tuple(
+        Variant(
+            tuple((p.name, p.type.sql(), p.variadic) for p in d.overload.all_params),
+            d.overload.returns_text(),
+            d.overload.description,
+        )
+        for d in function.declarations
+    )
+    return FunctionInfo(
+        function.name,
+        function.kind,
+        next((d.category for d in function.declarations if d.category), "OTHER"),
+        tuple((tuple(p[1] for p in v.params), v.returns) for v in variants),
+        variants,
+        function.description,
+        first.author,
+        first.version,
+        ", ".join(dict.fromkeys(d.module for d in function.declarations)),
+    )

@@ -38,6 +38,7 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions import user_index
 from headwater.engine.functions.aggregates import (
     AGGREGATE_NAMES,
     Udaf,
@@ -253,6 +254,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
                 name not in AGGREGATE_NAMES
                 and name not in TABLE_FUNCTIONS
                 and name not in FUNCTIONS
+                and user_index.lookup(name) is None
             ):
                 raise QueryCompileError(
                     f"Can't find any functions with the name '{name}'", None, call
@@ -540,6 +542,11 @@ class _Splitter:
                         None,
                         call,
                     )
+        user = user_index.lookup(name, "AGGREGATE")
+        if user is not None:
+            self.calls.append(self._user_call(user, call, args))
+            self._call_texts.append(text)
+            return len(self.calls) - 1
         n_constants = constant_arity(name, len(args))
         column_args = args[: len(args) - n_constants]
         constant_args = args[len(args) - n_constants :]
@@ -566,6 +573,52 @@ class _Splitter:
         self.calls.append(AggregateCall(udaf, tuple(evaluators), format_expression(call)))
         self._call_texts.append(text)
         return len(self.calls) - 1
+
+    def _user_call(
+        self, function: user_index.UserFunction, call: exp.Anonymous, args: list[exp.Expr]
+    ) -> AggregateCall:
+        """A call of an aggregate function from the extension folder: its arguments are its
+        columns, then its literal parameters (``__init__``'s), as its overload says."""
+        compiled = [self._compile_arg(arg, function.name) for arg in args]
+        try:
+            overload, result = user_index.resolve(function, [c.type for c in compiled])
+        except ExpressionError as error:
+            raise QueryCompileError(error.message, None, call) from error
+        columns, _ = user_index.split_aggregate_args(overload, len(compiled))
+        init_values = []
+        for index in range(columns, len(compiled)):
+            if not compiled[index].constant:
+                raise QueryCompileError(
+                    f"Parameter {index + 1} of {function.name} must be a literal.",
+                    None,
+                    args[index],
+                )
+            init_values.append(compiled[index].evaluate({}))
+        try:
+            aggregate = user_index.UserAggregate(
+                function.name,
+                overload,
+                [c.type for c in compiled[:columns]],
+                init_values,
+                result,
+            )
+        except Exception as error:
+            raise QueryCompileError(
+                f"Function '{function.name}': {type(error).__name__}: {error}", None, call
+            ) from error
+        udaf = Udaf(
+            function.name,
+            result,
+            overload.table,
+            aggregate.initial,
+            aggregate.add,
+            aggregate.undo if overload.table else None,
+            aggregate.result,
+            aggregate.merge,
+        )
+        return AggregateCall(
+            udaf, tuple(c.evaluate for c in compiled[:columns]), format_expression(call)
+        )
 
     def _compile_arg(self, arg: exp.Expr, name: str):  # type: ignore[no-untyped-def]
         try:

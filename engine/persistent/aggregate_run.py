@@ -28,6 +28,7 @@ from typing import Any
 from headwater.engine.errors import EngineError
 from headwater.engine.formats.serde import RowSerde
 from headwater.engine.formats.windows import windowed_key
+from headwater.engine.functions import user_index
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.aggregate_plan import (
     CompiledAggregate,
@@ -43,6 +44,7 @@ from headwater.engine.persistent.query_run import (
     RecordError,
     RowReader,
     _message,
+    function_failures,
     parse_persistent,
     skipped,
     timestamp_reader,
@@ -267,6 +269,7 @@ class AggregatePipeline:
         for rank, record in rank_records(records, {} if running is None else running):
             try:
                 row = self._group_one(record, rank)
+                self._drain(errors, record)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
                 errors.append(
                     skipped(
@@ -399,8 +402,18 @@ class AggregatePipeline:
     def combines(self) -> bool:
         """Whether stage 1 may combine a batch's rows per group before the shuffle: with
         buffering (one update per group per batch, so per-row results are not needed), over a
-        stream, unwindowed (windows need each record's time for stream time and lateness)."""
-        return self.buffering and not self.table_source and self.compiled.window is None
+        stream, unwindowed (windows need each record's time for stream time and lateness), and
+        only built-in functions (a Python function's ``merge`` is ksqlDB's, for sessions: its
+        ``initialize`` may hold what two partial states must not both count)."""
+        return (
+            self.buffering
+            and not self.table_source
+            and self.compiled.window is None
+            and not any(
+                isinstance(getattr(c.udaf.add, "__self__", None), user_index.UserAggregate)
+                for c in self.compiled.calls
+            )
+        )
 
     def combine(self, rows: Sequence[GroupedRow]) -> list[GroupedRow]:
         """One row per group: the partial aggregates of its rows (in batch order), to be merged
@@ -456,8 +469,10 @@ class AggregatePipeline:
             try:
                 self._apply(state, row)
                 if self.buffering and row is not ordered[-1]:
+                    self._drain(errors, row)
                     continue  # with buffering, only the batch's last update of a group is written
                 record = self._update(state, row)
+                self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
                 errors.append(
                     skipped(
@@ -473,6 +488,15 @@ class AggregatePipeline:
             if record is not None:
                 out.append(record)
         return state, out, errors
+
+    def _drain(self, errors: list[ProcessingError], at: GroupedRow | InputRecord) -> None:
+        """The processing-log entries of the Python functions that raised on one record."""
+        if user_index.failures_pending():
+            errors.extend(
+                function_failures(
+                    self.query_id, self.compiled.source.topic, at.partition, at.offset
+                )
+            )
 
     def _apply(self, state: GroupState, row: GroupedRow) -> None:
         """A grouped row's values added to (or taken from) its group's aggregates."""
@@ -579,6 +603,7 @@ class AggregatePipeline:
                     produced.extend(self._session_row(task, row))
                 else:
                     produced.extend(self._time_windows_row(task, row))
+                self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
                 errors.append(
                     skipped(

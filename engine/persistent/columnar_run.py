@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from sqlglot import exp
 
 from headwater.engine.columnar.batch import Batch, Column, to_column
 from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
@@ -40,6 +41,7 @@ from headwater.engine.columnar.kernels import Vector, vectorize
 from headwater.engine.columnar.partitions import partitions_of
 from headwater.engine.columnar.times import iso_millis
 from headwater.engine.formats.serde import json_object_values
+from headwater.engine.functions import user_index
 from headwater.engine.functions.types import STRING
 from headwater.engine.persistent.query_plan import CompiledQuery
 from headwater.engine.persistent.query_run import (
@@ -96,6 +98,13 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
         return "a table's changelog runs row by row"
     if compiled.table_functions:
         return "table functions"
+    if any(
+        user_index.lookup(call.name) is not None
+        for node in (compiled.where_node, *compiled.key_nodes, *compiled.value_nodes)
+        if node is not None
+        for call in node.find_all(exp.Anonymous)
+    ):
+        return "a Python function (called record by record)"
     if compiled.scope is None or compiled.join is not None:
         return "a join"
     if sink is not None and sink.timestamp_column is not None:

@@ -36,7 +36,10 @@ from headwater.engine.expressions import (
     resolve_type,
     select_names,
 )
+from headwater.engine.functions import user_index
+from headwater.engine.functions.aggregates import AGGREGATE_NAMES
 from headwater.engine.functions.types import BIGINT, BOOLEAN, INTEGER, NULL
+from headwater.engine.functions.user_index import FunctionNames
 from headwater.engine.persistent.join_plan import (
     JoinError,
     JoinPlan,
@@ -80,7 +83,7 @@ AGGREGATE_FUNCTIONS = frozenset(
     }
 )
 #: ksqlDB's table functions: one input row gives several output rows.
-TABLE_FUNCTIONS = frozenset({"EXPLODE", "CUBE_EXPLODE"})
+TABLE_FUNCTIONS = FunctionNames(("EXPLODE", "CUBE_EXPLODE"), "TABLE")
 
 
 class QueryCompileError(ExpressionError):
@@ -308,17 +311,21 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
 
 @dataclass(frozen=True, slots=True)
 class TableFunction:
-    """A table function of the SELECT (``EXPLODE(a)``, ``CUBE_EXPLODE(a)``): its argument's
-    evaluator, and the column (``name``, ``type``) its values take in each output row."""
+    """A table function of the SELECT (``EXPLODE(a)``, ``CUBE_EXPLODE(a)``, or one from the
+    extension folder): its argument's evaluator (a Python function's: of all its arguments, as a
+    list), and the column (``name``, ``type``) its values take in each output row."""
 
     kind: str
     argument: Evaluator = field(repr=False, compare=False)
     name: str = ""
     type: SqlType = NULL
+    call: Any = field(default=None, repr=False, compare=False)
 
     def rows(self, row: Mapping[str, Any]) -> list[Any]:
         """The values it gives for one input row (none for a NULL or empty array)."""
         values = self.argument(row)
+        if self.call is not None:
+            return list(self.call(values))
         if not values:
             return []
         return list(values) if self.kind == "EXPLODE" else cube(list(values))
@@ -364,6 +371,15 @@ def _table_functions(
                 raise QueryCompileError(
                     "Table source is not supported with table functions", "table function", call
                 )
+            user = user_index.lookup(kind, "TABLE")
+            if user is not None:
+                found.append(_user_table_function(user, call, scope, f"$TF_{len(found)}"))
+                replacement = exp.column(exp.to_identifier(found[-1].name, quoted=True))
+                if call is copy:
+                    copy = replacement
+                else:
+                    call.replace(replacement)
+                continue
             if len(call.expressions) != 1:
                 raise QueryCompileError(
                     f"Function '{kind.lower()}' takes one argument.", None, call
@@ -402,6 +418,35 @@ def _table_functions(
                 call.replace(replacement)
         rewritten.append(copy)
     return rewritten, found
+
+
+def _user_table_function(
+    function: user_index.UserFunction, call: exp.Anonymous, scope: Scope, name: str
+) -> TableFunction:
+    """A call of a table function from the extension folder."""
+    arguments = []
+    for node in call.expressions:
+        try:
+            arguments.append(compile_expression(node, scope))
+        except UnresolvedColumn as error:
+            raise QueryCompileError(
+                f"SELECT column '{error.column}' cannot be resolved.", None, call
+            ) from error
+        except ExpressionError as error:
+            raise QueryCompileError(error.message, None, call) from error
+    types = [a.type for a in arguments]
+    try:
+        overload, element = user_index.resolve(function, types)
+    except ExpressionError as error:
+        raise QueryCompileError(error.message, None, call) from error
+    evaluators = [a.evaluate for a in arguments]
+    return TableFunction(
+        function.name,
+        lambda row: [f(row) for f in evaluators],
+        name,
+        element,
+        user_index.table_impl(function.name, overload, types, element),
+    )
 
 
 def plan_query_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan:
@@ -491,7 +536,7 @@ def _offset(node: exp.Expr | None) -> int | None:
 def _refuse_functions(node: exp.Expr, allow_table: bool = False) -> None:
     for call in node.find_all(exp.Func):
         name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).upper()
-        if name in AGGREGATE_FUNCTIONS or isinstance(call, exp.AggFunc):
+        if name in AGGREGATE_FUNCTIONS or name in AGGREGATE_NAMES or isinstance(call, exp.AggFunc):
             raise QueryCompileError(
                 f"Aggregate function {name} can only be used in the SELECT or HAVING of an "
                 "aggregation (a query with GROUP BY).",

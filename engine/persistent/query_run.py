@@ -22,6 +22,7 @@ from typing import Any
 
 from headwater.engine.errors import EngineError, record_failure
 from headwater.engine.formats.serde import RowSerde
+from headwater.engine.functions import user_index
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import STRING, EvalFailure
 from headwater.engine.partitioner import partition_for
@@ -68,11 +69,12 @@ class OutputRecord:
 
 @dataclass(frozen=True, slots=True)
 class ProcessingError:
-    """A record the query skipped, as ksqlDB's processing log records it.
+    """A record the query skipped, as ksqlDB's processing log records it; or (kind
+    ``function``) a Python function that raised on a record, which went on with NULL there.
 
     Attributes:
         kind: ``deserialization``, ``processing`` (evaluating the query on the row failed),
-            ``timestamp`` or ``serialization``.
+            ``timestamp``, ``serialization`` or ``function``.
     """
 
     query_id: str
@@ -125,53 +127,62 @@ class RecordPipeline:
         out: list[OutputRecord] = []
         errors: list[ProcessingError] = []
         source = self.compiled.source
+        for record in records:
+            self._one(record, out, errors)
+            if user_index.failures_pending():
+                errors.extend(
+                    function_failures(self.query_id, source.topic, record.partition, record.offset)
+                )
+        return out, errors
+
+    def _one(
+        self, record: InputRecord, out: list[OutputRecord], errors: list[ProcessingError]
+    ) -> None:
+        """One record's sink records (into ``out``), or why it was skipped (into ``errors``)."""
+        source = self.compiled.source
         keep = self.compiled.row_filter
         table = self.compiled.kind is SourceKind.TABLE
-        for record in records:
-            stage = "deserialization"
-            if table and record.key is None:
-                continue  # a table's record without a key: ksqlDB drops it
-            try:
-                value = self._reader.value(record)
-                if value is None and keep is not None and not table:
-                    continue  # WHERE drops records without a value, as ksqlDB's filter does
-                view = self._reader.view(record, value)
-                stage = "processing"
-                old = view.pop(OLD_ROW, None) if record.row is not None else None
-                if keep is not None and value is not None and keep(view) is not True:
-                    if table:  # a row filtered out of a table is a row deleted from it
-                        value = None
-                    else:
-                        continue
-                if (
-                    keep is not None
-                    and table
-                    and value is None
-                    and record.row is not None
-                    and (old is None or keep(old) is not True)
-                ):
-                    # a join's table sends its old rows too (ksqlDB enables it): a row that did
-                    # not pass before and does not now changes nothing downstream
-                    continue
-                if self._table_functions:
-                    if value is None:
-                        continue  # nothing to explode
-                    views = self._exploded(view)
+        stage = "deserialization"
+        if table and record.key is None:
+            return  # a table's record without a key: ksqlDB drops it
+        try:
+            value = self._reader.value(record)
+            if value is None and keep is not None and not table:
+                return  # WHERE drops records without a value, as ksqlDB's filter does
+            view = self._reader.view(record, value)
+            stage = "processing"
+            old = view.pop(OLD_ROW, None) if record.row is not None else None
+            if keep is not None and value is not None and keep(view) is not True:
+                if table:  # a row filtered out of a table is a row deleted from it
+                    value = None
                 else:
-                    views = [view]
-                records_out = []
-                for seq, each in enumerate(views):
-                    stage = "serialization"
-                    records_out.append(self._output(record, each, value, seq))
-            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                errors.append(
-                    skipped(
-                        self.query_id, exc, stage, source.topic, record.partition, record.offset
-                    )
-                )
-                continue
-            out.extend(records_out)
-        return out, errors
+                    return
+            if (
+                keep is not None
+                and table
+                and value is None
+                and record.row is not None
+                and (old is None or keep(old) is not True)
+            ):
+                # a join's table sends its old rows too (ksqlDB enables it): a row that did
+                # not pass before and does not now changes nothing downstream
+                return
+            if self._table_functions:
+                if value is None:
+                    return  # nothing to explode
+                views = self._exploded(view)
+            else:
+                views = [view]
+            records_out = []
+            for seq, each in enumerate(views):
+                stage = "serialization"
+                records_out.append(self._output(record, each, value, seq))
+        except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+            errors.append(
+                skipped(self.query_id, exc, stage, source.topic, record.partition, record.offset)
+            )
+            return
+        out.extend(records_out)
 
     def _output(
         self,
@@ -296,6 +307,17 @@ class RecordError(EngineError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def function_failures(
+    query_id: str, topic: str, partition: int, offset: int
+) -> list[ProcessingError]:
+    """The processing-log entries of the Python functions that raised on one record (each gave
+    NULL there, and the record went on, as ksqlDB's UDFs do)."""
+    return [
+        ProcessingError(query_id, "function", message, topic, partition, offset)
+        for message in user_index.take_failures()
+    ]
 
 
 def skipped(

@@ -37,6 +37,7 @@ from typing import Any
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from headwater.engine.functions.extensions import ensure
 from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
@@ -106,6 +107,7 @@ def pipeline_of(payload: str) -> AggregatePipeline:
         found = _pipelines.get(payload)
         if found is None:
             body = json.loads(payload)
+            ensure(body["catalog"].get("extensions"))  # the Python functions it calls
             catalog = catalog_from_dict(body["catalog"])
             found = AggregatePipeline.for_query(
                 catalog.queries[body["queryId"]], catalog, buffering=bool(body.get("buffering"))

@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from headwater.engine.functions.extensions import ensure
 from headwater.engine.persistent import RecordPipeline
 from headwater.engine.persistent.aggregate_run import AggregatePipeline, is_aggregate_statement
 from headwater.engine.persistent.join_run import (
@@ -61,6 +62,7 @@ def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline | Aggregate
         found = _pipelines.get(payload)
         if found is None:
             body = json.loads(payload)
+            ensure(body["catalog"].get("extensions"))  # the Python functions it calls
             catalog = catalog_from_dict(body["catalog"])
             query = catalog.queries[body["queryId"]]
             after: RecordPipeline | AggregatePipeline

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from headwater.engine.functions.extensions import ensure
 from headwater.engine.persistent import InputRecord, RecordPipeline
 from headwater.engine.persistent.aggregate_run import GroupedRow
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
@@ -131,6 +132,7 @@ def _pipeline(payload: str) -> Callable[[list[InputRecord]], pa.RecordBatch]:
         found = _pipelines.get(payload)
         if found is None:
             body = json.loads(payload)
+            ensure(body["catalog"].get("extensions"))  # the Python functions it calls
             catalog = catalog_from_dict(body["catalog"])
             records = RecordPipeline.for_query(catalog.queries[body["queryId"]], catalog)
             if refusal(records.compiled, records.sink) is None:

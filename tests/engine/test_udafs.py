@@ -115,26 +115,30 @@ def error(name: str, types: Sequence[SqlType], consts: Sequence[Any] = ()) -> st
 
 
 def test_aggregate_names() -> None:
-    assert AGGREGATE_NAMES == {
-        "COUNT",
-        "COUNT_DISTINCT",
-        "SUM",
-        "SUM_LIST",
-        "AVG",
-        "MIN",
-        "MAX",
-        "TOPK",
-        "TOPKDISTINCT",
-        "COLLECT_LIST",
-        "COLLECT_SET",
-        "HISTOGRAM",
-        "EARLIEST_BY_OFFSET",
-        "LATEST_BY_OFFSET",
-        "STDDEV_SAMP",
-        "STDDEV_SAMPLE",
-        "CORRELATION",
-        "ATTR",
-    }
+    assert (
+        set(AGGREGATE_NAMES)
+        == AGGREGATE_NAMES.builtin
+        == {
+            "COUNT",
+            "COUNT_DISTINCT",
+            "SUM",
+            "SUM_LIST",
+            "AVG",
+            "MIN",
+            "MAX",
+            "TOPK",
+            "TOPKDISTINCT",
+            "COLLECT_LIST",
+            "COLLECT_SET",
+            "HISTOGRAM",
+            "EARLIEST_BY_OFFSET",
+            "LATEST_BY_OFFSET",
+            "STDDEV_SAMP",
+            "STDDEV_SAMPLE",
+            "CORRELATION",
+            "ATTR",
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -181,7 +185,7 @@ def test_table_capable_functions_are_ksqldbs_table_udafs() -> None:
         "CORRELATION": ((INTEGER, INTEGER), ()),
         "ATTR": ((INTEGER,), ()),
     }
-    assert set(calls) == AGGREGATE_NAMES
+    assert set(calls) == AGGREGATE_NAMES.builtin
     resolved = {name: resolve_udaf(name, *call) for name, call in calls.items()}
     assert {n for n, u in resolved.items() if u.table} == {
         "COUNT",

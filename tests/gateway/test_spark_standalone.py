@@ -1,5 +1,7 @@
 """Scaling out: a persistent query on a Spark standalone cluster (a master and a worker started from
-the PySpark package's own launcher on 127.0.0.1), chosen by one setting, `spark.master`."""
+the PySpark package's own launcher on 127.0.0.1), chosen by one setting, `spark.master`. The query
+calls a Python function of the server's extension folder: the executors get its module's text with
+the query, never the folder."""
 
 from __future__ import annotations
 
@@ -134,6 +136,12 @@ def test_a_csas_runs_on_a_standalone_cluster(
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the executors reach the driver here
     suffix = uuid.uuid4().hex[:6].upper()
     source, sink = f"SA_IN_{suffix}", f"SA_OUT_{suffix}"
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    (ext / "scaling.py").write_text(
+        "from headwater.functions import udf\n\n\n"
+        "@udf()\ndef tenfold(x: int) -> int:\n    return 10 * x\n"
+    )
     server = server_factory(
         "-b",
         memory_broker.bootstrap_servers,
@@ -143,13 +151,15 @@ def test_a_csas_runs_on_a_standalone_cluster(
         f"sa_{suffix}",
         "--set",
         f"spark.master={master}",
+        "--set",
+        f"ksql.extension.dir={ext}",
     )
     for sql in (
         (
             f"CREATE STREAM {source} (id STRING KEY, v INT) WITH (kafka_topic='{source}', "
             "partitions=2, value_format='JSON');"
         ),
-        f"CREATE STREAM {sink} AS SELECT id, v * 10 AS w FROM {source} WHERE v > 1;",
+        f"CREATE STREAM {sink} AS SELECT id, tenfold(v) AS w FROM {source} WHERE v > 1;",
         f"INSERT INTO {source} (id, v) VALUES ('a', 1);",
         f"INSERT INTO {source} (id, v) VALUES ('b', 2);",
         f"INSERT INTO {source} (id, v) VALUES ('c', 3);",
