@@ -324,8 +324,8 @@ def udf(
 
     Several functions declared with one name are its overloads, resolved as ksqlDB resolves
     them (an exact match first, then implicit widening INT -> BIGINT -> DECIMAL -> DOUBLE; fixed
-    parameters before variadic ones). With ``vectorized=True`` the function takes pyarrow arrays
-    (one per parameter) and returns one: it is called once per batch of records.
+    parameters before variadic ones). ``vectorized=True`` (pyarrow arrays in and out, a call per
+    batch) is reserved and refused for now.
     """
 
     def declare(target: F) -> F:
@@ -338,8 +338,8 @@ def udf(
             description or (inspect.getdoc(target) or "").split("\n", 1)[0],
             vectorized=vectorized,
         )
-        if vectorized and (overload.variadic or any(_has_generic(p.type) for p in overload.params)):
-            raise DeclarationError(f"{where}: a vectorized function has fixed, concrete types")
+        if vectorized:  # reserved: queries call Python functions record by record for now
+            raise DeclarationError(f"{where}: vectorized=True is not supported yet")
         _attach(
             target,
             Declaration("SCALAR", sql_name, overload, description, author, version, category),
@@ -430,16 +430,6 @@ def udaf(
         return target
 
     return declare
-
-
-def _has_generic(t: SqlType) -> bool:
-    if isinstance(t, (GenericType, AnyType, _AnyDecimal)):
-        return True
-    if isinstance(t, ArrayType):
-        return _has_generic(t.element)
-    if isinstance(t, MapType):
-        return _has_generic(t.key) or _has_generic(t.value)
-    return False
 
 
 _COLLECTING: contextvars.ContextVar[list[Declaration] | None] = contextvars.ContextVar(
