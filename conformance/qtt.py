@@ -20,11 +20,17 @@ stateless query stages in one Spark job, through what a live query's source task
 aggregations through Spark's stateful operators, and compares the rows: `conformance.qtt_spark`;
 with ``--ci`` a difference fails the run). Prints ``N passed,
 N failed, N skipped`` and the causes grouped.
+
+ksqlDB's test functions (TEST_UDF, TEST_UDAF, BAD_UDF, ...: its runner loads them from its test
+jar) are ported to Python in ``tests/ksql_functions``; each process loads that folder as an
+extension folder before its first case, and calls its modules' ``reset()`` before each case
+(`_load_test_functions`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -50,6 +56,7 @@ from headwater.engine.formats.schema_registry import (
 )
 from headwater.engine.formats.serde import serde_of
 from headwater.engine.formats.windows import split_windowed_key, window_size_ms
+from headwater.engine.functions.extensions import Loaded, load_folder
 from headwater.engine.insert_values import evaluate_insert_values
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, OutputRecord, RecordPipeline
@@ -70,6 +77,7 @@ from headwater.sqlparse_ext import ParseError, parse
 from headwater.sqlparse_ext import statements as ast
 
 CI_EXPECTED = Path(__file__).with_name("qtt_ci_expected.txt")
+TEST_FUNCTIONS = Path(__file__).resolve().parents[1] / "tests" / "ksql_functions"
 
 #: Formats headwater does not read yet.
 _LATER_FORMATS: tuple[str, ...] = ()
@@ -293,8 +301,26 @@ def _topics_of(
     return (pipeline.compiled.source.topic,)
 
 
+@functools.cache
+def _installed_test_functions() -> Loaded:
+    loaded = load_folder(TEST_FUNCTIONS)
+    if loaded.problems:
+        raise RuntimeError(f"qtt: ksqlDB's test functions: {'; '.join(loaded.problems)}")
+    return loaded
+
+
+def _load_test_functions() -> None:
+    """Installs ksqlDB's test functions (``TEST_FUNCTIONS``), once per process, and resets what
+    they keep between calls (a module's ``reset()``): ksqlDB gives each query new instances."""
+    for source in _installed_test_functions().modules:
+        reset = getattr(sys.modules[source.module_name], "reset", None)
+        if reset is not None:
+            reset()
+
+
 def run_case(file: str, case: dict, record: bool = False) -> Outcome:
     """One case's verdict; with ``record``, a passed case carries its stateless stages (`stages`)."""
+    _load_test_functions()
     name = case["name"]
     try:
         world = _run_case(case, record)

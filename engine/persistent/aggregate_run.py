@@ -271,6 +271,7 @@ class AggregatePipeline:
                 row = self._group_one(record, rank)
                 self._drain(errors, record)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                self._drain(errors, record)  # what its functions raised before it failed
                 errors.append(
                     skipped(
                         self.query_id,
@@ -474,6 +475,7 @@ class AggregatePipeline:
                 record = self._update(state, row)
                 self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                self._drain(errors, row)  # what its functions raised before it failed
                 errors.append(
                     skipped(
                         self.query_id,
@@ -605,6 +607,7 @@ class AggregatePipeline:
                     produced.extend(self._time_windows_row(task, row))
                 self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                self._drain(errors, row)  # what its functions raised before it failed
                 errors.append(
                     skipped(
                         self.query_id,

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.engine.formats.serde import RowSerde
+from headwater.engine.functions import user_index
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.join_plan import (
     DEFAULT_GRACE_MS,
@@ -52,6 +53,7 @@ from headwater.engine.persistent.query_run import (
     InputRecord,
     ProcessingError,
     RowReader,
+    function_failures,
     skipped,
 )
 from headwater.metastore.catalog import Column, Source, SourceKind
@@ -250,6 +252,12 @@ class JoinPipeline:
                     key = evaluate(row)
             except Exception:  # noqa: BLE001 - a join key that fails is NULL, as in ksqlDB
                 key = None
+            if user_index.failures_pending():  # a Python function in the join key raised
+                errors.extend(
+                    function_failures(
+                        self.query_id, leaf.source.topic, record.partition, record.offset
+                    )
+                )
             if key is None and not (fk_left and table):
                 continue  # ksqlDB drops records whose join key is NULL
             key_bytes = self._key_bytes(step, key)
@@ -318,6 +326,7 @@ class JoinPipeline:
                 key = parent.left_key(out.row)
             except Exception:  # noqa: BLE001 - a join key that fails is NULL, as in ksqlDB
                 key = None
+            user_index.take_failures()  # an n-way join's inner key: NULL, not logged (gap)
             key_bytes = self._key_bytes(parent, key)
         return SideRecord(
             -1, origin.task, key, key_bytes, out.row, out.timestamp, origin.partition, origin.offset

@@ -382,3 +382,21 @@ def test_the_readme_example_module_loads_and_runs_in_a_query() -> None:
         ]
     finally:
         extensions.activate(extensions.Loaded({}, ()))
+
+
+def test_a_group_key_that_raises_skips_its_record_and_its_failure_stays_with_it(
+    functions: extensions.Loaded,
+) -> None:
+    """The record whose GROUP BY gives NULL (the function raised) is skipped with its function's
+    log entry; nothing is left over to be pinned on a later record or another query."""
+    catalog = catalog_of(
+        FACTS,
+        ORDERS,
+        "CREATE TABLE n AS SELECT explode_if(qty > 1) AS g, COUNT(*) AS c FROM orders "
+        "GROUP BY explode_if(qty > 1);",
+    )
+    local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
+    out, errors = local.process(_records({"QTY": 1}, {"QTY": 2}, {"QTY": 1}))
+    assert [json.loads(o.value or b"") for o in out] == [{"C": 1}, {"C": 2}]
+    assert [(e.kind, e.offset) for e in errors] == [("function", 1), ("serialization", 1)]
+    assert user_index.take_failures() == []
