@@ -38,6 +38,7 @@ from sqlglot import exp
 
 from headwater.engine.columnar.batch import Batch, Column, arrow_type, broadcast, to_column
 from headwater.engine.expressions import Compiled, Scope, compile_expression
+from headwater.engine.functions import user_index
 from headwater.engine.functions.types import BIGINT, BOOLEAN, DOUBLE, INTEGER, NULL, STRING
 from headwater.sqlparse_ext.sqltypes import SqlType
 
@@ -118,6 +119,8 @@ def per_row(compiled: Compiled, scope: Scope) -> Vector:
             except Exception as exc:  # noqa: BLE001 - the row runs per record, which reports it
                 bad.setdefault(i, f"{type(exc).__name__}: {exc}")
                 values.append(None)
+            if user_index.failures_pending():  # a Python function raised on the row: it runs
+                bad.setdefault(i, "; ".join(user_index.take_failures()))  # per record, logged
         column, wrong = to_column(values, t)
         for i, why in wrong.items():
             bad.setdefault(i, why)
@@ -167,8 +170,41 @@ def _kernel(node: exp.Expr, scope: Scope, compiled: Compiled) -> Vector | None:
             return None
         return Vector(t, lambda b, bad: pc.is_null(inner.run(b, bad)), inner.per_row, text)
     if kind is exp.Anonymous:
+        user = user_index.lookup(str(node.this), "SCALAR")
+        if user is not None:
+            return _python_function(node, scope, compiled, user)
         return _ascii_function(node, scope, compiled)
     return None
+
+
+def _python_function(
+    node: exp.Expr, scope: Scope, compiled: Compiled, function: user_index.UserFunction
+) -> Vector | None:
+    """A vectorized Python function: one call per batch over its arguments' columns. A batch it
+    raises on (or answers in another shape) runs row by row, as the per-record path does."""
+    arguments = [vectorize(a, scope) for a in node.expressions]
+    if any(arrow_type(a.type) is None and a.type != NULL for a in arguments):
+        return None
+    overload, result = user_index.resolve(function, [a.type for a in arguments])
+    if not overload.vectorized:
+        return None
+    call = user_index.vectorized_impl(function.name, overload, result)
+    slow = per_row(compiled, scope)
+    steps = tuple(s for a in arguments for s in a.per_row)
+
+    def run(b: Batch, bad: dict[int, str]) -> Column:
+        columns = []
+        for argument in arguments:
+            column = argument.run(b, bad)
+            if isinstance(column, list):
+                return slow.run(b, bad)
+            columns.append(column)
+        try:
+            return call(*columns)
+        except Exception:  # noqa: BLE001 - the rows run one by one, which logs what fails
+            return slow.run(b, bad)
+
+    return Vector(compiled.type, run, steps, compiled.text)
 
 
 def _arithmetic(node: exp.Expr, scope: Scope, t: SqlType, text: str) -> Vector | None:

@@ -6,7 +6,12 @@ Pure (no I/O)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
 
 from headwater.engine.functions import (
     arrays,
@@ -124,3 +129,33 @@ def _user_info(function: user_index.UserFunction) -> FunctionInfo:
         first.version,
         ", ".join(dict.fromkeys(d.module for d in function.declarations)),
     )
+
+
+def called_functions(node: Any) -> Iterator[str]:
+    """The names (upper case) of the function-table calls in a parsed statement or any part of
+    it (its dataclasses, lists and sqlglot expressions)."""
+    if isinstance(node, exp.Expr):
+        for call in node.find_all(exp.Anonymous):
+            yield call.name.upper()
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for field in dataclasses.fields(node):
+            yield from called_functions(getattr(node, field.name))
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            yield from called_functions(item)
+
+
+def unknown_functions(statement: Any) -> list[str]:
+    """The functions a parsed statement calls that this process has neither built in nor loaded
+    from its extension folder (a query planned on a server that had them)."""
+
+    def known(name: str) -> bool:
+        return (
+            name in registry.FUNCTIONS
+            or name in lambdas.LAMBDA_FUNCTIONS
+            or name in AGGREGATE_NAMES
+            or name in ("EXPLODE", "CUBE_EXPLODE")
+            or user_index.lookup(name) is not None
+        )
+
+    return sorted({name for name in called_functions(statement) if not known(name)})

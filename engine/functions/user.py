@@ -216,6 +216,13 @@ def sql_type_of(annotation: Any, where: str) -> tuple[SqlType, bool]:
     )
 
 
+def _admits_none(annotation: Any) -> bool:
+    return annotation is Any or (
+        typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        and type(None) in typing.get_args(annotation)
+    )
+
+
 def parse_sql_type(text: str, where: str) -> SqlType:
     """A type given as SQL text (``"STRUCT<A STRING>"``; single capital letters are generics)."""
     from headwater.sqlparse_ext.api import parse_type
@@ -266,11 +273,12 @@ def _params(
         if parameter.kind in (parameter.KEYWORD_ONLY, parameter.VAR_KEYWORD):
             raise DeclarationError(f"{where}: keyword-only parameters cannot be called from SQL")
         annotation = hints.get(parameter.name, inspect.Parameter.empty)
-        sql_type, nullable = sql_type_of(annotation, f"{where}, parameter {parameter.name}")
         text = given[index] if given is not None and index < len(given) else None
-        if text is not None:
+        if text is not None:  # the SQL type as text; the annotation says only whether NULL comes
             sql_type = parse_sql_type(text, f"{where}, parameter {parameter.name}")
-            nullable = nullable or annotation is inspect.Parameter.empty
+            nullable = annotation is inspect.Parameter.empty or _admits_none(annotation)
+        else:
+            sql_type, nullable = sql_type_of(annotation, f"{where}, parameter {parameter.name}")
         found.append(
             Param(
                 parameter.name,
@@ -324,8 +332,11 @@ def udf(
 
     Several functions declared with one name are its overloads, resolved as ksqlDB resolves
     them (an exact match first, then implicit widening INT -> BIGINT -> DECIMAL -> DOUBLE; fixed
-    parameters before variadic ones). ``vectorized=True`` (pyarrow arrays in and out, a call per
-    batch) is reserved and refused for now.
+    parameters before variadic ones). With ``vectorized=True`` the function takes one pyarrow
+    array per parameter and returns an array of as many values: a persistent query that runs a
+    batch at a time calls it once per batch (elsewhere, once per record with arrays of one value).
+    Its parameters and result are INTEGER, BIGINT, DOUBLE, STRING or BOOLEAN, none variadic; a NULL
+    reaches it only for a parameter annotated ``X | None`` (else the row's result is NULL).
     """
 
     def declare(target: F) -> F:
@@ -338,8 +349,8 @@ def udf(
             description or (inspect.getdoc(target) or "").split("\n", 1)[0],
             vectorized=vectorized,
         )
-        if vectorized:  # reserved: queries call Python functions record by record for now
-            raise DeclarationError(f"{where}: vectorized=True is not supported yet")
+        if vectorized:
+            _check_vectorized(overload, where)
         _attach(
             target,
             Declaration("SCALAR", sql_name, overload, description, author, version, category),
@@ -430,6 +441,24 @@ def udaf(
         return target
 
     return declare
+
+
+VECTOR_TYPES = frozenset({"INTEGER", "BIGINT", "DOUBLE", "STRING", "BOOLEAN"})
+"""The types a vectorized function's parameters and result may have (those Arrow holds exactly)."""
+
+
+def _check_vectorized(overload: Overload, where: str) -> None:
+    returns = overload.returns
+    if not isinstance(returns, SqlType) or returns.sql() not in VECTOR_TYPES:
+        raise DeclarationError(
+            f"{where}: a vectorized function returns INTEGER, BIGINT, DOUBLE, STRING or BOOLEAN"
+        )
+    for param in overload.params:
+        if param.variadic or param.type.sql() not in VECTOR_TYPES:
+            raise DeclarationError(
+                f"{where}, parameter {param.name}: a vectorized function takes INTEGER, BIGINT, "
+                "DOUBLE, STRING or BOOLEAN arrays, none variadic"
+            )
 
 
 _COLLECTING: contextvars.ContextVar[list[Declaration] | None] = contextvars.ContextVar(

@@ -399,7 +399,10 @@ def scalar_impl(
     name: str, overload: Overload, args: Sequence[SqlType], result: SqlType
 ) -> Callable[..., Any]:
     """The engine's implementation of a resolved call: engine values in, engine value out; NULL
-    for a NULL where the parameter does not take one, and for a call that raises (recorded)."""
+    for a NULL where the parameter does not take one, and for a call that raises (recorded). A
+    vectorized function is called with arrays of one value."""
+    if overload.vectorized:
+        return _one_row(name, overload, args, result)
     params = expanded(overload.all_params, len(args)) or []
     inputs = [to_python(a, p.type) for a, p in zip(args, params, strict=True)]
     strict = [not p.nullable for p in params]
@@ -422,6 +425,67 @@ def scalar_impl(
         except Exception as error:  # noqa: BLE001 - the function's fault: NULL, recorded
             _record_failure(name, shown, error)
             return None
+
+    return call
+
+
+def _one_row(
+    name: str, overload: Overload, args: Sequence[SqlType], result: SqlType
+) -> Callable[..., Any]:
+    import pyarrow as pa
+
+    from headwater.engine.columnar.batch import arrow_type
+
+    types = [arrow_type(p.type) for p in overload.params]
+    strict = [not p.nullable for p in overload.params]
+    target = overload.target
+    shown = tuple(args)
+
+    def call(*values: Any) -> Any:
+        if any(v is None and s for v, s in zip(values, strict, strict=True)):
+            return None
+        try:
+            arrays = [pa.array([v], t) for v, t in zip(values, types, strict=True)]
+            found = pa.array(target(*arrays))
+            if len(found) != 1:
+                raise ValueError(f"returned {len(found)} values for 1 row")
+            return found[0].as_py()
+        except Exception as error:  # noqa: BLE001 - the function's fault: NULL, recorded
+            _record_failure(name, shown, error)
+            return None
+
+    return call
+
+
+def vectorized_impl(name: str, overload: Overload, result: SqlType) -> Callable[..., Any]:
+    """A vectorized function over whole columns: arrays in (cast to its parameters' types), an
+    array out, NULL where a parameter that takes none gets one. Raises what the function raises
+    (the caller runs the batch's rows one by one then) or ValueError for an answer of another
+    length or type."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from headwater.engine.columnar.batch import arrow_type
+
+    types = [arrow_type(p.type) for p in overload.params]
+    strict = [i for i, p in enumerate(overload.params) if not p.nullable]
+    target = overload.target
+    result_type = arrow_type(result)
+
+    def call(*columns: Any) -> Any:
+        arrays = [c.cast(t, safe=False) for c, t in zip(columns, types, strict=True)]
+        size = len(arrays[0]) if arrays else 0
+        found = target(*arrays)
+        if not isinstance(found, (pa.Array, pa.ChunkedArray)):
+            found = pa.array(found)
+        if isinstance(found, pa.ChunkedArray):
+            found = found.combine_chunks()
+        if len(found) != size:
+            raise ValueError(f"{name} returned {len(found)} values for {size} rows")
+        found = found.cast(result_type)  # safe: a value the type cannot hold raises
+        for i in strict:
+            found = pc.if_else(pc.is_null(arrays[i]), pa.nulls(size, found.type), found)
+        return found
 
     return call
 
@@ -551,4 +615,5 @@ __all__ = [
     "take_failures",
     "to_engine",
     "to_python",
+    "vectorized_impl",
 ]

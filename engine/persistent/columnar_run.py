@@ -99,12 +99,13 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
     if compiled.table_functions:
         return "table functions"
     if any(
-        user_index.lookup(call.name) is not None
+        (found := user_index.lookup(call.name)) is not None
+        and not all(o.vectorized for o in found.overloads)
         for node in (compiled.where_node, *compiled.key_nodes, *compiled.value_nodes)
         if node is not None
         for call in node.find_all(exp.Anonymous)
     ):
-        return "a Python function (called record by record)"
+        return "a Python function that is not vectorized"
     if compiled.scope is None or compiled.join is not None:
         return "a join"
     if sink is not None and sink.timestamp_column is not None:

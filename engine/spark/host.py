@@ -23,8 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from headwater.engine.functions.catalog import unknown_functions
 from headwater.engine.functions.extensions import module_specs
 from headwater.engine.persistent.aggregate_run import is_aggregate_statement
+from headwater.engine.persistent.query_run import parse_persistent
 from headwater.engine.spark.settings import EngineSettings
 from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.catalog import Catalog, Query, SourceKind
@@ -34,6 +36,12 @@ log = logging.getLogger(__name__)
 
 _WATCH_INTERVAL_S = 0.2
 _STOP_GRACE_S = 20.0
+
+
+def missing_functions(query: Query) -> list[str]:
+    """The functions ``query`` calls that this server has neither built in nor loaded."""
+    select, _sink = parse_persistent(query.statement_text)
+    return unknown_functions(select)
 
 
 def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
@@ -94,6 +102,7 @@ class QueryEngine:
         self._sent: dict[str, Any] | None = None
         self._payloads: dict[str, dict[str, Any]] = {}
         self._transient: dict[str, dict[str, Any]] = {}  # push queries with state
+        self._refused: dict[str, str] = {}  # query id -> why this server cannot run it
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._reader: threading.Thread | None = None
@@ -119,6 +128,8 @@ class QueryEngine:
                 )
                 for q in sent
             }
+            for query_id, message in self._refused.items():
+                found[query_id] = {"state": "ERROR", "message": message}
         return found
 
     def run_transient(self, query_id: str, payload: dict[str, Any]) -> None:
@@ -155,7 +166,17 @@ class QueryEngine:
         for query_id in set(self._payloads) - set(catalog.queries):
             del self._payloads[query_id]
         wanted: dict[str, Any] = {}
+        refused: dict[str, str] = {}
         for query_id in sorted(owned & set(catalog.queries)):
+            missing = missing_functions(catalog.queries[query_id])
+            if missing:  # planned where they were loaded: refused here, by name, not crashed
+                refused[query_id] = (
+                    f"this server cannot run query {query_id}: it calls "
+                    f"{', '.join(missing)}, which this server's extension folder "
+                    "(ksql.extension.dir) does not declare. Add the module there and restart "
+                    "the server; the query then resumes from its checkpoint."
+                )
+                continue
             payload = self._payloads.get(query_id)
             if payload is None:  # once per query: what it needs cannot change while it exists
                 payload = self._payloads[query_id] = query_payload(
@@ -163,6 +184,10 @@ class QueryEngine:
                 )
             wanted[query_id] = payload
         with self._lock:
+            for query_id, message in refused.items():
+                if self._refused.get(query_id) != message:
+                    log.error("%s", message)
+            self._refused = refused
             wanted.update(self._transient)
             if self._process is not None and not self._process.is_alive():
                 # The child died (killed, out of memory): its queries resume from their

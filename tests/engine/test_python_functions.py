@@ -24,7 +24,7 @@ from headwater.engine.persistent import InputRecord, RecordPipeline
 from headwater.engine.persistent.aggregate_run import AggregatePipeline, LocalAggregation
 from headwater.engine.pull.query import Row, plan_pull, select_rows
 from headwater.engine.push import plan_push, push_rows
-from headwater.engine.spark.host import query_payload
+from headwater.engine.spark.host import missing_functions, query_payload
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts
 from headwater.sqlparse_ext import parse_one
@@ -400,3 +400,101 @@ def test_a_group_key_that_raises_skips_its_record_and_its_failure_stays_with_it(
     assert [json.loads(o.value or b"") for o in out] == [{"C": 1}, {"C": 2}]
     assert [(e.kind, e.offset) for e in errors] == [("function", 1), ("serialization", 1)]
     assert user_index.take_failures() == []
+
+
+def test_a_server_without_the_module_names_what_a_catalog_query_lacks(
+    functions: extensions.Loaded,
+) -> None:
+    """A query planned on a server that had the function, run by one that has not (its folder
+    lacks the module): refused by name before it reaches Spark (`QueryEngine` reports ERROR)."""
+    catalog = catalog_of(
+        FACTS,
+        ORDERS,
+        "CREATE TABLE n AS SELECT id, sum_sq(qty) AS s, COUNT(*) AS c FROM orders "
+        "WHERE twice(qty) > 2 GROUP BY id;",
+    )
+    query = catalog.queries["CTAS_N_1"]
+    assert missing_functions(query) == []
+    extensions.activate(extensions.Loaded({}, ()))
+    assert missing_functions(query) == ["SUM_SQ", "TWICE"]
+
+
+VECTORIZED = """
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from headwater.functions import udf
+
+CALLS = []
+
+
+@udf(vectorized=True, params=["INTEGER"], returns="BIGINT")
+def plus_ten(x: int) -> int:
+    CALLS.append(len(x))
+    return pc.add(x.cast(pa.int64()), 10)
+
+
+@udf(vectorized=True)
+def fragile(x: int) -> int:
+    if pc.any(pc.equal(x, 3)).as_py():
+        raise ValueError("three")
+    return x
+"""
+
+
+def _vectorized(tmp_path: Path) -> extensions.Loaded:
+    source = extensions.ModuleSource("vec", VECTORIZED, extensions._digest(VECTORIZED))
+    loaded = extensions.load([source])
+    assert not loaded.problems, loaded.problems
+    extensions.activate(loaded)
+    return loaded
+
+
+def test_a_vectorized_function_is_called_once_per_batch_and_agrees_with_the_per_record_path(
+    tmp_path: Path,
+) -> None:
+    from headwater.engine.persistent.columnar_run import ColumnarPipeline, refusal
+
+    loaded = _vectorized(tmp_path)
+    module = sys.modules[loaded.modules[0].module_name]
+    try:
+        catalog = catalog_of(
+            FACTS,
+            ORDERS,
+            "CREATE STREAM v AS SELECT id, plus_ten(qty) AS p, fragile(qty) AS f FROM orders "
+            "WHERE plus_ten(qty) > 11;",
+        )
+        records = RecordPipeline.for_query(catalog.queries["CSAS_V_1"], catalog)
+        assert refusal(records.compiled, records.sink) is None  # it runs a batch at a time
+        batch = _records(*({"QTY": q} for q in (1, 2, None, 4, 5)))
+        per_record, errors = records.process(batch)
+        module.CALLS.clear()
+        columnar = ColumnarPipeline(records).process(batch)
+        assert module.CALLS == [5, 3]  # one call for the WHERE's 5 rows, one for the 3 it keeps
+        assert [json.loads(o.value or b"") for o in per_record] == [
+            {"P": 12, "F": 2},
+            {"P": 14, "F": 4},
+            {"P": 15, "F": 5},
+        ]
+        assert columnar.column("value").to_pylist() == [o.value for o in per_record]
+        assert errors == []
+
+        failing = _records({"QTY": 2}, {"QTY": 3}, {"QTY": 4})  # fragile raises on the batch
+        per_record, errors = records.process(failing)
+        columnar = ColumnarPipeline(records).process(failing)
+        rows = sorted(columnar.to_pylist(), key=lambda r: r["source_offset"])  # in any order
+        written = [json.loads(r["value"]) for r in rows if r["error"] is None]
+        assert written == [json.loads(o.value or b"") for o in per_record]
+        assert written == [{"P": 12, "F": 2}, {"P": 13, "F": None}, {"P": 14, "F": 4}]
+        logged = [(r["error"], r["source_offset"]) for r in rows if r["error"] is not None]
+        assert logged == [("function", 1)] == [(e.kind, e.offset) for e in errors]
+    finally:
+        extensions.activate(extensions.Loaded({}, ()))
+
+
+def test_a_vectorized_declaration_takes_only_arrow_types() -> None:
+    with pytest.raises(DeclarationError, match="vectorized function takes"):
+
+        @udf(vectorized=True)
+        def spread(*xs: int) -> int:
+            return 1

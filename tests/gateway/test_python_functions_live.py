@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from headwater.kafka.broker import EmbeddedBroker
@@ -164,3 +165,32 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
     status = _ok(server.ksql(f"DESCRIBE {projected} EXTENDED;"))[0]["sourceDescription"]
     assert "two is not allowed" in json.dumps(status), status
     assert server.stop() == 0
+
+    # The same node started again without the module: its queries are refused by name (ERROR),
+    # the server runs on, and a statement calling the function is refused as ksqlDB refuses it.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    again = server_factory(
+        "-b",
+        memory_broker.bootstrap_servers,
+        "--state-dir",
+        str(tmp_path / "node"),
+        "--service-id",
+        f"pf_{suffix}",
+        "--set",
+        f"ksql.extension.dir={empty}",
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        statuses = httpx.get(f"{again.url}/queryStatus", timeout=10).json()["queries"]
+        if len(statuses) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert {s["state"] for s in statuses.values()} == {"ERROR"}, statuses
+    assert any("calls TENFOLD" in s["message"] for s in statuses.values()), statuses
+    assert any("calls PRODUCT" in s["message"] for s in statuses.values()), statuses
+    refused = again.ksql(f"CREATE STREAM x_{suffix} AS SELECT tenfold(v) FROM {source};")
+    assert refused.status_code == 400, refused.text
+    assert "Can't find any functions with the name 'TENFOLD'" in refused.text
+    assert again.query(f"SELECT * FROM {products};").status_code == 200  # the rest works
+    assert again.stop() == 0
