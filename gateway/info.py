@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from headwater.engine.functions.extensions import current
 from headwater.gateway.services import Services, services_of
 from headwater.metastore.codec import catalog_digest
 from headwater.metastore.runner import RunnerState
@@ -23,7 +24,9 @@ it, in ``headwaterVersion``)."""
 
 
 def server_info(services: Services) -> dict[str, Any]:
-    """ksqlDB's ``/info`` body, plus headwater's ``headwaterVersion`` and ``catalogDigest``."""
+    """ksqlDB's ``/info`` body, plus headwater's ``headwaterVersion``, ``catalogDigest`` and
+    ``extensions``: the Python function modules this server loaded (path, digest of the text,
+    functions), so an operator can see which servers of a cluster carry which versions."""
     running = services.runner.state is RunnerState.RUNNING
     return {
         "KsqlServerInfo": {
@@ -34,7 +37,27 @@ def server_info(services: Services) -> dict[str, Any]:
         },
         "headwaterVersion": services.info.version,
         "catalogDigest": catalog_digest(services.runner.catalog),
+        "extensions": loaded_modules(),
     }
+
+
+def loaded_modules() -> list[dict[str, Any]]:
+    """The extension folder's modules this server loaded, with the functions each declares."""
+    loaded = current()
+    by_module: dict[str, list[str]] = {}
+    for function in loaded.functions.values():
+        for declaration in function.declarations:
+            names = by_module.setdefault(declaration.module, [])
+            if function.name not in names:
+                names.append(function.name)
+    return [
+        {
+            "module": m.path or m.stem,
+            "sha256": m.digest,
+            "functions": sorted(by_module.get(m.path or m.stem, [])),
+        }
+        for m in loaded.modules
+    ]
 
 
 def kafka_reachable(services: Services) -> bool:

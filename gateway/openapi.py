@@ -162,7 +162,7 @@ PATHS: dict[str, dict[str, Any]] = {
     },
     "/info": {
         "get": {
-            "summary": "Server version, service id, status and catalog digest",
+            "summary": "Server version, service id, status, catalog digest, Python function modules",
             "responses": {"200": _json("KsqlServerInfo")},
         }
     },

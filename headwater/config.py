@@ -151,6 +151,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Load the Python functions of ksql.extension.dir (false: none are loaded).",
     ),
     Setting(
+        "headwater.functions.call.timeout.ms",
+        "function_call_timeout_ms",
+        _int(0),
+        "How long one call of a Python function may run in a persistent query (Spark's "
+        "workers) before it is stopped: NULL for that record, logged; 0: no limit.",
+    ),
+    Setting(
         "ksql.query.pull.table.scan.enabled",
         "pull_table_scan_enabled",
         _bool,
@@ -453,6 +460,7 @@ class ServerConfig:
     state_dir: str | None = None
     extension_dir: str | None = None
     udfs_enabled: bool = True
+    function_call_timeout_ms: int = 10_000
     pull_table_scan_enabled: bool = True
     pull_max_allowed_offset_lag: int = 2**63 - 1
     pull_max_concurrent_requests: int = 8

@@ -31,6 +31,7 @@ from headwater.config import ConfigError, ServerConfig, as_text, defaults, heart
 from headwater.engine.formats import schema_registry
 from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.engine.functions.extensions import load_folder
+from headwater.engine.functions.user_index import set_call_limit
 from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
@@ -210,6 +211,7 @@ def _load_extensions(config: ServerConfig, state_dir: Path) -> None:
     module that fails is logged and left out, the server starts with the rest."""
     if not config.udfs_enabled:
         return
+    set_call_limit(config.function_call_timeout_ms)
     folder = Path(config.extension_dir) if config.extension_dir else state_dir / "ext"
     loaded = load_folder(folder)
     if loaded.functions:

@@ -8,7 +8,7 @@ modules declare with `headwater.functions` becomes SQL functions; a module that 
 a function that clashes with a built-in or with another module's overload, is left out and
 reported (`Loaded.problems`), and the server goes on with the rest.
 
-Persistent queries carry the modules' texts in their payload (`module_specs`), and Spark's Python
+Persistent queries carry the modules' texts in their payload (`payload`), and Spark's Python
 workers, local or on other machines, load them from there (`ensure`) before they compile the
 query: the same code runs wherever the query runs, and a worker never reads the folder.
 """
@@ -231,22 +231,30 @@ def current() -> Loaded:
     return _current
 
 
-def module_specs() -> list[dict[str, str]]:
-    """The installed modules as a query payload carries them (stem, text, digest)."""
-    return [
-        {"stem": m.stem, "text": m.text, "digest": m.digest, "path": m.path}
-        for m in _current.modules
-    ]
+def payload() -> dict[str, Any] | None:
+    """The installed modules as a query payload carries them (stem, text, digest, path), and
+    the call limit; None when there are none."""
+    if not _current.modules:
+        return None
+    return {
+        "modules": [
+            {"stem": m.stem, "text": m.text, "digest": m.digest, "path": m.path}
+            for m in _current.modules
+        ],
+        "callTimeoutMs": user_index.call_limit_ms(),
+    }
 
 
-def ensure(specs: Sequence[Mapping[str, Any]] | None) -> None:
-    """Makes the functions of ``specs`` (from a query payload) the installed ones, loading their
-    modules if this process has not yet. A worker calls it before it compiles a query."""
-    if not specs:
+def ensure(carried: Mapping[str, Any] | None) -> None:
+    """Makes the functions of ``carried`` (a query payload's `payload`) the installed ones,
+    loading their modules if this process has not yet, with their call limit. A worker calls it
+    before it compiles a query."""
+    if not carried:
         return
+    user_index.set_call_limit(int(carried.get("callTimeoutMs") or 0))
     sources = [
         ModuleSource(str(s["stem"]), str(s["text"]), str(s["digest"]), str(s.get("path") or ""))
-        for s in specs
+        for s in carried.get("modules") or ()
     ]
     if [m.digest for m in _current.modules] == [s.digest for s in sources]:
         return
@@ -262,6 +270,6 @@ __all__ = [
     "ensure",
     "load",
     "load_folder",
-    "module_specs",
+    "payload",
     "read_folder",
 ]

@@ -15,7 +15,9 @@ calls recorded into processing-log entries, and the query goes on, as ksqlDB doe
 from __future__ import annotations
 
 import datetime as dt
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -146,6 +148,71 @@ def take_failures() -> list[str]:
         return []
     _failures.list = []
     return found
+
+
+# -- time limits -----------------------------------------------------------------------------------
+
+
+class CallTimeout(Exception):
+    """A Python function ran longer than ``headwater.functions.call.timeout.ms`` allows."""
+
+
+_limit_s: float | None = None
+_MAIN = threading.main_thread().ident
+_started = [0.0]  # when the main thread's current call started (0: none runs)
+_watchdog: threading.Thread | None = None
+
+
+def set_call_limit(ms: int | None) -> None:
+    """Bounds each call of a Python function on this process's main thread (where Spark's
+    workers run a query's stages) to ``ms`` milliseconds; None or 0: unbounded."""
+    global _limit_s
+    _limit_s = ms / 1000 if ms else None
+
+
+def call_limit_ms() -> int:
+    """The bound `set_call_limit` set (0: none)."""
+    return int(_limit_s * 1000) if _limit_s else 0
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    if _started[0] and _limit_s and time.monotonic() - _started[0] >= _limit_s:
+        raise CallTimeout(f"the call ran longer than {int(_limit_s * 1000)} ms")
+
+
+def _watch() -> None:
+    """Wakes the main thread (SIGALRM: its handler raises there) when its call overruns."""
+    while True:
+        limit = _limit_s
+        time.sleep(min(0.25, limit / 4) if limit else 0.25)
+        started = _started[0]
+        if limit and started and time.monotonic() - started >= limit and _MAIN is not None:
+            signal.pthread_kill(_MAIN, signal.SIGALRM)
+
+
+def _arm() -> bool:
+    """Installs the alarm handler and the watchdog once (from the main thread); False when
+    SIGALRM belongs to someone else."""
+    global _watchdog
+    if _watchdog is None:
+        if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None, _on_alarm):
+            return False
+        signal.signal(signal.SIGALRM, _on_alarm)
+        _watchdog = threading.Thread(target=_watch, name="function-call-limit", daemon=True)
+        _watchdog.start()
+    return True
+
+
+def bounded(target: Callable[..., Any], *args: Any) -> Any:
+    """``target(*args)``, within the call limit when on the main thread (elsewhere, a server's
+    pull and push queries, the request's own timeout bounds the answer, not the call)."""
+    if _limit_s is None or threading.get_ident() != _MAIN or _started[0] or not _arm():
+        return target(*args)
+    _started[0] = time.monotonic()
+    try:
+        return target(*args)
+    finally:
+        _started[0] = 0.0
 
 
 # -- resolution ------------------------------------------------------------------------------------
@@ -420,7 +487,7 @@ def scalar_impl(
             else:
                 converted.append(convert(value))
         try:
-            found = target(*converted)
+            found = bounded(target, *converted)
             return None if found is None else output(found)
         except Exception as error:  # noqa: BLE001 - the function's fault: NULL, recorded
             _record_failure(name, shown, error)
@@ -446,7 +513,7 @@ def _one_row(
             return None
         try:
             arrays = [pa.array([v], t) for v, t in zip(values, types, strict=True)]
-            found = pa.array(target(*arrays))
+            found = pa.array(bounded(target, *arrays))
             if len(found) != 1:
                 raise ValueError(f"returned {len(found)} values for 1 row")
             return found[0].as_py()
@@ -475,7 +542,7 @@ def vectorized_impl(name: str, overload: Overload, result: SqlType) -> Callable[
     def call(*columns: Any) -> Any:
         arrays = [c.cast(t, safe=False) for c, t in zip(columns, types, strict=True)]
         size = len(arrays[0]) if arrays else 0
-        found = target(*arrays)
+        found = bounded(target, *arrays)
         if not isinstance(found, (pa.Array, pa.ChunkedArray)):
             found = pa.array(found)
         if isinstance(found, pa.ChunkedArray):
@@ -509,7 +576,7 @@ def table_impl(
                 return []
             converted.append(None if value is None else convert(value))
         try:
-            found = target(*converted)
+            found = bounded(target, *converted)
             return [None if v is None else output(v) for v in (found or ())]
         except Exception as error:  # noqa: BLE001 - the function's fault: no rows, recorded
             _record_failure(name, shown, error)
@@ -551,7 +618,7 @@ class UserAggregate:
 
     def initial(self) -> Any:
         """A group's first state."""
-        return self.instance.initialize()
+        return bounded(self.instance.initialize)
 
     def add(self, state: Any, values: tuple[Any, ...], order: Any = None) -> Any:
         """The state with one row added (unchanged when the function raises, recorded)."""
@@ -559,7 +626,7 @@ class UserAggregate:
         if args is None:
             return state
         try:
-            return self.instance.aggregate(state, *args)
+            return bounded(self.instance.aggregate, state, *args)
         except Exception as error:  # noqa: BLE001 - the function's fault: recorded
             _record_failure(self.name, self._shown, error)
             return state
@@ -570,19 +637,19 @@ class UserAggregate:
         if args is None:
             return state
         try:
-            return self.instance.undo(state, *args)
+            return bounded(self.instance.undo, state, *args)
         except Exception as error:  # noqa: BLE001 - the function's fault: recorded
             _record_failure(self.name, self._shown, error)
             return state
 
     def merge(self, a: Any, b: Any) -> Any:
         """Two sessions' states as one."""
-        return self.instance.merge(a, b)
+        return bounded(self.instance.merge, a, b)
 
     def result(self, state: Any) -> Any:
         """The value a group's state gives (NULL when ``map`` raises, recorded)."""
         try:
-            found = self.instance.map(state)
+            found = bounded(self.instance.map, state)
             return None if found is None else self._output(found)
         except Exception as error:  # noqa: BLE001 - the function's fault: recorded
             _record_failure(self.name, self._shown, error)
@@ -600,9 +667,12 @@ def split_aggregate_args(overload: Overload, count: int) -> tuple[int, int]:
 
 
 __all__ = [
+    "CallTimeout",
     "FunctionNames",
     "UserAggregate",
     "UserFunction",
+    "bounded",
+    "call_limit_ms",
     "expanded",
     "failures_pending",
     "install",
@@ -610,6 +680,7 @@ __all__ = [
     "lookup",
     "resolve",
     "scalar_impl",
+    "set_call_limit",
     "split_aggregate_args",
     "table_impl",
     "take_failures",

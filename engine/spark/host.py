@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater.engine.functions.catalog import unknown_functions
-from headwater.engine.functions.extensions import module_specs
+from headwater.engine.functions.extensions import payload as extension_payload
 from headwater.engine.persistent.aggregate_run import is_aggregate_statement
 from headwater.engine.persistent.query_run import parse_persistent
 from headwater.engine.spark.settings import EngineSettings
@@ -67,9 +67,9 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
     }
     if query.start_offsets:  # where it reads until it has a checkpoint (other topics: from 0)
         payload["startingOffsets"] = start_offsets_to_dict(query.start_offsets)
-    modules = module_specs()
-    if modules:  # the Python functions' modules: Spark's workers load them from here
-        payload["catalog"]["extensions"] = modules
+    extensions = extension_payload()
+    if extensions:  # the Python functions' modules: Spark's workers load them from here
+        payload["catalog"]["extensions"] = extensions
     return payload
 
 

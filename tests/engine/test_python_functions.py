@@ -338,7 +338,7 @@ def test_a_query_payload_carries_the_modules_and_a_fresh_process_loads_them(
         FACTS, ORDERS, "CREATE STREAM out AS SELECT id, twice(qty) AS t FROM orders;"
     )
     payload = query_payload(catalog.queries["CSAS_OUT_1"], catalog)
-    assert [m["stem"] for m in payload["catalog"]["extensions"]] == ["mine"]
+    assert [m["stem"] for m in payload["catalog"]["extensions"]["modules"]] == ["mine"]
     (tmp_path / "ext" / "mine.py").unlink()  # the worker must not need it
     body = tmp_path / "payload.json"
     body.write_text(json.dumps({"queryId": "CSAS_OUT_1", "catalog": payload["catalog"]}))
@@ -498,3 +498,51 @@ def test_a_vectorized_declaration_takes_only_arrow_types() -> None:
         @udf(vectorized=True)
         def spread(*xs: int) -> int:
             return 1
+
+
+def test_a_call_that_hangs_is_stopped_at_the_limit_on_a_workers_main_thread() -> None:
+    """As in a Spark worker (a process of its own, the query's stages on its main thread): a
+    sleeping and a spinning function are both stopped, each record gets NULL and a log entry."""
+    script = textwrap.dedent(
+        """
+        import time
+        from headwater.engine.functions import extensions, user_index
+        from headwater.engine.functions.types import BIGINT
+
+        TEXT = '''
+        import time
+        from headwater.functions import udf
+
+        @udf()
+        def sleepy(x: int) -> int:
+            time.sleep(60)
+            return x
+
+        @udf()
+        def spinning(x: int) -> int:
+            while True:
+                x += 1
+        '''
+        loaded = extensions.load([extensions.ModuleSource("hang", TEXT, "d")])
+        extensions.activate(loaded)
+        user_index.set_call_limit(300)
+        for name in ("SLEEPY", "SPINNING"):
+            function = loaded.functions[name]
+            overload, result = user_index.resolve(function, [BIGINT])
+            call = user_index.scalar_impl(name, overload, [BIGINT], result)
+            started = time.monotonic()
+            value = call(1)
+            print(name, value, round(time.monotonic() - started, 1))
+        print(user_index.take_failures())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    for line, name in zip(lines, ("SLEEPY", "SPINNING"), strict=False):
+        called, value, seconds = line.split()
+        assert (called, value) == (name, "None")
+        assert 0.25 <= float(seconds) < 3, line
+    assert lines[2].count("ran longer than 300 ms") == 2, lines[2]

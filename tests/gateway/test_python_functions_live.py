@@ -34,6 +34,15 @@ def fails_on(x: int) -> int:
     return x
 
 
+@udf()
+def naps(x: int) -> int:
+    if x == 3:
+        import time
+
+        time.sleep(600)  # hangs: stopped at headwater.functions.call.timeout.ms
+    return x
+
+
 @udaf(description="the product of the numbers")
 class product:
     def initialize(self) -> int:
@@ -79,16 +88,24 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
         f"ksql.extension.dir={ext}",
         "--set",
         "ksql.streams.cache.max.bytes.buffering=0",
+        "--set",
+        "headwater.functions.call.timeout.ms=1500",
     )
     listed = _ok(server.ksql("SHOW FUNCTIONS;"))[0]["functions"]
     mine = {f["name"]: f for f in listed if "source" in f}
     assert {n: f["type"] for n, f in mine.items()} == {
         "FAILS_ON": "SCALAR",
+        "NAPS": "SCALAR",
         "PRODUCT": "AGGREGATE",
         "TENFOLD": "SCALAR",
         "UPTO": "TABLE",
     }
     assert mine["TENFOLD"]["source"] == str(ext / "numbers.py")
+    info = httpx.get(f"{server.url}/info", timeout=10).json()
+    assert [(m["module"], m["functions"]) for m in info["extensions"]] == [
+        (str(ext / "numbers.py"), ["FAILS_ON", "NAPS", "PRODUCT", "TENFOLD", "UPTO"])
+    ]
+    assert len(info["extensions"][0]["sha256"]) == 64
     described = _ok(server.ksql("DESCRIBE FUNCTION tenfold;"))[0]
     assert (described["author"], described["version"], described["path"]) == (
         "tests",
@@ -105,8 +122,8 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
     )
     _ok(
         server.ksql(
-            f"CREATE STREAM {projected} AS SELECT id, tenfold(v) AS t, fails_on(v) AS f "
-            f"FROM {source};"
+            f"CREATE STREAM {projected} AS SELECT id, tenfold(v) AS t, fails_on(v) AS f, "
+            f"naps(v) AS n FROM {source};"
         )
     )
     _ok(server.ksql(f"CREATE STREAM {rows} AS SELECT id, upto(v) AS i FROM {source};"))
@@ -120,10 +137,10 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
 
     got = _read_topic(memory_broker, projected, 1, want=4)
     assert [(k, v) for k, v, _ in got] == [
-        (b"a", {"T": 10, "F": 1}),
-        (b"a", {"T": 20, "F": None}),  # the function raised: NULL, and the record went on
-        (b"b", {"T": 30, "F": 3}),
-        (b"a", {"T": 40, "F": 4}),
+        (b"a", {"T": 10, "F": 1, "N": 1}),
+        (b"a", {"T": 20, "F": None, "N": 2}),  # the function raised: NULL, the record went on
+        (b"b", {"T": 30, "F": 3, "N": None}),  # it hung: stopped after 1.5 s, NULL
+        (b"a", {"T": 40, "F": 4, "N": 4}),
     ]
     got = _read_topic(memory_broker, rows, 1, want=10)
     assert [(k, v["I"]) for k, v, _ in got] == [
@@ -163,7 +180,9 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
     ], pushed.text
 
     status = _ok(server.ksql(f"DESCRIBE {projected} EXTENDED;"))[0]["sourceDescription"]
-    assert "two is not allowed" in json.dumps(status), status
+    assert "two is not allowed" in json.dumps(status) or "longer than 1500 ms" in json.dumps(
+        status
+    ), status
     assert server.stop() == 0
 
     # The same node started again without the module: its queries are refused by name (ERROR),
@@ -187,7 +206,9 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
             break
         time.sleep(0.3)
     assert {s["state"] for s in statuses.values()} == {"ERROR"}, statuses
-    assert any("calls FAILS_ON, TENFOLD," in s["message"] for s in statuses.values()), statuses
+    assert any("calls FAILS_ON, NAPS, TENFOLD," in s["message"] for s in statuses.values()), (
+        statuses
+    )
     assert any("calls PRODUCT" in s["message"] for s in statuses.values()), statuses
     refused = again.ksql(f"CREATE STREAM x_{suffix} AS SELECT tenfold(v) FROM {source};")
     assert refused.status_code == 400, refused.text
