@@ -26,7 +26,8 @@ it, in ``headwaterVersion``)."""
 def server_info(services: Services) -> dict[str, Any]:
     """ksqlDB's ``/info`` body, plus headwater's ``headwaterVersion``, ``catalogDigest`` and
     ``extensions``: the Python function modules this server loaded (path, digest of the text,
-    functions), so an operator can see which servers of a cluster carry which versions."""
+    functions), so an operator can see which servers of a cluster carry which versions, and
+    ``extensionProblems``: the modules and functions it left out, and why."""
     running = services.runner.state is RunnerState.RUNNING
     return {
         "KsqlServerInfo": {
@@ -38,6 +39,7 @@ def server_info(services: Services) -> dict[str, Any]:
         "headwaterVersion": services.info.version,
         "catalogDigest": catalog_digest(services.runner.catalog),
         "extensions": loaded_modules(),
+        "extensionProblems": list(current().problems),
     }
 
 

@@ -106,6 +106,7 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
         (str(ext / "numbers.py"), ["FAILS_ON", "NAPS", "PRODUCT", "TENFOLD", "UPTO"])
     ]
     assert len(info["extensions"][0]["sha256"]) == 64
+    assert info["extensionProblems"] == []
     described = _ok(server.ksql("DESCRIBE FUNCTION tenfold;"))[0]
     assert (described["author"], described["version"], described["path"]) == (
         "tests",
@@ -177,6 +178,18 @@ def test_python_functions_run_in_every_kind_of_query(  # type: ignore[no-untyped
         ["a", 20],
         ["b", 30],
         ["a", 40],
+    ], pushed.text
+
+    # a push query with state: a transient Spark query, its workers load the module too
+    pushed = server.query(
+        f"SELECT id, product(v) AS p FROM {source} GROUP BY id EMIT CHANGES LIMIT 4;",
+        streamsProperties={"auto.offset.reset": "earliest"},
+    )
+    assert [i["row"]["columns"] for i in pushed.json() if "row" in i] == [
+        ["a", 1],
+        ["a", 2],
+        ["b", 3],
+        ["a", 8],
     ], pushed.text
 
     status = _ok(server.ksql(f"DESCRIBE {projected} EXTENDED;"))[0]["sourceDescription"]

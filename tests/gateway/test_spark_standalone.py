@@ -26,6 +26,34 @@ from headwater.kafka.clients import consumer
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 SPARK_HOME = Path(pyspark.__file__).parent
+FUNCTIONS = """
+from headwater.functions import udaf, udf, udtf
+
+
+@udf()
+def tenfold(x: int) -> int:
+    return 10 * x
+
+
+@udaf()
+class product:
+    def initialize(self) -> int:
+        return 1
+
+    def aggregate(self, state: int, x: int) -> int:
+        return state * x
+
+    def merge(self, a: int, b: int) -> int:
+        return a * b
+
+    def map(self, state: int) -> int:
+        return state
+
+
+@udtf()
+def upto(n: int) -> list[int]:
+    return list(range(n))
+"""
 
 
 def _free_port() -> int:
@@ -125,6 +153,23 @@ def spark_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 process.wait(10)
 
 
+def _read(
+    broker: EmbeddedBroker, topic: str, partitions: int, want: int
+) -> list[tuple[bytes | None, dict]]:
+    reader = consumer(broker.settings(), f"sa-{uuid.uuid4().hex[:6]}")
+    reader.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[tuple[bytes | None, dict]] = []
+    deadline = time.monotonic() + 180
+    while len(got) < want and time.monotonic() < deadline:
+        got += [
+            (m.key(), json.loads(m.value() or b"null"))
+            for m in reader.consume(100, 0.5)
+            if m.error() is None
+        ]
+    reader.close()
+    return got
+
+
 def test_a_csas_runs_on_a_standalone_cluster(
     memory_broker: EmbeddedBroker,
     server_factory,  # type: ignore[no-untyped-def]
@@ -138,10 +183,7 @@ def test_a_csas_runs_on_a_standalone_cluster(
     source, sink = f"SA_IN_{suffix}", f"SA_OUT_{suffix}"
     ext = tmp_path / "ext"
     ext.mkdir()
-    (ext / "scaling.py").write_text(
-        "from headwater.functions import udf\n\n\n"
-        "@udf()\ndef tenfold(x: int) -> int:\n    return 10 * x\n"
-    )
+    (ext / "scaling.py").write_text(FUNCTIONS)
     server = server_factory(
         "-b",
         memory_broker.bootstrap_servers,
@@ -160,24 +202,30 @@ def test_a_csas_runs_on_a_standalone_cluster(
             "partitions=2, value_format='JSON');"
         ),
         f"CREATE STREAM {sink} AS SELECT id, tenfold(v) AS w FROM {source} WHERE v > 1;",
+        f"CREATE STREAM {sink}_ROWS AS SELECT id, upto(v) AS i FROM {source} WHERE v > 1;",
+        f"CREATE TABLE {sink}_P AS SELECT id, product(v) AS p FROM {source} GROUP BY id;",
         f"INSERT INTO {source} (id, v) VALUES ('a', 1);",
         f"INSERT INTO {source} (id, v) VALUES ('b', 2);",
         f"INSERT INTO {source} (id, v) VALUES ('c', 3);",
     ):
         answer = server.ksql(sql)
         assert answer.status_code == 200, answer.text
-    reader = consumer(memory_broker.settings(), f"sa-{suffix}")
-    reader.assign([TopicPartition(sink, p, 0) for p in range(2)])
-    got: list[tuple[bytes | None, dict]] = []
-    deadline = time.monotonic() + 180
-    while len(got) < 2 and time.monotonic() < deadline:
-        got += [
-            (m.key(), json.loads(m.value() or b"null"))
-            for m in reader.consume(100, 0.5)
-            if m.error() is None
-        ]
-    reader.close()
-    assert sorted(got) == [(b"b", {"W": 20}), (b"c", {"W": 30})], server.log()
+    assert sorted(_read(memory_broker, sink, 2, 2)) == [(b"b", {"W": 20}), (b"c", {"W": 30})], (
+        server.log()
+    )
+    rows = _read(memory_broker, f"{sink}_ROWS", 2, 5)
+    assert sorted((k, v["I"]) for k, v in rows) == [
+        (b"b", 0),
+        (b"b", 1),
+        (b"c", 0),
+        (b"c", 1),
+        (b"c", 2),
+    ], server.log()
+    assert dict(_read(memory_broker, f"{sink}_P", 2, 3)) == {
+        b"a": {"P": 1},
+        b"b": {"P": 2},
+        b"c": {"P": 3},
+    }
     apps = [p.name for p in work.iterdir()]
     assert any(name.startswith("app-") for name in apps), f"no executor ran on the worker: {apps}"
     assert server.stop() == 0
