@@ -103,6 +103,24 @@ def test_metadata_from_entities() -> None:
     assert (meta.properties, meta.variables) == (("p",), ("v",))
 
 
+def test_the_servers_python_functions_are_completed() -> None:
+    """SHOW FUNCTIONS (refresh.py asks it) brings the server's Python functions to completion."""
+    meta = metadata_from(
+        [
+            {
+                "@type": "function_names",
+                "functions": [
+                    {"name": "SHIPPING_COST", "type": "SCALAR", "source": "/ext/shipping.py"},
+                    {"name": "ABS", "type": "SCALAR"},
+                ],
+            }
+        ]
+    )
+    assert meta.functions == ("ABS", "SHIPPING_COST")
+    found = [c.text for c in complete("SELECT shipping_c", "", meta)[1]]
+    assert "shipping_cost" in found  # in the case the user types
+
+
 def test_fetch_metadata_through_the_driver() -> None:
     fake = FakeKsql()
     with dbapi.connect("http://ksql:8088", transport=fake.transport()) as conn:
