@@ -239,7 +239,7 @@ def _accepts(param: SqlType, arg: SqlType, bound: dict[str, SqlType], casts: boo
             and _accepts(param.key, arg.key, bound, casts)
             and _accepts(param.value, arg.value, bound, casts)
         )
-    if param == ANY_DECIMAL:
+    if param == ANY_DECIMAL or isinstance(param, DecimalType):  # any precision, as ksqlDB's
         return isinstance(arg, DecimalType) or casts and _base(arg) in ("INTEGER", "BIGINT")
     if param == arg:
         return True

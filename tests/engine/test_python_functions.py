@@ -179,6 +179,26 @@ def test_overloads_resolve_as_ksqldb_resolves_them(functions: extensions.Loaded)
     assert user_index.resolve(first, [ArrayType(DecimalType(4, 2))])[1] == DecimalType(4, 2)
 
 
+def test_a_decimal_parameter_takes_any_precision_and_integers_widen_to_it(tmp_path: Path) -> None:
+    (tmp_path / "money.py").write_text(
+        textwrap.dedent(
+            """
+            from decimal import Decimal
+            from headwater.functions import udf
+
+            @udf(params=["DECIMAL(10, 2)"], returns="DECIMAL(10, 2)")
+            def cents(x: Decimal) -> Decimal:
+                return x
+            """
+        )
+    )
+    cents = extensions.load(extensions.read_folder(tmp_path)[0]).functions["CENTS"]
+    assert user_index.resolve(cents, [DecimalType(4, 1)])[1] == DecimalType(10, 2)
+    assert user_index.resolve(cents, [INTEGER])[1] == DecimalType(10, 2)
+    with pytest.raises(ExpressionError):
+        user_index.resolve(cents, [DOUBLE])
+
+
 def test_equally_good_overloads_are_ambiguous(tmp_path: Path) -> None:
     (tmp_path / "amb.py").write_text(
         textwrap.dedent(
