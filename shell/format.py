@@ -235,8 +235,37 @@ def _explain(entity: Mapping[str, Any], table_text: str) -> str:
     return "\n".join(lines)
 
 
+def _describe_function(entity: Mapping[str, Any]) -> str:
+    """DESCRIBE FUNCTION as ksqlDB's CLI prints it: the function, then each variation."""
+    lines = [
+        f"{'Name':<12}: {entity.get('name', '')}",
+        f"{'Author':<12}: {entity.get('author', '')}",
+        f"{'Version':<12}: {entity.get('version', '')}",
+        f"{'Overview':<12}: {entity.get('description', '')}",
+        f"{'Type':<12}: {entity.get('type', '')}",
+        f"{'Jar':<12}: {entity.get('path', '')}",
+        f"{'Variations':<12}: ",
+    ]
+    for variant in entity.get("functions") or []:
+        arguments = variant.get("arguments") or []
+        shown = ", ".join(
+            f"{a.get('name', '')} {a.get('type', '')}{'...' if a.get('isVariadic') else ''}"
+            for a in arguments
+        )
+        lines += [
+            "",
+            f"\t{'Variation':<12}: {entity.get('name', '')}({shown})",
+            f"\t{'Returns':<12}: {variant.get('returnType', '')}",
+        ]
+        if variant.get("description"):
+            lines.append(f"\t{'Description':<12}: {variant['description']}")
+    return "\n".join(lines)
+
+
 def _entity(result: Entity, fmt: OutputFormat) -> Rendered:
     entity, table = result.entity, result.table
+    if fmt is OutputFormat.TABLE and entity.get("@type") == "describe_function":
+        return Rendered(_describe_function(entity))
     if fmt is OutputFormat.JSON or table is None:
         return Rendered(_dumps(entity))
     if fmt is OutputFormat.CSV:

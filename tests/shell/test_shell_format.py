@@ -69,6 +69,34 @@ def test_ddl_prints_its_message() -> None:
     assert csv_text.splitlines()[0] == "Command ID,Status,Message"
 
 
+def test_describe_function_prints_as_ksqldbs_cli_does() -> None:
+    described = {
+        "@type": "describe_function",
+        "name": "SHIPPING_COST",
+        "description": "Shipping cost of a weight in kg",
+        "author": "ops",
+        "version": "1.0",
+        "path": "/ext/shipping.py",
+        "type": "SCALAR",
+        "functions": [
+            {
+                "arguments": [
+                    {"name": "kg", "type": "DOUBLE", "isVariadic": False},
+                    {"name": "more", "type": "STRING", "isVariadic": True},
+                ],
+                "returnType": "DECIMAL(10, 2)",
+                "description": "the cost",
+            }
+        ],
+    }
+    text = render(Entity(described, entity_table(described)), OutputFormat.TABLE).text
+    assert "Name        : SHIPPING_COST" in text
+    assert "Jar         : /ext/shipping.py" in text
+    assert "\tVariation   : SHIPPING_COST(kg DOUBLE, more STRING...)" in text
+    assert "\tReturns     : DECIMAL(10, 2)" in text
+    assert json.loads(render(Entity(described, None), OutputFormat.JSON).text) == described
+
+
 def test_entity_json_is_the_raw_entity() -> None:
     assert json.loads(render(Entity(STREAMS, None), OutputFormat.JSON).text) == STREAMS
 
