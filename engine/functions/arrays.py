@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from headwater.engine.functions.casts import to_string
-from headwater.engine.functions.signatures import Impl, Resolver
+from headwater.engine.functions.signatures import Impl, Resolver, fixed, overloads
 from headwater.engine.functions.types import (
     BIGINT,
     BOOLEAN,
@@ -19,6 +19,7 @@ from headwater.engine.functions.types import (
     INTEGER,
     NULL,
     STRING,
+    EvalFailure,
     common_type,
     is_numeric,
 )
@@ -201,7 +202,32 @@ def _map_part(part: str) -> Resolver:
     return resolve
 
 
+MAX_SERIES = 1_000_000
+"""The most values GENERATE_SERIES gives (a record may not make a query hold gigabytes)."""
+
+
+def _series(start: int, end: int, step: int | None = None) -> list[int]:
+    """ksqlDB's GENERATE_SERIES: ``start`` to ``end`` inclusive by ``step`` (default 1 or -1)."""
+    diff = end - start
+    if step is None:
+        step = 1 if diff > 0 else -1
+    if step == 0:
+        raise EvalFailure("GENERATE_SERIES step cannot be zero")
+    if diff > 0 and step < 0 or diff < 0 and step > 0:
+        raise EvalFailure("GENERATE_SERIES step has wrong sign")
+    size = 1 + abs(diff) // abs(step)  # Java's division truncates toward zero
+    if size > MAX_SERIES:
+        raise EvalFailure(f"GENERATE_SERIES would give {size} values (at most {MAX_SERIES})")
+    return [start + i * step for i in range(size)]
+
+
 FUNCTIONS: dict[str, Resolver] = {
+    "GENERATE_SERIES": overloads(
+        fixed((INTEGER, INTEGER), ArrayType(INTEGER), _series),
+        fixed((INTEGER, INTEGER, INTEGER), ArrayType(INTEGER), _series),
+        fixed((BIGINT, BIGINT), ArrayType(BIGINT), _series),
+        fixed((BIGINT, BIGINT, INTEGER), ArrayType(BIGINT), _series),
+    ),
     "ARRAY_LENGTH": lambda args: (
         (INTEGER, len) if len(args) == 1 and isinstance(args[0], ArrayType) else None
     ),

@@ -334,7 +334,8 @@ def _url_encode(text: str) -> str:
     return urllib.parse.quote_plus(text, safe="*").replace("~", "%7E")
 
 
-def _substring(s: str, pos: int, length: int | None = None) -> str:
+def _substring(s: Any, pos: int, length: int | None = None) -> Any:
+    """STRING or BYTES: 1-based ``pos`` (negative: from the end), as ksqlDB's Substring."""
     size = len(s)
     start = max(size + pos, 0) if pos < 0 else max(min(pos - 1, size), 0)
     if length is None:
@@ -379,10 +380,16 @@ def _instr(s: str, sub: str, position: int = 1, occurrence: int = 1) -> int:
     return index + 1
 
 
+MAX_PADDED = 10_000_000
+"""The longest text (or BYTES) LPAD/RPAD build: a record may not make a query hold gigabytes."""
+
+
 def _pad(left: bool) -> Impl:
-    def pad(s: str, length: int, padding: str) -> str | None:
+    def pad(s: Any, length: int, padding: Any) -> Any:
         if length < 0 or not padding:
             return None
+        if length > MAX_PADDED:
+            raise EvalFailure(f"cannot pad to {length} (at most {MAX_PADDED})")
         if length <= len(s):
             return s[:length]
         fill = (padding * (length // len(padding) + 1))[: length - len(s)]
@@ -392,7 +399,19 @@ def _pad(left: bool) -> Impl:
 
 
 def _split(s: str, delimiter: str) -> list[str]:
-    return list(s) if delimiter == "" else s.split(delimiter)
+    """An empty delimiter splits into characters; an empty text gives one empty value (Java's
+    ``Pattern.compile("").split("")``)."""
+    if delimiter == "":
+        return list(s) if s else [""]
+    return s.split(delimiter)
+
+
+def _split_bytes(b: bytes, delimiter: bytes) -> list[bytes]:
+    """ksqlDB's BytesUtils.split: an empty delimiter splits into single bytes (empty input: one
+    empty value)."""
+    if b and not delimiter:
+        return [bytes((x,)) for x in b]
+    return b.split(delimiter) if delimiter else [b""]
 
 
 FUNCTIONS: dict[str, Resolver] = {
@@ -403,6 +422,8 @@ FUNCTIONS: dict[str, Resolver] = {
     "SUBSTRING": overloads(
         fixed((STRING, INTEGER), STRING, _substring),
         fixed((STRING, INTEGER, INTEGER), STRING, _substring),
+        fixed((BYTES, INTEGER), BYTES, _substring),
+        fixed((BYTES, INTEGER, INTEGER), BYTES, _substring),
     ),
     "TRIM": fixed((STRING,), STRING, _java_trim),
     "LTRIM": fixed((STRING,), STRING, lambda s: s.lstrip("".join(chr(c) for c in range(33)))),
@@ -413,9 +434,18 @@ FUNCTIONS: dict[str, Resolver] = {
         fixed((STRING, STRING, INTEGER), INTEGER, _instr),
         fixed((STRING, STRING, INTEGER, INTEGER), INTEGER, _instr),
     ),
-    "LPAD": fixed((STRING, INTEGER, STRING), STRING, _pad(left=True)),
-    "RPAD": fixed((STRING, INTEGER, STRING), STRING, _pad(left=False)),
-    "SPLIT": fixed((STRING, STRING), ArrayType(STRING), _split),
+    "LPAD": overloads(
+        fixed((STRING, INTEGER, STRING), STRING, _pad(left=True)),
+        fixed((BYTES, INTEGER, BYTES), BYTES, _pad(left=True)),
+    ),
+    "RPAD": overloads(
+        fixed((STRING, INTEGER, STRING), STRING, _pad(left=False)),
+        fixed((BYTES, INTEGER, BYTES), BYTES, _pad(left=False)),
+    ),
+    "SPLIT": overloads(
+        fixed((STRING, STRING), ArrayType(STRING), _split),
+        fixed((BYTES, BYTES), ArrayType(BYTES), _split_bytes),
+    ),
     "TO_BYTES": fixed((STRING, STRING), BYTES, _to_bytes),
     "FROM_BYTES": fixed((BYTES, STRING), STRING, _from_bytes),
     "ENCODE": fixed((STRING, STRING, STRING), STRING, _encode),

@@ -535,13 +535,33 @@ def test_greatest_and_least_ignore_nulls_and_widen() -> None:
         ("RPAD('foo', 5, 'Bar')", "fooBa"),
         ("SPLIT('..a..', '.')", ["", "", "a", "", ""]),
         ("SPLIT('abc', '')", ["a", "b", "c"]),
+        ("SPLIT('', '')", [""]),  # Java: Pattern.compile("").split("")
+        ("SPLIT(TO_BYTES('a.b', 'utf8'), TO_BYTES('.', 'utf8'))", [b"a", b"b"]),
+        ("SPLIT(TO_BYTES('ab', 'utf8'), TO_BYTES('', 'utf8'))", [b"a", b"b"]),
+        ("SPLIT(TO_BYTES('', 'utf8'), TO_BYTES('', 'utf8'))", [b""]),
+        ("SUBSTRING(TO_BYTES('abcd', 'utf8'), 2)", b"bcd"),
+        ("SUBSTRING(TO_BYTES('abcd', 'utf8'), -2, 1)", b"c"),
+        ("LPAD(TO_BYTES('ab', 'utf8'), 5, TO_BYTES('xy', 'utf8'))", b"xyxab"),
+        ("RPAD(TO_BYTES('ab', 'utf8'), 1, TO_BYTES('xy', 'utf8'))", b"a"),
+        ("GENERATE_SERIES(1, 3)", [1, 2, 3]),
+        ("GENERATE_SERIES(4, 0)", [4, 3, 2, 1, 0]),
+        ("GENERATE_SERIES(-2, 1, 2)", [-2, 0]),
+        ("GENERATE_SERIES(CAST(1 AS BIGINT), CAST(7 AS BIGINT), 3)", [1, 4, 7]),
     ],
 )
 def test_instr_pad_and_split(text: str, expected: object) -> None:
+    """(And their BYTES forms, GENERATE_SERIES.)"""
     from headwater.engine.expressions import Scope, compile_expression
 
     item = parse_one(f"SELECT {text} FROM s;").query.select[0]  # type: ignore[attr-defined]
     assert compile_expression(item, Scope({})).evaluate({}) == expected
+
+
+def test_what_a_record_can_make_pad_and_series_build_is_bounded() -> None:
+    """LPAD to 700M characters or a 7M-value series from one row's values: NULL, not gigabytes."""
+    assert ev("LPAD(S, I * 100000000, 'x')") is None
+    assert ev("GENERATE_SERIES(0, I * 1000000)") is None
+    assert ev("GENERATE_SERIES(0, I, 0)") is None  # a zero step fails (NULL), as in ksqlDB
 
 
 @pytest.mark.parametrize(
