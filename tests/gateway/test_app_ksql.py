@@ -315,6 +315,8 @@ def test_show_functions_and_describe_function(client: TestClient) -> None:
     assert [v["argumentTypes"] for v in described["functions"]] == [
         ["STRING", "INTEGER"],
         ["STRING", "INTEGER", "INTEGER"],
+        ["BYTES", "INTEGER"],
+        ["BYTES", "INTEGER", "INTEGER"],
     ]
     assert described["functions"][0]["returnType"] == "STRING"
     missing = ksql(client, "DESCRIBE FUNCTION nope;")
