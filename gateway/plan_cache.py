@@ -8,7 +8,8 @@ the shape are bound to their literal values on that template.
 
 A template is used only while it matches: the same Source object in the catalog (a DROP, a
 re-CREATE or a new column makes a new one, so exactly the plans of a changed table go stale), the
-same custom types, the same ``ksql.query.pull.table.scan.enabled``, the same kept literals (LIMIT).
+same custom types, the same ``ksql.query.pull.table.scan.enabled`` and ``range.scan.enabled``, the
+same kept literals (LIMIT).
 Per-request settings that are not part of a plan (lag bounds, read-your-writes tokens) are read
 per request as on the uncached path. Anything a template cannot bind falls back to the uncached
 path, which answers (or refuses) exactly as it would have.
@@ -91,7 +92,11 @@ class PlanCache:
                     services.pull, request.streams_properties, dict(source.properties)
                 )
                 if not template.matches(
-                    shape.values, source, catalog.types, options.table_scan_enabled
+                    shape.values,
+                    source,
+                    catalog.types,
+                    options.table_scan_enabled,
+                    options.range_scan_enabled,
                 ):
                     continue
                 try:
@@ -117,12 +122,16 @@ class PlanCache:
             return
         types = services.runner.catalog.types
         scan = prepared.options.table_scan_enabled
+        ranges = prepared.options.range_scan_enabled
         if any(
-            t.matches(shape.values, source, types, scan) for t in self._shapes.get(shape.key, ())
+            t.matches(shape.values, source, types, scan, ranges)
+            for t in self._shapes.get(shape.key, ())
         ):
             return  # one matches already: these values did not bind (planned afresh, as they must)
         try:
-            template = build_template(statement, shape.starts, shape.values, source, types, scan)
+            template = build_template(
+                statement, shape.starts, shape.values, source, types, scan, ranges
+            )
         except Exception:  # noqa: BLE001 - a shape the templates do not cover: never cached
             self._refuse(shape.key)
             return

@@ -203,7 +203,11 @@ def prepare_pull(
     options = pull_options(services.pull, properties, dict(source.properties))
     try:
         plan = plan_pull(
-            statement, source, catalog.types, table_scan_enabled=options.table_scan_enabled
+            statement,
+            source,
+            catalog.types,
+            table_scan_enabled=options.table_scan_enabled,
+            range_scan_enabled=options.range_scan_enabled,
         )
     except EngineError as exc:
         offset = offset_in_message(statement, exc.message)

@@ -4,8 +4,8 @@ ksqlDB lets a request set ``ksql.query.pull.max.allowed.offset.lag``; KLIP-12 ta
 ``acceptable.offset.lag``, settable per request, per session (the shell's SET sends it with every
 request) and per table in its ``WITH`` clause. Every one of them is a bound, so the strictest wins:
 nothing can loosen the server's own ``ksql.query.pull.max.allowed.offset.lag``.
-``ksql.query.pull.table.scan.enabled`` is the server's default, which a request may change (as in
-ksqlDB). ``ksql.query.pull.timeout.ms`` (a query's time budget) and
+``ksql.query.pull.table.scan.enabled`` and ``ksql.query.pull.range.scan.enabled`` are the server's
+defaults, which a request may change (as in ksqlDB). ``ksql.query.pull.timeout.ms`` (a query's time budget) and
 ``ksql.query.pull.table.scan.max.rows`` (the most rows a scan returns; 0: no bound) are bounds too:
 a request may lower them, never raise them.
 """
@@ -21,6 +21,7 @@ from headwater.gateway.services import PullSettings
 
 LAG_KEYS = ("ksql.query.pull.max.allowed.offset.lag", "acceptable.offset.lag")
 SCAN_KEY = "ksql.query.pull.table.scan.enabled"
+RANGE_KEY = "ksql.query.pull.range.scan.enabled"
 TIMEOUT_KEY = "ksql.query.pull.timeout.ms"
 MAX_ROWS_KEY = "ksql.query.pull.table.scan.max.rows"
 
@@ -32,12 +33,14 @@ class PullOptions:
     Attributes:
         max_offset_lag: no partition of the answer may lag its topic by more records than this.
         table_scan_enabled: whether a query without a key condition may scan the table.
+        range_scan_enabled: whether a range on a STRING or BYTES key is read as a key range.
         timeout_ms: the query's time budget.
         scan_max_rows: the most rows a scan may return (0: no bound).
     """
 
     max_offset_lag: int
     table_scan_enabled: bool
+    range_scan_enabled: bool = True
     timeout_ms: int = 60_000
     scan_max_rows: int = 0
 
@@ -89,6 +92,9 @@ def pull_options(
     scan = server.table_scan_enabled
     if SCAN_KEY in lowered:
         scan = _flag(lowered[SCAN_KEY], SCAN_KEY)
+    ranges = server.range_scan_enabled
+    if RANGE_KEY in lowered:
+        ranges = _flag(lowered[RANGE_KEY], RANGE_KEY)
     timeout_ms = server.timeout_ms
     if TIMEOUT_KEY in lowered:
         timeout_ms = min(timeout_ms, _lag(lowered[TIMEOUT_KEY], TIMEOUT_KEY))
@@ -96,4 +102,4 @@ def pull_options(
     if MAX_ROWS_KEY in lowered:
         asked = _lag(lowered[MAX_ROWS_KEY], MAX_ROWS_KEY)
         max_rows = asked if max_rows == 0 else min(max_rows, asked) if asked else max_rows
-    return PullOptions(bound, scan, timeout_ms, max_rows)
+    return PullOptions(bound, scan, ranges, timeout_ms, max_rows)

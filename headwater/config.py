@@ -164,6 +164,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Allow pull queries without a key condition to scan whole tables.",
     ),
     Setting(
+        "ksql.query.pull.range.scan.enabled",
+        "pull_range_scan_enabled",
+        _bool,
+        "Answer a range condition on a STRING or BYTES key (WHERE K < 'x') with a range scan "
+        "in key order; false: such a query needs table scans.",
+    ),
+    Setting(
         "ksql.query.pull.max.allowed.offset.lag",
         "pull_max_allowed_offset_lag",
         _int(0),
@@ -462,6 +469,7 @@ class ServerConfig:
     udfs_enabled: bool = True
     function_call_timeout_ms: int = 10_000
     pull_table_scan_enabled: bool = True
+    pull_range_scan_enabled: bool = True
     pull_max_allowed_offset_lag: int = 2**63 - 1
     pull_max_concurrent_requests: int = 8
     pull_queue_size: int = 256

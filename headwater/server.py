@@ -143,6 +143,7 @@ def pull_settings_of(config: ServerConfig) -> PullSettings:
     """The server-wide pull-query settings."""
     return PullSettings(
         table_scan_enabled=config.pull_table_scan_enabled,
+        range_scan_enabled=config.pull_range_scan_enabled,
         max_allowed_offset_lag=config.pull_max_allowed_offset_lag,
         timeout_ms=config.pull_timeout_ms,
         scan_max_rows=config.pull_scan_max_rows,

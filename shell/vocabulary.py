@@ -201,6 +201,7 @@ PROPERTIES: tuple[str, ...] = (
     "commit.interval.ms",
     "ksql.query.pull.enable.standby.reads",
     "ksql.query.pull.max.allowed.offset.lag",
+    "ksql.query.pull.range.scan.enabled",
     "ksql.query.pull.table.scan.enabled",
     "ksql.streams.num.stream.threads",
     "ksql.variable.substitution.enable",

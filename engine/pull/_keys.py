@@ -5,8 +5,8 @@ Owns the extraction of a key access path from a WHERE tree: exact keys (``k = 1`
 cartesian product, and ORs of such), a key range (``k > a AND k <= b``, ``BETWEEN``) on a
 single-column key or on the column after a prefix of ``=``-bound leading columns, else a scan. The
 extraction is conservative: the planner re-applies the whole WHERE to every row read, so a wider
-access is never wrong. Also the messages ksqlDB gives when table scans are disabled and the WHERE
-is not a key lookup (`explain_scan`).
+access is never wrong. Whether a query may be answered at all is ksqlDB's rules' business
+(``where_rules``).
 """
 
 from __future__ import annotations
@@ -15,23 +15,19 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from sqlglot import exp
 
 from headwater.engine.errors import PullQueryError
 from headwater.engine.expressions import Scope, compile_expression, format_expression
-from headwater.engine.functions.types import DOUBLE, INTEGRAL, STRING, wrap_int
+from headwater.engine.functions.types import BIGINT, DOUBLE, INTEGER, INTEGRAL, STRING, wrap_int
+from headwater.engine.pull.where_rules import KeyOperand
 from headwater.sqlparse_ext.sqltypes import DecimalType, SqlType, identifier_name
 
 MAX_KEYS = 10_000
 """Most exact keys a WHERE may expand to (cartesian products of IN lists) before it scans."""
-
-SCAN_HINT = (
-    "If more flexible queries are needed, table scans can be enabled by setting "
-    "ksql.query.pull.table.scan.enabled=true."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +138,39 @@ def key_value(value: Any, t: SqlType) -> Any:
     return value
 
 
+def strictly_converts(value: Any, value_type: SqlType, key_type: SqlType) -> bool:
+    """Whether ``value`` (of ``value_type``) converts to ``key_type`` without loss, as ksqlDB's
+    strict coercer allows: a number only to a wider number (INTEGER to BIGINT, DECIMAL or DOUBLE;
+    a DECIMAL to DOUBLE, or to a DECIMAL that holds it exactly; never to INTEGER or BIGINT), no
+    number to STRING. Other values are left to the comparison. Judged on the value as much as on
+    the type (a cached plan's bound value may be of another kind than the type it was planned
+    with)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return True
+    if key_type == STRING:
+        return False
+    if key_type == DOUBLE:
+        return True
+    if key_type in INTEGRAL:
+        if not isinstance(value, int):
+            return False
+        if key_type == INTEGER and value_type == BIGINT:
+            return False
+        return wrap_int(value, key_type) == value
+    if isinstance(key_type, DecimalType):
+        if isinstance(value, float):
+            return False
+        number = Decimal(value)
+        try:
+            scaled = number.quantize(Decimal(1).scaleb(-key_type.scale))
+        except InvalidOperation:
+            return False
+        return scaled == number and abs(scaled) < Decimal(10) ** (
+            key_type.precision - key_type.scale
+        )
+    return True
+
+
 class TemplateMiss(Exception):
     """A cached plan met a WHERE node it did not prepare for (the caller plans afresh)."""
 
@@ -191,6 +220,28 @@ class KeyExtractor:
             )
         return accesses[0] if len(accesses) == 1 else TableScan()
 
+    def check_operands(self, operands: Iterable[KeyOperand]) -> None:
+        """Refuses, as ksqlDB does, a value compared with a key column that is NULL or does not
+        convert to the column's type without loss (``KeyValueExtractor.resolveKey``).
+
+        Raises:
+            PullQueryError: "Primary key columns can not be NULL: ..." or "'1.5' can not be
+                converted to the type of the key column: ID BIGINT KEY".
+        """
+        for operand in operands:
+            known, value, value_type = self._constant(operand.value)
+            if not known:
+                continue
+            if value is None:
+                raise PullQueryError(f"Primary key columns can not be NULL: {operand.text}")
+            key_type = self.types[operand.column]
+            if not strictly_converts(value, value_type, key_type):
+                shown = "true" if value is True else "false" if value is False else value
+                raise PullQueryError(
+                    f"'{shown}' can not be converted to the type of the key column: "
+                    f"{operand.column} {key_type} KEY"
+                )
+
     def quick_access(self, where: exp.Expr | None) -> Callable[[], KeyAccess] | None:
         """For a prepared extractor and the commonest WHERE of a single-column key, ``K = x`` or
         ``K IN (x, y, ...)``: a function giving what :meth:`access` gives, without walking the
@@ -231,15 +282,18 @@ class KeyExtractor:
             and key_type != STRING
         ):
             return None  # access() refuses it, with ksqlDB's message
-        evaluators = [c.evaluate for c in compiled]
+        evaluators = [(c.evaluate, c.type) for c in compiled]
         if len(evaluators) > MAX_KEYS:
             return None
 
         def quick() -> KeyAccess:
-            values = _unique(
-                v for v in (key_value(f({}), key_type) for f in evaluators) if v is not None
-            )
-            return KeyLookup(tuple((v,) for v in values))
+            converted = []
+            for evaluate, value_type in evaluators:
+                value = evaluate({})
+                if value is None or not strictly_converts(value, value_type, key_type):
+                    raise TemplateMiss("a key value the planner refuses")
+                converted.append(key_value(value, key_type))
+            return KeyLookup(tuple((v,) for v in _unique(converted)))
 
         return quick
 
@@ -368,64 +422,3 @@ def _merge(a: Conjunction, b: Conjunction) -> Conjunction:
     for key, bounds in b.items():
         merged[key] = merged[key].merged(bounds) if key in merged else bounds
     return merged
-
-
-def _split(node: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, kind):
-        return _split(node.this, kind) + _split(node.expression, kind)
-    return [node]
-
-
-def explain_scan(where: exp.Expr | None, extractor: KeyExtractor) -> str:
-    """ksqlDB's message for a WHERE that needs a scan when scans are disabled."""
-    if where is None:
-        return (
-            "Missing WHERE clause. See https://cnfl.io/queries for more info.\nAdd EMIT "
-            "CHANGES if you intended to issue a push query.\nPull queries require a WHERE "
-            "clause that:\n - includes a key equality expression, e.g. `SELECT * FROM X WHERE "
-            "<key-column> = Y;`.\n - in the case of a multi-column key, is a conjunction of "
-            "equality expressions that cover all key columns.\n" + SCAN_HINT
-        )
-    keys = extractor.keys
-    described = ", ".join(f"`{k}` {extractor.types[k]} KEY" for k in keys)
-    for disjunct in _split(where, exp.Or):
-        seen: list[str] = []
-        for leaf in _split(disjunct, exp.And):
-            named = [
-                identifier_name(c.this)
-                for c in leaf.find_all(exp.Column)
-                if not isinstance(c.this, exp.Star)
-            ]
-            used = [n for n in named if n in keys]
-            if not used:
-                continue
-            if isinstance(leaf, (exp.EQ, exp.In)) and extractor._leaf(leaf) is None:
-                direct = (
-                    extractor._key_of(leaf.this)
-                    or isinstance(leaf, exp.EQ)
-                    and extractor._key_of(leaf.expression)
-                )
-                if not direct:
-                    return "A comparison must directly reference a key column.\n" + SCAN_HINT
-                return (
-                    "A comparison must be between a key column and a resolvable "
-                    "expression.\n" + SCAN_HINT
-                )
-            if isinstance(leaf, exp.NEQ):
-                return f"Bound on key columns '[{described}]' must currently be '='. \n" + SCAN_HINT
-            if not isinstance(leaf, (exp.EQ, exp.In)) or any(k in seen for k in used):
-                return (
-                    "A comparison condition on the key column cannot be combined with other "
-                    "comparisons such as an IN predicate.\n" + SCAN_HINT
-                )
-            seen.extend(used)
-        if not seen:
-            return (
-                f"WHERE clause missing key column for disjunct: "
-                f"{format_expression(disjunct)}.\n" + SCAN_HINT
-            )
-        if set(seen) != set(keys):
-            return "Multi-column sources must specify every key in the WHERE clause.\n" + SCAN_HINT
-    return "Pull queries need a key lookup when table scans are disabled.\n" + SCAN_HINT

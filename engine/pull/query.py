@@ -38,8 +38,8 @@ from headwater.engine.pull._keys import (
     KeyLookup,
     KeyRange,
     TableScan,
-    explain_scan,
 )
+from headwater.engine.pull.where_rules import WherePlan, plan_where
 from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
 from headwater.sqlparse_ext.statements import Query, Select
@@ -192,6 +192,7 @@ def plan_pull(
     custom_types: Mapping[str, Any],
     *,
     table_scan_enabled: bool = True,
+    range_scan_enabled: bool = True,
     push: bool = False,
 ) -> PullPlan:
     """Checks a pull query against its source and plans it.
@@ -201,7 +202,9 @@ def plan_pull(
         source: the table or stream it reads (the caller resolved ``FROM``).
         custom_types: the catalog's custom types (see `expressions.resolve_type`).
         table_scan_enabled: ``ksql.query.pull.table.scan.enabled``: when False a table query must
-            be a key lookup.
+            be a key lookup or range scan, as ksqlDB's rules (`where_rules`) define them.
+        range_scan_enabled: ``ksql.query.pull.range.scan.enabled``: when False a range on a key
+            is a table scan.
         push: planning a push query's filter and projection (``ROWPARTITION``/``ROWOFFSET``
             allowed).
 
@@ -215,12 +218,12 @@ def plan_pull(
     parts = _plan_parts(query, source, custom_types, push)
     access: KeyAccess = TableScan()
     if parts.extractor is not None:
+        rules = parts.where_plan(table_scan_enabled, range_scan_enabled)
         try:
+            parts.extractor.check_operands(rules.key_operands)
             access = parts.extractor.access(parts.where)
         except ExpressionError as error:
             raise _where_error(error, parts.where) from error
-        if not table_scan_enabled and not isinstance(access, KeyLookup):
-            raise PullQueryError(explain_scan(parts.where, parts.extractor))
     return parts.plan(access)
 
 
@@ -242,6 +245,23 @@ class PlanParts:
     where: exp.Expr | None
     extractor: KeyExtractor | None
     direct: tuple[tuple[int, str], ...] | None = None
+    columns: Mapping[str, SqlType] = field(default_factory=dict)
+
+    def where_plan(self, table_scans: bool, range_scans: bool) -> WherePlan:
+        """ksqlDB's plan kind for a table's WHERE under these settings.
+
+        Raises:
+            PullQueryError: ksqlDB's refusal.
+        """
+        keys = [(c.name, self.columns[c.name]) for c in self.source.key_columns]
+        return plan_where(
+            self.where,
+            keys,
+            self.columns,
+            windowed=bool(self.source.windowed),
+            table_scans=table_scans,
+            range_scans=range_scans,
+        )
 
     def plan(self, access: KeyAccess) -> PullPlan:
         """The plan with this key access."""
@@ -296,7 +316,16 @@ def _plan_parts(
     )
     direct = None if row_filter is not None else _direct(items, scope, key_names, columns)
     return PlanParts(
-        source, schema, projection, row_filter, query.limit, key_names, where, extractor, direct
+        source,
+        schema,
+        projection,
+        row_filter,
+        query.limit,
+        key_names,
+        where,
+        extractor,
+        direct,
+        scope_columns,
     )
 
 

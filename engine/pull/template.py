@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from headwater.engine._bound import BoundSlots, BoundValue, activate, deactivate
 from headwater.engine.expressions import PSEUDO_TIMESTAMPS, Scope, compile_expression
-from headwater.engine.pull._keys import KeyAccess, KeyLookup, TableScan, TemplateMiss
+from headwater.engine.pull._keys import KeyAccess, TableScan, TemplateMiss
 from headwater.engine.pull.query import (
     PlanParts,
     PullPlan,
@@ -37,6 +37,7 @@ from headwater.engine.pull.query import (
     plan_parts,
     stream_pull,
 )
+from headwater.engine.pull.where_rules import KeyOperand
 from headwater.metastore.catalog import Source
 from headwater.sqlparse_ext.statements import Select
 
@@ -87,16 +88,19 @@ class PullTemplate:
             template is stale).
         custom_types: the catalog's custom types it was planned with (likewise).
         table_scan_enabled: the setting it was planned under.
+        range_scan_enabled: likewise.
         fixed: (literal index, value) of the literals it keeps as they were.
     """
 
     source: Source
     custom_types: Mapping[str, Any]
     table_scan_enabled: bool
+    range_scan_enabled: bool
     fixed: tuple[tuple[int, object], ...]
     parts: PlanParts
     slots: BoundSlots
     quick_access: Callable[[], KeyAccess] | None = None
+    key_operands: tuple[KeyOperand, ...] = ()
 
     def matches(
         self,
@@ -104,12 +108,14 @@ class PullTemplate:
         source: Source | None,
         custom_types: Mapping[str, Any],
         table_scan_enabled: bool,
+        range_scan_enabled: bool = True,
     ) -> bool:
         """Whether this template answers a query of its shape with these values, now."""
         return (
             source is self.source
             and custom_types is self.custom_types
             and table_scan_enabled == self.table_scan_enabled
+            and range_scan_enabled == self.range_scan_enabled
             and all(_same(values[i], v) for i, v in self.fixed)
         )
 
@@ -117,8 +123,8 @@ class PullTemplate:
         """The plan for these literal values.
 
         Raises:
-            Exception: a fold or the key extraction failed, or the access needs a scan that is
-                not enabled: plan this execution afresh (the uncached planner says why).
+            Exception: a fold or the key extraction failed, or a key value is NULL: plan this
+                execution afresh (the uncached planner says why).
         """
         folded = self.slots.fold(values)
         parts = self.parts
@@ -127,11 +133,13 @@ class PullTemplate:
             token = activate(folded)
             try:
                 quick = self.quick_access
-                access = quick() if quick is not None else parts.extractor.access(parts.where)
+                if quick is not None:
+                    access = quick()
+                else:
+                    parts.extractor.check_operands(self.key_operands)
+                    access = parts.extractor.access(parts.where)
             finally:
                 deactivate(token)
-            if not self.table_scan_enabled and not isinstance(access, KeyLookup):
-                raise TemplateMiss("a scan, and table scans are disabled")
         return BoundPull(parts.plan(access), folded)
 
 
@@ -146,6 +154,7 @@ def build_template(
     source: Source,
     custom_types: Mapping[str, Any],
     table_scan_enabled: bool,
+    range_scan_enabled: bool = True,
 ) -> PullTemplate:
     """A template for ``select`` (a pull query on ``source``, parsed from the text whose literals
     start at ``starts`` and hold ``values``).
@@ -184,13 +193,25 @@ def build_template(
     )
     slots = BoundSlots()
     quick = None
+    operands: tuple[KeyOperand, ...] = ()
     with slots.building():
         parts = plan_parts(bound_query, source, custom_types)
         if parts.extractor is not None:
+            operands = parts.where_plan(table_scan_enabled, range_scan_enabled).key_operands
             parts.extractor.prepare(parts.where)
             quick = parts.extractor.quick_access(parts.where)
     fixed = tuple((i, values[i]) for i in range(len(values)) if i not in used)
-    return PullTemplate(source, custom_types, table_scan_enabled, fixed, parts, slots, quick)
+    return PullTemplate(
+        source,
+        custom_types,
+        table_scan_enabled,
+        range_scan_enabled,
+        fixed,
+        parts,
+        slots,
+        quick,
+        operands,
+    )
 
 
 def _kept(literal: exp.Literal) -> bool:

@@ -129,21 +129,15 @@ def run(sql: str, reader: MemoryReader | None = None, source: Source = USERS) ->
         ("ID = 1 AND ID = 2", KeyLookup(())),
         ("ID IN (1, 2) AND ID IN (2, 3)", KeyLookup(((2,),))),
         ("ID IN (1, 5) AND ID > 2", KeyLookup(((5,),))),
-        ("ID = 1.5", KeyLookup(())),
-        ("ID = 2.0", KeyLookup(((2,),))),
-        ("ID IN (1, NULL)", KeyLookup(((1,),))),
         ("ID > 2", KeyRange((2,), None, False, True)),
         ("ID > 2 AND ID <= 4", KeyRange((2,), (4,), False, True)),
         ("3 > ID", KeyRange(None, (3,), True, False)),
         ("ID BETWEEN 2 AND 4", KeyRange((2,), (4,), True, True)),
         ("ID > 1 AND ID > 3 AND ID < 9 AND ID <= 5", KeyRange((3,), (5,), False, True)),
-        ("ID > 1.5", TableScan()),
         ("ID = 10 AND ID IN (1, 2, 10)", KeyLookup(((10,),))),
-        ("ID NOT BETWEEN 2 AND 4", TableScan()),
         ("ID <> 2", TableScan()),
         ("ID + 1 = 3", TableScan()),
         ("ID = AGE", TableScan()),
-        ("NOT (ID = 2)", TableScan()),
         ("ID < 2 OR ID > 4", TableScan()),
         ("(ID = 1 OR ID = 2) AND (NAME = 'a' OR AGE = 3)", KeyLookup(((1,), (2,)))),
     ],
@@ -180,8 +174,42 @@ def test_engine_pull_key_values_take_the_key_column_type() -> None:
         ((Decimal(1),), (Decimal("2.5"),))
     )
     assert plan("SELECT * FROM T WHERE ID = 10000000000;").access == KeyLookup(((10**10,),))
-    ints = _source(SourceKind.TABLE, "K INTEGER KEY, V INTEGER")
-    assert plan("SELECT * FROM T WHERE K = 10000000000;", ints).access == KeyLookup(())
+    assert plan("SELECT * FROM T WHERE K IN (1, 2.50);", decimals).access == KeyLookup(
+        ((Decimal(1),), (Decimal("2.5"),))
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "message"),
+    [
+        ("K = 10000000000", "K INTEGER", "'10000000000' can not be converted to the type of the "),
+        (
+            "K = 1.5",
+            "K BIGINT",
+            "'1.5' can not be converted to the type of the key column: K BIGINT",
+        ),
+        ("K = 2.0", "K BIGINT", "'2.0' can not be converted"),
+        ("K > 1.5", "K INTEGER", "'1.5' can not be converted"),
+        ("K = 1.25", "K DECIMAL(4, 1)", "'1.25' can not be converted"),
+        ("K = 1000", "K DECIMAL(4, 1)", "'1000' can not be converted"),
+        ("K = 1.5", "K DOUBLE", None),
+        ("K = 100.0", "K DECIMAL(4, 1)", None),
+        ("K IN (1, NULL)", "K BIGINT", "Primary key columns can not be NULL: (K = null)"),
+        ("K = 1 AND V > 0 OR K IN (NULL)", "K BIGINT", "can not be NULL: (K = null)"),
+    ],
+)
+def test_engine_pull_key_values_must_convert_strictly(
+    where: str, key: str, message: str | None
+) -> None:
+    """ksqlDB resolves each value compared with a key column: NULL, or a value that does not fit
+    the key type without loss (a DECIMAL for a BIGINT key), is refused, scans enabled or not."""
+    source = _source(SourceKind.TABLE, f"{key} KEY, V INTEGER")
+    if message is None:
+        plan(f"SELECT * FROM T WHERE {where};", source)
+        return
+    with pytest.raises(PullQueryError) as caught:
+        plan(f"SELECT * FROM T WHERE {where};", source)
+    assert message in caught.value.message
 
 
 # -- schema and projection ----------------------------------------------------------------------
@@ -236,13 +264,13 @@ def test_engine_pull_lookup_follows_written_order_and_skips_missing() -> None:
 
 
 def test_engine_pull_residual_filter_and_null_logic() -> None:
-    assert run("SELECT ID FROM T WHERE ID IN (1, 4) AND NAME IS NULL;") == [[4]]
+    assert run("SELECT ID FROM T WHERE ID IN (1, 4) AND NAME = 'ann';") == [[1]]
     assert run("SELECT ID FROM T WHERE ID = 4 AND NAME = 'x';") == []
-    # AGE is NULL for ID 4: AGE > 0 is false there (ksqlDB's comparisons are never NULL), so
-    # NOT (AGE > 0) keeps it.
+    # AGE is NULL for ID 4: AGE > 0 is false there (ksqlDB's comparisons are never NULL), and
+    # so is NOT (AGE > 0), written as ksqlDB accepts it.
     ids = {r[0] for r in run("SELECT ID FROM T WHERE AGE > 0;")}
     assert ids == {1, 2, 3, 5, 6}
-    assert {r[0] for r in run("SELECT ID FROM T WHERE NOT (AGE > 0);")} == {4}
+    assert {r[0] for r in run("SELECT ID FROM T WHERE AGE <= 0;")} == set()
     assert {r[0] for r in run("SELECT ID FROM T WHERE AGE > 0 OR ID = 4;")} == set(range(1, 7))
     assert sorted(run("SELECT ID FROM T WHERE NAME LIKE '%e%';")) == [[5], [6]]
 
@@ -404,7 +432,8 @@ def test_engine_pull_windowed_tables_have_window_bounds_as_key_columns() -> None
                 "combined with other comparisons such as an IN predicate"
             ),
         ),
-        ("WHERE ID = 10 OR ID > 20", USERS, "cannot be combined with other comparisons"),
+        ("WHERE ID = 10 OR ID > 20", USERS, "Query requires table scan to be enabled"),
+        ("WHERE ID >= 10 AND ID < 20", USERS, "cannot be combined with other comparisons"),
         ("WHERE ID + 10 = 20", USERS, "A comparison must directly reference a key column."),
         (
             "WHERE ID = AGE",
