@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
+from headwater.engine import coercion
 from headwater.engine._bound import BoundValue, building_slots
 from headwater.engine._format import format_expression
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
 from headwater.engine.errors import ExpressionError
 from headwater.engine.functions import lambdas as fl
 from headwater.engine.functions import user_index
-from headwater.engine.functions.casts import cast_value, castable, parse_string
+from headwater.engine.functions.casts import cast_value, castable
 from headwater.engine.functions.registry import FUNCTIONS, NULL_TOLERANT, VOLATILE
 from headwater.engine.functions.temporal import date_of_text, parse_partial_timestamp, time_of_text
 from headwater.engine.functions.types import (
@@ -243,9 +244,7 @@ class _Compiler:
         if "e" in text.lower():
             return _constant(DOUBLE, float(sign + text))
         number = Decimal(sign + text)
-        _, digits, exponent = number.as_tuple()
-        scale = max(-int(exponent), 0)
-        return _constant(DecimalType(max(len(digits), scale, 1), scale), number)
+        return _constant(coercion.decimal_type_of(number), number)
 
     def _neg(self, node: exp.Neg) -> _Node:
         inner_node = node.this
@@ -419,60 +418,62 @@ class _Compiler:
         return _make(BOOLEAN, evaluate, [low, high])
 
     def _in(self, node: exp.In) -> _Node:
-        value = self.compile(node.this)
-        items = [self.in_item(value, item) for item in node.expressions]
+        # ksqlDB's InListEvaluator: NULL literals dropped from the list (they never match), the
+        # value and the rest coerced to one type, and the answer never NULL (no match: false)
+        items = [e for e in node.expressions if not isinstance(e, exp.Null)]
+        try:
+            value, *members = self.coerced([node.this, *items])
+        except ExpressionError as error:
+            raise ExpressionError(f"Invalid Predicate: {error.message}") from error
         vf = value.fn
         slots = building_slots()
-        if all(i.const for i in items):
-            members, has_null = _members([i.fn({}) for i in items])
+        if all(i.const for i in members):
+            found, _ = _members([i.fn({}) for i in members])
 
             def evaluate(row: Row) -> Any:
                 v = vf(row)
-                if v is None:
-                    return None
-                return True if v in members else None if has_null else False
-        elif slots is not None and all(i.const or i.bound for i in items):
+                return v is not None and v in found
+        elif slots is not None and all(i.const or i.bound for i in members):
             # a cached plan's IN list: its members folded once per execution, as above
-            item_fns = [i.fn for i in items]
-            folded = slots.subtree(lambda row: _members([f(row) for f in item_fns]))
+            item_fns = [i.fn for i in members]
+            folded = slots.subtree(lambda row: _members([f(row) for f in item_fns])[0])
 
             def evaluate(row: Row) -> Any:
                 v = vf(row)
-                if v is None:
-                    return None
-                members, has_null = folded(row)
-                return True if v in members else None if has_null else False
+                return v is not None and v in folded(row)
         else:
-            fns = [i.fn for i in items]
+            fns = [i.fn for i in members]
 
             def evaluate(row: Row) -> Any:
                 v = vf(row)
-                if v is None:
-                    return None
-                seen = [f(row) for f in fns]
-                return True if v in seen else None if None in seen else False
+                return v is not None and any(v == f(row) for f in fns)
 
-        return _make(BOOLEAN, evaluate, [value, *items])
+        return _make(BOOLEAN, evaluate, [value, *members])
 
-    def in_item(self, value: _Node, item: exp.Expr) -> _Node:
-        """An IN-list element, type-checked against the tested value (string literals parse)."""
-        compiled = self.compile(item)
-        t, it = value.type, compiled.type
-        if it == NULL or t == NULL or comparable(t, it, "EQUAL"):
+    def coerced(self, nodes: Sequence[exp.Expr]) -> list[_Node]:
+        """``nodes`` compiled and converted to the type ksqlDB coerces them to together
+        (`coercion`): literals' values coerced, other expressions CAST.
+
+        Raises:
+            ExpressionError: ksqlDB's refusal (no common type, a literal that does not parse).
+        """
+        compiled = {id(n): self.compile(n) for n in nodes}
+
+        def type_of(node: exp.Expr) -> SqlType:
+            known = compiled.get(id(node))
+            return (known if known is not None else self.compile(node)).type
+
+        common = coercion.common_type(nodes, type_of)
+        return [self._to_type(n, compiled[id(n)], common) for n in nodes]
+
+    def _to_type(self, node: exp.Expr, compiled: _Node, t: SqlType | None) -> _Node:
+        source = compiled.type
+        if t is None or source == t or source == NULL:
             return compiled
-        if (
-            it == STRING
-            and compiled.const
-            and t in (BOOLEAN, *TEMPORAL)
-            or (it == STRING and compiled.const and is_numeric(t))
-        ):
-            try:
-                return _constant(t, parse_string(compiled.fn({}), t))
-            except EvalFailure as error:
-                raise ExpressionError(f"Invalid Predicate: {error}") from error
-        raise ExpressionError(
-            f"Invalid Predicate: operator does not exist: {t} = {it} ({format_expression(item)})"
-        )
+        f = compiled.fn
+        if coercion.is_literal(node):
+            return _make(t, lambda r: coercion.literal_value(f(r), source, t), [compiled])
+        return _make(t, lambda r: cast_value(f(r), source, t), [compiled], fallible=True)
 
     def _like(self, node: exp.Like, escape: str | None = None) -> _Node:
         value, pattern = self.compile(node.this), self.compile(node.expression)
@@ -610,21 +611,15 @@ class _Compiler:
                 "Array constructor cannot be empty. Please supply at least one "
                 "element (see https://github.com/confluentinc/ksql/issues/4239)."
             )
-        items = [self.compile(e) for e in node.expressions]
-        t = common_type([i.type for i in items])
-        if t is None:
-            raise ExpressionError(
-                "invalid input syntax: array elements must all have the same "
-                f"type, got {', '.join(str(i.type) for i in items)} in "
-                f"{format_expression(node)}"
-            )
+        items = self.coerced(list(node.expressions))
+        t = next((i.type for i in items if i.type != NULL), NULL)
         if t == NULL:
             raise ExpressionError(
                 "Cannot construct an array with all NULL elements (see https://github.com/"
                 "confluentinc/ksql/issues/4239). As a workaround, you may cast a NULL value to the "
                 "desired type."
             )
-        fns = [_converted(i, t) for i in items]
+        fns = [i.fn for i in items]
         return _make(ArrayType(t), lambda r: [f(r) for f in fns], items)
 
     def _mapconstructor(self, node: hx.MapConstructor) -> _Node:
@@ -633,20 +628,22 @@ class _Compiler:
                 "Map constructor cannot be empty. Please supply at least one key value pair "
                 "(see https://github.com/confluentinc/ksql/issues/4239)."
             )
-        keys = [self.compile(e.this) for e in node.expressions]
-        values = [self.compile(e.expression) for e in node.expressions]
-        kt, vt = common_type([k.type for k in keys]), common_type([v.type for v in values])
-        for t, what in ((kt, "keys"), (vt, "values")):
-            if t is None:
-                raise ExpressionError(
-                    f"invalid input syntax: map {what} must all have the same "
-                    f"type in {format_expression(node)}"
-                )
+        keys = self.coerced([e.this for e in node.expressions])
+        values = self.coerced([e.expression for e in node.expressions])
+        types = []
+        for items, what, item in ((keys, "keys", "key"), (values, "values", "value")):
+            t = next((i.type for i in items if i.type != NULL), NULL)
             if t == NULL:
-                raise ExpressionError(f"Cannot construct a map with all NULL {what}")
-        assert kt is not None and vt is not None
-        pairs = [(_converted(k, kt), _converted(v, vt)) for k, v in zip(keys, values, strict=True)]
-        return _make(MapType(kt, vt), lambda r: {k(r): v(r) for k, v in pairs}, [*keys, *values])
+                raise ExpressionError(
+                    f"Cannot construct a map with all NULL {what} (see https://github.com/"
+                    "confluentinc/ksql/issues/4239). As a workaround, you may cast a NULL "
+                    f"{item} to the desired type."
+                )
+            types.append(t)
+        pairs = [(k.fn, v.fn) for k, v in zip(keys, values, strict=True)]
+        return _make(
+            MapType(types[0], types[1]), lambda r: {k(r): v(r) for k, v in pairs}, [*keys, *values]
+        )
 
     def _structconstructor(self, node: hx.StructConstructor) -> _Node:
         names = [identifier_name(e.this) for e in node.expressions]

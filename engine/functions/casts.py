@@ -7,6 +7,7 @@ MAP and STRUCT, in a ``java.util.HashMap``'s iteration order) and a STRING parse
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import math
 from decimal import Decimal, InvalidOperation
@@ -143,12 +144,14 @@ def parse_string(text: str, t: SqlType) -> Any:
             return ((moment.hour * 60 + moment.minute) * 60 + moment.second) * 1000 + (
                 moment.microsecond // 1000
             )
+        if t == BYTES:
+            return base64.b64decode(raw, validate=True)
         if t == TIMESTAMP:
             stamp = dt.datetime.fromisoformat(raw)
             if stamp.tzinfo is None:
                 stamp = stamp.replace(tzinfo=dt.UTC)
             return (stamp - _EPOCH) // dt.timedelta(milliseconds=1)
-    except (ValueError, InvalidOperation) as error:
+    except (ValueError, InvalidOperation, binascii.Error) as error:
         name = "DECIMAL" if isinstance(t, DecimalType) else str(t)
         raise EvalFailure(f'invalid input syntax for type {name}: "{text}".') from error
     raise EvalFailure(f"Cast of STRING to {t} is not supported")
@@ -161,13 +164,17 @@ def castable(source: SqlType, target: SqlType) -> bool:
     if is_numeric(source) and is_numeric(target):
         return True
     if source == STRING:
-        return target in (BOOLEAN, DATE, TIME, TIMESTAMP) or is_numeric(target)
+        return target in (BOOLEAN, DATE, TIME, TIMESTAMP, BYTES) or is_numeric(target)
     if source in TEMPORAL and target in TEMPORAL:
         return source == TIMESTAMP or target == TIMESTAMP and source == DATE
     if isinstance(source, ArrayType) and isinstance(target, ArrayType):
         return castable(source.element, target.element)
     if isinstance(source, MapType) and isinstance(target, MapType):
         return castable(source.key, target.key) and castable(source.value, target.value)
+    if isinstance(source, StructType) and isinstance(target, StructType):
+        # ksqlDB's castStructToStruct: fields by name; the target's others are NULL
+        ours = {f.name: f.type for f in source.fields}
+        return all(castable(ours[f.name], f.type) for f in target.fields if f.name in ours)
     return False
 
 
@@ -210,5 +217,12 @@ def cast_value(value: Any, source: SqlType, target: SqlType) -> Any:
         return {
             cast_value(k, source.key, target.key): cast_value(v, source.value, target.value)
             for k, v in value.items()
+        }
+    if isinstance(target, StructType):
+        assert isinstance(source, StructType)
+        ours = {f.name: f.type for f in source.fields}
+        return {
+            f.name: cast_value(value.get(f.name), ours[f.name], f.type) if f.name in ours else None
+            for f in target.fields
         }
     raise EvalFailure(f"Cast of {source} to {target} is not supported")

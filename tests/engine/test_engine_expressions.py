@@ -77,7 +77,7 @@ def typ(text: str) -> str:
         ("2147483648", "BIGINT", 2147483648),
         ("10000000000", "BIGINT", 10**10),
         ("1.5", "DECIMAL(2, 1)", Decimal("1.5")),
-        ("0.05", "DECIMAL(2, 2)", Decimal("0.05")),
+        ("0.05", "DECIMAL(3, 2)", Decimal("0.05")),
         ("1.5e0", "DOUBLE", 1.5),
         ("'it''s'", "STRING", "it's"),
         ("TRUE", "BOOLEAN", True),
@@ -143,10 +143,11 @@ def test_engine_expressions_types_and_values(text: str, type_: str, value: Any) 
         ("I BETWEEN N AND 9", False),
         ("I IN (1, 7)", True),
         ("I IN (1, 2)", False),
-        ("I IN (1, NULL)", None),
+        ("I IN (1, NULL)", False),  # ksqlDB's IN is never NULL: NULLs never match
         ("I IN (7, NULL)", True),
-        ("I NOT IN (1, NULL)", None),
-        ("N IN (1)", None),
+        ("I NOT IN (1, NULL)", True),
+        ("N IN (1)", False),
+        ("I IN (7.0, '8')", True),  # coerced to one type: DECIMAL, as ksqlDB does
         ("I IN (1, '7')", True),
         ("I IN (B - 3, 0)", True),
         ("AR IN (ARRAY[1, 2, 3])", True),
