@@ -11,6 +11,7 @@ operation throws (`LambdaAbort`), which makes the whole lambda function's call N
 
 from __future__ import annotations
 
+import math
 import re
 from collections import ChainMap
 from collections.abc import Callable, MutableMapping, Sequence
@@ -62,6 +63,7 @@ from headwater.sqlparse_ext.sqltypes import (
     SqlType,
     StructField,
     StructType,
+    format_double,
     from_datatype,
     identifier_name,
 )
@@ -319,6 +321,12 @@ class _Compiler:
             error = compare_error(left, right, op, texts)
             raise ExpressionError(prefix + error.message)
         lf, rf = left.fn, right.fn
+        as_decimal = DOUBLE in (left.type, right.type) and any(
+            isinstance(t, DecimalType) for t in (left.type, right.type)
+        )
+        if as_decimal:  # ksqlDB: BigDecimal.valueOf(double), the double's shortest text
+            lf = _java_decimal(lf) if left.type == DOUBLE else lf
+            rf = _java_decimal(rf) if right.type == DOUBLE else rf
         if null_safe:
             same = op == "IS_NOT_DISTINCT_FROM"
 
@@ -328,14 +336,17 @@ class _Compiler:
                     return (a is None and b is None) == same
                 return python_op(a, b)
 
-            return _make(BOOLEAN, distinct, [left, right])
+            return _make(BOOLEAN, distinct, [left, right], fallible=as_decimal)
         as_time = _temporal_pair(left.type, right.type)
         if as_time is not None:  # a STRING is parsed (a bad one fails the comparison)
             lf, rf = _as_temporal(left, as_time), _as_temporal(right, as_time)
         compare = _strict2(lf, rf, python_op)
         # ksqlDB's generated code (and its interpreter): false, not NULL, when a side is NULL
         return _make(
-            BOOLEAN, lambda r: compare(r) is True, [left, right], fallible=as_time is not None
+            BOOLEAN,
+            lambda r: compare(r) is True,
+            [left, right],
+            fallible=as_time is not None or as_decimal,
         )
 
     def _logical(self, node: exp.Expr, word: str) -> _Node:
@@ -793,6 +804,21 @@ def _unboxed2(lf: Evaluator, rf: Evaluator, op: Callable[[Any, Any], Any]) -> Ev
 
 def _java_str(value: Any) -> str:
     return "null" if value is None else str(value)
+
+
+def _java_decimal(f: Evaluator) -> Evaluator:
+    """A DOUBLE's values as Java's ``BigDecimal.valueOf`` makes them (from the shortest text that
+    reads back as the double: 1.1 is exactly 1.1); a NaN or infinity fails, as it does in Java."""
+
+    def evaluate(row: Row) -> Any:
+        value = f(row)
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise EvalFailure(f"Cannot compare {format_double(value)} with a DECIMAL")
+        return Decimal(repr(value))
+
+    return evaluate
 
 
 def _strict2(lf: Evaluator, rf: Evaluator, op: Callable[[Any, Any], Any]) -> Evaluator:

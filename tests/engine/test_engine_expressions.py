@@ -143,6 +143,11 @@ def test_engine_expressions_types_and_values(text: str, type_: str, value: Any) 
         ("I BETWEEN N AND 9", False),
         ("I IN (1, 7)", True),
         ("I IN (1, 2)", False),
+        ("F = 2.5", True),  # DOUBLE and DECIMAL compare as Java's BigDecimal.valueOf(double)
+        ("1.1E0 = 1.1", True),  # the double nearest 1.1 reads as "1.1", as in Java
+        ("0.1E0 + 0.2E0 = 0.3", False),  # 0.30000000000000004
+        ("F IS DISTINCT FROM 2.50", False),
+        ("F BETWEEN 2.4 AND 2.5", True),
         ("I IN (1, NULL)", False),  # ksqlDB's IN is never NULL: NULLs never match
         ("I IN (7, NULL)", True),
         ("I NOT IN (1, NULL)", True),
