@@ -68,6 +68,7 @@ from headwater.engine.persistent.aggregate_run import (
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
 from headwater.engine.persistent.join_run import JoinPipeline, LocalJoin
 from headwater.engine.persistent.query_run import ProcessingError
+from headwater.gateway.locate import located_message
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.metastore.errors import MetastoreError
@@ -223,7 +224,8 @@ class World:
         source = self.catalog.source(statement.target)
         if source is None:
             raise EngineError(
-                f"Cannot insert values into an unknown stream/table: {statement.target}"
+                f"Cannot insert values into an unknown stream/table: `{statement.target}`"
+                + self.catalog.alternatives(statement.target)
             )
         insert = evaluate_insert_values(statement, source, self.catalog.types)
         serde = serde_of(source, self.catalog.types)
@@ -383,7 +385,11 @@ def _run_case(case: dict, record: bool = False) -> World | None:
     statement_index = 0
     try:
         for statement_index, statement in enumerate(statements):
-            world.execute(statement)
+            try:
+                world.execute(statement)
+            except (MetastoreError, EngineError) as error:
+                _locate(error, statement)
+                raise
     except Skip:
         raise
     except (MetastoreError, EngineError, ParseError) as error:
@@ -409,6 +415,16 @@ def _run_case(case: dict, record: bool = False) -> World | None:
     _judge_outputs(world, case.get("outputs", []))
     _judge_post(world, case.get("post", {}))
     return world
+
+
+def _locate(error: MetastoreError | EngineError, statement: ast.Statement) -> None:
+    """Words ``error``'s message as the server does: ksqlDB's position prefix where it has one."""
+    offset = getattr(error, "offset", None)
+    node = getattr(error, "node", None)
+    if offset is None and node is not None:
+        starts = [int(n.meta["start"]) for n in node.walk() if "start" in n.meta]
+        offset = min(starts) if starts else None
+    error.message = located_message(statement, _message(error), offset)
 
 
 def _message(error: Exception) -> str:

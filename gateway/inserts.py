@@ -282,7 +282,11 @@ def resolve_target(services: Services, target: str) -> Source:
     name = identifier_text(target)
     source = services.runner.catalog.sources.get(name)
     if source is None:
-        raise KsqlError(f"Cannot insert values into an unknown stream/table: {name}", 40001)
+        raise KsqlError(
+            f"Cannot insert values into an unknown stream/table: `{name}`"
+            + services.runner.catalog.alternatives(name),
+            40001,
+        )
     if source.windowed:
         raise KsqlError("Cannot insert values into windowed stream/table", 40001)
     if source.read_only:

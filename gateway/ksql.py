@@ -34,7 +34,7 @@ from headwater.gateway import queries
 from headwater.gateway.asserts import assert_schema, assert_topic
 from headwater.gateway.errors import Entity, KsqlError, bad_request
 from headwater.gateway.jsonout import dumpb
-from headwater.gateway.locate import line_column, offset_in_message
+from headwater.gateway.locate import line_column, located_message, offset_in_message
 from headwater.gateway.schemas import type_schema
 from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
@@ -251,7 +251,7 @@ def execute(
                 offset = offset_in_message(statement, getattr(exc, "message", None) or str(exc))
             line, column = line_column(statement, offset)
             raise KsqlError(
-                getattr(exc, "message", None) or str(exc),
+                located_message(statement, getattr(exc, "message", None) or str(exc), offset),
                 exc.error_code,
                 statement_text=statement.text,
                 entities=tuple(entities),
@@ -596,7 +596,9 @@ def _insert_values(services: Services, statement: ast.InsertValues) -> Entity:
     source = catalog.sources.get(statement.target)
     if source is None:
         raise KsqlError(
-            f"Cannot insert values into an unknown stream/table: {statement.target}", 40001
+            f"Cannot insert values into an unknown stream/table: `{statement.target}`"
+            + catalog.alternatives(statement.target),
+            40001,
         )
     if services.writer is None:
         raise KsqlError("this server does not accept INSERT statements", 40001)

@@ -14,9 +14,23 @@ from sqlglot import exp
 
 from headwater.sqlparse_ext import statements as ast
 
-__all__ = ["keyword_offset", "line_column", "named_offset", "offset_in_message", "source_offset"]
+__all__ = [
+    "keyword_offset",
+    "line_column",
+    "located_message",
+    "named_offset",
+    "offset_in_message",
+    "source_offset",
+]
 
 _MISSING = re.compile(r"^(?:Source )?`?([^\s`]+)`? does not exist\.?$")
+#: The messages ksqlDB prefixes with where the fault is (``Line: 3, Col: 70: ``): its
+#: InvalidColumnException (an unknown or ambiguous column, in any clause) and its
+#: UnknownSourceException (INSERT INTO an unknown stream).
+_LOCATED = re.compile(
+    r"^(?:(?:[A-Z]+ )+c|C)olumn '[^']*' (?:cannot be resolved|is ambiguous)"
+    r"|^Source `[^`]*` does not exist\.$"
+)
 _QUOTED = re.compile(r"(?:column|field|Column name|name) [`'\"]?([A-Za-z_][A-Za-z0-9_@$]*)[`'\"]?")
 
 
@@ -98,3 +112,16 @@ def line_column(statement: ast.Statement, offset: int | None) -> tuple[int, int]
     if newlines == 0:
         return statement.line, statement.column + offset
     return statement.line + newlines, offset - before.rfind("\n")
+
+
+def located_message(statement: ast.Statement, message: str, offset: int | None) -> str:
+    """``message`` as ksqlDB words it: with ``Line: n, Col: m: `` (the script position of
+    ``offset``, else of the thing the message names) before the errors ksqlDB locates."""
+    if not _LOCATED.match(message):
+        return message
+    if offset is None:
+        offset = offset_in_message(statement, message)
+    if offset is None:
+        return message
+    line, column = line_column(statement, offset)
+    return f"Line: {line}, Col: {column}: {message}"

@@ -40,7 +40,12 @@ from headwater.engine.pull.template import BoundPull
 from headwater.engine.values import output_converter
 from headwater.gateway import routed
 from headwater.gateway.errors import KsqlError
-from headwater.gateway.locate import keyword_offset, line_column, offset_in_message
+from headwater.gateway.locate import (
+    keyword_offset,
+    line_column,
+    located_message,
+    offset_in_message,
+)
 from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import Services
 from headwater.gateway.writers import (
@@ -215,7 +220,7 @@ def prepare_pull(
             offset = query.where.meta.get("start") or _first_start(query.where)
         line, column = line_column(statement, offset)
         raise KsqlError(
-            exc.message,
+            located_message(statement, exc.message, offset),
             exc.error_code,
             statement_text=statement.text,
             retriable=exc.retriable,

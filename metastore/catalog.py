@@ -160,6 +160,36 @@ class Catalog:
         """The stream or table of that name, or None."""
         return self.sources.get(name)
 
+    def alternatives(self, name: str, kind: SourceKind | None = None) -> str:
+        """ksqlDB's hint for a source name that is not found (``checkAlternatives``): the sources
+        whose names differ only in case (of that kind, when given), as ``\nDid you mean ...``;
+        empty when there are none."""
+        matched = sorted(
+            (s for s in self.sources.values() if s.name.upper() == name.upper()),
+            key=lambda s: s.name,
+        )
+        matched = [s for s in matched if kind is None or s.kind is kind]
+        if not matched:
+            return ""
+        if len(matched) > 1:
+            named = [f'"{s.name}" ({s.kind.value.upper()})' for s in matched]
+            listed = (
+                " or ".join(named)
+                if len(named) == 2
+                else ", ".join(named[:-1]) + ", or " + named[-1]
+            )
+            return (
+                f"\nDid you mean {listed}? "
+                "Hint: wrap the source name in double quotes to make it case-sensitive."
+            )
+        found = matched[0].name
+        if any(c.islower() for c in found):
+            return (
+                f'\nDid you mean "{found}"? Hint: wrap the source name in double quotes to make '
+                "it case-sensitive."
+            )
+        return f"\nDid you mean {found}? Hint: try removing double quotes from the source name."
+
     def with_source(self, source: Source, offset: int) -> Catalog:
         """A new catalog with ``source`` added or replaced."""
         return replace(self, sources=_put(self.sources, source.name, source), last_offset=offset)

@@ -690,7 +690,11 @@ def _plan_drop(drop: ast.Drop, catalog: Catalog) -> Plan:
     if source is None:
         if drop.if_exists:
             return Plan(None, f"Source `{drop.name}` does not exist.")
-        raise UnknownSource(f"Source {drop.name} does not exist.")
+        kind = SourceKind(drop.kind)
+        raise UnknownSource(
+            f"{kind.value.capitalize()} {drop.name} does not exist."
+            + catalog.alternatives(drop.name, kind)
+        )
     if source.kind.value != drop.kind:
         raise ValidationError(
             f"Incompatible data source type is {source.kind.value}, but statement was DROP {drop.kind}"
@@ -808,10 +812,16 @@ def _sink_formats(
     return _format_name(key, "KEY_FORMAT"), value
 
 
+def _target_offset(insert: ast.InsertInto) -> int | None:
+    """Where the INSERT INTO's target name starts in its text."""
+    found = re.match(r"\s*INSERT\s+INTO\s+", insert.text, re.IGNORECASE)
+    return found.end() if found else None
+
+
 def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: QueryAnalyzer) -> Plan:
     target = catalog.source(insert.target)
-    if target is None:
-        raise UnknownSource(f"{insert.target} does not exist.")
+    if target is None:  # ksqlDB's UnknownSourceException, located at the target's name
+        raise UnknownSource(f"Source `{insert.target}` does not exist.", _target_offset(insert))
     if target.kind is not SourceKind.STREAM:
         raise ValidationError(
             f"INSERT INTO can only be used to insert into a stream. {target.name} is a table."

@@ -180,7 +180,7 @@ def test_validation_error_keeps_earlier_entities(client: TestClient) -> None:
         (
             "INSERT INTO X (A) VALUES (1);",
             40001,
-            "Cannot insert values into an unknown stream/table: X",
+            "Cannot insert values into an unknown stream/table: `X`",
         ),
         ("DESCRIBE NO_SUCH_SOURCE;", 40001, "NO_SUCH_SOURCE"),
         ("SHOW CONNECTORS;", 40001, "not supported"),

@@ -11,8 +11,10 @@ import pytest
 from headwater.gateway.admission import Admission
 from headwater.gateway.errors import KsqlError
 from headwater.gateway.jsonout import dumps
+from headwater.gateway.locate import located_message
 from headwater.gateway.pull_options import PullOptions, pull_options
 from headwater.gateway.services import PullSettings
+from headwater.sqlparse_ext import parse
 
 
 def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
@@ -126,3 +128,23 @@ def test_bound_not_met_is_a_retriable_503_naming_each_partition() -> None:
     assert "partition 1: RESTORING, position 2 of 90, lag 88" in error.message
     assert "partition 2: not materialized here" in error.message
     assert "partition 0" not in error.message
+
+
+def test_ksqldb_locates_unknown_and_ambiguous_columns_and_insert_targets() -> None:
+    script = (
+        "CREATE STREAM A (ID INT KEY, V STRING) WITH (kafka_topic='a', value_format='JSON');\n"
+        "CREATE STREAM B (ID INT KEY, V STRING) WITH (kafka_topic='b', value_format='JSON');\n"
+        "CREATE STREAM OUTPUT as SELECT * FROM test1 t RIGHT JOIN test2 tt ON t.iid = tt.id;"
+    )
+    statement = parse(script)[2]
+    offset = statement.text.index("t.iid")
+    message = "JOIN ON column 'T.IID' cannot be resolved."
+    assert located_message(statement, message, offset) == f"Line: 3, Col: 70: {message}"
+    ambiguous = "Column 'ID' is ambiguous. Could be T.ID or TT.ID."
+    assert located_message(statement, ambiguous, 31).startswith("Line: 3, Col: 32: Column")
+    other = "Invalid join condition: stream-stream joins require a WITHIN clause."
+    assert located_message(statement, other, offset) == other  # ksqlDB does not locate these
+    insert = parse("SELECT 1 FROM A;\nINSERT INTO UNKNOWN SELECT * FROM A;")[1]
+    assert located_message(insert, "Source `UNKNOWN` does not exist.", 12) == (
+        "Line: 2, Col: 13: Source `UNKNOWN` does not exist."
+    )

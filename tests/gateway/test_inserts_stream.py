@@ -316,7 +316,7 @@ def test_json_array_on_request_and_empty_streams(client: TestClient) -> None:
         (
             _body("NO_SUCH_STREAM", {"ID": "a"}),
             40001,
-            "Cannot insert values into an unknown stream/table: NO_SUCH_STREAM",
+            "Cannot insert values into an unknown stream/table: `NO_SUCH_STREAM`",
         ),
         (b"", 40000, "must start with a line"),
         (b"[1]\n", 40000, '"target" string'),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.metastore.catalog import Catalog, Query
+from headwater.metastore.catalog import Catalog, Query, SourceKind
 from headwater.metastore.codec import source_from_dict
 from headwater.metastore.errors import ValidationError
 from headwater.metastore.plan import TopicFacts, plan
@@ -101,7 +101,7 @@ def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
             "CREATE STREAM s (a ADDRESS) WITH (kafka_topic='users', value_format='JSON');",
             "Unknown type: ADDRESS",
         ),
-        ("DROP STREAM nope;", "Source NOPE does not exist"),
+        ("DROP STREAM nope;", "Stream NOPE does not exist"),
         ("DROP TYPE nope;", "Type NOPE does not exist"),
         ("SELECT * FROM users;", "do not change the catalog"),
         # PAUSE is a query control like TERMINATE, but TERMINATE's planner is not its own
@@ -266,3 +266,25 @@ def test_declared_windowed_table_is_windowed() -> None:
             Catalog(),
             FACTS,
         )
+
+
+def test_an_unknown_name_is_answered_with_the_names_that_differ_only_in_case() -> None:
+    """ksqlDB's checkAlternatives: a quoted name found unquoted, or the other way round."""
+    catalog = _apply_all(
+        STREAM.replace("CREATE STREAM pv", 'CREATE STREAM "pv"'),
+        TABLE,
+    )
+    with pytest.raises(ValidationError) as raised:
+        plan(parse_one("DROP STREAM pv;"), catalog, FACTS)
+    assert raised.value.message == (
+        'Stream PV does not exist.\nDid you mean "pv"? Hint: wrap the source name in double '
+        "quotes to make it case-sensitive."
+    )
+    with pytest.raises(ValidationError) as raised:
+        plan(parse_one('DROP TABLE "users";'), catalog, FACTS)
+    assert raised.value.message == (
+        "Table users does not exist.\nDid you mean USERS? Hint: try removing double quotes from "
+        "the source name."
+    )
+    assert catalog.alternatives("nothing") == ""
+    assert catalog.alternatives("PV", SourceKind.TABLE) == ""
