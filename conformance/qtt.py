@@ -72,6 +72,7 @@ from headwater.gateway.locate import located_message
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Query, Source
 from headwater.metastore.errors import MetastoreError
+from headwater.metastore.format_defaults import KSQLDB_DEFAULTS, FormatDefaults, format_defaults
 from headwater.metastore.plan import TopicFacts, plan, topics_named
 from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import ParseError, parse
@@ -123,7 +124,10 @@ class World:
     """A catalog, topics in memory and the running queries of one case (also used by
     bench.nexmark's tests to run Nexmark's queries in process)."""
 
-    def __init__(self, topics: Mapping[str, int]) -> None:
+    def __init__(
+        self, topics: Mapping[str, int], formats: FormatDefaults = KSQLDB_DEFAULTS
+    ) -> None:
+        self.formats = formats  # the case's ksql.persistence.default.format.* (or ksqlDB's)
         self.catalog = Catalog()
         self.topics: dict[str, _Topic] = {n: _Topic(p) for n, p in topics.items()}
         self.pipelines: dict[str, RecordPipeline | _Columnar | LocalAggregation | LocalJoin] = {}
@@ -166,7 +170,7 @@ class World:
             {n: self.topics[n].partitions for n in named if n in self.topics},
             schema_facts(statement, self.registry),
         )
-        planned = plan(statement, self.catalog, facts, QUERY_ANALYZER)
+        planned = plan(statement, self.catalog, facts, QUERY_ANALYZER, defaults=self.formats)
         if planned.command is None:
             return
         if planned.create_topic is not None:
@@ -354,7 +358,7 @@ def _run_case(case: dict, record: bool = False) -> World | None:
         raise Skip("format PROTOBUF")
     expected_error = case.get("expectedException")
     topics = {t["name"]: int(t.get("partitions", 1)) for t in case.get("topics", [])}
-    world = World(topics)
+    world = World(topics, format_defaults(case.get("properties") or {}, {}))
     if record:
         world.stages = {}
     for topic in case.get("topics", []):

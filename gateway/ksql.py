@@ -40,6 +40,7 @@ from headwater.gateway.services import Services, services_of
 from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.metastore.errors import MetastoreError, TooManyPersistentQueries
+from headwater.metastore.format_defaults import format_defaults
 from headwater.metastore.offset_reset import offset_reset
 from headwater.sqlparse_ext import parse
 from headwater.sqlparse_ext import statements as ast
@@ -328,7 +329,11 @@ def _unsupported(statement: ast.Statement) -> KsqlError:
 def _submit(services: Services, statement: ast.Statement, overrides: Mapping[str, Any]) -> Entity:
     """Submits a catalog statement; a persistent query starts where ``auto.offset.reset`` (the
     request's, else the server's) says."""
-    submitted = services.submitter.submit(statement, offset_reset(overrides, services.properties))
+    submitted = services.submitter.submit(
+        statement,
+        offset_reset(overrides, services.properties),
+        format_defaults(overrides, services.properties),
+    )
     # For a statement that changed nothing (IF NOT EXISTS ...) the submitter answers the last
     # record decided, so a client waiting for this sequence number never waits for a future one.
     sequence = submitted.sequence_number

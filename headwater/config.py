@@ -57,6 +57,20 @@ def _offset_reset(text: str) -> str | None:
     return value or None
 
 
+_FORMATS = ("KAFKA", "JSON", "JSON_SR", "AVRO", "PROTOBUF", "PROTOBUF_NOSR", "DELIMITED", "NONE")
+
+
+def _format_name(text: str) -> str:
+    value = text.strip().upper()
+    if value not in _FORMATS:
+        raise ValueError(f"expected one of {', '.join(_FORMATS)}")
+    return value
+
+
+def _optional_format_name(text: str) -> str | None:
+    return _format_name(text) if text.strip() else None
+
+
 ENGINE_STARTS = ("first-query", "startup")
 
 
@@ -429,6 +443,19 @@ SETTINGS: tuple[Setting, ...] = (
         "those formats are refused.",
     ),
     Setting(
+        "ksql.persistence.default.format.key",
+        "default_key_format",
+        _format_name,
+        "The key format of a CREATE STREAM/TABLE whose WITH clause names none.",
+    ),
+    Setting(
+        "ksql.persistence.default.format.value",
+        "default_value_format",
+        _optional_format_name,
+        "The value format of a CREATE STREAM/TABLE whose WITH clause names none (unset: it "
+        "must name one).",
+    ),
+    Setting(
         "ksql.streams.auto.offset.reset",
         "auto_offset_reset",
         _offset_reset,
@@ -513,6 +540,8 @@ class ServerConfig:
     max_records_per_batch: int = 100_000
     cache_max_bytes_buffering: int = 10_485_760
     auto_offset_reset: str | None = None
+    default_key_format: str = "KAFKA"
+    default_value_format: str | None = None
     schema_registry_url: str | None = None
 
     @property

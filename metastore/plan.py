@@ -26,6 +26,7 @@ from headwater.metastore.errors import (
     UnknownType,
     ValidationError,
 )
+from headwater.metastore.format_defaults import KSQLDB_DEFAULTS, FormatDefaults
 from headwater.sqlparse_ext import ParseError, parse_type, sqltypes
 from headwater.sqlparse_ext import statements as ast
 
@@ -185,6 +186,7 @@ def plan(
     facts: TopicFacts,
     analyze: QueryAnalyzer | None = None,
     active_limit: int = NO_ACTIVE_LIMIT,
+    defaults: FormatDefaults = KSQLDB_DEFAULTS,
 ) -> Plan:
     """Validate ``statement`` against ``catalog`` and plan its command.
 
@@ -195,6 +197,7 @@ def plan(
         analyze: the engine's analysis of persistent queries (needed for CSAS/INSERT ... SELECT).
         active_limit: ``ksql.query.persistent.active.limit``: the most persistent queries the
             catalog may hold once the statement is applied.
+        defaults: the formats of a CREATE STREAM/TABLE whose WITH clause names none.
 
     Raises:
         TooManyPersistentQueries: a valid persistent query that would pass ``active_limit``.
@@ -208,7 +211,7 @@ def plan(
             planned = _plan_insert_select(statement, catalog, _engine(analyze))
             return _within_capacity(planned, catalog, active_limit)
         case ast.CreateSource():
-            planned = _plan_create_source(statement, catalog, facts)
+            planned = _plan_create_source(statement, catalog, facts, defaults)
         case ast.AlterSource():
             planned = _plan_alter_source(statement, catalog)
         case ast.Drop():
@@ -259,7 +262,9 @@ def check_capacity(count: int, active_limit: int) -> None:
         )
 
 
-def _plan_create_source(create: ast.CreateSource, catalog: Catalog, facts: TopicFacts) -> Plan:
+def _plan_create_source(
+    create: ast.CreateSource, catalog: Catalog, facts: TopicFacts, defaults: FormatDefaults
+) -> Plan:
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
     existing = catalog.source(create.name)
@@ -282,7 +287,7 @@ def _plan_create_source(create: ast.CreateSource, catalog: Catalog, facts: Topic
             )
     properties = _check_properties(create.properties)
     topic = _required(properties, "KAFKA_TOPIC", create.kind)
-    key_format, value_format = _formats(properties, create.kind)
+    key_format, value_format = _formats(properties, create.kind, defaults)
     _check_registry(str(topic), (key_format, value_format), facts)
     create = _with_inferred_columns(
         create, str(topic), properties, (key_format, value_format), facts
@@ -446,17 +451,19 @@ def _required(properties: Mapping[str, PropertyValue], name: str, kind: str) -> 
     return value
 
 
-def _formats(properties: Mapping[str, PropertyValue], kind: str) -> tuple[str, str]:
+def _formats(
+    properties: Mapping[str, PropertyValue], kind: str, defaults: FormatDefaults
+) -> tuple[str, str]:
     both = properties.get("FORMAT")
     _one_format_property(properties)
-    value = both if both is not None else properties.get("VALUE_FORMAT")
+    value = both if both is not None else properties.get("VALUE_FORMAT", defaults.value)
     if value is None:
         raise ValidationError(
             "Statement is missing the 'VALUE_FORMAT' property from the WITH clause. "
             "Either provide one or set a default via the 'ksql.persistence.default.format.value' "
             "config."
         )
-    key = both if both is not None else properties.get("KEY_FORMAT", "KAFKA")
+    key = both if both is not None else properties.get("KEY_FORMAT", defaults.key)
     return _format_name(key, "KEY_FORMAT"), _format_name(value, "VALUE_FORMAT")
 
 

@@ -39,6 +39,7 @@ from headwater.kafka.errors import EndOffsetsUnavailable, KafkaEdgeError
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.errors import CommandConflict, CommandTimeout, ValidationError
+from headwater.metastore.format_defaults import KSQLDB_DEFAULTS, FormatDefaults
 from headwater.metastore.offset_reset import LATEST, source_resets
 from headwater.metastore.plan import (
     NO_ACTIVE_LIMIT,
@@ -147,13 +148,19 @@ class CommandSubmitter:
         self._peers_applied = peers_applied
         self._lock = threading.Lock()
 
-    def submit(self, statement: ast.Statement, offset_reset: str | None = None) -> Submitted:
+    def submit(
+        self,
+        statement: ast.Statement,
+        offset_reset: str | None = None,
+        formats: FormatDefaults = KSQLDB_DEFAULTS,
+    ) -> Submitted:
         """Validate, append and apply ``statement``.
 
         Args:
             statement: the statement.
             offset_reset: the ``auto.offset.reset`` it runs with (``earliest``, ``latest`` or None:
                 unset), for a persistent query (see ``offset_reset.py``).
+            formats: the formats of a CREATE STREAM/TABLE whose WITH clause names none.
 
         Raises:
             ValidationError: the statement is invalid against the catalog (nothing was appended).
@@ -161,14 +168,16 @@ class CommandSubmitter:
             CommandTimeout: the log or the local runner did not answer in time.
         """
         with self._lock:
-            return self._submit(statement, offset_reset)
+            return self._submit(statement, offset_reset, formats)
 
-    def _submit(self, statement: ast.Statement, offset_reset: str | None) -> Submitted:
+    def _submit(
+        self, statement: ast.Statement, offset_reset: str | None, formats: FormatDefaults
+    ) -> Submitted:
         attempt_ids: list[str] = []
         lost = _Lost(None, "")
         for attempt in range(1, self._limits.max_attempts + 1):
             started = time.monotonic()
-            answer = self._attempt(statement, attempt, attempt_ids, offset_reset)
+            answer = self._attempt(statement, attempt, attempt_ids, offset_reset, formats)
             if isinstance(answer, Submitted):
                 return answer
             lost = answer
@@ -200,6 +209,7 @@ class CommandSubmitter:
         attempt: int,
         attempt_ids: list[str],
         offset_reset: str | None = None,
+        formats: FormatDefaults = KSQLDB_DEFAULTS,
     ) -> Submitted | _Lost:
         """One attempt of steps 1-4; a ``_Lost`` means "try again"."""
         end: int | None = None
@@ -222,6 +232,7 @@ class CommandSubmitter:
                     self._facts(statement),
                     self._analyze,  # step 3
                     self._limits.active_query_limit,
+                    formats,
                 )
                 if planned.command is None:
                     self._abort(producer)

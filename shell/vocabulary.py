@@ -199,6 +199,8 @@ PROPERTIES: tuple[str, ...] = (
     "auto.offset.reset",
     "cache.max.bytes.buffering",
     "commit.interval.ms",
+    "ksql.persistence.default.format.key",
+    "ksql.persistence.default.format.value",
     "ksql.query.pull.enable.standby.reads",
     "ksql.query.pull.max.allowed.offset.lag",
     "ksql.query.pull.range.scan.enabled",

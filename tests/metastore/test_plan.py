@@ -7,6 +7,7 @@ import pytest
 from headwater.metastore.catalog import Catalog, Query, SourceKind
 from headwater.metastore.codec import source_from_dict
 from headwater.metastore.errors import ValidationError
+from headwater.metastore.format_defaults import FormatDefaults, format_defaults
 from headwater.metastore.plan import TopicFacts, plan
 from headwater.metastore.records import CommandRecord, encode
 from headwater.metastore.replay import Fold
@@ -288,3 +289,23 @@ def test_an_unknown_name_is_answered_with_the_names_that_differ_only_in_case() -
     )
     assert catalog.alternatives("nothing") == ""
     assert catalog.alternatives("PV", SourceKind.TABLE) == ""
+
+
+def test_a_source_without_formats_takes_the_default_formats() -> None:
+    text = "CREATE STREAM s (k STRING KEY, v INT) WITH (kafka_topic='users');"
+    with pytest.raises(ValidationError, match="missing the 'VALUE_FORMAT' property"):
+        plan(parse_one(text), Catalog(), FACTS)
+    planned = plan(parse_one(text), Catalog(), FACTS, defaults=FormatDefaults("JSON", "DELIMITED"))
+    source = source_from_dict(planned.command["source"])
+    assert (source.key_format, source.value_format) == ("JSON", "DELIMITED")
+    given = text.replace("kafka_topic='users'", "kafka_topic='users', value_format='JSON'")
+    planned = plan(parse_one(given), Catalog(), FACTS, defaults=FormatDefaults(value="DELIMITED"))
+    assert source_from_dict(planned.command["source"]).value_format == "JSON"
+    assert format_defaults(
+        {"ksql.persistence.default.format.value": "json"},
+        {
+            "ksql.persistence.default.format.value": "AVRO",
+            "ksql.persistence.default.format.key": "JSON",
+        },
+    ) == FormatDefaults("JSON", "JSON")
+    assert format_defaults({}, {}) == FormatDefaults("KAFKA", None)
