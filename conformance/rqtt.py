@@ -10,7 +10,7 @@ encoding of ``conformance.qtt``); then each ``SELECT`` goes to ``POST /query``. 
 persistent queries to process the inputs, this runner polls the query until the expected answer
 appears, the answer has settled while every persistent query runs, or ``--wait-s`` passes (never
 when the case expects an error). Responses are judged as ksqlDB judges them: only the keys a case
-gives, ``key|startsWith`` as a prefix, ``{STATEMENT}`` as the statement's text, a query's items
+gives, ``key|starts_with`` as a prefix, ``{STATEMENT}`` as the statement's text, a query's items
 position by position with ``row.columns`` compared as a multiset unless ``verifyOrder``; an
 ``expectedError`` by its type (``KsqlStatementErrorMessage`` = ``statement_error``), message
 substring and HTTP status; ``outputs`` read back from their topics. Between cases every query is
@@ -329,7 +329,7 @@ def match_fields(
     tallies: tuple[Counter[Any], Counter[Any]],
     verify_order: bool,
 ) -> None:
-    """ksqlDB's ``matchResponseFields``: every key of ``expected`` (``key|startsWith`` compares a
+    """ksqlDB's ``matchResponseFields``: every key of ``expected`` (``key|starts_with`` compares a
     prefix) must be in ``actual`` with an equal value; nested objects recurse; unless
     ``verify_order``, ``row.columns`` values go to ``tallies`` (actual, expected) instead.
 
@@ -350,7 +350,7 @@ def match_fields(
             if not isinstance(got, dict):
                 raise Mismatch(_cause_of(here), f"{here}: {_short(got)}, expected an object")
             match_fields(got, want, statements, idx, here, tallies, verify_order)
-        elif operator.upper() == "STARTSWITH":
+        elif operator.upper() == "STARTS_WITH":  # ksqlDB's MatchOperator.valueOf
             if not (isinstance(got, str) and isinstance(want, str) and got.startswith(want)):
                 raise Mismatch(
                     _cause_of(here), f"{here}: {_short(got)}, expected to start with {_short(want)}"
@@ -539,6 +539,9 @@ class Node:
                 "ksql.streams.cache.max.bytes.buffering=0",
                 "--set",
                 "ksql.streams.auto.offset.reset=earliest",
+                # and serves scalable push queries (RestQueryTranslationTest)
+                "--set",
+                "ksql.query.push.v2.enabled=true",
                 "--set",
                 f"ksql.schema.registry.url={self.registry.url}",
             ],

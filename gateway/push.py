@@ -33,6 +33,8 @@ from headwater.gateway.errors import KsqlError
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.printtopic import TopicPrint, TopicRecord
 from headwater.gateway.push_registry import PushQueries
+from headwater.gateway.scalable_push import PREFIX as SCALABLE_PREFIX
+from headwater.gateway.scalable_push import is_scalable
 from headwater.gateway.services import Services
 from headwater.gateway.transient import start_transient
 from headwater.kafka.clients import consumer, poll_batch
@@ -84,7 +86,8 @@ def start_push(
         plan = plan_push(statement, source, catalog.types)
     except EngineError as exc:
         raise KsqlError(exc.message, exc.error_code, statement_text=statement.text) from exc
-    query_id, stop = registry.start(statement.text)
+    scalable = is_scalable(statement, catalog, properties, services.properties)
+    query_id, stop = registry.start(statement.text, SCALABLE_PREFIX if scalable else "transient_")
     try:
         follower = TopicFollower(
             services.settings, source, catalog.types, from_beginning=from_beginning

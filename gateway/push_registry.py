@@ -35,9 +35,11 @@ class PushQueries:
         self._running: dict[str, threading.Event] = {}
         self._listed: dict[str, RunningPush] = {}
 
-    def start(self, statement_text: str | None = None) -> tuple[str, threading.Event]:
-        """A new query id and its stop flag; with ``statement_text`` (a push query, not a PRINT)
-        SHOW QUERIES lists it.
+    def start(
+        self, statement_text: str | None = None, prefix: str = "transient_"
+    ) -> tuple[str, threading.Event]:
+        """A new query id (``prefix`` and 16 hex digits) and its stop flag; with
+        ``statement_text`` (a push query, not a PRINT) SHOW QUERIES lists it.
 
         Raises:
             KsqlError: 429 when ``max_running`` queries run already.
@@ -50,7 +52,7 @@ class PushQueries:
                     42900,
                     retriable=True,
                 )
-            query_id = f"transient_{uuid.uuid4().hex[:16]}"
+            query_id = f"{prefix}{uuid.uuid4().hex[:16]}"
             stop = self._running[query_id] = threading.Event()
             if statement_text is not None:
                 self._listed[query_id] = RunningPush(query_id, statement_text)

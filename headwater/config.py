@@ -443,6 +443,14 @@ SETTINGS: tuple[Setting, ...] = (
         "those formats are refused.",
     ),
     Setting(
+        "ksql.query.push.v2.enabled",
+        "push_v2_enabled",
+        _bool,
+        "Name push queries that ksqlDB would serve as scalable push queries (one stream written "
+        "by one persistent query, read from its end) SCALABLE_PUSH_QUERY_..., as ksqlDB does; "
+        "headwater serves both kinds from the source's topic.",
+    ),
+    Setting(
         "ksql.persistence.default.format.key",
         "default_key_format",
         _format_name,
@@ -540,6 +548,7 @@ class ServerConfig:
     max_records_per_batch: int = 100_000
     cache_max_bytes_buffering: int = 10_485_760
     auto_offset_reset: str | None = None
+    push_v2_enabled: bool = False
     default_key_format: str = "KAFKA"
     default_value_format: str | None = None
     schema_registry_url: str | None = None

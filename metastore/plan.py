@@ -338,6 +338,17 @@ def _with_inferred_columns(
         ("value", formats[1], declared_values),
     ):
         schema_id = properties.get(f"{part.upper()}_SCHEMA_ID")
+        if schema_id is not None:  # ksqlDB's DefaultSchemaInjector, in its order
+            name = f"{part.upper()}_SCHEMA_ID"
+            if fmt not in INFERRED_FORMATS:
+                raise ValidationError(
+                    f"{part.upper()}_FORMAT should support schema inference when {name} is "
+                    f"provided. Current format is {fmt}."
+                )
+            if declared:
+                raise ValidationError(
+                    f"Table elements and {name} cannot both exist for create statement."
+                )
         if fmt in SCHEMA_FORMATS and fmt not in INFERRED_FORMATS and not declared:
             if part == "key":
                 continue

@@ -186,7 +186,7 @@ def test_admin_responses_compare_given_keys_with_macros_and_prefixes() -> None:
             {
                 "admin": {
                     "statementText": "{STATEMENT}",
-                    "commandStatus": {"message|startsWith": "Stream"},
+                    "commandStatus": {"message|starts_with": "Stream"},
                 }
             }
         ],

@@ -13,8 +13,10 @@ from headwater.gateway.errors import KsqlError
 from headwater.gateway.jsonout import dumps
 from headwater.gateway.locate import located_message
 from headwater.gateway.pull_options import PullOptions, pull_options
+from headwater.gateway.scalable_push import is_scalable
 from headwater.gateway.services import PullSettings
-from headwater.sqlparse_ext import parse
+from headwater.metastore.catalog import Catalog, Query
+from headwater.sqlparse_ext import Select, parse
 
 
 def test_dumps_writes_decimals_exactly_and_matches_json_elsewhere() -> None:
@@ -148,3 +150,32 @@ def test_ksqldb_locates_unknown_and_ambiguous_columns_and_insert_targets() -> No
     assert located_message(insert, "Source `UNKNOWN` does not exist.", 12) == (
         "Line: 2, Col: 13: Source `UNKNOWN` does not exist."
     )
+
+
+def test_scalable_push_queries_are_the_ones_ksqldb_serves_from_a_persistent_query() -> None:
+    catalog = Catalog(
+        queries={
+            "CSAS_OUT_1": Query(
+                "CSAS_OUT_1", "CREATE STREAM OUT AS SELECT * FROM S;", "OUT", ("S",)
+            ),
+            "CSAS_TWICE_2": Query("CSAS_TWICE_2", "...", "TWICE", ("S",)),
+            "INSERTQUERY_3": Query("INSERTQUERY_3", "...", "TWICE", ("S",)),
+        }
+    )
+    on = {"ksql.query.push.v2.enabled": "true"}
+
+    def scalable(text: str, overrides: dict | None = None, server: dict | None = None) -> bool:
+        statement = parse(text)[0]
+        assert isinstance(statement, Select)
+        return is_scalable(statement, catalog, on if overrides is None else overrides, server or {})
+
+    assert scalable("SELECT * FROM OUT EMIT CHANGES;")
+    assert scalable("SELECT K FROM OUT WHERE K = 'a' EMIT CHANGES LIMIT 2;")
+    assert not scalable("SELECT * FROM OUT EMIT CHANGES;", {})  # off by default, as in ksqlDB
+    assert scalable("SELECT * FROM OUT EMIT CHANGES;", {}, on)  # the server's setting
+    assert not scalable("SELECT * FROM S EMIT CHANGES;")  # no query writes S
+    assert not scalable("SELECT * FROM TWICE EMIT CHANGES;")  # two queries write TWICE
+    assert not scalable("SELECT * FROM OUT;")  # a pull query
+    assert not scalable("SELECT K, COUNT(*) FROM OUT GROUP BY K EMIT CHANGES;")
+    assert not scalable("SELECT ROWOFFSET FROM OUT EMIT CHANGES;")
+    assert not scalable("SELECT * FROM OUT EMIT CHANGES;", {**on, "auto.offset.reset": "earliest"})

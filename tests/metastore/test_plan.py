@@ -103,6 +103,13 @@ def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
             "Unknown type: ADDRESS",
         ),
         ("DROP STREAM nope;", "Stream NOPE does not exist"),
+        (
+            "CREATE STREAM s WITH (kafka_topic='users', value_format='JSON', value_schema_id=1);",
+            (
+                "VALUE_FORMAT should support schema inference when VALUE_SCHEMA_ID is provided. "
+                "Current format is JSON."
+            ),
+        ),
         ("DROP TYPE nope;", "Type NOPE does not exist"),
         ("SELECT * FROM users;", "do not change the catalog"),
         # PAUSE is a query control like TERMINATE, but TERMINATE's planner is not its own
@@ -309,3 +316,12 @@ def test_a_source_without_formats_takes_the_default_formats() -> None:
         },
     ) == FormatDefaults("JSON", "JSON")
     assert format_defaults({}, {}) == FormatDefaults("KAFKA", None)
+
+
+def test_a_schema_id_excludes_declared_columns() -> None:
+    text = "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='AVRO', value_schema_id=1);"
+    with pytest.raises(ValidationError) as raised:
+        plan(parse_one(text), Catalog(), TopicFacts({"users": 2}, {}))
+    assert raised.value.message == (
+        "Table elements and VALUE_SCHEMA_ID cannot both exist for create statement."
+    )
