@@ -43,6 +43,7 @@ from headwater.engine.functions.aggregates import (
     AGGREGATE_NAMES,
     Udaf,
     constant_arity,
+    intermediate_type,
     resolve_udaf,
 )
 from headwater.engine.functions.registry import FUNCTIONS
@@ -60,7 +61,13 @@ from headwater.engine.persistent.query_plan import (
 )
 from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Source, SourceKind
-from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
+from headwater.sqlparse_ext.sqltypes import (
+    ArrayType,
+    MapType,
+    SqlType,
+    StructType,
+    identifier_name,
+)
 from headwater.sqlparse_ext.statements import Query, Window
 
 
@@ -269,6 +276,15 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         raise QueryCompileError(
             f"CREATE TABLE AS SELECT statement does not support aggregate "
             f"function [{calls}] without a GROUP BY clause."
+        )
+    if source.value_format == "DELIMITED" and any(
+        isinstance(t, (ArrayType, MapType, StructType)) for t in splitter.intermediates
+    ):  # ksqlDB keeps the aggregation's state in the source's value format
+        raise QueryCompileError(
+            "One of the functions used in the statement has an intermediate type that the value "
+            "format can not handle. Please remove the function or change the format.\n"
+            "Consider up-voting https://github.com/confluentinc/ksql/issues/3950, which will "
+            "resolve this limitation"
         )
     if not splitter.calls:
         raise QueryCompileError(
@@ -479,6 +495,8 @@ class _Splitter:
         self.groups = group_normals
         self.bounds = bounds
         self.calls: list[AggregateCall] = []
+        #: ksqlDB's type of each built-in call's stored state (its aggregation schema's column)
+        self.intermediates: list[SqlType] = []
         self._call_texts: list[str] = []
         self.non_aggregate_select: list[str] = []
         self.non_aggregate_having: list[str] = []
@@ -561,13 +579,15 @@ class _Splitter:
             compiled = self._compile_arg(arg, name)
             if not compiled.constant:
                 raise QueryCompileError(
-                    f"Parameter {len(types) + len(constants) + 1} of {name} must be a literal.",
+                    f"Parameter {len(types) + len(constants) + 1} passed to function {name} "
+                    f"must be a literal constant, but was expression: '{format_expression(arg)}'",
                     None,
                     arg,
                 )
             constants.append(compiled.evaluate({}))
         try:
             udaf = resolve_udaf(name, types, constants)
+            self.intermediates.append(intermediate_type(name, types, constants))
         except ExpressionError as error:
             raise QueryCompileError(error.message, None, call) from error
         self.calls.append(AggregateCall(udaf, tuple(evaluators), format_expression(call)))
@@ -589,7 +609,8 @@ class _Splitter:
         for index in range(columns, len(compiled)):
             if not compiled[index].constant:
                 raise QueryCompileError(
-                    f"Parameter {index + 1} of {function.name} must be a literal.",
+                    f"Parameter {index + 1} passed to function {function.name} must be a "
+                    f"literal constant, but was expression: '{format_expression(args[index])}'",
                     None,
                     args[index],
                 )

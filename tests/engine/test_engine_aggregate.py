@@ -158,6 +158,22 @@ def test_ksqldb_refusals(text: str, message: str) -> None:
     assert message in error.value.message
 
 
+def test_a_delimited_source_refuses_functions_whose_state_it_cannot_hold() -> None:
+    """ksqlDB keeps an aggregation's state in the source's value format: DELIMITED holds no
+    STRUCT (AVG's SUM and COUNT) or ARRAY (TOPK's values)."""
+    delimited = ORDERS.replace("value_format='JSON'", "value_format='DELIMITED'")
+    for call in ("AVG(qty)", "TOPK(qty, 2)", "STDDEV_SAMP(price)"):
+        with pytest.raises(QueryCompileError, match="has an intermediate type that the value"):
+            _compile(f"SELECT item, {call} AS x FROM orders GROUP BY item", delimited)
+    _compile("SELECT item, SUM(qty) AS x, COUNT(*) AS n FROM orders GROUP BY item", delimited)
+    with pytest.raises(QueryCompileError) as error:
+        _compile("SELECT item, TOPK(qty, qty) AS x FROM orders GROUP BY item")
+    assert error.value.message == (
+        "Parameter 2 passed to function TOPK must be a literal constant, but was expression: "
+        "'QTY'"
+    )
+
+
 def test_a_table_source_refuses_functions_that_cannot_undo() -> None:
     with pytest.raises(
         QueryCompileError,
