@@ -169,8 +169,7 @@ def test_a_delimited_source_refuses_functions_whose_state_it_cannot_hold() -> No
     with pytest.raises(QueryCompileError) as error:
         _compile("SELECT item, TOPK(qty, qty) AS x FROM orders GROUP BY item")
     assert error.value.message == (
-        "Parameter 2 passed to function TOPK must be a literal constant, but was expression: "
-        "'QTY'"
+        "Parameter 2 passed to function TOPK must be a literal constant, but was expression: 'QTY'"
     )
 
 

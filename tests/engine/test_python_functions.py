@@ -266,7 +266,9 @@ def test_an_aggregate_function_with_literal_arguments_counts_and_undoes(
 
 
 def test_an_aggregate_literal_argument_must_be_a_literal(functions: extensions.Loaded) -> None:
-    with pytest.raises(ValidationError, match="Parameter 2 passed to function JOINED must be a literal constant"):
+    with pytest.raises(
+        ValidationError, match="Parameter 2 passed to function JOINED must be a literal constant"
+    ):
         catalog_of(
             FACTS,
             ORDERS,
