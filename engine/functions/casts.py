@@ -13,6 +13,11 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from headwater.engine.functions.temporal import (
+    date_of_text,
+    parse_partial_timestamp,
+    time_of_text,
+)
 from headwater.engine.functions.types import (
     _DAY_MS,
     _EPOCH,
@@ -137,20 +142,14 @@ def parse_string(text: str, t: SqlType) -> Any:
             if raw.lower() in _FALSE:
                 return False
             raise ValueError(raw)
-        if t == DATE:
-            return (dt.date.fromisoformat(raw[:10]) - dt.date(1970, 1, 1)).days
-        if t == TIME:
-            moment = dt.time.fromisoformat(raw)
-            return ((moment.hour * 60 + moment.minute) * 60 + moment.second) * 1000 + (
-                moment.microsecond // 1000
-            )
+        if t == DATE:  # ksqlDB's SqlTimeTypes.parseDate: a partial date completed
+            return date_of_text(raw)
+        if t == TIME:  # SqlTimeTypes.parseTime: Java's LocalTime.parse
+            return time_of_text(raw)
         if t == BYTES:
             return base64.b64decode(raw, validate=True)
-        if t == TIMESTAMP:
-            stamp = dt.datetime.fromisoformat(raw)
-            if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=dt.UTC)
-            return (stamp - _EPOCH) // dt.timedelta(milliseconds=1)
+        if t == TIMESTAMP:  # SqlTimeTypes.parseTimestamp: PartialStringToTimestampParser
+            return parse_partial_timestamp(raw)
     except (ValueError, InvalidOperation, binascii.Error) as error:
         name = "DECIMAL" if isinstance(t, DecimalType) else str(t)
         raise EvalFailure(f'invalid input syntax for type {name}: "{text}".') from error

@@ -181,6 +181,12 @@ def test_engine_expressions_predicates(text: str, value: Any) -> None:
         ("CASE WHEN I > 5 THEN 1.5 ELSE 2 END", Decimal("1.5")),
         ("CAST(S AS INT)", None),
         ("CAST('12' AS INT)", 12),
+        ("CAST('1970-01' AS DATE)", 0),  # ksqlDB completes a partial date
+        ("CAST('1970-01-10' AS DATE)", 9),
+        ("CAST('00:01:02.5' AS TIME)", 62_500),
+        ("CAST('1970-01-01T00:00:01' AS TIMESTAMP)", 1000),
+        ("CAST('1970-01-01T01' AS TIMESTAMP)", 3_600_000),  # a partial time, zeros filled
+        ("CAST(S AS DATE)", None),  # 'hello' is no date: NULL, logged
         ("CAST(' 12 ' AS BIGINT)", 12),
         ("CAST(F AS INT)", 2),
         ("CAST(-2.7e0 AS INT)", -2),
