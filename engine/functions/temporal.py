@@ -117,8 +117,59 @@ def iso_shape(pattern: str) -> tuple[str, bool] | None:
     return converted[8], converted.endswith("%f")
 
 
+_LOWER_ZULU = re.compile(r"(?<=\d)z(?![A-Za-z])")
+
+
+#: The zone names Java's ``z`` pattern letters read (its TimeZoneNames' short names of the common
+#: regions, and Java's ZoneId.SHORT_IDS): a name stands for its region, daylight time included.
+_ZONE_NAMES = {
+    **dict.fromkeys(("PST", "PDT", "PT"), "America/Los_Angeles"),
+    **dict.fromkeys(("MST", "MDT", "MT"), "America/Denver"),
+    **dict.fromkeys(("CST", "CDT", "CT"), "America/Chicago"),
+    **dict.fromkeys(("EST", "EDT", "ET"), "America/New_York"),
+    **dict.fromkeys(("AKST", "AKDT"), "America/Anchorage"),
+    "HST": "Pacific/Honolulu",
+    **dict.fromkeys(("GMT", "UTC", "UT", "Z"), "UTC"),
+    **dict.fromkeys(("CET", "CEST"), "Europe/Paris"),
+    "JST": "Asia/Tokyo",
+    "IST": "Asia/Kolkata",
+    "CTT": "Asia/Shanghai",
+    "AET": "Australia/Sydney",
+}
+_TRAILING_ZONE = re.compile(r"([A-Za-z][A-Za-z0-9_/+-]*)$")
+
+
+def _named_zone(text: str, converted: str) -> tuple[str, str, dt.tzinfo] | None:
+    """For a pattern ending in a zone name (``zzz``): the text and pattern without it, and the
+    zone the name stands for; None when the text ends in no known zone name."""
+    found = _TRAILING_ZONE.search(text)
+    if found is None:
+        return None
+    name = found.group(1)
+    region = _ZONE_NAMES.get(name.upper(), name)
+    try:
+        zone = zoneinfo.ZoneInfo(region)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+    return text[: found.start()], converted[:-2], zone
+
+
 def _parse_ts(text: str, pattern: str, zone: str | None = None) -> int:
     converted = _strftime_pattern(pattern)
+    if "%z" in converted:  # ksqlDB parses case-insensitively: 'z' is UTC as 'Z' is
+        text = _LOWER_ZULU.sub("Z", text)
+    if converted.endswith("%Z"):  # Java reads zone names strptime does not know (PST)
+        named = _named_zone(text, converted)
+        if named is not None:
+            rest, rest_pattern, named_zone = named
+            try:
+                local = dt.datetime.strptime(rest, rest_pattern)
+            except ValueError as error:
+                raise EvalFailure(
+                    f"Failed to parse timestamp '{text}' with formatter '{pattern}'"
+                ) from error
+            stamp = local.replace(tzinfo=named_zone, fold=0)
+            return (stamp - _EPOCH) // dt.timedelta(milliseconds=1)
     try:
         shape = _ISO_SHAPES.get(converted)
         if shape is not None and shape.fullmatch(text):

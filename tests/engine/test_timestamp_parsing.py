@@ -92,3 +92,23 @@ def test_a_column_of_event_times_is_read_at_once() -> None:
     assert iso_millis(column, PATTERNS[0]) == [1_700_000_000_040, -1]
     for bad in ("2023-02-30 10:00:00.000", "0000-01-01 00:00:00.000", None, "2023-11-14"):
         assert iso_millis([*column.to_pylist(), bad], PATTERNS[0]) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern", "millis"),
+    [
+        ("2020-05-11T21:58:33z", "yyyy-MM-dd'T'HH:mm:ssX", 1589234313000),  # case-insensitive
+        ("2020-05-11T21:58:33Z", "yyyy-MM-dd'T'HH:mm:ssX", 1589234313000),
+        ("2018-05-11T21:58:33 PST", "yyyy-MM-dd'T'HH:mm:ss zzz", 1526101113000),  # PDT in May
+        ("2018-01-11T21:58:33 PST", "yyyy-MM-dd'T'HH:mm:ss zzz", 1515736713000),
+        ("2018-01-11T21:58:33 Europe/London", "yyyy-MM-dd'T'HH:mm:ss zzz", 1515707913000),
+        ("2018-01-11T21:58:33 UTC", "yyyy-MM-dd'T'HH:mm:ss zzz", 1515707913000),
+    ],
+)
+def test_zones_parse_as_java_reads_them(text: str, pattern: str, millis: int) -> None:
+    assert temporal._parse_ts(text, pattern) == millis
+
+
+def test_an_unknown_zone_name_fails() -> None:
+    with pytest.raises(EvalFailure):
+        temporal._parse_ts("2018-01-11T21:58:33 NOWHERE", "yyyy-MM-dd'T'HH:mm:ss zzz")
