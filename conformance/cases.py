@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import struct
 from collections.abc import Collection, Iterator
@@ -293,7 +294,8 @@ def decode(data: bytes | None, source: Source | None, part: str) -> Any:
 def same(actual: Any, expected: Any) -> bool:
     """JSON equality as ksqlDB's runner (ExpectedRecordComparator) sees it: an expected field is
     looked up by its name, then by its name upper-cased (ksqlDB's names are); doubles match within
-    1e-6; otherwise 1 and 1.0 differ, as do 1 and true."""
+    1e-6; an INTEGER or BIGINT matches an expected number whose integer part it is (3 matches 3.0:
+    ksqlDB compares ``expected.intValue()``); 1 and true differ."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         if len(actual) != len(expected):
             return False
@@ -328,4 +330,11 @@ def same(actual: Any, expected: Any) -> bool:
         and not isinstance(expected, bool)
     ):
         return abs(actual - expected) < 0.000_001 or actual == expected
+    if (
+        isinstance(actual, int)
+        and not isinstance(actual, bool)
+        and isinstance(expected, float)
+        and math.isfinite(expected)
+    ):  # compareNumber: expected.intValue() / longValue() == actual (Java truncates)
+        return int(expected) == actual
     return type(actual) is type(expected) and bool(actual == expected)

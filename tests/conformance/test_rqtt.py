@@ -242,3 +242,18 @@ def test_report_counts_pull_cases_apart() -> None:
     assert "1 passed, 1 failed, 1 skipped" in text
     assert "pull-query cases: 1 of 2 passed (50.0%" in text
     assert json.dumps(text)  # plain text
+
+
+def test_values_are_judged_as_ksqldbs_expected_record_comparator_judges_them() -> None:
+    from decimal import Decimal
+
+    from conformance.cases import same
+
+    assert same(3, 3.0)  # compareNumber: expected.intValue() == actual
+    assert same(3, 3.7)  # (Java truncates, so this matches too)
+    assert not same(3, 4.0)
+    assert same(2.5, 2.5000000001)  # doubles within 1e-6
+    assert not same(1, True)
+    assert not same(Decimal("3.4"), "3.40")  # BigDecimal.equals: the scale counts
+    assert same(Decimal("3.40"), "3.40")
+    assert same({"A": 1}, {"a": 1.0})  # a field by its name, then upper-cased
