@@ -144,6 +144,18 @@ def star_of(item: exp.Expr, qualifiers: frozenset[str]) -> bool:
     return True
 
 
+def _dereferenced_type(node: exp.Expr, columns: Mapping[str, SqlType]) -> SqlType | None:
+    """The type of a column, or of a field of a field of ... a STRUCT column (``V->A->B``)."""
+    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+        return columns.get(identifier_name(node.this))
+    if isinstance(node, hx.StructDeref) and not isinstance(node.expression, exp.Star):
+        parent = _dereferenced_type(node.this, columns)
+        if isinstance(parent, StructType):
+            name = identifier_name(node.expression)
+            return next((f.type for f in parent.fields if f.name == name), None)
+    return None
+
+
 def struct_star_fields(item: exp.Expr, columns: Mapping[str, SqlType]) -> list[exp.Expr] | None:
     """``S->*`` as one ``S->F`` item per field of the STRUCT column ``S``; None for other items.
 
@@ -153,10 +165,9 @@ def struct_star_fields(item: exp.Expr, columns: Mapping[str, SqlType]) -> list[e
     if not (isinstance(item, hx.StructDeref) and isinstance(item.expression, exp.Star)):
         return None
     base = item.this
-    name = identifier_name(base.this) if isinstance(base, exp.Column) else None
-    struct = columns.get(name) if name else None
+    struct = _dereferenced_type(base, columns)
     if not isinstance(struct, StructType):
-        raise ExpressionError(f"Cannot expand {base.sql()}->*: not a STRUCT column.")
+        raise ExpressionError(f"Cannot expand {format_expression(base)}->*: not a STRUCT column.")
     return [
         hx.StructDeref(this=base.copy(), expression=exp.to_identifier(f.name, quoted=True))
         for f in struct.fields

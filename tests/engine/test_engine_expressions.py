@@ -13,6 +13,7 @@ from headwater.engine.expressions import (
     Scope,
     UnresolvedColumn,
     compile_expression,
+    format_expression,
     resolve_type,
     select_names,
 )
@@ -592,3 +593,14 @@ def test_what_a_record_can_make_pad_and_series_build_is_bounded() -> None:
 )
 def test_times_compare_with_strings_and_dates_as_ksqldb_does(text: str, value: Any) -> None:
     assert ev(text) is value
+
+
+def test_engine_expressions_nested_struct_stars_expand_to_the_inner_fields() -> None:
+    from headwater.engine.expressions import struct_star_fields
+
+    columns = {"V": parse_type("STRUCT<A STRUCT<B STRUCT<F1 INT, F2 STRING>>>")}
+    expanded = struct_star_fields(node("V->A->B->*"), columns)
+    assert expanded is not None
+    assert [format_expression(e) for e in expanded] == ["V->A->B->F1", "V->A->B->F2"]
+    with pytest.raises(ExpressionError, match="Cannot expand V->A->B->F1->\\*"):
+        struct_star_fields(node("V->A->B->F1->*"), columns)
