@@ -201,7 +201,10 @@ def prepare_pull(
         )
     if query.joins:
         raise KsqlError(
-            "Pull queries don't support JOIN clauses.", 40001, statement_text=statement.text
+            "Pull queries don't support JOIN clauses. See https://cnfl.io/queries for more info.\n"
+            "Add EMIT CHANGES if you intended to issue a push query.",
+            40001,
+            statement_text=statement.text,
         )
     catalog = services.runner.catalog
     source = _source(services, statement)

@@ -734,6 +734,10 @@ def _plan_create_as_select(
 ) -> Plan:
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
+    if create.query.limit is not None:  # ksqlDB's parser refuses it (AstBuilder)
+        raise ValidationError(
+            f"CREATE {kind.value} AS SELECT statements don't support LIMIT clause."
+        )
     existing = catalog.source(create.name)
     if existing is not None:
         if create.if_not_exists:

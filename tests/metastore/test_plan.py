@@ -325,3 +325,16 @@ def test_a_schema_id_excludes_declared_columns() -> None:
     assert raised.value.message == (
         "Table elements and VALUE_SCHEMA_ID cannot both exist for create statement."
     )
+
+
+def test_create_as_select_refuses_limit_in_ksqldb_words() -> None:
+    from headwater.engine.persistent import QUERY_ANALYZER
+
+    catalog = _apply_all(TABLE)
+    for kind in ("STREAM", "TABLE"):
+        text = f"CREATE {kind} t AS SELECT * FROM users LIMIT 5;"
+        with pytest.raises(ValidationError) as raised:
+            plan(parse_one(text), catalog, FACTS, QUERY_ANALYZER)
+        assert raised.value.message == (
+            f"CREATE {kind} AS SELECT statements don't support LIMIT clause."
+        )
