@@ -286,7 +286,7 @@ class _Compiler:
         if not (is_numeric(lt) and is_numeric(rt)):
             raise ExpressionError(
                 f"Error processing expression: {text}. "
-                f"Unsupported arithmetic types. {_base(lt)} {_base(rt)}"
+                f"Unsupported arithmetic types. {coercion.base_name(lt)} {coercion.base_name(rt)}"
             )
         t = wider(lt, rt)
         operate: Callable[[Any, Any], Any]
@@ -775,11 +775,6 @@ class _Compiler:
             if unit_ms is not None:
                 return _constant(INTERVAL_UNIT, unit_ms)
         return self.compile(node)
-
-
-def _base(t: SqlType) -> str:
-    """ksqlDB's base type name: DECIMAL, ARRAY, MAP, STRUCT or the primitive's name."""
-    return str(t).split("<")[0].split("(")[0]
 
 
 def _unboxed(value: Any) -> Any:

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from headwater.engine._format import format_expression
+from headwater.engine.coercion import base_name
 from headwater.engine.errors import PullQueryError
 from headwater.engine.functions.types import BYTES, STRING
-from headwater.sqlparse_ext.sqltypes import PrimitiveType, SqlType, identifier_name
+from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 
 MAX_DISJUNCTS = 10_000
 """Most disjuncts a WHERE may expand to in normal form before it is planned as a scan."""
@@ -270,12 +271,6 @@ def _column_side(term: _Term) -> tuple[str | None, exp.Expr | None]:
     return left, term.right
 
 
-def _base_type(t: SqlType) -> str:
-    if isinstance(t, PrimitiveType):
-        return "VARCHAR" if t == STRING else t.name
-    return t.sql().split("<", 1)[0].split("(", 1)[0]
-
-
 def _disjunct_text(disjunct: list[_Term]) -> str:
     text = disjunct[0].text()
     for term in disjunct[1:]:
@@ -378,7 +373,7 @@ class _Rules:
         if self.columns[column] != STRING:
             raise invalid_where(
                 "The column type for Like condition must be VARCHAR. The column type is "
-                f"{_base_type(self.columns[column])}",
+                f"{base_name(self.columns[column])}",
                 self.windowed,
             )
         pattern = term.right
