@@ -149,6 +149,7 @@ class World:
             statement,
             (
                 ast.CreateSource,
+                ast.AlterSource,
                 ast.CreateAsSelect,
                 ast.InsertInto,
                 ast.Drop,
@@ -385,7 +386,11 @@ def _run_case(case: dict, record: bool = False) -> World | None:
     except ParseError as error:
         if expected_error is not None and _message_matches(error, expected_error):
             return None
-        raise Skip("parse error", str(error)) from error
+        if expected_error is not None:
+            raise Mismatch(
+                "wrong error", f"expected {expected_error.get('message')!r}, got {error.message!r}"
+            ) from error
+        raise Mismatch("does not parse", str(error)) from error
     statement_index = 0
     try:
         for statement_index, statement in enumerate(statements):

@@ -31,6 +31,7 @@ _LOCATED = re.compile(
     r"^(?:(?:[A-Z]+ )+c|C)olumn '[^']*' (?:cannot be resolved|is ambiguous)"
     r"|^Source `[^`]*` does not exist\.$"
 )
+_AMBIGUOUS = re.compile(r"^Column '[^']*' is ambiguous")
 _QUOTED = re.compile(r"(?:column|field|Column name|name) [`'\"]?([A-Za-z_][A-Za-z0-9_@$]*)[`'\"]?")
 
 
@@ -124,4 +125,7 @@ def located_message(statement: ast.Statement, message: str, offset: int | None) 
     if offset is None:
         return message
     line, column = line_column(statement, offset)
-    return f"Line: {line}, Col: {column}: {message}"
+    located = f"Line: {line}, Col: {column}: {message}"
+    if _AMBIGUOUS.match(message):  # ksqlDB finds it while preparing (its AstSanitizer)
+        return f"Exception while preparing statement: {located}"
+    return located

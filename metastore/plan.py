@@ -268,14 +268,14 @@ def _plan_create_source(
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
     existing = catalog.source(create.name)
+    if create.or_replace and (create.source or (existing is not None and existing.read_only)):
+        raise ValidationError(  # ksqlDB's CreateSourceFactory: whether or not it exists
+            f"Cannot add {noun} '{create.name}': CREATE OR REPLACE is not "
+            f"supported on source {noun}s."
+        )
     if existing is not None:
         if create.if_not_exists:
             return Plan(None, f"Cannot add {noun} {create.name}: it already exists.")
-        if create.or_replace and (create.source or existing.read_only):
-            raise ValidationError(
-                f"Cannot add {noun} '{create.name}': CREATE OR REPLACE is not "
-                f"supported on source {noun}s."
-            )
         if not create.or_replace or existing.kind is not kind:
             raise SourceExists(
                 f"Cannot add {noun} '{create.name}': A {existing.kind.value.lower()} "
@@ -921,6 +921,12 @@ def _plan_alter_source(alter: ast.AlterSource, catalog: Catalog) -> Plan:
     written."""
     kind = SourceKind(alter.kind)
     existing = catalog.source(alter.name)
+    if existing is not None and existing.read_only:  # ksqlDB's AlterSourceFactory, first
+        noun = kind.value.lower()
+        raise ValidationError(
+            f"Cannot alter {noun} '{alter.name}': ALTER operations are not supported on "
+            f"source {noun}s."
+        )
     if existing is None:
         raise UnknownSource(f"Source {alter.name} does not exist.")
     if existing.kind is not kind:
@@ -930,11 +936,6 @@ def _plan_alter_source(alter: ast.AlterSource, catalog: Catalog) -> Plan:
         )
     if existing.query_id is not None or catalog.writers_of(alter.name):
         raise ValidationError("ALTER command is not supported for CREATE ... AS statements.")
-    if existing.read_only:
-        raise ValidationError(
-            f"ALTER command is not supported for source {kind.value.lower()}s: "
-            f"{alter.name} is read-only."
-        )
     taken = {c.name for c in existing.columns}
     added: list[Column] = []
     for column in alter.columns:

@@ -335,9 +335,13 @@ def render_error(error: StatementFailed, *, script: bool = False) -> str:
     elif script:
         out.append(f"{error.source_name}: the statement at line {error.line} failed")
     code = f" (error {error.error_code})" if error.error_code and not error.has_position else ""
-    out.append(f"Error: {error.message}{code}")
     lines = error.source_text.splitlines()
-    if error.has_position and 1 <= error.line <= len(lines):
+    located = error.has_position and 1 <= error.line <= len(lines)
+    message = error.message
+    if located:  # the line and its caret show the statement: not its text again
+        message = message.split("\nStatement: ", 1)[0]
+    out.append(f"Error: {message}{code}")
+    if located:
         source = lines[error.line - 1].expandtabs(1)
         out.append(f"  {source}")
         out.append("  " + " " * max(error.column - 1, 0) + "^")

@@ -6,7 +6,7 @@ Pure: no I/O. Every mixin derives from :class:`CommonParser`, itself a sqlglot `
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 from sqlglot import Token, TokenType, exp, parser
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -29,6 +29,9 @@ TIME_UNITS: frozenset[str] = frozenset(
     }
 )
 
+#: How the edge words a parse error (see :meth:`CommonParser.raise_error`).
+ErrorForm = Literal["syntax", "prepare", "build", "node", "plain"]
+
 #: Token types that can name something (ksqlDB's ``identifier``).
 NAME_TOKENS: frozenset[TokenType] = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 
@@ -47,8 +50,25 @@ def describe_token(token: Token) -> str:
 class CommonParser(parser.Parser):
     """Helpers shared by the statement, query and admin parsers."""
 
-    def raise_error(self, message: str, token: Token = parser.SENTINEL_NONE) -> None:
-        """Raise (always immediately) with the token's start offset kept for the edge."""
+    def raise_error(
+        self,
+        message: str,
+        token: Token = parser.SENTINEL_NONE,
+        *,
+        form: ErrorForm = "syntax",
+        expecting: tuple[str, ...] = (),
+        detail: str | None = None,
+    ) -> None:
+        """Raise (always immediately) with the token's start offset kept for the edge.
+
+        ``form`` says how the edge words the message, as ksqlDB's parser does (see
+        :func:`headwater.sqlparse_ext.api.worded`): ``"syntax"`` for what the grammar refuses,
+        ``"prepare"`` for what building the statement refuses at a node, ``"build"`` for what
+        it refuses otherwise, ``"node"`` for refusals that
+        name a node's position, ``"plain"`` for the rest. ``expecting`` names the tokens the
+        grammar accepts at this point, in ksqlDB's grammar's names, when this parser knows them
+        all; ``detail`` is the line ksqlDB's parser gives instead, where this parser knows it.
+        """
         if message.startswith("Expect"):  # sqlglot's "Expected X": X is missing here
             token = self._curr
         at_end = not token and not self._curr
@@ -61,14 +81,21 @@ class CommonParser(parser.Parser):
             super().raise_error(message, token)
         except SqlglotParseError as error:
             if error.errors:
-                error.errors[0]["start"] = start
-                error.errors[0]["found"] = "end of statement" if at_end else describe_token(token)
+                info = error.errors[0]
+                info["start"] = start
+                info["found"] = "end of statement" if at_end else describe_token(token)
+                info["text"] = "<EOF>" if at_end else self.sql[token.start : token.end + 1]
+                info["form"] = form
+                info["expecting"] = expecting
+                info["detail"] = detail
             raise
 
-    def _expected(self, what: str, token: Token | None = None) -> NoReturn:
+    def _expected(
+        self, what: str, token: Token | None = None, expecting: tuple[str, ...] = ()
+    ) -> NoReturn:
         """Raise ``expected <what>, found '<token>'`` at the current (or given) token."""
         at = token if token is not None else self._curr
-        self.raise_error(f"expected {what}, found {describe_token(at)}", at)
+        self.raise_error(f"expected {what}, found {describe_token(at)}", at, expecting=expecting)
         raise AssertionError("unreachable")  # pragma: no cover - raise_error always raises
 
     def _expect_word(self, *words: str, what: str | None = None) -> None:
@@ -98,10 +125,13 @@ class CommonParser(parser.Parser):
             return True
         return False
 
-    def _expect(self, token_type: TokenType, what: str) -> Token:
-        """Consume a token of this type or raise ``expected <what>``."""
+    def _expect(
+        self, token_type: TokenType, what: str, expecting: tuple[str, ...] = ()
+    ) -> Token:
+        """Consume a token of this type or raise ``expected <what>`` (``expecting``: as for
+        :meth:`raise_error`)."""
         if self._curr.token_type != token_type:
-            self._expected(what)
+            self._expected(what, expecting=expecting)
         self._advance()
         return self._prev
 

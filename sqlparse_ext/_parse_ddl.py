@@ -12,6 +12,12 @@ from headwater.sqlparse_ext import expressions as hx
 from headwater.sqlparse_ext._parse_common import NAME_TOKENS
 from headwater.sqlparse_ext._parse_query import QueryParser
 
+#: What ksqlDB adds when a column's key constraint does not suit its kind of source.
+_KEYS_EXPLAINED = (
+    "\nTables have PRIMARY KEYs, which are unique and NON NULL."
+    "\nStreams have KEYs, which have no uniqueness or NON NULL constraints."
+)
+
 
 class DdlParser(QueryParser):
     """CREATE, INSERT, DROP and ALTER statements."""
@@ -99,7 +105,8 @@ class DdlParser(QueryParser):
             columns.append(column)
             if not self._match(TokenType.COMMA):
                 break
-        self._expect(TokenType.R_PAREN, "',' or ')' after a column")
+        # ksqlDB's grammar, once a column is read (its optional parts are behind it)
+        self._expect(TokenType.R_PAREN, "',' or ')' after a column", expecting=("','", "')'"))
         return columns
 
     def _parse_column_key_constraint(self, kind: str, name_token: Token) -> exp.Expr | None:
@@ -109,16 +116,20 @@ class DdlParser(QueryParser):
         if self._match_word("KEY"):
             if kind == "TABLE":
                 self.raise_error(
-                    f"Column {shown} is a 'KEY' column: please use 'PRIMARY KEY' for tables",
+                    f"Column {shown} is a 'KEY' column: please use 'PRIMARY KEY' for tables."
+                    f"{_KEYS_EXPLAINED}",
                     name_token,
+                    form="node",
                 )
             return hx.KeyConstraint()
         if self._match_word("PRIMARY"):
             self._expect_word("KEY", what="KEY after PRIMARY")
             if kind == "STREAM":
                 self.raise_error(
-                    f"Column {shown} is a 'PRIMARY KEY' column: please use 'KEY' for streams",
+                    f"Column {shown} is a 'PRIMARY KEY' column: please use 'KEY' for streams."
+                    f"{_KEYS_EXPLAINED}",
                     name_token,
+                    form="node",
                 )
             return hx.KeyConstraint(primary=True)
         if self._match_word("HEADERS"):
@@ -142,7 +153,7 @@ class DdlParser(QueryParser):
             key = self._parse_property_name()
             upper = key.name.upper()
             if upper in seen:
-                self.raise_error(f"Duplicate property {key.name}", name_token)
+                self.raise_error(f"Duplicate property {key.name}", name_token, form="plain")
             seen[upper] = name_token
             self._expect(TokenType.EQ, f"'=' after {key.name}")
             props.append(hx.TableProperty(this=key, value=self._parse_property_value()))
@@ -192,7 +203,9 @@ class DdlParser(QueryParser):
             and "WINDOW_SIZE" in values
         ):
             self.raise_error(
-                "'WINDOW_SIZE' should not be set for SESSION windows", seen["WINDOW_SIZE"]
+                "'WINDOW_SIZE' should not be set for SESSION windows.",
+                seen["WINDOW_SIZE"],
+                form="build",
             )
 
     def _parse_ksql_insert(self) -> exp.Expr:

@@ -17,6 +17,7 @@ from headwater.sqlparse_ext._parse_common import NAME_TOKENS
 from headwater.sqlparse_ext._parse_type import TypeParser
 
 _MAX_BIGINT = 2**63 - 1
+_MAX_INT = 2**31 - 1
 
 #: Words that end a relation, so they are never read as its alias.
 _NOT_ALIASES = frozenset({"EMIT", "WITHIN"})
@@ -145,10 +146,26 @@ class QueryParser(TypeParser):
                 self._expected("CHANGES or FINAL after EMIT")
             query.set("emit", hx.Emit(this=exp.var(self._prev.text.upper())))
         if self._match(TokenType.LIMIT):
-            query.set(
-                "limit",
-                exp.Limit(expression=self._parse_integer("a non-negative integer after LIMIT")),
+            query.set("limit", exp.Limit(expression=self._parse_limit_count()))
+
+    def _parse_limit_count(self) -> exp.Literal:
+        """ksqlDB's ``limitClause``: any number, signed; building the statement wants an integer
+        (a negative one is the query planner's to refuse)."""
+        start = self._curr
+        sign = "-" if self._match(TokenType.DASH) else ""
+        token = self._curr
+        if token.token_type != TokenType.NUMBER:
+            self._expected("an integer after LIMIT")
+        self._advance()
+        if not token.text.isdigit():
+            self.raise_error("Value must be integer for command: LIMIT", start, form="build")
+        if int(token.text) > _MAX_INT:  # ksqlDB's LIMIT is an INT
+            self.raise_error(
+                f"Value must be integer for command: LIMIT (at most {_MAX_INT:,})",
+                start,
+                form="build",
             )
+        return exp.Literal(this=sign + token.text, is_string=False)
 
     def _expected_clause(self, query: exp.Expr) -> str:
         """What may follow the query parsed so far, for the error at a stray token."""
@@ -196,6 +213,12 @@ class QueryParser(TypeParser):
         """ksqlDB's ``groupBy``/``partitionBy``: value expressions, or one parenthesised list."""
         items: list[exp.Expr] = []
         starts = []
+        if (
+            self._curr.token_type == TokenType.L_PAREN
+            and self._next.token_type == TokenType.R_PAREN
+        ):
+            # the grammar allows ``()``; building the statement refuses it
+            self.raise_error(f"{clause} requires at least one expression", form="build")
         while True:
             starts.append(self._curr)
             item = self._parse_bitwise()
@@ -255,14 +278,14 @@ class QueryParser(TypeParser):
         at = before if signed and before is not None else token
         if text.isdigit():
             if int(text) > _MAX_BIGINT + (1 if signed else 0):
-                self.raise_error(f"Invalid numeric literal: {shown}", at)
+                self.raise_error(f"Invalid numeric literal: {shown}", at, form="prepare")
         elif "E" in text.upper():
             try:
                 overflow = Decimal(text) > Decimal("1.7976931348623157E308")
             except InvalidOperation:
                 overflow = True
             if overflow:
-                self.raise_error(f"Number overflows DOUBLE: {shown}", at)
+                self.raise_error(f"Number overflows DOUBLE: {shown}", at, form="prepare")
         return self.expression(exp.Literal(this=text, is_string=False), token)
 
     def _parse_ksql_in(self, this: exp.Expr | None) -> exp.In:

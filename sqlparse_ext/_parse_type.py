@@ -103,7 +103,9 @@ class TypeParser(CommonParser):
             elif self._is_word("STRING"):
                 value = exp.var("STRING")
             else:
-                self._expected("an integer or STRING type parameter")
+                self._expected(
+                    "an integer or STRING type parameter", expecting=("'STRING'", "INTEGER_VALUE")
+                )
             self._advance()
             params.append(exp.DataTypeParam(this=value))
             if not self._match(TokenType.COMMA):

@@ -21,6 +21,7 @@ from headwater.sqlparse_ext.errors import ParseError
 from headwater.sqlparse_ext.limits import ParseLimits, too_deep
 from headwater.sqlparse_ext.params import ParameterError, literal
 from headwater.sqlparse_ext.parser import Parser
+from headwater.sqlparse_ext.qualifiers import unknown_qualifier
 from headwater.sqlparse_ext.script import (
     Bound,
     LineIndex,
@@ -68,11 +69,12 @@ _CLOSING = frozenset({TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.R_BRACE}
 
 
 class _Refused(Exception):
-    """A statement over one of the request's limits, at ``start`` (an offset in its text)."""
+    """A statement over one of the request's limits, or one that building it refuses (``form``
+    ``"build"``), at ``start`` (an offset in its text)."""
 
-    def __init__(self, message: str, start: int) -> None:
+    def __init__(self, message: str, start: int, form: str = "plain") -> None:
         super().__init__(message)
-        self.message, self.start = message, start
+        self.message, self.start, self.form = message, start, form
 
 
 def _parse_node(text: str, limits: ParseLimits | None = None) -> exp.Expr:
@@ -122,6 +124,9 @@ def _parse_node(text: str, limits: ParseLimits | None = None) -> exp.Expr:
             "nesting here (setting ksql.statement.max.depth)",
             next(starts, 0),
         )
+    if (unknown := unknown_qualifier(node)) is not None:
+        name, start = unknown
+        raise _Refused(f"'{name}' is not a valid stream/table name or alias.", start, "build")
     return node
 
 
@@ -130,23 +135,80 @@ def _fail(
 ) -> ParseError:
     """The ParseError for an error raised while parsing ``segment``."""
     start, description, found = 0, str(error), "end of statement"
+    form, text, expecting, detail = "syntax", "<EOF>", (), None
     if isinstance(error, SqlglotParseError) and error.errors:
         info = error.errors[0]
         start = info.get("start", 0)
         description = info.get("description") or description
         found = info.get("found", found)
+        form = info.get("form", form)
+        text = info.get("text", text)
+        expecting = info.get("expecting", expecting)
+        detail = info.get("detail")
         message = _explain(description, found)
     elif isinstance(error, TokenError):
         message = f"expected a valid token: {description}"
     elif isinstance(error, _Refused):
-        start, message = error.start, error.message
+        start, message, form = error.start, error.message, error.form
     elif isinstance(error, RecursionError):
         message = "expected a less deeply nested statement (nesting too deep to parse)"
+        form = "plain"
     else:
         message = f"expected a valid statement (internal error {type(error).__name__}: {error})"
+        form = "plain"
     start = min(max(start, 0), len(substituted.text))
     line, column = index.position(segment.offset + substituted.original_offset(start))
-    return ParseError(f"line {line}:{column}: {message}", line, column, segment.text)
+    text_of_statement = segment.text
+    return ParseError(
+        worded(message, line, column, form, text, expecting, text_of_statement, detail),
+        line,
+        column,
+        text_of_statement,
+    )
+
+
+def worded(
+    message: str,
+    line: int,
+    column: int,
+    form: str = "syntax",
+    text: str = "<EOF>",
+    expecting: Sequence[str] = (),
+    statement: str = "",
+    detail: str | None = None,
+) -> str:
+    """A parse error's message, in the form ksqlDB's parser gives its kind, with our detail.
+
+    - ``syntax``: what the grammar refuses, as ksqlDB's ``SyntaxErrorValidator`` words it:
+      ``line L:C: Syntax Error``, then ``Expecting {...}`` when the tokens the grammar accepts
+      here are known and at most three, or ksqlDB's own lines where the parser knows them
+      (``Unknown statement 'x'``; both say what headwater expected), else ``Syntax
+      error at or near 'x' at line L:C`` and what headwater expected and found; then
+      ``Statement:`` and the statement's text.
+    - ``prepare``: what building the statement refuses at a node (ksqlDB's ``AstBuilder`` with a
+      ``ParsingException``): ``Failed to prepare statement: line L:C: ...``, then the
+      statement's text.
+    - ``build``: what building the statement refuses otherwise (a ``KsqlException`` there):
+      ``Failed to prepare statement: ...`` with the position after it, then the text.
+    - ``node``: a refusal of a node, with ksqlDB's ``Line: L, Col: C:`` prefix.
+    - ``plain``: ``line L:C: ...`` (headwater's own limits).
+    """
+    shown = f"\nStatement: {statement}" if statement else ""
+    if form == "syntax":
+        if detail is not None:
+            pass
+        elif expecting and len(expecting) <= 3:
+            detail = f"Expecting {{{', '.join(expecting)}}}"
+        else:
+            detail = f"Syntax error at or near '{text}' at line {line}:{column}\n{message}"
+        return f"line {line}:{column}: Syntax Error\n{detail}{shown}"
+    if form == "prepare":
+        return f"Failed to prepare statement: line {line}:{column}: {message}{shown}"
+    if form == "build":
+        return f"Failed to prepare statement: {message} (line {line}:{column}){shown}"
+    if form == "node":
+        return f"Line: {line}, Col: {column}: {message}"
+    return f"line {line}:{column}: {message}"
 
 
 def _statement(

@@ -26,7 +26,46 @@ _VERBS_TEXT = (
     "TERMINATE, PAUSE, RESUME, SET, UNSET, DEFINE, UNDEFINE, RUN SCRIPT or ASSERT)"
 )
 
+#: ksqlDB's statement commands, in the order its ``SyntaxErrorValidator`` suggests them.
+_COMMANDS = (
+    "SELECT",
+    "CREATE",
+    "INSERT",
+    "DESCRIBE",
+    "PRINT",
+    "EXPLAIN",
+    "SHOW",
+    "LIST",
+    "TERMINATE",
+    "PAUSE",
+    "RESUME",
+    "DROP",
+    "SET",
+    "DEFINE",
+    "UNDEFINE",
+    "UNSET",
+    "ASSERT",
+    "ALTER",
+    "RUN",  # headwater's shell runs RUN SCRIPT
+)
+
 _QUERY_HOLDERS = (hx.CreateAsSelect, hx.InsertSelect)
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein's distance: the fewest insertions, deletions and substitutions from a to b."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def nearest_command(word: str) -> str:
+    """The statement command nearest to ``word`` (the first of equals, as ksqlDB picks it)."""
+    return min(_COMMANDS, key=lambda command: edit_distance(command, word.upper()))
 
 
 class Parser(AdminParser):
@@ -133,6 +172,12 @@ class Parser(AdminParser):
         word = token.text.upper() if token.token_type not in (TokenType.STRING,) else ""
         handler = self.KSQL_STATEMENT_PARSERS.get(word)
         if handler is None or token.token_type == TokenType.IDENTIFIER:
+            if token.token_type in NAME_TOKENS or token.text.isalpha():
+                written = self.sql[token.start : token.end + 1]
+                detail = (
+                    f"Unknown statement '{written}'\nDid you mean '{nearest_command(token.text)}'?"
+                )
+                self.raise_error(f"expected {_VERBS_TEXT}, found '{written}'", detail=detail)
             self._expected(_VERBS_TEXT)
         self._advance()
         return handler(self)

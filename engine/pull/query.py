@@ -291,6 +291,12 @@ def _plan_parts(
     query: Query, source: Source, custom_types: Mapping[str, Any], push: bool
 ) -> PlanParts:
     _check_clauses(query, source)
+    if query.limit is not None and query.limit < 0:
+        kind = "Push" if push else "Pull"
+        raise PullQueryError(
+            f"{kind} queries don't support negative integers in the LIMIT clause. "
+            "See https://cnfl.io/queries for more info."
+        )
     columns = {c.name: resolve_type(c.type, custom_types) for c in source.key_columns}
     window_bounds = WINDOW_BOUNDS if source.windowed else ()
     columns.update({name: BIGINT for name in window_bounds})  # a windowed table's key

@@ -301,6 +301,15 @@ def test_engine_pull_limit_stops_early() -> None:
     assert lookup.rows == [[1]] and len(lookup.partitions) == 1
 
 
+def test_engine_pull_refuses_a_negative_limit() -> None:
+    # ksqlDB's grammar takes any number after LIMIT; its pull-query validator refuses negatives
+    with pytest.raises(PullQueryError) as caught:
+        plan("SELECT ID FROM T LIMIT -1;")
+    assert caught.value.message.startswith(
+        "Pull queries don't support negative integers in the LIMIT clause."
+    )
+
+
 def test_engine_pull_only_some_partitions() -> None:
     reader = _users()
     result = execute_pull(plan("SELECT ID FROM T;"), reader, partitions=[2])

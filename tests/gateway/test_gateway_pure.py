@@ -143,7 +143,9 @@ def test_ksqldb_locates_unknown_and_ambiguous_columns_and_insert_targets() -> No
     message = "JOIN ON column 'T.IID' cannot be resolved."
     assert located_message(statement, message, offset) == f"Line: 3, Col: 70: {message}"
     ambiguous = "Column 'ID' is ambiguous. Could be T.ID or TT.ID."
-    assert located_message(statement, ambiguous, 31).startswith("Line: 3, Col: 32: Column")
+    assert located_message(statement, ambiguous, 31) == (  # found while preparing, in ksqlDB
+        f"Exception while preparing statement: Line: 3, Col: 32: {ambiguous}"
+    )
     other = "Invalid join condition: stream-stream joins require a WITHIN clause."
     assert located_message(statement, other, offset) == other  # ksqlDB does not locate these
     insert = parse("SELECT 1 FROM A;\nINSERT INTO UNKNOWN SELECT * FROM A;")[1]

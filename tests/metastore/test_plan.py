@@ -158,6 +158,24 @@ def test_names_already_taken() -> None:
         plan(parse_one(TABLE.replace("TABLE users", "OR REPLACE TABLE pv")), catalog, FACTS)
 
 
+def test_source_streams_refuse_replacing_and_altering_in_ksqldb_words() -> None:
+    source = STREAM.replace("CREATE STREAM", "CREATE OR REPLACE SOURCE STREAM")
+    with pytest.raises(ValidationError) as caught:  # whether or not it exists yet
+        plan(parse_one(source), Catalog(), FACTS)
+    assert caught.value.message == (
+        "Cannot add stream 'PV': CREATE OR REPLACE is not supported on source streams."
+    )
+    catalog = _apply_all(STREAM.replace("CREATE STREAM", "CREATE SOURCE STREAM"))
+    replace = STREAM.replace("CREATE STREAM", "CREATE OR REPLACE STREAM")
+    with pytest.raises(ValidationError, match="CREATE OR REPLACE is not supported on source"):
+        plan(parse_one(replace), catalog, FACTS)
+    with pytest.raises(ValidationError) as caught:
+        plan(parse_one("ALTER STREAM pv ADD COLUMN extra INT;"), catalog, FACTS)
+    assert caught.value.message == (
+        "Cannot alter stream 'PV': ALTER operations are not supported on source streams."
+    )
+
+
 def test_drop_refused_while_a_query_reads_the_source_and_delete_topic_planned() -> None:
     catalog = _apply_all(STREAM, TABLE)
     planned = plan(parse_one("DROP TABLE users DELETE TOPIC;"), catalog, FACTS)

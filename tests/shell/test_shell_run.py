@@ -60,7 +60,9 @@ def test_exit_1_with_a_caret_at_the_first_bad_statement(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
         f"{script}: does not parse (line 2); nothing ran",
-        "Error: line 2:15: expected ',' or FROM, found 't'",
+        "Error: line 2:15: Syntax Error",
+        "Syntax error at or near 't' at line 2:15",
+        "expected ',' or FROM, found 't'",
         "  SELECT * FORM t;",
         "                ^",
     ]

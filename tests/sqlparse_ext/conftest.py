@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headwater.sqlparse_ext import ParseError, Statement, parse, parse_one, to_sql
+from tests.support.parse_errors import names_position
 
 
 class Validator:
@@ -37,7 +38,7 @@ class Validator:
         error = info.value
         assert fragment in error.message, error.message
         assert (error.line, error.column) == (line, column), error.message
-        assert error.message.startswith(f"line {line}:{column}: "), error.message
+        assert names_position(error.message, line, column), error.message
         assert error.error_code == 40001
         return error
 

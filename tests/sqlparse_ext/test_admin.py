@@ -136,8 +136,8 @@ def test_asserts(v):
         ("RUN 'x'", 1, 5, "expected SCRIPT after RUN"),
         ("ASSERT VALUES foo (id INT) VALUES (123)", 1, 8, "expected TOPIC or SCHEMA after ASSERT"),
         ("ASSERT SCHEMA TIMEOUT 1 SECOND", 1, 15, "expected SUBJECT or ID"),
-        ("HELLO world", 1, 1, "expected a statement (SELECT, CREATE, INSERT"),
-        ("`SELECT` 1", 1, 1, "expected a statement"),
+        ("HELLO world", 1, 1, "Unknown statement 'HELLO'\nDid you mean 'SELECT'?"),
+        ("`SELECT` 1", 1, 1, "Unknown statement '`SELECT`'"),
     ],
 )
 def test_admin_errors(v, sql, line, column, fragment):

@@ -21,7 +21,11 @@ GAPS = Path(__file__).with_name("known_gaps.txt")
 def report():
     if not corpus.STATEMENTS.is_file():
         pytest.fail(corpus.missing(corpus.STATEMENTS))
-    return parse_coverage.corpus_report(corpus.read_statements(), parse_coverage.syntax_rejected())
+    return parse_coverage.corpus_report(
+        corpus.read_statements(),
+        parse_coverage.syntax_rejected(),
+        parse_coverage.expected_errors(),
+    )
 
 
 def _known_gaps() -> dict[str, str]:

@@ -207,7 +207,7 @@ def test_alter_and_create_type(v):
             "please use 'PRIMARY KEY' for tables",
         ),
         ("CREATE STREAM s (id INT PRIMARY KEY)", 1, 18, "please use 'KEY' for streams"),
-        ("CREATE STREAM s (k STRING (KEY))", 1, 28, "expected an integer or STRING type parameter"),
+        ("CREATE STREAM s (k STRING (KEY))", 1, 28, "Expecting {'STRING', INTEGER_VALUE}"),
         ("CREATE STREAM s (c NULL)", 1, 20, "expected a type, found 'NULL'"),
         ("CREATE STREAM s (c MAP<STRING>)", 1, 30, "expected ',' between the key and value types"),
         ("CREATE STREAM s (a INT) WITH (x=1, X=2)", 1, 36, "Duplicate property X"),

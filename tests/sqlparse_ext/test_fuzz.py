@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from conformance import corpus
 from headwater.sqlparse_ext import ParseError, parse, to_sql
+from tests.support.parse_errors import names_position
 
 MAX_SECONDS = 2.0
 
@@ -37,7 +38,7 @@ def _only_parse_error(text: str) -> None:
             to_sql(statement)
     except ParseError as error:
         assert error.line >= 1 and error.column >= 1
-        assert error.message.startswith(f"line {error.line}:{error.column}: ")
+        assert names_position(error.message, error.line, error.column), error.message
     assert time.perf_counter() - start < MAX_SECONDS, f"too slow on {text[:200]!r}"
 
 
