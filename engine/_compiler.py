@@ -25,7 +25,7 @@ from headwater.engine import coercion
 from headwater.engine._bound import BoundValue, building_slots
 from headwater.engine._format import format_expression
 from headwater.engine._scope import Evaluator, Row, Scope, resolve_type
-from headwater.engine.errors import ExpressionError
+from headwater.engine.errors import CodegenError, ExpressionError
 from headwater.engine.functions import lambdas as fl
 from headwater.engine.functions import user_index
 from headwater.engine.functions.casts import cast_value, castable
@@ -568,7 +568,7 @@ class _Compiler:
         target = resolve_type(from_datatype(node.args["to"]), self.scope.custom_types)
         source = inner.type
         if not castable(source, target):
-            raise ExpressionError(f"Cast of {source} to {target} is not supported")
+            raise CodegenError(f"Cast of {source} to {target} is not supported")
         f = inner.fn
         return _make(target, lambda r: cast_value(f(r), source, target), [inner], fallible=True)
 
@@ -667,6 +667,9 @@ class _Compiler:
 
     def _anonymous(self, node: exp.Anonymous) -> _Node:
         name = str(node.this).upper()
+        if len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Star):
+            # ksqlDB's grammar reads F(*) as a call without arguments (COUNT(*) is an aggregate's)
+            node = exp.Anonymous(this=node.this, expressions=[])
         if name in fl.LAMBDA_FUNCTIONS:
             return self._lambda_call(node, name)
         resolver = FUNCTIONS.get(name)

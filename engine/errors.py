@@ -31,6 +31,11 @@ class ExpressionError(EngineError):
     error_code = 40001
 
 
+class CodegenError(ExpressionError):
+    """An expression that type-checks but that ksqlDB refuses only when it generates its code (a
+    cast between types it cannot convert): the clause names it, ``Invalid Select: ...``."""
+
+
 class StatementPrepareError(ExpressionError):
     """A statement that does not fit its target before anything is evaluated (ksqlDB refuses these
     while preparing it: 'Failed to prepare statement: ...')."""

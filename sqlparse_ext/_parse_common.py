@@ -125,9 +125,7 @@ class CommonParser(parser.Parser):
             return True
         return False
 
-    def _expect(
-        self, token_type: TokenType, what: str, expecting: tuple[str, ...] = ()
-    ) -> Token:
+    def _expect(self, token_type: TokenType, what: str, expecting: tuple[str, ...] = ()) -> Token:
         """Consume a token of this type or raise ``expected <what>`` (``expecting``: as for
         :meth:`raise_error`)."""
         if self._curr.token_type != token_type:

@@ -1,5 +1,5 @@
 """Math functions of the function table (ABS, ROUND, FLOOR, CEIL, TRUNC, EXP, LN, LOG, POWER,
-trigonometry, GREATEST, LEAST, GEO_DISTANCE). Pure (no I/O).
+trigonometry, GEO_DISTANCE; GREATEST and LEAST are in `overloaded`). Pure (no I/O).
 
 Registered into `registry.FUNCTIONS`. Results follow Java's ``Math``: a value outside a function's
 domain gives NaN and an overflow gives an infinity, where Python's ``math`` would raise.
@@ -25,7 +25,6 @@ from headwater.engine.functions.signatures import (
     Resolver,
     fixed,
     overloads,
-    same_type_variadic,
 )
 from headwater.engine.functions.types import (
     BIGINT,
@@ -283,11 +282,6 @@ FUNCTIONS: dict[str, Resolver] = {
     "CEIL": _floor_ceil("ceil"),
     "SQRT": fixed((DOUBLE,), DOUBLE, lambda x: math.sqrt(x) if x >= 0 else math.nan),
     "SIGN": fixed((DOUBLE,), INTEGER, lambda x: (x > 0) - (x < 0)),
-    # NULLs are ignored; all NULL gives NULL (ksqlDB's GREATEST/LEAST).
-    "GREATEST": same_type_variadic(
-        1, lambda *xs: max((x for x in xs if x is not None), default=None)
-    ),
-    "LEAST": same_type_variadic(1, lambda *xs: min((x for x in xs if x is not None), default=None)),
     **{name: fixed((DOUBLE,), DOUBLE, _java(f)) for name, f in _UNARY.items()},
     "LOG": overloads(fixed((DOUBLE,), DOUBLE, _java(_ln)), fixed((DOUBLE, DOUBLE), DOUBLE, _log)),
     "POWER": fixed((DOUBLE, DOUBLE), DOUBLE, _power),
@@ -297,4 +291,4 @@ FUNCTIONS: dict[str, Resolver] = {
     "GEO_DISTANCE": _geo_resolver,
 }
 
-NULL_TOLERANT = frozenset({"GREATEST", "LEAST", "GEO_DISTANCE"})
+NULL_TOLERANT = frozenset({"GEO_DISTANCE"})

@@ -9,12 +9,21 @@ The lambda functions (TRANSFORM, REDUCE, FILTER) are typed by the compiler throu
 
 from __future__ import annotations
 
-from headwater.engine.functions import arrays, conditional, json_text, numeric, strings, temporal
+from headwater.engine.functions import (
+    arrays,
+    conditional,
+    json_text,
+    numeric,
+    overloaded,
+    strings,
+    temporal,
+)
 from headwater.engine.functions.signatures import Resolver
 
 FUNCTIONS: dict[str, Resolver] = {
     **conditional.FUNCTIONS,
     **numeric.FUNCTIONS,
+    **overloaded.FUNCTIONS,
     **strings.FUNCTIONS,
     **temporal.FUNCTIONS,
     **arrays.FUNCTIONS,
@@ -23,6 +32,7 @@ FUNCTIONS: dict[str, Resolver] = {
 NULL_TOLERANT: frozenset[str] = (
     conditional.NULL_TOLERANT
     | numeric.NULL_TOLERANT
+    | overloaded.NULL_TOLERANT
     | strings.NULL_TOLERANT
     | temporal.NULL_TOLERANT
     | arrays.NULL_TOLERANT

@@ -48,6 +48,12 @@ _WIDER: dict[str, tuple[str, ...]] = {
     "BIGINT": ("DECIMAL", "DOUBLE"),
     "DECIMAL": ("DOUBLE",),
 }
+#: ksqlDB's ``SqlBaseType.canImplicitlyCast`` whole: numbers widen, and a STRING is read as a
+#: TIME, DATE, TIMESTAMP or BYTES (built-in functions; a Python function's STRING stays one).
+IMPLICIT_CASTS: dict[str, tuple[str, ...]] = {
+    **_WIDER,
+    "STRING": ("TIME", "DATE", "TIMESTAMP", "BYTES"),
+}
 _MAX_FAILURES = 64  # kept per thread between two takes: a record's calls, not a batch's
 
 
@@ -222,7 +228,13 @@ def _base(t: SqlType) -> str:
     return "DECIMAL" if isinstance(t, DecimalType) else t.sql()
 
 
-def _accepts(param: SqlType, arg: SqlType, bound: dict[str, SqlType], casts: bool) -> bool:
+def _accepts(
+    param: SqlType,
+    arg: SqlType,
+    bound: dict[str, SqlType],
+    casts: bool,
+    wider: Mapping[str, tuple[str, ...]] = _WIDER,
+) -> bool:
     if isinstance(arg, NullType) or isinstance(param, AnyType):
         return True
     if isinstance(param, GenericType):
@@ -232,18 +244,20 @@ def _accepts(param: SqlType, arg: SqlType, bound: dict[str, SqlType], casts: boo
             return True
         return seen == arg
     if isinstance(param, ArrayType):
-        return isinstance(arg, ArrayType) and _accepts(param.element, arg.element, bound, casts)
+        return isinstance(arg, ArrayType) and _accepts(
+            param.element, arg.element, bound, casts, wider
+        )
     if isinstance(param, MapType):
         return (
             isinstance(arg, MapType)
-            and _accepts(param.key, arg.key, bound, casts)
-            and _accepts(param.value, arg.value, bound, casts)
+            and _accepts(param.key, arg.key, bound, casts, wider)
+            and _accepts(param.value, arg.value, bound, casts, wider)
         )
     if param == ANY_DECIMAL or isinstance(param, DecimalType):  # any precision, as ksqlDB's
         return isinstance(arg, DecimalType) or casts and _base(arg) in ("INTEGER", "BIGINT")
     if param == arg:
         return True
-    return casts and _base(param) in _WIDER.get(_base(arg), ())
+    return casts and _base(param) in wider.get(_base(arg), ())
 
 
 def expanded(params: Sequence[Param], count: int) -> list[Param] | None:
@@ -261,13 +275,18 @@ def expanded(params: Sequence[Param], count: int) -> list[Param] | None:
     ]
 
 
-def _matches(overload: Overload, args: Sequence[SqlType], casts: bool) -> dict[str, SqlType] | None:
+def _matches(
+    overload: Overload,
+    args: Sequence[SqlType],
+    casts: bool,
+    wider: Mapping[str, tuple[str, ...]] = _WIDER,
+) -> dict[str, SqlType] | None:
     params = expanded(overload.all_params, len(args))
     if params is None:
         return None
     bound: dict[str, SqlType] = {}
     for param, arg in zip(params, args, strict=True):
-        if not _accepts(param.type, arg, bound, casts):
+        if not _accepts(param.type, arg, bound, casts, wider):
             return None
     return bound
 
@@ -298,8 +317,13 @@ def _shown(args: Sequence[SqlType]) -> str:
     return ", ".join(a.sql() for a in args)
 
 
-def resolve(function: UserFunction, args: Sequence[SqlType]) -> tuple[Overload, SqlType]:
-    """The overload a call with ``args`` runs, and its result type.
+def resolve(
+    function: UserFunction,
+    args: Sequence[SqlType],
+    wider: Mapping[str, tuple[str, ...]] = _WIDER,
+) -> tuple[Overload, SqlType]:
+    """The overload a call with ``args`` runs, and its result type (``wider``: the implicit
+    casts, by base type).
 
     Raises:
         ExpressionError: no overload takes the arguments, or two fit equally well (ksqlDB's
@@ -310,7 +334,7 @@ def resolve(function: UserFunction, args: Sequence[SqlType]) -> tuple[Overload, 
         found = [
             (overload, bound)
             for overload in function.overloads
-            if (bound := _matches(overload, args, casts)) is not None
+            if (bound := _matches(overload, args, casts, wider)) is not None
         ]
         if not found:
             continue

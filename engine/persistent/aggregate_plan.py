@@ -344,10 +344,15 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     value_fns: list[Evaluator] = []
     seen: set[str] = set()
     for index, (item, name, post) in enumerate(zip(items, names, post_items, strict=True)):
-        if name in seen:
-            raise QueryCompileError(f"Duplicate value columns found in schema: `{name}`")
-        seen.add(name)
         slot = key_slots.get(index)
+        if name in seen:
+            again = (
+                groups[slot].type
+                if slot is not None
+                else _compile_post(post, post_scope, "SELECT", texts).type
+            )
+            raise QueryCompileError(f"Duplicate value columns found in schema: `{name}` {again}")
+        seen.add(name)
         if slot is not None:
             if has_map(groups[slot].type):
                 raise QueryCompileError(

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from headwater.engine.errors import ExpressionError
+from headwater.engine.errors import CodegenError, ExpressionError
 from headwater.engine.expressions import (
     Evaluator,
     Scope,
@@ -229,6 +229,8 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
             raise QueryCompileError(
                 f"SELECT column '{error.column}' cannot be resolved.", None, item
             ) from error
+        except CodegenError as error:  # ksqlDB's CodeGenRunner names the clause
+            raise QueryCompileError(f"Invalid Select: {error.message}") from error
         except ExpressionError as error:
             raise QueryCompileError(error.message) from error
         if c.type == NULL:

@@ -108,6 +108,10 @@ def test_csas_plan_creates_its_topic_with_the_sources_partitions_unless_told() -
             "PARTITION BY column 'NOPE' cannot be resolved.",
         ),
         ("SELECT id, qty FROM orders LIMIT 3", "LIMIT is not supported"),
+        (  # found where ksqlDB generates the code, which names the clause
+            "SELECT id, CAST(item AS ARRAY<INT>) FROM orders",
+            "Invalid Select: Cast of STRING to ARRAY<INTEGER> is not supported",
+        ),
     ],
 )
 def test_ksqldb_refusals(text: str, message: str | None) -> None:
