@@ -10,7 +10,7 @@ makes around it (create the topic before committing; delete it after the drop is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -67,6 +67,8 @@ SINK_PROPERTIES = frozenset(
         "FORMAT",
         "PARTITIONS",
         "REPLICAS",
+        "KEY_SCHEMA_ID",
+        "VALUE_SCHEMA_ID",
         "TIMESTAMP",
         "TIMESTAMP_FORMAT",
         "VALUE_DELIMITER",
@@ -776,6 +778,7 @@ def _plan_create_as_select(
         if fmt == source_fmt == "DELIMITED" and inherited is not None:
             properties.setdefault(f"{side}_DELIMITER", inherited)  # as ksqlDB: the source's
     _check_formats(columns, key_format, value_format)
+    _check_sink_schema_ids(properties, columns, (key_format, value_format), facts)
     topic = str(properties.get("KAFKA_TOPIC") or create.name)
     _check_registry(topic, (key_format, value_format), facts)
     wanted = properties.get(
@@ -813,6 +816,46 @@ def _plan_create_as_select(
         "sink": {"source": source_to_dict(sink), "replace": False},
     }
     return Plan(command, create_topic=create_topic)
+
+
+def _check_sink_schema_ids(
+    properties: Mapping[str, PropertyValue],
+    columns: Sequence[Column],
+    formats: tuple[str, str],
+    facts: TopicFacts,
+) -> None:
+    """A CREATE ... AS SELECT that names the schema its sink writes with (``KEY_SCHEMA_ID``,
+    ``VALUE_SCHEMA_ID``): the format must take a registered schema, and the query's columns must
+    be that schema's first columns, in order, with its types (ksqlDB's DefaultSchemaInjector:
+    the schema may add columns after them, which are written with their defaults)."""
+    for part, fmt in zip(("key", "value"), formats, strict=True):
+        name = f"{part.upper()}_SCHEMA_ID"
+        schema_id = properties.get(name)
+        if schema_id is None:
+            continue
+        if fmt not in INFERRED_FORMATS:
+            raise ValidationError(
+                f"{part.upper()}_FORMAT should support schema inference when {name} is "
+                f"provided. Current format is {fmt}."
+            )
+        subject = f"id:{schema_id}"
+        found = facts.schemas.get(subject) if facts.schemas is not None else None
+        if found is None or isinstance(found, str):
+            raise ValidationError(
+                f"Unable to use the {part} schema of {subject}: {found or 'it is not registered'}"
+            )
+        ours = [(c.name, parse_type(c.type)) for c in columns if c.key == (part == "key")]
+        registered = [(n, parse_type(t)) for n, t in found]
+        changed = [c for i, c in enumerate(ours) if i >= len(registered) or registered[i] != c]
+        if changed:
+
+            def shown(pairs: Sequence[tuple[str, Any]]) -> str:
+                return "[" + ", ".join(f"`{n}` {t.sql()}" for n, t in pairs) + "]"
+
+            raise ValidationError(
+                f"The following {part} columns are changed, missing or reordered: "
+                f"{shown(changed)}. Schema from schema registry is {shown(registered)}"
+            )
 
 
 def _sink_formats(

@@ -263,6 +263,51 @@ def fields_reader(
 # -- the format ------------------------------------------------------------------------------------
 
 
+def conformed(schema: Any, value: Any, named: dict[str, Any]) -> Any:
+    """``value`` shaped for a registered schema it was not made for: a record's fields found by
+    name (exactly, else ignoring case), and a field without a value given its default, as the
+    Connect converter ksqlDB writes with does (``named``: the named types met so far)."""
+    if isinstance(schema, str):
+        schema = named.get(schema, schema)
+    if isinstance(schema, list):
+        if value is None:
+            return None
+        records = (
+            [b for b in schema if isinstance(named.get(b, b), dict)]
+            if isinstance(value, dict)
+            else []
+        )
+        return conformed(records[0], value, named) if records else value
+    if not isinstance(schema, dict):
+        return value
+    kind = schema.get("type")
+    if isinstance(kind, (dict, list)):
+        return conformed(kind, value, named)
+    if kind == "record":
+        name = schema.get("name")
+        if name:
+            named[str(name)] = schema
+            if schema.get("namespace"):
+                named[f"{schema['namespace']}.{name}"] = schema
+        if not isinstance(value, dict):
+            return value
+        folded = {str(k).upper(): v for k, v in value.items()}
+        out = {}
+        for field in schema.get("fields", []):
+            field_name = field["name"]
+            given = value[field_name] if field_name in value else folded.get(field_name.upper())
+            if given is None and "default" in field:
+                out[field_name] = field["default"]
+            else:
+                out[field_name] = conformed(field["type"], given, named)
+        return out
+    if kind == "array" and isinstance(value, list):
+        return [conformed(schema["items"], v, named) for v in value]
+    if kind == "map" and isinstance(value, dict):
+        return {k: conformed(schema["values"], v, named) for k, v in value.items()}
+    return value
+
+
 class AvroSide:
     """The writer and reader of one side (key or value) of a source in the AVRO format."""
 
@@ -272,6 +317,7 @@ class AvroSide:
         unwrapped: bool,
         subject: str,
         registry: SchemaRegistry | None,
+        schema_id: int | None = None,
     ) -> None:
         self.columns = tuple(columns)
         self.unwrapped = unwrapped
@@ -279,6 +325,9 @@ class AvroSide:
         self._registry = registry
         self.schema = avro_schema(self.columns, unwrapped)
         self._parsed = fastavro.parse_schema(self.schema)
+        #: the registered schema the records are written with (``*_SCHEMA_ID``), once read
+        self._given_id = schema_id
+        self._given: Any = None
         self._id: int | None = None
         self._writers: dict[int, Any] = {}
         if unwrapped:
@@ -295,19 +344,31 @@ class AvroSide:
         return self._registry
 
     def write(self, values: Sequence[Any]) -> bytes | None:
-        if self._id is None:
-            self._id = self._registry_or_fail().register(
-                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
-            )
         datum: Any = (
             values[0]
             if self.unwrapped
             else {name: value for (name, _), value in zip(self.columns, values)}
         )
+        parsed = self._parsed
+        if self._given_id is not None:  # written with the schema the statement names
+            if self._given is None:
+                registered = self._registry_or_fail().schema(self._given_id)
+                if registered.kind != "AVRO":
+                    raise SerdeError(f"schema {self._given_id} is {registered.kind}, not AVRO")
+                raw = json.loads(registered.text)
+                self._given = (raw, fastavro.parse_schema(raw))
+                self._id = self._given_id
+            raw, parsed = self._given
+            datum = conformed(raw, datum, {})
+        elif self._id is None:
+            self._id = self._registry_or_fail().register(
+                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
+            )
+        assert self._id is not None
         buffer = io.BytesIO()
         buffer.write(_HEADER.pack(0, self._id))
         try:
-            fastavro.schemaless_writer(buffer, self._parsed, datum)
+            fastavro.schemaless_writer(buffer, parsed, datum)
         except (ValueError, TypeError, OverflowError) as exc:
             raise SerdeError(f"cannot write AVRO: {exc}") from None
         return buffer.getvalue()

@@ -63,6 +63,8 @@ def schema_facts(
     """
     if registry is None:
         return None
+    if isinstance(statement, ast.CreateAsSelect):
+        return _schemas_by_id(statement.properties, registry)
     if not isinstance(statement, ast.CreateSource):
         return {}
     upper = {k.upper(): v for k, v in statement.properties.items()}
@@ -93,4 +95,37 @@ def schema_facts(
             found[f"{topic}-{part}"] = _columns(
                 fmt, latest[1].text, latest[1].kind, unwrapped, full_name
             )
+    return found
+
+
+def _schemas_by_id(
+    properties: ast.Properties, registry: SchemaRegistry
+) -> dict[str, Columns | str]:
+    """For a CREATE ... AS SELECT: ``id:N`` -> the columns of each schema its ``KEY_SCHEMA_ID``
+    and ``VALUE_SCHEMA_ID`` name (read in the registered schema's own format: the sink's format
+    is known only once the query is planned, which checks that the two agree)."""
+    upper = {k.upper(): v for k, v in properties.items()}
+    found: dict[str, Columns | str] = {}
+    for part, unwrapped in (("KEY", "ROWKEY"), ("VALUE", "ROWVAL")):
+        schema_id = upper.get(f"{part}_SCHEMA_ID")
+        if schema_id is None:
+            continue
+        full_name = upper.get(f"{part}_SCHEMA_FULL_NAME")
+        try:
+            schema = registry.schema(int(str(schema_id)))
+        except (ValueError, SerdeError) as exc:
+            found[f"id:{schema_id}"] = str(exc)
+            continue
+        fmt = next((f for f, kind in INFERRING_FORMATS.items() if kind == schema.kind), None)
+        if fmt is None:
+            found[f"id:{schema_id}"] = f"schema {schema_id} is {schema.kind}"
+            continue
+        found[f"id:{schema_id}"] = _columns(
+            fmt,
+            schema.text,
+            schema.kind,
+            unwrapped,
+            None if full_name is None else str(full_name),
+            by_id=True,
+        )
     return found

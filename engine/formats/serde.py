@@ -357,7 +357,14 @@ def _side_of(
     if fmt == "AVRO":
         if not columns:
             return _Side(names, checks, lambda values: None, lambda data: [])
-        side = avro.AvroSide(columns, unwrapped, f"{source.topic}-{part}", registry)
+        given = source.property(f"{part.upper()}_SCHEMA_ID")
+        side = avro.AvroSide(
+            columns,
+            unwrapped,
+            f"{source.topic}-{part}",
+            registry,
+            schema_id=None if given is None else int(str(given)),
+        )
         return _Side(names, checks, side.write, side.read, nulls_written=not unwrapped)
     for _, t in columns:
         if any(isinstance(x, MapType) and x.key != PrimitiveType("STRING") for x in _walk(t)):

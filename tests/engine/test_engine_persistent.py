@@ -406,3 +406,43 @@ def test_table_function_refusals(statement: str, message: str) -> None:
     )
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan(parse_one(statement), catalog, FACTS, QUERY_ANALYZER)
+
+
+def test_a_sink_schema_id_must_start_with_the_query_columns_in_ksqldb_words() -> None:
+    from headwater.metastore.errors import ValidationError
+    from headwater.metastore.plan import TopicFacts, plan
+    from headwater.metastore.records import CommandRecord, encode
+    from headwater.metastore.replay import Fold
+
+    fold = Fold()
+    source = (
+        "CREATE STREAM input (`id` INT KEY, `c1` INT) "
+        "WITH (kafka_topic='input', value_format='AVRO', partitions=1);"
+    )
+    planned = plan(parse_one(source), fold.catalog, TopicFacts({}, {}), QUERY_ANALYZER)
+    assert planned.command is not None
+    fold.feed(0, encode(CommandRecord("c0", 0, source, planned.command)))
+    csas = "CREATE STREAM out WITH (value_schema_id=7, partitions=1) AS SELECT * FROM input;"
+
+    def planned_with(columns: tuple[tuple[str, str], ...] | str) -> object:
+        return plan(
+            parse_one(csas), fold.catalog, TopicFacts({}, {"id:7": columns}), QUERY_ANALYZER
+        )
+
+    # the registered schema may add columns after the query's: they are written with defaults
+    assert planned_with((("c1", "INTEGER"), ("c2", "DOUBLE"))) is not None
+    for columns, shown in (
+        ((("c1", "STRING"), ("c2", "DOUBLE")), "[`c1` STRING, `c2` DOUBLE]"),
+        ((("c2", "DOUBLE"), ("c1", "INTEGER")), "[`c2` DOUBLE, `c1` INTEGER]"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            planned_with(columns)
+        assert caught.value.message == (
+            "The following value columns are changed, missing or reordered: [`c1` INTEGER]. "
+            f"Schema from schema registry is {shown}"
+        )
+    with pytest.raises(ValidationError, match="Unable to use the value schema of id:7"):
+        planned_with("Schema 7 not found")
+    json_sink = csas.replace("value_schema_id=7", "value_schema_id=7, value_format='JSON'")
+    with pytest.raises(ValidationError, match="VALUE_FORMAT should support schema inference"):
+        plan(parse_one(json_sink), fold.catalog, TopicFacts({}, {}), QUERY_ANALYZER)

@@ -248,3 +248,35 @@ def test_json_sr_columns_are_inferred_keeping_their_case() -> None:
         ("c2", "ARRAY<STRING>"),
     )
     assert inferred_columns('{"type": "boolean"}', "ROWKEY") == (("ROWKEY", "BOOLEAN"),)
+
+
+def test_values_conform_to_a_registered_schema_they_were_not_made_for() -> None:
+    from headwater.engine.formats._avro import conformed
+
+    schema = {
+        "type": "record",
+        "name": "T",
+        "fields": [
+            {"name": "eventID", "type": "string"},
+            {"name": "opt", "type": "string", "default": "foo"},
+            {
+                "name": "tx",
+                "type": {
+                    "type": "record",
+                    "name": "Tx",
+                    "fields": [
+                        {"name": "amount", "type": "int", "default": 0},
+                        {"name": "note", "type": ["null", "string"], "default": None},
+                    ],
+                },
+            },
+            {"name": "more", "type": {"type": "array", "items": "Tx"}},
+        ],
+    }
+    value = {"EVENTID": "1", "tx": {"amount": None}, "more": [{"AMOUNT": 5}]}
+    assert conformed(schema, value, {}) == {
+        "eventID": "1",  # found ignoring case
+        "opt": "foo",  # not given: its default
+        "tx": {"amount": 0, "note": None},  # NULL where a default exists: the default
+        "more": [{"amount": 5, "note": None}],  # a named type met before
+    }
