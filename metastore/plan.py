@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from headwater.metastore.catalog import Catalog, Column, PropertyValue, Source, SourceKind
 from headwater.metastore.codec import source_from_dict, source_to_dict
+from headwater.metastore.delimiters import DelimiterError, delimiter
 from headwater.metastore.errors import (
     SourceExists,
     SourceInUse,
@@ -290,6 +291,7 @@ def _plan_create_source(
     properties = _check_properties(create.properties)
     topic = _required(properties, "KAFKA_TOPIC", create.kind)
     key_format, value_format = _formats(properties, create.kind, defaults)
+    _check_format_configs(properties, (key_format, value_format))
     _check_registry(str(topic), (key_format, value_format), facts)
     create = _with_inferred_columns(
         create, str(topic), properties, (key_format, value_format), facts
@@ -454,7 +456,28 @@ def _check_properties(properties: ast.Properties) -> dict[str, PropertyValue]:
     unknown = sorted(name for name in properties if name.upper() not in SOURCE_PROPERTIES)
     if unknown:
         raise ValidationError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
-    return {name.upper(): value for name, value in properties.items() if value is not None}
+    checked = {name.upper(): value for name, value in properties.items() if value is not None}
+    _check_delimiters(checked)
+    return checked
+
+
+def _check_delimiters(properties: Mapping[str, PropertyValue]) -> None:
+    """A delimiter property names one character (ksqlDB checks it while preparing)."""
+    for prop in ("KEY_DELIMITER", "VALUE_DELIMITER"):
+        if prop in properties:
+            try:
+                delimiter(properties[prop], prop)
+            except DelimiterError as exc:
+                raise ValidationError(f"Failed to prepare statement: {exc}") from None
+
+
+def _check_format_configs(
+    properties: Mapping[str, PropertyValue], formats: tuple[str, str]
+) -> None:
+    """A delimiter is a DELIMITED format's property (ksqlDB's FormatProperties)."""
+    for prop, fmt in zip(("KEY_DELIMITER", "VALUE_DELIMITER"), formats, strict=True):
+        if prop in properties and fmt != "DELIMITED":
+            raise ValidationError(f"{fmt} does not support the following configs: [delimiter]")
 
 
 def _required(properties: Mapping[str, PropertyValue], name: str, kind: str) -> PropertyValue:
@@ -758,6 +781,7 @@ def _plan_create_as_select(
     if unknown:
         raise ValidationError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}")
     properties = {n.upper(): v for n, v in create.properties.items() if v is not None}
+    _check_delimiters(properties)
     shape = analyze.shape(create.query, catalog, create.name)
     if shape.kind is not kind:
         produced = shape.kind.value
@@ -777,6 +801,7 @@ def _plan_create_as_select(
         inherited = source.property(f"{side}_DELIMITER")
         if fmt == source_fmt == "DELIMITED" and inherited is not None:
             properties.setdefault(f"{side}_DELIMITER", inherited)  # as ksqlDB: the source's
+    _check_format_configs(properties, (key_format, value_format))
     _check_formats(columns, key_format, value_format)
     _check_sink_schema_ids(properties, columns, (key_format, value_format), facts)
     topic = str(properties.get("KAFKA_TOPIC") or create.name)
@@ -868,6 +893,8 @@ def _sink_formats(
     )
     if keyless:
         given = properties.get("KEY_FORMAT")
+        if given is not None:
+            _format_name(given, "KEY_FORMAT")  # an unknown format is refused first, as in ksqlDB
         if given is not None and str(given).upper() != "NONE":
             raise ValidationError("Key format specified for stream without key columns.")
         return "NONE", value
@@ -891,6 +918,8 @@ def _plan_insert_select(insert: ast.InsertInto, catalog: Catalog, analyze: Query
         raise ValidationError(
             f"INSERT INTO can only be used to insert into a stream. {target.name} is a table."
         )
+    if any(c.headers or c.header_key is not None for c in target.columns):  # AstSanitizer
+        raise ValidationError(f"Cannot insert into {target.name} because it has header columns")
     if target.read_only:
         raise ValidationError(f"Cannot insert into read-only stream: {target.name}")
     shape = analyze.shape(insert.query, catalog, insert.target)

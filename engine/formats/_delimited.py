@@ -35,14 +35,13 @@ from headwater.engine.values import (
     format_decimal,
     mismatch,
 )
+from headwater.metastore.delimiters import DelimiterError, delimiter
 from headwater.sqlparse_ext import DecimalType, PrimitiveType, SqlType
 from headwater.sqlparse_ext.sqltypes import format_double
 
 ToText = Callable[[Any], str | None]
 FromText = Callable[[str, str], Any]
 
-#: ksqlDB's names for delimiters that cannot be written as themselves.
-NAMED_DELIMITERS = {"TAB": "\t", "SPACE": " "}
 
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 _DOUBLE_TEXT = re.compile(
@@ -56,22 +55,10 @@ def parse_delimiter(value: object, prop: str) -> str:
     Raises:
         SerdeError: With ksqlDB's messages for an empty, blank or multi-character value.
     """
-    text = str(value)
-    if text.upper() in NAMED_DELIMITERS:
-        return NAMED_DELIMITERS[text.upper()]
-    if text.strip() == "":
-        raise SerdeError(
-            f"Configuration {prop} is invalid: Delimiter cannot be empty, if you meant to have a "
-            "tab or space for delimiter, please use the special values 'TAB' or 'SPACE'"
-        )
-    if len(text) != 1:
-        raise SerdeError(
-            f"Configuration {prop} is invalid: Invalid delimiter value: '{text}'. "
-            "Delimiter must be a single character or TAB,SPACE"
-        )
-    if text in '"\r\n':
-        raise SerdeError(f"Configuration {prop} is invalid: {text!r} cannot be a delimiter")
-    return text
+    try:
+        return delimiter(value, prop)
+    except DelimiterError as exc:
+        raise SerdeError(str(exc)) from None
 
 
 def supports(sql_type: SqlType) -> bool:

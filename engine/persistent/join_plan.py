@@ -33,6 +33,7 @@ from headwater.engine.expressions import (
     resolve_type,
 )
 from headwater.engine.functions.types import BIGINT, INTEGER
+from headwater.engine.values import has_map
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Join, Query, SourceRef
@@ -300,8 +301,21 @@ def _step(
         custom,
     )
     right_scope = _scope(tuple((p, t) for _c, p, t in leaf.columns), custom)
-    left_compiled = compile_expression(_rewrite(a, names, leaves, "JOIN ON"), left_scope)
-    right_compiled = compile_expression(_rewrite(b, names, leaves, "JOIN ON"), right_scope)
+    left_node, right_node = (
+        _rewrite(a, names, leaves, "JOIN ON"),
+        _rewrite(b, names, leaves, "JOIN ON"),
+    )
+    left_compiled = compile_expression(left_node, left_scope)
+    right_compiled = compile_expression(right_node, right_scope)
+    for node, compiled in ((left_node, left_compiled), (right_node, right_compiled)):
+        if has_map(compiled.type):  # the join's key, on each side (ksqlDB's name: alias_column)
+            key = node.name if isinstance(node, exp.Column) else compiled.text
+            raise JoinError(
+                "Map keys, including types that contain maps, are not supported as they may lead "
+                f"to unexpected behavior due to inconsistent serialization. Key column name: "
+                f"`{key}`. Column type: {compiled.type.sql()}. See "
+                "https://github.com/confluentinc/ksql/issues/6621 for more."
+            )
     right_on_key = _is_key_of(b, leaf, names)
     left_on_key = (
         _is_key_of(a, tree, names)

@@ -446,3 +446,31 @@ def test_a_sink_schema_id_must_start_with_the_query_columns_in_ksqldb_words() ->
     json_sink = csas.replace("value_schema_id=7", "value_schema_id=7, value_format='JSON'")
     with pytest.raises(ValidationError, match="VALUE_FORMAT should support schema inference"):
         plan(parse_one(json_sink), fold.catalog, TopicFacts({}, {}), QUERY_ANALYZER)
+
+
+def test_insert_into_a_stream_with_header_columns_is_refused_in_ksqldb_words() -> None:
+    from headwater.metastore.errors import ValidationError
+    from headwater.metastore.plan import TopicFacts, plan
+    from headwater.metastore.records import CommandRecord, encode
+    from headwater.metastore.replay import Fold
+
+    fold = Fold()
+    for offset, text in enumerate(
+        (
+            "CREATE STREAM s1 (k STRING KEY, h1 BYTES HEADER('h1'), v BIGINT) "
+            "WITH (kafka_topic='s1', format='JSON', partitions=1);",
+            "CREATE STREAM s2 (k STRING KEY, v BIGINT) "
+            "WITH (kafka_topic='s2', format='JSON', partitions=1);",
+        )
+    ):
+        planned = plan(parse_one(text), fold.catalog, TopicFacts({}), QUERY_ANALYZER)
+        assert planned.command is not None
+        fold.feed(offset, encode(CommandRecord(f"c{offset}", offset, text, planned.command)))
+    with pytest.raises(ValidationError) as caught:
+        plan(
+            parse_one("INSERT INTO s1 SELECT * FROM s2;"),
+            fold.catalog,
+            TopicFacts({}),
+            QUERY_ANALYZER,
+        )
+    assert caught.value.message == "Cannot insert into S1 because it has header columns"
