@@ -457,10 +457,14 @@ def test_insert_into_a_stream_with_header_columns_is_refused_in_ksqldb_words() -
     fold = Fold()
     for offset, text in enumerate(
         (
-            "CREATE STREAM s1 (k STRING KEY, h1 BYTES HEADER('h1'), v BIGINT) "
-            "WITH (kafka_topic='s1', format='JSON', partitions=1);",
-            "CREATE STREAM s2 (k STRING KEY, v BIGINT) "
-            "WITH (kafka_topic='s2', format='JSON', partitions=1);",
+            (
+                "CREATE STREAM s1 (k STRING KEY, h1 BYTES HEADER('h1'), v BIGINT) "
+                "WITH (kafka_topic='s1', format='JSON', partitions=1);"
+            ),
+            (
+                "CREATE STREAM s2 (k STRING KEY, v BIGINT) "
+                "WITH (kafka_topic='s2', format='JSON', partitions=1);"
+            ),
         )
     ):
         planned = plan(parse_one(text), fold.catalog, TopicFacts({}), QUERY_ANALYZER)

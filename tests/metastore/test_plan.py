@@ -67,11 +67,15 @@ def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
             'Missing required property "KAFKA_TOPIC"',
         ),
         (  # the delimiter is checked first, as ksqlDB prepares the statement
-            "CREATE STREAM s WITH (kafka_topic='users', value_format='DELIMITED', "
-            "value_delimiter='<~>');",
-            "Failed to prepare statement: Configuration VALUE_DELIMITER is invalid: Invalid "
-            "delimiter value: '<~>'. Delimiter must be a single character or TAB,SPACE\n"
-            "Example valid value: ';'",
+            (
+                "CREATE STREAM s WITH (kafka_topic='users', value_format='DELIMITED', "
+                "value_delimiter='<~>');"
+            ),
+            (
+                "Failed to prepare statement: Configuration VALUE_DELIMITER is invalid: Invalid "
+                "delimiter value: '<~>'. Delimiter must be a single character or TAB,SPACE\n"
+                "Example valid value: ';'"
+            ),
         ),
         (  # then whether the format takes one, before the columns
             "CREATE STREAM s WITH (kafka_topic='users', value_format='JSON', value_delimiter='|');",
