@@ -367,7 +367,7 @@ def _step(
                     f"foreign-key table-table join. Got {leaves[0].source.name} "
                     f"{_KIND_TEXT[kind]} {leaf.source.name}."
                 )
-            if n_way:
+            if isinstance(tree, JoinStep):  # ksqlDB: both inputs must be sources
                 raise JoinError(
                     f"Invalid join condition: foreign-key table-table joins are not "
                     f"supported as part of n-way joins. Got {shown}."
@@ -501,6 +501,10 @@ def _equivalence(step: JoinStep | JoinLeaf) -> set[str]:
     """ksqlDB's join equivalence set, as the texts of qualified column references."""
     if isinstance(step, JoinLeaf) or step.kind == "FULL":
         return set()
+    if step.foreign_key:  # its result has the left table's primary key (a source: the first join)
+        assert isinstance(step.left, JoinLeaf)
+        keys = step.left.source.key_columns
+        return {f"{step.left.alias}.{keys[0].name}"} if len(keys) == 1 else set()
     keys = {step.left_text, step.right_text}
     lefts = _equivalence(step.left)
     return keys | lefts if lefts & keys else keys

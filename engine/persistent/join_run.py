@@ -261,10 +261,12 @@ class JoinPipeline:
             if key is None and not (fk_left and table):
                 continue  # ksqlDB drops records whose join key is NULL
             key_bytes = self._key_bytes(step, key)
-            if rekey:
+            if _pinned(step):
+                # foreign-key joins are not co-partitioned: one task sees both tables, and the
+                # joins after one (its result is made in that task) meet their other side there
+                task = 0
+            elif rekey:
                 task = partition_for(key_bytes, self.plan.partitions)
-            elif step.foreign_key:
-                task = 0  # foreign-key joins are not co-partitioned: one task sees both tables
             else:
                 task = record.partition
             out.append(
@@ -311,7 +313,9 @@ class JoinPipeline:
                 outs = [
                     o2
                     for o in outs
-                    for o2 in self._step(task, parent, _LEFT, self._as_left(parent, o, record))
+                    for o2 in self._step(
+                        task, parent, _LEFT, self._as_left(parent, o, record, step)
+                    )
                 ]
                 step = parent
             for o in outs:
@@ -319,8 +323,15 @@ class JoinPipeline:
         task.done()
         return joined
 
-    def _as_left(self, parent: JoinStep, out: _Out, origin: SideRecord) -> SideRecord:
+    def _as_left(
+        self, parent: JoinStep, out: _Out, origin: SideRecord, child: JoinStep
+    ) -> SideRecord:
         key, key_bytes = out.key, out.key_bytes
+        if child.foreign_key and not parent.left_rekey:
+            # a foreign-key join's result is keyed by its left table's primary key
+            keys = out.key if isinstance(out.key, dict) else self._fk_keys(child, out.row or {})
+            key = next(iter(keys.values())) if len(keys) == 1 else None
+            key_bytes = self._key_bytes(parent, key)
         if parent.left_rekey and out.row is not None:
             try:
                 key = parent.left_key(out.row)
@@ -709,3 +720,11 @@ class LocalJoin:
                 outputs.extend(out)
                 errors.extend(more)
         return outputs, errors
+
+
+def _pinned(step: JoinStep) -> bool:
+    """Whether a step's records all meet in task 0: a foreign-key join, or a join whose left
+    input is (without a repartition) the result of one."""
+    if step.foreign_key:
+        return True
+    return isinstance(step.left, JoinStep) and not step.left_rekey and _pinned(step.left)
