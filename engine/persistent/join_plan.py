@@ -503,8 +503,8 @@ def _equivalence(step: JoinStep | JoinLeaf) -> set[str]:
         return set()
     if step.foreign_key:  # its result has the left table's primary key (a source: the first join)
         assert isinstance(step.left, JoinLeaf)
-        keys = step.left.source.key_columns
-        return {f"{step.left.alias}.{keys[0].name}"} if len(keys) == 1 else set()
+        primary = step.left.source.key_columns
+        return {f"{step.left.alias}.{primary[0].name}"} if len(primary) == 1 else set()
     keys = {step.left_text, step.right_text}
     lefts = _equivalence(step.left)
     return keys | lefts if lefts & keys else keys
