@@ -168,6 +168,7 @@ def plan_joins(query: Query, catalog: Catalog, sink_name: str) -> JoinPlan:
     leaves = [_leaf(i, ref, catalog, custom) for i, ref in enumerate(refs)]
     _check_sources(leaves, query)
     names = {q: leaf for leaf in leaves for q in {leaf.alias, leaf.source.name}}
+    _check_criteria(query.joins, names, leaves)
 
     steps: list[JoinStep] = []
     tree: JoinStep | JoinLeaf = leaves[0]
@@ -228,6 +229,28 @@ def _check_sources(leaves: list[JoinLeaf], query: Query) -> None:
         )
 
 
+def _check_criteria(
+    joins: Sequence[Join], names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf]
+) -> None:
+    """ksqlDB's analyzer, over every join before any is planned: the two sides of an equality
+    each read one source, and not the same one."""
+    for join in joins:
+        on = join.on
+        while isinstance(on, exp.Paren):
+            on = on.this
+        if not isinstance(on, exp.EQ):
+            continue  # refused when its step is planned
+        used = [_sources_of(side, names, leaves, "JOIN ON") for side in (on.this, on.expression)]
+        if all(len(u) == 1 for u in used) and used[0] == used[1]:
+            (only,) = used[0]
+            shown = f"`{leaves[only].alias}`"
+            raise JoinError(
+                "Each side of the join must reference exactly one source and not the same "
+                f"source. Left side references {shown} and right references {shown}",
+                on,
+            )
+
+
 def _step(
     index: int,
     join: Join,
@@ -240,6 +263,8 @@ def _step(
     n_way: bool,
 ) -> JoinStep:
     on = join.on
+    while isinstance(on, exp.Paren):  # ON (a = b): the parentheses say nothing
+        on = on.this
     if isinstance(on, exp.And):
         raise JoinError(
             "Invalid join condition: joins on multiple conditions are not yet "

@@ -237,6 +237,20 @@ def test_foreign_key_join_follows_the_left_rows_foreign_key() -> None:
             "SELECT c.user_id, nope FROM clicks c JOIN users u ON c.user_id = u.id",
             "SELECT column 'NOPE' cannot be resolved",
         ),
+        (  # parentheses around the condition change nothing
+            "SELECT c.user_id, nope FROM clicks c JOIN users u ON (c.user_id = u.id)",
+            "SELECT column 'NOPE' cannot be resolved",
+        ),
+        (  # found over every join before any is planned, as ksqlDB's analyzer does
+            (
+                "SELECT c.user_id, name FROM clicks c JOIN users u ON c.page = u.name "
+                "JOIN views v WITHIN 1 SECOND ON c.page = c.page"
+            ),
+            (
+                "Each side of the join must reference exactly one source and not the same source. "
+                "Left side references `C` and right references `C`"
+            ),
+        ),
     ],
 )
 def test_refusals_carry_ksqldbs_messages(select: str, message: str) -> None:
