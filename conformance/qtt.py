@@ -367,9 +367,10 @@ def _run_case(case: dict, record: bool = False) -> World | None:
             schema = topic.get(f"{part}Schema")
             if schema is not None:
                 fmt = str(topic.get(f"{part}Format") or "AVRO").upper()
-                if fmt in ("JSON", "KAFKA", "DELIMITED"):
+                if fmt in ("KAFKA", "DELIMITED"):
                     continue  # schemaless: the records are written as the source's format says
-                kind = {"AVRO": "AVRO", "JSON_SR": "JSON"}.get(fmt, "PROTOBUF")
+                # ksqlDB's runner registers a JSON topic's schema as a JSON schema (SerdeUtil)
+                kind = {"AVRO": "AVRO", "JSON_SR": "JSON", "JSON": "JSON"}.get(fmt, "PROTOBUF")
                 world.given.add(f"{topic['name']}-{part}")
                 world.registry.register(
                     f"{topic['name']}-{part}",

@@ -173,9 +173,12 @@ def _sql_of(schema: Any) -> str:
     raise SerdeError(f"cannot infer a column from the JSON Schema {json.dumps(schema)}")
 
 
-def inferred_columns(schema_text: str, unwrapped_name: str) -> tuple[tuple[str, str], ...]:
-    """The columns ksqlDB infers from a registered JSON Schema: an object's properties (names as
-    written: unlike Avro's, they keep their case), or one column named ``unwrapped_name``.
+def inferred_columns(
+    schema_text: str, unwrapped_name: str, upper: bool = False
+) -> tuple[tuple[str, str], ...]:
+    """The columns ksqlDB infers from a registered JSON Schema: an object's properties (names
+    upper-cased with ``upper``, as for a schema found by subject; as written for one named by
+    id), or one column named ``unwrapped_name``.
 
     Raises:
         SerdeError: If the text is not JSON or has a type no column can hold.
@@ -185,5 +188,8 @@ def inferred_columns(schema_text: str, unwrapped_name: str) -> tuple[tuple[str, 
     except ValueError:
         raise SerdeError("the registered schema is not JSON") from None
     if isinstance(schema, dict) and schema.get("type") == "object" and "properties" in schema:
-        return tuple((name, _sql_of(t)) for name, t in schema["properties"].items())
+        return tuple(
+            (name.upper() if upper else name, _sql_of(t))
+            for name, t in schema["properties"].items()
+        )
     return ((unwrapped_name, _sql_of(schema)),)

@@ -39,7 +39,7 @@ def _columns(
     by_id: bool = False,
 ) -> Columns | str:
     """A schema named by id keeps its field names (ksqlDB writes with that very schema); one
-    inferred from a subject gets them upper-cased (JSON Schema's keep their case either way)."""
+    inferred from a subject gets them upper-cased."""
     if kind != INFERRING_FORMATS[fmt]:
         return f"the registered schema is {kind}, not {INFERRING_FORMATS[fmt]}"
     try:
@@ -47,7 +47,7 @@ def _columns(
             return avro.inferred_columns(schema_text, name, upper=not by_id)
         if kind == "PROTOBUF":
             return proto.inferred_columns(schema_text, name, full_name, upper=not by_id)
-        return json_sr.inferred_columns(schema_text, name)
+        return json_sr.inferred_columns(schema_text, name, upper=not by_id)
     except SerdeError as exc:
         return str(exc)
 
