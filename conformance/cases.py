@@ -281,6 +281,24 @@ def _json_value(data: bytes, source: Source | None, part: str) -> Any:
     return value if len(columns) == 1 and columns[0].name in decimal else _floats(value)
 
 
+def _written_fields(data: bytes) -> dict[str, Any]:
+    """The fields of an AVRO record as its writer schema has them (a sink written with a schema
+    its statement names has fields its columns lack, which ksqlDB's runner shows)."""
+    import io
+
+    import fastavro
+
+    from headwater.engine.formats import schema_registry
+
+    registry = schema_registry.current()
+    if registry is None or len(data) < 5:
+        return {}
+    schema_id = struct.unpack(">I", data[1:5])[0]
+    writer = fastavro.parse_schema(json.loads(registry.schema(schema_id).text))
+    datum = fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, None)
+    return datum if isinstance(datum, dict) else {}
+
+
 def decode(data: bytes | None, source: Source | None, part: str) -> Any:
     if data is None:
         return None
@@ -295,6 +313,8 @@ def decode(data: bytes | None, source: Source | None, part: str) -> Any:
                 return key[0]
             return dict(zip(serde.key_names, key))
         row = serde.deserialize_value(data)
+        if row is not None and fmt == "AVRO" and source.property("VALUE_SCHEMA_ID") is not None:
+            row = {**_written_fields(data), **row}  # ksqlDB's runner reads the whole record
         wrap = source.property("WRAP_SINGLE_VALUE")
         if row is not None and len(row) == 1 and wrap is not None and str(wrap).lower() == "false":
             return next(iter(row.values()))

@@ -71,6 +71,7 @@ from headwater.engine.persistent.query_run import ProcessingError
 from headwater.gateway.locate import located_message
 from headwater.metastore.apply import apply_command
 from headwater.metastore.catalog import Catalog, Query, Source
+from headwater.metastore.codec import source_from_dict
 from headwater.metastore.errors import MetastoreError
 from headwater.metastore.format_defaults import KSQLDB_DEFAULTS, FormatDefaults, format_defaults
 from headwater.metastore.plan import TopicFacts, plan, topics_named
@@ -362,26 +363,7 @@ def _run_case(case: dict, record: bool = False) -> World | None:
     world = World(topics, format_defaults(case.get("properties") or {}, {}))
     if record:
         world.stages = {}
-    for topic in case.get("topics", []):
-        for part in ("key", "value"):
-            schema = topic.get(f"{part}Schema")
-            if schema is not None:
-                fmt = str(topic.get(f"{part}Format") or "AVRO").upper()
-                if fmt in ("KAFKA", "DELIMITED"):
-                    continue  # schemaless: the records are written as the source's format says
-                # ksqlDB's runner registers a JSON topic's schema as a JSON schema (SerdeUtil)
-                kind = {"AVRO": "AVRO", "JSON_SR": "JSON", "JSON": "JSON"}.get(fmt, "PROTOBUF")
-                world.given.add(f"{topic['name']}-{part}")
-                world.registry.register(
-                    f"{topic['name']}-{part}",
-                    RegisteredSchema(
-                        kind,
-                        schema
-                        if isinstance(schema, str) and kind == "PROTOBUF"
-                        else json.dumps(schema),
-                    ),
-                    topic.get(f"{part}SchemaId"),
-                )
+    _register_schemas(case, world, statements_text)
     try:
         statements = parse(statements_text)
     except ParseError as error:
@@ -425,6 +407,103 @@ def _run_case(case: dict, record: bool = False) -> World | None:
     _judge_outputs(world, case.get("outputs", []))
     _judge_post(world, case.get("post", {}))
     return world
+
+
+# -- the schemas ksqlDB's runner registers before a case runs ----------------------------------------
+
+
+def _java_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as an unsigned 32-bit value."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_map_order(names: list[str]) -> list[str]:
+    """``names`` in the order a Java ``HashMap`` they were put into in that order iterates them
+    (by bucket, then in insertion order), as ksqlDB's runner registers its topics' schemas."""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_hash(name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(names, key=bucket)  # stable: a bucket keeps its insertion order
+
+
+def _register_schemas(case: dict, world: World, statements_text: str) -> None:
+    """Registers the schemas ksqlDB's runner registers before running a case, in its order
+    (TestExecutorUtil.initializeTopics): the schemas the case gives its topics (under the ids it
+    gives), and, for topics a CREATE STREAM/TABLE declares columns for, the schema of those
+    columns where the case gives none; key then value, topic by topic in HashMap order. The
+    registry numbers schemas as it meets them, so ids the statements name match ksqlDB's."""
+    actions: dict[str, dict[str, Any]] = {}
+    for topic in case.get("topics", []):
+        found = actions.setdefault(topic["name"], {})
+        for part in ("key", "value"):
+            schema = topic.get(f"{part}Schema")
+            if schema is None:
+                continue
+            fmt = str(topic.get(f"{part}Format") or "AVRO").upper()
+            if fmt in ("KAFKA", "DELIMITED"):
+                continue  # schemaless: the records are written as the source's format says
+            # ksqlDB's runner registers a JSON topic's schema as a JSON schema (SerdeUtil)
+            kind = {"AVRO": "AVRO", "JSON_SR": "JSON", "JSON": "JSON"}.get(fmt, "PROTOBUF")
+            text = schema if isinstance(schema, str) and kind == "PROTOBUF" else json.dumps(schema)
+            given = topic.get(f"{part}SchemaId")
+            found[part] = functools.partial(
+                _register_given,
+                world,
+                f"{topic['name']}-{part}",
+                RegisteredSchema(kind, text),
+                given,
+            )
+    for topic, part, register in _declared_schemas(world, statements_text):
+        found = actions.setdefault(topic, {})
+        found.setdefault(part, register)
+    for topic in java_hash_map_order(list(actions)):
+        for part in ("key", "value"):
+            register = actions[topic].get(part)
+            if register is not None:
+                register()
+
+
+def _register_given(
+    world: World, subject: str, schema: RegisteredSchema, schema_id: int | None
+) -> None:
+    world.given.add(subject)
+    world.registry.register(subject, schema, schema_id)
+
+
+def _declared_schemas(world: World, statements_text: str) -> list[tuple[str, str, Any]]:
+    """(topic, part, what registers its schema) for each CREATE STREAM/TABLE with declared
+    columns in a format with registered schemas, as headwater's serde would write them."""
+    try:
+        statements = parse(statements_text)
+    except ParseError:
+        return []
+    found: list[tuple[str, str, Any]] = []
+    for statement in statements:
+        if not isinstance(statement, ast.CreateSource) or not statement.columns:
+            continue
+        try:
+            planned = plan(statement, Catalog(), TopicFacts({}, {}), defaults=world.formats)
+        except (MetastoreError, EngineError, ParseError):
+            continue
+        if planned.command is None or "source" not in planned.command:
+            continue
+        source = source_from_dict(planned.command["source"])
+        try:
+            serde = serde_of(source)
+        except EngineError:
+            continue
+        for part in ("key", "value"):
+            found.append((source.topic, part, functools.partial(serde.register_schemas, (part,))))
+    return found
 
 
 def _locate(error: MetastoreError | EngineError, statement: ast.Statement) -> None:

@@ -343,6 +343,13 @@ class AvroSide:
             )
         return self._registry
 
+    def register(self) -> None:
+        """Registers the side's schema (once), unless it writes with one the statement names."""
+        if self._id is None and self._given_id is None:
+            self._id = self._registry_or_fail().register(
+                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
+            )
+
     def write(self, values: Sequence[Any]) -> bytes | None:
         datum: Any = (
             values[0]
@@ -360,10 +367,8 @@ class AvroSide:
                 self._id = self._given_id
             raw, parsed = self._given
             datum = conformed(raw, datum, {})
-        elif self._id is None:
-            self._id = self._registry_or_fail().register(
-                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
-            )
+        else:
+            self.register()
         assert self._id is not None
         buffer = io.BytesIO()
         buffer.write(_HEADER.pack(0, self._id))

@@ -107,15 +107,13 @@ def with_header(
     unwrapped: bool,
     subject: str,
     registry: SchemaRegistry | None,
-) -> tuple[Callable[[Sequence[Any]], bytes | None], Callable[[bytes], Any]]:
-    """The JSON format's writer and reader, behind the wire header of the registered schema."""
+) -> tuple[Callable[[Sequence[Any]], bytes | None], Callable[[bytes], Any], Callable[[], None]]:
+    """The JSON format's writer and reader, behind the wire header of the registered schema, and
+    what registers that schema (once; the first write does it too)."""
     schema = RegisteredSchema("JSON", json.dumps(json_schema(columns, unwrapped)))
     registered: list[int] = []
 
-    def write_sr(values: Sequence[Any]) -> bytes | None:
-        data = write(values)
-        if data is None:
-            return None
+    def register() -> None:
         if not registered:
             if registry is None:
                 raise SerdeError(
@@ -123,6 +121,12 @@ def with_header(
                     f"'ksql.schema.registry.url' (subject {subject})"
                 )
             registered.append(registry.register(subject, schema))
+
+    def write_sr(values: Sequence[Any]) -> bytes | None:
+        data = write(values)
+        if data is None:
+            return None
+        register()
         return _HEADER.pack(0, registered[0]) + data
 
     def read_sr(data: bytes) -> Any:
@@ -130,7 +134,7 @@ def with_header(
             data = data[5:]
         return read(data)
 
-    return write_sr, read_sr
+    return write_sr, read_sr, register
 
 
 def _sql_of(schema: Any) -> str:

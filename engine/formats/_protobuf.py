@@ -374,6 +374,12 @@ class ProtobufSide:
         payload: bytes = msg.SerializeToString(deterministic=True)
         if not self._with_registry:
             return payload
+        self.register()
+        assert self._id is not None
+        return _HEADER.pack(0, self._id) + b"\x00" + payload  # message indexes: [0]
+
+    def register(self) -> None:
+        """Registers the side's schema (once)."""
         if self._id is None:
             if self._registry is None:
                 raise SerdeError(
@@ -383,7 +389,6 @@ class ProtobufSide:
             self._id = self._registry.register(
                 self.subject, RegisteredSchema("PROTOBUF", self.text)
             )
-        return _HEADER.pack(0, self._id) + b"\x00" + payload  # message indexes: [0]
 
     def read(self, data: bytes) -> list[Any] | None:
         if self._with_registry:

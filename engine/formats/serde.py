@@ -85,6 +85,9 @@ class _Side:
     write: Writer
     read: Reader
     nulls_written: bool = False  # all-NULL columns are written (a JSON object), not a null record
+    #: registers the side's schema in the schema registry now (formats with one), as its first
+    #: write would
+    register: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,14 @@ class RowSerde:
         return cls(
             source.name, source.topic, key_side.names, value_side.names, key_side, value_side
         )
+
+    def register_schemas(self, parts: Sequence[str] = ("key", "value")) -> None:
+        """Registers the key's and then the value's schema (``parts``: which), for the formats
+        that keep theirs in the schema registry, as the first record written would."""
+        for part in parts:
+            side = self._key if part == "key" else self._value
+            if side.register is not None:
+                side.register()
 
     def serialize_key(self, key: Sequence[Any]) -> bytes | None:
         """The record key for ``key`` (values in key-column order); None if keyless or all NULL (see the module docstring).
@@ -353,7 +364,14 @@ def _side_of(
             with_registry=fmt == "PROTOBUF",
             nullable=nullable.upper(),
         )
-        return _Side(names, checks, side_pb.write, side_pb.read, nulls_written=True)
+        return _Side(
+            names,
+            checks,
+            side_pb.write,
+            side_pb.read,
+            nulls_written=True,
+            register=side_pb.register if fmt == "PROTOBUF" else None,
+        )
     if fmt == "AVRO":
         if not columns:
             return _Side(names, checks, lambda values: None, lambda data: [])
@@ -365,21 +383,28 @@ def _side_of(
             registry,
             schema_id=None if given is None else int(str(given)),
         )
-        return _Side(names, checks, side.write, side.read, nulls_written=not unwrapped)
+        return _Side(
+            names,
+            checks,
+            side.write,
+            side.read,
+            nulls_written=not unwrapped,
+            register=side.register,
+        )
     for _, t in columns:
         if any(isinstance(x, MapType) and x.key != PrimitiveType("STRING") for x in _walk(t)):
             raise SerdeError("JSON only supports MAP types with STRING keys")
     if fmt == "JSON_SR":
         if not columns:
             return _Side(names, checks, lambda values: None, lambda data: [])
-        write, read = json_sr.with_header(
+        write, read, register = json_sr.with_header(
             *_json(columns, unwrapped=unwrapped),
             columns,
             unwrapped,
             f"{source.topic}-{part}",
             registry,
         )
-        return _Side(names, checks, write, read, nulls_written=not unwrapped)
+        return _Side(names, checks, write, read, nulls_written=not unwrapped, register=register)
     return _Side(names, checks, *_json(columns, unwrapped=unwrapped), nulls_written=not unwrapped)
 
 

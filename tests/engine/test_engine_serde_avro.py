@@ -280,3 +280,24 @@ def test_values_conform_to_a_registered_schema_they_were_not_made_for() -> None:
         "tx": {"amount": 0, "note": None},  # NULL where a default exists: the default
         "more": [{"amount": 5, "note": None}],  # a named type met before
     }
+
+
+def test_a_serde_registers_its_schemas_when_asked_as_its_first_write_would() -> None:
+    from headwater.engine.formats.serde import RowSerde
+    from headwater.metastore.catalog import Column, Source, SourceKind
+
+    registry = schema_registry.MemorySchemaRegistry()
+    source = Source(
+        SourceKind.STREAM,
+        "S",
+        (Column("K", "INTEGER", True), Column("V", "STRING")),
+        topic="t",
+        partitions=1,
+        key_format="KAFKA",
+        value_format="AVRO",
+    )
+    serde = RowSerde.for_source(source, {}, registry)
+    serde.register_schemas()
+    assert registry.latest("t-value") is not None and registry.latest("t-key") is None
+    first = serde.serialize_value({"V": "x"})
+    assert first is not None and first[1:5] == (1).to_bytes(4, "big")  # the same schema, id 1
