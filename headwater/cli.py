@@ -366,7 +366,8 @@ def _caret(text: str, error: Exception) -> str:
     if not 1 <= line <= len(lines):
         return f"Error: {error}"
     source = lines[line - 1]
-    return f"Error: {error}\n  {source}\n  {' ' * max(column - 1, 0)}^"
+    message = str(error).split("\nStatement: ", 1)[0]  # the line and caret show the statement
+    return f"Error: {message}\n  {source}\n  {' ' * max(column - 1, 0)}^"
 
 
 main.add_command(run_command)

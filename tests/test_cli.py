@@ -57,9 +57,13 @@ def test_parse_points_at_the_error_and_fails() -> None:
     result = CliRunner().invoke(main, ["parse", "-"], input=script)
     assert result.exit_code == 1
     lines = result.output.splitlines()
-    assert lines[0].startswith("Error: line 3:25: expected ',' or ')'")
-    assert lines[1] == "    WITH (kafka_topic='t' value_format='JSON');"
-    assert lines[2].index("^") == lines[1].index("value_format")
+    assert lines[:3] == [
+        "Error: line 3:25: Syntax Error",
+        "Syntax error at or near 'value_format' at line 3:25",
+        "expected ',' or ')' in the WITH list, found 'value_format'",
+    ]
+    assert lines[3] == "    WITH (kafka_topic='t' value_format='JSON');"
+    assert lines[4].index("^") == lines[3].index("value_format")
     assert "Traceback" not in result.output
 
 
