@@ -91,6 +91,8 @@ class PlanCache:
                 options = pull_options(
                     services.pull, request.streams_properties, dict(source.properties)
                 )
+                if not options.limit_clause_enabled:
+                    break  # the uncached path refuses a LIMIT then: plan afresh
                 if not template.matches(
                     shape.values,
                     source,

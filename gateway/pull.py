@@ -209,6 +209,14 @@ def prepare_pull(
     catalog = services.runner.catalog
     source = _source(services, statement)
     options = pull_options(services.pull, properties, dict(source.properties))
+    if query.limit is not None and not options.limit_clause_enabled:  # PullQueryValidator's
+        raise KsqlError(
+            "LIMIT clause in pull queries is currently disabled. You can enable them by setting "
+            "ksql.query.pull.limit.clause.enabled=true. See https://cnfl.io/queries for more "
+            "info.\nAdd EMIT CHANGES if you intended to issue a push query.",
+            40001,
+            statement_text=statement.text,
+        )
     try:
         plan = plan_pull(
             statement,

@@ -4,8 +4,9 @@ ksqlDB lets a request set ``ksql.query.pull.max.allowed.offset.lag``; KLIP-12 ta
 ``acceptable.offset.lag``, settable per request, per session (the shell's SET sends it with every
 request) and per table in its ``WITH`` clause. Every one of them is a bound, so the strictest wins:
 nothing can loosen the server's own ``ksql.query.pull.max.allowed.offset.lag``.
-``ksql.query.pull.table.scan.enabled`` and ``ksql.query.pull.range.scan.enabled`` are the server's
-defaults, which a request may change (as in ksqlDB). ``ksql.query.pull.timeout.ms`` (a query's time budget) and
+``ksql.query.pull.table.scan.enabled``, ``ksql.query.pull.range.scan.enabled`` and
+``ksql.query.pull.limit.clause.enabled`` are the server's defaults, which a request may change (as
+in ksqlDB). ``ksql.query.pull.timeout.ms`` (a query's time budget) and
 ``ksql.query.pull.table.scan.max.rows`` (the most rows a scan returns; 0: no bound) are bounds too:
 a request may lower them, never raise them.
 """
@@ -22,6 +23,7 @@ from headwater.gateway.services import PullSettings
 LAG_KEYS = ("ksql.query.pull.max.allowed.offset.lag", "acceptable.offset.lag")
 SCAN_KEY = "ksql.query.pull.table.scan.enabled"
 RANGE_KEY = "ksql.query.pull.range.scan.enabled"
+LIMIT_KEY = "ksql.query.pull.limit.clause.enabled"
 TIMEOUT_KEY = "ksql.query.pull.timeout.ms"
 MAX_ROWS_KEY = "ksql.query.pull.table.scan.max.rows"
 
@@ -36,6 +38,7 @@ class PullOptions:
         range_scan_enabled: whether a range on a STRING or BYTES key is read as a key range.
         timeout_ms: the query's time budget.
         scan_max_rows: the most rows a scan may return (0: no bound).
+        limit_clause_enabled: whether the query may have a LIMIT.
     """
 
     max_offset_lag: int
@@ -43,6 +46,7 @@ class PullOptions:
     range_scan_enabled: bool = True
     timeout_ms: int = 60_000
     scan_max_rows: int = 0
+    limit_clause_enabled: bool = True
 
 
 def _lag(value: Any, where: str) -> int:
@@ -95,6 +99,9 @@ def pull_options(
     ranges = server.range_scan_enabled
     if RANGE_KEY in lowered:
         ranges = _flag(lowered[RANGE_KEY], RANGE_KEY)
+    limits = server.limit_clause_enabled
+    if LIMIT_KEY in lowered:
+        limits = _flag(lowered[LIMIT_KEY], LIMIT_KEY)
     timeout_ms = server.timeout_ms
     if TIMEOUT_KEY in lowered:
         timeout_ms = min(timeout_ms, _lag(lowered[TIMEOUT_KEY], TIMEOUT_KEY))
@@ -102,4 +109,4 @@ def pull_options(
     if MAX_ROWS_KEY in lowered:
         asked = _lag(lowered[MAX_ROWS_KEY], MAX_ROWS_KEY)
         max_rows = asked if max_rows == 0 else min(max_rows, asked) if asked else max_rows
-    return PullOptions(bound, scan, ranges, timeout_ms, max_rows)
+    return PullOptions(bound, scan, ranges, timeout_ms, max_rows, limits)

@@ -69,6 +69,7 @@ class PullSettings:
     Attributes:
         table_scan_enabled: ``ksql.query.pull.table.scan.enabled``.
         range_scan_enabled: ``ksql.query.pull.range.scan.enabled``.
+        limit_clause_enabled: ``ksql.query.pull.limit.clause.enabled``.
         max_allowed_offset_lag: ``ksql.query.pull.max.allowed.offset.lag``: no answer lags more.
         timeout_ms: ``ksql.query.pull.timeout.ms``: a query's time budget.
         scan_max_rows: ``ksql.query.pull.table.scan.max.rows``: most rows of a scan (0: no bound).
@@ -76,6 +77,7 @@ class PullSettings:
 
     table_scan_enabled: bool = True
     range_scan_enabled: bool = True
+    limit_clause_enabled: bool = True
     max_allowed_offset_lag: int = 2**63 - 1
     timeout_ms: int = 60_000
     scan_max_rows: int = 0

@@ -185,6 +185,12 @@ SETTINGS: tuple[Setting, ...] = (
         "in key order; false: such a query needs table scans.",
     ),
     Setting(
+        "ksql.query.pull.limit.clause.enabled",
+        "pull_limit_clause_enabled",
+        _bool,
+        "Allow LIMIT in pull queries; false: a pull query with one is refused.",
+    ),
+    Setting(
         "ksql.query.pull.max.allowed.offset.lag",
         "pull_max_allowed_offset_lag",
         _int(0),
@@ -505,6 +511,7 @@ class ServerConfig:
     function_call_timeout_ms: int = 10_000
     pull_table_scan_enabled: bool = True
     pull_range_scan_enabled: bool = True
+    pull_limit_clause_enabled: bool = True
     pull_max_allowed_offset_lag: int = 2**63 - 1
     pull_max_concurrent_requests: int = 8
     pull_queue_size: int = 256

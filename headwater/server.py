@@ -144,6 +144,7 @@ def pull_settings_of(config: ServerConfig) -> PullSettings:
     return PullSettings(
         table_scan_enabled=config.pull_table_scan_enabled,
         range_scan_enabled=config.pull_range_scan_enabled,
+        limit_clause_enabled=config.pull_limit_clause_enabled,
         max_allowed_offset_lag=config.pull_max_allowed_offset_lag,
         timeout_ms=config.pull_timeout_ms,
         scan_max_rows=config.pull_scan_max_rows,

@@ -140,6 +140,17 @@ def test_scans_can_be_disabled_per_request(client: TestClient, users: str) -> No
     assert "ksql.query.pull.table.scan.enabled" in answer.json()["message"]
 
 
+def test_limits_can_be_disabled_per_request(client: TestClient, users: str) -> None:
+    text = f"SELECT * FROM {users} LIMIT 2;"
+    assert len(rows_of(query(client, text))) == 2  # cached now: the refusal must not miss it
+    answer = query(client, text, streamsProperties={"ksql.query.pull.limit.clause.enabled": False})
+    assert answer.status_code == 400 and answer.json()["error_code"] == 40001
+    assert answer.json()["message"].startswith(
+        "LIMIT clause in pull queries is currently disabled. You can enable them by setting "
+        "ksql.query.pull.limit.clause.enabled=true."
+    )
+
+
 def test_tombstones_delete(client: TestClient, services: Services) -> None:
     name = f"T_{uuid.uuid4().hex[:6].upper()}"
     assert (

@@ -100,6 +100,11 @@ def test_pull_options_strictest_bound_wins() -> None:
         pull_options(server, {"ksql.query.pull.table.scan.enabled": "false"}).table_scan_enabled
         is False
     )
+    limit = "ksql.query.pull.limit.clause.enabled"
+    assert pull_options(server, {limit: False}).limit_clause_enabled is False
+    off = PullSettings(limit_clause_enabled=False)
+    assert pull_options(off, {}).limit_clause_enabled is False
+    assert pull_options(off, {limit: "true"}).limit_clause_enabled is True  # as in ksqlDB
 
 
 @pytest.mark.parametrize(
