@@ -1,5 +1,5 @@
 """Math functions of the function table (ABS, ROUND, FLOOR, CEIL, TRUNC, EXP, LN, LOG, POWER,
-trigonometry, GEO_DISTANCE; GREATEST and LEAST are in `overloaded`). Pure (no I/O).
+trigonometry, GEO_DISTANCE, RANDOM; GREATEST and LEAST are in `overloaded`). Pure (no I/O).
 
 Registered into `registry.FUNCTIONS`. Results follow Java's ``Math``: a value outside a function's
 domain gives NaN and an overflow gives an infinity, where Python's ``math`` would raise.
@@ -8,6 +8,7 @@ domain gives NaN and an overflow gives an infinity, where Python's ``math`` woul
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Sequence
 from decimal import (
     ROUND_CEILING,
@@ -287,6 +288,7 @@ FUNCTIONS: dict[str, Resolver] = {
     "POWER": fixed((DOUBLE, DOUBLE), DOUBLE, _power),
     "ATAN2": fixed((DOUBLE, DOUBLE), DOUBLE, lambda y, x: math.atan2(float(y), float(x))),
     "PI": fixed((), DOUBLE, lambda: math.pi),
+    "RANDOM": fixed((), DOUBLE, lambda: random.random()),  # volatile: never folded
     "TRUNC": _trunc,
     "GEO_DISTANCE": _geo_resolver,
 }

@@ -39,5 +39,6 @@ NULL_TOLERANT: frozenset[str] = (
     | json_text.NULL_TOLERANT
 )
 """Functions that see NULL arguments; every other function is NULL when an argument is NULL."""
-VOLATILE = frozenset({"UNIX_DATE", "UNIX_TIMESTAMP"})
-"""Functions whose call without arguments reads the clock, so is never folded into a constant."""
+VOLATILE = frozenset({"UNIX_DATE", "UNIX_TIMESTAMP", "RANDOM"})
+"""Functions whose call without arguments reads the clock (or draws a random number), so is never
+folded into a constant."""
