@@ -160,13 +160,20 @@ class _Replay(StatefulProcessor):
         self.operator, self.path, self.regroup = operator, path, regroup
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        from headwater.engine.formats import schema_registry
         from headwater.engine.spark import aggregation, joins
 
         tasks = _tasks(self.path)
-        first = tasks[min(tasks)].payload  # the layout (buckets) is the same for every task
+        first = tasks[min(tasks)]  # the layout (buckets) is the same for every task
         module = joins if self.operator == "JoinProcessor" else aggregation
-        self.inner = getattr(module, self.operator)(first)
-        self.inner.init(handle)
+        # the operator builds (and the worker keeps) the first task's pipelines: under its
+        # registry, as every task's are built, or their serdes would have none
+        schema_registry.use(first.registry)
+        try:
+            self.inner = getattr(module, self.operator)(first.payload)
+            self.inner.init(handle)
+        finally:
+            schema_registry.use(None)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         from headwater.engine.formats import schema_registry
