@@ -141,6 +141,16 @@ def has_map(sql_type: SqlType) -> bool:
     return False
 
 
+def map_key_refusal(name: str, sql_type: SqlType) -> str:
+    """ksqlDB's refusal of a key column whose type holds a MAP (see `has_map`)."""
+    return (
+        "Map keys, including types that contain maps, are not supported as they may lead to "
+        f"unexpected behavior due to inconsistent serialization. Key column name: `{name}`. "
+        f"Column type: {sql_type.sql()}. See https://github.com/confluentinc/ksql/issues/6621 "
+        "for more."
+    )
+
+
 def check_value(value: Any, sql_type: SqlType, where: str) -> Any:
     """``value`` coerced to the value model of ``sql_type``, or SerdeError.
 

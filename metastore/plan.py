@@ -344,11 +344,7 @@ def _with_inferred_columns(
         schema_id = properties.get(f"{part.upper()}_SCHEMA_ID")
         if schema_id is not None:  # ksqlDB's DefaultSchemaInjector, in its order
             name = f"{part.upper()}_SCHEMA_ID"
-            if fmt not in INFERRED_FORMATS:
-                raise ValidationError(
-                    f"{part.upper()}_FORMAT should support schema inference when {name} is "
-                    f"provided. Current format is {fmt}."
-                )
+            _check_schema_id_format(part, fmt)
             if declared:
                 raise ValidationError(
                     f"Table elements and {name} cannot both exist for create statement."
@@ -843,6 +839,15 @@ def _plan_create_as_select(
     return Plan(command, create_topic=create_topic)
 
 
+def _check_schema_id_format(part: str, fmt: str) -> None:
+    """A ``*_SCHEMA_ID`` names a registered schema: the format must be one that has them."""
+    if fmt not in INFERRED_FORMATS:
+        raise ValidationError(
+            f"{part.upper()}_FORMAT should support schema inference when {part.upper()}_SCHEMA_ID "
+            f"is provided. Current format is {fmt}."
+        )
+
+
 def _check_sink_schema_ids(
     properties: Mapping[str, PropertyValue],
     columns: Sequence[Column],
@@ -858,11 +863,7 @@ def _check_sink_schema_ids(
         schema_id = properties.get(name)
         if schema_id is None:
             continue
-        if fmt not in INFERRED_FORMATS:
-            raise ValidationError(
-                f"{part.upper()}_FORMAT should support schema inference when {name} is "
-                f"provided. Current format is {fmt}."
-            )
+        _check_schema_id_format(part, fmt)
         subject = f"id:{schema_id}"
         found = facts.schemas.get(subject) if facts.schemas is not None else None
         if found is None or isinstance(found, str):

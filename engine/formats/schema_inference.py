@@ -81,14 +81,7 @@ def schema_facts(
         full_name = upper.get(f"{part.upper()}_SCHEMA_FULL_NAME")
         full_name = None if full_name is None else str(full_name)
         if schema_id is not None:
-            try:
-                schema = registry.schema(int(str(schema_id)))
-            except (ValueError, SerdeError) as exc:
-                found[f"id:{schema_id}"] = str(exc)
-            else:
-                found[f"id:{schema_id}"] = _columns(
-                    fmt, schema.text, schema.kind, unwrapped, full_name, by_id=True
-                )
+            found[f"id:{schema_id}"] = _by_id(registry, schema_id, fmt, unwrapped, full_name)
             continue
         latest = registry.latest(f"{topic}-{part}")
         if latest is not None:
@@ -111,21 +104,27 @@ def _schemas_by_id(
         if schema_id is None:
             continue
         full_name = upper.get(f"{part}_SCHEMA_FULL_NAME")
-        try:
-            schema = registry.schema(int(str(schema_id)))
-        except (ValueError, SerdeError) as exc:
-            found[f"id:{schema_id}"] = str(exc)
-            continue
-        fmt = next((f for f, kind in INFERRING_FORMATS.items() if kind == schema.kind), None)
-        if fmt is None:
-            found[f"id:{schema_id}"] = f"schema {schema_id} is {schema.kind}"
-            continue
-        found[f"id:{schema_id}"] = _columns(
-            fmt,
-            schema.text,
-            schema.kind,
-            unwrapped,
-            None if full_name is None else str(full_name),
-            by_id=True,
+        found[f"id:{schema_id}"] = _by_id(
+            registry, schema_id, None, unwrapped, None if full_name is None else str(full_name)
         )
     return found
+
+
+def _by_id(
+    registry: SchemaRegistry,
+    schema_id: object,
+    fmt: str | None,
+    unwrapped: str,
+    full_name: str | None,
+) -> Columns | str:
+    """The columns of the schema registered under ``schema_id``, read as format ``fmt`` (None:
+    the registered schema's own), or why there are none."""
+    try:
+        schema = registry.schema(int(str(schema_id)))
+    except (ValueError, SerdeError) as exc:
+        return str(exc)
+    if fmt is None:
+        fmt = next((f for f, kind in INFERRING_FORMATS.items() if kind == schema.kind), None)
+        if fmt is None:
+            return f"schema {schema_id} is {schema.kind}"
+    return _columns(fmt, schema.text, schema.kind, unwrapped, full_name, by_id=True)

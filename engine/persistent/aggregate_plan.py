@@ -59,7 +59,7 @@ from headwater.engine.persistent.query_plan import (
     _normal,
     plan_query_joins,
 )
-from headwater.engine.values import has_map
+from headwater.engine.values import has_map, map_key_refusal
 from headwater.metastore.catalog import Catalog, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import (
     ArrayType,
@@ -355,12 +355,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         seen.add(name)
         if slot is not None:
             if has_map(groups[slot].type):
-                raise QueryCompileError(
-                    "Map keys, including types that contain maps, are not supported as they may "
-                    f"lead to unexpected behavior due to inconsistent serialization. Key column "
-                    f"name: `{name}`. Column type: {groups[slot].type.sql()}. See "
-                    "https://github.com/confluentinc/ksql/issues/6621 for more."
-                )
+                raise QueryCompileError(map_key_refusal(name, groups[slot].type))
             keys[slot] = OutputColumn(name, groups[slot].type, True)
             continue
         if name in RESERVED_NAMES:

@@ -33,7 +33,7 @@ from headwater.engine.expressions import (
     resolve_type,
 )
 from headwater.engine.functions.types import BIGINT, INTEGER
-from headwater.engine.values import has_map
+from headwater.engine.values import has_map, map_key_refusal
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Join, Query, SourceRef
@@ -229,15 +229,21 @@ def _check_sources(leaves: list[JoinLeaf], query: Query) -> None:
         )
 
 
+def _condition(join: Join) -> exp.Expr:
+    """A join's ON condition, without the parentheses around it (they say nothing)."""
+    on = join.on
+    while isinstance(on, exp.Paren):
+        on = on.this
+    return on
+
+
 def _check_criteria(
     joins: Sequence[Join], names: Mapping[str, JoinLeaf], leaves: Sequence[JoinLeaf]
 ) -> None:
     """ksqlDB's analyzer, over every join before any is planned: the two sides of an equality
     each read one source, and not the same one."""
     for join in joins:
-        on = join.on
-        while isinstance(on, exp.Paren):
-            on = on.this
+        on = _condition(join)
         if not isinstance(on, exp.EQ):
             continue  # refused when its step is planned
         used = [_sources_of(side, names, leaves, "JOIN ON") for side in (on.this, on.expression)]
@@ -262,9 +268,7 @@ def _step(
     custom: Mapping[str, object],
     n_way: bool,
 ) -> JoinStep:
-    on = join.on
-    while isinstance(on, exp.Paren):  # ON (a = b): the parentheses say nothing
-        on = on.this
+    on = _condition(join)
     if isinstance(on, exp.And):
         raise JoinError(
             "Invalid join condition: joins on multiple conditions are not yet "
@@ -335,12 +339,7 @@ def _step(
     for node, compiled in ((left_node, left_compiled), (right_node, right_compiled)):
         if has_map(compiled.type):  # the join's key, on each side (ksqlDB's name: alias_column)
             key = node.name if isinstance(node, exp.Column) else compiled.text
-            raise JoinError(
-                "Map keys, including types that contain maps, are not supported as they may lead "
-                f"to unexpected behavior due to inconsistent serialization. Key column name: "
-                f"`{key}`. Column type: {compiled.type.sql()}. See "
-                "https://github.com/confluentinc/ksql/issues/6621 for more."
-            )
+            raise JoinError(map_key_refusal(key, compiled.type))
     right_on_key = _is_key_of(b, leaf, names)
     left_on_key = (
         _is_key_of(a, tree, names)

@@ -47,7 +47,7 @@ from headwater.engine.persistent.join_plan import (
     joined_catalog,
     plan_joins,
 )
-from headwater.engine.values import has_map
+from headwater.engine.values import has_map, map_key_refusal
 from headwater.metastore.catalog import Catalog, Column, Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import ArrayType, SqlType, identifier_name
 from headwater.sqlparse_ext.statements import Query
@@ -244,12 +244,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     for index in key_of_item:
         _item, name, c = compiled[index]
         if has_map(c.type):
-            raise QueryCompileError(
-                "Map keys, including types that contain maps, are not supported as they may lead "
-                f"to unexpected behavior due to inconsistent serialization. Key column name: "
-                f"`{name}`. Column type: {c.type.sql()}. See "
-                "https://github.com/confluentinc/ksql/issues/6621 for more."
-            )
+            raise QueryCompileError(map_key_refusal(name, c.type))
     keys: list[tuple[OutputColumn, Evaluator] | None] = [None] * _key_count(source, partition)
     key_nodes: list[exp.Expr | None] = [None] * len(keys)
     values: list[tuple[OutputColumn, Evaluator]] = []
