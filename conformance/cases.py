@@ -281,6 +281,9 @@ def _json_value(data: bytes, source: Source | None, part: str) -> Any:
     return value if len(columns) == 1 and columns[0].name in decimal else _floats(value)
 
 
+_writers: dict[str, Any] = {}
+
+
 def _written_fields(data: bytes) -> dict[str, Any]:
     """The fields of an AVRO record as its writer schema has them (a sink written with a schema
     its statement names has fields its columns lack, which ksqlDB's runner shows)."""
@@ -293,8 +296,10 @@ def _written_fields(data: bytes) -> dict[str, Any]:
     registry = schema_registry.current()
     if registry is None or len(data) < 5:
         return {}
-    schema_id = struct.unpack(">I", data[1:5])[0]
-    writer = fastavro.parse_schema(json.loads(registry.schema(schema_id).text))
+    text = registry.schema(struct.unpack(">I", data[1:5])[0]).text
+    writer = _writers.get(text)
+    if writer is None:  # parsed once per schema, not per record
+        writer = _writers[text] = fastavro.parse_schema(json.loads(text))
     datum = fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, None)
     return datum if isinstance(datum, dict) else {}
 

@@ -363,7 +363,6 @@ def _run_case(case: dict, record: bool = False) -> World | None:
     world = World(topics, format_defaults(case.get("properties") or {}, {}))
     if record:
         world.stages = {}
-    _register_schemas(case, world, statements_text)
     try:
         statements = parse(statements_text)
     except ParseError as error:
@@ -374,6 +373,7 @@ def _run_case(case: dict, record: bool = False) -> World | None:
                 "wrong error", f"expected {expected_error.get('message')!r}, got {error.message!r}"
             ) from error
         raise Mismatch("does not parse", str(error)) from error
+    _register_schemas(case, world, statements)
     statement_index = 0
     try:
         for statement_index, statement in enumerate(statements):
@@ -435,7 +435,7 @@ def java_hash_map_order(names: list[str]) -> list[str]:
     return sorted(names, key=bucket)  # stable: a bucket keeps its insertion order
 
 
-def _register_schemas(case: dict, world: World, statements_text: str) -> None:
+def _register_schemas(case: dict, world: World, statements: list[ast.Statement]) -> None:
     """Registers the schemas ksqlDB's runner registers before running a case, in its order
     (TestExecutorUtil.initializeTopics): the schemas the case gives its topics (under the ids it
     gives), and, for topics a CREATE STREAM/TABLE declares columns for, the schema of those
@@ -462,7 +462,7 @@ def _register_schemas(case: dict, world: World, statements_text: str) -> None:
                 RegisteredSchema(kind, text),
                 given,
             )
-    for topic, part, register in _declared_schemas(world, statements_text):
+    for topic, part, register in _declared_schemas(world, statements):
         found = actions.setdefault(topic, {})
         found.setdefault(part, register)
     for topic in java_hash_map_order(list(actions)):
@@ -479,13 +479,9 @@ def _register_given(
     world.registry.register(subject, schema, schema_id)
 
 
-def _declared_schemas(world: World, statements_text: str) -> list[tuple[str, str, Any]]:
+def _declared_schemas(world: World, statements: list[ast.Statement]) -> list[tuple[str, str, Any]]:
     """(topic, part, what registers its schema) for each CREATE STREAM/TABLE with declared
     columns in a format with registered schemas, as headwater's serde would write them."""
-    try:
-        statements = parse(statements_text)
-    except ParseError:
-        return []
     found: list[tuple[str, str, Any]] = []
     for statement in statements:
         if not isinstance(statement, ast.CreateSource) or not statement.columns:
