@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import Any, Self
 
 from conformance.corpus import strip_comments
-from headwater.engine.formats._proto_text import from_plain, message_class
+from headwater.engine.formats._proto_text import (
+    from_plain,
+    index_bytes,
+    message_class,
+    message_index,
+)
 from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.engine.formats.serde import serde_of
 from headwater.metastore.catalog import Source
@@ -169,8 +174,13 @@ def _encode_registered(
         if schema.kind == "AVRO":
             return avro_record(value, json.loads(schema.text), schema_id)
         if isinstance(value, dict):  # PROTOBUF: the given message, behind the header
-            message = from_plain(message_class(schema.text)(), value)
-            return struct.pack(">bI", 0, schema_id) + b"\x00" + message.SerializeToString()
+            # the message the source names (``*_SCHEMA_FULL_NAME``), else the first, as
+            # ksqlDB's runner writes with the source's ProtobufProperties
+            full_name = dict(source.properties).get(f"{part.upper()}_SCHEMA_FULL_NAME")
+            kind = message_class(schema.text, str(full_name) if full_name else None)
+            message = from_plain(kind(), value)
+            header = struct.pack(">bI", 0, schema_id) + index_bytes(message_index(kind.DESCRIPTOR))
+            return header + message.SerializeToString()
     as_json, serde = serde_of(_as_json(source)), serde_of(source)
     if part == "key" and source.key_format in MESSAGE_KEYS and isinstance(value, dict):
         folded = {str(k).upper(): v for k, v in value.items()}  # a message of the key columns

@@ -57,7 +57,8 @@ def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, show
 
     INTEGER widens to BIGINT, DECIMAL and DOUBLE; BIGINT to DECIMAL and DOUBLE; DECIMAL to DOUBLE
     and to a DECIMAL that holds it exactly; a STRING parses as DECIMAL, DATE, TIME or TIMESTAMP;
-    ARRAY, MAP and STRUCT convert element by element (missing STRUCT fields are NULL).
+    ARRAY, MAP and STRUCT convert element by element (missing STRUCT fields are NULL, fields the
+    column's STRUCT lacks are dropped).
 
     Raises:
         ExpressionError: ``Expected type T for field C but got v(S)`` when the types do not fit.
@@ -103,9 +104,9 @@ def coerce_value(value: Any, source: SqlType, target: SqlType, column: str, show
                 for k, v in value.items()
             }
         if isinstance(source, StructType) and isinstance(target, StructType):
+            # ksqlDB's DefaultSqlValueCoercer.coerceToStruct: the target's fields, by name; a
+            # field the target lacks is dropped, one the value lacks is NULL
             given = {f.name: f.type for f in source.fields}
-            if not set(given) <= {f.name for f in target.fields}:
-                raise mismatch()
             return {
                 f.name: coerce_value(
                     value.get(f.name), given.get(f.name, NULL), f.type, f"{column}->{f.name}"

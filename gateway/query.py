@@ -10,7 +10,10 @@ lag behind its sources: ``gateway.writers``); every item is one of ksqlDB's kind
 ``application/vnd.ksqlapi.delimited.v1``) the same items come one per line. ``/query-stream`` (the
 body is ``{"sql", "properties", "sessionVariables"}``) answers a header object (``queryId``,
 ``columnNames``, ``columnTypes``, ``servedBy``) then one JSON array per row, one per line; with
-``Accept: application/json`` one JSON array of the same items.
+``Accept: application/json`` one JSON array of the same items. With ``Accept:
+application/vnd.ksql.v1+protobuf`` either endpoint answers a pull query as ksqlDB does, a JSON array
+whose rows are protobuf messages (``gateway.protobuf_rows``); ``/query-stream`` with ``Accept:
+application/vnd.ksql.v1+json`` answers ``/query``'s items, as ksqlDB's does.
 
 Queries wait in a bounded queue (``Admission``): overload answers 429 at once; scans also take
 one of ``ksql.query.pull.table.scan.max.concurrent`` slots, held until their answer is written.
@@ -43,6 +46,8 @@ from headwater.gateway.ksql import (
     variables_text,
 )
 from headwater.gateway.plan_cache import Lookup
+from headwater.gateway.protobuf_rows import MEDIA_TYPE as PROTOBUF
+from headwater.gateway.protobuf_rows import protobuf_items
 from headwater.gateway.pull import (
     NeedsForwarding,
     PreparedPull,
@@ -56,6 +61,7 @@ from headwater.sqlparse_ext import statements as ast
 from headwater.sqlparse_ext.limits import ParseLimits
 
 NDJSON = "application/x-ndjson"
+KSQL_V1_JSON = "application/vnd.ksql.v1+json"
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
@@ -101,7 +107,7 @@ async def query_endpoint(request: Request) -> Response:
     lookup = services.plans.lookup(decoded, services)
     if lookup.prepared is not None:  # a pull query of a known shape: no parse, no planning
         answer = await _run(services, lookup.prepared, decoded.streams_properties)
-        return await _pull_response(request, services, answer, query_items)
+        return await _pull_response(request, services, answer, _items_for(request, query_items))
     parsed = await run_in_threadpool(
         _one_statement, decoded, services.limits.parse
     )  # a big text must not stall the loop
@@ -109,9 +115,10 @@ async def query_endpoint(request: Request) -> Response:
         return await _print(request, services, parsed, decoded.streams_properties)
     statement = _only_select(parsed)
     if statement.query.emit == "CHANGES":
+        _refuse_protobuf_push(request)
         return await _push(request, services, statement, decoded.streams_properties, "array")
     answer = await _answer(services, statement, decoded.streams_properties, lookup)
-    return await _pull_response(request, services, answer, query_items)
+    return await _pull_response(request, services, answer, _items_for(request, query_items))
 
 
 _Items = Callable[[PullAnswer], Iterator[Any]]
@@ -168,10 +175,29 @@ async def query_stream_endpoint(request: Request) -> Response:
             await run_in_threadpool(_one_statement, decoded, services.limits.parse)
         )
         if statement.query.emit == "CHANGES":
+            _refuse_protobuf_push(request)
             return await _push(request, services, statement, properties, "lines")
         answer = await _answer(services, statement, properties, lookup)
+    if _wants(request, PROTOBUF, KSQL_V1_JSON):  # ksqlDB's StreamedRow items, as /query's
+        return await _pull_response(
+            request, services, answer, _items_for(request, query_items), lines=False
+        )
     array = _wants(request, JSON) and not _wants(request, DELIMITED, NDJSON)
     return await _pull_response(request, services, answer, stream_items, DELIMITED, not array)
+
+
+def _items_for(request: Request, items: _Items) -> _Items:
+    """``items``, or the protobuf rows' items when the request asks for them."""
+    return protobuf_answer_items if _wants(request, PROTOBUF) else items
+
+
+def _refuse_protobuf_push(request: Request) -> None:
+    if _wants(request, PROTOBUF):
+        raise KsqlError(
+            f"{PROTOBUF} answers pull queries only; ask for push query rows as JSON",
+            40600,
+            kind="generic_error",
+        )
 
 
 async def _push(
@@ -334,6 +360,23 @@ def query_items(answer: PullAnswer) -> Iterator[Any]:
             return
     if answer.final_message is not None:
         yield {"finalMessage": answer.final_message}
+
+
+def protobuf_answer_items(answer: PullAnswer) -> Iterator[Any]:
+    """The items of an answer in protobuf rows (``gateway.protobuf_rows``)."""
+    rows = iter(answer.rows) if answer.stream is None else _chained(answer.rows, answer.stream)
+    return protobuf_items(
+        answer.query_id,
+        [(c.name, c.type) for c in answer.columns],
+        answer.schema_text(),
+        rows,
+        answer.final_message,
+    )
+
+
+def _chained(first: list[list[Any]], more: Iterator[list[Any]]) -> Iterator[list[Any]]:
+    yield from first
+    yield from more
 
 
 def stream_items(answer: PullAnswer) -> Iterator[Any]:

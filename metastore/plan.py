@@ -52,6 +52,7 @@ SOURCE_PROPERTIES = frozenset(
         "VALUE_SCHEMA_ID",
         "KEY_SCHEMA_FULL_NAME",
         "VALUE_SCHEMA_FULL_NAME",
+        "VALUE_AVRO_SCHEMA_FULL_NAME",
         "KEY_PROTOBUF_NULLABLE_REPRESENTATION",
         "VALUE_PROTOBUF_NULLABLE_REPRESENTATION",
         "ACCEPTABLE.OFFSET.LAG",
@@ -70,6 +71,9 @@ SINK_PROPERTIES = frozenset(
         "REPLICAS",
         "KEY_SCHEMA_ID",
         "VALUE_SCHEMA_ID",
+        "KEY_SCHEMA_FULL_NAME",
+        "VALUE_SCHEMA_FULL_NAME",
+        "VALUE_AVRO_SCHEMA_FULL_NAME",
         "TIMESTAMP",
         "TIMESTAMP_FORMAT",
         "VALUE_DELIMITER",
@@ -467,13 +471,49 @@ def _check_delimiters(properties: Mapping[str, PropertyValue]) -> None:
                 raise ValidationError(f"Failed to prepare statement: {exc}") from None
 
 
+#: The format configs each format takes (ksqlDB's ``Format.getSupportedProperties``), of those
+#: headwater derives from the WITH clause (``format_configs``).
+FORMAT_CONFIGS: Mapping[str, frozenset[str]] = {
+    "AVRO": frozenset({"fullSchemaName"}),
+    "JSON_SR": frozenset({"fullSchemaName"}),
+    "PROTOBUF": frozenset({"fullSchemaName"}),
+    "DELIMITED": frozenset({"delimiter"}),
+}
+
+
+def format_configs(properties: Mapping[str, PropertyValue], side: str) -> dict[str, str]:
+    """One side's format configs as ksqlDB derives them from the WITH clause (its
+    ``getKeyFormatProperties``/``getValueFormatProperties``), in its order: ``fullSchemaName``
+    from ``<SIDE>_SCHEMA_FULL_NAME`` (the value's legacy ``VALUE_AVRO_SCHEMA_FULL_NAME`` first),
+    then ``delimiter`` from ``<SIDE>_DELIMITER``."""
+    found: dict[str, str] = {}
+    names = [f"{side}_SCHEMA_FULL_NAME"]
+    if side == "VALUE":
+        names.insert(0, "VALUE_AVRO_SCHEMA_FULL_NAME")
+    full_name = next((properties[n] for n in names if properties.get(n) is not None), None)
+    if full_name is not None:
+        found["fullSchemaName"] = str(full_name).strip()
+    if properties.get(f"{side}_DELIMITER") is not None:
+        found["delimiter"] = str(properties[f"{side}_DELIMITER"])
+    return found
+
+
 def _check_format_configs(
     properties: Mapping[str, PropertyValue], formats: tuple[str, str]
 ) -> None:
-    """A delimiter is a DELIMITED format's property (ksqlDB's FormatProperties)."""
-    for prop, fmt in zip(("KEY_DELIMITER", "VALUE_DELIMITER"), formats, strict=True):
-        if prop in properties and fmt != "DELIMITED":
-            raise ValidationError(f"{fmt} does not support the following configs: [delimiter]")
+    """Each side's format configs are ones its format takes, none of them blank (ksqlDB's
+    FormatProperties.validateProperties, in its words)."""
+    for side, fmt in zip(("KEY", "VALUE"), formats, strict=True):
+        configs = format_configs(properties, side)
+        unsupported = [c for c in configs if c not in FORMAT_CONFIGS.get(fmt, frozenset())]
+        if unsupported:
+            raise ValidationError(
+                f"{fmt} does not support the following configs: [{', '.join(unsupported)}]"
+            )
+        for name, value in configs.items():
+            if name != "delimiter" and not value.strip():  # a delimiter has its own rule
+                shown = ", ".join(f"{k}={v}" for k, v in configs.items())
+                raise ValidationError(f"{name} cannot be empty. Format configuration: {{{shown}}}")
 
 
 def _required(properties: Mapping[str, PropertyValue], name: str, kind: str) -> PropertyValue:

@@ -232,6 +232,37 @@ def message_class(text: str, full_name: str | None = None, index: tuple[int, ...
     return message_factory.GetMessageClass(descriptor)
 
 
+def message_index(descriptor: Any) -> tuple[int, ...]:
+    """Confluent's message-index path of a message in its file: the inverse of
+    :func:`message_class`'s ``index`` (``(0,)`` the file's first message, ``(1, 0)`` the first
+    message nested in the second)."""
+    path: list[int] = []
+    while descriptor.containing_type is not None:
+        parent = descriptor.containing_type
+        path.append(list(parent.nested_types).index(descriptor))
+        descriptor = parent
+    path.append(list(descriptor.file.message_types_by_name.values()).index(descriptor))
+    return tuple(reversed(path))
+
+
+def _zigzag_varint(value: int) -> bytes:
+    number = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        low, number = number & 0x7F, number >> 7
+        out.append(low | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
+
+
+def index_bytes(path: tuple[int, ...]) -> bytes:
+    """A message-index path as Confluent's wire format writes it after the schema id: ``0`` for
+    the first message, else the count and each index (zig-zag varints)."""
+    if path == (0,):
+        return b"\x00"
+    return _zigzag_varint(len(path)) + b"".join(_zigzag_varint(i) for i in path)
+
+
 # -- messages to plain values ------------------------------------------------------------------------
 
 

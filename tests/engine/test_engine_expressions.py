@@ -381,6 +381,8 @@ def test_engine_expressions_resolve_type_of_custom_types() -> None:
         ("1970-01-01T00:00:01", "STRING", "TIMESTAMP", 1000),
         ([1], "ARRAY<INTEGER>", "ARRAY<BIGINT>", [1]),
         ({"A": 1}, "STRUCT<`A` INTEGER>", "STRUCT<`A` DOUBLE, `B` STRING>", {"A": 1.0, "B": None}),
+        # a field the column's STRUCT lacks is dropped (ksqlDB's coerceToStruct)
+        ({"A": 1, "Z": "x"}, "STRUCT<`A` INTEGER, `Z` STRING>", "STRUCT<`A` INTEGER>", {"A": 1}),
         (None, "null", "INTEGER", None),
     ],
 )

@@ -157,3 +157,24 @@ def test_a_map_is_written_in_key_order_whatever_the_order_it_was_built_in() -> N
     backward = serde.serialize_value({"M": {k: 1.0 for k in reversed(keys)}})
     assert forward == backward
     assert forward is not None and forward.index(b"key0") < forward.index(b"key1")
+
+
+def test_message_index_paths_round_trip_through_the_wire_bytes() -> None:
+    from headwater.engine.formats._proto_text import index_bytes, message_class, message_index
+    from headwater.engine.formats._protobuf import _varint
+
+    text = (
+        'syntax = "proto3"; message A {uint32 k1 = 1; message N { string x = 1; } } '
+        "message B {string K1 = 1;}"
+    )
+    for name, path in (("A", (0,)), ("B", (1,)), ("A.N", (0, 0))):
+        kind = message_class(text, name)
+        assert message_index(kind.DESCRIPTOR) == path
+        data = index_bytes(path)
+        count, pos = _varint(data, 0)
+        read = []
+        for _ in range(count):
+            step, pos = _varint(data, pos)
+            read.append(step)
+        assert (tuple(read) or (0,)) == path  # Confluent's reader: no indexes is the first message
+        assert message_class(text, index=path).DESCRIPTOR.full_name == name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from headwater.engine.formats._proto_text import message_class
 from headwater.gateway.app import ROUTES, create_app
 from headwater.gateway.openapi import PATHS
 from headwater.gateway.services import Limits, PullSettings, Services
@@ -210,6 +212,44 @@ def test_query_ndjson_on_request(client: TestClient, users: str) -> None:
     )
     lines = [json.loads(line) for line in answer.text.splitlines()]
     assert "servedBy" in lines[0]["header"] and lines[1:] == [{"row": {"columns": ["u2"]}}]
+
+
+@pytest.mark.parametrize("route", ["/query", "/query-stream"])
+def test_pull_rows_as_protobuf_on_request(client: TestClient, users: str, route: str) -> None:
+    text = f"SELECT ID, AGE, SCORE FROM {users} WHERE ID = 'u4';"
+    answer = client.post(
+        route,
+        json={"ksql": text, "sql": text},
+        headers={"Accept": "application/vnd.ksql.v1+protobuf"},
+    )
+    assert answer.status_code == 200, answer.text
+    header, row = answer.json()
+    schema = header["header"]["protoSchema"]
+    assert "string ID = 1;\n  int32 AGE = 2;\n  confluent.type.Decimal SCORE = 3;" in schema
+    message = message_class(schema)()
+    message.ParseFromString(base64.b64decode(row["row"]["protobufBytes"]))
+    assert (message.ID, message.AGE) == ("u4", 24)
+    push_text = f"SELECT * FROM {users} EMIT CHANGES;"
+    push = client.post(
+        route,
+        json={"ksql": push_text, "sql": push_text},
+        headers={"Accept": "application/vnd.ksql.v1+protobuf"},
+    )
+    assert push.status_code == 406 and "pull queries only" in push.text
+
+
+def test_query_stream_answers_streamed_rows_for_ksql_v1_json(
+    client: TestClient, users: str
+) -> None:
+    answer = client.post(
+        "/query-stream",
+        json={"sql": f"SELECT ID FROM {users} WHERE ID = 'u2';"},
+        headers={"Accept": "application/vnd.ksql.v1+json"},
+    )
+    items = answer.json()
+    assert items[0]["header"]["schema"] == "`ID` STRING KEY" and items[1:] == [
+        {"row": {"columns": ["u2"]}}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,27 @@ def test_missing_topic_is_created_only_when_partitions_are_given() -> None:
             "CREATE STREAM s WITH (kafka_topic='users', value_format='JSON', value_delimiter='|');",
             "JSON does not support the following configs: [delimiter]",
         ),
+        (  # a schema's full name is a schema format's config (and the legacy AVRO one too)
+            (
+                "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='JSON', "
+                "VALUE_AVRO_SCHEMA_FULL_NAME='com.custom.schema');"
+            ),
+            "JSON does not support the following configs: [fullSchemaName]",
+        ),
+        (
+            (
+                "CREATE STREAM s (k STRING KEY, v INT) WITH (kafka_topic='users', "
+                "key_format='KAFKA', value_format='JSON', KEY_SCHEMA_FULL_NAME='K');"
+            ),
+            "KAFKA does not support the following configs: [fullSchemaName]",
+        ),
+        (
+            (
+                "CREATE STREAM s (v INT) WITH (kafka_topic='users', value_format='AVRO', "
+                "VALUE_SCHEMA_FULL_NAME=' ');"
+            ),
+            "fullSchemaName cannot be empty. Format configuration: {fullSchemaName=}",
+        ),
         (
             "CREATE STREAM s (v INT) WITH (kafka_topic='users');",
             "missing the 'VALUE_FORMAT' property",
