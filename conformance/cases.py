@@ -14,7 +14,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -29,6 +29,7 @@ from headwater.engine.formats._proto_text import (
 )
 from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.engine.formats.serde import serde_of
+from headwater.engine.formats.windows import windowed_key
 from headwater.metastore.catalog import Source
 
 #: Formats whose records carry a schema id of the (mock) schema registry.
@@ -152,6 +153,16 @@ def encode(
         kind = columns[0].type if columns else "STRING"
         return _kafka_bytes(value, kind)
     raise Skip(f"format {fmt}")
+
+
+def windowed_input(key: bytes | None, record: Mapping[str, Any]) -> bytes | None:
+    """An input record's key with the record's ``window`` (``start``, ``end``, ``type``) after
+    it, as Kafka Streams writes a windowed key; the key alone without a window."""
+    window = record.get("window")
+    if window is None or key is None:
+        return key
+    session = str(window.get("type", "")).lower() == "session"
+    return windowed_key(key, (int(window["start"]), int(window["end"])), session)
 
 
 def _as_json(source: Source) -> Source:

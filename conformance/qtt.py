@@ -44,7 +44,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
+from conformance.cases import (
+    LATER,
+    Mismatch,
+    Skip,
+    case_files,
+    decode,
+    encode,
+    load_cases,
+    same,
+    windowed_input,
+)
 from conformance.corpus import QTT
 from conformance.stages import RecordedStage, recorded_stages, stage_payload
 from headwater.engine.errors import EngineError
@@ -545,6 +555,7 @@ def _feed_inputs(world: World, inputs: list[dict]) -> None:
             raise Skip("input topic without a source")
         key = encode(record.get("key"), source, "key", world.registry, world.given)
         value = encode(record.get("value"), source, "value", world.registry, world.given)
+        key = windowed_input(key, record)
         headers = tuple(
             (
                 h["KEY"],

@@ -52,7 +52,17 @@ import httpx
 from confluent_kafka import TopicPartition
 from google.protobuf import text_format
 
-from conformance.cases import LATER, Mismatch, Skip, case_files, decode, encode, load_cases, same
+from conformance.cases import (
+    LATER,
+    Mismatch,
+    Skip,
+    case_files,
+    decode,
+    encode,
+    load_cases,
+    same,
+    windowed_input,
+)
 from conformance.corpus import RQTT
 from headwater.engine.formats import schema_registry
 from headwater.engine.formats._proto_text import message_class
@@ -725,6 +735,7 @@ class Node:
                 self.registry_client,
                 self.given,
             )
+            key = windowed_input(key, record)
             headers = [
                 (h["KEY"], None if h.get("VALUE") is None else base64.b64decode(h["VALUE"]))
                 for h in record.get("headers") or []

@@ -104,15 +104,20 @@ def _output_names(query: ast.Query) -> list[str] | None:
 
 def _with_grouping_selected(statement: ast.Select) -> str:
     """The SELECT (without LIMIT) with every GROUP BY expression it does not select added as a
-    hidden column (``HW_KEY_n``), as the CREATE TABLE ... AS SELECT needs them."""
+    hidden column (``HW_KEY_n``), as the CREATE TABLE ... AS SELECT needs them, and a hidden value
+    column (``HW_VALUE``) when it selects only grouping expressions."""
     text = _LIMIT.sub("", statement.text.strip().rstrip(";").rstrip())
     query = statement.query
     selected = {format_expression(i.this if isinstance(i, exp.Alias) else i) for i in query.select}
-    missing = [format_expression(g) for g in query.group_by if format_expression(g) not in selected]
+    grouping = [format_expression(g) for g in query.group_by]
+    missing = [g for g in grouping if g not in selected]
     one_group = not query.group_by and is_aggregation(query)
     if one_group:  # an aggregate over the whole stream: ksqlDB's transient queries allow it
         missing = ["1"]
-    if not missing:
+    # only grouping expressions selected: a push query may (ksqlDB's transient queries), a
+    # CREATE TABLE ... AS SELECT needs a value column; a hidden one is added, never shown
+    keys_only = bool(grouping) and selected <= set(grouping)
+    if not missing and not keys_only:
         return text
     ends = [int(n.meta["end"]) for item in query.select for n in item.walk() if "end" in n.meta]
     found = _FROM.search(text, (max(ends) + 1) if ends else 0)
@@ -120,6 +125,8 @@ def _with_grouping_selected(statement: ast.Select) -> str:
         return text
     hidden = [f"HW_KEY_{i}" for i in range(len(missing))]
     added = "".join(f", {g} AS {h}" for g, h in zip(missing, hidden, strict=True))
+    if keys_only:
+        added += ", COUNT(*) AS HW_VALUE"
     text = text[: found.start()] + added + " " + text[found.start() :]
     if one_group:  # GROUP BY goes before HAVING, or before the final EMIT
         having = _HAVING.search(text) if query.having is not None else None
@@ -127,6 +134,42 @@ def _with_grouping_selected(statement: ast.Select) -> str:
         at = having.start() if having else (emit[-1].start() if emit else len(text))
         text = f"{text[:at].rstrip()} GROUP BY 1 {text[at:]}"
     return text
+
+
+_WINDOW_BOUNDS = frozenset({"WINDOWSTART", "WINDOWEND"})
+
+
+def _without_window_bounds(statement: ast.Select) -> ast.Select:
+    """A windowed aggregation's SELECT without its bare ``WINDOWSTART``/``WINDOWEND`` items: a push
+    query may select them (ksqlDB's transient queries do), a CREATE TABLE ... AS SELECT may not
+    name columns so; its windowed result's keys carry them, and the push query's reader selects
+    them from there."""
+    query = statement.query
+    if query.window is None:
+        return statement
+    spans = []
+    for item in query.select:
+        if (
+            isinstance(item, exp.Column)
+            and not item.table
+            and isinstance(item.this, exp.Identifier)
+            and item.name.upper() in _WINDOW_BOUNDS
+            and "start" in item.this.meta
+        ):
+            spans.append((int(item.this.meta["start"]), int(item.this.meta["end"])))
+    if not spans or len(spans) == len(query.select):
+        return statement
+    text = statement.text
+    for start, end in sorted(spans, reverse=True):
+        after = re.match(r"\s*,", text[end + 1 :])
+        if after is not None:  # the item and the comma after it
+            text = text[:start] + text[end + 1 + after.end() :].lstrip()
+        else:  # the last item: the comma before it
+            before = text.rstrip()[:start].rstrip()
+            text = before[:-1] + " " + text[end + 1 :].lstrip() if before.endswith(",") else text
+    parsed = parse_one(text if text.rstrip().endswith(";") else f"{text};", substitution=False)
+    assert isinstance(parsed, ast.Select)
+    return parsed
 
 
 def start_transient(
@@ -156,7 +199,7 @@ def start_transient(
     catalog = services.runner.catalog
     name = f"HW_TRANSIENT_{uuid.uuid4().hex[:12].upper()}"
     topic = f"{TOPIC_PREFIX}{name.lower()}"
-    select_text = _with_grouping_selected(statement)
+    select_text = _with_grouping_selected(_without_window_bounds(statement))
     try:
         parsed = parse_one(f"{select_text};", substitution=False)
         assert isinstance(parsed, ast.Select)

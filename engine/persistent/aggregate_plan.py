@@ -243,6 +243,8 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
     scope = Scope(scope_columns, qualifiers, custom)
 
+    if window is not None and query.where is not None:
+        _refuse_window_bounds_in_where(query.where)
     row_filter, where_text = _where(query.where, scope)
     if window is not None:
         for node in (*query.group_by, *([query.having] if query.having is not None else [])):
@@ -667,6 +669,18 @@ def _refuse_window_bounds(node: exp.Expr) -> None:
                 None,
                 column,
             )
+
+
+def _refuse_window_bounds_in_where(where: exp.Expr) -> None:
+    """A windowed aggregation's WHERE runs before the window exists: ksqlDB resolves its window
+    bounds in the SELECT's scope and then fails to generate the filter's code, before any other
+    check of the WHERE (an aggregate call in it included)."""
+    for column in where.find_all(exp.Column):
+        if isinstance(column.this, exp.Star):
+            continue
+        name = identifier_name(column.this)
+        if name in WINDOW_BOUNDS:
+            raise QueryCompileError(f"Error in WHERE expression: Unknown column {name}.")
 
 
 def _ref(name: str) -> exp.Expr:

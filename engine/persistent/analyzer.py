@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from headwater.engine.errors import SerdeError
 from headwater.engine.formats.serde import RowSerde
+from headwater.engine.formats.windows import window_size_ms
 from headwater.engine.persistent.aggregate_plan import (
     compile_aggregate,
     describe_aggregate,
@@ -49,7 +50,14 @@ class _Analyzer:
         except QueryCompileError as error:
             raise ValidationError(error.message, error.offset) from error
         sources = compiled.join.sources if compiled.join else (compiled.source.name,)
-        return QueryShape(sources, compiled.catalog_columns(), compiled.kind)
+        windowed = compiled.source.windowed if compiled.join is None else None
+        return QueryShape(  # a windowed stream's query writes its windows on (ksqlDB's KeyFormat)
+            sources,
+            compiled.catalog_columns(),
+            compiled.kind,
+            windowed,
+            window_size_ms(compiled.source) if windowed else None,
+        )
 
     def check_sink(self, sink: Source, catalog: Catalog) -> None:
         """ValidationError when the sink's columns cannot be written in its formats."""

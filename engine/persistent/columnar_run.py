@@ -20,7 +20,7 @@ the rows in the batch may differ, which nothing reads (the sink orders a batch b
 queries and records.
 
 Queries it does not run (`refusal` says why; they run per record): tables (a changelog, row by row),
-table functions, a TIMESTAMP column on the sink (or on the source, unless BIGINT or STRING: those
+table functions, windowed sources, a TIMESTAMP column on the sink (or on the source, unless BIGINT or STRING: those
 are read value by value as the per-record path reads them), header columns, and joins' inputs.
 """
 
@@ -108,6 +108,8 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
         return "a Python function that is not vectorized"
     if compiled.scope is None or compiled.join is not None:
         return "a join"
+    if source.windowed:
+        return "a windowed source (each key keeps its record's window)"
     if sink is not None and sink.timestamp_column is not None:
         return "a TIMESTAMP column on the sink"
     if source.timestamp_column is not None:

@@ -57,6 +57,8 @@ PSEUDO_COLUMNS: Mapping[str, SqlType] = {
     "ROWPARTITION": INTEGER,
     "ROWOFFSET": BIGINT,
 }
+#: A windowed source's rows carry their window's bounds too (its records' keys hold them).
+WINDOW_COLUMNS: Mapping[str, SqlType] = {"WINDOWSTART": BIGINT, "WINDOWEND": BIGINT}
 RESERVED_NAMES = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
 
 #: ksqlDB's aggregate functions (see `functions/aggregates.py`): only in aggregations.
@@ -198,7 +200,8 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         raise QueryCompileError("KSQL does not support persistent queries on windowed tables.")
     custom = dict(catalog.types)
     columns = {c.name: resolve_type(c.type, custom) for c in source.columns}
-    scope_columns = {**{k: v for k, v in PSEUDO_COLUMNS.items() if k not in columns}, **columns}
+    pseudo = {**PSEUDO_COLUMNS, **(WINDOW_COLUMNS if source.windowed else {})}
+    scope_columns = {**{k: v for k, v in pseudo.items() if k not in columns}, **columns}
     qualifiers = frozenset(n for n in (source.name, query.source.name, query.source.alias) if n)
     scope = Scope(scope_columns, qualifiers, custom)
 
@@ -280,9 +283,9 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     if not values:
         raise QueryCompileError("The projection contains no value columns.")
     chosen = [k for k in keys if k is not None]
-    if source.windowed:  # after ksqlDB's own checks of the query, so its refusals come first
+    if source.windowed and partition:  # after ksqlDB's own checks, so its refusals come first
         raise QueryCompileError(
-            f"Windowed sources are not supported yet: `{source.name}` is "
+            f"PARTITION BY over a windowed source is not supported yet: `{source.name}` is "
             f"{source.windowed} windowed.",
             "windowed source",
         )

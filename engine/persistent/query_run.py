@@ -22,6 +22,7 @@ from typing import Any
 
 from headwater.engine.errors import EngineError, record_failure
 from headwater.engine.formats.serde import RowSerde
+from headwater.engine.formats.windows import split_windowed_key, window_size_ms, windowed_key
 from headwater.engine.functions import user_index
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import STRING, EvalFailure
@@ -110,6 +111,8 @@ class RecordPipeline:
         self._sink_time = None if sink.timestamp_column is None else timestamp_reader(sink)
         self._value_names = [c.name for c in compiled.value_columns]
         self._table_functions = compiled.table_functions
+        #: a windowed sink (the query reads a windowed stream): each key keeps its record's window
+        self._sink_session = sink.windowed == "SESSION" if sink.windowed else None
 
     @classmethod
     def for_query(cls, query: Query, catalog: Catalog) -> RecordPipeline:
@@ -200,17 +203,23 @@ class RecordPipeline:
             ]
         else:
             new_key = [f(view) for f in keys]
+        partition_key = None
         if record.key is None and not self.compiled.partition_by:
             key_bytes = None  # a null key stays null (not an object of NULLs)
         else:
             key_bytes = self.sink_serde.serialize_key(new_key)
+            if self._sink_session is not None and "WINDOWSTART" in view:
+                # Kafka Streams places a windowed key by the key alone (WindowedStreamPartitioner)
+                partition_key = key_bytes or b""
+                window = (view["WINDOWSTART"], view["WINDOWEND"])
+                key_bytes = windowed_key(partition_key, window, self._sink_session)
         if value is None:
             # A record without a value goes on, still without one, under its new key
             return OutputRecord(
                 key_bytes,
                 None,
                 rowtime,
-                self._partition(key_bytes, record.partition),
+                self._partition(key_bytes, record.partition, partition_key),
                 record.partition,
                 record.offset,
                 seq,
@@ -227,7 +236,7 @@ class RecordPipeline:
             key_bytes,
             value_bytes,
             rowtime,
-            self._partition(key_bytes, record.partition),
+            self._partition(key_bytes, record.partition, partition_key),
             record.partition,
             record.offset,
             seq,
@@ -245,12 +254,15 @@ class RecordPipeline:
             rows.append(each)
         return rows
 
-    def _partition(self, key: bytes | None, source_partition: int) -> int:
-        """Keyed records go where Kafka's partitioner puts them; keyless ones stay in step with
-        their input partition, so a replayed batch lands where it landed before."""
+    def _partition(
+        self, key: bytes | None, source_partition: int, partition_key: bytes | None = None
+    ) -> int:
+        """Keyed records go where Kafka's partitioner puts them (a windowed key by its key alone,
+        ``partition_key``); keyless ones stay in step with their input partition, so a replayed
+        batch lands where it landed before."""
         if key is None:
             return source_partition % self.sink.partitions
-        return partition_for(key, self.sink.partitions)
+        return partition_for(key if partition_key is None else partition_key, self.sink.partitions)
 
 
 class RowReader:
@@ -268,6 +280,10 @@ class RowReader:
             if c.headers or c.header_key is not None
         ]
         self._time = timestamp_reader(source)
+        #: a windowed source's keys end with their window: (session?, time windows' size)
+        self._window = (
+            (source.windowed == "SESSION", window_size_ms(source)) if source.windowed else None
+        )
 
     def value(self, record: InputRecord) -> Mapping[str, Any] | None:
         """The decoded value of ``record`` (None: it has none)."""
@@ -284,11 +300,18 @@ class RowReader:
         """
         if record.row is not None:
             return dict(record.row)
+        window = None
         try:
-            key = self.serde.deserialize_key(record.key)
+            data = record.key
+            if self._window is not None and data is not None:
+                data, start, end = split_windowed_key(data, *self._window)
+                window = (start, end)
+            key = self.serde.deserialize_key(data)
         except Exception as exc:  # the record's fault, reported as such
             raise RecordError("deserialization", _message(exc)) from exc
         view = dict(value or {})
+        if window is not None:
+            view["WINDOWSTART"], view["WINDOWEND"] = window
         view.update(zip(self._key_names, key))
         if self._header_columns:
             _add_headers(view, self._header_columns, record.headers)

@@ -478,3 +478,54 @@ def test_insert_into_a_stream_with_header_columns_is_refused_in_ksqldb_words() -
             QUERY_ANALYZER,
         )
     assert caught.value.message == "Cannot insert into S1 because it has header columns"
+
+
+WINDOWED = (
+    "CREATE STREAM sessions (id STRING KEY, n INT) WITH (kafka_topic='sessions', "
+    "value_format='JSON', window_type='Session');"
+)
+
+
+def test_a_windowed_stream_query_keeps_each_records_window_and_reads_its_bounds() -> None:
+    from headwater.engine.formats.windows import split_windowed_key, windowed_key
+
+    catalog = catalog_of(
+        TopicFacts({"sessions": 2}),
+        WINDOWED,
+        "CREATE STREAM starts AS SELECT id, n, WINDOWSTART AS ws FROM sessions "
+        "WHERE WINDOWEND - WINDOWSTART >= 10;",
+    )
+    sink = catalog.source("STARTS")
+    assert sink is not None and sink.windowed == "SESSION"
+    assert [c.name for c in sink.value_columns] == ["N", "WS"]
+    pipeline = _pipeline(catalog, sink.query_id or "")
+    out, errors = pipeline.process(
+        [
+            InputRecord(windowed_key(b"a", (100, 120), True), b'{"N": 1}', 120, 0, 0),
+            InputRecord(windowed_key(b"b", (100, 105), True), b'{"N": 2}', 105, 0, 1),
+            InputRecord(b"short", b'{"N": 3}', 106, 0, 2),  # no window: skipped, reported
+        ]
+    )
+    assert len(out) == 1 and len(errors) == 1 and errors[0].offset == 2
+    (record,) = out
+    assert split_windowed_key(record.key or b"", True, None) == (b"a", 100, 120)
+    assert json.loads(record.value or b"") == {"N": 1, "WS": 100}
+    assert record.partition == partition_for(b"a", 2)  # placed by the key alone
+
+
+def test_a_windowed_stream_query_refuses_what_ksqldb_refuses() -> None:
+    catalog = catalog_of(TopicFacts({"sessions": 1}), WINDOWED)
+    with pytest.raises(ValidationError, match="Reserved column name in select: `WINDOWSTART`"):
+        plan(
+            parse_one("CREATE STREAM o AS SELECT id, WINDOWSTART FROM sessions;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
+    with pytest.raises(ValidationError, match="PARTITION BY over a windowed source"):
+        plan(
+            parse_one("CREATE STREAM o AS SELECT * FROM sessions PARTITION BY n;"),
+            catalog,
+            FACTS,
+            QUERY_ANALYZER,
+        )
