@@ -21,6 +21,7 @@ from headwater.engine.formats.serde import RowSerde
 from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.persistent.aggregate_plan import is_aggregation
 from headwater.engine.pull.query import PullPlan, Row, plan_pull, row_failed, row_view
+from headwater.engine.record_headers import header_columns, with_headers
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import start_positions
 from headwater.metastore.catalog import Source, SourceKind
@@ -99,6 +100,7 @@ class TopicFollower:
         self._consumer = consumer(settings, "push-query", fetch_wait_max_ms=20)
         self._consumer.assign(self.starts)
         self.skipped = 0
+        self._headers = header_columns(source)
 
     def poll(self, timeout_s: float) -> list[tuple[Row, bool]]:
         """The records that arrived within ``timeout_s``, each with whether it is a table's
@@ -133,6 +135,8 @@ class TopicFollower:
             if tombstone and not table:
                 continue
             columns = dict.fromkeys(self._serde.value_names) if value is None else value
+            if self._headers and value is not None:
+                columns = with_headers(columns, self._headers, message.headers())
             _kind, timestamp = message.timestamp()
             rows.append(
                 (

@@ -95,7 +95,7 @@ class PullAnswer:
     columns: tuple[OutputColumn, ...]
     rows: list[list[Any]]
     served_by: tuple[ServedBy, ...]
-    final_message: str | None = None  # a stream's scan ends with ksqlDB's "Query Completed"
+    final_message: str | None = None  # a stream's scan ends with "Query Completed"/"Limit Reached"
     stream: Iterator[list[Any]] | None = None
     """More rows after ``rows``, computed as they are read (a scan served here alone); reading
     them may raise :class:`KsqlError` (the time budget or the row bound ran out)."""
@@ -307,7 +307,9 @@ def execute_prepared(
                 ServedBy(p, services.advertised, end, 0) for p, end in sorted(ends.items())
             )
             rows = list(budget.apply(_render(plan, result.rows)))
-            return PullAnswer(query_id, columns, rows, served, "Query Completed")
+            # ksqlDB ends a stream's pull query by what ended it: its LIMIT, or the stream's end
+            final = "Limit Reached" if result.limit_reached else "Query Completed"
+            return PullAnswer(query_id, columns, rows, served, final)
         forwarded = routed.forwarded_partitions(properties)
         writers: tuple[WrittenBy, ...] = ()
         if forwarded is None:  # the server asked answers for the writers, not those it forwards to

@@ -28,6 +28,7 @@ from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import STRING, EvalFailure
 from headwater.engine.partitioner import partition_for
 from headwater.engine.persistent.query_plan import CompiledQuery, compile_query
+from headwater.engine.record_headers import header_columns, with_headers
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
 from headwater.sqlparse_ext import parse_one
 from headwater.sqlparse_ext import statements as ast
@@ -274,11 +275,7 @@ class RowReader:
         self.source = source
         self.serde = RowSerde.for_source(source, custom_types)
         self._key_names = self.serde.key_names
-        self._header_columns = [
-            (c.name, c.headers, c.header_key)
-            for c in source.columns
-            if c.headers or c.header_key is not None
-        ]
+        self._header_columns = header_columns(source)
         self._time = timestamp_reader(source)
         #: a windowed source's keys end with their window: (session?, time windows' size)
         self._window = (
@@ -314,7 +311,7 @@ class RowReader:
             view["WINDOWSTART"], view["WINDOWEND"] = window
         view.update(zip(self._key_names, key))
         if self._header_columns:
-            _add_headers(view, self._header_columns, record.headers)
+            view = with_headers(view, self._header_columns, record.headers)
         try:
             view["ROWTIME"] = record.timestamp if self._time is None else self._time(view)
         except Exception as exc:  # the record's fault, reported as such
@@ -371,18 +368,6 @@ def _message(exc: BaseException) -> str:
     if isinstance(exc, (EvalFailure, ValueError, TypeError)) and str(exc):
         return str(exc)
     return record_failure(exc) or type(exc).__name__
-
-
-def _add_headers(
-    view: dict[str, Any],
-    columns: list[tuple[str, bool, str | None]],
-    headers: tuple[tuple[str, bytes | None], ...],
-) -> None:
-    for name, everything, key in columns:
-        if everything:
-            view[name] = [{"KEY": k, "VALUE": v} for k, v in headers]
-        else:
-            view[name] = next((v for k, v in reversed(headers) if k == key), None)
 
 
 def timestamp_reader(source: Source) -> Any:

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from headwater.engine.errors import EngineError
 from headwater.engine.formats.serde import RowSerde
 from headwater.engine.pull.query import Row
+from headwater.engine.record_headers import header_columns, with_headers
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.offsets import end_offsets
 from headwater.metastore.catalog import Source
@@ -66,6 +67,7 @@ def _records(
     # End of partition also ends a partition's scan: transaction markers occupy offsets, so the
     # last record's offset + 1 may be below the end offset.
     reader = consumer(settings, "stream-pull", partition_eof=True)
+    headers = header_columns(source)
     skipped = 0
     try:
         for partition in sorted(wanted):
@@ -106,6 +108,8 @@ def _records(
                         continue
                     if value is None:
                         continue
+                    if headers:
+                        value = with_headers(value, headers, message.headers())
                     _kind, timestamp = message.timestamp()
                     yield Row(key, value, int(timestamp), partition, offset)
     finally:

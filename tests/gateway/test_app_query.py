@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import time
 import uuid
 import warnings
@@ -18,6 +19,7 @@ from headwater.engine.formats._proto_text import message_class
 from headwater.gateway.app import ROUTES, create_app
 from headwater.gateway.openapi import PATHS
 from headwater.gateway.services import Limits, PullSettings, Services
+from headwater.kafka.clients import producer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
@@ -187,6 +189,34 @@ def test_pull_on_a_stream_scans_its_topic(client: TestClient) -> None:
         assert ksql(client, f"INSERT INTO {name} (K, V) VALUES ('k{i}', {i});").status_code == 200
     rows = rows_of(query(client, f"SELECT V FROM {name} WHERE V >= 2;"))
     assert sorted(rows) == [[2], [3], [4]]
+    # the final message says what ended it: the stream's end, or its LIMIT (ksqlDB's words)
+    for limit, final in (("", "Query Completed"), (" LIMIT 2", "Limit Reached")):
+        items = query(client, f"SELECT V FROM {name} WHERE V >= 2{limit};").json()
+        assert items[-1] == {"finalMessage": final}
+
+
+def test_a_streams_header_columns_come_from_its_records_headers(
+    client: TestClient, services: Services
+) -> None:
+    name = f"H_{uuid.uuid4().hex[:6].upper()}"
+    created = ksql(
+        client,
+        f"CREATE STREAM {name} (K INT KEY, V INT, ALL_H ARRAY<STRUCT<`KEY` STRING, `VALUE` BYTES>> "
+        f"HEADERS, ONE BYTES HEADER('abc')) WITH (kafka_topic='{name.lower()}', partitions=1, "
+        "value_format='JSON');",
+    )
+    assert created.status_code == 200, created.text
+    writer = producer(services.settings, "headers-test")
+    writer.produce(name.lower(), b'{"V": 1}', struct.pack(">i", 10))
+    writer.produce(
+        name.lower(), b'{"V": 2}', struct.pack(">i", 11), headers=[("abc", b"!"), ("x", None)]
+    )
+    writer.flush(10)
+    rows = rows_of(query(client, f"SELECT * FROM {name};"))
+    assert rows == [
+        [10, 1, [], None],
+        [11, 2, [{"KEY": "abc", "VALUE": "IQ=="}, {"KEY": "x", "VALUE": None}], "IQ=="],
+    ]
 
 
 def test_query_stream_answers_header_then_arrays(client: TestClient, users: str) -> None:
