@@ -58,6 +58,7 @@ from headwater.engine.persistent.query_plan import (
     _bare,
     _normal,
     plan_query_joins,
+    refuse_reserved_names,
 )
 from headwater.engine.values import has_map, map_key_refusal
 from headwater.metastore.catalog import Catalog, Source, SourceKind
@@ -221,6 +222,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     source = catalog.source(query.source.name)
     if source is None:
         raise QueryCompileError(f"{query.source.name} does not exist.")
+    refuse_reserved_names(query.select)
     if source.windowed and source.kind is SourceKind.TABLE:
         raise QueryCompileError("KSQL does not support persistent queries on windowed tables.")
     if source.windowed:

@@ -170,6 +170,37 @@ class CompiledQuery:
         return tuple(c.catalog_column() for c in self.columns)
 
 
+def refuse_reserved_names(items: Sequence[exp.Expr], joined: bool = False) -> None:
+    """ksqlDB's Analyzer check of a persistent query's SELECT items, made as it analyses them,
+    before any column is resolved: an item named after a system column (ROWTIME, ROWPARTITION,
+    ROWOFFSET, WINDOWSTART, WINDOWEND) is refused, as an alias when the aliased expression is not
+    that column itself (``L.ROWTIME AS ROWTIME`` is the column itself). In a join an unaliased
+    ``S.ROWTIME`` is named ``S_ROWTIME`` first (ksqlDB's AstSanitizer), so it passes."""
+    for item in items:
+        if joined and isinstance(item, exp.Column) and item.table:
+            continue
+        name = output_name(item)
+        if name is None or name.upper() not in RESERVED_NAMES:
+            continue
+        inner = item.this if isinstance(item, exp.Alias) else item
+        itself = (
+            identifier_name(inner.this)
+            if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star)
+            else format_expression(inner)
+        )
+        if itself.upper() != name.upper():
+            raise QueryCompileError(
+                f"`{name}` is a reserved column name. You cannot use it as an alias for a column.",
+                None,
+                item,
+            )
+        raise QueryCompileError(
+            f"Reserved column name in select: `{name}`. Please remove or alias the column.",
+            None,
+            item,
+        )
+
+
 def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQuery:
     """Checks a persistent query's SELECT against the catalog and compiles it.
 
@@ -182,6 +213,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         QueryCompileError: ksqlDB would refuse the query, or it needs a later construct.
     """
     if query.joins:
+        refuse_reserved_names(query.select, joined=True)
         plan = plan_query_joins(query, catalog, sink_name)
         return replace(
             compile_query(plan.query, joined_catalog(plan, catalog), sink_name), join=plan
@@ -190,6 +222,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     source = catalog.source(query.source.name)
     if source is None:
         raise QueryCompileError(f"{query.source.name} does not exist.")
+    refuse_reserved_names(query.select)
     if source.kind is SourceKind.TABLE and query.partition_by:
         raise QueryCompileError(
             "PARTITION BY is not supported on tables: a table is keyed by its PRIMARY KEY.",

@@ -529,3 +529,28 @@ def test_a_windowed_stream_query_refuses_what_ksqldb_refuses() -> None:
             FACTS,
             QUERY_ANALYZER,
         )
+
+
+@pytest.mark.parametrize(
+    ("select", "joined", "message"),
+    [
+        ("SELECT ROWTIME FROM S", False, "Reserved column name in select: `ROWTIME`"),
+        ("SELECT S.ROWTIME AS ROWTIME FROM S", False, "Reserved column name in select"),
+        ("SELECT V + 1 AS ROWOFFSET FROM S", False, "`ROWOFFSET` is a reserved column name"),
+        ("SELECT L.ROWTIME AS ROWTIME FROM S L", True, "Reserved column name in select"),
+        ("SELECT L.ROWTIME FROM S L", True, None),  # named L_ROWTIME in a join
+        ("SELECT ROWTIME AS RT, WINDOWSTART AS WS FROM S", False, None),
+    ],
+)
+def test_system_column_names_are_refused_before_anything_is_resolved(
+    select: str, joined: bool, message: str | None
+) -> None:
+    from headwater.engine.persistent.query_plan import refuse_reserved_names
+
+    statement = parse_one(f"{select};")
+    assert isinstance(statement, ast.Select)
+    if message is None:
+        refuse_reserved_names(statement.query.select, joined=joined)
+    else:
+        with pytest.raises(QueryCompileError, match=message):
+            refuse_reserved_names(statement.query.select, joined=joined)
