@@ -326,6 +326,16 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     texts = {group_name(i): g.text for i, g in enumerate(groups)}
     texts.update({agg_name(i): c.text for i, c in enumerate(splitter.calls)})
 
+    for group in groups:  # ksqlDB's buildAggregateSchema: a grouping expression selected twice
+        twice = [f"`{n}`" for i, n in zip(items, names, strict=True) if _normal(i) == group.normal]
+        if len(twice) > 1:
+            listed = ", ".join(twice[:-1]) + " and " + twice[-1]
+            raise QueryCompileError(
+                f"The projection contains a key column more than once: {listed}.\n"
+                "Each key column must only be in the projection once. If you intended to copy "
+                "the key into the value, then consider using the AS_VALUE function to indicate "
+                "which key reference should be copied."
+            )
     key_slots: dict[int, int] = {}  # select item -> group index
     for index, item in enumerate(items):
         text = _normal(item)

@@ -122,6 +122,10 @@ def test_multiple_grouping_expressions_are_key_columns_in_group_by_order() -> No
             "SELECT item, COUNT(*) FROM orders GROUP BY item HAVING qty > 1",
             "Non-aggregate HAVING expression not part of GROUP BY: QTY",
         ),
+        (  # a grouping expression is one key column: selected twice, it is refused
+            "SELECT item, item AS item2, COUNT(*) FROM orders GROUP BY item",
+            "The projection contains a key column more than once: `ITEM` and `ITEM2`.",
+        ),
         (
             "SELECT COUNT(*) AS n FROM orders GROUP BY item",
             (
