@@ -93,7 +93,21 @@ def _optional(schema: Any) -> Any:
     return ["null", schema]
 
 
+def _avro_name(name: str) -> str:
+    """``name`` when Avro allows it as a field name (Avro's ``Schema.validateName``: a letter or
+    ``_``, then letters, digits or ``_``), else ksqlDB's refusal."""
+    if not name:
+        raise SerdeError("Schema is not compatible with Avro: Empty name")
+    if not (name[0].isalpha() or name[0] == "_"):
+        raise SerdeError(f"Schema is not compatible with Avro: Illegal initial character: {name}")
+    if not all(c.isalnum() or c == "_" for c in name[1:]):
+        raise SerdeError(f"Schema is not compatible with Avro: Illegal character in: {name}")
+    return name
+
+
 def _record(columns: Sequence[tuple[str, SqlType]], name: str) -> dict[str, Any]:
+    for column, _ in columns:
+        _avro_name(column)
     return {
         "type": "record",
         "name": name,

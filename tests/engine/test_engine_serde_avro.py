@@ -301,3 +301,22 @@ def test_a_serde_registers_its_schemas_when_asked_as_its_first_write_would() -> 
     assert registry.latest("t-value") is not None and registry.latest("t-key") is None
     first = serde.serialize_value({"V": "x"})
     assert first is not None and first[1:5] == (1).to_bytes(4, "big")  # the same schema, id 1
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("1Field", "Illegal initial character: 1Field"),
+        ("a-b", "Illegal character in: a-b"),
+    ],
+)
+def test_column_names_avro_cannot_hold_are_refused_in_ksqldbs_words(
+    name: str, message: str
+) -> None:
+    from headwater.engine.errors import SerdeError
+    from headwater.engine.formats._avro import avro_schema
+    from headwater.sqlparse_ext import parse_type
+
+    with pytest.raises(SerdeError, match=f"Schema is not compatible with Avro: {message}"):
+        avro_schema([(name, parse_type("INTEGER")), ("B", parse_type("INTEGER"))], False)
+    avro_schema([("_ok_1", parse_type("INTEGER"))], False)
