@@ -247,6 +247,8 @@ def _datum(value: Any, schema: Any) -> Any:
         return float(value)
     if kind in ("int", "long"):
         return int(value)
+    if kind == "string" and isinstance(value, int):  # SpecToConnectConverter's coercion
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
     if kind == "bytes" and isinstance(value, str):
         return __import__("base64").b64decode(value)
     return value
