@@ -126,8 +126,9 @@ class CompiledQuery:
         row_filter: WHERE, or None.
         keys: one evaluator per output key column (same order as the key columns).
         values: one evaluator per output value column.
-        key_reads_value: per key column, whether its expression reads value columns (then a
-            record without a value gets NULL there, as ksqlDB's repartition gives).
+        key_reads_value: per key column, whether its expression reads anything but key columns
+            (value or pseudo columns: then a record without a value gets NULL there, as ksqlDB's
+            repartition gives).
         partition_by: the PARTITION BY expressions as written ("" without), for EXPLAIN.
         where_text: the WHERE expression as ksqlDB prints it ("" without).
     """
@@ -286,7 +287,7 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     values: list[tuple[OutputColumn, Evaluator]] = []
     value_nodes: list[exp.Expr] = []
     seen: dict[str, str] = {}
-    value_names = {c.name for c in source.columns if not c.key}
+    key_names = {c.name for c in source.columns if c.key}
     reads_value: list[bool] = [False] * len(keys)
     for index, (item, name, c) in enumerate(compiled):
         if name in seen:
@@ -312,7 +313,10 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
         else:
             keys[slot] = (OutputColumn(name, c.type, True), c.evaluate)
             key_nodes[slot] = item
-            reads_value[slot] = bool(c.references & value_names)
+            # ksqlDB evaluates a key expression on the key when it reads key columns only, else on
+            # the value row, which holds the value and pseudo columns (PartitionByParamsFactory):
+            # without a value, such a key is NULL
+            reads_value[slot] = bool(c.references - key_names)
     if not values:
         raise QueryCompileError("The projection contains no value columns.")
     chosen = [k for k in keys if k is not None]

@@ -554,3 +554,17 @@ def test_system_column_names_are_refused_before_anything_is_resolved(
     else:
         with pytest.raises(QueryCompileError, match=message):
             refuse_reserved_names(statement.query.select, joined=joined)
+
+
+def test_a_record_without_a_value_gets_null_for_keys_read_from_more_than_its_key() -> None:
+    catalog = catalog_of(
+        FACTS,
+        ORDERS,
+        "CREATE STREAM by_time WITH (key_format='JSON') AS SELECT * FROM orders "
+        "PARTITION BY id, ROWTIME;",
+    )
+    pipeline = _pipeline(catalog, next(iter(catalog.queries)))
+    out, errors = pipeline.process([InputRecord(b"a", None, 12, 0, 0)])
+    assert not errors and len(out) == 1 and out[0].value is None
+    # ID is read from the key; ROWTIME, as ksqlDB holds it in the value row, is NULL
+    assert json.loads(out[0].key or b"") == {"ID": "a", "ROWTIME": None}
