@@ -212,7 +212,7 @@ def plan(
     """
     match statement:
         case ast.CreateAsSelect():
-            planned = _plan_create_as_select(statement, catalog, facts, _engine(analyze))
+            planned = _plan_create_as_select(statement, catalog, facts, _engine(analyze), defaults)
             return _within_capacity(planned, catalog, active_limit)
         case ast.InsertInto():
             planned = _plan_insert_select(statement, catalog, _engine(analyze))
@@ -791,7 +791,11 @@ def _plan_drop(drop: ast.Drop, catalog: Catalog) -> Plan:
 
 
 def _plan_create_as_select(
-    create: ast.CreateAsSelect, catalog: Catalog, facts: TopicFacts, analyze: QueryAnalyzer
+    create: ast.CreateAsSelect,
+    catalog: Catalog,
+    facts: TopicFacts,
+    analyze: QueryAnalyzer,
+    defaults: FormatDefaults = KSQLDB_DEFAULTS,
 ) -> Plan:
     kind = SourceKind(create.kind)
     noun = kind.value.lower()
@@ -829,7 +833,7 @@ def _plan_create_as_select(
     assert source is not None  # the analysis resolved it
     columns = shape.columns
     keyless = not any(c.key for c in columns)
-    key_format, value_format = _sink_formats(properties, source, keyless)
+    key_format, value_format = _sink_formats(properties, source, keyless, defaults.key)
     for side, fmt, source_fmt in (
         ("KEY", key_format, source.key_format),
         ("VALUE", value_format, source.value_format),
@@ -925,8 +929,14 @@ def _check_sink_schema_ids(
 
 
 def _sink_formats(
-    properties: Mapping[str, PropertyValue], source: Source, keyless: bool
+    properties: Mapping[str, PropertyValue],
+    source: Source,
+    keyless: bool,
+    default_key: str | None = "KAFKA",
 ) -> tuple[str, str]:
+    """A sink's key and value formats: the WITH clause's, else its source's; a key the source
+    does not have (its key format NONE: PARTITION BY, GROUP BY, a join) takes the default key
+    format (``ksql.persistence.default.format.key``), as in ksqlDB."""
     both = properties.get("FORMAT")
     _one_format_property(properties)
     value = _format_name(
@@ -941,7 +951,7 @@ def _sink_formats(
         return "NONE", value
     key = both or properties.get("KEY_FORMAT")
     if key is None:
-        key = source.key_format if source.key_format != "NONE" else "KAFKA"
+        key = source.key_format if source.key_format != "NONE" else (default_key or "KAFKA")
     return _format_name(key, "KEY_FORMAT"), value
 
 

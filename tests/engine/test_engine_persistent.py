@@ -568,3 +568,18 @@ def test_a_record_without_a_value_gets_null_for_keys_read_from_more_than_its_key
     assert not errors and len(out) == 1 and out[0].value is None
     # ID is read from the key; ROWTIME, as ksqlDB holds it in the value row, is NULL
     assert json.loads(out[0].key or b"") == {"ID": "a", "ROWTIME": None}
+
+
+def test_a_key_the_source_lacks_takes_the_default_key_format() -> None:
+    from headwater.metastore.format_defaults import FormatDefaults
+
+    keyless = (
+        "CREATE STREAM clicks (page STRING, n INT) WITH (kafka_topic='clicks', "
+        "key_format='NONE', value_format='JSON');"
+    )
+    catalog = catalog_of(TopicFacts({"clicks": 1}), keyless)
+    text = "CREATE STREAM by_page AS SELECT * FROM clicks PARTITION BY page;"
+    for defaults, expected in ((FormatDefaults(key="JSON"), "JSON"), (FormatDefaults(), "KAFKA")):
+        planned = plan(parse_one(text), catalog, FACTS, QUERY_ANALYZER, defaults=defaults)
+        assert planned.command is not None
+        assert planned.command["sink"]["source"]["keyFormat"] == expected
