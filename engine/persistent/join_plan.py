@@ -570,9 +570,21 @@ def _key_name(
             number += 1
         return name
     selected = {
-        _qualified_text(_bare(i), names) for i in select if isinstance(_bare(i), exp.Column)
+        _qualified_text(_bare(i), names)
+        for i in select
+        if isinstance(_bare(i), exp.Column) and not isinstance(_bare(i).this, exp.Star)
     }
-    chosen = next((v for v in viable if v in selected), viable[0])
+    stars = [i for i in select if isinstance(i, exp.Star) or isinstance(i.this, exp.Star)]
+    # ksqlDB's LogicalPlanner: the first viable key column the projection holds (a source's `*`
+    # holds its columns), else the first
+    chosen = next(
+        (
+            v
+            for v in viable
+            if v in selected or _star_covers(stars, names[v.split(".", 1)[0]], names)
+        ),
+        viable[0],
+    )
     alias, column = chosen.split(".", 1)
     return f"{alias}_{column}"
 

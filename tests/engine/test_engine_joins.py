@@ -303,3 +303,21 @@ def test_the_join_key_format_is_that_of_a_side_that_keeps_its_partitions(
     (step,) = join.plan.steps
     json_key = key_format == "JSON"
     assert join._key_bytes(step, 1) == (b"1" if json_key else b"\x00\x00\x00\x01")
+
+
+def test_the_join_key_is_the_first_viable_column_the_projection_holds_a_star_included() -> None:
+    from headwater.engine.persistent.query_plan import plan_query_joins
+    from headwater.metastore.plan import TopicFacts
+    from headwater.sqlparse_ext import parse_one
+    from tests.support.catalogs import catalog_of
+
+    catalog = catalog_of(
+        TopicFacts({"l": 1, "r": 1}),
+        "CREATE STREAM L (A INT, B INT) WITH (kafka_topic='l', value_format='JSON');",
+        "CREATE STREAM R (A INT, C INT) WITH (kafka_topic='r', value_format='JSON');",
+    )
+    statement = parse_one(
+        "CREATE STREAM OUT AS SELECT L.B, R.* FROM L JOIN R WITHIN 10 SECONDS ON L.A = R.A;"
+    )
+    plan = plan_query_joins(statement.query, catalog, "OUT")  # type: ignore[attr-defined]
+    assert plan.root.key_name == "R_A"
