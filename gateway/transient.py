@@ -20,7 +20,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlglot import exp
@@ -92,14 +92,15 @@ class TransientFollower:
             log.warning("could not delete the transient topic %s: %s", self.topic, failed)
 
 
-def _output_names(query: ast.Query) -> list[str] | None:
-    """The push query's column names as a CREATE ... AS SELECT would name them (None with ``*``)."""
+def _output_names(query: ast.Query, taken: Sequence[str] = ()) -> list[str] | None:
+    """The push query's column names as a CREATE ... AS SELECT would name them (None with ``*``;
+    ``taken``: its source's column names, which generated names skip)."""
     if any(
         isinstance(i, exp.Star) or (isinstance(i, exp.Column) and isinstance(i.this, exp.Star))
         for i in query.select
     ):
         return None
-    return select_names(list(query.select))
+    return select_names(list(query.select), taken)
 
 
 def _with_grouping_selected(statement: ast.Select) -> str:
@@ -224,7 +225,9 @@ def start_transient(
     limit = "" if statement.query.limit is None else f" LIMIT {statement.query.limit}"
     # the push query's own columns, in its order (a CTAS puts keys first, window bounds in, and
     # needs the grouping expressions it selects for it)
-    shown = _output_names(statement.query)
+    source = catalog.source(statement.query.source.name)
+    taken = [c.name for c in source.columns] if source and not statement.query.joins else []
+    shown = _output_names(statement.query, taken)
     listed = ", ".join(f"`{n}`" for n in shown) if shown else "*"
     reader = parse_one(f"SELECT {listed} FROM {name} EMIT CHANGES{limit};", substitution=False)
     assert isinstance(reader, ast.Select)

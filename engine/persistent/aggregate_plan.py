@@ -256,7 +256,8 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         items = expand_stars(query.select, qualifiers, columns, lambda: _star(source))
     except ExpressionError as error:
         raise QueryCompileError(error.message) from error
-    names = select_names(items)
+    # generated names skip the source's column names (ksqlDB's AstSanitizer alias generator)
+    names = select_names(items, [c.name for c in source.columns])
 
     for node in (*items, *([query.having] if query.having is not None else [])):
         for call in node.find_all(exp.Anonymous):

@@ -245,7 +245,8 @@ def compile_query(query: Query, catalog: Catalog, sink_name: str) -> CompiledQue
     items = _expand(query.select, source, columns, qualifiers, partition)
     for item in items:
         _refuse_functions(item, allow_table=True)
-    names = select_names(items)
+    # generated names skip the source's column names (ksqlDB's AstSanitizer alias generator)
+    names = select_names(items, [c.name for c in source.columns])
     items, table_functions = _table_functions(items, scope, source)
     if table_functions:
         scope = Scope(

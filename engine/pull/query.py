@@ -12,7 +12,7 @@ it (or over a stream's records) and returns the rows and the partitions it touch
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -309,7 +309,9 @@ def _plan_parts(
     is_table = source.kind == SourceKind.TABLE
     key_names = tuple(c.name for c in source.key_columns) + window_bounds
     items = _expand(query.select, source, columns, qualifiers)
-    schema, projection = _project(items, scope, key_names if is_table else (), push)
+    schema, projection = _project(
+        items, scope, key_names if is_table else (), push, [c.name for c in source.columns]
+    )
     where = query.where
     if where is not None:
         try:
@@ -403,9 +405,13 @@ def _expand(
 
 
 def _project(
-    items: list[exp.Expr], scope: Scope, key_names: tuple[str, ...], push: bool = False
+    items: list[exp.Expr],
+    scope: Scope,
+    key_names: tuple[str, ...],
+    push: bool = False,
+    taken: Sequence[str] = (),
 ) -> tuple[tuple[OutputColumn, ...], tuple[Evaluator, ...]]:
-    names = select_names(items)
+    names = select_names(items, taken)  # generated names skip the source's (``taken``)
     schema: list[OutputColumn] = []
     projection: list[Evaluator] = []
     for item, name in zip(items, names, strict=True):

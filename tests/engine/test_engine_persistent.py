@@ -583,3 +583,23 @@ def test_a_key_the_source_lacks_takes_the_default_key_format() -> None:
         planned = plan(parse_one(text), catalog, FACTS, QUERY_ANALYZER, defaults=defaults)
         assert planned.command is not None
         assert planned.command["sink"]["source"]["keyFormat"] == expected
+
+
+def test_generated_names_skip_the_sources_column_names() -> None:
+    catalog = catalog_of(
+        TopicFacts({"gen": 1}),
+        "CREATE STREAM gen (KSQL_COL_3 INT KEY, KSQL_COL_2 INT, KSQL_COL_4 INT, ITEM "
+        "STRUCT<ITEM INT>) WITH (kafka_topic='gen', value_format='JSON');",
+        "CREATE STREAM out AS SELECT KSQL_COL_3, ABS(KSQL_COL_2), ABS(KSQL_COL_2), "
+        "ABS(KSQL_COL_2), ITEM->ITEM FROM gen;",
+    )
+    sink = catalog.source("OUT")
+    assert sink is not None
+    # KSQL_COL_2 and _4 are the source's: skipped, as ksqlDB's alias generator skips them; a
+    # struct field named as a source column is suffixed
+    assert [c.name for c in sink.value_columns] == [
+        "KSQL_COL_0",
+        "KSQL_COL_1",
+        "KSQL_COL_5",
+        "ITEM_1",
+    ]
