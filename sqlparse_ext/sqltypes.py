@@ -8,6 +8,7 @@ builds.
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_EVEN, Decimal
 from dataclasses import dataclass
 from typing import Literal
 
@@ -184,6 +185,16 @@ def java_double_text(x: float) -> str:
     stripped = raw.lstrip("0")
     point -= len(raw) - len(stripped)
     digits = stripped.rstrip("0") or "0"  # value = 0.<digits> * 10**point
+    if len(digits) == 1:
+        # Java's rule (JDK 19+ Double.toString): when one digit is the shortest, the two-digit
+        # decimal nearest to x is written, if it rounds to x (4.9E-324, not 5.0E-324)
+        exact = Decimal(ax)
+        top = exact.adjusted()  # the exponent of x's first digit
+        two = int(exact.scaleb(1 - top).to_integral_value(ROUND_HALF_EVEN))
+        if two == 100:
+            two, top = 10, top + 1
+        if float(Decimal(two).scaleb(top - 1)) == ax:
+            digits, point = str(two).rstrip("0"), top + 1
     if 1e-3 <= ax < 1e7:
         if point <= 0:
             return f"{sign}0.{'0' * -point}{digits}"

@@ -99,6 +99,11 @@ def test_check_value_rejects(value: Any, type_text: str, message: str) -> None:
         (1.5e-4, "1.5E-4"),
         (-2.5e20, "-2.5E20"),
         (22026.465794806718, "22026.465794806718"),
+        # one shortest digit: Java writes the nearest two-digit decimal that rounds to x
+        (5e-324, "4.9E-324"),
+        (1e-323, "9.9E-324"),
+        (1e23, "1.0E23"),
+        (2.2250738585072014e-308, "2.2250738585072014E-308"),
         (math.nan, "NaN"),
         (math.inf, "Infinity"),
         (-math.inf, "-Infinity"),
