@@ -8,8 +8,8 @@ builds.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_EVEN, Decimal
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Literal
 
 from sqlglot import exp
