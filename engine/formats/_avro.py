@@ -58,8 +58,9 @@ _PRIMITIVES: dict[str, Any] = {
 }
 
 
-def avro_type(sql_type: SqlType, name: str) -> Any:
-    """The Avro schema of one SQL type (not nullable); ``name`` names nested records."""
+def avro_type(sql_type: SqlType, name: str, namespace: str = NAMESPACE) -> Any:
+    """The Avro schema of one SQL type (not nullable); ``name`` names nested records, in
+    ``namespace``."""
     if isinstance(sql_type, DecimalType):
         return {
             "type": "bytes",
@@ -79,13 +80,14 @@ def avro_type(sql_type: SqlType, name: str) -> Any:
             raise SerdeError(f"The 'AVRO' format does not support type '{sql_type.name}'")
         return found
     if isinstance(sql_type, ArrayType):
-        return {"type": "array", "items": _optional(avro_type(sql_type.element, name))}
+        return {"type": "array", "items": _optional(avro_type(sql_type.element, name, namespace))}
     if isinstance(sql_type, MapType):
         if sql_type.key != PrimitiveType("STRING"):
             raise SerdeError("Avro only supports MAPs with STRING keys")
-        return {"type": "map", "values": _optional(avro_type(sql_type.value, f"{name}_MapValue"))}
+        value = avro_type(sql_type.value, f"{name}_MapValue", namespace)
+        return {"type": "map", "values": _optional(value)}
     if isinstance(sql_type, StructType):
-        return _record(tuple((f.name, f.type) for f in sql_type.fields), name)
+        return _record(tuple((f.name, f.type) for f in sql_type.fields), name, namespace)
     raise SerdeError(f"The 'AVRO' format does not support type '{sql_type}'")
 
 
@@ -105,26 +107,44 @@ def _avro_name(name: str) -> str:
     return name
 
 
-def _record(columns: Sequence[tuple[str, SqlType]], name: str) -> dict[str, Any]:
+def _record(
+    columns: Sequence[tuple[str, SqlType]], name: str, namespace: str = NAMESPACE
+) -> dict[str, Any]:
     for column, _ in columns:
         _avro_name(column)
+    named: dict[str, Any] = {"type": "record", "name": name}
+    if namespace:
+        named["namespace"] = namespace
     return {
-        "type": "record",
-        "name": name,
-        "namespace": NAMESPACE,
+        **named,
         "fields": [
-            {"name": column, "type": _optional(avro_type(t, f"{name}_{column}")), "default": None}
+            {
+                "name": column,
+                "type": _optional(avro_type(t, f"{name}_{column}", namespace)),
+                "default": None,
+            }
             for column, t in columns
         ],
     }
 
 
-def avro_schema(columns: Sequence[tuple[str, SqlType]], unwrapped: bool) -> Any:
-    """The schema ksqlDB registers for these columns (one unwrapped column: its type, optional)."""
+def avro_schema(
+    columns: Sequence[tuple[str, SqlType]], unwrapped: bool, full_name: str = ""
+) -> Any:
+    """The schema ksqlDB registers for these columns (one unwrapped column: its type, optional).
+
+    ``full_name`` (the side's ``*_SCHEMA_FULL_NAME``) names the record, as ksqlDB's AvroSchemas
+    names it: ``com.acme.Order`` is the record ``Order`` in the namespace ``com.acme``, and its
+    nested records ``Order_<FIELD>``; by default ``io.confluent.ksql.avro_schemas.
+    KsqlDataSourceSchema``.
+    """
+    namespace, name = NAMESPACE, RECORD
+    if full_name.strip():
+        namespace, _, name = full_name.strip().rpartition(".")
     if unwrapped:
         ((_, sql_type),) = columns
-        return _optional(avro_type(sql_type, RECORD))
-    return _record(columns, RECORD)
+        return _optional(avro_type(sql_type, name, namespace))
+    return _record(columns, name, namespace)
 
 
 # -- reading: an Avro datum to the value model ----------------------------------------------------
@@ -332,12 +352,13 @@ class AvroSide:
         subject: str,
         registry: SchemaRegistry | None,
         schema_id: int | None = None,
+        full_name: str = "",
     ) -> None:
         self.columns = tuple(columns)
         self.unwrapped = unwrapped
         self.subject = subject
         self._registry = registry
-        self.schema = avro_schema(self.columns, unwrapped)
+        self.schema = avro_schema(self.columns, unwrapped, full_name)
         self._parsed = fastavro.parse_schema(self.schema)
         #: the registered schema the records are written with (``*_SCHEMA_ID``), once read
         self._given_id = schema_id

@@ -65,10 +65,14 @@ _HEADER = struct.Struct(">bI")
 class _Builder:
     """Builds the message type of some columns and its .proto text."""
 
-    def __init__(self, nullable: str) -> None:
+    def __init__(self, nullable: str, package: str = "") -> None:
         self.nullable = nullable  # "" (proto3 defaults), "OPTIONAL" or "WRAPPER"
+        self.package = package
         self.file = descriptor_pb2.FileDescriptorProto(
-            name="ksql.proto", syntax="proto3", dependency=[f[0] for f in SUPPORT_FILES]
+            name="ksql.proto",
+            syntax="proto3",
+            dependency=[f[0] for f in SUPPORT_FILES],
+            package=package or None,
         )
         self.count = 0
         self.names: dict[int, str] = {}
@@ -78,14 +82,20 @@ class _Builder:
         columns: Sequence[tuple[str, SqlType]],
         parent: descriptor_pb2.DescriptorProto | None,
         indent: str,
+        name: str = "",
     ) -> tuple[str, list[str]]:
-        """(full type name, .proto lines) of a message for ``columns``."""
-        self.count += 1
-        name = f"ConnectDefault{self.count}"
+        """(full type name, .proto lines) of a message for ``columns``, named ``name`` or, as
+        Connect names a struct without a name, ``ConnectDefault<n>``."""
+        if not name:
+            self.count += 1
+            name = f"ConnectDefault{self.count}"
         proto = (parent.nested_type if parent is not None else self.file.message_type).add(
             name=name
         )
-        full = name if parent is None else f"{self.names[id(parent)]}.{name}"
+        if parent is not None:
+            full = f"{self.names[id(parent)]}.{name}"
+        else:
+            full = f"{self.package}.{name}" if self.package else name
         self.names[id(proto)] = full
         nested: list[str] = []
         body: list[str] = []
@@ -162,21 +172,33 @@ class _Builder:
         raise SerdeError(f"The 'PROTOBUF' format does not support type '{sql_type}'")
 
 
-def proto_schema(columns: Sequence[tuple[str, SqlType]], nullable: str = "") -> tuple[str, Any]:
-    """The ``.proto`` text ksqlDB registers for these columns, and the message class."""
-    builder = _Builder(nullable)
-    _, lines = builder.message(columns, None, "")
+def proto_schema(
+    columns: Sequence[tuple[str, SqlType]], nullable: str = "", full_name: str = ""
+) -> tuple[str, Any]:
+    """The ``.proto`` text ksqlDB registers for these columns, and the message class.
+
+    ``full_name`` (the side's ``*_SCHEMA_FULL_NAME``) names the message and its package, as
+    ksqlDB's ProtobufSchemaTranslator names it (``a.b.Value``: ``package a.b;`` and ``message
+    Value``); one that starts with ``ConnectDefault`` is ignored, as ksqlDB ignores it.
+    """
+    full_name = full_name.strip()
+    if full_name.startswith("ConnectDefault"):
+        full_name = ""
+    package, _, name = full_name.rpartition(".")
+    builder = _Builder(nullable, package)
+    full, lines = builder.message(columns, None, "", name)
     pool = support_pool()
     try:
         pool.Add(builder.file)
     except (TypeError, ValueError) as exc:  # a column name protobuf does not allow, say
         raise SerdeError(f"The 'PROTOBUF' format cannot hold these columns: {exc}") from None
-    descriptor = pool.FindMessageTypeByName(builder.file.message_type[0].name)
+    descriptor = pool.FindMessageTypeByName(full[1:])
     body = "\n".join(lines)
     imports = "".join(
         f'import "{f[0]}";\n' for f in SUPPORT_FILES if any(f"{f[1]}.{m} " in body for m in f[2])
     )
-    text = 'syntax = "proto3";\n\n' + (imports + "\n" if imports else "") + body + "\n"
+    head = f"package {package};\n" if package else ""
+    text = 'syntax = "proto3";\n' + head + "\n" + (imports + "\n" if imports else "") + body + "\n"
     return text, message_factory.GetMessageClass(descriptor)
 
 
@@ -349,12 +371,13 @@ class ProtobufSide:
         registry: SchemaRegistry | None,
         with_registry: bool,
         nullable: str = "",
+        full_name: str = "",
     ) -> None:
         self.columns = tuple(columns)
         self.subject = subject
         self._registry = registry
         self._with_registry = with_registry
-        self.text, self._message = proto_schema(self.columns, nullable)
+        self.text, self._message = proto_schema(self.columns, nullable, full_name)
         self._setters = tuple((name, _setter(t, nullable)) for name, t in self.columns)
         self._getters = tuple((name, _getter(t, nullable)) for name, t in self.columns)
         self._id: int | None = None

@@ -44,6 +44,7 @@ from headwater.engine.formats import _protobuf as protobuf
 from headwater.engine.formats import schema_registry
 from headwater.engine.values import checker, mismatch, resolve_type
 from headwater.metastore.catalog import Source
+from headwater.metastore.plan import format_configs
 from headwater.sqlparse_ext import ArrayType, MapType, PrimitiveType, SqlType, StructType
 
 Writer = Callable[[Sequence[Any]], "bytes | None"]
@@ -363,6 +364,7 @@ def _side_of(
             registry,
             with_registry=fmt == "PROTOBUF",
             nullable=nullable.upper(),
+            full_name=_full_schema_name(source, part),
         )
         return _Side(
             names,
@@ -382,6 +384,7 @@ def _side_of(
             f"{source.topic}-{part}",
             registry,
             schema_id=None if given is None else int(str(given)),
+            full_name=_full_schema_name(source, part),
         )
         return _Side(
             names,
@@ -406,6 +409,13 @@ def _side_of(
         )
         return _Side(names, checks, write, read, nulls_written=not unwrapped, register=register)
     return _Side(names, checks, *_json(columns, unwrapped=unwrapped), nulls_written=not unwrapped)
+
+
+def _full_schema_name(source: Source, part: str) -> str:
+    """The ``fullSchemaName`` of a side's format, from the WITH clause as ksqlDB derives it
+    (:func:`headwater.metastore.plan.format_configs`); '' for the format's default name."""
+    properties = {name.upper(): value for name, value in source.properties}
+    return format_configs(properties, part.upper()).get("fullSchemaName", "")
 
 
 def _json(columns: tuple[tuple[str, SqlType], ...], unwrapped: bool) -> tuple[Writer, Reader]:

@@ -320,3 +320,30 @@ def test_column_names_avro_cannot_hold_are_refused_in_ksqldbs_words(
     with pytest.raises(SerdeError, match=f"Schema is not compatible with Avro: {message}"):
         avro_schema([(name, parse_type("INTEGER")), ("B", parse_type("INTEGER"))], False)
     avro_schema([("_ok_1", parse_type("INTEGER"))], False)
+
+
+def test_the_written_schema_takes_the_sides_full_schema_name() -> None:
+    """ksqlDB names the schema it registers after ``*_SCHEMA_FULL_NAME`` (AvroSchemas): the
+    record in its namespace, nested records after their path; the value's legacy
+    ``VALUE_AVRO_SCHEMA_FULL_NAME`` too. A schema named otherwise would be a new, incompatible
+    version of the user's subject."""
+    registry = MemorySchemaRegistry()
+    serde = avro_serde(
+        "K STRING KEY",
+        "ADDR STRUCT<CITY STRING>",
+        registry=registry,
+        VALUE_SCHEMA_FULL_NAME="com.acme.Order",
+        KEY_SCHEMA_FULL_NAME="OrderKey",
+        KEY_FORMAT="AVRO",
+    )
+    data = serde.serialize_value({"ADDR": {"CITY": "Oslo"}})
+    assert data is not None
+    written = json.loads(registry.schema(struct.unpack(">bI", data[:5])[1]).text)
+    assert (written["name"], written["namespace"]) == ("Order", "com.acme")
+    nested = written["fields"][0]["type"][1]
+    assert (nested["name"], nested["namespace"]) == ("Order_ADDR", "com.acme")
+    assert serde.deserialize_value(data) == {"ADDR": {"CITY": "Oslo"}}
+    legacy = avro_serde("V INT", registry=registry, VALUE_AVRO_SCHEMA_FULL_NAME="a.b.Legacy")
+    data = legacy.serialize_value({"V": 1})
+    assert data is not None
+    assert json.loads(registry.schema(struct.unpack(">bI", data[:5])[1]).text)["name"] == "Legacy"

@@ -178,3 +178,28 @@ def test_message_index_paths_round_trip_through_the_wire_bytes() -> None:
             read.append(step)
         assert (tuple(read) or (0,)) == path  # Confluent's reader: no indexes is the first message
         assert message_class(text, index=path).DESCRIPTOR.full_name == name
+
+
+def test_the_written_schema_takes_the_sides_full_schema_name() -> None:
+    """ksqlDB's ProtobufSchemaTranslator names the message after ``*_SCHEMA_FULL_NAME``: the
+    package and the message; nested structs keep Connect's ``ConnectDefault<n>``, counted from 1;
+    a name starting ``ConnectDefault`` is ignored, as ksqlDB ignores it."""
+    registry = MemorySchemaRegistry()
+    serde = pb_serde(
+        "K STRING KEY",
+        "I INTEGER",
+        "ST STRUCT<F0 INT>",
+        registry=registry,
+        VALUE_SCHEMA_FULL_NAME="com.acme.Order",
+    )
+    data = serde.serialize_value({"I": 7, "ST": {"F0": 1}})
+    assert data is not None
+    text = registry.schema(struct.unpack(">bI", data[:5])[1]).text
+    assert "package com.acme;" in text
+    assert "message Order {" in text and "message ConnectDefault1 {" in text
+    assert serde.deserialize_value(data) == {"I": 7, "ST": {"F0": 1}}
+    default = pb_serde("V INT", registry=registry, VALUE_SCHEMA_FULL_NAME="ConnectDefault7")
+    data = default.serialize_value({"V": 1})
+    assert data is not None
+    text = registry.schema(struct.unpack(">bI", data[:5])[1]).text
+    assert "package" not in text and "message ConnectDefault1 {" in text
