@@ -78,7 +78,6 @@ from headwater.metastore.records import CommandRecord
 from headwater.sqlparse_ext import parse
 from headwater.sqlparse_ext import statements as ast
 from tests.support.node import Server, versions
-from tests.support.registry import LocalRegistry
 
 CI_EXPECTED = Path(__file__).with_name("rqtt_ci_expected.txt")
 
@@ -572,11 +571,11 @@ class Node:
         self.producer = producer(self.settings, "rqtt")
         self.back: list[tuple[str, str]] = []  # the case's renamed texts (``suffix_topics``)
         self.cases = 0
-        # ksqlDB's runner mocks a schema registry; this one speaks its HTTP API to the server too
-        self.registry = LocalRegistry()
-        self.registry_client = HttpSchemaRegistry(self.registry.url)
+        # ksqlDB's runner mocks a schema registry; here the server's own registry plays it (its
+        # topic kept across the runner's server restarts: ids are forever)
+        self.registry_topic = f"_schemas_rqtt_{uuid.uuid4().hex[:6]}"
+        self.registry_client: HttpSchemaRegistry | None = None
         self.given: set[str] = set()  # subjects whose schemas the running case gives
-        schema_registry.use(self.registry_client)
         try:
             self.start_server()
         except BaseException:
@@ -604,13 +603,40 @@ class Node:
                 "--set",
                 "ksql.query.push.v2.enabled=true",
                 "--set",
-                f"ksql.schema.registry.url={self.registry.url}",
+                f"headwater.schema.registry.topic={self.registry_topic}",
             ],
             self.log_path,
         )
         self.server.wait_healthy(120)
         self.url = self.server.url
+        self._mock_registry()
         self._warm_up()
+
+    def _mock_registry(self) -> None:
+        """The server's own registry set up as ksqlDB's runner's mock behaves: a case's schemas
+        registered under the ids the case gives them (IMPORT mode), and no compatibility check
+        between a case's schemas and what the server registers after them (NONE)."""
+        base = f"{self.url}/registry"
+        for path, body in (
+            ("/mode?force=true", {"mode": "IMPORT"}),
+            ("/config", {"compatibility": "NONE"}),
+        ):
+            answer = self.http.put(f"{base}{path}", json=body)
+            if answer.status_code != 200:
+                raise RuntimeError(f"the server's registry refused PUT {path}: {answer.text}")
+        if self.registry_client is not None:
+            self.registry_client.close()
+        self.registry_client = HttpSchemaRegistry(base)
+        schema_registry.use(self.registry_client)
+
+    def register(self, subject: str, text: str, kind: str, schema_id: int | None) -> None:
+        """Registers one of a case's schemas in the server's registry (under its id if given)."""
+        body: dict[str, Any] = {"schema": text, "schemaType": kind}
+        if schema_id is not None:
+            body["id"] = int(schema_id)
+        answer = self.http.post(f"{self.url}/registry/subjects/{subject}/versions", json=body)
+        if answer.status_code != 200:
+            raise RuntimeError(f"the server's registry refused {subject}'s schema: {answer.text}")
 
     def _warm_up(self, timeout_s: float = 180.0) -> None:
         """One persistent query until it runs, so the first case does not wait for Spark."""
@@ -812,8 +838,8 @@ class Node:
             self.stop_server()
         finally:
             self.http.close()
-            self.registry_client.close()
-            self.registry.close()
+            if self.registry_client is not None:
+                self.registry_client.close()
             self.broker.stop()
 
     def stop_server(self) -> None:
@@ -920,7 +946,7 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
     properties = case.get("properties") or {}
     topics = topics_of(case)
     node.create_topics(topics)
-    node.given = register_schemas(node.registry, case)
+    node.given = register_schemas(node, case)
     run = _Run()
     if admin:
         status, body = node.ksql("\n".join(admin), properties)
@@ -997,7 +1023,7 @@ def _run_case(node: Node, case: dict, wait_s: float) -> None:
         raise
 
 
-def register_schemas(registry: LocalRegistry, case: Mapping[str, Any]) -> set[str]:
+def register_schemas(node: Node, case: Mapping[str, Any]) -> set[str]:
     """The schemas the case gives its topics (``keySchema``/``valueSchema``), registered as
     ksqlDB's runner registers them before the statements run; their subjects."""
     subjects = set()
@@ -1009,7 +1035,7 @@ def register_schemas(registry: LocalRegistry, case: Mapping[str, Any]) -> set[st
                 continue
             kind = {"AVRO": "AVRO", "JSON_SR": "JSON"}.get(fmt, "PROTOBUF")
             text = schema if isinstance(schema, str) and kind == "PROTOBUF" else json.dumps(schema)
-            registry.register(f"{topic['name']}-{part}", text, kind, topic.get(f"{part}SchemaId"))
+            node.register(f"{topic['name']}-{part}", text, kind, topic.get(f"{part}SchemaId"))
             subjects.add(f"{topic['name']}-{part}")
     return subjects
 

@@ -14,7 +14,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from headwater.engine.formats.schema_registry import MemorySchemaRegistry
+from headwater.engine.formats.own_registry import OwnSchemaRegistry
 from headwater.engine.persistent import InputRecord
 from headwater.engine.spark.host import query_payload
 from headwater.metastore.catalog import Catalog, Query
@@ -41,12 +41,12 @@ class CaseStages:
     its schema registry (schemaful formats read it in the worker too)."""
 
     stages: dict[str, RecordedStage]
-    registry: MemorySchemaRegistry
+    registry: OwnSchemaRegistry
 
 
 class _Recording(Protocol):
     stages: dict[str, RecordedStage] | None
-    registry: MemorySchemaRegistry
+    registry: OwnSchemaRegistry
 
 
 def stage_payload(query: Query, catalog: Catalog, buffering: bool = False, buckets: int = 0) -> str:

@@ -30,6 +30,7 @@ from headwater.gateway.ksql import ksql_endpoint
 from headwater.gateway.openapi import openapi_document
 from headwater.gateway.queries import query_status_endpoint
 from headwater.gateway.query import close_query_endpoint, query_endpoint, query_stream_endpoint
+from headwater.gateway.schema_registry_api import ROUTES as REGISTRY_ROUTES
 from headwater.gateway.services import Services
 from headwater.gateway.status import command_status_endpoint, status_endpoint
 from headwater.kafka.errors import KafkaEdgeError
@@ -56,6 +57,7 @@ ROUTES = [
     Route("/openapi.json", openapi_endpoint, methods=["GET"]),
     Route("/queryStatus", query_status_endpoint, methods=["GET"]),
     *CLUSTER_ROUTES,
+    *REGISTRY_ROUTES,
 ]
 
 
@@ -195,6 +197,7 @@ def create_app(
     *,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     authentication: Authentication | None = None,
+    local_token: str | None = None,
 ) -> Starlette:
     """The HTTP API over ``services``.
 
@@ -203,6 +206,8 @@ def create_app(
         lifespan: an optional lifespan (e.g. one that stops the runner on shutdown).
         authentication: require ``Authorization: Basic`` of these users (``gateway.auth``);
             None: clients are not authenticated (``authentication.method=NONE``).
+        local_token: lets this server's own processes (Spark's) reach its schema registry
+            without a user (``gateway.auth.BasicAuthMiddleware``).
     """
     middleware = [Middleware(KsqlMediaType)]
     if authentication is not None:
@@ -216,6 +221,7 @@ def create_app(
                 settings=authentication,
                 secret=secret,
                 max_body_bytes=services.limits.max_body_bytes,
+                local_token=local_token,
             )
         )
     app = Starlette(

@@ -47,6 +47,7 @@ from headwater.cluster.agent import wall_clock_ms
 
 __all__ = [
     "ALWAYS_OPEN",
+    "LOCAL_TOKEN_HEADER",
     "Authentication",
     "BadCredentialsFile",
     "BasicAuthMiddleware",
@@ -232,6 +233,12 @@ def _error(
     return start, {"type": "http.response.body", "body": body}
 
 
+#: The header of requests from the processes a server starts (``BasicAuthMiddleware``).
+LOCAL_TOKEN_HEADER = "X-Headwater-Local-Token"
+#: The paths such requests may reach: the schema registry, which Spark's processes read and write.
+LOCAL_TOKEN_PATHS = ("/registry/",)
+
+
 class BasicAuthMiddleware:
     """Refuses requests without a listed user's ``Authorization: Basic`` (see the module doc).
 
@@ -242,6 +249,9 @@ class BasicAuthMiddleware:
             by a user), asked per request since the server learns it at start.
         max_body_bytes: the largest internal request body read to check its signature.
         clock_ms: this server's clock, for the signature's timestamp.
+        local_token: the token this server hands to the processes it starts (Spark's), which
+            they send in ``X-Headwater-Local-Token`` to reach its schema registry
+            (:data:`LOCAL_TOKEN_PATHS`) without a user; None: no such requests.
     """
 
     def __init__(
@@ -251,8 +261,10 @@ class BasicAuthMiddleware:
         secret: Callable[[], str | None] = lambda: None,
         max_body_bytes: int = 1 << 20,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        local_token: str | None = None,
     ) -> None:
         self.app = app
+        self.local_token = local_token.encode() if local_token else None
         self.settings = settings
         self.secret = secret
         self.max_body_bytes = max_body_bytes
@@ -274,6 +286,15 @@ class BasicAuthMiddleware:
                 await self.app(scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008})
+            return
+        token = headers.get(LOCAL_TOKEN_HEADER.lower().encode())
+        if (
+            token is not None
+            and self.local_token is not None
+            and scope["path"].startswith(LOCAL_TOKEN_PATHS)
+            and hmac.compare_digest(token, self.local_token)
+        ):
+            await self.app(scope, receive, send)
             return
         signature = headers.get(internal.HEADER.lower().encode())
         if authorization is None and signature is not None and self.secret() is not None:

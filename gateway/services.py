@@ -28,6 +28,8 @@ from headwater.kafka.clients import KafkaSettings
 from headwater.metastore.plan import NO_ACTIVE_LIMIT
 from headwater.metastore.runner import CommandRunner
 from headwater.metastore.submit import CommandSubmitter
+from headwater.registry.log import RegistryLog
+from headwater.registry.operations import Limits as RegistryLimits
 from headwater.sqlparse_ext.limits import ParseLimits
 
 if TYPE_CHECKING:
@@ -111,6 +113,9 @@ class Services:
         plans: the pull-plan cache (``gateway.plan_cache``).
         forwarding: the peers' HTTP client and the routing inputs (``gateway.forwarding``).
         push: the push queries and PRINTs this server runs (``gateway.push_registry``).
+        schema_registry: the schema registry this server serves under ``/registry``
+            (``gateway.schema_registry_api``); None: it serves none.
+        schema_registry_limits: what one client may make that registry hold.
     """
 
     settings: KafkaSettings
@@ -135,6 +140,8 @@ class Services:
     scans: Admission = field(default_factory=lambda: Admission(2, 256, "table scans"))
     plans: PlanCache = field(kw_only=True)
     push: PushQueries = field(default_factory=PushQueries)
+    schema_registry: RegistryLog | None = None
+    schema_registry_limits: RegistryLimits = field(default_factory=RegistryLimits)
 
 
 def services_of(request: Request) -> Services:

@@ -48,6 +48,8 @@ from headwater.metastore.runner import CommandRunner
 from headwater.metastore.snapshots import SnapshotStore
 from headwater.metastore.submit import CommandSubmitter, SubmitSettings
 from headwater.metastore.topic_retirement import retiring
+from headwater.registry.log import RegistryLog
+from headwater.registry.operations import Limits as RegistryLimits
 from headwater.store.lmdb import LmdbEngine
 from headwater.store.local import LocalStores
 from headwater.store.memory import MemoryEngine
@@ -55,6 +57,7 @@ from headwater.store.memory import MemoryEngine
 log = logging.getLogger(__name__)
 
 _LIMITS, _PULL = Limits(), PullSettings()  # the defaults (frozen values)
+_REGISTRY_LIMITS = RegistryLimits()
 
 
 class CatalogNotReady(KafkaEdgeError):
@@ -84,6 +87,8 @@ def open_services(
     cluster: ClusterSettings | None = None,
     engine: EngineSettings | None = None,
     registry: SchemaRegistry | None = None,
+    schema_registry: RegistryLog | None = None,
+    schema_registry_limits: RegistryLimits = _REGISTRY_LIMITS,
     properties: Mapping[str, str] | None = None,
     defaults: Mapping[str, str] | None = None,
     no_spark: str | None = None,
@@ -109,6 +114,8 @@ def open_services(
         engine: run persistent queries on Spark with these settings (a child process, started
             with the first query); None: this server runs no persistent queries.
         registry: the schema registry of the AVRO and JSON_SR formats (None: they are refused).
+        schema_registry: the registry this server serves under /registry (None: none), with
+            ``schema_registry_limits``.
         properties: the server's settings as text (SHOW PROPERTIES), and ``defaults`` theirs.
         no_spark: why this server cannot run Spark (then ``engine`` is None), or None.
 
@@ -193,6 +200,8 @@ def open_services(
             forwarding=forwarding,
             scans=Admission(limits.scan_max_concurrent, limits.pull_queue_size, "table scans"),
             plans=PlanCache(),
+            schema_registry=schema_registry,
+            schema_registry_limits=schema_registry_limits,
         )
 
 

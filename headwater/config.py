@@ -445,8 +445,41 @@ SETTINGS: tuple[Setting, ...] = (
         "ksql.schema.registry.url",
         "schema_registry_url",
         _optional_text,
-        "The schema registry of the AVRO and JSON_SR formats (Confluent's REST API); unset: "
-        "those formats are refused.",
+        "The schema registry of the AVRO, PROTOBUF and JSON_SR formats (Confluent's REST "
+        "API); unset: this server's own (served under /registry), unless "
+        "headwater.schema.registry.enabled is false (then those formats are refused).",
+    ),
+    Setting(
+        "headwater.schema.registry.enabled",
+        "schema_registry_enabled",
+        _bool,
+        "Serve Confluent's schema registry API under /registry, its schemas kept in the "
+        "headwater.schema.registry.topic topic.",
+    ),
+    Setting(
+        "headwater.schema.registry.topic",
+        "schema_registry_topic",
+        _optional_text,
+        "The compacted topic of this service's schema registry (Confluent's name: _schemas, so "
+        "one registry's topic can be read by the other).",
+    ),
+    Setting(
+        "headwater.schema.registry.max.schema.bytes",
+        "schema_registry_max_schema_bytes",
+        _int(1),
+        "The largest schema text the registry takes (larger ones: 422).",
+    ),
+    Setting(
+        "headwater.schema.registry.max.versions.per.subject",
+        "schema_registry_max_versions",
+        _int(1),
+        "The most versions a subject may have (soft-deleted ones included).",
+    ),
+    Setting(
+        "headwater.schema.registry.max.schemas",
+        "schema_registry_max_schemas",
+        _int(1),
+        "The most distinct schemas (ids) the registry holds.",
     ),
     Setting(
         "ksql.query.push.v2.enabled",
@@ -559,6 +592,11 @@ class ServerConfig:
     default_key_format: str = "KAFKA"
     default_value_format: str | None = None
     schema_registry_url: str | None = None
+    schema_registry_enabled: bool = True
+    schema_registry_topic: str | None = "_schemas"
+    schema_registry_max_schema_bytes: int = 1_000_000
+    schema_registry_max_versions: int = 1_000
+    schema_registry_max_schemas: int = 100_000
 
     @property
     def host(self) -> str:

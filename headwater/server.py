@@ -14,12 +14,13 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import shutil
 import ssl
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -29,6 +30,7 @@ from headwater.cluster.settings import ClusterSettings
 from headwater.cluster.tls import PeerTls, client_context
 from headwater.config import ConfigError, ServerConfig, as_text, defaults, heartbeat_settings
 from headwater.engine.formats import schema_registry
+from headwater.engine.formats.own_registry import OwnSchemaRegistry
 from headwater.engine.formats.schema_registry import SchemaRegistry
 from headwater.engine.functions.extensions import load_folder
 from headwater.engine.functions.user_index import set_call_limit
@@ -36,12 +38,16 @@ from headwater.engine.spark.java import java_problem
 from headwater.engine.spark.settings import EngineSettings
 from headwater.gateway.app import create_app
 from headwater.gateway.auth import Authentication, BadCredentialsFile, load_credentials
+from headwater.gateway.schema_registry_api import PREFIX as REGISTRY_PREFIX
 from headwater.gateway.services import Limits, PullSettings, Services
 from headwater.gateway.startup import open_services
 from headwater.http_server import check_port, serve_app, settings_from_env
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import KafkaSettings
 from headwater.localnode import NODE_FILE
+from headwater.registry.log import DEFAULT_TOPIC as DEFAULT_REGISTRY_TOPIC
+from headwater.registry.log import RegistryLog
+from headwater.registry.operations import Limits as RegistryLimits
 from headwater.sqlparse_ext.limits import ParseLimits
 
 log = logging.getLogger(__name__)
@@ -224,7 +230,12 @@ def _load_extensions(config: ServerConfig, state_dir: Path) -> None:
         )
 
 
-def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -> EngineSettings:
+def engine_settings_of(
+    config: ServerConfig,
+    state_dir: Path,
+    service_id: str,
+    registry_env: Mapping[str, str] | None = None,
+) -> EngineSettings:
     """How the server runs persistent queries (checkpoints and Spark's log under the state dir)."""
     root = Path(config.checkpoint_root) if config.checkpoint_root else state_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
@@ -240,20 +251,65 @@ def engine_settings_of(config: ServerConfig, state_dir: Path, service_id: str) -
         max_queries=config.persistent_active_limit,
         processing_log_topic=f"{service_id}ksql_processing_log",
         # Executors elsewhere (a standalone master) find the schema registry as local ones do.
-        extra=((f"spark.executorEnv.{schema_registry.URL_ENV}", config.schema_registry_url),)
-        if config.schema_registry_url
-        else (),
+        extra=tuple(
+            (f"spark.executorEnv.{name}", value)
+            for name, value in (
+                registry_env
+                if registry_env is not None
+                else {schema_registry.URL_ENV: config.schema_registry_url or ""}
+            ).items()
+            if value
+        ),
     )
 
 
-def _schema_registry(config: ServerConfig) -> SchemaRegistry | None:
-    """The registry of ``ksql.schema.registry.url``, made this process's and handed to the
-    processes it starts (Spark's) through the environment."""
-    registry = schema_registry.from_url(config.schema_registry_url)
-    schema_registry.use(registry)
-    if config.schema_registry_url:
-        os.environ[schema_registry.URL_ENV] = config.schema_registry_url
-    return registry
+@dataclass(frozen=True, slots=True)
+class _Registry:
+    """The schema registry a server uses, serves (``log``), and hands to its Spark processes
+    through the environment (``env``)."""
+
+    client: SchemaRegistry | None = None
+    log: RegistryLog | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def _schema_registry(config: ServerConfig, settings: KafkaSettings, stack: ExitStack) -> _Registry:
+    """The registry of ``ksql.schema.registry.url``; unset, this server's own (served under
+    /registry, kept in its topic) unless ``headwater.schema.registry.enabled`` is false. Made this
+    process's registry, and handed to the processes it starts (Spark's) through the environment:
+    they reach the server's own over HTTP with a token that stands for a user."""
+    env: dict[str, str] = {}
+    if config.schema_registry_url or not config.schema_registry_enabled:
+        client = schema_registry.from_url(config.schema_registry_url)
+        if config.schema_registry_url:
+            env[schema_registry.URL_ENV] = config.schema_registry_url
+        found = _Registry(client, None, env)
+    else:
+        log_ = RegistryLog(settings, config.schema_registry_topic or DEFAULT_REGISTRY_TOPIC)
+        log_.start()
+        stack.callback(log_.stop)
+        if not log_.wait_until_current(30.0):
+            log.warning("the schema registry's topic was not read to its end within 30 s")
+        host = config.host if config.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        env[schema_registry.URL_ENV] = f"{config.scheme}://{host}:{config.port}{REGISTRY_PREFIX}"
+        env[schema_registry.TOKEN_ENV] = secrets.token_hex(16)
+        if config.tls_ca_file:
+            env[schema_registry.CA_ENV] = config.tls_ca_file
+        found = _Registry(OwnSchemaRegistry(log_, registry_limits_of(config)), log_, env)
+    schema_registry.use(found.client)
+    for name in (schema_registry.URL_ENV, schema_registry.TOKEN_ENV, schema_registry.CA_ENV):
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    return found
+
+
+def registry_limits_of(config: ServerConfig) -> RegistryLimits:
+    """What one client may make the server's own schema registry hold."""
+    return RegistryLimits(
+        max_schema_bytes=config.schema_registry_max_schema_bytes,
+        max_versions_per_subject=config.schema_registry_max_versions,
+        max_schemas=config.schema_registry_max_schemas,
+    )
 
 
 def _end_push_queries(app: Starlette) -> None:
@@ -325,6 +381,7 @@ def serve(
             bootstrap = broker.bootstrap_servers
             embedded = broker.describe()
         assert bootstrap is not None
+        registry = _schema_registry(config, settings, stack)
         services = stack.enter_context(
             open_services(
                 settings,
@@ -336,10 +393,14 @@ def serve(
                 pull=pull_settings_of(config),
                 advertised=config.advertised,
                 cluster=cluster_settings_of(config),
-                engine=engine_settings_of(config, state_dir or scratch, config.service_id)
+                engine=engine_settings_of(
+                    config, state_dir or scratch, config.service_id, registry.env
+                )
                 if config.persistent_queries_enabled and no_spark is None
                 else None,
-                registry=_schema_registry(config),
+                registry=registry.client,
+                schema_registry=registry.log,
+                schema_registry_limits=registry_limits_of(config),
                 properties=as_text(config),
                 defaults=defaults(),
                 no_spark=no_spark,
@@ -356,5 +417,9 @@ def serve(
             on_ready(node)
         if state_dir is not None:
             stack.enter_context(_announced(state_dir / NODE_FILE, node, config.service_id))
-        app = create_app(services, authentication=authentication)
+        app = create_app(
+            services,
+            authentication=authentication,
+            local_token=registry.env.get(schema_registry.TOKEN_ENV),
+        )
         serve_app(app, http, on_stopping=lambda: _end_push_queries(app))

@@ -34,6 +34,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
     "kafka": {"pyspark", "starlette", "uvicorn", "prompt_toolkit", "sqlglot"},
     "shell": {"confluent_kafka", "pyspark", "starlette", "uvicorn"},
     "dbapi": {"confluent_kafka", "pyspark", "starlette", "uvicorn", "prompt_toolkit"},
+    "registry": {"pyspark", "starlette", "uvicorn", "prompt_toolkit", "sqlglot"},
 }
 SPARK_HOME = "engine/spark"
 

@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 import fastavro
+import fastavro.validation
 
 from headwater.engine.errors import SerdeError, record_failure
 from headwater.engine.formats.schema_registry import RegisteredSchema, SchemaRegistry
@@ -33,9 +34,11 @@ from headwater.sqlparse_ext import (
     ArrayType,
     DecimalType,
     MapType,
+    ParseError,
     PrimitiveType,
     SqlType,
     StructType,
+    parse_type,
 )
 from headwater.sqlparse_ext.sqltypes import format_double
 
@@ -307,7 +310,7 @@ def conformed(schema: Any, value: Any, named: dict[str, Any]) -> Any:
         if value is None:
             return None
         records = (
-            [b for b in schema if isinstance(named.get(b, b), dict)]
+            [b for b in schema if isinstance(named.get(b, b) if isinstance(b, str) else b, dict)]
             if isinstance(value, dict)
             else []
         )
@@ -364,6 +367,8 @@ class AvroSide:
         self._given_id = schema_id
         self._given: Any = None
         self._id: int | None = None
+        #: the records are written with the subject's newest schema (see ``register``)
+        self._latest = False
         self._writers: dict[int, Any] = {}
         if unwrapped:
             self._read_one = reader(self.columns[0][1])
@@ -379,11 +384,32 @@ class AvroSide:
         return self._registry
 
     def register(self) -> None:
-        """Registers the side's schema (once), unless it writes with one the statement names."""
-        if self._id is None and self._given_id is None:
-            self._id = self._registry_or_fail().register(
-                self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
-            )
+        """Registers the side's schema (once), unless it writes with one the statement names or
+        with the subject's newest schema: when that schema holds exactly the side's columns (a
+        source whose columns were taken from it), records are written with it, as the topic's
+        producers write them, and no version of the user's subject is added (one that named its
+        record otherwise would be refused as incompatible, or would change the subject)."""
+        if self._id is not None or self._given_id is not None:
+            return
+        registry = self._registry_or_fail()
+        latest = registry.latest(self.subject)
+        if not self.unwrapped and latest is not None and self._holds_the_columns(latest[1]):
+            self._given_id, self._latest = latest[0], True
+            return
+        self._id = registry.register(
+            self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
+        )
+
+    def _holds_the_columns(self, schema: RegisteredSchema) -> bool:
+        """Whether ``schema``'s inferred columns are the side's, by name and type."""
+        if schema.kind != "AVRO":
+            return False
+        try:
+            found = inferred_columns(schema.text, self.columns[0][0])
+            wanted = tuple((name.upper(), str(sql_type)) for name, sql_type in self.columns)
+            return tuple((n, str(parse_type(t))) for n, t in found) == wanted
+        except (SerdeError, ParseError):
+            return False
 
     def write(self, values: Sequence[Any]) -> bytes | None:
         datum: Any = (
@@ -391,8 +417,22 @@ class AvroSide:
             if self.unwrapped
             else {name: value for (name, _), value in zip(self.columns, values)}
         )
+        self.register()
+        if self._latest and self._given_id is not None:
+            try:
+                return self._write(datum)
+            except SerdeError:
+                # the subject's schema cannot hold this row (a NULL in a required field, say):
+                # from now on the side's own schema, registered as ksqlDB registers it
+                self._given_id, self._given, self._id, self._latest = None, None, None, False
+                self._id = self._registry_or_fail().register(
+                    self.subject, RegisteredSchema("AVRO", json.dumps(self.schema))
+                )
+        return self._write(datum)
+
+    def _write(self, datum: Any) -> bytes:
         parsed = self._parsed
-        if self._given_id is not None:  # written with the schema the statement names
+        if self._given_id is not None:  # written with the schema the statement (or subject) names
             if self._given is None:
                 registered = self._registry_or_fail().schema(self._given_id)
                 if registered.kind != "AVRO":
@@ -402,8 +442,10 @@ class AvroSide:
                 self._id = self._given_id
             raw, parsed = self._given
             datum = conformed(raw, datum, {})
-        else:
-            self.register()
+            # fastavro writes what it is given (None as false in a boolean): a row is checked
+            # against a schema it was not made for
+            if self._latest and not fastavro.validation.validate(datum, parsed, raise_errors=False):
+                raise SerdeError(f"the row does not fit schema {self._given_id}")
         assert self._id is not None
         buffer = io.BytesIO()
         buffer.write(_HEADER.pack(0, self._id))

@@ -34,6 +34,11 @@ URL_CONFIG = "ksql.schema.registry.url"
 #: The registry's URL in the environment of the processes a server starts (its Spark child and
 #: Spark's Python workers), which find their registry there.
 URL_ENV = "HEADWATER_SCHEMA_REGISTRY_URL"
+#: A token the registry's server takes instead of a user (a server hands it to the processes it
+#: starts, for its own registry), sent in ``X-Headwater-Local-Token``.
+TOKEN_ENV = "HEADWATER_SCHEMA_REGISTRY_TOKEN"
+#: The CA file that verifies the registry's certificate (a server's own registry over HTTPS).
+CA_ENV = "HEADWATER_SCHEMA_REGISTRY_CA"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +135,24 @@ class MemorySchemaRegistry:
 class HttpSchemaRegistry:
     """A client of Confluent Schema Registry's REST API at ``url``."""
 
-    def __init__(self, url: str, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout_s: float = 10.0,
+        token: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
         import httpx
 
         self.url = url.rstrip("/")
+        headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+        if token:
+            headers["X-Headwater-Local-Token"] = token
         self._client = httpx.Client(
             base_url=self.url,
             timeout=timeout_s,
-            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+            headers=headers,
+            verify=ca_file if ca_file else True,
         )
         self._lock = threading.Lock()
         self._by_id: dict[int, RegisteredSchema] = {}
@@ -244,4 +259,8 @@ def from_url(url: str | None) -> SchemaRegistry | None:
         return None
     if url.startswith("mock://"):
         return MemorySchemaRegistry()
-    return HttpSchemaRegistry(url.split(",")[0].strip())
+    return HttpSchemaRegistry(
+        url.split(",")[0].strip(),
+        token=os.environ.get(TOKEN_ENV) or None,
+        ca_file=os.environ.get(CA_ENV) or None,
+    )

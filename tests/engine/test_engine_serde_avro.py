@@ -347,3 +347,28 @@ def test_the_written_schema_takes_the_sides_full_schema_name() -> None:
     data = legacy.serialize_value({"V": 1})
     assert data is not None
     assert json.loads(registry.schema(struct.unpack(">bI", data[:5])[1]).text)["name"] == "Legacy"
+
+
+def test_a_source_whose_columns_are_the_subjects_writes_with_the_subjects_schema() -> None:
+    """A stream whose columns were taken from the subject's newest schema writes its records with
+    that schema (as the topic's producers do) instead of registering ksqlDB's record under the
+    user's subject, which a BACKWARD registry would refuse (the record's name differs); a row that
+    schema cannot hold (NULL in a required field) falls back to the side's own schema."""
+    registry = MemorySchemaRegistry()
+    users = {
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [{"name": "ID", "type": "int"}, {"name": "ITEM", "type": "string"}],
+    }
+    given = registry.register("orders-value", RegisteredSchema("AVRO", json.dumps(users)))
+    serde = avro_serde(
+        "K STRING KEY", "ID INTEGER", "ITEM STRING", registry=registry, key_format="KAFKA"
+    )
+    data = serde.serialize_value({"ID": 1, "ITEM": "tea"})
+    assert data is not None and struct.unpack(">bI", data[:5])[1] == given
+    assert registry.subjects() == ["orders-value"]
+    assert serde.deserialize_value(data) == {"ID": 1, "ITEM": "tea"}
+    data = serde.serialize_value({"ID": None, "ITEM": "tea"})
+    assert data is not None and struct.unpack(">bI", data[:5])[1] != given
+    assert serde.deserialize_value(data) == {"ID": None, "ITEM": "tea"}

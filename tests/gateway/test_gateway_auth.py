@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from headwater.cluster import auth as internal
 from headwater.gateway.auth import (
+    LOCAL_TOKEN_HEADER,
     Authentication,
     BadCredentialsFile,
     BasicAuthMiddleware,
@@ -106,7 +107,10 @@ async def echo(request: Request) -> Response:
 @pytest.fixture
 def client() -> Iterator[TestClient]:
     app = Starlette(
-        routes=[Route(p, echo, methods=["GET", "POST"]) for p in ("/info", "/healthcheck", "/lag")],
+        routes=[
+            Route(p, echo, methods=["GET", "POST"])
+            for p in ("/info", "/healthcheck", "/lag", "/registry/subjects")
+        ],
         middleware=[
             Middleware(
                 BasicAuthMiddleware,
@@ -114,11 +118,26 @@ def client() -> Iterator[TestClient]:
                 secret=lambda: SECRET,
                 clock_ms=lambda: NOW_MS,
                 max_body_bytes=1000,
+                local_token="t0ken",
             )
         ],
     )
     with TestClient(app) as test_client:
         yield test_client
+
+
+def test_the_servers_own_processes_reach_its_registry_with_its_token_and_nothing_else(
+    client: TestClient,
+) -> None:
+    """Spark's processes read and write the server's schema registry with the token the server
+    gave them; the token opens nothing else, and a wrong one nothing at all."""
+    token = {LOCAL_TOKEN_HEADER: "t0ken"}
+    assert client.get("/registry/subjects", headers=token).status_code == 200
+    assert client.get("/registry/subjects").status_code == 401
+    assert (
+        client.get("/registry/subjects", headers={LOCAL_TOKEN_HEADER: "t0kem"}).status_code == 401
+    )
+    assert client.get("/info", headers=token).status_code == 401
 
 
 def test_requests_without_credentials_get_ksqldb_401(client: TestClient) -> None:

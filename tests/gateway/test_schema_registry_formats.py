@@ -119,6 +119,7 @@ def test_avro_and_json_sr_tables_through_a_registry(  # type: ignore[no-untyped-
 def test_registry_formats_need_a_registry(  # type: ignore[no-untyped-def]
     memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
+    """Without its own registry (turned off) and without another one, a server refuses them."""
     suffix = uuid.uuid4().hex[:6]
     server = server_factory(
         "-b",
@@ -127,6 +128,8 @@ def test_registry_formats_need_a_registry(  # type: ignore[no-untyped-def]
         str(tmp_path / "node"),
         "--service-id",
         f"nosr_{suffix}",
+        "--set",
+        "headwater.schema.registry.enabled=false",
     )
     refused = server.ksql(
         f"CREATE STREAM s (ID INT) WITH (kafka_topic='s_{suffix}', partitions=1, "

@@ -1,0 +1,441 @@
+"""Confluent Schema Registry's REST API (v1), served under ``/registry`` by every server. Does I/O
+(through ``registry.log``: writes go to the registry's topic, reads come from this server's fold).
+
+Clients take ``http://<server>/registry`` as their registry's URL (confluent-kafka's
+``SchemaRegistryClient``, Confluent's Java serdes, curl): they join their paths to it. The routes,
+bodies, media type (``application/vnd.schemaregistry.v1+json``), HTTP statuses and error codes are
+Confluent's (``registry.errors``). Behind the server's authentication like every other route.
+
+Writes block on Kafka, so they run in a worker thread; reads answer from the fold at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from headwater.gateway.services import services_of
+from headwater.registry import operations as ops
+from headwater.registry.compatibility import KINDS
+from headwater.registry.errors import (
+    InvalidRequest,
+    InvalidSchema,
+    RegistryError,
+    SchemaNotFound,
+    SchemaTooLarge,
+    SubjectLevelNotConfigured,
+    SubjectNotFound,
+)
+from headwater.registry.log import RegistryLog
+from headwater.registry.records import SchemaValue, UnreadableRecord, references_of
+from headwater.registry.state import RegistryState
+
+MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
+#: The path prefix clients use as their registry's URL.
+PREFIX = "/registry"
+
+
+def _answer(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type=MEDIA_TYPE)
+
+
+def _error(exc: RegistryError) -> Response:
+    return _answer({"error_code": exc.code, "message": exc.message}, exc.status)
+
+
+Handler = Callable[[Request, RegistryLog], Awaitable[Any]]
+
+
+def _route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        registry: RegistryLog | None = services_of(request).schema_registry
+        if registry is None:
+            return _answer(
+                {
+                    "error_code": 40401,
+                    "message": "This server serves no schema registry: "
+                    "'ksql.schema.registry.url' names another one, or "
+                    "'headwater.schema.registry.enabled' is false",
+                },
+                404,
+            )
+        try:
+            answer = await handler(request, registry)
+        except RegistryError as exc:
+            return _error(exc)
+        if isinstance(answer, Response):
+            return answer
+        return _answer(answer)
+
+    return endpoint
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").strip().lower() == "true"
+
+
+async def _body(request: Request) -> Mapping[str, Any]:
+    """The request's JSON object, read within the server's body timeout and at most twice the
+    largest schema the registry takes (JSON escaping) plus room for the rest."""
+    services = services_of(request)
+    limit = 2 * services.schema_registry_limits.max_schema_bytes + 65_536
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(services.limits.body_read_timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise SchemaTooLarge(
+                        "Register operation failed because schema is too large: the request "
+                        f"body is larger than {limit} bytes"
+                    )
+                chunks.append(chunk)
+    except TimeoutError:
+        raise InvalidRequest(
+            f"The request body did not arrive within {services.limits.body_read_timeout_s:g} s"
+        ) from None
+    raw = b"".join(chunks)
+    try:
+        parsed = orjson.loads(raw) if raw.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(f"The request body is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise InvalidRequest("The request body must be a JSON object")
+    return parsed
+
+
+def _registration(request: Request, subject: str, body: Mapping[str, Any]) -> ops.Registration:
+    text = body.get("schema")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidSchema("Invalid schema: the request has no schema (a string in 'schema')")
+    kind = str(body.get("schemaType") or "AVRO").upper()
+    if kind not in KINDS:
+        raise InvalidSchema(f"Invalid schema type {kind}: one of {', '.join(KINDS)} expected")
+    try:
+        references = references_of(body.get("references"))
+    except UnreadableRecord as exc:
+        raise InvalidSchema(f"Invalid schema: {exc}") from None
+    schema_id = body.get("id")
+    version = body.get("version")
+    return ops.Registration(
+        subject=subject,
+        kind=kind,
+        text=text,
+        references=references,
+        metadata=body.get("metadata"),
+        rule_set=body.get("ruleSet"),
+        schema_id=schema_id if isinstance(schema_id, int) and schema_id > 0 else None,
+        version=version if isinstance(version, int) and version > 0 else None,
+        normalize=_flag(request, "normalize"),
+    )
+
+
+def _version_json(value: SchemaValue) -> dict[str, Any]:
+    out: dict[str, Any] = {"subject": value.subject, "version": value.version, "id": value.id}
+    out.update(_schema_json(value))
+    return out
+
+
+def _schema_json(value: SchemaValue) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if value.kind != "AVRO":
+        out["schemaType"] = value.kind
+    if value.references:
+        out["references"] = [r.to_json() for r in value.references]
+    if value.metadata is not None:
+        out["metadata"] = value.metadata
+    if value.rule_set is not None:
+        out["ruleSet"] = value.rule_set
+    out["schema"] = value.text
+    return out
+
+
+def _schema_id(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise SchemaNotFound(raw) from None
+
+
+def _settings_of(request: Request) -> ops.Limits:
+    limits: ops.Limits = services_of(request).schema_registry_limits
+    return limits
+
+
+# -- root, types ---------------------------------------------------------------------------------
+
+
+async def root(request: Request, registry: RegistryLog) -> Any:
+    return {}
+
+
+async def schema_types(request: Request, registry: RegistryLog) -> Any:
+    return sorted(KINDS)
+
+
+async def contexts(request: Request, registry: RegistryLog) -> Any:
+    return ["."]
+
+
+# -- subjects ------------------------------------------------------------------------------------
+
+
+async def list_subjects(request: Request, registry: RegistryLog) -> Any:
+    prefix = request.query_params.get("subjectPrefix", "")
+    deleted = _flag(request, "deleted")
+    names = registry.read(lambda s: s.subject_names(deleted))
+    return [n for n in names if n.startswith(prefix)]
+
+
+async def list_versions(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params["subject"]
+    deleted = _flag(request, "deleted")
+    found = registry.read(lambda s: s.versions(subject, deleted))
+    if not found:
+        raise SubjectNotFound(subject)
+    return [v.version for v in found]
+
+
+async def register(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params["subject"]
+    wanted = _registration(request, subject, await _body(request))
+    limits = _settings_of(request)
+    value: SchemaValue = await run_in_threadpool(
+        registry.write, lambda state: ops.register(state, wanted, limits)
+    )
+    return {"id": value.id, "version": value.version, **_schema_json(value)}
+
+
+async def get_version(request: Request, registry: RegistryLog) -> Any:
+    subject, spec = request.path_params["subject"], request.path_params["version"]
+    deleted = _flag(request, "deleted")
+    value = registry.read(lambda s: ops.resolve_version(s, subject, spec, deleted))
+    return _version_json(value)
+
+
+async def get_version_schema(request: Request, registry: RegistryLog) -> Any:
+    subject, spec = request.path_params["subject"], request.path_params["version"]
+    deleted = _flag(request, "deleted")
+    value = registry.read(lambda s: ops.resolve_version(s, subject, spec, deleted))
+    return Response(value.text, media_type=MEDIA_TYPE)
+
+
+async def referenced_by(request: Request, registry: RegistryLog) -> Any:
+    subject, spec = request.path_params["subject"], request.path_params["version"]
+
+    def read(state: RegistryState) -> list[int]:
+        value = ops.resolve_version(state, subject, spec)
+        return state.referenced_by(subject, value.version)
+
+    found: list[int] = registry.read(read)
+    return found
+
+
+async def delete_version(request: Request, registry: RegistryLog) -> Any:
+    subject, spec = request.path_params["subject"], request.path_params["version"]
+    permanent = _flag(request, "permanent")
+    return await run_in_threadpool(
+        registry.write, lambda state: ops.delete_version(state, subject, spec, permanent)
+    )
+
+
+async def lookup(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params["subject"]
+    wanted = _registration(request, subject, await _body(request))
+    deleted = _flag(request, "deleted")
+
+    value = registry.read(lambda state: ops.lookup(state, wanted, deleted))
+    return _version_json(value)
+
+
+async def delete_subject(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params["subject"]
+    permanent = _flag(request, "permanent")
+    return await run_in_threadpool(
+        registry.write, lambda state: ops.delete_subject(state, subject, permanent)
+    )
+
+
+# -- schemas by id -------------------------------------------------------------------------------
+
+
+async def schema_by_id(request: Request, registry: RegistryLog) -> Any:
+    schema_id = _schema_id(request.path_params["id"])
+    value = registry.read(lambda s: ops.schema_by_id(s, schema_id))
+    return _schema_json(value)
+
+
+async def schema_text_by_id(request: Request, registry: RegistryLog) -> Any:
+    schema_id = _schema_id(request.path_params["id"])
+    value = registry.read(lambda s: ops.schema_by_id(s, schema_id))
+    return Response(value.text, media_type=MEDIA_TYPE)
+
+
+async def subjects_of_id(request: Request, registry: RegistryLog) -> Any:
+    schema_id = _schema_id(request.path_params["id"])
+    deleted = _flag(request, "deleted")
+
+    def read(state: RegistryState) -> list[str]:
+        ops.schema_by_id(state, schema_id)
+        return sorted({v.subject for v in state.uses_of(schema_id, deleted)})
+
+    return registry.read(read)
+
+
+async def versions_of_id(request: Request, registry: RegistryLog) -> Any:
+    schema_id = _schema_id(request.path_params["id"])
+    deleted = _flag(request, "deleted")
+
+    def read(state: RegistryState) -> list[dict[str, Any]]:
+        ops.schema_by_id(state, schema_id)
+        return [
+            {"subject": v.subject, "version": v.version} for v in state.uses_of(schema_id, deleted)
+        ]
+
+    return registry.read(read)
+
+
+async def list_schemas(request: Request, registry: RegistryLog) -> Any:
+    prefix = request.query_params.get("subjectPrefix", "")
+    deleted = _flag(request, "deleted")
+    latest_only = _flag(request, "latestOnly")
+
+    def read(state: RegistryState) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for name in state.subject_names(deleted):
+            if not name.startswith(prefix):
+                continue
+            versions = state.versions(name, deleted)
+            found.extend(_version_json(v) for v in (versions[-1:] if latest_only else versions))
+        return found
+
+    return registry.read(read)
+
+
+# -- config and mode -----------------------------------------------------------------------------
+
+
+async def get_config(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params.get("subject")
+    default_to_global = _flag(request, "defaultToGlobal")
+
+    def read(state: RegistryState) -> dict[str, Any]:
+        config = state.config(subject)
+        if config is None and subject is not None and not default_to_global:
+            raise SubjectLevelNotConfigured(subject)
+        return {"compatibilityLevel": ops.level_of(state, subject)} | {
+            k: v for k, v in (config or {}).items() if k != "compatibilityLevel"
+        }
+
+    return registry.read(read)
+
+
+async def put_config(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params.get("subject")
+    body = await _body(request)
+    return await run_in_threadpool(
+        registry.write, lambda state: ops.set_config(state, subject, body)
+    )
+
+
+async def delete_config(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params.get("subject")
+    if subject is not None and registry.read(lambda s: s.config(subject)) is None:
+        raise SubjectNotFound(subject)
+    return await run_in_threadpool(registry.write, lambda state: ops.delete_config(state, subject))
+
+
+async def get_mode(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params.get("subject")
+    default_to_global = _flag(request, "defaultToGlobal")
+
+    def read(state: RegistryState) -> dict[str, Any]:
+        if subject is not None and state.mode(subject) is None and not default_to_global:
+            raise SubjectLevelNotConfigured(subject, "mode")
+        return {"mode": ops.mode_of(state, subject)}
+
+    return registry.read(read)
+
+
+async def put_mode(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params.get("subject")
+    body = await _body(request)
+    force = _flag(request, "force")
+    return await run_in_threadpool(
+        registry.write, lambda state: ops.set_mode(state, subject, body.get("mode"), force)
+    )
+
+
+async def delete_mode(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params["subject"]
+    return await run_in_threadpool(registry.write, lambda state: ops.delete_mode(state, subject))
+
+
+# -- compatibility -------------------------------------------------------------------------------
+
+
+async def check_compatibility(request: Request, registry: RegistryLog) -> Any:
+    subject = request.path_params["subject"]
+    spec = request.path_params.get("version", "")
+    wanted = _registration(request, subject, await _body(request))
+    found = registry.read(lambda s: ops.check(s, subject, spec, wanted))
+    answer: dict[str, Any] = {"is_compatible": not found}
+    if _flag(request, "verbose"):
+        answer["messages"] = found
+    return answer
+
+
+def _r(path: str, handler: Handler, *methods: str) -> Route:
+    return Route(path, _route(handler), methods=list(methods))
+
+
+ROUTES: list[BaseRoute] = [
+    Mount(
+        PREFIX,
+        routes=[
+            _r("/", root, "GET"),
+            _r("/contexts", contexts, "GET"),
+            _r("/schemas/types", schema_types, "GET"),
+            _r("/schemas", list_schemas, "GET"),
+            _r("/schemas/ids/{id}", schema_by_id, "GET"),
+            _r("/schemas/ids/{id}/schema", schema_text_by_id, "GET"),
+            _r("/schemas/ids/{id}/subjects", subjects_of_id, "GET"),
+            _r("/schemas/ids/{id}/versions", versions_of_id, "GET"),
+            _r("/subjects", list_subjects, "GET"),
+            _r("/subjects/{subject}", lookup, "POST"),
+            _r("/subjects/{subject}", delete_subject, "DELETE"),
+            _r("/subjects/{subject}/versions", list_versions, "GET"),
+            _r("/subjects/{subject}/versions", register, "POST"),
+            _r("/subjects/{subject}/versions/{version}", get_version, "GET"),
+            _r("/subjects/{subject}/versions/{version}", delete_version, "DELETE"),
+            _r("/subjects/{subject}/versions/{version}/schema", get_version_schema, "GET"),
+            _r("/subjects/{subject}/versions/{version}/referencedby", referenced_by, "GET"),
+            _r("/config", get_config, "GET"),
+            _r("/config", put_config, "PUT"),
+            _r("/config", delete_config, "DELETE"),
+            _r("/config/{subject}", get_config, "GET"),
+            _r("/config/{subject}", put_config, "PUT"),
+            _r("/config/{subject}", delete_config, "DELETE"),
+            _r("/mode", get_mode, "GET"),
+            _r("/mode", put_mode, "PUT"),
+            _r("/mode/{subject}", get_mode, "GET"),
+            _r("/mode/{subject}", put_mode, "PUT"),
+            _r("/mode/{subject}", delete_mode, "DELETE"),
+            _r("/compatibility/subjects/{subject}/versions", check_compatibility, "POST"),
+            _r(
+                "/compatibility/subjects/{subject}/versions/{version}",
+                check_compatibility,
+                "POST",
+            ),
+        ],
+    )
+]
+"""The registry's routes, under :data:`PREFIX`."""
