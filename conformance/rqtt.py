@@ -629,11 +629,32 @@ class Node:
         self.registry_client = HttpSchemaRegistry(base)
         schema_registry.use(self.registry_client)
 
-    def register(self, subject: str, text: str, kind: str, schema_id: int | None) -> None:
-        """Registers one of a case's schemas in the server's registry (under its id if given)."""
+    def register(
+        self,
+        subject: str,
+        text: str,
+        kind: str,
+        schema_id: int | None,
+        references: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Registers one of a case's schemas in the server's registry (under its id if given),
+        after the schemas it references (each under a subject named after the reference)."""
         body: dict[str, Any] = {"schema": text, "schemaType": kind}
         if schema_id is not None:
             body["id"] = int(schema_id)
+        if references:
+            body["references"] = []
+            for ref in references:
+                ref_kind = {"AVRO": "AVRO", "JSON_SR": "JSON", "JSON": "JSON"}.get(
+                    str(ref.get("format") or "AVRO").upper(), "PROTOBUF"
+                )
+                ref_text = (
+                    ref["schema"] if isinstance(ref["schema"], str) else json.dumps(ref["schema"])
+                )
+                self.register(ref["name"], ref_text, ref_kind, None)
+                body["references"].append(
+                    {"name": ref["name"], "subject": ref["name"], "version": 1}
+                )
         answer = self.http.post(f"{self.url}/registry/subjects/{subject}/versions", json=body)
         if answer.status_code != 200:
             raise RuntimeError(f"the server's registry refused {subject}'s schema: {answer.text}")
@@ -1035,7 +1056,13 @@ def register_schemas(node: Node, case: Mapping[str, Any]) -> set[str]:
                 continue
             kind = {"AVRO": "AVRO", "JSON_SR": "JSON"}.get(fmt, "PROTOBUF")
             text = schema if isinstance(schema, str) and kind == "PROTOBUF" else json.dumps(schema)
-            node.register(f"{topic['name']}-{part}", text, kind, topic.get(f"{part}SchemaId"))
+            node.register(
+                f"{topic['name']}-{part}",
+                text,
+                kind,
+                topic.get(f"{part}SchemaId"),
+                topic.get(f"{part}SchemaReferences"),
+            )
             subjects.add(f"{topic['name']}-{part}")
     return subjects
 
