@@ -79,7 +79,9 @@ def test_a_csas_reads_and_writes_avro_through_the_nodes_registry(  # type: ignor
         producer = Producer({"bootstrap.servers": memory_broker.bootstrap_servers})
         where = SerializationContext(source, MessageField.VALUE)
         for i in range(5):
-            producer.produce(source, value=to_avro({"ID": i, "ITEM": f"i{i}", "QTY": i * 10}, where))
+            producer.produce(
+                source, value=to_avro({"ID": i, "ITEM": f"i{i}", "QTY": i * 10}, where)
+            )
         assert producer.flush(10) == 0
         created = server.ksql(
             f"CREATE STREAM ORDERS_{suffix} WITH (kafka_topic='{source}', value_format='AVRO');"
