@@ -268,34 +268,26 @@ def test_records_of_confluents_serializers_are_read_by_headwater(  # type: ignor
     assert [9, "nine"] in _rows(node, f"SELECT ID, ITEM FROM A_{suffix};", 4)
 
 
-def test_kill_9_loses_no_acknowledged_schema_and_reuses_no_id(  # type: ignore[no-untyped-def]
-    durable_broker: EmbeddedBroker, server_factory, tmp_path: Path
-) -> None:
-    """Two servers of one service register schemas at once while one of them is killed -9 and
-    started again: every registration a client saw acknowledged is there afterwards, on both
-    servers, with the id it was given, and no id names two schemas."""
-    suffix = uuid.uuid4().hex[:6]
-    args = [
-        "-b",
-        durable_broker.bootstrap_servers,
-        "--service-id",
-        f"srk_{suffix}_",
-        "--set",
-        f"headwater.schema.registry.topic=_schemas_{suffix}",
-        "--set",
-        "ksql.query.persistent.enabled=false",
-    ]
-    first = server_factory(*args, "--state-dir", str(tmp_path / "a"))
-    second = server_factory(*args, "--state-dir", str(tmp_path / "b"))
-    acknowledged: dict[str, int] = {}
-    lock = threading.Lock()
-    stop = threading.Event()
+class Registrations:
+    """Clients registering a new schema after another on each server, recording every
+    registration the registry acknowledged (schema text -> id), until stopped."""
 
-    def register(server: Any, tag: str) -> None:
+    def __init__(self, servers: list[Any]) -> None:
+        self.acknowledged: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._register, args=(server, f"s{i}"), daemon=True)
+            for i, server in enumerate(servers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _register(self, server: Any, tag: str) -> None:
         n = 0
-        while not stop.is_set():
+        while not self._stop.is_set():
             n += 1
-            text = f'{{"type":"enum","name":"E{tag}{n}","symbols":["A{n}"]}}'
+            text = f'{{"type":"enum","name":"E{tag}n{n}","symbols":["A{n}"]}}'
             try:
                 answer = httpx.post(
                     f"{server.url}/registry/subjects/{tag}-{n}-value/versions",
@@ -306,29 +298,94 @@ def test_kill_9_loses_no_acknowledged_schema_and_reuses_no_id(  # type: ignore[n
                 time.sleep(0.2)
                 continue
             if answer.status_code == 200:
-                with lock:
-                    acknowledged[text] = answer.json()["id"]
+                with self._lock:
+                    self.acknowledged[text] = answer.json()["id"]
             else:
                 time.sleep(0.1)
 
-    threads = [
-        threading.Thread(target=register, args=(first, "a"), daemon=True),
-        threading.Thread(target=register, args=(second, "b"), daemon=True),
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(15)
+        return dict(self.acknowledged)
+
+
+def _all_there(servers: list[Any], acknowledged: dict[str, int], timeout_s: float = 30) -> None:
+    """Every acknowledged registration is served, with its id, by every server; no id names two
+    schemas."""
+    assert len(set(acknowledged.values())) == len(acknowledged)
+    for server in servers:
+        for text, schema_id in acknowledged.items():
+            deadline = time.monotonic() + timeout_s
+            while True:
+                got = httpx.get(f"{server.url}/registry/schemas/ids/{schema_id}", timeout=10)
+                if got.status_code == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert got.status_code == 200, (server.url, schema_id, got.text)
+            assert got.json()["schema"].replace(" ", "") == text.replace(" ", "")
+
+
+def _registry_args(broker: str, suffix: str) -> list[str]:
+    return [
+        "-b",
+        broker,
+        "--service-id",
+        f"srk_{suffix}_",
+        "--set",
+        f"headwater.schema.registry.topic=_schemas_{suffix}",
+        "--set",
+        "ksql.query.persistent.enabled=false",
     ]
-    for thread in threads:
-        thread.start()
+
+
+@pytest.mark.durable
+@pytest.mark.slow
+def test_kill_9_of_a_server_loses_no_acknowledged_schema_and_reuses_no_id(  # type: ignore[no-untyped-def]
+    durable_broker: EmbeddedBroker, server_factory, tmp_path: Path
+) -> None:
+    """Two servers of one service register schemas at once while one of them is killed -9 and
+    started again: every registration a client saw acknowledged is there afterwards, on both
+    servers, with the id it was given, and no id names two schemas."""
+    args = _registry_args(durable_broker.bootstrap_servers, uuid.uuid4().hex[:6])
+    first = server_factory(*args, "--state-dir", str(tmp_path / "a"))
+    second = server_factory(*args, "--state-dir", str(tmp_path / "b"))
+    clients = Registrations([first, second])
     time.sleep(4)
     first.kill()
     time.sleep(1)
     first.start()
     time.sleep(3)
-    stop.set()
-    for thread in threads:
-        thread.join(15)
+    acknowledged = clients.stop()
     assert len(acknowledged) > 10, acknowledged
-    assert len(set(acknowledged.values())) == len(acknowledged)  # never one id for two schemas
-    for server in (first, second):
-        for text, schema_id in acknowledged.items():
-            got = httpx.get(f"{server.url}/registry/schemas/ids/{schema_id}", timeout=10)
-            assert got.status_code == 200, (server.url, schema_id, got.text)
-            assert got.json()["schema"].replace(" ", "") == text.replace(" ", "")
+    _all_there([first, second], acknowledged)
+
+
+@pytest.mark.durable
+@pytest.mark.slow
+def test_kill_9_of_the_broker_loses_no_acknowledged_schema(  # type: ignore[no-untyped-def]
+    server_factory, tmp_path: Path
+) -> None:
+    """The durable broker killed -9 under registrations and started again on its folder and
+    port: every registration acknowledged before, during or after is there afterwards."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    broker = EmbeddedBroker(tmp_path / "broker", port=port)
+    broker.start()
+    try:
+        args = _registry_args(broker.bootstrap_servers, uuid.uuid4().hex[:6])
+        server = server_factory(*args, "--state-dir", str(tmp_path / "a"))
+        clients = Registrations([server])
+        time.sleep(3)
+        before = len(clients.acknowledged)
+        broker.kill()
+        time.sleep(1)
+        broker = EmbeddedBroker(tmp_path / "broker", port=port)
+        broker.start()
+        time.sleep(6)
+        acknowledged = clients.stop()
+        assert before > 3 and len(acknowledged) > before, (before, acknowledged)  # and it goes on
+        _all_there([server], acknowledged)
+    finally:
+        broker.stop()
