@@ -144,7 +144,9 @@ def _version_json(value: SchemaValue) -> dict[str, Any]:
     return out
 
 
-def _schema_json(value: SchemaValue) -> dict[str, Any]:
+def _schema_json(value: SchemaValue, text: str | None = None) -> dict[str, Any]:
+    """A schema's fields as Confluent answers them (``text``: the schema in the format the
+    client asked for; default the stored text)."""
     out: dict[str, Any] = {}
     if value.kind != "AVRO":
         out["schemaType"] = value.kind
@@ -154,7 +156,7 @@ def _schema_json(value: SchemaValue) -> dict[str, Any]:
         out["metadata"] = value.metadata
     if value.rule_set is not None:
         out["ruleSet"] = value.rule_set
-    out["schema"] = value.text
+    out["schema"] = value.text if text is None else text
     return out
 
 
@@ -217,8 +219,15 @@ async def register(request: Request, registry: RegistryLog) -> Any:
 async def get_version(request: Request, registry: RegistryLog) -> Any:
     subject, spec = request.path_params["subject"], request.path_params["version"]
     deleted = _flag(request, "deleted")
-    value = registry.read(lambda s: ops.resolve_version(s, subject, spec, deleted))
-    return _version_json(value)
+    fmt = request.query_params.get("format", "")
+
+    def read(state: RegistryState) -> dict[str, Any]:
+        value = ops.resolve_version(state, subject, spec, deleted)
+        out: dict[str, Any] = {"subject": value.subject, "version": value.version, "id": value.id}
+        return out | _schema_json(value, ops.formatted(state, value, fmt))
+
+    found: dict[str, Any] = registry.read(read)
+    return found
 
 
 async def get_version_schema(request: Request, registry: RegistryLog) -> Any:
@@ -269,8 +278,14 @@ async def delete_subject(request: Request, registry: RegistryLog) -> Any:
 
 async def schema_by_id(request: Request, registry: RegistryLog) -> Any:
     schema_id = _schema_id(request.path_params["id"])
-    value = registry.read(lambda s: ops.schema_by_id(s, schema_id))
-    return _schema_json(value)
+    fmt = request.query_params.get("format", "")
+
+    def read(state: RegistryState) -> dict[str, Any]:
+        value = ops.schema_by_id(state, schema_id)
+        return _schema_json(value, ops.formatted(state, value, fmt))
+
+    found: dict[str, Any] = registry.read(read)
+    return found
 
 
 async def schema_text_by_id(request: Request, registry: RegistryLog) -> Any:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.registry import compatibility
+from headwater.registry import compatibility, protobuf_descriptors
 from headwater.registry import records as rec
 from headwater.registry.compatibility import DEFAULT_LEVEL, LEVELS
 from headwater.registry.errors import (
@@ -161,6 +161,26 @@ def _referenced(state: RegistryState, refs: Sequence[Reference]) -> dict[str, st
     return found
 
 
+def _given(state: RegistryState, request: Registration) -> Subject:
+    """The rules' view of a schema a client gives: PROTOBUF given as a base64
+    ``FileDescriptorProto`` (what confluent-kafka's ProtobufSerializer sends) becomes its
+    ``.proto`` text, as Confluent's registry takes it."""
+    references = _referenced(state, request.references)
+    text = request.text
+    if request.kind == "PROTOBUF" and protobuf_descriptors.looks_serialized(text):
+        text = protobuf_descriptors.to_text(text)
+    return Subject(request.kind, text, references)
+
+
+def formatted(state: RegistryState, value: SchemaValue, fmt: str) -> str:
+    """A stored schema's text in the ``format`` a client asks for: ``serialized`` gives a
+    PROTOBUF schema as the base64 ``FileDescriptorProto`` confluent-kafka's clients read;
+    anything else, the stored text."""
+    if fmt == "serialized" and value.kind == "PROTOBUF":
+        return protobuf_descriptors.to_serialized(value.text, _referenced(state, value.references))
+    return value.text
+
+
 # -- writes -------------------------------------------------------------------------------------
 
 
@@ -181,7 +201,7 @@ def register(state: RegistryState, request: Registration, limits: Limits) -> Dec
             f"{limits.max_schema_bytes}"
         )
     kind = compatibility.rules(request.kind)
-    given = Subject(request.kind, request.text, _referenced(state, request.references))
+    given = _given(state, request)
     kind.parse(given)
     text = kind.canonical(given, normalize=request.normalize)
     value = SchemaValue(
@@ -343,7 +363,7 @@ def check(state: RegistryState, subject: str, spec: str, request: Registration) 
     """POST /compatibility/subjects/{subject}/versions/{version}: why ``request`` could not be
     registered after that version (``latest``), or after all of them (no version): [] if it could."""
     kind = compatibility.rules(request.kind)
-    given = Subject(request.kind, request.text, _referenced(state, request.references))
+    given = _given(state, request)
     kind.parse(given)
     new = Subject(request.kind, kind.canonical(given, request.normalize), given.references)
     level = level_of(state, subject)
@@ -372,7 +392,7 @@ def lookup(state: RegistryState, request: Registration, deleted: bool) -> Schema
     if not versions:
         raise SubjectNotFound(request.subject)
     kind = compatibility.rules(request.kind)
-    given = Subject(request.kind, request.text, _referenced(state, request.references))
+    given = _given(state, request)
     kind.parse(given)
     probe = SchemaValue(
         subject=request.subject,

@@ -23,13 +23,19 @@ Where this module departs from Confluent:
   (Confluent keeps them as written and lets the reader resolve them);
 - a map's entry message is named as protoc names it (``tags`` -> ``TagsEntry``; Confluent writes
   ``tagsEntry`` for a name without underscores);
+- a well-known file whose types the text uses without importing it (Confluent resolves them)
+  is added to the dependencies, so that a descriptor pool builds the file;
 - weak imports are kept, as weak dependencies (Confluent drops them); groups written in the text
-  become group fields (Confluent drops them);
+  become group fields (Confluent drops them), and a descriptor's group field whose message holds
+  only fields is written as a group (Confluent writes a field of its message type, which
+  changes its encoding);
 - proto3 field defaults are dropped (a descriptor pool refuses them);
-- custom options other than Confluent's meta, editions features and extension declarations are
-  dropped both ways (Confluent prints the custom options its Java runtime knows: only its own);
 - an ``edition`` file is refused by :func:`to_text`, and written without its edition by
   :func:`to_serialized`.
+
+As in Confluent, custom options (extensions of the options messages) other than Confluent's meta
+are dropped both ways (its Java runtime knows only its own); standard options are kept, the
+message-valued ones (``features``, ``edition_defaults``) included.
 """
 
 from __future__ import annotations
@@ -189,6 +195,11 @@ def _check(proto: Any) -> None:
         named = field.type in (_FDP.TYPE_MESSAGE, _FDP.TYPE_ENUM, _FDP.TYPE_GROUP)
         if field.number <= 0 or (named or not field.HasField("type")) and not field.type_name:
             raise InvalidSchema(f"Could not parse Protobuf - invalid field '{field.name}'")
+    for field in _extension_fields(proto):
+        if not field.extendee:
+            raise InvalidSchema(
+                f"Could not parse Protobuf - extension '{field.name}' extends nothing"
+            )
 
 
 def _names(proto: Any) -> Iterator[tuple[str, str]]:
@@ -218,9 +229,14 @@ def _all_enums(proto: Any) -> Iterator[Any]:
 
 
 def _all_fields(proto: Any) -> Iterator[Any]:
-    yield from proto.extension
+    yield from _extension_fields(proto)
     for message in _all_messages(proto.message_type):
         yield from message.field
+
+
+def _extension_fields(proto: Any) -> Iterator[Any]:
+    yield from proto.extension
+    for message in _all_messages(proto.message_type):
         yield from message.extension
 
 
@@ -242,8 +258,12 @@ def _file(proto: Any) -> ProtoFile:
     file = ProtoFile(syntax=proto.syntax or None, package=proto.package or None)
     public, weak = set(proto.public_dependency), set(proto.weak_dependency)
     for index, path in enumerate(proto.dependency):
-        listed = file.public_imports if index in public else file.imports
-        (file.weak_imports if index in weak and index not in public else listed).append(path)
+        if index in public:
+            file.public_imports.append(path)
+        elif index in weak:
+            file.weak_imports.append(path)
+        else:
+            file.imports.append(path)
     file.options = _options(proto.options, _FILE_OPTIONS, _FILE_META)
     proto3 = proto.syntax == "proto3"
     file.types.extend(_message(m, proto3) for m in proto.message_type)
@@ -256,15 +276,21 @@ def _file(proto: Any) -> ProtoFile:
 def _message(proto: Any, proto3: bool) -> Message:
     message = Message(proto.name)
     oneofs = [OneOf(o.name, options=_options(o.options, _ONEOF_OPTIONS)) for o in proto.oneof_decl]
+    groups = _groups(proto)
     for f in proto.field:
-        if f.HasField("oneof_index") and not f.proto3_optional:
-            if not 0 <= f.oneof_index < len(oneofs):
-                raise InvalidSchema(f"Could not parse Protobuf - bad oneof index of '{f.name}'")
-            oneofs[f.oneof_index].fields.append(_field(f, proto3, in_oneof=True))
+        in_oneof = f.HasField("oneof_index") and not f.proto3_optional
+        if in_oneof and not 0 <= f.oneof_index < len(oneofs):
+            raise InvalidSchema(f"Could not parse Protobuf - bad oneof index of '{f.name}'")
+        holder: Message | OneOf = oneofs[f.oneof_index] if in_oneof else message
+        if f.name in groups:
+            group = groups[f.name]
+            fields = [_field(g, proto3) for g in group.field]
+            holder.groups.append(Group(group.name, f.number, _group_label(f, in_oneof), fields))
         else:
-            message.fields.append(_field(f, proto3))
-    message.oneofs = [o for o in oneofs if o.fields]
-    message.nested.extend(_message(m, proto3) for m in proto.nested_type)
+            holder.fields.append(_field(f, proto3, in_oneof))
+    message.oneofs = [o for o in oneofs if o.fields or o.groups]
+    kept = {id(g) for g in groups.values()}
+    message.nested.extend(_message(m, proto3) for m in proto.nested_type if id(m) not in kept)
     message.nested.extend(_enum(e) for e in proto.enum_type)
     message.reserved.extend([_range(r.start, r.end - 1)] for r in proto.reserved_range)
     message.reserved.extend([name] for name in proto.reserved_name)
@@ -275,6 +301,38 @@ def _message(proto: Any, proto3: bool) -> Message:
     message.options = _options(proto.options, _MESSAGE_OPTIONS, _MESSAGE_META)
     message.extends = _extends(proto.extension, proto3)
     return message
+
+
+#: What a group's message cannot have besides fields (a group in the text has only fields).
+_GROUP_LESS = (
+    *("nested_type", "enum_type", "oneof_decl", "extension", "extension_range"),
+    *("reserved_range", "reserved_name"),
+)
+
+
+def _groups(proto: Any) -> dict[str, Any]:
+    """The group fields of message ``proto`` that the text can write as groups (their messages
+    nested in ``proto``, holding only fields), by field name: their messages. Confluent writes
+    a group as a field of its message type, which changes its encoding."""
+    nested = {m.name: m for m in proto.nested_type}
+    found: dict[str, Any] = {}
+    for f in proto.field:
+        message = nested.get(f.type_name.rsplit(".", 1)[-1])
+        if f.type != _FDP.TYPE_GROUP or message is None or f.name != message.name.lower():
+            continue
+        if not message.HasField("options") and not any(
+            getattr(message, part) for part in _GROUP_LESS
+        ):
+            found[f.name] = message
+    return found
+
+
+def _group_label(proto: Any, in_oneof: bool) -> str | None:
+    if in_oneof:
+        return None
+    return {_FDP.LABEL_REPEATED: "repeated", _FDP.LABEL_REQUIRED: "required"}.get(
+        proto.label, "optional"
+    )
 
 
 def _range(start: int, end: int) -> Reserved:
@@ -319,7 +377,7 @@ def _default(proto: Any) -> str | Prim:
     if proto.type == _FDP.TYPE_STRING:
         return value
     if proto.type == _FDP.TYPE_BYTES:
-        return text_encoding.CUnescape(value).decode("latin-1")
+        return bytes(text_encoding.CUnescape(value)).decode("latin-1")
     if proto.type == _FDP.TYPE_BOOL:
         return Prim("BOOLEAN", value)
     return Prim("ENUM" if proto.type == _FDP.TYPE_ENUM else "NUMBER", value)
@@ -507,6 +565,9 @@ class _Builder:
     def __init__(self, space: Space) -> None:
         self.space = space
         self.proto3 = False
+        #: The well-known files whose types the text uses without importing them (Confluent
+        #: resolves those; a descriptor pool needs the import).
+        self.known_uses: list[str] = []
 
     def file(self, file: ProtoFile) -> Any:
         proto = descriptor_pb2.FileDescriptorProto(name=DEFAULT_NAME)
@@ -529,6 +590,8 @@ class _Builder:
         proto.service.extend(self._service(s) for s in file.services)
         proto.extension.extend(self._extension_fields(file.extends, []))
         _set_options(proto.options, file.options, _FILE_META)
+        imported = set(file.all_imports())
+        proto.dependency.extend(path for path in self.known_uses if path not in imported)
         return proto
 
     def _add_type(
@@ -648,6 +711,9 @@ class _Builder:
         full = _resolve(self.space.types, self.space.package, scope, name)
         if full is None:
             raise InvalidSchema(f"Invalid schema: type '{name}' is not defined")
+        origin = self.space.types[full].origin
+        if origin[0] == "known" and origin[1] not in self.known_uses:
+            self.known_uses.append(origin[1])
         return full
 
     def _full_name(self, path: Sequence[str]) -> str:

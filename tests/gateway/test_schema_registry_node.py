@@ -389,3 +389,60 @@ def test_kill_9_of_the_broker_loses_no_acknowledged_schema(  # type: ignore[no-u
         _all_there([server], acknowledged)
     finally:
         broker.stop()
+
+
+def _order_message() -> Any:
+    """A generated-like protobuf message class (as protoc's _pb2 modules give), built here."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="shop/order.proto", package="shop", syntax="proto3"
+    )
+    order = file.message_type.add(name="Order")
+    order.field.add(name="ID", number=1, type=field.TYPE_INT32, label=field.LABEL_OPTIONAL)
+    order.field.add(name="ITEM", number=2, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    order.field.add(name="TAGS", number=3, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_records_of_confluents_protobuf_serializer_are_read_by_headwater(  # type: ignore[no-untyped-def]
+    node, memory_broker: EmbeddedBroker
+) -> None:
+    """confluent-kafka's ProtobufSerializer registers its schema as a base64 FileDescriptorProto
+    and reads it back with format=serialized: the registry takes and gives both forms, and
+    headwater reads the records with the columns it infers from the subject."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    sr = client(node.url)
+    suffix = uuid.uuid4().hex[:6]
+    topic = f"proto_{suffix}"
+    made = node.ksql(
+        f"CREATE STREAM PRE_{topic} (X INT) WITH (kafka_topic='{topic}', partitions=1, "
+        "value_format='JSON');"
+    )
+    assert made.status_code == 200, made.text
+    order = _order_message()
+    to_proto = ProtobufSerializer(order, sr, {"use.deprecated.format": False})
+    where = SerializationContext(topic, MessageField.VALUE)
+    values = [
+        to_proto(order(ID=i, ITEM=f"p{i}", TAGS=["a", "b"][: i + 1]), where) for i in range(2)
+    ]
+    _produce(memory_broker, topic, [(b"k", v) for v in values])
+    registered = sr.get_latest_version(f"{topic}-value")
+    assert registered.schema.schema_type == "PROTOBUF"
+    assert "message Order" in registered.schema.schema_str  # stored as .proto text
+    from_proto = ProtobufDeserializer(order, {"use.deprecated.format": False})
+    assert from_proto(values[1], where).ITEM == "p1"
+    served = httpx.get(
+        f"{node.url}/registry/schemas/ids/{registered.schema_id}", params={"format": "serialized"}
+    )
+    assert served.status_code == 200 and "message" not in served.json()["schema"]
+    created = node.ksql(
+        f"CREATE STREAM P_{suffix} WITH (kafka_topic='{topic}', value_format='PROTOBUF');"
+    )
+    assert created.status_code == 200, created.text
+    rows = _rows(node, f"SELECT ID, ITEM, TAGS FROM P_{suffix};", 2)
+    assert sorted(rows) == [[0, "p0", ["a"]], [1, "p1", ["a", "b"]]]
