@@ -482,6 +482,13 @@ SETTINGS: tuple[Setting, ...] = (
         "The most distinct schemas (ids) the registry holds.",
     ),
     Setting(
+        "headwater.schema.registry.max.total.bytes",
+        "schema_registry_max_total_bytes",
+        _int(1),
+        "The most bytes of schema text the registry holds (every server keeps all of it in "
+        "memory).",
+    ),
+    Setting(
         "ksql.query.push.v2.enabled",
         "push_v2_enabled",
         _bool,
@@ -597,6 +604,7 @@ class ServerConfig:
     schema_registry_max_schema_bytes: int = 1_000_000
     schema_registry_max_versions: int = 1_000
     schema_registry_max_schemas: int = 100_000
+    schema_registry_max_total_bytes: int = 256_000_000
 
     @property
     def host(self) -> str:

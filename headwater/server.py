@@ -309,6 +309,7 @@ def registry_limits_of(config: ServerConfig) -> RegistryLimits:
         max_schema_bytes=config.schema_registry_max_schema_bytes,
         max_versions_per_subject=config.schema_registry_max_versions,
         max_schemas=config.schema_registry_max_schemas,
+        max_total_bytes=config.schema_registry_max_total_bytes,
     )
 
 

@@ -55,6 +55,7 @@ class Limits:
     max_schema_bytes: int = 1_000_000
     max_versions_per_subject: int = 1_000
     max_schemas: int = 100_000
+    max_total_bytes: int = 256_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,12 @@ def register(state: RegistryState, request: Registration, limits: Limits) -> Dec
                 f"Overwrite new schema with id {request.schema_id} is not permitted."
             )
         schema_id = request.schema_id
+    if schema_id is None or schema_id not in state.by_id:
+        if state.text_bytes + len(text.encode()) > limits.max_total_bytes:
+            raise InvalidSchema(
+                f"Invalid schema: the registry holds {state.text_bytes} bytes of schemas; this "
+                f"one would pass its limit of {limits.max_total_bytes}"
+            )
     if schema_id is None:
         if len(state.by_id) >= limits.max_schemas:
             raise InvalidSchema(

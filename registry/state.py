@@ -68,6 +68,8 @@ class RegistryState:
         self.modes: dict[str | None, str] = {}
         self.next_offset = 0
         self.last_applied = -1
+        #: the bytes of the distinct schemas' texts held (ids are never forgotten)
+        self.text_bytes = 0
         self._verdicts: OrderedDict[int, bool] = OrderedDict()
 
     # -- the fold ---------------------------------------------------------------------------------
@@ -148,7 +150,9 @@ class RegistryState:
         if known is not None and Content.of(known) != content:
             return False
         self.subjects.setdefault(record.subject, {})[record.version] = value
-        self.by_id.setdefault(value.id, value)
+        if value.id not in self.by_id:
+            self.by_id[value.id] = value
+            self.text_bytes += len(value.text.encode())
         self.id_of.setdefault(content, value.id)
         return True
 

@@ -142,6 +142,11 @@ def test_limits_bound_what_a_client_can_make_the_registry_hold() -> None:
     apply(state, ops.register(state, ops.Registration("t", "AVRO", '{"a": 7}'), limits))
     with pytest.raises(InvalidSchema, match="limit"):
         ops.register(state, ops.Registration("u", "AVRO", '{"a": 8}'), limits)
+    tight = ops.Limits(max_total_bytes=state.text_bytes + 5)
+    with pytest.raises(InvalidSchema, match="bytes of schemas"):
+        ops.register(state, ops.Registration("v", "AVRO", '{"abc": 8}'), tight)
+    # a schema the registry holds already costs nothing more
+    assert ops.register(state, ops.Registration("v", "AVRO", '{"a": 7}'), tight).answer.id
 
 
 def test_compatibility_checks_against_one_version_or_all() -> None:
