@@ -240,12 +240,12 @@ def register(state: RegistryState, request: Registration, limits: Limits) -> Dec
                 f"Overwrite new schema with id {request.schema_id} is not permitted."
             )
         schema_id = request.schema_id
-    if schema_id is None or schema_id not in state.by_id:
-        if state.text_bytes + len(text.encode()) > limits.max_total_bytes:
-            raise InvalidSchema(
-                f"Invalid schema: the registry holds {state.text_bytes} bytes of schemas; this "
-                f"one would pass its limit of {limits.max_total_bytes}"
-            )
+    adds_text = schema_id is None or schema_id not in state.by_id
+    if adds_text and state.text_bytes + len(text.encode()) > limits.max_total_bytes:
+        raise InvalidSchema(
+            f"Invalid schema: the registry holds {state.text_bytes} bytes of schemas; this "
+            f"one would pass its limit of {limits.max_total_bytes}"
+        )
     if schema_id is None:
         if len(state.by_id) >= limits.max_schemas:
             raise InvalidSchema(
