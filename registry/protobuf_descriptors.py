@@ -477,7 +477,7 @@ def _meta_holder() -> Any:
     proto = descriptor_pb2.FileDescriptorProto.FromString(
         base64.b64decode(to_serialized(_META_TEXT, {}))
     )
-    proto.name = "headwater/registry/meta.proto"
+    proto.name = "headwater_meta_holder.proto"  # a name in this pool only
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     return message_factory.GetMessageClass(
