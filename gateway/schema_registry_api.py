@@ -6,7 +6,9 @@ Clients take ``http://<server>/registry`` as their registry's URL (confluent-kaf
 bodies, media type (``application/vnd.schemaregistry.v1+json``), HTTP statuses and error codes are
 Confluent's (``registry.errors``). Behind the server's authentication like every other route.
 
-Writes block on Kafka, so they run in a worker thread; reads answer from the fold at once.
+Writes block on Kafka, and what parses a client's schema (look-ups, compatibility checks, the
+``serialized`` format) can take a while for a large one: those run in a worker thread, never on the
+event loop. Plain reads answer from the fold at once.
 """
 
 from __future__ import annotations
@@ -226,7 +228,7 @@ async def get_version(request: Request, registry: RegistryLog) -> Any:
         out: dict[str, Any] = {"subject": value.subject, "version": value.version, "id": value.id}
         return out | _schema_json(value, ops.formatted(state, value, fmt))
 
-    found: dict[str, Any] = registry.read(read)
+    found: dict[str, Any] = await run_in_threadpool(registry.read, read)  # format: a parse
     return found
 
 
@@ -261,7 +263,7 @@ async def lookup(request: Request, registry: RegistryLog) -> Any:
     wanted = _registration(request, subject, await _body(request))
     deleted = _flag(request, "deleted")
 
-    value = registry.read(lambda state: ops.lookup(state, wanted, deleted))
+    value = await run_in_threadpool(registry.read, lambda state: ops.lookup(state, wanted, deleted))
     return _version_json(value)
 
 
@@ -284,7 +286,7 @@ async def schema_by_id(request: Request, registry: RegistryLog) -> Any:
         value = ops.schema_by_id(state, schema_id)
         return _schema_json(value, ops.formatted(state, value, fmt))
 
-    found: dict[str, Any] = registry.read(read)
+    found: dict[str, Any] = await run_in_threadpool(registry.read, read)  # format: a parse
     return found
 
 
@@ -401,7 +403,7 @@ async def check_compatibility(request: Request, registry: RegistryLog) -> Any:
     subject = request.path_params["subject"]
     spec = request.path_params.get("version", "")
     wanted = _registration(request, subject, await _body(request))
-    found = registry.read(lambda s: ops.check(s, subject, spec, wanted))
+    found = await run_in_threadpool(registry.read, lambda s: ops.check(s, subject, spec, wanted))
     answer: dict[str, Any] = {"is_compatible": not found}
     if _flag(request, "verbose"):
         answer["messages"] = found
