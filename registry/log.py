@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from headwater.kafka import clients
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.errors import KafkaEdgeError
-from headwater.kafka.lanes import Lane, next_lane
+from headwater.kafka.lanes import Lane, behind_since, live_wait_after_stall, next_lane
 from headwater.kafka.offsets import cached_end_offsets, end_offsets
 from headwater.registry import records as rec
 from headwater.registry.errors import OperationTimedOut, RegistryError, StoreUnavailable
@@ -66,6 +66,7 @@ class RegistryLog:
         self._thread: threading.Thread | None = None
         self._producer: Any = None
         self._failure: str | None = None
+        self._live_wait_ms = _LIVE_WAIT_MS
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -197,8 +198,39 @@ class RegistryLog:
             f"schema-registry-{lane.value}",
             read_committed=False,
             partition_eof=True,
-            fetch_wait_max_ms=_LIVE_WAIT_MS if lane is Lane.LIVE else _CATCH_UP_WAIT_MS,
+            fetch_wait_max_ms=self._live_wait_ms if lane is Lane.LIVE else _CATCH_UP_WAIT_MS,
         )
+
+    def _unstalled(self, live: Consumer, since: float | None) -> tuple[float | None, Consumer]:
+        """Workaround "a short fetch wait finds nothing at the end of a long log" (as the command
+        runner's, ``kafka.lanes``): a live consumer whose fetches report an end beyond its position
+        for a while with no record gets a longer wait. Returns (behind since, the consumer)."""
+        now = time.monotonic()
+        high = cached_end_offsets(live, self.topic, [0]).get(0)
+        (position,) = live.position([TopicPartition(self.topic, 0)])
+        at = position.offset if position.offset >= 0 else self._state.next_offset
+        since = behind_since(since, at, high, now)
+        longer = live_wait_after_stall(
+            self._live_wait_ms,
+            at,
+            high,
+            0.0 if since is None else now - since,
+            0.5,
+            _CATCH_UP_WAIT_MS,
+        )
+        if longer is None:
+            return since, live
+        log.info(
+            "schema registry topic %s: live fetch wait %d -> %d ms",
+            self.topic,
+            self._live_wait_ms,
+            longer,
+        )
+        live.close()
+        self._live_wait_ms = longer
+        renewed = self._reader(Lane.LIVE)
+        renewed.assign([TopicPartition(self.topic, 0, at)])
+        return None, renewed
 
     def _follow(self) -> None:
         readers: dict[Lane, Consumer] = {}
@@ -207,8 +239,14 @@ class RegistryLog:
             reader = readers[lane] = self._reader(lane)
             reader.assign([TopicPartition(self.topic, 0, 0)])
             high: int | None = None
+            since: float | None = None  # the end beyond the position, no record (kafka.lanes)
             while not self._stop.is_set():
                 messages = poll_batch(reader, 500, 0.1)
+                if messages:
+                    since = None
+                elif lane is Lane.LIVE:
+                    since, reader = self._unstalled(reader, since)
+                    readers[lane] = reader
                 at_end = False
                 for message in messages:
                     error = message.error()
