@@ -219,6 +219,30 @@ PATHS: dict[str, dict[str, Any]] = {
 }
 
 
+def _registry_paths() -> dict[str, dict[str, Any]]:
+    """The schema registry's routes (Confluent's v1 API, ``gateway.schema_registry_api``)."""
+    from headwater.gateway.schema_registry_api import ENDPOINTS, MEDIA_TYPE, PREFIX
+
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, _, summary in ENDPOINTS:
+        paths.setdefault(f"{PREFIX}{path}".rstrip("/") or PREFIX, {})[method.lower()] = {
+            "summary": f"Schema registry (Confluent's API): {summary}",
+            "responses": {
+                "200": {"description": "Confluent's answer", "content": {MEDIA_TYPE: {}}},
+                "4XX": {
+                    "description": "Confluent's error: {error_code, message} (40401 subject, "
+                    "40402 version, 40403 schema not found, 409 incompatible, 42201 invalid "
+                    "schema, ...)",
+                    "content": {MEDIA_TYPE: {}},
+                },
+            },
+        }
+    return paths
+
+
+PATHS.update(_registry_paths())
+
+
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of the HTTP API."""
     return {

@@ -410,49 +410,66 @@ async def check_compatibility(request: Request, registry: RegistryLog) -> Any:
     return answer
 
 
-def _r(path: str, handler: Handler, *methods: str) -> Route:
-    return Route(path, _route(handler), methods=list(methods))
-
-
-ROUTES: list[BaseRoute] = [
-    Mount(
-        PREFIX,
-        routes=[
-            _r("/", root, "GET"),
-            _r("/contexts", contexts, "GET"),
-            _r("/schemas/types", schema_types, "GET"),
-            _r("/schemas", list_schemas, "GET"),
-            _r("/schemas/ids/{id}", schema_by_id, "GET"),
-            _r("/schemas/ids/{id}/schema", schema_text_by_id, "GET"),
-            _r("/schemas/ids/{id}/subjects", subjects_of_id, "GET"),
-            _r("/schemas/ids/{id}/versions", versions_of_id, "GET"),
-            _r("/subjects", list_subjects, "GET"),
-            _r("/subjects/{subject}", lookup, "POST"),
-            _r("/subjects/{subject}", delete_subject, "DELETE"),
-            _r("/subjects/{subject}/versions", list_versions, "GET"),
-            _r("/subjects/{subject}/versions", register, "POST"),
-            _r("/subjects/{subject}/versions/{version}", get_version, "GET"),
-            _r("/subjects/{subject}/versions/{version}", delete_version, "DELETE"),
-            _r("/subjects/{subject}/versions/{version}/schema", get_version_schema, "GET"),
-            _r("/subjects/{subject}/versions/{version}/referencedby", referenced_by, "GET"),
-            _r("/config", get_config, "GET"),
-            _r("/config", put_config, "PUT"),
-            _r("/config", delete_config, "DELETE"),
-            _r("/config/{subject}", get_config, "GET"),
-            _r("/config/{subject}", put_config, "PUT"),
-            _r("/config/{subject}", delete_config, "DELETE"),
-            _r("/mode", get_mode, "GET"),
-            _r("/mode", put_mode, "PUT"),
-            _r("/mode/{subject}", get_mode, "GET"),
-            _r("/mode/{subject}", put_mode, "PUT"),
-            _r("/mode/{subject}", delete_mode, "DELETE"),
-            _r("/compatibility/subjects/{subject}/versions", check_compatibility, "POST"),
-            _r(
-                "/compatibility/subjects/{subject}/versions/{version}",
-                check_compatibility,
-                "POST",
-            ),
-        ],
-    )
+#: (path under :data:`PREFIX`, method, handler, what it does), Confluent's v1 API.
+ENDPOINTS: list[tuple[str, str, Handler, str]] = [
+    ("/", "GET", root, "The registry answers"),
+    ("/contexts", "GET", contexts, "The contexts (only the default one)"),
+    ("/schemas/types", "GET", schema_types, "The schema kinds: AVRO, JSON, PROTOBUF"),
+    ("/schemas", "GET", list_schemas, "Every version (subjectPrefix, deleted, latestOnly)"),
+    ("/schemas/ids/{id}", "GET", schema_by_id, "A schema by id (format=serialized)"),
+    ("/schemas/ids/{id}/schema", "GET", schema_text_by_id, "A schema's text by id"),
+    ("/schemas/ids/{id}/subjects", "GET", subjects_of_id, "The subjects using an id"),
+    ("/schemas/ids/{id}/versions", "GET", versions_of_id, "The versions using an id"),
+    ("/subjects", "GET", list_subjects, "The subjects (subjectPrefix, deleted)"),
+    ("/subjects/{subject}", "POST", lookup, "Look a schema up under a subject"),
+    ("/subjects/{subject}", "DELETE", delete_subject, "Delete a subject (permanent)"),
+    ("/subjects/{subject}/versions", "GET", list_versions, "A subject's versions"),
+    ("/subjects/{subject}/versions", "POST", register, "Register a schema (normalize)"),
+    ("/subjects/{subject}/versions/{version}", "GET", get_version, "A version or latest"),
+    ("/subjects/{subject}/versions/{version}", "DELETE", delete_version, "Delete a version"),
+    ("/subjects/{subject}/versions/{version}/schema", "GET", get_version_schema, "Its text"),
+    (
+        "/subjects/{subject}/versions/{version}/referencedby",
+        "GET",
+        referenced_by,
+        "The ids of the schemas referencing a version",
+    ),
+    ("/config", "GET", get_config, "The global compatibility level"),
+    ("/config", "PUT", put_config, "Set the global compatibility level"),
+    ("/config", "DELETE", delete_config, "Back to the default level"),
+    ("/config/{subject}", "GET", get_config, "A subject's level (defaultToGlobal)"),
+    ("/config/{subject}", "PUT", put_config, "Set a subject's level"),
+    ("/config/{subject}", "DELETE", delete_config, "Remove a subject's level"),
+    ("/mode", "GET", get_mode, "The global mode"),
+    ("/mode", "PUT", put_mode, "Set the global mode (force)"),
+    ("/mode/{subject}", "GET", get_mode, "A subject's mode (defaultToGlobal)"),
+    ("/mode/{subject}", "PUT", put_mode, "Set a subject's mode"),
+    ("/mode/{subject}", "DELETE", delete_mode, "Remove a subject's mode"),
+    (
+        "/compatibility/subjects/{subject}/versions",
+        "POST",
+        check_compatibility,
+        "Check a schema against every version (verbose)",
+    ),
+    (
+        "/compatibility/subjects/{subject}/versions/{version}",
+        "POST",
+        check_compatibility,
+        "Check a schema against a version (verbose)",
+    ),
 ]
+
+
+def _routes() -> list[BaseRoute]:
+    by_path: dict[str, dict[str, Handler]] = {}
+    for path, method, handler, _ in ENDPOINTS:
+        by_path.setdefault(path, {})[method] = handler
+    return [
+        Route(path, _route(handler), methods=[method])
+        for path, methods in by_path.items()
+        for method, handler in methods.items()
+    ]
+
+
+ROUTES: list[BaseRoute] = [Mount(PREFIX, routes=_routes())]
 """The registry's routes, under :data:`PREFIX`."""
