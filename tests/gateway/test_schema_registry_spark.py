@@ -47,7 +47,7 @@ def _read(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float = 120.
 def test_a_csas_reads_and_writes_avro_through_the_nodes_registry(  # type: ignore[no-untyped-def]
     memory_broker: EmbeddedBroker, server_factory, tmp_path: Path
 ) -> None:
-    suffix = uuid.uuid4().hex[:6]
+    suffix = uuid.uuid4().hex[:6].upper()  # unquoted names are upper-cased: topics too
     users = tmp_path / "users.properties"
     users.write_text(f"{USER}: {PASSWORD},user\n", encoding="utf-8")
     server = server_factory(
