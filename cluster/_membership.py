@@ -69,6 +69,7 @@ class MembersFollower:
         self._lock = threading.Lock()
         self._members: dict[str, Member] = {me.server_id: me}
         self._position = 0
+        self._read_to_end = threading.Event()
         self._stop = threading.Event()
         self._leave = False
         self._thread: threading.Thread | None = None
@@ -78,6 +79,11 @@ class MembersFollower:
         """The next offset of the members topic to fold."""
         with self._lock:
             return self._position
+
+    def read_to_end(self) -> bool:
+        """Whether the topic has been folded to its end once (before that, ``members`` may lack
+        servers that announced themselves long ago)."""
+        return self._read_to_end.is_set()
 
     def members(self) -> dict[str, Member]:
         """The members, by server id (always including this server): every one announced that
@@ -112,7 +118,9 @@ class MembersFollower:
 
     def _run(self) -> None:
         writer = producer(self._kafka, "members-announce")
-        reader = consumer(self._kafka, "members-follow", fetch_wait_max_ms=_FETCH_WAIT_MS)
+        reader = consumer(
+            self._kafka, "members-follow", partition_eof=True, fetch_wait_max_ms=_FETCH_WAIT_MS
+        )
         try:
             reader.assign([TopicPartition(self._topic, 0, 0)])
             next_announce = 0.0
@@ -123,7 +131,9 @@ class MembersFollower:
                 for message in poll_batch(reader, 500, 0.1):
                     error = message.error()
                     if error is not None:
-                        if error.code() != KafkaError._PARTITION_EOF:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            self._read_to_end.set()
+                        else:
                             log.warning("members topic %s: %s", self._topic, error.str())
                         continue
                     self._fold(message.offset() or 0, message.value(), message.timestamp()[1])

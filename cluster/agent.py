@@ -238,6 +238,7 @@ class ClusterAgent:
             kafka, members_topic(service_id), me, announce_interval_ms=announce_interval_ms
         )
         self._local_queries: Callable[[], Mapping[str, Mapping[str, Any]]] = dict
+        self._view_ready = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started = False
@@ -315,8 +316,22 @@ class ClusterAgent:
         return dict(sorted(statuses.items()))
 
     def live(self) -> frozenset[str]:
-        """The servers alive at the last check, this one included."""
+        """The servers alive at the last check, this one included (see :meth:`view_ready`)."""
         return live_hosts(self.statuses())
+
+    def view_ready(self) -> bool:
+        """Whether :meth:`live` is a view to act on: the members topic was read to its end and
+        every member was decided after that.
+
+        Before, a server just (re)started knows only itself: its peers are not down, they are not
+        heard of yet. A member decided for the first time is alive until it misses its heartbeats
+        (``liveness.decide``), so from then on a peer is down only once it had the time to be heard.
+        """
+        return self._view_ready.is_set()
+
+    def wait_view_ready(self, timeout_s: float) -> bool:
+        """Block until :meth:`view_ready` (False after ``timeout_s``)."""
+        return self._view_ready.wait(timeout_s)
 
     def _send_heartbeats(self) -> None:
         body = heartbeat_body(self.self_id, self._clock_ms())
@@ -329,7 +344,11 @@ class ClusterAgent:
         Returns:
             The new status of each peer (this server not included).
         """
-        return self._heartbeats.decide(self.peers(), self._clock_ms())
+        members_read = self._follower.read_to_end()  # before peers(): it then lists them all
+        statuses = self._heartbeats.decide(self.peers(), self._clock_ms())
+        if members_read:
+            self._view_ready.set()
+        return statuses
 
     # -- lags ------------------------------------------------------------------------------------
 

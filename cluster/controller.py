@@ -202,6 +202,10 @@ class ControlPlane:
         on_change: called with the new state after each accepted record, on the follower thread,
             holding no lock of this object; it must be quick and should not raise.
         decide_interval_ms: how often the decider looks at its inputs.
+        live_ready: whether ``live`` is a settled view yet (``ClusterAgent.view_ready``); until
+            it is, this server neither claims nor decides. A server just restarted has heard
+            from no peer: its view would name only itself, and it would take the controller role
+            and assign every partition to itself, without standbys.
     """
 
     def __init__(
@@ -216,6 +220,7 @@ class ControlPlane:
         lags: LagsFn,
         on_change: Callable[[ControlState], None] | None = None,
         decide_interval_ms: int = 100,
+        live_ready: Callable[[], bool] | None = None,
     ) -> None:
         if decide_interval_ms <= 0:
             raise ValueError("decide_interval_ms must be positive")
@@ -225,6 +230,7 @@ class ControlPlane:
         self._topic = control_topic(service_id)
         self._live, self._members, self._partitions, self._lags = live, members, partitions, lags
         self._on_change = on_change
+        self._live_ready = live_ready
         self._interval_s = decide_interval_ms / 1000
         self._changed = threading.Condition()
         self._state = ControlState()
@@ -458,6 +464,8 @@ class ControlPlane:
             if self._status is not PlaneStatus.RUNNING or not self._caught_up:
                 return None  # never decide on a state behind the end: catch up first
             state, end = self._state, self._position
+        if self._live_ready is not None and not self._live_ready():
+            return None  # who is alive is not known yet: decide nothing on "only me"
         live = set(self._live()) | {self._id}
         if elect(state, live) != self._id:
             return None

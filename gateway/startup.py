@@ -271,6 +271,7 @@ def _join_cluster(
         partitions=partitions,
         lags=lags,
         on_change=on_change,
+        live_ready=agent.view_ready,
     )
     control.start()
     stack.callback(control.stop)
@@ -279,6 +280,13 @@ def _join_cluster(
             "the control topic was not read to its end within %g s (%s); serving anyway",
             _CONTROL_CATCH_UP_S,
             control.reason() or control.status().value,
+        )
+    # Routing on a view that knows no peer would send every pull query to this server alone.
+    if not agent.wait_view_ready(_CONTROL_CATCH_UP_S):
+        log.warning(
+            "the members topic was not read to its end within %g s; serving anyway, and taking "
+            "no part in the controller's decisions until it is",
+            _CONTROL_CATCH_UP_S,
         )
     return agent, control
 

@@ -53,7 +53,9 @@ class _Cluster:
         self.observed: list[tuple[str, ControlState]] = []
         self._lock = threading.Lock()
 
-    def add(self, server: str, live: set[str]) -> ControlPlane:
+    def add(
+        self, server: str, live: set[str], ready: Callable[[], bool] | None = None
+    ) -> ControlPlane:
         self.views[server] = set(live)
 
         def seen(state: ControlState) -> None:
@@ -70,6 +72,7 @@ class _Cluster:
             lags=lambda: dict(self.lags),
             on_change=seen,
             decide_interval_ms=50,
+            live_ready=ready,
         )
         self.planes[server] = plane
         plane.start()
@@ -188,6 +191,43 @@ def test_cluster_controller_failover_promotes_the_most_caught_up_standby(
         assert leader.leader_epoch == old.leader_epoch + (1 if moved else 0)
         assert leader.active == old.active or moved
         assert len(leader.standbys) == 1 and leader.active not in leader.standbys
+    c.assert_one_active_per_epoch()
+
+
+@pytest.mark.kafka
+def test_a_restarted_server_decides_nothing_before_it_knows_who_is_alive(
+    cluster: Callable[[set[PartitionId], int], _Cluster],
+) -> None:
+    # A restarted server has heard from no peer yet: its view names only itself. Were it to act on
+    # that view, it (the smallest id) would claim the controller role and assign every partition to
+    # itself without standbys (seen in test_cluster_failover: pull queries failed with LAG_UNKNOWN).
+    c = cluster(_parts(6), 1)
+    for server in (B, C):
+        c.add(server, {B, C})
+    assert c.planes[C].wait_for(_fully_assigned(_parts(6), 1), TIMEOUT_S)
+    before = c.converged([B, C])
+    assert before.controller == B
+
+    ready = threading.Event()
+    restarted = c.add(A, {A}, ready.is_set)
+    assert restarted.wait_caught_up(TIMEOUT_S)
+    # Long enough for a claim to be appended and folded (its producer's first send included).
+    claimed = restarted.wait_for(lambda s: s.controller == A, 2.0)
+    assert not claimed and restarted.state() == before
+    assert all(r.writer != A for r in restarted.folded())
+
+    c.views[A] = {A, B, C}  # its peers heard from: the controller is alive
+    c.views[B].add(A)
+    c.views[C].add(A)
+    c.lags.update({(p, A): 0 for p in _parts(6)})  # its stores are caught up
+    ready.set()
+    assert c.planes[B].wait_for(
+        lambda s: sum(l.active == A for l in s.partitions.values()) == 2, TIMEOUT_S
+    )
+    after = c.converged([A, B, C])
+    assert after.controller == B and after.controller_epoch == before.controller_epoch
+    assert all(len(l.standbys) == 1 for l in after.partitions.values())
+    assert all(r.writer != A for r in restarted.folded())
     c.assert_one_active_per_epoch()
 
 
