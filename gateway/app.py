@@ -7,10 +7,12 @@ package's root error becomes ksqlDB's error body, with HTTP status ``error_code 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -22,11 +24,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from headwater.engine.errors import EngineError
 from headwater.gateway.auth import Authentication, BasicAuthMiddleware
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
+from headwater.gateway.console_routes import CONSOLE_ROUTES
 from headwater.gateway.errors import KsqlError, error_body
 from headwater.gateway.info import healthcheck_endpoint, info_endpoint
 from headwater.gateway.inserts import inserts_stream_endpoint
 from headwater.gateway.jsonout import dumpb
 from headwater.gateway.ksql import ksql_endpoint
+from headwater.gateway.metrics import HttpMetricsMiddleware, metrics_endpoint, route_templates
 from headwater.gateway.openapi import openapi_document
 from headwater.gateway.queries import query_status_endpoint
 from headwater.gateway.query import close_query_endpoint, query_endpoint, query_stream_endpoint
@@ -37,6 +41,8 @@ from headwater.kafka.errors import KafkaEdgeError
 from headwater.metastore.errors import MetastoreError
 from headwater.sqlparse_ext.errors import ParseError
 from headwater.store.errors import StoreError
+
+log = logging.getLogger(__name__)
 
 
 async def openapi_endpoint(_request: Request) -> Response:
@@ -56,8 +62,10 @@ ROUTES = [
     Route("/status/{command_id:path}", command_status_endpoint, methods=["GET"]),
     Route("/openapi.json", openapi_endpoint, methods=["GET"]),
     Route("/queryStatus", query_status_endpoint, methods=["GET"]),
+    Route("/metrics", metrics_endpoint, methods=["GET"]),
     *CLUSTER_ROUTES,
     *REGISTRY_ROUTES,
+    *CONSOLE_ROUTES,
 ]
 
 
@@ -138,21 +146,49 @@ async def _http_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code * 100, exc.detail, kind="generic_error")
 
 
-async def _server_error(_request: Request, exc: Exception) -> Response:
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # a bug: the client gets its one-line reason, the log the traceback
+    log.error(
+        "internal error answering %s %s",
+        request.method,
+        request.url.path,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
     return error_response(50000, f"internal error: {exc!r}", kind="generic_error")
 
 
 ExceptionHandler = Callable[[Request, Exception], Awaitable[Response]]
 
+
+def _counted(handler: ExceptionHandler) -> ExceptionHandler:
+    """``handler``, counting its answer's error code in ``/metrics``' ``headwater_errors``."""
+
+    async def counted(request: Request, exc: Exception) -> Response:
+        response = await handler(request, exc)
+        services = getattr(request.app.state, "services", None)
+        if services is not None:
+            try:
+                code = int(orjson.loads(response.body).get("error_code", 0))
+            except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+                code = response.status_code * 100
+            services.metrics.error(code)
+        return response
+
+    return counted
+
+
 EXCEPTION_HANDLERS: dict[Any, ExceptionHandler] = {
-    KsqlError: _ksql_error,
-    ParseError: _parse_error,
-    MetastoreError: _metastore_error,
-    KafkaEdgeError: _kafka_error,
-    EngineError: _engine_error,
-    StoreError: _store_error,
-    HTTPException: _http_error,
-    Exception: _server_error,
+    error: _counted(handler)
+    for error, handler in {
+        KsqlError: _ksql_error,
+        ParseError: _parse_error,
+        MetastoreError: _metastore_error,
+        KafkaEdgeError: _kafka_error,
+        EngineError: _engine_error,
+        StoreError: _store_error,
+        HTTPException: _http_error,
+        Exception: _server_error,
+    }.items()
 }
 """Each package's root error (and the gateway's own) -> its ksqlDB error body."""
 
@@ -209,7 +245,13 @@ def create_app(
         local_token: lets this server's own processes (Spark's) reach its schema registry
             without a user (``gateway.auth.BasicAuthMiddleware``).
     """
-    middleware = [Middleware(KsqlMediaType)]
+    middleware = [
+        # outermost: it sees every answer, the authentication's 401s included
+        Middleware(
+            HttpMetricsMiddleware, metrics=services.metrics, templates=route_templates(ROUTES)
+        ),
+        Middleware(KsqlMediaType),
+    ]
     if authentication is not None:
 
         def secret() -> str | None:
@@ -232,4 +274,5 @@ def create_app(
     )
     app.state.services = services
     app.state.push_queries = services.push
+    services.metrics.watch(services)
     return app

@@ -216,6 +216,18 @@ PATHS: dict[str, dict[str, Any]] = {
     "/openapi.json": {
         "get": {"summary": "This document", "responses": {"200": _json("OpenAPI 3.1")}}
     },
+    "/metrics": {
+        "get": {
+            "summary": "Prometheus metrics: persistent queries, table partitions, pull and push "
+            "queries, HTTP, the command log, the cluster and Spark (OpenMetrics when Accept asks)",
+            "responses": {
+                "200": {
+                    "description": "Prometheus' text format 0.0.4",
+                    "content": {"text/plain; version=0.0.4; charset=utf-8": {}},
+                }
+            },
+        }
+    },
 }
 
 
@@ -241,6 +253,31 @@ def _registry_paths() -> dict[str, dict[str, Any]]:
 
 
 PATHS.update(_registry_paths())
+
+
+def _console_paths() -> dict[str, dict[str, Any]]:
+    """The web console's routes (``gateway.console_routes``): its page and its files."""
+    from headwater.gateway.console_routes import ASSETS
+
+    def page(summary: str, media_types: list[str]) -> dict[str, Any]:
+        content: dict[str, Any] = {media_type: {} for media_type in media_types}
+        return {
+            "get": {
+                "summary": summary,
+                "responses": {"200": {"description": summary, "content": content}},
+            }
+        }
+
+    return {
+        "/": page("The web console (a page of the browser)", ["text/html; charset=utf-8"]),
+        "/console/{file}": page(
+            f"The web console's files ({', '.join(sorted(ASSETS))}; any other name: 404)",
+            sorted(set(ASSETS.values())),
+        ),
+    }
+
+
+PATHS.update(_console_paths())
 
 
 def openapi_document() -> dict[str, Any]:

@@ -25,6 +25,7 @@ row bound midway, it ends with an ``errorMessage`` item (ksqlDB's item for an er
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
@@ -213,6 +214,7 @@ async def _push(
     query_id, plan, follower, stop = await run_in_threadpool(
         push.start_push, services, registry, statement, properties
     )
+    services.metrics.push_started.inc()
     body = push.stream_push(request, registry, query_id, plan, follower, stop, shape=shape)
     return StreamingResponse(body, media_type=JSON if shape == "array" else DELIMITED)
 
@@ -259,6 +261,20 @@ async def _answer(
 
 
 async def _run(
+    services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
+) -> PullAnswer:
+    """Run the pull query (:func:`_run_pull`), counted and timed in ``/metrics``."""
+    started = time.perf_counter()
+    try:
+        answer = await _run_pull(services, prepared, properties)
+    except BaseException:
+        services.metrics.pull_failed(time.perf_counter() - started)
+        raise
+    services.metrics.pull_answered(time.perf_counter() - started)
+    return answer
+
+
+async def _run_pull(
     services: Services, prepared: PreparedPull, properties: Mapping[str, Any]
 ) -> PullAnswer:
     """Run key lookups on the event loop (a few store reads: a thread hop would cost more than

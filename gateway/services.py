@@ -22,6 +22,7 @@ from headwater.engine.pull.tables import MaterializedTables
 from headwater.engine.spark.host import QueryEngine
 from headwater.gateway.admission import Admission
 from headwater.gateway.forwarding import Forwarding
+from headwater.gateway.metrics import ServerMetrics
 from headwater.gateway.push_registry import PushQueries
 from headwater.gateway.writer import RowWriter
 from headwater.kafka.clients import KafkaSettings
@@ -116,6 +117,7 @@ class Services:
         schema_registry: the schema registry this server serves under ``/registry``
             (``gateway.schema_registry_api``); None: it serves none.
         schema_registry_limits: what one client may make that registry hold.
+        metrics: the traffic counters ``GET /metrics`` reports (``gateway.metrics``).
     """
 
     settings: KafkaSettings
@@ -142,6 +144,7 @@ class Services:
     push: PushQueries = field(default_factory=PushQueries)
     schema_registry: RegistryLog | None = None
     schema_registry_limits: RegistryLimits = field(default_factory=RegistryLimits)
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
 
 
 def services_of(request: Request) -> Services:

@@ -200,6 +200,9 @@ def broker(port: int, data_dir: Path | None, in_memory: bool) -> None:
     click.echo("broker stopped")
 
 
+_SERVER_TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
 def _settings_help() -> str:
     from headwater.config import SETTINGS, defaults
 
@@ -266,6 +269,13 @@ def _settings_help() -> str:
     metavar="KEY=VALUE",
     help="One setting (repeatable); applied after --config.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=None,
+    help="text (for people) or json (one object a line, for log shippers); "
+    "headwater.log.format  [default: text]",
+)
 def server(
     port: int | None,
     host: str | None,
@@ -276,14 +286,18 @@ def server(
     peers: str | None,
     config_file: Path | None,
     overrides: tuple[str, ...],
+    log_format: str | None,
 ) -> None:
     """Run a headwater node (ksqlDB's REST API) until stopped with Ctrl-C or SIGTERM."""
     from headwater.config import ConfigError, load
+    from headwater.engine.log_format import configure
     from headwater.http_server import PortInUse, UnknownHttpServer, UnsupportedTls
     from headwater.kafka.errors import BrokerError, KafkaEdgeError
     from headwater.server import Node, StateDirInUse, serve
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure("text", logging.WARNING, _SERVER_TEXT_FORMAT)
+    if log_format is not None:
+        overrides = (*overrides, f"headwater.log.format={log_format}")
     try:
         config = load(
             config_file,
@@ -295,6 +309,7 @@ def server(
         )
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    configure(config.log_format, logging.WARNING, _SERVER_TEXT_FORMAT)
     if host is not None or port is not None:
         from dataclasses import replace
 

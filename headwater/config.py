@@ -74,6 +74,13 @@ def _optional_format_name(text: str) -> str | None:
 ENGINE_STARTS = ("first-query", "startup")
 
 
+def _log_format(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("text", "json"):
+        raise ValueError("expected text or json")
+    return value
+
+
 def _engine_start(text: str) -> str:
     value = text.strip().lower()
     if value not in ENGINE_STARTS:
@@ -421,6 +428,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Query checkpoints; unset: <state.dir>/checkpoints (a cluster needs a shared path).",
     ),
     Setting(
+        "headwater.log.format",
+        "log_format",
+        _log_format,
+        "How the server and its Spark process write their logs: text (for people) or json (one "
+        "JSON object a line, with query id, partition and statement id where known, for log "
+        "shippers). --log-format sets it too.",
+    ),
+    Setting(
         "headwater.engine.start",
         "engine_start",
         _engine_start,
@@ -591,6 +606,7 @@ class ServerConfig:
     persistent_active_limit: int = 20
     checkpoint_root: str | None = None
     engine_start: str = "first-query"
+    log_format: str = "text"
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000
     cache_max_bytes_buffering: int = 10_485_760

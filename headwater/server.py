@@ -244,6 +244,7 @@ def engine_settings_of(
         master=config.spark_master,
         checkpoint_root=str(root),
         log_file=str(state_dir / "logs" / "spark.log"),
+        log_format=config.log_format,
         trigger_interval_ms=config.trigger_interval_ms,
         start_at_startup=config.engine_start == "startup",
         max_records_per_batch=config.max_records_per_batch,

@@ -181,7 +181,12 @@ class CommandSubmitter:
             if isinstance(answer, Submitted):
                 return answer
             lost = answer
-            log.warning("command submission attempt %d lost: %s", attempt, lost.reason)
+            log.warning(
+                "command submission attempt %d lost: %s",
+                attempt,
+                lost.reason,
+                extra={"statement_id": attempt_ids[-1] if attempt_ids else None},
+            )
             if attempt < self._limits.max_attempts:
                 self._yield_to_others(lost, attempt, time.monotonic() - started)
         raise CommandConflict(

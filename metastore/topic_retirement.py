@@ -60,7 +60,11 @@ def retiring(settings: KafkaSettings | None, then: Listener | None = None) -> Li
                 in_use = {source.topic for source in catalog.sources.values()}
                 readers.release_holds(in_use & readers.retired_topics())
         except Exception:  # the runner must not die for this
-            log.exception("could not retire the topic of command %s", record.command_id)
+            log.exception(
+                "could not retire the topic of command %s",
+                record.command_id,
+                extra={"statement_id": record.command_id},
+            )
         if then is not None:
             then(record, outcome, catalog)
 

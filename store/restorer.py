@@ -539,7 +539,11 @@ class TableRestorer:
         except StoreError as exc:
             reason = f"the store refused a batch: {exc}"
             log.error(
-                "store %s/%d: %s; no longer restoring it", target.table, target.partition, reason
+                "store %s/%d: %s; no longer restoring it",
+                target.table,
+                target.partition,
+                reason,
+                extra={"table": target.table, "partition": target.partition},
             )
             self._update(target, lambda s: s.failed(reason))
             if self._routes.remove(key, target):
@@ -554,6 +558,7 @@ class TableRestorer:
                 key[1],
                 skipped.offset,
                 skipped.reason,
+                extra={"table": target.table, "topic": key[0], "partition": key[1]},
             )
         if len(run.skipped) > _MAX_SKIP_LOGS:
             log.warning(
@@ -603,7 +608,13 @@ class TableRestorer:
 
     def _note_error(self, message: Message, error: KafkaError) -> None:
         topic, partition = message.topic(), message.partition()
-        log.warning("table restorer: %s[%s]: %s", topic, partition, error.str())
+        log.warning(
+            "table restorer: %s[%s]: %s",
+            topic,
+            partition,
+            error.str(),
+            extra={"topic": topic, "partition": partition},
+        )
         if topic is not None and partition is not None:
             for target in self._routes.targets((topic, partition)):
                 self._update(target, lambda s: s.noted(error.str()))

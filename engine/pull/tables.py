@@ -186,6 +186,7 @@ class StoredTable:
                 partition,
                 envelope.offset,
                 exc.message,
+                extra={"table": self.source.name, "partition": partition},
             )
             return None
         return Row(key, value, envelope.timestamp_ms, partition, envelope.offset)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from headwater.engine import log_format
 from headwater.engine.spark.admission import admit, available_mb, creation_order
 from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.spark.shared_ends import EndWatch
@@ -68,6 +69,7 @@ class _Running:
     starting_until: float = 0.0  # while Spark initializes its sources (see `_starting`)
     progressed: bool = False  # Spark has finished a trigger of this run (see `_processed`)
     processed: dict[str, dict[str, int]] = field(default_factory=dict)
+    batch_ms: int | None = None  # Spark's triggerExecution of the last micro-batch
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -145,7 +147,7 @@ class QueryDriver:
         )
         for query_id, why in decided.waiting.items():
             if not self._queries[query_id].message:  # once, when it starts waiting
-                log.warning("query %s %s", query_id, why)
+                log.warning("query %s %s", query_id, why, extra={"query_id": query_id})
             self._queries[query_id].message = why
         for query_id in decided.start:
             self._start(query_id)
@@ -177,7 +179,12 @@ class QueryDriver:
                 error = handle.exception()
                 running.state = "ERROR"
                 running.message = _reason(error) if error else "the query stopped"
-                log.error("query %s failed: %s", query_id, running.message)
+                log.error(
+                    "query %s failed: %s",
+                    query_id,
+                    running.message,
+                    extra={"query_id": query_id},
+                )
                 running.handle = None
                 running.retry_at = now + running.retry_pause
                 running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
@@ -213,6 +220,7 @@ class QueryDriver:
     def statuses(self) -> dict[str, dict[str, Any]]:
         """Query id -> state, reason, and what its sink did (for SHOW QUERIES, DESCRIBE EXTENDED)."""
         found: dict[str, dict[str, Any]] = {}
+        ends = self._ends.ends() if self._ends is not None else {}
         for query_id, running in self._queries.items():
             stats = running.sink.stats if running.sink is not None else None
             message = running.message
@@ -233,6 +241,14 @@ class QueryDriver:
             }
             if state == "RUNNING":
                 status["processed"] = {t: dict(p) for t, p in running.processed.items()}
+                # the sources' ends as the end watcher last saw them (``/metrics``' lag)
+                status["ends"] = {
+                    t: {str(p): e for p, e in ends[t].items()}
+                    for t in running.processed
+                    if t in ends
+                }
+                if running.batch_ms is not None:
+                    status["lastBatchMs"] = running.batch_ms
             if stats is not None:
                 with stats.lock:
                     status.update(
@@ -259,6 +275,9 @@ class QueryDriver:
             return running.progressed
         running.progressed = True
         running.processed = processed_offsets(running.payload, progress)
+        durations = progress.get("durationMs") if isinstance(progress, Mapping) else None
+        if isinstance(durations, Mapping) and isinstance(durations.get("triggerExecution"), int):
+            running.batch_ms = durations["triggerExecution"]
         return True
 
     def warm_up(self) -> None:
@@ -414,7 +433,7 @@ class QueryDriver:
             running.message = _reason(exc)
             running.retry_at = time.monotonic() + running.retry_pause
             running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
-            log.exception("query %s could not start", query_id)
+            log.exception("query %s could not start", query_id, extra={"query_id": query_id})
 
     def _read(
         self,
@@ -628,9 +647,7 @@ def child_main(
         fd = os.open(settings.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_format.configure(settings.log_format, logging.INFO)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     driver = QueryDriver(settings, KafkaSettings(bootstrap, client_config=dict(client_config)))
     last_sent = last_checked = 0.0

@@ -21,6 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from headwater.engine.functions.catalog import unknown_functions
@@ -73,6 +74,21 @@ def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:
     return payload
 
 
+@dataclass(frozen=True, slots=True)
+class EngineHealth:
+    """The Spark child process as the server sees it (``/metrics``).
+
+    Attributes:
+        state: DOWN, STARTING (its SparkSession starts) or UP.
+        pid: its process id (None: no child).
+        started_at: when it was spawned (Unix time; None: no child).
+    """
+
+    state: str
+    pid: int | None
+    started_at: float | None
+
+
 class QueryEngine:
     """Runs this server's share of the persistent queries in a Spark child process."""
 
@@ -96,6 +112,7 @@ class QueryEngine:
         self._owned = owned or owned_everything
         self._lock = threading.Lock()
         self._process: Any = None
+        self._spawned_at: float | None = None
         self._conn: Any = None
         self._statuses: dict[str, dict[str, Any]] = {}
         self._spark_state = "DOWN"
@@ -131,6 +148,14 @@ class QueryEngine:
             for query_id, message in self._refused.items():
                 found[query_id] = {"state": "ERROR", "message": message}
         return found
+
+    def health(self) -> EngineHealth:
+        """The Spark child's state, process id and start time."""
+        with self._lock:
+            process = self._process
+            if process is None:
+                return EngineHealth("DOWN", None, None)
+            return EngineHealth(self._spark_state, process.pid, self._spawned_at)
 
     def run_transient(self, query_id: str, payload: dict[str, Any]) -> None:
         """Runs a transient query (a push query's) beside the catalog's, until `stop_transient`."""
@@ -265,6 +290,7 @@ class QueryEngine:
         process.start()
         child.close()
         self._process, self._conn = process, parent
+        self._spawned_at = time.time()
         self._spark_state = "STARTING"
         self._reader = threading.Thread(
             target=self._read, args=(parent,), name="query-status", daemon=True

@@ -21,6 +21,7 @@ class EngineSettings:
         master: ``spark.master``: ``local[*]``, or a standalone master ``spark://host:port``.
         checkpoint_root: where queries keep their checkpoints (shared by every server of a cluster).
         log_file: where Spark's own logs go (never the user's terminal).
+        log_format: how the child process writes its log (``engine.log_format``: text or json).
         start_at_startup: start Spark when the server starts, in the background, and warm it up
             (its Python workers started, the query modules imported), rather than with the
             first query to run.
@@ -44,6 +45,7 @@ class EngineSettings:
     master: str = "local[*]"
     checkpoint_root: str = ""
     log_file: str = ""
+    log_format: str = "text"
     start_at_startup: bool = False
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000

@@ -93,6 +93,7 @@ class EndWatch:
         self._kafka = kafka
         self._lock = threading.Lock()
         self._wanted: dict[str, int] = {}
+        self._latest: dict[str, dict[int, int]] = {}
         self._applied = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="end-watch", daemon=True)
@@ -108,6 +109,11 @@ class EndWatch:
             self._applied.clear()
         if not self._applied.wait(_APPLY_TIMEOUT_S):
             log.warning("the end watcher did not take up its topics in %.0f s", _APPLY_TIMEOUT_S)
+
+    def ends(self) -> dict[str, dict[int, int]]:
+        """The ends last seen: topic -> partition -> end offset (a copy)."""
+        with self._lock:
+            return {topic: dict(ends) for topic, ends in self._latest.items()}
 
     def close(self) -> None:
         self._stopping.set()
@@ -167,6 +173,8 @@ class EndWatch:
                 if moved or now - written_at >= HEARTBEAT_S:
                     _write_atomically(self.path, ends_text(ends, now))
                     written_at = now
+                    with self._lock:
+                        self._latest = {topic: dict(known) for topic, known in ends.items()}
         except Exception:
             log.exception("the end watcher stopped; queries fall back to their own consumers")
         finally:
