@@ -16,14 +16,23 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from headwater.engine.spark.host import EngineHealth
 from headwater.gateway.app import ROUTES, create_app
-from headwater.gateway.metrics import UNMATCHED, route_templates, tree_rss
+from headwater.gateway.metrics import (
+    UNMATCHED,
+    ServerMetrics,
+    route_templates,
+    text_lines,
+    tree_rss,
+)
 from headwater.gateway.services import Services
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer
@@ -67,6 +76,64 @@ def test_tree_rss_sums_a_process_tree() -> None:
     assert mine.get("python", 0) > 10 << 20  # this pytest process alone
     assert tree_rss(2**22 + 7) == {}  # no such process
     assert tree_rss(1, Path("/nonexistent")) == {}
+
+
+def _stand_in(statuses: dict[str, dict[str, Any]]) -> Any:
+    """Just what StateCollector reads of a server, with ``statuses`` as its engine's."""
+    engine = SimpleNamespace(
+        statuses=lambda: statuses, health=lambda: EngineHealth("UP", os.getpid(), 1.5e9)
+    )
+    return SimpleNamespace(
+        queries=engine,
+        tables=None,
+        control=None,
+        cluster=None,
+        advertised="127.0.0.1:1",
+        runner=SimpleNamespace(
+            position=7, end_seen=lambda: 9, catalog=SimpleNamespace(sources={}, queries={})
+        ),
+        admission=SimpleNamespace(queued=0),
+        scans=SimpleNamespace(queued=1),
+        push=SimpleNamespace(running=lambda: ["p1"]),
+    )
+
+
+def test_the_fast_text_format_writes_what_prometheus_client_writes() -> None:
+    # Label values a hostile name could bring: quotes, backslashes, newlines, non-ASCII.
+    odd = 'Q"1\\x\nÿ'
+    statuses = {
+        odd: {
+            "state": "ERROR",
+            "records": 3,
+            "errors": 1,
+            "lastErrorMs": 1_700_000_000_123,
+            "processed": {'t"opic\n': {"0": 5, "1": 7}},
+            "ends": {'t"opic\n': {"0": 9, "1": 7}},
+            "lastBatchMs": 12,
+        },
+        "CSAS_OK_1": {"state": "RUNNING", "records": 1e20, "batches": 2, "restarts": 1},
+    }
+    metrics = ServerMetrics()
+    metrics.watch(_stand_in(statuses))  # type: ignore[arg-type]
+    metrics.pull_answered(0.002)
+    metrics.error(40001)
+    fast, media_type = metrics.exposition()
+    assert media_type.startswith("text/plain; version=0.0.4")
+    assert fast == generate_latest(metrics.everything)  # byte for byte, sorted labels included
+    found = samples(fast.decode())
+    assert value(found, "headwater_query_state", query_id=odd, state="ERROR") == 1.0
+    lag = value(
+        found, "headwater_query_source_lag_records", query_id=odd, topic='t"opic\n', partition="0"
+    )
+    assert lag == 4.0
+    assert value(found, "headwater_query_records_written_total", query_id="CSAS_OK_1") == 1e20
+    assert value(found, "headwater_queries", state="ERROR") == 1.0
+    assert value(found, "headwater_command_log_lag_records") == 2.0
+    # OpenMetrics on request, from the library
+    text, media_type = metrics.exposition("application/openmetrics-text; version=1.0.0")
+    assert media_type.startswith("application/openmetrics-text") and text.endswith(b"# EOF\n")
+    with pytest.raises(ValueError, match="histogram"):
+        text_lines(metrics.registry.collect())
 
 
 # -- in process --------------------------------------------------------------------------------
