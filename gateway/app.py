@@ -165,13 +165,13 @@ def _counted(handler: ExceptionHandler) -> ExceptionHandler:
 
     async def counted(request: Request, exc: Exception) -> Response:
         response = await handler(request, exc)
-        services = getattr(request.app.state, "services", None)
-        if services is not None:
+        metrics = getattr(getattr(request.app.state, "services", None), "metrics", None)
+        if metrics is not None:
             try:
                 code = int(orjson.loads(response.body).get("error_code", 0))
             except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                 code = response.status_code * 100
-            services.metrics.error(code)
+            metrics.error(code)
         return response
 
     return counted
