@@ -26,13 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from headwater.engine.spark.host import EngineHealth
 from headwater.gateway.app import ROUTES, create_app
-from headwater.gateway.metrics import (
-    UNMATCHED,
-    ServerMetrics,
-    route_templates,
-    text_lines,
-    tree_rss,
-)
+from headwater.gateway.exposition import go_float
+from headwater.gateway.metrics import UNMATCHED, ServerMetrics, route_templates
+from headwater.gateway.metrics_state import tree_rss
 from headwater.gateway.services import Services
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer
@@ -132,8 +128,34 @@ def test_the_fast_text_format_writes_what_prometheus_client_writes() -> None:
     # OpenMetrics on request, from the library
     text, media_type = metrics.exposition("application/openmetrics-text; version=1.0.0")
     assert media_type.startswith("application/openmetrics-text") and text.endswith(b"# EOF\n")
-    with pytest.raises(ValueError, match="histogram"):
-        text_lines(metrics.registry.collect())
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        0.0,
+        -0.0,
+        1.0,
+        -3.5,
+        0.1,
+        999_999.0,
+        1_000_000.0,
+        1234567.5,
+        1e15,
+        1e16,
+        1e20,
+        1e-7,
+        -1e20,
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        2.0**53 + 2,
+    ],
+)
+def test_float_spelling_is_prometheus_clients(number: float) -> None:
+    from prometheus_client.utils import floatToGoString
+
+    assert go_float(number) == floatToGoString(number)
 
 
 # -- in process --------------------------------------------------------------------------------
