@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from headwater.gateway.broker_probe import BrokerProbe
 from headwater.gateway.exposition import Family, counter, gauge, single
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class StateCollector(Collector):
     def __init__(self, services: Services) -> None:
         self.services = services
         self._started = time.time()
+        self.broker = BrokerProbe(lambda: _brokers(services))
 
     def collect(self) -> Iterator[Metric]:
         """The families as prometheus-client's (registered beside the traffic: OpenMetrics)."""
@@ -49,6 +51,7 @@ class StateCollector(Collector):
             self._queries,
             self._tables,
             self._command_log,
+            self._kafka,
             self._cluster,
             self._spark,
             self._serving,
@@ -204,6 +207,25 @@ class StateCollector(Collector):
                 "Commands this server has yet to apply (end as its fetches last saw it).",
                 float(max(0, end - runner.position)),
             )
+        latency = runner.apply_latency()
+        applied = counter(
+            "headwater_commands_applied",
+            "Commands decided here since the command log was first read to its end.",
+        )
+        applied.add((), latency.commands)
+        took = counter(
+            "headwater_command_apply_seconds",
+            "Summed time from each of those commands' writing to its decision here (the mean: "
+            "rate of this over rate of headwater_commands_applied_total).",
+        )
+        took.add((), latency.seconds)
+        yield from (applied, took)
+        if latency.last_s is not None:
+            yield single(
+                "headwater_command_last_apply_seconds",
+                "How long the last command took from the log to this server's catalog.",
+                latency.last_s,
+            )
         yield single(
             "headwater_catalog_sources",
             "Streams and tables in the catalog.",
@@ -213,6 +235,30 @@ class StateCollector(Collector):
             "headwater_catalog_queries",
             "Persistent queries in the catalog (run by this server or another).",
             float(len(runner.catalog.queries)),
+        )
+
+    def _kafka(self) -> Iterator[Family]:
+        seen = self.broker.latest()
+        if seen is None:  # the first probe has not answered in time: nothing to say yet
+            return
+        yield single(
+            "headwater_kafka_up",
+            "1 when Kafka answered this server's last metadata request (asked at most every 5 s, "
+            "in the background), 0 when it did not answer in time.",
+            1.0 if seen.up else 0.0,
+        )
+        yield single(
+            "headwater_kafka_brokers", "Brokers in Kafka's last metadata answer.", seen.brokers
+        )
+        yield single(
+            "headwater_kafka_last_probe_time_seconds",
+            "When that request was sent (Unix time).",
+            seen.at,
+        )
+        yield single(
+            "headwater_kafka_probe_duration_seconds",
+            "How long Kafka took to answer it (or to fail).",
+            seen.seconds,
         )
 
     def _cluster(self) -> Iterator[Family]:
@@ -287,6 +333,12 @@ class StateCollector(Collector):
             "Push queries (and PRINTs) this server streams now.",
             float(len(services.push.running())),
         )
+
+
+def _brokers(services: Services) -> int:
+    """Kafka's brokers, from a metadata request (raises when Kafka does not answer in time)."""
+    metadata = services.admin.list_topics(timeout=services.limits.kafka_probe_timeout_s)
+    return len(metadata.brokers)
 
 
 # -- processes ---------------------------------------------------------------------------------

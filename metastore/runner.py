@@ -19,8 +19,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Message, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 from headwater.kafka.lanes import Lane, behind_since, live_wait_after_stall, next_lane
@@ -47,6 +48,18 @@ _STALL_S = 0.5
 
 #: Called after each decided command, on the runner's thread, with the new catalog.
 Listener = Callable[[CommandRecord, Outcome, Catalog], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyLatency:
+    """How long commands took from the command log to this server's catalog: from each record's
+    timestamp (when its submitter wrote it) to its decision here, for the commands decided since
+    the runner first read the log to its end (a replay at start-up decides old commands: their age
+    is no latency). A clock behind the submitter's counts as 0."""
+
+    commands: int = 0
+    seconds: float = 0.0  # summed
+    last_s: float | None = None
 
 
 class RunnerState(enum.Enum):
@@ -94,6 +107,7 @@ class CommandRunner:
         self._read_to_end = False
         self._high: int | None = None
         self._live_wait_ms = _FETCH_WAIT_MS
+        self._latency = ApplyLatency()
         self.replayed_from_snapshot = -1
 
     # -- what others read ------------------------------------------------------------------------
@@ -142,6 +156,10 @@ class CommandRunner:
         """The command topic's high watermark in the runner's latest fetch (None: none yet); for
         messages only."""
         return self._high
+
+    def apply_latency(self) -> ApplyLatency:
+        """Commands decided live, and how long each took to reach here (`ApplyLatency`)."""
+        return self._latency
 
     def wait_for_outcome(self, command_id: str, timeout_s: float) -> Outcome | None:
         """Block until ``command_id`` is decided; None on timeout or DEGRADED."""
@@ -210,7 +228,7 @@ class CommandRunner:
                         continue
                     offset = message.offset()
                     assert offset is not None  # a record (errors were handled above)
-                    if not self._decide(offset, message.value()):
+                    if not self._decide(offset, message.value(), _written_ms(message)):
                         return
                 if not messages:
                     continue
@@ -291,7 +309,7 @@ class CommandRunner:
             fetch_wait_max_ms=wait_ms,
         )
 
-    def _decide(self, offset: int, value: bytes | None) -> bool:
+    def _decide(self, offset: int, value: bytes | None, written_ms: int | None = None) -> bool:
         try:
             with self._changed:
                 outcome = self._fold.feed(offset, value)
@@ -304,6 +322,10 @@ class CommandRunner:
             self._degrade(f"cannot apply command-log record at offset {offset}: {exc.message}")
             return False
         if outcome is not None:
+            if written_ms is not None and self._read_to_end:
+                took = max(0.0, time.time() - written_ms / 1000)
+                was = self._latency  # one writer (this thread); readers take the whole value
+                self._latency = ApplyLatency(was.commands + 1, was.seconds + took, took)
             self._since_snapshot += 1
             if self._snapshots is not None and self._since_snapshot >= self._snapshot_every:
                 self._snapshots.save(self._fold)
@@ -316,3 +338,9 @@ class CommandRunner:
             self._state = RunnerState.DEGRADED
             self._reason = reason
             self._changed.notify_all()
+
+
+def _written_ms(message: Message) -> int | None:
+    """The record's timestamp (ms), None when it has none."""
+    kind, ms = message.timestamp()
+    return ms if kind != TIMESTAMP_NOT_AVAILABLE and ms > 0 else None

@@ -32,6 +32,7 @@ from headwater.gateway.metrics_state import tree_rss
 from headwater.gateway.services import Services
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import producer
+from headwater.metastore.runner import ApplyLatency
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette wants httpx2 for its TestClient
@@ -86,8 +87,13 @@ def _stand_in(statuses: dict[str, dict[str, Any]]) -> Any:
         cluster=None,
         advertised="127.0.0.1:1",
         runner=SimpleNamespace(
-            position=7, end_seen=lambda: 9, catalog=SimpleNamespace(sources={}, queries={})
+            position=7,
+            end_seen=lambda: 9,
+            catalog=SimpleNamespace(sources={}, queries={}),
+            apply_latency=lambda: ApplyLatency(3, 0.125, 0.05),
         ),
+        admin=SimpleNamespace(list_topics=lambda timeout: SimpleNamespace(brokers={1: "b"})),
+        limits=SimpleNamespace(kafka_probe_timeout_s=1.0),
         admission=SimpleNamespace(queued=0),
         scans=SimpleNamespace(queued=1),
         push=SimpleNamespace(running=lambda: ["p1"]),
@@ -125,6 +131,10 @@ def test_the_fast_text_format_writes_what_prometheus_client_writes() -> None:
     assert value(found, "headwater_query_records_written_total", query_id="CSAS_OK_1") == 1e20
     assert value(found, "headwater_queries", state="ERROR") == 1.0
     assert value(found, "headwater_command_log_lag_records") == 2.0
+    assert value(found, "headwater_commands_applied_total") == 3.0
+    assert value(found, "headwater_command_apply_seconds_total") == 0.125
+    assert value(found, "headwater_kafka_up") == 1.0
+    assert value(found, "headwater_kafka_brokers") == 1.0
     # OpenMetrics on request, from the library
     text, media_type = metrics.exposition("application/openmetrics-text; version=1.0.0")
     assert media_type.startswith("application/openmetrics-text") and text.endswith(b"# EOF\n")
@@ -254,6 +264,13 @@ def test_traffic_and_state_are_counted_and_match_the_server(
     assert value(after, "headwater_command_log_offset") == services.runner.position
     assert value(after, "headwater_catalog_sources") == len(services.runner.catalog.sources)
     assert value(after, "headwater_pull_queue_depth", kind="any") == 0.0
+    # the CREATE, decided live: its latency counted, as the runner reports it
+    applied = value(after, "headwater_commands_applied_total") or 0
+    assert applied >= 1 and applied == services.runner.apply_latency().commands
+    assert 0 <= (value(after, "headwater_command_last_apply_seconds") or -1) < 10
+    assert value(after, "headwater_kafka_up") == 1.0
+    assert (value(after, "headwater_kafka_brokers") or 0) >= 1
+    assert 0 < (value(after, "headwater_kafka_probe_duration_seconds") or 0) < 2
 
 
 @pytest.mark.kafka

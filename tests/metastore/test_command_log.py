@@ -133,6 +133,32 @@ def test_submit_applies_everywhere_and_restart_replays_from_snapshot(
         restarted.stop()
 
 
+def test_commands_decided_live_report_their_latency_and_a_replay_does_not(
+    servers: list[Server], log_settings: KafkaSettings, command_topic: str
+) -> None:
+    first, second = servers
+    for i in range(3):
+        first.submit(_stream(f"L{i}"))
+    assert second.runner.wait_for_position(first.runner.position, 10)
+    for runner in (first.runner, second.runner):
+        latency = runner.apply_latency()
+        assert latency.commands == 3
+        assert latency.last_s is not None and 0 <= latency.last_s < 10
+        assert latency.last_s <= latency.seconds < 30
+
+    # a server that starts replays old commands: their age is not a latency
+    late = CommandRunner(log_settings, command_topic, None)
+    late.start()
+    try:
+        assert late.wait_until_read_to_end(10)
+        assert late.apply_latency().commands == 0 and late.apply_latency().last_s is None
+        first.submit(_stream("L3"))
+        assert late.wait_for_position(first.runner.position, 10)
+        assert late.apply_latency().commands == 1
+    finally:
+        late.stop()
+
+
 def test_a_transaction_that_never_ends_does_not_stop_the_log(
     servers: list[Server], log_settings: KafkaSettings, command_topic: str
 ) -> None:
