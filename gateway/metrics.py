@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 #: Pull-query latency buckets (seconds): a key lookup answers in ~2 ms, a scan in seconds.
 _PULL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_PUSH_START_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 _HTTP_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60)
 #: The route label of a request no route matched (a made-up path adds no series).
 UNMATCHED = "unmatched"
@@ -62,7 +63,8 @@ class ServerMetrics:
         )
         self.pull_queries = Counter(
             "headwater_pull_queries",
-            "Pull queries answered (outcome ok) or refused (outcome error).",
+            "Pull queries answered (outcome ok), turned away by a full queue (outcome rejected: "
+            "429) or refused otherwise (outcome error).",
             ("outcome",),
             registry=self.registry,
         )
@@ -83,6 +85,20 @@ class ServerMetrics:
             "Push queries started on this server.",
             registry=self.registry,
         )
+        self.push_refused = Counter(
+            "headwater_push_queries_refused",
+            "Push queries that did not start, by ksqlDB error code (42900: this server runs "
+            "its most already).",
+            ("code",),
+            registry=self.registry,
+        )
+        self.push_start_seconds = Histogram(
+            "headwater_push_query_start_duration_seconds",
+            "Time from a push query's request to its start (its header): a stateful one waits "
+            "for its transient Spark query.",
+            buckets=_PUSH_START_BUCKETS,
+            registry=self.registry,
+        )
         self._collector: StateCollector | None = None
         # OpenMetrics answers (and the differential test) take both parts from one registry
         self.everything = CollectorRegistry(auto_describe=False)
@@ -98,9 +114,13 @@ class ServerMetrics:
         self.pull_queries.labels("ok").inc()
         self.pull_seconds.observe(seconds)
 
-    def pull_failed(self, seconds: float) -> None:
-        self.pull_queries.labels("error").inc()
+    def pull_failed(self, seconds: float, rejected: bool = False) -> None:
+        self.pull_queries.labels("rejected" if rejected else "error").inc()
         self.pull_seconds.observe(seconds)
+
+    def push_began(self, seconds: float) -> None:
+        self.push_started.inc()
+        self.push_start_seconds.observe(seconds)
 
     def error(self, code: int) -> None:
         self.errors.labels(str(code)).inc()

@@ -211,10 +211,15 @@ async def _push(
     """A push query: its start is fixed (in a worker thread: it reads the ends from Kafka) before
     its header is sent."""
     registry = push.registry_of(request)
-    query_id, plan, follower, stop = await run_in_threadpool(
-        push.start_push, services, registry, statement, properties
-    )
-    services.metrics.push_started.inc()
+    started = time.perf_counter()
+    try:
+        query_id, plan, follower, stop = await run_in_threadpool(
+            push.start_push, services, registry, statement, properties
+        )
+    except KsqlError as refused:
+        services.metrics.push_refused.labels(str(refused.error_code)).inc()
+        raise
+    services.metrics.push_began(time.perf_counter() - started)
     body = push.stream_push(request, registry, query_id, plan, follower, stop, shape=shape)
     return StreamingResponse(body, media_type=JSON if shape == "array" else DELIMITED)
 
@@ -267,8 +272,9 @@ async def _run(
     started = time.perf_counter()
     try:
         answer = await _run_pull(services, prepared, properties)
-    except BaseException:
-        services.metrics.pull_failed(time.perf_counter() - started)
+    except BaseException as failed:
+        rejected = isinstance(failed, KsqlError) and failed.error_code == 42900
+        services.metrics.pull_failed(time.perf_counter() - started, rejected)
         raise
     services.metrics.pull_answered(time.perf_counter() - started)
     return answer

@@ -274,6 +274,48 @@ def test_traffic_and_state_are_counted_and_match_the_server(
 
 
 @pytest.mark.kafka
+def test_refused_push_and_pull_queries_are_counted_apart(
+    client: TestClient, services: Services
+) -> None:
+    name = f"R_{uuid.uuid4().hex[:6].upper()}"
+    created = client.post(
+        "/ksql",
+        json={
+            "ksql": f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH "
+            f"(kafka_topic='{name.lower()}', partitions=1, value_format='JSON');"
+        },
+    )
+    assert created.status_code == 200, created.text
+    registry = client.app.state.push_queries  # type: ignore[attr-defined]
+    before = _scrape(client)
+    most, registry.max_running = registry.max_running, 0
+    try:
+        refused = client.post("/query", json={"ksql": f"SELECT * FROM {name} EMIT CHANGES;"})
+    finally:
+        registry.max_running = most
+    assert refused.status_code == 429, refused.text
+    after = _scrape(client)
+
+    def moved(name: str, **labels: str) -> float:
+        return (value(after, name, **labels) or 0) - (value(before, name, **labels) or 0)
+
+    assert moved("headwater_push_queries_refused_total", code="42900") == 1
+    assert moved("headwater_push_queries_started_total") == 0
+    assert moved("headwater_errors_total", code="42900") == 1
+
+    metrics = ServerMetrics()  # the pull side's outcomes, and a push start's time
+    metrics.pull_failed(0.001, rejected=True)
+    metrics.pull_failed(0.001)
+    metrics.push_began(0.25)
+    found = samples(generate_latest(metrics.registry).decode())
+    assert value(found, "headwater_pull_queries_total", outcome="rejected") == 1
+    assert value(found, "headwater_pull_queries_total", outcome="error") == 1
+    assert value(found, "headwater_push_query_start_duration_seconds_count") == 1
+    assert value(found, "headwater_push_query_start_duration_seconds_bucket", le="0.25") == 1
+    assert value(found, "headwater_push_query_start_duration_seconds_bucket", le="0.1") == 0
+
+
+@pytest.mark.kafka
 def test_a_scrape_is_quick_and_needs_the_same_authentication(
     memory_services: Callable[..., Services],
 ) -> None:
