@@ -310,8 +310,8 @@ async function runQuery(sql, push) {
   if (!push && state.written.size && !(READ_AFTER in properties)) properties[READ_AFTER] = readAfter();
   const stream = startStream(card);
   const view = rowsView(card.body, push);
-  let ok = true;
-  try {
+  return settle(card, sql, stream, async () => {
+    let ok = true;
     const response = await post("/query-stream", { sql, properties, sessionVariables: { ...state.variables } }, DELIMITED, stream.controller.signal);
     let header = null;
     for await (const line of lines(response.body)) {
@@ -332,19 +332,8 @@ async function runQuery(sql, push) {
         view.note(item.finalMessage);
       }
     }
-    setStatus(card, stream.stopped ? "stopped" : ok ? "done" : "failed");
     return ok;
-  } catch (error) {
-    if (stream.stopped && error.name === "AbortError") {
-      setStatus(card, "stopped");
-      return true;
-    }
-    card.body.append(renderError(error, sql));
-    setStatus(card, "failed");
-    return false;
-  } finally {
-    endStream(stream);
-  }
+  });
 }
 
 /** PRINT over /query: the topic's records as text lines, as they arrive. */
@@ -355,7 +344,7 @@ async function runPrint(sql) {
   const stream = startStream(card);
   const out = h("pre", { class: "print" });
   card.body.append(out);
-  try {
+  return settle(card, sql, stream, async () => {
     const response = await post("/query", { ksql: sql, streamsProperties: properties, sessionVariables: { ...state.variables } }, "text/plain", stream.controller.signal);
     stream.queryId = response.headers.get("X-Query-Id");
     setStatus(card, "running");
@@ -365,8 +354,17 @@ async function runPrint(sql) {
       while (out.childNodes.length > MAX_TAIL_ROWS) out.firstChild.remove();
       out.scrollTop = out.scrollHeight;
     }
-    setStatus(card, stream.stopped ? "stopped" : "done");
     return true;
+  });
+}
+
+/** Reads a stream (`read` answers whether it ended well) and settles its card: done, failed or
+ * stopped (a Stop aborts the connection: that abort is no failure). */
+async function settle(card, sql, stream, read) {
+  try {
+    const ok = await read();
+    setStatus(card, stream.stopped ? "stopped" : ok ? "done" : "failed");
+    return ok;
   } catch (error) {
     if (stream.stopped && error.name === "AbortError") {
       setStatus(card, "stopped");
