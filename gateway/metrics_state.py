@@ -114,6 +114,13 @@ class StateCollector(Collector):
             "Records of each source partition the query has yet to read (end minus offset).",
             labels=("query_id", "topic", "partition"),
         )
+        time_lag = gauge(
+            "headwater_query_source_lag_seconds",
+            "How far behind each source partition a query is in event time (record timestamps): "
+            "the newest record's minus that of the first record it has yet to read, estimated "
+            "from the engine's samples (never under-stated; absent while unknown).",
+            labels=("query_id", "topic", "partition"),
+        )
         for query_id, status in sorted(statuses.items()):
             state.add((query_id, str(status.get("state", "UNKNOWN"))), 1.0)
             written.add((query_id,), float(status.get("records", 0)))
@@ -133,6 +140,10 @@ class StateCollector(Collector):
                     end = topic_ends.get(partition, topic_ends.get(str(partition)))
                     if end is not None:
                         lag.add(labels, float(max(0, int(end) - int(position))))
+            lags_ms: Mapping[str, Mapping[str, int]] = status.get("lagMs") or {}
+            for topic, partitions in sorted(lags_ms.items()):
+                for partition, ms in sorted(partitions.items(), key=lambda i: int(i[0])):
+                    time_lag.add((query_id, str(topic), str(partition)), int(ms) / 1000)
         by_state = gauge(
             "headwater_queries",
             "Persistent queries this server runs, by state (ksqlDB's num-persistent-queries, "
@@ -147,7 +158,7 @@ class StateCollector(Collector):
             by_state.add((name,), float(count))
         yield by_state
         yield from (state, written, failed, batches, restarts, last_error, batch_seconds)
-        yield from (offset, lag)
+        yield from (offset, lag, time_lag)
 
     def _roles(self) -> dict[tuple[str, int], str]:
         control, me = self.services.control, self.services.advertised

@@ -247,6 +247,8 @@ class QueryDriver:
                     for t in running.processed
                     if t in ends
                 }
+                if self._ends is not None:  # ``/metrics``' event-time lag (`EndWatch.time_lags`)
+                    status["lagMs"] = self._ends.time_lags(running.processed)
                 if running.batch_ms is not None:
                     status["lastBatchMs"] = running.batch_ms
             if stats is not None:

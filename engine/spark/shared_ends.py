@@ -18,6 +18,15 @@ own consumers were closed, and no consumer outlives the set of queries it served
 broker a consumer fetching a deleted topic, or one that knew a topic deleted and created again,
 kills its process: kafka/readers.py). A topic deleted while other queries keep the watcher alive
 is the hazard the runners' own consumers had too.
+
+The records the watcher reads are the newest of their partitions, so it also keeps, per partition,
+samples of (offset, timestamp) of them (at most one per `_SAMPLE_EVERY_S`; at most `_SAMPLES_KEPT`:
+when full, every other one is dropped, so memory stays bounded while the samples still reach back
+to the first, older ones further apart, and a query far behind still has a lag) for the
+event-time lag of each query (`EndWatch.time_lags`, ``/metrics``): the newest sample's timestamp
+minus that of the first record the query has not read, estimated by the last sample at or before
+it (`event_time_lag_ms`: never under-stated for producers whose timestamps grow; unknown, never
+guessed, when the query reads records older than every sample).
 """
 
 from __future__ import annotations
@@ -27,11 +36,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 
@@ -50,6 +60,11 @@ _POLL_S = 0.02  # busy: at most one look at the ends per this
 #: of a core); an end that moves without a record (past a transaction marker) is seen up to this
 #: much later.
 _IDLE_POLL_S = 0.2
+#: At most one (offset, timestamp) sample per partition per this (`takes_sample`).
+_SAMPLE_EVERY_S = 0.25
+#: Samples kept per partition at most: a bound on memory. When full, every other one is dropped
+#: (the first kept), so they reach back to the first, older ones further apart (`_keep`).
+_SAMPLES_KEPT = 512
 
 
 def ends_text(ends: Mapping[str, Mapping[int, int]], now: float) -> str:
@@ -76,6 +91,55 @@ def shared_ends(text: str, topic: str, partitions: int, now: float) -> dict[str,
     return ends
 
 
+def event_time_lag_ms(samples: Sequence[tuple[int, int]], position: int, end: int) -> int | None:
+    """How far behind in event time a reader at offset ``position`` of a partition ending at
+    ``end`` is, in ms: 0 when caught up (``position >= end``); else the newest sample's timestamp
+    minus the timestamp of the record at ``position``, estimated by the last sample at or before it
+    (later records' timestamps are usually no lower, so the lag is never under-stated for ordinary
+    producers), at least 0 (producer timestamps out of order). None when no sample is at or before
+    ``position`` (or none at all): the lag is unknown.
+
+    ``samples`` are (offset, timestamp ms) of records of the partition, ascending by offset."""
+    if position >= end:
+        return 0
+    at = bisect_right(samples, position, key=_offset_of)  # samples[at - 1]: the last <= position
+    if at == 0:
+        return None
+    return max(0, samples[-1][1] - samples[at - 1][1])
+
+
+def _offset_of(sample: tuple[int, int]) -> int:
+    return sample[0]
+
+
+def thinned(samples: list[tuple[int, int]], most: int = _SAMPLES_KEPT) -> list[tuple[int, int]]:
+    """``samples`` with every other one dropped (the first kept) when they hold ``most`` or more:
+    a partition's history keeps its reach in half the memory."""
+    if len(samples) < most:
+        return samples
+    return samples[::2]
+
+
+def takes_sample(last: tuple[int, float] | None, offset: int, now: float) -> bool:
+    """Whether a record at ``offset`` read at (monotonic) ``now`` becomes a new sample of its
+    partition, given the offset and time of the last sample (None: none yet, always taken): only a
+    later offset, and no sooner than `_SAMPLE_EVERY_S` after the last."""
+    if last is None:
+        return True
+    last_offset, last_at = last
+    return offset > last_offset and now - last_at >= _SAMPLE_EVERY_S
+
+
+class _Samples:
+    """A partition's samples (offset, timestamp ms), ascending, and when the last was taken."""
+
+    __slots__ = ("at", "taken")
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[int, int]] = []  # at most _SAMPLES_KEPT (`thinned`)
+        self.at = 0.0
+
+
 def read_shared_ends(path: str, topic: str, partitions: int) -> dict[str, int] | None:
     """`shared_ends` of the file at ``path`` (None when it cannot be read)."""
     try:
@@ -94,6 +158,8 @@ class EndWatch:
         self._lock = threading.Lock()
         self._wanted: dict[str, int] = {}
         self._latest: dict[str, dict[int, int]] = {}
+        # topic -> partition -> samples: written by `_run`, read by `time_lags`, under `_lock`
+        self._samples: dict[str, dict[int, _Samples]] = {}
         self._applied = threading.Event()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="end-watch", daemon=True)
@@ -114,6 +180,25 @@ class EndWatch:
         """The ends last seen: topic -> partition -> end offset (a copy)."""
         with self._lock:
             return {topic: dict(ends) for topic, ends in self._latest.items()}
+
+    def time_lags(self, processed: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+        """A query's event-time lag (`event_time_lag_ms`) from the positions it reads next
+        (topic -> partition -> offset, ``processed``): topic -> partition -> lag ms, leaving out
+        partitions whose end or lag is unknown (and topics left without any)."""
+        lags: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for topic, positions in processed.items():
+                ends = self._latest.get(topic, {})
+                samples = self._samples.get(topic, {})
+                for partition, position in positions.items():
+                    end = ends.get(int(partition))
+                    if end is None:
+                        continue
+                    taken = samples.get(int(partition))
+                    lag = event_time_lag_ms(taken.taken if taken else (), position, end)
+                    if lag is not None:
+                        lags.setdefault(topic, {})[partition] = lag
+        return lags
 
     def close(self) -> None:
         self._stopping.set()
@@ -145,6 +230,9 @@ class EndWatch:
                         reader = None
                     for topic in [t for t in ends if t not in wanted]:
                         del ends[topic]
+                    with self._lock:
+                        for topic in [t for t in self._samples if t not in wanted]:
+                            del self._samples[topic]
                     if wanted:
                         reader = consumer(
                             self._kafka, "query-end-watch", fetch_wait_max_ms=_FETCH_WAIT_MS
@@ -166,7 +254,7 @@ class EndWatch:
                     self._stopping.wait(0.05)
                     continue
                 began = time.monotonic()
-                moved = _take_ends(reader, watching, ends)
+                moved = _take_ends(reader, watching, ends, self._sample)
                 # a poll answered at once (records arriving) still waits out the poll's time
                 self._stopping.wait(max(0.0, _POLL_S - (time.monotonic() - began)))
                 now = time.time()
@@ -181,10 +269,26 @@ class EndWatch:
             if reader is not None:
                 reader.close()
 
+    def _sample(self, topic: str, partition: int, offset: int, timestamp_ms: int) -> None:
+        """Keeps (offset, timestamp) of a record read, as a sample when `takes_sample` says so."""
+        now = time.monotonic()
+        with self._lock:
+            samples = self._samples.setdefault(topic, {}).setdefault(partition, _Samples())
+            last = (samples.taken[-1][0], samples.at) if samples.taken else None
+            if takes_sample(last, offset, now):
+                samples.taken = thinned(samples.taken)
+                samples.taken.append((offset, timestamp_ms))
+                samples.at = now
 
-def _take_ends(reader: Any, watching: dict[str, int], ends: dict[str, dict[int, int]]) -> bool:
+
+def _take_ends(
+    reader: Any,
+    watching: dict[str, int],
+    ends: dict[str, dict[int, int]],
+    sample: Callable[[str, int, int, int], None] | None = None,
+) -> bool:
     """Polls once; records the ends that fetches brought, then skips to them. True when one
-    moved."""
+    moved. Each record read with a timestamp goes to ``sample`` (topic, partition, offset, ms)."""
     moved = False
     # a poll returns as soon as a record is there: a longer timeout only means fewer wake-ups
     # while nothing arrives (an end that moves without a record, past a transaction marker, is
@@ -196,9 +300,12 @@ def _take_ends(reader: Any, watching: dict[str, int], ends: dict[str, dict[int, 
             topic, p = str(message.topic()), int(message.partition() or 0)
             if topic in watching:
                 known = ends.setdefault(topic, {})
-                end = int(message.offset() or 0) + 1
-                if end > known.get(p, -1):
-                    known[p], moved = end, True
+                offset = int(message.offset() or 0)
+                if offset + 1 > known.get(p, -1):
+                    known[p], moved = offset + 1, True
+                kind, timestamp_ms = message.timestamp()
+                if sample is not None and kind != TIMESTAMP_NOT_AVAILABLE and timestamp_ms >= 0:
+                    sample(topic, p, offset, int(timestamp_ms))
     for topic, partitions in watching.items():
         known = ends.setdefault(topic, {})
         for p in range(partitions):

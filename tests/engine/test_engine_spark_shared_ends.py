@@ -1,5 +1,5 @@
-"""The shared end watcher (`engine.spark.shared_ends`): the file's rules, and one consumer on the
-embedded broker following exactly the topics it is given."""
+"""The shared end watcher (`engine.spark.shared_ends`): the file's rules, the event-time lag from
+its samples, and one consumer on the embedded broker following exactly the topics it is given."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from typing import Any
 import pytest
 
 from headwater.engine.spark.shared_ends import (
+    _SAMPLE_EVERY_S,
     MAX_AGE_S,
     EndWatch,
     ends_text,
+    event_time_lag_ms,
     read_shared_ends,
     shared_ends,
+    takes_sample,
+    thinned,
 )
 from headwater.kafka.clients import KafkaSettings, admin_client, create_topic, producer
 
@@ -28,6 +32,28 @@ def test_the_file_gives_every_partition_of_a_topic_or_nothing() -> None:
     assert shared_ends(text, "t", 2, now=100.0 + MAX_AGE_S + 0.1) is None  # stale: its watcher
     for broken in ("", "{", "[]", json.dumps({"at": "x", "ends": {}}), json.dumps({"at": 1})):
         assert shared_ends(broken, "t", 2, now=1.0) is None
+
+
+def test_the_event_time_lag_is_the_newest_sample_minus_the_last_one_at_the_position() -> None:
+    samples = [(10, 1_000), (20, 3_000), (30, 7_000)]
+    assert event_time_lag_ms(samples, 40, 40) == 0  # caught up
+    assert event_time_lag_ms(samples, 45, 40) == 0
+    assert event_time_lag_ms([], 40, 40) == 0  # caught up needs no sample
+    assert event_time_lag_ms(samples, 25, 40) == 4_000  # 7000 - the sample at 20
+    assert event_time_lag_ms(samples, 20, 40) == 4_000  # exactly at a sample
+    assert event_time_lag_ms(samples, 10, 40) == 6_000
+    assert event_time_lag_ms(samples, 35, 40) == 0  # past the newest sample
+    assert event_time_lag_ms(samples, 9, 40) is None  # older than every sample: unknown
+    assert event_time_lag_ms([], 5, 40) is None  # no samples: unknown
+    assert event_time_lag_ms([(10, 9_000), (20, 2_000)], 15, 40) == 0  # out of order: clamped
+
+
+def test_a_partition_is_sampled_at_most_every_quarter_second_at_growing_offsets() -> None:
+    assert takes_sample(None, 5, now=100.0)  # the first always
+    assert not takes_sample((5, 100.0), 6, now=100.0 + _SAMPLE_EVERY_S / 2)  # too soon
+    assert takes_sample((5, 100.0), 6, now=100.0 + _SAMPLE_EVERY_S)
+    assert not takes_sample((5, 100.0), 5, now=200.0)  # no later offset
+    assert not takes_sample((5, 100.0), 3, now=200.0)
 
 
 def _wait(check: object, timeout_s: float = 10.0) -> None:
@@ -61,6 +87,42 @@ def test_one_consumer_follows_the_ends_of_the_topics_it_is_given(
     finally:
         watch.close()
     assert not path.exists(), "the file goes with its watcher"
+
+
+@pytest.mark.kafka
+def test_the_watcher_tells_a_query_its_lag_in_event_time(
+    memory_kafka: KafkaSettings, topic_name: str, tmp_path: Path
+) -> None:
+    admin = admin_client(memory_kafka)
+    create_topic(admin, memory_kafka, topic_name, 1)
+    writer = producer(memory_kafka, "test")
+    base = int(time.time() * 1000) - 600_000
+    writer.produce(topic_name, b"v", b"before", partition=0, timestamp=base)  # offset 0: unseen
+    writer.flush()
+    watch = EndWatch(memory_kafka, tmp_path / "ends.json")
+    try:
+        watch.follow({topic_name: 1})
+        _wait(lambda: watch.ends().get(topic_name) == {0: 1})
+        writer.produce(topic_name, b"v", b"a", partition=0, timestamp=base + 1_000)  # offset 1
+        writer.flush()
+        _wait(  # offset 1 read and sampled: a reader at it is not caught up, and no lag yet
+            lambda: (
+                watch.ends().get(topic_name) == {0: 2}
+                and watch.time_lags({topic_name: {"0": 1}}) == {topic_name: {"0": 0}}
+            )
+        )
+        time.sleep(_SAMPLE_EVERY_S + 0.05)
+        writer.produce(topic_name, b"v", b"b", partition=0, timestamp=base + 61_000)  # offset 2
+        writer.flush()
+        _wait(lambda: watch.time_lags({topic_name: {"0": 1}}) == {topic_name: {"0": 60_000}})
+        assert watch.time_lags({topic_name: {"0": 2}}) == {topic_name: {"0": 0}}
+        assert watch.time_lags({topic_name: {"0": 3}}) == {topic_name: {"0": 0}}  # caught up
+        assert watch.time_lags({topic_name: {"0": 0}}) == {}  # older than every sample: unknown
+        assert watch.time_lags({"other": {"0": 0}}) == {}  # not watched: no end
+        watch.follow({})
+        assert watch.time_lags({topic_name: {"0": 1}}) == {}  # let go with its samples
+    finally:
+        watch.close()
 
 
 _WATCH_IN_A_CHILD = """
@@ -141,3 +203,12 @@ def _drive(child: Any, admin: Any, memory_kafka: KafkaSettings, gone: str) -> No
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_full_samples_are_thinned_and_keep_their_reach() -> None:
+    samples = [(i * 10, 1_000 + i) for i in range(8)]
+    assert thinned(samples, 9) is samples  # not full: untouched
+    kept = thinned(samples, 8)
+    assert kept == [(0, 1_000), (20, 1_002), (40, 1_004), (60, 1_006)]
+    # the oldest stays: a reader far behind still has a (conservative) lag
+    assert event_time_lag_ms([*kept, (80, 1_010)], 5, 81) == 10

@@ -111,6 +111,7 @@ def test_the_fast_text_format_writes_what_prometheus_client_writes() -> None:
             "lastErrorMs": 1_700_000_000_123,
             "processed": {'t"opic\n': {"0": 5, "1": 7}},
             "ends": {'t"opic\n': {"0": 9, "1": 7}},
+            "lagMs": {'t"opic\n': {"0": 1_500, "1": 0}},
             "lastBatchMs": 12,
         },
         "CSAS_OK_1": {"state": "RUNNING", "records": 1e20, "batches": 2, "restarts": 1},
@@ -128,6 +129,10 @@ def test_the_fast_text_format_writes_what_prometheus_client_writes() -> None:
         found, "headwater_query_source_lag_records", query_id=odd, topic='t"opic\n', partition="0"
     )
     assert lag == 4.0
+    behind = value(
+        found, "headwater_query_source_lag_seconds", query_id=odd, topic='t"opic\n', partition="0"
+    )
+    assert behind == 1.5
     assert value(found, "headwater_query_records_written_total", query_id="CSAS_OK_1") == 1e20
     assert value(found, "headwater_queries", state="ERROR") == 1.0
     assert value(found, "headwater_command_log_lag_records") == 2.0
@@ -459,6 +464,12 @@ def test_a_csas_and_a_ctas_under_load_move_their_metrics(  # type: ignore[no-unt
                 if dict(labels)["query_id"] == query_id
             ]
             assert len(lags) == 2 and all(v >= 0 for v in lags)
+            behind = [
+                v
+                for labels, v in named(second, "headwater_query_source_lag_seconds").items()
+                if dict(labels)["query_id"] == query_id
+            ]
+            assert behind and all(0 <= v < 120 for v in behind), behind
             assert (value(second, "headwater_query_last_batch_duration_seconds", **label) or 0) > 0
         assert value(second, "headwater_spark_up") == 1.0
         memory = named(second, "headwater_spark_memory_bytes")
@@ -483,6 +494,9 @@ def test_a_csas_and_a_ctas_under_load_move_their_metrics(  # type: ignore[no-unt
                 break
         assert time.monotonic() < deadline, f"the queries never caught up: {lag}"
         time.sleep(1)
+    # caught up: no lag in event time either
+    assert named(again, "headwater_query_source_lag_seconds")
+    assert set(named(again, "headwater_query_source_lag_seconds").values()) == {0.0}
     for query in shown:
         statistics = query["statistics"]
         match = re.search(r"messages-written: (\d+)", statistics)
