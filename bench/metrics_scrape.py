@@ -3,7 +3,7 @@
 Builds one in-process server's app (an in-memory embedded broker, the server's real objects:
 command runner, restorer, admission queues, traffic counters) and gives it, in place of the Spark
 engine, a stand-in whose ``statuses()`` returns what 100 running queries report (each with two
-source topics of 4 partitions, their ends, records written, batches, errors and the last batch's
+source topics of 4 partitions, their ends and event-time lags, records written, batches, errors and the last batch's
 duration) and ``health()`` this process as the Spark child: the collector's work per query is the
 same as on a live node, without starting 100 queries on Spark (which this 2-core machine cannot
 hold). It also creates --tables tables of 4 partitions, so the table-partition series are real.
@@ -57,6 +57,10 @@ class _Engine:
                 "ends": {
                     f"source_{i}": {str(p): 10_010 + p for p in range(4)},
                     f"table_{i}": {str(p): 500 + p for p in range(4)},
+                },
+                "lagMs": {
+                    f"source_{i}": {str(p): 250 * p for p in range(4)},
+                    f"table_{i}": {str(p): 0 for p in range(4)},
                 },
                 "lastBatchMs": 120,
                 "records": 40_000 + i,
