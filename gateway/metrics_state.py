@@ -2,7 +2,8 @@
 
 :class:`StateCollector` reads the objects that already keep the state (the query engine's
 statuses, the restorer's lags, the command runner, the cluster agent and control plane, the
-admission queues): nothing is counted twice, and a scrape costs no Kafka round trip. Traffic,
+admission queues): nothing is counted twice, and a scrape costs no Kafka round trip (Kafka's
+reachability is asked in the background, at most every 5 s: ``gateway.broker_probe``). Traffic,
 counted as it happens, is ``gateway.metrics``'.
 """
 
