@@ -85,6 +85,10 @@ class MembersFollower:
         servers that announced themselves long ago)."""
         return self._read_to_end.is_set()
 
+    def wait_read_to_end(self, timeout_s: float) -> bool:
+        """Block until :meth:`read_to_end` (False after ``timeout_s``)."""
+        return self._read_to_end.wait(timeout_s)
+
     def members(self) -> dict[str, Member]:
         """The members, by server id (always including this server): every one announced that
         has neither left nor stopped announcing itself for longer than the expiry."""

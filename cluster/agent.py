@@ -65,6 +65,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HEARTBEAT_PATH = "/heartbeat"
+#: How long an agent started with ``accepting=False`` waits for :meth:`ClusterAgent.accepting`
+#: before it decides its peers' liveness all the same.
+ACCEPTING_WAIT_S = 30.0
 LAG_PATH = "/lag"
 
 
@@ -203,6 +206,11 @@ class ClusterAgent:
         clock_ms: this server's clock (ms); receipt times, decisions and signatures use it.
         announce_interval_ms: how often the announcement is appended to the members topic again.
         sender_threads: workers sending heartbeats and lag reports.
+        accepting: whether this server's HTTP endpoint takes requests already. A server that
+            starts its agent before it listens passes False and calls :meth:`accepting` once it
+            does: until then no peer's heartbeat can reach it, so it decides nothing about its
+            peers, and it sends no heartbeat, so they do not count it alive and route to it
+            (after `ACCEPTING_WAIT_S` it goes on all the same, with a warning).
     """
 
     def __init__(
@@ -215,6 +223,7 @@ class ClusterAgent:
         clock_ms: Callable[[], int] = wall_clock_ms,
         announce_interval_ms: int = 3000,
         sender_threads: int = 8,
+        accepting: bool = True,
     ) -> None:
         self._kafka = kafka
         self._service_id = service_id
@@ -239,6 +248,10 @@ class ClusterAgent:
         )
         self._local_queries: Callable[[], Mapping[str, Mapping[str, Any]]] = dict
         self._view_ready = threading.Event()
+        self._accepting = threading.Event()
+        if accepting:
+            self._accepting.set()
+        self._accepting_by = time.monotonic() + ACCEPTING_WAIT_S
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started = False
@@ -333,7 +346,29 @@ class ClusterAgent:
         """Block until :meth:`view_ready` (False after ``timeout_s``)."""
         return self._view_ready.wait(timeout_s)
 
+    def wait_members_read(self, timeout_s: float) -> bool:
+        """Block until the members topic has been read to its end once (False after
+        ``timeout_s``)."""
+        return self._follower.wait_read_to_end(timeout_s)
+
+    def accepting(self) -> None:
+        """This server's HTTP endpoint takes requests from now on: its peers' heartbeats reach it.
+
+        Called by a server that started its agent with ``accepting=False`` (it starts the agent
+        before it listens). The peers are decided at once: alive from now on until they miss
+        their heartbeats, so a server does not find its peers dead for heartbeats that could not
+        reach it while it was starting (it would then claim the controller and take every
+        partition, without standbys, until they were heard: a CI failure).
+        """
+        if not self._accepting.is_set():
+            self._accepting.set()
+            self.check()
+
     def _send_heartbeats(self) -> None:
+        if not self._accepting.is_set() and time.monotonic() < self._accepting_by:
+            # A heartbeat says "alive, ask me": peers would route pull queries to (and place
+            # partitions on) a server that refuses connections while it starts (CI47).
+            return
         body = heartbeat_body(self.self_id, self._clock_ms())
         for peer in sorted(self.peers()):
             self._poster.post(peer, HEARTBEAT_PATH, body)
@@ -345,6 +380,15 @@ class ClusterAgent:
             The new status of each peer (this server not included).
         """
         members_read = self._follower.read_to_end()  # before peers(): it then lists them all
+        if not self._accepting.is_set():
+            if time.monotonic() < self._accepting_by:
+                return {}  # not listening yet: silence says nothing of the peers
+            log.warning(
+                "the server did not say it accepts requests within %g s of its cluster agent's "
+                "start; deciding its peers' liveness all the same",
+                ACCEPTING_WAIT_S,
+            )
+            self._accepting.set()
         statuses = self._heartbeats.decide(self.peers(), self._clock_ms())
         if members_read:
             self._view_ready.set()

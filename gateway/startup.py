@@ -235,7 +235,9 @@ def _join_cluster(
     """
     if cluster.auth_secret is None:
         cluster = dataclasses.replace(cluster, auth_secret=agree_secret(settings, service_id))
-    agent = ClusterAgent(settings, service_id, cluster, tables.local_lags)
+    # started before the HTTP server listens: its peers' heartbeats cannot reach it until the
+    # server calls `accepting` (headwater.server, once its socket listens)
+    agent = ClusterAgent(settings, service_id, cluster, tables.local_lags, accepting=False)
     agent.start()
     stack.callback(agent.stop)
     me = cluster.self_id
@@ -281,8 +283,9 @@ def _join_cluster(
             _CONTROL_CATCH_UP_S,
             control.reason() or control.status().value,
         )
-    # Routing on a view that knows no peer would send every pull query to this server alone.
-    if not agent.wait_view_ready(_CONTROL_CATCH_UP_S):
+    # Routing on a view that knows no peer would send every pull query to this server alone:
+    # the members are known before it serves, and decided alive the moment it listens.
+    if not agent.wait_members_read(_CONTROL_CATCH_UP_S):
         log.warning(
             "the members topic was not read to its end within %g s; serving anyway, and taking "
             "no part in the controller's decisions until it is",

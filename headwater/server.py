@@ -322,6 +322,12 @@ def _end_push_queries(app: Starlette) -> None:
         registry.close(query_id)
 
 
+def _accepting(services: Services) -> None:
+    """The socket listens: peers' heartbeats reach this server from now on (``ClusterAgent``)."""
+    if services.cluster is not None:
+        services.cluster.accepting()
+
+
 def serve(
     config: ServerConfig,
     *,
@@ -424,4 +430,9 @@ def serve(
             authentication=authentication,
             local_token=registry.env.get(schema_registry.TOKEN_ENV),
         )
-        serve_app(app, http, on_stopping=lambda: _end_push_queries(app))
+        serve_app(
+            app,
+            http,
+            on_started=lambda: _accepting(services),
+            on_stopping=lambda: _end_push_queries(app),
+        )

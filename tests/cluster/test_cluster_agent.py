@@ -25,6 +25,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from headwater.cluster.agent import ClusterAgent
+from headwater.cluster.liveness import HostStatus
 from headwater.cluster.settings import ClusterSettings
 from headwater.gateway.app import EXCEPTION_HANDLERS
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
@@ -209,6 +210,60 @@ def test_down_peer_is_up_again_after_received_threshold_heartbeats(
     assert took < 1.5
 
 
+def test_a_server_not_listening_yet_finds_no_peer_dead(
+    make_node: NodeFactory, memory_broker: EmbeddedBroker, service_id: str
+) -> None:
+    # A restarted server starts its agent before its HTTP server listens: its peers' heartbeats
+    # cannot reach it meanwhile. Deciding anyway, it found them dead 0.3 s later and (the
+    # smallest id) claimed the controller with every partition to itself (CI47).
+    peer = make_node()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))  # bound, not listening: the peer's heartbeats are refused
+    self_id = f"127.0.0.1:{sock.getsockname()[1]}"
+    agent = ClusterAgent(
+        memory_broker.settings(),
+        service_id,
+        ClusterSettings(self_id),
+        dict,
+        announce_interval_ms=500,
+        accepting=False,
+    )
+    agent.start()
+    server: uvicorn.Server | None = None
+    thread: threading.Thread | None = None
+    try:
+        assert agent.wait_members_read(10)
+        until(lambda: peer.id in agent.members(), what="the peer's announcement")
+        time.sleep(1.0)  # > missed_threshold * send_interval: long enough to find it dead
+        assert peer.id not in agent.statuses() and not agent.view_ready()
+        assert agent.live() == {self_id}
+        # nor does it tell its peers it is alive: they would route to a refused connection
+        assert self_id not in peer.agent.live()
+        assert not peer.agent.statuses().get(self_id, HostStatus(False, None, 0)).alive
+
+        app = Starlette(routes=CLUSTER_ROUTES, exception_handlers=EXCEPTION_HANDLERS)
+        app.state.services = SimpleNamespace(cluster=agent)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        until(lambda: server is not None and server.started, what="uvicorn to start")
+        agent.accepting()
+        assert agent.view_ready() and agent.live() == {self_id, peer.id}
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:  # heard from now on: never down
+            assert peer.id in agent.live()
+            time.sleep(0.02)
+        assert agent.statuses()[peer.id].last_heartbeat_ms is not None
+        until(lambda: self_id in peer.agent.live(), what="the peer to hear from it")
+    finally:
+        agent.stop()
+        if server is not None and thread is not None:
+            server.should_exit = True
+            thread.join(timeout=10)
+        sock.close()
+
+
 def test_lag_reports_merge_with_the_highest_end_offset(make_node: NodeFactory) -> None:
     a, b, c = make_node(), make_node(), make_node()
     a.lags["T"] = {0: LagInfo(5, 10, 5), 1: LagInfo(3, 3, 0)}
@@ -254,6 +309,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from headwater.cluster.agent import ClusterAgent
+from headwater.cluster.liveness import HostStatus
 from headwater.cluster.settings import ClusterSettings
 from headwater.gateway.app import EXCEPTION_HANDLERS
 from headwater.gateway.cluster_api import CLUSTER_ROUTES
