@@ -66,7 +66,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_PATH = "/heartbeat"
 #: How long an agent started with ``accepting=False`` waits for :meth:`ClusterAgent.accepting`
-#: before it decides its peers' liveness all the same.
+#: before it heartbeats and decides its peers' liveness all the same.
 ACCEPTING_WAIT_S = 30.0
 LAG_PATH = "/lag"
 
@@ -342,10 +342,6 @@ class ClusterAgent:
         """
         return self._view_ready.is_set()
 
-    def wait_view_ready(self, timeout_s: float) -> bool:
-        """Block until :meth:`view_ready` (False after ``timeout_s``)."""
-        return self._view_ready.wait(timeout_s)
-
     def wait_members_read(self, timeout_s: float) -> bool:
         """Block until the members topic has been read to its end once (False after
         ``timeout_s``)."""
@@ -364,8 +360,23 @@ class ClusterAgent:
             self._accepting.set()
             self.check()
 
+    def _listening(self) -> bool:
+        """Whether this server takes requests (:meth:`accepting`), or has waited for it longer
+        than `ACCEPTING_WAIT_S` (then it goes on all the same, with a warning)."""
+        if self._accepting.is_set():
+            return True
+        if time.monotonic() < self._accepting_by:
+            return False
+        log.warning(
+            "the server did not say it accepts requests within %g s of its cluster agent's "
+            "start; heartbeating and deciding its peers' liveness all the same",
+            ACCEPTING_WAIT_S,
+        )
+        self._accepting.set()
+        return True
+
     def _send_heartbeats(self) -> None:
-        if not self._accepting.is_set() and time.monotonic() < self._accepting_by:
+        if not self._listening():
             # A heartbeat says "alive, ask me": peers would route pull queries to (and place
             # partitions on) a server that refuses connections while it starts (CI47).
             return
@@ -380,15 +391,8 @@ class ClusterAgent:
             The new status of each peer (this server not included).
         """
         members_read = self._follower.read_to_end()  # before peers(): it then lists them all
-        if not self._accepting.is_set():
-            if time.monotonic() < self._accepting_by:
-                return {}  # not listening yet: silence says nothing of the peers
-            log.warning(
-                "the server did not say it accepts requests within %g s of its cluster agent's "
-                "start; deciding its peers' liveness all the same",
-                ACCEPTING_WAIT_S,
-            )
-            self._accepting.set()
+        if not self._listening():
+            return {}  # not listening yet: silence says nothing of the peers
         statuses = self._heartbeats.decide(self.peers(), self._clock_ms())
         if members_read:
             self._view_ready.set()

@@ -63,7 +63,7 @@ _IDLE_POLL_S = 0.2
 #: At most one (offset, timestamp) sample per partition per this (`takes_sample`).
 _SAMPLE_EVERY_S = 0.25
 #: Samples kept per partition at most: a bound on memory. When full, every other one is dropped
-#: (the first kept), so they reach back to the first, older ones further apart (`_keep`).
+#: (the first kept), so they reach back to the first, older ones further apart (`thinned`).
 _SAMPLES_KEPT = 512
 
 

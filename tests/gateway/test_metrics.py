@@ -194,25 +194,24 @@ def _scrape(client: TestClient) -> Samples:
     return samples(answer.text)
 
 
+def _statement(client: TestClient, ksql: str) -> None:
+    answer = client.post("/ksql", json={"ksql": ksql})
+    assert answer.status_code == 200, answer.text
+
+
 @pytest.mark.kafka
 def test_traffic_and_state_are_counted_and_match_the_server(
     client: TestClient, services: Services
 ) -> None:
     name = f"M_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post(
-        "/ksql",
-        json={
-            "ksql": f"CREATE TABLE {name} (ID STRING PRIMARY KEY, N INT) WITH "
-            f"(kafka_topic='{name.lower()}', partitions=2, value_format='JSON');"
-        },
+    _statement(
+        client,
+        f"CREATE TABLE {name} (ID STRING PRIMARY KEY, N INT) WITH "
+        f"(kafka_topic='{name.lower()}', partitions=2, value_format='JSON');",
     )
-    assert created.status_code == 200, created.text
     before = _scrape(client)
     for i in range(6):
-        inserted = client.post(
-            "/ksql", json={"ksql": f"INSERT INTO {name} (ID, N) VALUES ('k{i}', {i});"}
-        )
-        assert inserted.status_code == 200, inserted.text
+        _statement(client, f"INSERT INTO {name} (ID, N) VALUES ('k{i}', {i});")
     deadline = time.monotonic() + 15
     while True:
         answer = client.post("/query", json={"ksql": f"SELECT * FROM {name};"})
@@ -283,14 +282,11 @@ def test_refused_push_and_pull_queries_are_counted_apart(
     client: TestClient, services: Services
 ) -> None:
     name = f"R_{uuid.uuid4().hex[:6].upper()}"
-    created = client.post(
-        "/ksql",
-        json={
-            "ksql": f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH "
-            f"(kafka_topic='{name.lower()}', partitions=1, value_format='JSON');"
-        },
+    _statement(
+        client,
+        f"CREATE STREAM {name} (ID STRING KEY, N INT) WITH "
+        f"(kafka_topic='{name.lower()}', partitions=1, value_format='JSON');",
     )
-    assert created.status_code == 200, created.text
     registry = client.app.state.push_queries  # type: ignore[attr-defined]
     before = _scrape(client)
     most, registry.max_running = registry.max_running, 0
