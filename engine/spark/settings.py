@@ -12,6 +12,23 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: Spark's checkpoint file manager over Hadoop's FileSystem API, for checkpoints in a local (or
+#: mounted) folder. Spark's default there, the FileContext one, renames a new batch's offsets and
+#: commit files through ``AbstractFileSystem``, which first asks for the target's link status: with
+#: no native Hadoop library (pyspark ships none) each ask runs ``readlink`` in a child process of the
+#: JVM. That was ~30 processes forked per micro-batch (measured: 2,900 in 20 s of 70 batches), a
+#: fifth of the JVM's CPU per batch. Both managers check that the target is absent and then rename
+#: (neither is atomic on a local file system), so the checkpoint keeps the same guarantees.
+_FILE_SYSTEM_CHECKPOINTS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+
+
+def _local(root: str) -> bool:
+    """Whether a checkpoint root is a local (or mounted) folder rather than another file system's
+    URI (``hdfs://...``: Spark's default manager stays)."""
+    return "://" not in root or root.startswith("file:")
+
 
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
@@ -81,6 +98,8 @@ class EngineSettings:
             "spark.pyspark.driver.python": sys.executable,
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         }
+        if _local(self.checkpoint_root):
+            conf["spark.sql.streaming.checkpointFileManagerClass"] = _FILE_SYSTEM_CHECKPOINTS
         conf.update(dict(self.extra))
         return conf
 
