@@ -49,6 +49,7 @@ from headwater.engine.persistent.aggregate_run import (
 )
 from headwater.engine.persistent.query_run import OutputRecord, ProcessingError
 from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
+from headwater.engine.spark.worker_heap import built
 from headwater.metastore.codec import catalog_from_dict
 
 _lock = threading.Lock()
@@ -113,6 +114,7 @@ def pipeline_of(payload: str) -> AggregatePipeline:
                 catalog.queries[body["queryId"]], catalog, buffering=bool(body.get("buffering"))
             )
             _pipelines[payload] = found
+            built()
         return found
 
 

@@ -49,6 +49,7 @@ from headwater.engine.spark.aggregation import (
     skipped_row,
 )
 from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
+from headwater.engine.spark.worker_heap import built
 from headwater.metastore.codec import catalog_from_dict
 
 _lock = threading.Lock()
@@ -74,6 +75,7 @@ def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline | Aggregate
                 raise ValueError(f"query {query.id} has no join")
             found = (JoinPipeline(query.id, after.compiled.join, catalog.types), after)
             _pipelines[payload] = found
+            built()
         return found
 
 

@@ -26,6 +26,7 @@ from headwater.engine.persistent.aggregate_run import GroupedRow
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
 from headwater.engine.spark.aggregation import buckets_in, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import entry_rows
+from headwater.engine.spark.worker_heap import built, forget, task_starts
 from headwater.metastore.codec import catalog_from_dict
 
 _POLL_BATCH = 5000  # records per Arrow batch of a stateless query or a join's entries
@@ -97,16 +98,21 @@ def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Itera
     """The rows a source task yields for what it read (``options``: the source's, lower-cased):
     raw records without a ``query``, else the query's first stage as Arrow batches."""
     payload = options.get("query")
+    task_starts()  # what the worker built for queries, out of PySpark's collection per task
     if not payload:
         for r in records:
             yield (r.key, r.value, r.timestamp, r.partition, r.offset)
         return
     if options.get("output") == "grouped":
         yield from _grouped(payload, records)
-        return
-    if options.get("output") == "join":
+    elif options.get("output") == "join":
         yield from _entering(payload, int(options.get("leaf") or 0), records)
-        return
+    else:
+        yield from _stateless(payload, records)
+
+
+def _stateless(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
+    """A stateless query's stage over what a task reads, a `_POLL_BATCH` of records at a time."""
     pipeline = _pipeline(payload)
     chunk: list[InputRecord] = []
     for record in records:
@@ -123,6 +129,7 @@ def forget_pipelines() -> None:
     of cases' queries in one worker, each once)."""
     with _lock:
         _pipelines.clear()
+    forget()
 
 
 def _pipeline(payload: str) -> Callable[[list[InputRecord]], pa.RecordBatch]:
@@ -140,6 +147,7 @@ def _pipeline(payload: str) -> Callable[[list[InputRecord]], pa.RecordBatch]:
             else:
                 found = partial(_per_record, records)
             _pipelines[payload] = found
+            built()
         return found
 
 
