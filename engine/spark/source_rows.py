@@ -57,6 +57,7 @@ _ARROW_ENTRY = pa.schema(
 def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
     """An aggregating query's stage 1 (`AggregatePipeline.group`) over what a task reads."""
     pipeline = pipeline_of(payload)
+    task_starts()  # as in `_stateless`
     buckets = buckets_in(payload)
     running: dict[int, int] = {}  # the batch's ranks run on across chunks
     chunk: list[InputRecord] = []
@@ -114,6 +115,7 @@ def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Itera
 def _stateless(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
     """A stateless query's stage over what a task reads, a `_POLL_BATCH` of records at a time."""
     pipeline = _pipeline(payload)
+    task_starts()  # a pipeline built just now is frozen before the task reads its first record
     chunk: list[InputRecord] = []
     for record in records:
         chunk.append(record)

@@ -1,23 +1,26 @@
 """What a Spark Python worker keeps for its life, kept out of the garbage collector's walk.
 
 PySpark's daemon runs ``gc.collect()`` in a reused Python worker after every task: a full
-collection, which walks every object the worker tracks. Most of them live as long as the worker:
-the modules it imported (pyarrow, pyspark, headwater's operators) and the pipelines it built and
-cached per query (`source_rows`, `aggregation`, `joins`). A worker with one query's pipeline spent
-more of its CPU in those collections than in the query (py-spy, 2,400 records/s on a 2-partition
-source: ~90% of the workers' samples, ~0.1 CPU s per micro-batch). Once a worker has built what it
-keeps, `task_starts` (at the start of a later source task, before the task has made anything of
-its own) collects once and moves every object left to the permanent generation (``gc.freeze``):
-later collections walk only what a task made. Frozen objects are still freed when nothing refers
-to them; only a cycle among them would stay: the collection before the freeze takes the garbage that
-building left, and what a task makes as it runs (its records, Arrow batches, the state connection of
-a stateful operator) does not exist yet when a task starts.
+collection, which walks every object the worker tracks. Most of them live as long as the worker: the
+modules it imported (pyarrow, pyspark, headwater's operators) and the pipelines it built and cached
+per query (`source_rows`, `aggregation`, `joins`). A worker with one query's pipeline spent more of
+its CPU in those collections than in the query (py-spy, 2,400 records/s on a 2-partition source:
+~90% of the workers' samples, ~0.1 CPU s per micro-batch). Once a worker has built what it keeps,
+`task_starts` (at the start of a source task, and in the task that built it right after building,
+before it reads a record) collects once and moves every object left to the permanent generation
+(``gc.freeze``): later collections walk only what a task made. Frozen objects are still freed when
+nothing refers to them; only a cycle among them would stay: the collection before the freeze takes
+the garbage that building left, and what a task makes as it runs (its records, Arrow batches, the
+state connection of a stateful operator) does not exist yet at those points. A worker pays that
+collection once, in the first micro-batch of a query (which builds its pipeline anyway), not in a
+later one.
 
 Only in a reused worker (``SPARK_REUSE_WORKER`` set, as PySpark's daemon sets it for the workers it
 keeps: the ones it collects after each task); elsewhere (a test calling the stages in process) the
-heap is left alone. At most one such collection per `SETTLE_EVERY_S` per worker, so a worker that builds many
-pipelines in a row (the QTT replay, thousands of cases) pays for few of them; one built meanwhile is
-frozen at the start of a later task; a worker that drops its pipelines (`forget`) unfreezes.
+heap is left alone. At most one such collection per `SETTLE_EVERY_S` per worker, so a worker that
+builds many pipelines in a row (the QTT replay, thousands of cases) pays for few of them; one built
+meanwhile is frozen at the start of a later task; a worker that drops its pipelines (`forget`)
+unfreezes.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def built() -> None:
 
 
 def task_starts(clock: Callable[[], float] = time.monotonic, reused: bool | None = None) -> bool:
-    """At the start of a source task: in a reused worker (``reused``; unset, read from the environment), if
+    """At the start of a source task, or right after it built a pipeline and before it reads a
+    record: in a reused worker (``reused``; unset, read from the environment), if
     something was built since the last freeze and the last one is at least `SETTLE_EVERY_S` ago,
     collect and freeze what is left; whether it did."""
     global _pending, _last
