@@ -16,7 +16,7 @@ from pathlib import Path
 #: mounted) folder. Spark's default there, the FileContext one, renames a new batch's offsets and
 #: commit files through ``AbstractFileSystem``, which first asks for the target's link status: with
 #: no native Hadoop library (pyspark ships none) each ask runs ``readlink`` in a child process of the
-#: JVM. That was ~30 processes forked per micro-batch (measured: 2,900 in 20 s of 70 batches), a
+#: JVM. That was ~40 processes forked per micro-batch (measured: 2,900 in 20 s of 70 batches), a
 #: fifth of the JVM's CPU per batch. Both managers check that the target is absent and then rename
 #: (neither is atomic on a local file system), so the checkpoint keeps the same guarantees.
 _FILE_SYSTEM_CHECKPOINTS = (

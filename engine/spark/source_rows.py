@@ -99,7 +99,8 @@ def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Itera
     """The rows a source task yields for what it read (``options``: the source's, lower-cased):
     raw records without a ``query``, else the query's first stage as Arrow batches."""
     payload = options.get("query")
-    task_starts()  # what the worker built for queries, out of PySpark's collection per task
+    # pipelines a stateful operator or a join's entries built in this worker are frozen here
+    task_starts()
     if not payload:
         for r in records:
             yield (r.key, r.value, r.timestamp, r.partition, r.offset)

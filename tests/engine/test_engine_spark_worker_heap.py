@@ -49,6 +49,14 @@ def test_a_worker_that_is_not_reused_is_left_alone() -> None:
     assert gc.get_freeze_count() == 0
 
 
+def test_a_reused_worker_is_told_by_pysparks_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
+    worker_heap.built()
+    assert not worker_heap.task_starts(_Clock())  # a test, a driver: no PySpark daemon
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")  # as the daemon sets it for the workers it keeps
+    assert worker_heap.task_starts(_Clock())
+
+
 def test_builds_in_a_row_pay_one_collection_and_the_last_is_frozen_later() -> None:
     clock = _Clock()
     worker_heap.built()
