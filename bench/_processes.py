@@ -41,6 +41,15 @@ def rss_mb(root: int) -> float:
     return sum(rss_kb(pid) for pid in process_tree(root)) / 1024
 
 
+def _forked(pid: int) -> bool:
+    """Whether ``pid``'s parent is `runner_forks`' server (then it is a source runner)."""
+    try:
+        parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        return b"runner_forks" in Path(f"/proc/{parent}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+
+
 def process_kind(pid: int) -> str:
     """A short name for what a process of the tree is."""
     try:
@@ -50,6 +59,10 @@ def process_kind(pid: int) -> str:
     text = " ".join(a.decode(errors="replace") for a in argv)
     if "java" in Path(argv[0].decode(errors="replace")).name:
         return "jvm"
+    if "runner_forks" in text:  # the fork server, or a source runner it forked
+        return "python_streaming_source_runner" if _forked(pid) else "runner_forks"
+    if "_runner_launch" in text:  # what Spark started for a forked runner (`runner_forks`)
+        return "runner_launch"
     for module in ("pyspark.daemon", "python_streaming_source_runner", "pyspark.worker"):
         if module in text:
             return module

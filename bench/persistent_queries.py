@@ -1,6 +1,6 @@
 """Persistent queries on Spark: latency, throughput, idle cost, time to first output.
 
-Run ``python -m bench.persistent_queries`` (about 4-5 minutes). It starts an in-memory embedded broker
+Run ``python -m bench.persistent_queries`` (about 5-6 minutes). It starts an in-memory embedded broker
 and one ``headwater server`` process on it (Spark runs in the server's child process, as always), and
 measures, as a user would see it:
 
@@ -13,7 +13,9 @@ measures, as a user would see it:
    one upper-case): records/s (target >= 30,000) and CPU seconds per 1k records of the server's whole
    process tree (server, Spark driver, JVM, Python workers);
 4. idle cost of the server with 10 idle persistent queries: CPU share of one core over 20 s (target
-   <= 5%) and RSS of the process tree (target <= 1.2 GB), each by kind of process;
+   <= 5%) and RSS and PSS of the process tree (target <= 1.2 GB), each by kind of process; measured
+   20 s after they started (the throughput run's Python workers still alive) and again once Spark
+   has ended its idle Python workers (60 s without a task), the idle node's steady state;
 5. a second server started with ``headwater.engine.start=startup`` (as the shell's local node is):
    seconds from healthy to Spark up and warm, then CSAS accepted -> first output of its first query
    and of a second (targets: <= 8 s cold, <= 3 s warm).
@@ -143,6 +145,18 @@ def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int
         f"{rss_mb(server.process.pid):,.0f} MB, PSS {pss_mb(server.process.pid):,.0f} MB "
         f"(server + Spark) (targets <= 5% of a core, <= 1,200 MB); by process (RSS / PSS): "
         f"{processes_by_kind(server.process.pid)}"
+    )
+    # Spark ends a Python worker after 60 s without a task (PythonWorkerFactory's idle timeout):
+    # the idle node's steady state, ~80 s after the queries started
+    time.sleep(max(0.0, 60.0 - (time.monotonic() - at)))
+    cpu_before, at = cpu_seconds(server.process.pid), time.monotonic()
+    time.sleep(20)
+    share = (cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
+    print(
+        f"the same, once Spark's idle Python workers have exited (60 s without a task): "
+        f"{share * 100:.1f}% of one core, RSS {rss_mb(server.process.pid):,.0f} MB, "
+        f"PSS {pss_mb(server.process.pid):,.0f} MB (targets <= 5% of a core, <= 1,200 MB); "
+        f"by process (RSS / PSS): {processes_by_kind(server.process.pid)}"
     )
     server.ksql("TERMINATE ALL;")
 

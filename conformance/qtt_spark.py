@@ -165,7 +165,7 @@ def _run_job(
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     from conformance.qtt_spark_state import run_tasks
-    from headwater.engine.spark.driver import start_session
+    from headwater.engine.spark.driver import start_session, stop_runner_forks
     from headwater.engine.spark.settings import EngineSettings
 
     spark = start_session(EngineSettings(log_file=log))
@@ -183,6 +183,7 @@ def _run_job(
         raise RuntimeError(f"the Spark job failed (see {log}): {exc}") from None
     finally:
         spark.stop()
+        stop_runner_forks()
 
 
 def _replay_batches(batches: Iterator[Any]) -> Iterator[Any]:

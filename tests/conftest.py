@@ -262,6 +262,7 @@ def _spark_pids() -> set[int]:
                 b"org.apache.spark" in cmdline
                 or b"pyspark.daemon" in cmdline
                 or b"pyspark.worker" in cmdline
+                or b"runner_forks" in cmdline
                 or b"multiprocessing.spawn" in cmdline
             ):
                 continue

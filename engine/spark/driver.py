@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from headwater.engine import log_format
+from headwater.engine.spark import runner_forks
 from headwater.engine.spark.admission import admit, available_mb, creation_order
+from headwater.engine.spark.runner_forks import RunnerForks
 from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.spark.shared_ends import EndWatch
 from headwater.kafka.clients import KafkaSettings
@@ -340,6 +342,7 @@ class QueryDriver:
         if self._spark is not None:
             self._spark.stop()
             self._spark = None
+            stop_runner_forks()
         if self._ends is not None:
             self._ends.close()
             shutil.rmtree(self._ends.path.parent, ignore_errors=True)
@@ -563,16 +566,48 @@ def _import_query_modules(batches: Any) -> Any:
     yield from batches
 
 
+_FORKS: RunnerForks | None = None  # this process's source runners' fork server, once started
+
+
+def _worker_python(settings: EngineSettings) -> str:
+    """The interpreter Spark runs its Python with: the wrapper of this process's `runner_forks`
+    server (started now if it is not running), or this interpreter when the settings say so or
+    the server cannot start (a warning: every query source then costs a whole runner)."""
+    global _FORKS
+    if not settings.forked_source_runners:
+        return sys.executable
+    if _FORKS is None or not _FORKS.alive():
+        if _FORKS is not None:
+            _FORKS.close()
+        try:
+            _FORKS = runner_forks.start()
+        except (RuntimeError, OSError):
+            log.warning("source runners start unforked: their fork server failed", exc_info=True)
+            _FORKS = None
+            return sys.executable
+    return _FORKS.python
+
+
+def stop_runner_forks() -> None:
+    """Stop this process's source runners' fork server (after Spark: its runners end with their
+    JVM's sockets)."""
+    global _FORKS
+    if _FORKS is not None:
+        _FORKS.close()
+        _FORKS = None
+
+
 def start_session(settings: EngineSettings) -> Any:
     """A SparkSession for persistent queries, with headwater's Kafka source registered."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    python = _worker_python(settings)
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from headwater.engine.spark.kafka_source import KafkaDataSource
 
     builder = SparkSession.builder
-    for key, value in settings.spark_conf().items():
+    for key, value in settings.spark_conf(python).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

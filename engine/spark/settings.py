@@ -56,6 +56,9 @@ class EngineSettings:
         python_idle_workers: ``spark.python.factory.idleWorkerMaxPoolSize``: the most idle Python
             workers Spark keeps (each ~60-120 MB); unset, Spark keeps every one it ever started
             for a minute, and N queries starting at once leave N workers behind.
+        forked_source_runners: run Spark's streaming source runners (one Python process per query
+            source) forked from one warm process (`runner_forks`: ~10 MB each instead of ~63 MB)
+            rather than each started afresh.
         extra: further ``spark.*`` settings, passed through.
     """
 
@@ -73,10 +76,12 @@ class EngineSettings:
     memory_reserve_mb: int = 1024
     max_starting_queries: int = 1
     python_idle_workers: int = 2
+    forked_source_runners: bool = True
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
-    def spark_conf(self) -> dict[str, str]:
-        """The SparkSession's configuration."""
+    def spark_conf(self, python: str = sys.executable) -> dict[str, str]:
+        """The SparkSession's configuration; ``python``: what Spark runs as its Python workers'
+        interpreter (`runner_forks`' wrapper, or this interpreter)."""
         conf = {
             "spark.master": self.master,
             "spark.app.name": "headwater",
@@ -94,9 +99,9 @@ class EngineSettings:
             "spark.sql.streaming.minBatchesToRetain": "20",
             "spark.python.worker.reuse": "true",
             "spark.python.factory.idleWorkerMaxPoolSize": str(self.python_idle_workers),
-            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.python": python,
             "spark.pyspark.driver.python": sys.executable,
-            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+            "spark.executorEnv.PYSPARK_PYTHON": python,
         }
         if _local(self.checkpoint_root):
             conf["spark.sql.streaming.checkpointFileManagerClass"] = _FILE_SYSTEM_CHECKPOINTS

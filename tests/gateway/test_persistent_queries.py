@@ -58,6 +58,35 @@ def _read_topic(
     return got
 
 
+def _forked_runners(root: int) -> list[int]:
+    """The processes under ``root`` that `runner_forks`' server forked (source runners)."""
+    parents: dict[int, int] = {}
+    commands: dict[int, bytes] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def under(pid: int) -> bool:
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return [
+        pid
+        for pid, parent in parents.items()
+        if under(pid)
+        and b"runner_forks" in commands.get(parent, b"")
+        and b"runner_forks" in commands.get(pid, b"")
+    ]
+
+
 def _ok(response: object) -> list[dict]:
     assert response.status_code == 200, response.text  # type: ignore[attr-defined]
     return response.json()  # type: ignore[attr-defined, no-any-return]
@@ -135,6 +164,11 @@ def test_csas_lifecycle_through_the_rest_api(
     assert pulled.status_code == 200, pulled.text
     rows = sorted(item["row"]["columns"] for item in pulled.json() if "row" in item)
     assert rows == [["a", "PEN", 22], ["c", "CAP", 24]]
+
+    # the query's source runner (Spark's planner of its offsets) was forked from the warm fork
+    # server of `runner_forks`, not started afresh (~10 MB of its own instead of ~63 MB)
+    runners = _forked_runners(server.process.pid)
+    assert len(runners) == 1, runners
 
     refused = server.ksql(f"DROP STREAM {orders};")
     assert refused.status_code == 400  # as ksqlDB: BIG, made from it, must be dropped first
