@@ -50,6 +50,13 @@ def _forked(pid: int) -> bool:
         return False
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def process_kind(pid: int) -> str:
     """A short name for what a process of the tree is."""
     try:
@@ -59,8 +66,12 @@ def process_kind(pid: int) -> str:
     text = " ".join(a.decode(errors="replace") for a in argv)
     if "java" in Path(argv[0].decode(errors="replace")).name:
         return "jvm"
-    if "runner_forks" in text:  # the fork server, or a source runner it forked
-        return "python_streaming_source_runner" if _forked(pid) else "runner_forks"
+    if "runner_forks" in text:  # the fork server, or what it forked (named by its module)
+        if not _forked(pid):
+            return "runner_forks"
+        if _comm(pid) == "python_streamin":
+            return "python_streaming_source_runner"
+        return "pyspark.daemon"  # a daemon or one of its workers
     if "_runner_launch" in text:  # what Spark started for a forked runner (`runner_forks`)
         return "runner_launch"
     for module in ("pyspark.daemon", "python_streaming_source_runner", "pyspark.worker"):

@@ -7,7 +7,7 @@ Pure (no I/O)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,6 +150,11 @@ def called_functions(node: Any) -> Iterator[str]:
 def unknown_functions(statement: Any) -> list[str]:
     """The functions a parsed statement calls that this process has neither built in nor loaded
     from its extension folder (a query planned on a server that had them)."""
+    return unknown_names(called_functions(statement))
+
+
+def unknown_names(names: Iterable[str]) -> list[str]:
+    """Of function names (upper case), those this process has neither built in nor loaded."""
 
     def known(name: str) -> bool:
         return (
@@ -160,4 +165,4 @@ def unknown_functions(statement: Any) -> list[str]:
             or user_index.lookup(name) is not None
         )
 
-    return sorted({name for name in called_functions(statement) if not known(name)})
+    return sorted({name for name in names if not known(name)})

@@ -19,13 +19,15 @@ import struct
 import sys
 
 
-def _fallback(module: str) -> None:
-    os.execv(sys.executable, [sys.executable, "-m", module])
+def _fallback(module: str, args: list[str]) -> None:
+    os.execv(sys.executable, [sys.executable, "-m", module, *args])
 
 
 def main(argv: list[str]) -> int:
-    path, module = argv[1], argv[2]
-    request = json.dumps({"module": module, "env": dict(os.environ), "cwd": os.getcwd()})
+    path, module, args = argv[1], argv[2], argv[3:]
+    request = json.dumps(
+        {"module": module, "args": args, "env": dict(os.environ), "cwd": os.getcwd()}
+    )
     body = request.encode()
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -33,7 +35,7 @@ def main(argv: list[str]) -> int:
         socket.send_fds(conn, [struct.pack("!I", len(body)) + body], [0, 1, 2])
     except OSError:
         conn.close()
-        _fallback(module)
+        _fallback(module, args)
     answer = b""
     while len(answer) < 4:
         try:

@@ -50,7 +50,7 @@ _STATUS_EVERY_S = 0.5  # how often the child looks at its queries and tells the 
 _BUSY_EVERY_S = 0.2  # as often while a query waits to start or is starting
 #: How long an idle single-source query's source holds Spark's question for new records (a
 #: TERMINATE of an idle query waits up to this much longer).
-IDLE_WAIT_MS = 500
+IDLE_WAIT_MS = 1000  # 500 before: 10 idle queries then cost ~0.5% of a core more (JVM and runners)
 _WARM_UP_STATEFUL_S = 60.0  # the longest the background warm-up's stateful batch may take
 _TRACEBACK = "Traceback (most recent call last):"
 #: The longest a query counts as starting (its sources connecting) for `admission`.
@@ -617,9 +617,9 @@ def start_session(settings: EngineSettings) -> Any:
 
 
 #: Spark's loggers that would fill its log with what is expected here, and so are kept to errors:
-#: an idle query's source holds Spark's question for new records up to 0.5 s (`kafka_source`), so
-#: every idle trigger "falls behind" the 100 ms trigger interval (a warning twice a second per
-#: idle query: ~170,000 lines a day each).
+#: an idle query's source holds Spark's question for new records up to 1 s (`kafka_source`), so
+#: every idle trigger "falls behind" the 100 ms trigger interval (a warning every second per
+#: idle query: ~86,000 lines a day each).
 QUIETED_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",)
 
 

@@ -14,6 +14,7 @@ This module does not import pyspark: the server's process never loads Spark.
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import os
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.engine.functions.catalog import unknown_functions
+from headwater.engine.functions.catalog import called_functions, unknown_names
 from headwater.engine.functions.extensions import payload as extension_payload
 from headwater.engine.persistent.aggregate_run import is_aggregate_statement
 from headwater.engine.persistent.query_run import parse_persistent
@@ -41,8 +42,16 @@ _STOP_GRACE_S = 20.0
 
 def missing_functions(query: Query) -> list[str]:
     """The functions ``query`` calls that this server has neither built in nor loaded."""
-    select, _sink = parse_persistent(query.statement_text)
-    return unknown_functions(select)
+    return unknown_names(_called_functions(query.statement_text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _called_functions(statement_text: str) -> frozenset[str]:
+    """The functions a persistent query's statement calls, parsed once per text: the watcher asks
+    five times a second for every query (parsing them all each time was 1.4% of a core with 10
+    idle queries, half the server's idle CPU)."""
+    select, _sink = parse_persistent(statement_text)
+    return frozenset(called_functions(select))
 
 
 def query_payload(query: Query, catalog: Catalog) -> dict[str, Any]:

@@ -1,23 +1,29 @@
-"""Spark's streaming source runners forked from one warm process, not started one by one. Does I/O.
+"""Spark's Python processes forked from one warm process, not started one by one. Does I/O.
 
 Spark starts a Python process for every query source: PySpark's
 ``python_streaming_source_runner``, which plans the source's offsets. Spark starts it as
 ``python -m <module>`` (``createSimpleWorker``, not from PySpark's forking daemon), and the module
 imports pyspark and pyarrow: ~63 MB of its own per query source (10 idle queries: 0.63 GB of the
-node's 1.6 GB, bench.persistent_queries). Forked from a process that has imported all that, a
-runner shares those pages and owns only what it changes.
+node's 1.6 GB, bench.persistent_queries). PySpark's daemons (one per worker module, kept for the
+session) are started the same way: ~35 MB each. Forked from a process that has imported all that,
+each shares those pages and owns only what it changes.
 
 - **The fork server** (``python -m headwater.engine.spark.runner_forks SOCKET MODULE...``) imports
-  the modules it may run and headwater's Kafka source, freezes its heap out of the collector
-  (`gc.freeze`: a child's collections then do not write to the shared pages), and listens on a Unix
-  socket in a private folder. For each request it forks a child that takes the request's standard
-  streams, environment and working folder and runs the module as ``__main__``; when the child
-  exits it answers the exit status; when the request's connection closes first, it kills the child.
-  It exits when its standard input closes (the process that started it stopped or died).
+  the modules it may run, headwater's Kafka source and PySpark's worker, freezes its heap out of
+  the collector (`gc.freeze`: a child's collections then do not write to the shared pages), and
+  listens on a Unix socket in a private folder. For each request it forks a child that takes the
+  request's standard streams, arguments, environment and working folder and runs the module as
+  ``__main__``; when the child exits it answers the exit status; when the request's connection
+  closes first, it kills the child. It exits when its standard input closes (the process that
+  started it stopped or died).
+- **Forking after pyarrow's import**: pyarrow starts native threads when imported (jemalloc's
+  background thread, Arrow's pools). Both register at-fork handlers (Arrow's "at-fork facility",
+  ARROW-17975; jemalloc's prefork/postfork) so a forked child may use them; PySpark's own daemon
+  imports its worker module after forking only because it cannot know the module.
 - **The wrapper** (`wrapper_script`) is the ``PYSPARK_PYTHON`` Spark is given: for the modules the
   server runs it executes `_runner_launch` (a stdlib-only client that passes its streams over the
-  socket and exits with the child's status); for everything else (PySpark's daemon and workers) it
-  executes the real interpreter, unchanged.
+  socket and exits with the child's status); for everything else (the daemons' workers are forked
+  by the daemons) it executes the real interpreter, unchanged.
 - **Failure is a slow start, never a failed one**: with the server gone, the wrapper and the client
   fall back to ``python -m <module>``.
 
@@ -44,10 +50,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The module Spark starts per query source; the only one the driver's server runs.
+#: The module Spark starts per query source.
 SOURCE_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
-#: What the server imports besides the modules it runs: what a source runner loads (the source).
-_PRELOAD = ("headwater.engine.spark.kafka_source",)
+#: PySpark's forking daemon: Spark starts one per worker module (the tasks' ``pyspark.worker``,
+#: and the data source planners'), each ~35 MB of its own when started afresh, kept for the
+#: session; forked from the server, its workers share the server's pages too.
+DAEMON = "pyspark.daemon"
+#: What the driver's server runs.
+SPARK_MODULES = (SOURCE_RUNNER, DAEMON)
+#: What the server imports besides the modules it runs: what they load first (the source, the
+#: tasks' worker module).
+_PRELOAD = ("headwater.engine.spark.kafka_source", "pyspark.worker")
 _LAUNCH = Path(__file__).with_name("_runner_launch.py")
 _MAX_REQUEST = 1 << 20  # an environment is a few kB; a larger request is refused
 _READY_S = 30.0  # the longest the server may take to import and listen
@@ -62,8 +75,8 @@ def wrapper_script(python: str, launch: str, socket_path: str, modules: Sequence
         "#!/bin/sh\n"
         "# headwater (engine/spark/runner_forks.py): Spark's Python. The modules below are forked\n"
         "# from a warm process; everything else runs as it would.\n"
-        f'if [ "$1" = "-m" ] && [ "$#" -eq 2 ] && [ -S {path} ]; then\n'
-        f'  case "$2" in {cases}) exec {py} -I -S {client} {path} "$2" ;; esac\n'
+        f'if [ "$1" = "-m" ] && [ "$#" -ge 2 ] && [ -S {path} ]; then\n'
+        f'  case "$2" in {cases}) shift; exec {py} -I -S {client} {path} "$@" ;; esac\n'
         "fi\n"
         f'exec {py} "$@"\n'
     )
@@ -79,6 +92,7 @@ class Request:
     """What a client asks the server to run, and with what."""
 
     module: str
+    args: list[str]
     env: dict[str, str]
     cwd: str
 
@@ -87,12 +101,18 @@ def decode_request(body: bytes) -> Request:
     """A client's request from its JSON; `ValueError` when it is not one."""
     try:
         fields = json.loads(body)
-        module, env, cwd = fields["module"], fields["env"], fields["cwd"]
+        module, args, env, cwd = fields["module"], fields["args"], fields["env"], fields["cwd"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"not a runner request: {exc}") from None
-    if isinstance(module, str) and isinstance(cwd, str) and isinstance(env, dict):
-        return Request(module, {str(k): str(v) for k, v in env.items()}, cwd)
-    raise ValueError("not a runner request: module, env and cwd have the wrong types")
+    if (
+        isinstance(module, str)
+        and isinstance(args, list)
+        and isinstance(cwd, str)
+        and isinstance(env, dict)
+    ):
+        environment = {str(k): str(v) for k, v in env.items()}
+        return Request(module, [str(a) for a in args], environment, cwd)
+    raise ValueError("not a runner request: module, args, env and cwd have the wrong types")
 
 
 # -- the driver's side ----------------------------------------------------------------------------
@@ -128,7 +148,7 @@ class RunnerForks:
             pass
 
 
-def start(modules: Sequence[str] = (SOURCE_RUNNER,), python: str = sys.executable) -> RunnerForks:
+def start(modules: Sequence[str] = SPARK_MODULES, python: str = sys.executable) -> RunnerForks:
     """Start a fork server for ``modules`` and write its wrapper; `RuntimeError` if it does not
     listen within 30 s (its stopped process is cleaned up)."""
     folder = Path(tempfile.mkdtemp(prefix="headwater-runners-"))  # mode 0700: this user's only
@@ -195,6 +215,8 @@ def _child(request: Request, fds: list[int]) -> None:
             if entry and entry not in sys.path:
                 sys.path.insert(0, entry)
         sys.stdout.reconfigure(write_through=True)  # type: ignore[union-attr]
+        sys.argv = [request.module, *request.args]
+        _name_process(request.module.rsplit(".", 1)[-1])
         try:
             runpy.run_module(request.module, run_name="__main__", alter_sys=True)
             code = 0
@@ -210,6 +232,15 @@ def _child(request: Request, fds: list[int]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code & 0xFF)
+
+
+def _name_process(name: str) -> None:
+    """The process's name in ``ps`` and /proc/<pid>/comm (its command line stays the server's)."""
+    try:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write(name[:15])
+    except OSError:
+        pass  # not Linux: the name only helps people and benchmarks tell children apart
 
 
 def serve(socket_path: str, modules: Sequence[str]) -> None:

@@ -49,8 +49,9 @@ class EngineSettings:
             per group per micro-batch (ksqlDB's default); off, one update per input record.
         max_queries: ``ksql.query.persistent.active.limit``: the most persistent queries this
             server runs at once (`admission`).
-        query_memory_mb: the memory one more query is expected to take (measured ~120 MB: its
-            streaming-source runner process, `bench.query_memory`).
+        query_memory_mb: the memory one more query is expected to take (measured ~120 MB when its
+            streaming-source runner was started afresh, `bench.query_memory`; forked, the runner
+            takes ~22 MB, and the estimate is kept for what its micro-batches' workers hold).
         memory_reserve_mb: the available memory a query may not start into.
         max_starting_queries: how many queries may be starting at once (`admission`).
         python_idle_workers: ``spark.python.factory.idleWorkerMaxPoolSize``: the most idle Python

@@ -26,7 +26,7 @@ _PROBE = "hw_runner_probe"
 _PROBE_CODE = """
 import os, sys, time
 if __name__ == "__main__":
-    print(os.getpid(), os.getppid(), os.environ.get("PROBE"), os.getcwd(), flush=True)
+    print(os.getpid(), os.getppid(), os.environ.get("PROBE"), os.getcwd(), sys.argv[1:], flush=True)
     print("to stderr", file=sys.stderr, flush=True)
     if os.environ.get("PROBE") == "sleep":
         time.sleep(120)
@@ -59,7 +59,7 @@ def test_the_runner_module_is_forked_with_the_callers_streams_environment_and_st
     forks: RunnerForks, tmp_path: Path
 ) -> None:
     done = subprocess.run(
-        [forks.python, "-m", _PROBE],
+        [forks.python, "-m", _PROBE, "an argument", "--flag"],
         env=_env(PROBE="hello", CODE="3"),
         cwd=tmp_path,
         capture_output=True,
@@ -67,9 +67,11 @@ def test_the_runner_module_is_forked_with_the_callers_streams_environment_and_st
         check=False,
         timeout=30,
     )
-    _pid, parent, probe, cwd = done.stdout.split()
+    _pid, parent, probe, cwd, args = done.stdout.split(" ", 4)
     assert int(parent) == forks.process.pid  # forked by the server, not started by the caller
     assert (probe, cwd, done.stderr, done.returncode) == ("hello", str(tmp_path), "to stderr\n", 3)
+    assert args == "['an argument', '--flag']\n"
+    assert Path(f"/proc/{_pid}/comm").exists() is False  # ended, and reaped by the server
 
 
 def test_other_commands_run_the_interpreter_unchanged(forks: RunnerForks) -> None:
@@ -94,6 +96,7 @@ def test_a_killed_caller_takes_its_child_along(forks: RunnerForks) -> None:
         assert caller.stdout is not None
         child = int(caller.stdout.readline().split()[0])
         assert _parent_of(child) == forks.process.pid
+        assert Path(f"/proc/{child}/comm").read_text() == "hw_runner_probe\n"  # named by module
         caller.send_signal(signal.SIGTERM)  # as Spark's JVM destroys a worker
         caller.wait(10)
     deadline = time.monotonic() + 10
@@ -156,7 +159,7 @@ def test_close_removes_the_wrapper_and_the_socket(forks: RunnerForks) -> None:
 
 def test_the_wrapper_routes_only_the_named_modules_while_the_socket_exists() -> None:
     text = runner_forks.wrapper_script("/py thon", "/l.py", "/s/socket", ("a.b", "c"))
-    assert 'case "$2" in a.b|c) exec \'/py thon\' -I -S /l.py /s/socket "$2"' in text
+    assert 'case "$2" in a.b|c) shift; exec \'/py thon\' -I -S /l.py /s/socket "$@"' in text
     assert "[ -S /s/socket ]" in text
     assert text.endswith("exec '/py thon' \"$@\"\n")
 
@@ -164,8 +167,14 @@ def test_the_wrapper_routes_only_the_named_modules_while_the_socket_exists() -> 
 def test_exit_statuses_and_requests_are_decoded() -> None:
     assert encode_status(3) == (3).to_bytes(4, "big")
     assert encode_status(-signal.SIGTERM) == (128 + signal.SIGTERM).to_bytes(4, "big")
-    request = decode_request(b'{"module": "m", "env": {"A": 1}, "cwd": "/"}')
-    assert (request.module, request.env, request.cwd) == ("m", {"A": "1"}, "/")
-    for bad in (b"[]", b"{", b'{"module": 1, "env": {}, "cwd": "/"}', b'{"module": "m"}'):
+    request = decode_request(b'{"module": "m", "args": ["x"], "env": {"A": 1}, "cwd": "/"}')
+    assert (request.module, request.args, request.env, request.cwd) == ("m", ["x"], {"A": "1"}, "/")
+    for bad in (
+        b"[]",
+        b"{",
+        b'{"module": 1, "args": [], "env": {}, "cwd": "/"}',
+        b'{"module": "m", "args": "x", "env": {}, "cwd": "/"}',
+        b'{"module": "m"}',
+    ):
         with pytest.raises(ValueError, match="not a runner request"):
             decode_request(bad)

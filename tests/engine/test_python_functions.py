@@ -12,6 +12,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -439,6 +440,29 @@ def test_a_server_without_the_module_names_what_a_catalog_query_lacks(
     assert missing_functions(query) == []
     extensions.activate(extensions.Loaded({}, ()))
     assert missing_functions(query) == ["SUM_SQ", "TWICE"]
+
+
+def test_the_engine_watcher_parses_a_query_once_not_at_every_look(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`QueryEngine` asks five times a second for every query; its text is parsed once."""
+    from headwater.engine.spark import host
+
+    parsed: list[str] = []
+    real = host.parse_persistent
+
+    def counting(text: str) -> Any:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(host, "parse_persistent", counting)
+    host._called_functions.cache_clear()
+    catalog = catalog_of(
+        FACTS, ORDERS, "CREATE TABLE m AS SELECT id, COUNT(*) AS c FROM orders GROUP BY id;"
+    )
+    for _ in range(5):
+        assert missing_functions(catalog.queries["CTAS_M_1"]) == []
+    assert len(parsed) == 1
 
 
 VECTORIZED = """

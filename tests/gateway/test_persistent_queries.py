@@ -59,7 +59,7 @@ def _read_topic(
 
 
 def _forked_runners(root: int) -> list[int]:
-    """The processes under ``root`` that `runner_forks`' server forked (source runners)."""
+    """The source runners under ``root`` that `runner_forks`' server forked."""
     parents: dict[int, int] = {}
     commands: dict[int, bytes] = {}
     for entry in Path("/proc").iterdir():
@@ -78,12 +78,19 @@ def _forked_runners(root: int) -> list[int]:
             pid = parents.get(pid, 0)
         return False
 
+    def named(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
     return [
         pid
         for pid, parent in parents.items()
         if under(pid)
         and b"runner_forks" in commands.get(parent, b"")
         and b"runner_forks" in commands.get(pid, b"")
+        and named(pid) == "python_streamin"  # the source runner's module, as the server names it
     ]
 
 
