@@ -6,7 +6,8 @@ server's socket, MODULE). It sends the fork server its environment, working fold
 streams (the JVM's pipes), and waits: the fork server forks a child that runs MODULE with them,
 and answers the child's exit status, which this process exits with. If this process is killed (the
 JVM destroys its worker), the fork server kills the child. If the fork server cannot be reached,
-this process becomes ``python -m MODULE`` itself: a slower start, never a failed one.
+or answers that it did not fork (a module it does not run, a failed fork), this process becomes
+``python -m MODULE`` itself: a slower start, never a failed one.
 
 Run by path, without ``site`` and without headwater's package: it must not import anything but
 the standard library.
@@ -17,6 +18,8 @@ import os
 import socket
 import struct
 import sys
+
+_NOT_FORKED = -1  # the server's answer when it did not fork (runner_forks.NOT_FORKED)
 
 
 def _fallback(module: str, args: list[str]) -> None:
@@ -46,6 +49,9 @@ def main(argv: list[str]) -> int:
             return 1  # the fork server is gone: the child, if any, ends with the JVM's socket
         answer += part
     status: int = struct.unpack("!i", answer)[0]
+    if status == _NOT_FORKED:
+        conn.close()
+        _fallback(module, args)
     return status
 
 

@@ -62,6 +62,9 @@ SPARK_MODULES = (SOURCE_RUNNER, DAEMON)
 #: tasks' worker module).
 _PRELOAD = ("headwater.engine.spark.kafka_source", "pyspark.worker")
 _LAUNCH = Path(__file__).with_name("_runner_launch.py")
+#: The answer to a request the server did not fork (a module it does not run, a failed fork): the
+#: client then runs the module itself. Never an exit status (those are 0-255).
+NOT_FORKED = struct.pack("!i", -1)
 _MAX_REQUEST = 1 << 20  # an environment is a few kB; a larger request is refused
 _READY_S = 30.0  # the longest the server may take to import and listen
 
@@ -278,13 +281,14 @@ def serve(socket_path: str, modules: Sequence[str]) -> None:
                     print(f"runner_forks: refused a request: {exc}", file=sys.stderr, flush=True)
                     conn.close()
                     continue
-                if request.module not in modules:
-                    print(f"runner_forks: refused {request.module!r}", file=sys.stderr, flush=True)
-                    for fd in fds:
-                        os.close(fd)
-                    conn.close()
+                try:
+                    if request.module not in modules:
+                        raise OSError(f"{request.module!r} is not one of {list(modules)}")
+                    pid = os.fork()
+                except OSError as exc:  # the client runs it itself: a slower start
+                    print(f"runner_forks: not forked: {exc}", file=sys.stderr, flush=True)
+                    _not_forked(conn, fds)
                     continue
-                pid = os.fork()
                 if pid == 0:
                     selector.close()
                     listener.close()
@@ -322,6 +326,16 @@ def serve(socket_path: str, modules: Sequence[str]) -> None:
                 except BlockingIOError:
                     pass
                 _reap(children, by_conn, selector)
+
+
+def _not_forked(conn: socket.socket, fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(NOT_FORKED)
+    except OSError:
+        pass
+    conn.close()
 
 
 def _reap(

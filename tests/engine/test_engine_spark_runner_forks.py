@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from headwater.engine.spark.runner_forks import RunnerForks, decode_request, enc
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork, /proc")
 
 _PROBE = "hw_runner_probe"
+_OTHER = "hw_other_probe"  # a module the server is not started for
 _PROBE_CODE = """
 import os, sys, time
 if __name__ == "__main__":
@@ -37,6 +39,7 @@ if __name__ == "__main__":
 @pytest.fixture
 def forks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunnerForks]:
     (tmp_path / f"{_PROBE}.py").write_text(textwrap.dedent(_PROBE_CODE))
+    (tmp_path / f"{_OTHER}.py").write_text(textwrap.dedent(_PROBE_CODE))
     path = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), path) if p))
     started = runner_forks.start((_PROBE,))
@@ -112,13 +115,15 @@ def test_malformed_and_refused_requests_leave_the_server_serving(forks: RunnerFo
         rude.sendall(b"\x00\x00\x00\x05hello")
         assert rude.recv(4) == b""  # closed without an answer
     launch = Path(runner_forks.__file__).with_name("_runner_launch.py")
-    refused = subprocess.run(  # a module the server does not run: refused, never forked
-        [sys.executable, "-I", "-S", str(launch), socket_path, "json.tool"],
+    refused = subprocess.run(  # a module the server does not run: not forked, the client runs it
+        [sys.executable, "-I", "-S", str(launch), socket_path, _OTHER, "x"],
+        env=_env(CODE="5"),
         capture_output=True,
         check=False,
         timeout=30,
     )
-    assert (refused.returncode, refused.stdout) == (1, b"")
+    _pid, parent, _probe, _cwd, args = refused.stdout.decode().split(" ", 4)
+    assert (refused.returncode, int(parent), args) == (5, os.getpid(), "['x']\n")
     done = subprocess.run(
         [forks.python, "-m", _PROBE],
         env=_env(CODE="0"),
@@ -178,3 +183,9 @@ def test_exit_statuses_and_requests_are_decoded() -> None:
     ):
         with pytest.raises(ValueError, match="not a runner request"):
             decode_request(bad)
+
+
+def test_the_client_and_the_server_agree_on_not_forked() -> None:
+    launch = Path(runner_forks.__file__).with_name("_runner_launch.py").read_text()
+    (value,) = struct.unpack("!i", runner_forks.NOT_FORKED)
+    assert f"_NOT_FORKED = {value} " in launch  # the client is stdlib-only: it cannot import it
