@@ -262,7 +262,8 @@ def _spark_pids() -> set[int]:
                 b"org.apache.spark" in cmdline
                 or b"pyspark.daemon" in cmdline
                 or b"pyspark.worker" in cmdline
-                or b"runner_forks" in cmdline
+                or b"runner_forks" in cmdline  # the fork server and what it forked
+                or b"_runner_launch" in cmdline  # a forked runner's client, started by the JVM
                 or b"multiprocessing.spawn" in cmdline
             ):
                 continue
