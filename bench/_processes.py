@@ -41,16 +41,13 @@ def rss_mb(root: int) -> float:
     return sum(rss_kb(pid) for pid in process_tree(root)) / 1024
 
 
-def _forked(pid: int) -> bool:
-    """Whether ``pid``'s parent is `runner_forks`' server (then it is a source runner)."""
-    try:
-        parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
-        return b"runner_forks" in Path(f"/proc/{parent}/cmdline").read_bytes()
-    except (OSError, IndexError):
-        return False
+#: The names (/proc/<pid>/comm) `runner_forks` gives what it forks, by the module each runs; a
+#: daemon's workers keep their daemon's name. The fork server itself keeps the interpreter's.
+_FORKED_KINDS = {"python_streamin": "python_streaming_source_runner", "daemon": "pyspark.daemon"}
 
 
-def _comm(pid: int) -> str:
+def comm(pid: int) -> str:
+    """The process's name (/proc/<pid>/comm), or "" once it has ended."""
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
@@ -67,11 +64,7 @@ def process_kind(pid: int) -> str:
     if "java" in Path(argv[0].decode(errors="replace")).name:
         return "jvm"
     if "runner_forks" in text:  # the fork server, or what it forked (named by its module)
-        if not _forked(pid):
-            return "runner_forks"
-        if _comm(pid) == "python_streamin":
-            return "python_streaming_source_runner"
-        return "pyspark.daemon"  # a daemon or one of its workers
+        return _FORKED_KINDS.get(comm(pid), "runner_forks")
     if "_runner_launch" in text:  # what Spark started for a forked runner (`runner_forks`)
         return "runner_launch"
     for module in ("pyspark.daemon", "python_streaming_source_runner", "pyspark.worker"):

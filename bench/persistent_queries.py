@@ -56,6 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _print_idle_cost(root: int, what: str) -> None:
+    """Print ``what`` with the CPU share of one core ``root``'s tree takes over 20 s, its RSS and
+    PSS, and both by kind of process."""
+    cpu_before, at = cpu_seconds(root), time.monotonic()
+    time.sleep(20)
+    share = (cpu_seconds(root) - cpu_before) / (time.monotonic() - at)
+    print(
+        f"{what}: {share * 100:.1f}% of one core, RSS {rss_mb(root):,.0f} MB, PSS "
+        f"{pss_mb(root):,.0f} MB (server + Spark) (targets <= 5% of a core, <= 1,200 MB); "
+        f"by process (RSS / PSS): {processes_by_kind(root)}"
+    )
+
+
 def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int) -> None:
     settings = broker.settings()
     writer = producer(settings, "bench")
@@ -137,26 +150,14 @@ def _run(broker: EmbeddedBroker, server: BenchServer, records: int, samples: int
     for n in range(10):
         server.ksql(f"CREATE STREAM idle_out{n} AS SELECT id, v + {n} AS w FROM idle_in;")
     time.sleep(20)  # let them start and settle
-    cpu_before, at = cpu_seconds(server.process.pid), time.monotonic()
-    time.sleep(20)
-    share = (cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
-    print(
-        f"10 idle persistent queries: {share * 100:.1f}% of one core, RSS "
-        f"{rss_mb(server.process.pid):,.0f} MB, PSS {pss_mb(server.process.pid):,.0f} MB "
-        f"(server + Spark) (targets <= 5% of a core, <= 1,200 MB); by process (RSS / PSS): "
-        f"{processes_by_kind(server.process.pid)}"
-    )
+    first = time.monotonic()
+    _print_idle_cost(server.process.pid, "10 idle persistent queries")
     # Spark ends a Python worker after 60 s without a task (PythonWorkerFactory's idle timeout):
     # the idle node's steady state, ~80 s after the queries started
-    time.sleep(max(0.0, 60.0 - (time.monotonic() - at)))
-    cpu_before, at = cpu_seconds(server.process.pid), time.monotonic()
-    time.sleep(20)
-    share = (cpu_seconds(server.process.pid) - cpu_before) / (time.monotonic() - at)
-    print(
-        f"the same, once Spark's idle Python workers have exited (60 s without a task): "
-        f"{share * 100:.1f}% of one core, RSS {rss_mb(server.process.pid):,.0f} MB, "
-        f"PSS {pss_mb(server.process.pid):,.0f} MB (targets <= 5% of a core, <= 1,200 MB); "
-        f"by process (RSS / PSS): {processes_by_kind(server.process.pid)}"
+    time.sleep(max(0.0, 60.0 - (time.monotonic() - first)))
+    _print_idle_cost(
+        server.process.pid,
+        "the same, once Spark's idle Python workers have exited (60 s without a task)",
     )
     server.ksql("TERMINATE ALL;")
 

@@ -147,14 +147,10 @@ def called_functions(node: Any) -> Iterator[str]:
             yield from called_functions(item)
 
 
-def unknown_functions(statement: Any) -> list[str]:
-    """The functions a parsed statement calls that this process has neither built in nor loaded
-    from its extension folder (a query planned on a server that had them)."""
-    return unknown_names(called_functions(statement))
-
-
 def unknown_names(names: Iterable[str]) -> list[str]:
-    """Of function names (upper case), those this process has neither built in nor loaded."""
+    """Of function names (upper case, as `called_functions` gives them), those this process has
+    neither built in nor loaded from its extension folder (a query planned on a server that had
+    them)."""
 
     def known(name: str) -> bool:
         return (

@@ -207,7 +207,6 @@ def _child(request: Request, fds: list[int]) -> None:
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
+from bench._processes import comm, process_tree
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
 
@@ -59,39 +60,9 @@ def _read_topic(
 
 
 def _forked_runners(root: int) -> list[int]:
-    """The source runners under ``root`` that `runner_forks`' server forked."""
-    parents: dict[int, int] = {}
-    commands: dict[int, bytes] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                commands[int(entry.name)] = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-
-    def under(pid: int) -> bool:
-        while pid > 1:
-            if pid == root:
-                return True
-            pid = parents.get(pid, 0)
-        return False
-
-    def named(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
-            return ""
-
-    return [
-        pid
-        for pid, parent in parents.items()
-        if under(pid)
-        and b"runner_forks" in commands.get(parent, b"")
-        and b"runner_forks" in commands.get(pid, b"")
-        and named(pid) == "python_streamin"  # the source runner's module, as the server names it
-    ]
+    """The source runners under ``root`` that `runner_forks`' server forked: it names each by its
+    module (an unforked runner keeps the interpreter's name)."""
+    return [pid for pid in process_tree(root) if comm(pid) == "python_streamin"]
 
 
 def _ok(response: object) -> list[dict]:
