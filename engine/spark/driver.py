@@ -33,6 +33,7 @@ from typing import Any
 from headwater.engine import log_format
 from headwater.engine.spark import runner_forks
 from headwater.engine.spark.admission import admit, available_mb, creation_order
+from headwater.engine.spark.query_events import QueryEvents, listen
 from headwater.engine.spark.runner_forks import RunnerForks
 from headwater.engine.spark.settings import EngineSettings
 from headwater.engine.spark.shared_ends import EndWatch
@@ -61,6 +62,7 @@ _STARTING_MAX_S = 60.0
 class _Running:
     payload: Mapping[str, Any]
     handle: Any = None  # pyspark StreamingQuery
+    run_id: str = ""  # Spark's id of the handle's run (what its listener events name)
     sink: Any = None  # ExactlyOnceSink
     state: str = "PENDING"
     message: str = ""
@@ -85,12 +87,15 @@ class QueryDriver:
         self._queries: dict[str, _Running] = {}
         self._transient: frozenset[str] = frozenset()
         self._ends: EndWatch | None = None  # started with the first query (`shared_ends`)
+        # Spark's events of the queries (`query_events`); None: asked of each handle instead
+        self._events: QueryEvents | None = None
 
     @property
     def spark(self) -> Any:
         """The SparkSession (started on first use: ~11 s cold)."""
         if self._spark is None:
             self._spark = start_session(self.settings)
+            self._events = _listened(self._spark)
         return self._spark
 
     def sync(
@@ -177,7 +182,7 @@ class QueryDriver:
         now = time.monotonic()
         for query_id, running in self._queries.items():
             handle = running.handle
-            if handle is not None and not handle.isActive:
+            if handle is not None and self._ended(running):
                 error = handle.exception()
                 running.state = "ERROR"
                 running.message = _reason(error) if error else "the query stopped"
@@ -187,7 +192,7 @@ class QueryDriver:
                     running.message,
                     extra={"query_id": query_id},
                 )
-                running.handle = None
+                self._let_go(running)
                 running.retry_at = now + running.retry_pause
                 running.retry_pause = min(running.retry_pause * 2, _RETRY_MAX_S)
             elif (
@@ -266,12 +271,22 @@ class QueryDriver:
             found[query_id] = status
         return found
 
+    def _ended(self, running: _Running) -> bool:
+        """Whether the query's current run has ended (Spark's event, or asked of its handle where
+        no listener could be registered)."""
+        if self._events is not None and running.run_id:
+            return self._events.ended(running.run_id)
+        return not running.handle.isActive
+
     def _processed(self, running: _Running) -> bool:
         """Whether Spark has finished a trigger of the query's current run; keeps
         ``running.processed`` (topic -> {partition: next offset}) at what its last committed
         micro-batch read (Spark's progress: each source's end offset)."""
         try:
-            progress = running.handle.lastProgress
+            if self._events is not None and running.run_id:
+                progress = self._events.progress(running.run_id)
+            else:
+                progress = running.handle.lastProgress
         except Exception:  # py4j: the query is going away
             log.debug("no progress of query", exc_info=True)
             return running.progressed
@@ -342,6 +357,7 @@ class QueryDriver:
         if self._spark is not None:
             self._spark.stop()
             self._spark = None
+            self._events = None
             stop_runner_forks()
         if self._ends is not None:
             self._ends.close()
@@ -428,6 +444,7 @@ class QueryDriver:
                 )
             running.progressed, running.processed = False, {}
             running.handle = writer.start()
+            running.run_id = str(running.handle.runId) if self._events is not None else ""
             running.starting_until = time.monotonic() + _STARTING_MAX_S
             running.sink = target
             running.state = "RUNNING"
@@ -485,7 +502,14 @@ class QueryDriver:
                 log.exception("query %s did not stop cleanly", query_id)
         if running.sink is not None:
             running.sink.close()
+        self._let_go(running)
+
+    def _let_go(self, running: _Running) -> None:
+        """Forget the query's run: its handle, and what Spark's events said of it."""
         running.handle = None
+        if self._events is not None and running.run_id:
+            self._events.forget(running.run_id)
+        running.run_id = ""
 
 
 _STARTING_MESSAGE = (
@@ -614,6 +638,18 @@ def start_session(settings: EngineSettings) -> Any:
     _quiet(spark, QUIETED_LOGGERS)
     spark.dataSource.register(KafkaDataSource)
     return spark
+
+
+def _listened(spark: Any) -> QueryEvents | None:
+    """Spark's query events, followed from now on (`query_events`); None when no listener could
+    be registered (logged): the driver then asks each query's handle, as it did before."""
+    events = QueryEvents()
+    try:
+        listen(spark, events)
+    except Exception:
+        log.warning("could not listen to Spark's query events; asking each query", exc_info=True)
+        return None
+    return events
 
 
 #: Spark's loggers that would fill its log with what is expected here, and so are kept to errors:
