@@ -193,6 +193,7 @@ def _replay_batches(batches: Iterator[Any]) -> Iterator[Any]:
     import pyarrow as pa
 
     from headwater.engine.formats import schema_registry
+    from headwater.engine.spark.packed import unpack
     from headwater.engine.spark.source_rows import forget_pipelines, rows_of
 
     for batch in batches:
@@ -207,7 +208,12 @@ def _replay_batches(batches: Iterator[Any]) -> Iterator[Any]:
                     options = {"query": payload, "output": "records"}
                     answer.append(
                         [
-                            [row for out in rows_of(options, iter(call)) for row in out.to_pylist()]
+                            [
+                                row
+                                for packed in rows_of(options, iter(call))
+                                for out in unpack(pa.Table.from_batches([packed]))
+                                for row in out.to_pylist()
+                            ]
                             for call in calls
                         ]
                     )

@@ -33,7 +33,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from headwater.engine.spark.file_change import FileChange, changed_at
-from headwater.engine.spark.schemas import ENTRY_SCHEMA, GROUPED_SCHEMA, OUTPUT_SCHEMA, RAW_SCHEMA
+from headwater.engine.spark.packed import PACKED_SCHEMA
+from headwater.engine.spark.schemas import ENTRY_SCHEMA, GROUPED_SCHEMA, RAW_SCHEMA
 from headwater.engine.spark.shared_ends import read_shared_ends
 from headwater.kafka.clients import KafkaSettings, consumer, poll_batch
 
@@ -68,7 +69,7 @@ class KafkaDataSource(DataSource):
             return GROUPED_SCHEMA
         if self.options.get("output") == "join":
             return ENTRY_SCHEMA
-        return OUTPUT_SCHEMA
+        return PACKED_SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         # Spark hands options in a case-insensitive dict that keeps its keys lower-cased: plain

@@ -27,6 +27,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer, TopicPartition
 
+from headwater.engine.spark.packed import PACKED_ARROW, unpack
 from headwater.kafka.clients import (
     KafkaSettings,
     close_producer,
@@ -100,7 +101,10 @@ class ExactlyOnceSink:
     def __call__(self, batch: Any, batch_id: int) -> None:
         """Spark's foreachBatch callback: ``batch`` is the micro-batch's DataFrame."""
         table = batch.toArrow()
-        self.write(table.to_pylist(), batch_id)
+        if table.schema.names == PACKED_ARROW.names:  # a stateless query's (`packed`)
+            self.write([row for t in unpack(table) for row in t.to_pylist()], batch_id)
+        else:
+            self.write(table.to_pylist(), batch_id)
 
     def write(self, rows: Sequence[Mapping[str, Any]], batch_id: int) -> None:
         """Writes one batch (rows of `kafka_source.OUTPUT_SCHEMA`), skipping what a replay already

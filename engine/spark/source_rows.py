@@ -26,6 +26,7 @@ from headwater.engine.persistent.aggregate_run import GroupedRow
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
 from headwater.engine.spark.aggregation import buckets_in, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import entry_rows
+from headwater.engine.spark.packed import pack
 from headwater.engine.spark.worker_heap import built, forget, task_starts
 from headwater.metastore.codec import catalog_from_dict
 
@@ -121,10 +122,10 @@ def _stateless(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Reco
     for record in records:
         chunk.append(record)
         if len(chunk) >= _POLL_BATCH:
-            yield pipeline(chunk)
+            yield pack(pipeline(chunk))
             chunk = []
     if chunk:
-        yield pipeline(chunk)
+        yield pack(pipeline(chunk))
 
 
 def forget_pipelines() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import TopicPartition
 
@@ -127,3 +128,25 @@ def test_a_checkpoint_behind_the_output_refuses_to_write(
     resumed.write(_rows(12)[10:], 5)
     resumed.close()
     assert _values(memory_broker, topic) == sorted(f"v{i}".encode() for i in range(12))
+
+
+class _PackedBatch:
+    """What Spark's ``foreachBatch`` hands the sink of a stateless query: packed rows."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        from headwater.engine.persistent.columnar_run import OUTPUT_ARROW
+        from headwater.engine.spark.packed import pack
+
+        batch = pa.RecordBatch.from_pylist(rows, schema=OUTPUT_ARROW)
+        self._table = pa.Table.from_batches([pack(batch.slice(0, 3)), pack(batch.slice(3))])
+
+    def toArrow(self) -> pa.Table:  # pyspark's name
+        return self._table
+
+
+def test_a_packed_batch_is_written_as_its_rows(memory_broker: EmbeddedBroker, topic: str) -> None:
+    sink = ExactlyOnceSink(memory_broker.settings(), "Q1", topic, 2)
+    sink(_PackedBatch(_rows(7)), 0)
+    sink.close()
+    assert _values(memory_broker, topic) == sorted(f"v{i}".encode() for i in range(7))
+    assert sink.stats.records == 7
