@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
@@ -48,7 +49,8 @@ from headwater.engine.persistent.aggregate_run import (
     WindowedTask,
 )
 from headwater.engine.persistent.query_run import OutputRecord, ProcessingError
-from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
+from headwater.engine.spark.packed import PACKED_SCHEMA, pack
+from headwater.engine.spark.schemas import GROUPED_SCHEMA
 from headwater.engine.spark.worker_heap import built
 from headwater.metastore.codec import catalog_from_dict
 
@@ -446,16 +448,66 @@ def error_row(partition: int, offset: int, kind: str, detail: bytes | None) -> R
 
 
 def aggregate_frame(grouped: Any, payload: str, table_source: bool, windowed: bool) -> Any:
-    """The aggregated DataFrame (`AGGREGATED_SCHEMA`) of stage 1's streaming DataFrame."""
+    """The aggregated DataFrame of stage 1's streaming DataFrame: `AGGREGATED_SCHEMA` rows, packed
+    (`PackedOutput`)."""
     frame = grouped
     if windowed:
         return frame.groupBy("group").transformWithState(
-            WindowedProcessor(payload), AGGREGATED_SCHEMA, "Append", "None"
+            PackedOutput(WindowedProcessor(payload)), PACKED_SCHEMA, "Append", "None"
         )
     if table_source:
         frame = frame.groupBy("group").transformWithState(
             ChangeProcessor(payload), GROUPED_SCHEMA, "Append", "None"
         )
     return frame.groupBy("group").transformWithState(
-        AggregateProcessor(payload), AGGREGATED_SCHEMA, "Append", "None"
+        PackedOutput(AggregateProcessor(payload)), PACKED_SCHEMA, "Append", "None"
     )
+
+
+#: `AGGREGATED_SCHEMA` as Arrow.
+AGGREGATED_ARROW = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", pa.int64()),
+        ("partition", pa.int32()),
+        ("source_partition", pa.int32()),
+        ("source_offset", pa.int64()),
+        ("source_seq", pa.int32()),
+        ("source_rank", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+
+class PackedOutput(StatefulProcessor):
+    """An operator whose rows go to the sink, its rows of a call leaving it packed
+    (`engine/spark/packed.py`): Spark's JVM then moves one row per call (per state bucket) instead
+    of every output record, twice converted (to Spark's rows, back to Arrow for the sink)."""
+
+    def __init__(self, inner: StatefulProcessor) -> None:
+        self.inner = inner
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.inner.init(handle)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        out = list(self.inner.handleInputRows(key, rows, timerValues))
+        if out:
+            for blob in pack(aggregated_batch(out)).column(0).to_pylist():
+                yield Row(records=blob)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def aggregated_batch(rows: list[Row]) -> pa.RecordBatch:
+    """Rows of `AGGREGATED_SCHEMA` (named fields, in any order) as one Arrow batch."""
+    names = AGGREGATED_ARROW.names
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    appends = [columns[name].append for name in names]
+    for row in rows:
+        values = row.asDict()
+        for name, append in zip(names, appends, strict=True):
+            append(values[name])
+    return pa.RecordBatch.from_pydict(columns, schema=AGGREGATED_ARROW)

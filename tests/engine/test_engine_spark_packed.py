@@ -53,3 +53,54 @@ def test_big_batches_are_cut_into_rows_of_bounded_size() -> None:
 def test_an_empty_batch_packs_to_no_row() -> None:
     assert pack(_batch(0)).num_rows == 0
     assert unpack(pa.Table.from_batches([pack(_batch(0))])) == []
+
+
+def test_an_aggregations_output_leaves_each_operator_call_packed() -> None:
+    from pyspark.sql import Row
+
+    from headwater.engine.spark.aggregation import AGGREGATED_ARROW, PackedOutput, error_row
+
+    class Counts:
+        """An operator: one output row per input row, and a skipped record's error row."""
+
+        def init(self, handle: object) -> None:
+            self.handle = handle
+
+        def handleInputRows(self, key: object, rows: object, timers: object) -> object:
+            for n, row in enumerate(rows):  # type: ignore[call-overload]
+                if row == "bad":
+                    yield error_row(0, n, "kind", b"{}")
+                else:
+                    yield Row(  # the fields in another order than the schema's
+                        error=None,
+                        value=row,
+                        key=b"k",
+                        timestamp=n,
+                        partition=0,
+                        source_partition=0,
+                        source_offset=n,
+                        source_seq=n,
+                        source_rank=0,
+                    )
+
+        def close(self) -> None:
+            self.closed = True
+
+    inner = Counts()
+    operator = PackedOutput(inner)  # type: ignore[arg-type]
+    operator.init("handle")
+    assert inner.handle == "handle"
+    assert list(operator.handleInputRows(("g",), iter([]), None)) == []  # nothing: no row
+    packed = list(operator.handleInputRows(("g",), iter([b"1", "bad", b"3"]), None))
+    assert [list(row.asDict()) for row in packed] == [["records"]]
+    table = pa.Table.from_pylist([row.asDict() for row in packed], schema=PACKED_ARROW)
+    (batch,) = unpack(table)
+    assert batch.schema == AGGREGATED_ARROW
+    rows = batch.to_pylist()
+    assert [(r["value"], r["error"], r["source_offset"]) for r in rows] == [
+        (b"1", None, 0),
+        (b"{}", "kind", 1),
+        (b"3", None, 2),
+    ]
+    operator.close()
+    assert inner.closed
