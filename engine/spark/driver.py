@@ -284,6 +284,11 @@ class QueryDriver:
         micro-batch read (Spark's progress: each source's end offset)."""
         try:
             if self._events is not None and running.run_id:
+                if self._events.idled(running.run_id):
+                    # an idle trigger updates the handle's progress, but its event carries none
+                    asked = running.handle.lastProgress
+                    if asked is not None:
+                        self._events.keep_progress(running.run_id, asked)
                 progress = self._events.progress(running.run_id)
             else:
                 progress = running.handle.lastProgress

@@ -1,12 +1,13 @@
 """What Spark's listener bus tells of the driver's streaming queries: each run's latest progress,
-and whether it has ended. Spark pushes it; nothing here asks the JVM.
+and whether it has ended. Spark pushes it; the JVM is asked only for an idle query's progress, at most every 10 s.
 
 Before, the Spark child asked the JVM about every query twice a second (``isActive`` and
 ``lastProgress``: two py4j calls and a JSON parse each): 40 calls a second for ten idle queries
 (bench.persistent_queries' idle profile), more with every query. Spark's
 ``StreamingQueryListener`` instead calls the driver when a micro-batch finished (and every 10 s of
-an idle query, Spark's ``noDataProgressEventInterval``) and when a query ends, so an idle query
-costs nothing between events.
+an idle query, Spark's ``noDataProgressEventInterval``: an idle event, after which the driver
+asks the query's handle for its progress once) and when a query ends, so an idle query costs
+nothing between events.
 
 `QueryEvents` is the pure part (fed the events' JSON, tested directly); `_Listener` is the py4j
 proxy Spark calls (one call back into the JVM per event: the event's ``json()``); `listen`
@@ -43,6 +44,7 @@ class QueryEvents:
         self._lock = threading.Lock()
         self._progress: dict[str, Mapping[str, Any]] = {}
         self._ended: set[str] = set()
+        self._idle: set[str] = set()
         self._gone: OrderedDict[str, None] = OrderedDict()
 
     def on_progress(self, text: str) -> None:
@@ -52,6 +54,34 @@ class QueryEvents:
         if not isinstance(progress, Mapping) or not progress.get("runId"):
             return
         run_id = str(progress["runId"])
+        with self._lock:
+            if run_id not in self._gone:
+                self._progress[run_id] = progress
+
+    def on_idle(self, text: str) -> None:
+        """A ``QueryIdleEvent``'s JSON: ``{"id", "runId", "timestamp"}``. Spark posts it instead of
+        a progress event for a trigger without new records (the first, then every 10 s), but still
+        updates the query's ``lastProgress``: a query resumed from its checkpoint with nothing new
+        to read has finished a trigger, and only its handle has the progress (`idled`)."""
+        event = json.loads(text)
+        if not isinstance(event, Mapping) or not event.get("runId"):
+            return
+        run_id = str(event["runId"])
+        with self._lock:
+            if run_id not in self._gone:
+                self._idle.add(run_id)
+
+    def idled(self, run_id: str) -> bool:
+        """Whether the run went idle since this was last asked (then its handle's progress is
+        newer than its last progress event: `keep_progress` it)."""
+        with self._lock:
+            if run_id in self._idle:
+                self._idle.discard(run_id)
+                return True
+            return False
+
+    def keep_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
+        """Keep a progress asked of the run's handle (after `idled`)."""
         with self._lock:
             if run_id not in self._gone:
                 self._progress[run_id] = progress
@@ -82,6 +112,7 @@ class QueryEvents:
         with self._lock:
             self._progress.pop(run_id, None)
             self._ended.discard(run_id)
+            self._idle.discard(run_id)
             self._gone[run_id] = None
             while len(self._gone) > _GONE_KEPT:
                 self._gone.popitem(last=False)
@@ -89,7 +120,7 @@ class QueryEvents:
     def runs(self) -> int:
         """How many runs are kept (each is forgotten when its query stops)."""
         with self._lock:
-            return len(self._progress.keys() | self._ended)
+            return len(self._progress.keys() | self._ended | self._idle)
 
 
 class _Listener:
@@ -110,7 +141,10 @@ class _Listener:
             log.warning("a query progress event could not be read", exc_info=True)
 
     def onQueryIdle(self, jevent: Any) -> None:
-        pass
+        try:
+            self._events.on_idle(jevent.json())
+        except Exception:
+            log.warning("a query idle event could not be read", exc_info=True)
 
     def onQueryTerminated(self, jevent: Any) -> None:
         try:

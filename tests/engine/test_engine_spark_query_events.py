@@ -87,8 +87,10 @@ def test_the_listener_never_raises_into_sparks_bus(caplog: pytest.LogCaptureFixt
     listener.onQueryProgress(_JavaEvent("not json"))
     listener.onQueryTerminated(_JavaEvent(RuntimeError("py4j: the JVM is gone")))
     listener.onQueryStarted(object())
-    listener.onQueryIdle(object())
+    listener.onQueryIdle(_JavaEvent(RuntimeError("py4j: the JVM is gone")))
     assert "could not be read" in caplog.text
+    listener.onQueryIdle(_JavaEvent(json.dumps({"id": "q", "runId": "r1", "timestamp": "t"})))
+    assert events.idled("r1") and not events.idled("r1")  # told once
     listener.onQueryProgress(_JavaEvent(_progress("r1", {"0": 3})))
     listener.onQueryTerminated(_JavaEvent(_terminated("r1")))
     assert events.progress("r1") is not None and events.ended("r1")
@@ -102,6 +104,8 @@ class _Handle:
 
     def __init__(self) -> None:
         self.failure: Any = None
+        self.progress: Any = None  # what Spark's handle would answer
+        self.asked = 0
 
     @property
     def isActive(self) -> bool:
@@ -109,7 +113,10 @@ class _Handle:
 
     @property
     def lastProgress(self) -> Any:
-        raise AssertionError("asked the JVM for the query's progress")
+        self.asked += 1
+        if self.progress is None:
+            raise AssertionError("asked the JVM for the query's progress without an idle event")
+        return self.progress
 
     def exception(self) -> Any:
         return self.failure
@@ -164,3 +171,27 @@ def test_the_driver_takes_progress_and_failures_from_the_events_not_the_handles(
     status = driver.statuses()["CSAS_S_1"]
     assert status["state"] == "ERROR" and status["message"] == "Topic gone"
     assert events.runs() == 0  # the ended run is let go
+
+
+def test_an_idle_run_has_its_progress_asked_once_per_idle_event() -> None:
+    """A query resumed from its checkpoint with nothing new to read: Spark posts an idle event, not
+    a progress event, but updates the handle's progress (seen on Spark 4.3: found when a CTAS moved
+    to another server after its records had all been counted stayed PENDING)."""
+    driver = _Driver()
+    driver.sync({"CSAS_S_1": PAYLOAD})
+    events = driver._events
+    assert events is not None
+    handle = driver.handles["CSAS_S_1"]
+    assert driver.statuses()["CSAS_S_1"]["state"] == "PENDING"
+    handle.progress = json.loads(_progress("run-1", {"0": 4, "1": 2}))["progress"]
+    assert driver.statuses()["CSAS_S_1"]["state"] == "PENDING"  # no event: not asked
+    assert handle.asked == 0
+    events.on_idle(json.dumps({"id": "q-1", "runId": "run-1", "timestamp": "t"}))
+    status = driver.statuses()["CSAS_S_1"]
+    assert status["state"] == "RUNNING"
+    assert status["processed"] == {"orders": {"0": 4, "1": 2}}
+    driver.statuses()
+    assert handle.asked == 1  # once per idle event, not at every look
+    events.on_idle(json.dumps({"id": "q-1", "runId": "other", "timestamp": "t"}))
+    driver.statuses()
+    assert handle.asked == 1  # another run's idleness is not this one's
