@@ -1,5 +1,6 @@
 """What Spark's listener bus tells of the driver's streaming queries: each run's latest progress,
-and whether it has ended. Spark pushes it; the JVM is asked only for an idle query's progress, at most every 10 s.
+and whether it has ended. Spark pushes it; the JVM is asked only for an idle query's progress, at
+most every 10 s.
 
 Before, the Spark child asked the JVM about every query twice a second (``isActive`` and
 ``lastProgress``: two py4j calls and a JSON parse each): 40 calls a second for ten idle queries
@@ -51,25 +52,15 @@ class QueryEvents:
         """A ``QueryProgressEvent``'s JSON: ``{"progress": {...}}`` (the same object as a
         ``StreamingQuery.lastProgress``)."""
         progress = json.loads(text).get("progress")
-        if not isinstance(progress, Mapping) or not progress.get("runId"):
-            return
-        run_id = str(progress["runId"])
-        with self._lock:
-            if run_id not in self._gone:
-                self._progress[run_id] = progress
+        if isinstance(progress, Mapping) and progress.get("runId"):
+            self.keep_progress(str(progress["runId"]), progress)
 
     def on_idle(self, text: str) -> None:
         """A ``QueryIdleEvent``'s JSON: ``{"id", "runId", "timestamp"}``. Spark posts it instead of
         a progress event for a trigger without new records (the first, then every 10 s), but still
         updates the query's ``lastProgress``: a query resumed from its checkpoint with nothing new
         to read has finished a trigger, and only its handle has the progress (`idled`)."""
-        event = json.loads(text)
-        if not isinstance(event, Mapping) or not event.get("runId"):
-            return
-        run_id = str(event["runId"])
-        with self._lock:
-            if run_id not in self._gone:
-                self._idle.add(run_id)
+        self._mark(self._idle, text)
 
     def idled(self, run_id: str) -> bool:
         """Whether the run went idle since this was last asked (then its handle's progress is
@@ -89,13 +80,16 @@ class QueryEvents:
     def on_terminated(self, text: str) -> None:
         """A ``QueryTerminatedEvent``'s JSON: ``{"id", "runId", "exception", ...}`` (why it failed
         is asked of the query's handle, as before: `driver._reason` reads pyspark's exception)."""
+        self._mark(self._ended, text)
+
+    def _mark(self, runs: set[str], text: str) -> None:
+        """Adds the run an event's JSON names (its ``runId``) to ``runs``, unless it was let go."""
         event = json.loads(text)
-        if not isinstance(event, Mapping) or not event.get("runId"):
-            return
-        run_id = str(event["runId"])
-        with self._lock:
-            if run_id not in self._gone:
-                self._ended.add(run_id)
+        if isinstance(event, Mapping) and event.get("runId"):
+            run_id = str(event["runId"])
+            with self._lock:
+                if run_id not in self._gone:
+                    runs.add(run_id)
 
     def progress(self, run_id: str) -> Mapping[str, Any] | None:
         """The run's latest progress (None: Spark has not finished a trigger of it yet)."""
