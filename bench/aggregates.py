@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 
 import httpx
 from confluent_kafka import TopicPartition
@@ -134,14 +135,35 @@ def _freshness(broker: EmbeddedBroker, server: BenchServer, samples: int) -> Non
     server.ksql("TERMINATE ALL;")
 
 
-def _throughput(
-    broker: EmbeddedBroker,
-    server: BenchServer,
-    name: str,
-    keys: int,
-    records: int,
-    windowed: bool = False,
-) -> None:
+@dataclass(frozen=True)
+class Aggregate:
+    """A running COUNT/SUM per key query of this benchmark: its input topic and how to wait."""
+
+    broker: EmbeddedBroker
+    source: str
+    table: str
+
+    @staticmethod
+    def records(count: int, keys: int) -> list[tuple[bytes, bytes]]:
+        """``count`` input records over ``keys`` keys (``k0``, ``k1``, ...)."""
+        return [
+            (
+                f"k{i % keys}".encode(),
+                json.dumps({"ITEM": f"item{i % 100}", "AMOUNT": i % 10}).encode(),
+            )
+            for i in range(count)
+        ]
+
+    def wait(self, records: int, timeout_s: float) -> float:
+        """Seconds until the latest counts per key add up to ``records``."""
+        return _follow_sum(self.broker, self.table, "N", records, timeout_s)
+
+
+def start_aggregate(
+    broker: EmbeddedBroker, server: BenchServer, name: str, windowed: bool = False
+) -> Aggregate:
+    """``CREATE TABLE name AS SELECT id, COUNT(*), SUM(amount) ... GROUP BY id`` (windowed:
+    TUMBLING 1 minute) over a new stream, running: its first record counted."""
     source = f"{name}_in"
     server.ksql(
         f"CREATE STREAM {source} (id STRING KEY, item STRING, amount INT) WITH "
@@ -153,15 +175,25 @@ def _throughput(
         f"{source}{window} GROUP BY id;"
     )
     _produce(broker, source, [(b"warm", b'{"ITEM": "w", "AMOUNT": 1}')])
-    _follow_sum(broker, name.upper(), "N", 1, 180)  # the query runs
-    payload = [
-        (f"k{i % keys}".encode(), json.dumps({"ITEM": f"item{i % 100}", "AMOUNT": i % 10}).encode())
-        for i in range(records)
-    ]
+    aggregate = Aggregate(broker, source, name.upper())
+    aggregate.wait(1, 180)  # the query runs
+    return aggregate
+
+
+def _throughput(
+    broker: EmbeddedBroker,
+    server: BenchServer,
+    name: str,
+    keys: int,
+    records: int,
+    windowed: bool = False,
+) -> None:
+    aggregate = start_aggregate(broker, server, name, windowed)
+    payload = aggregate.records(records, keys)
     cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
-    produced = _produce(broker, source, payload)
-    _follow_sum(broker, name.upper(), "N", records + 1, 1800)
+    produced = _produce(broker, aggregate.source, payload)
+    aggregate.wait(records + 1, 1800)
     elapsed = time.monotonic() - started
     cpu = cpu_seconds(server.process.pid) - cpu_before
     what = "windowed (TUMBLING 1 minute) COUNT/SUM" if windowed else "GROUP BY COUNT/SUM"

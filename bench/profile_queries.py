@@ -33,7 +33,16 @@ from pathlib import Path
 
 from bench._processes import cpu_of, process_kind, process_tree
 from bench._server import bench_node, wait_records
-from bench._workloads import TX_QUERY, TX_SINK, TX_STREAM, produce_tx, tx_passing, tx_record
+from bench._workloads import (
+    TX_QUERY,
+    TX_SINK,
+    TX_STREAM,
+    produce_all,
+    produce_tx,
+    tx_passing,
+    tx_record,
+)
+from bench.aggregates import start_aggregate
 from headwater.kafka.clients import producer
 
 #: (category, what a frame's text contains): tried in order on each frame, innermost first.
@@ -76,6 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--top", type=int, default=15, help="innermost frames to list")
+    parser.add_argument(
+        "--workload",
+        choices=("filter", "count", "windowed"),
+        default="filter",
+        help="filter + projection (default), or bench.aggregates' COUNT/SUM per key, or its "
+        "windowed COUNT/SUM (TUMBLING 1 minute)",
+    )
+    parser.add_argument(
+        "--keys", type=int, default=1000, help="distinct keys of count and windowed (default 1000)"
+    )
     args = parser.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
@@ -83,12 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python {platform.python_version()}, {os.cpu_count()} cores")
     with bench_node() as (broker, server), tempfile.TemporaryDirectory() as scratch:
         writer = producer(broker.settings(), "bench")
-        server.ksql(TX_STREAM)
-        server.ksql(TX_QUERY)
-        key, value = tx_record(99)
-        writer.produce("tx", value, key)
-        writer.flush()
-        wait_records(broker, TX_SINK, 1, 180)  # the query runs: Spark has started
+        if args.workload == "filter":
+            server.ksql(TX_STREAM)
+            server.ksql(TX_QUERY)
+            key, value = tx_record(99)
+            writer.produce("tx", value, key)
+            writer.flush()
+            wait_records(broker, TX_SINK, 1, 180)  # the query runs: Spark has started
+        else:
+            aggregated = start_aggregate(broker, server, "prof", args.workload == "windowed")
         raw = Path(os.environ.get("HW_PROFILE_RAW") or Path(scratch) / "profile.txt")
         spying = subprocess.Popen(
             [
@@ -111,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(2)  # py-spy attaches
         before = {pid: (process_kind(pid), cpu_of(pid)) for pid in process_tree(server.process.pid)}
         started = time.monotonic()
-        produce_tx(writer, args.records)
-        wait_records(broker, TX_SINK, 1 + tx_passing(args.records), 600)
+        if args.workload == "filter":
+            produce_tx(writer, args.records)
+            wait_records(broker, TX_SINK, 1 + tx_passing(args.records), 600)
+        else:
+            produce_all(writer, aggregated.source, aggregated.records(args.records, args.keys))
+            aggregated.wait(args.records + 1, 1800)
         elapsed = time.monotonic() - started
         by_kind: dict[str, float] = {}
         for pid in process_tree(server.process.pid):
@@ -121,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         spying.send_signal(signal.SIGINT)
         spying.wait(60)
         samples = _read_raw(raw)
-    _report(args.records, elapsed, by_kind, samples, args.top, args.rate)
+    what = {"filter": "filter + projection", "count": "COUNT/SUM per key"}.get(
+        args.workload, "windowed COUNT/SUM per key"
+    )
+    if args.workload != "filter":
+        what += f" over {args.keys:,} keys"
+    _report(what, args.records, elapsed, by_kind, samples, args.top, args.rate)
     return 0
 
 
@@ -169,6 +200,7 @@ def process_of(stack: tuple[str, ...]) -> str:
 
 
 def _report(
+    what: str,
     records: int,
     elapsed: float,
     by_kind: dict[str, float],
@@ -178,7 +210,7 @@ def _report(
 ) -> None:
     cpu = sum(by_kind.values())
     print(
-        f"filter + projection, {records:,} records: {records / elapsed:,.0f} records/s, "
+        f"{what}, {records:,} records: {records / elapsed:,.0f} records/s, "
         f"{cpu:.1f} CPU s = {cpu / records * 1000:.4f} s per 1k records"
     )
     print("CPU by process (from /proc):")

@@ -74,3 +74,25 @@ def partition_for(key: bytes, partitions: int) -> int:
     if partitions <= 0:
         raise ValueError(f"a topic has at least one partition, got {partitions}")
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class PartitionMemo:
+    """`partition_for` of one topic, remembering the keys it was asked: an aggregation asks it for
+    every update of a group, and a group's key repeats from record to record. Bounded: keys
+    longer than ``longest`` bytes are hashed every time, and the memory is emptied once it holds
+    ``most`` keys (so it holds at most ``most * longest`` bytes of keys)."""
+
+    def __init__(self, partitions: int, most: int = 65_536, longest: int = 256) -> None:
+        self.partitions = partitions  # checked by `partition_for` when a key is first asked
+        self._most, self._longest = most, longest
+        self._known: dict[bytes, int] = {}
+
+    def __call__(self, key: bytes) -> int:
+        found = self._known.get(key)
+        if found is None:
+            found = partition_for(key, self.partitions)
+            if len(key) <= self._longest:
+                if len(self._known) >= self._most:
+                    self._known.clear()
+                self._known[key] = found
+        return found

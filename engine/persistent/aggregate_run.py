@@ -29,7 +29,7 @@ from headwater.engine.errors import EngineError
 from headwater.engine.formats.serde import RowSerde
 from headwater.engine.formats.windows import windowed_key
 from headwater.engine.functions import user_index
-from headwater.engine.partitioner import partition_for
+from headwater.engine.partitioner import PartitionMemo
 from headwater.engine.persistent.aggregate_plan import (
     CompiledAggregate,
     agg_name,
@@ -237,6 +237,8 @@ class AggregatePipeline:
         self._key_names = [c.name for c in compiled.key_columns]
         self._session = compiled.window is not None and compiled.window.session
         self._value_names = [c.name for c in compiled.value_columns]
+        self._sink_partition = PartitionMemo(sink.partitions)
+        self._task_partition = PartitionMemo(compiled.source.partitions)
 
     @classmethod
     def for_query(
@@ -584,7 +586,7 @@ class AggregatePipeline:
     def task_of(self, group: bytes) -> int:
         """The task a group belongs to: its partition of ksqlDB's re-partition topic (as many
         partitions as the source). Stream time, late records and window closing are per task."""
-        return partition_for(group, self.compiled.source.partitions)
+        return self._task_partition(group)
 
     def aggregate_windowed(
         self, task: WindowedTask, rows: Sequence[GroupedRow]
@@ -620,7 +622,9 @@ class AggregatePipeline:
                 )
             produced.extend(self._close(task, row))
             # one input record's outputs, numbered in the order they were made
-            out.extend(replace(o, source_seq=i) for i, o in enumerate(produced))
+            out.extend(
+                o if o.source_seq == i else replace(o, source_seq=i) for i, o in enumerate(produced)
+            )
         return out, errors
 
     def _time_windows_row(self, task: WindowedTask, row: GroupedRow) -> list[OutputRecord]:
@@ -771,7 +775,7 @@ class AggregatePipeline:
         return out
 
     def _partition(self, key: bytes) -> int:
-        return partition_for(key, self.sink.partitions)
+        return self._sink_partition(key)
 
     def _error(self, kind: str, message: str, record: InputRecord) -> ProcessingError:
         return ProcessingError(

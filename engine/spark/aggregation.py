@@ -30,9 +30,10 @@ import json
 import pickle
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql import Row
@@ -285,6 +286,10 @@ class AggregateProcessor(StatefulProcessor):
             self.state = handle.getValueState("aggregates", "state binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        return map(result_row, self.results(rows))
+
+    def results(self, rows: Iterator[Row]) -> Iterator[Result]:
+        """A call's records for the sink and skipped records (`handleInputRows` as rows)."""
         out, grouped = _grouped_rows(rows)
         if grouped:
             by_group: dict[bytes, list[GroupedRow]] = {}
@@ -296,13 +301,39 @@ class AggregateProcessor(StatefulProcessor):
                 state: GroupState | None = pickle.loads(stored) if stored else None
                 state, outputs, errors = self.pipeline.aggregate(state, group_rows)
                 states.put(group, _dumps(state))
-                out.extend(output_row(o) for o in outputs)
-                out.extend(skipped_row(e) for e in errors)
+                out.extend(outputs)
+                out.extend(map(Skipped.of, errors))
             states.save()
         yield from out
 
     def close(self) -> None:
         pass
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A record an operator skipped (or a stage before it did): its place, kind and detail (the
+    JSON the sink logs)."""
+
+    partition: int
+    offset: int
+    kind: str
+    detail: bytes | None
+
+    @staticmethod
+    def of(e: ProcessingError) -> Skipped:
+        return Skipped(e.partition, e.offset, e.kind, error_detail(e.kind, e.message, e.topic))
+
+
+#: What an operator whose records go to the sink computes per call (`AGGREGATED_SCHEMA` rows).
+Result = OutputRecord | Skipped
+
+
+def result_row(r: Result) -> Row:
+    """A result as a row of `AGGREGATED_SCHEMA`."""
+    if isinstance(r, Skipped):
+        return error_row(r.partition, r.offset, r.kind, r.detail)
+    return output_row(r)
 
 
 def output_row(o: OutputRecord) -> Row:
@@ -384,6 +415,10 @@ class WindowedProcessor(StatefulProcessor):
         return pickle.loads(found[0]) if found and found[0] else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        return map(result_row, self.results(rows))
+
+    def results(self, rows: Iterator[Row]) -> Iterator[Result]:
+        """A call's records for the sink and skipped records (`handleInputRows` as rows)."""
         failed, grouped = _grouped_rows(rows)
         yield from failed
         if not grouped:
@@ -400,22 +435,20 @@ class WindowedProcessor(StatefulProcessor):
                     (group,), (pickle.dumps(windows, protocol=pickle.HIGHEST_PROTOCOL),)
                 )
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
-        for o in outputs:
-            yield output_row(o)
-        for e in errors:
-            yield skipped_row(e)
+        yield from outputs
+        yield from map(Skipped.of, errors)
 
     def close(self) -> None:
         pass
 
 
-def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Row], list[GroupedRow]]:
-    """A stage-3 batch: its error rows (passed on as output rows) and its grouped records."""
-    errors: list[Row] = []
+def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Result], list[GroupedRow]]:
+    """A stage-3 batch: its error rows (passed on as skipped records) and its grouped records."""
+    errors: list[Result] = []
     grouped: list[GroupedRow] = []
     for row in rows:
         if row.error is not None:
-            errors.append(error_row(row.source_partition, row.source_offset, row.error, row.detail))
+            errors.append(Skipped(row.source_partition, row.source_offset, row.error, row.detail))
         else:
             grouped.extend(pickle.loads(row.row))
     return errors, grouped
@@ -480,34 +513,83 @@ AGGREGATED_ARROW = pa.schema(
 )
 
 
-class PackedOutput(StatefulProcessor):
-    """An operator whose rows go to the sink, its rows of a call leaving it packed
-    (`engine/spark/packed.py`): Spark's JVM then moves one row per call (per state bucket) instead
-    of every output record, twice converted (to Spark's rows, back to Arrow for the sink)."""
+class ResultsOperator(Protocol):
+    """A stateful operator whose records go to the sink (`AggregateProcessor`,
+    `WindowedProcessor`): its results per call, not yet rows."""
 
-    def __init__(self, inner: StatefulProcessor) -> None:
+    def init(self, handle: StatefulProcessorHandle) -> None: ...
+
+    def results(self, rows: Iterator[Row]) -> Iterator[Result]: ...
+
+    def close(self) -> None: ...
+
+
+class PackedOutput(StatefulProcessor):
+    """An operator whose results go to the sink, its results of a call leaving it packed
+    (`engine/spark/packed.py`): Spark's JVM then moves one row per call (per state bucket) instead
+    of every output record, twice converted (to Spark's rows, back to Arrow for the sink), and the
+    results become Arrow columns without a Spark row each."""
+
+    def __init__(self, inner: ResultsOperator) -> None:
         self.inner = inner
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.inner.init(handle)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        out = list(self.inner.handleInputRows(key, rows, timerValues))
+        out = list(self.inner.results(rows))
         if out:
-            for blob in pack(aggregated_batch(out)).column(0).to_pylist():
+            for blob in pack(results_batch(out)).column(0).to_pylist():
                 yield Row(records=blob)
 
     def close(self) -> None:
         self.inner.close()
 
 
-def aggregated_batch(rows: list[Row]) -> pa.RecordBatch:
-    """Rows of `AGGREGATED_SCHEMA` (named fields, in any order) as one Arrow batch."""
-    names = AGGREGATED_ARROW.names
-    columns: dict[str, list[Any]] = {name: [] for name in names}
-    appends = [columns[name].append for name in names]
-    for row in rows:
-        values = row.asDict()
-        for name, append in zip(names, appends, strict=True):
-            append(values[name])
-    return pa.RecordBatch.from_pydict(columns, schema=AGGREGATED_ARROW)
+def results_batch(results: Sequence[Result]) -> pa.RecordBatch:
+    """Results as one Arrow batch of `AGGREGATED_ARROW`."""
+    key: list[bytes | None] = []
+    value: list[bytes | None] = []
+    timestamp: list[int] = []
+    partition: list[int] = []
+    source_partition: list[int] = []
+    source_offset: list[int] = []
+    source_seq: list[int] = []
+    source_rank: list[int] = []
+    error: list[str | None] = []
+    for r in results:
+        if isinstance(r, Skipped):
+            key.append(None)
+            value.append(r.detail)
+            timestamp.append(0)
+            partition.append(-1)
+            source_partition.append(r.partition)
+            source_offset.append(r.offset)
+            source_seq.append(0)
+            source_rank.append(0)
+            error.append(r.kind)
+        else:
+            key.append(r.key)
+            value.append(r.value)
+            timestamp.append(r.timestamp)
+            partition.append(r.partition)
+            source_partition.append(r.source_partition)
+            source_offset.append(r.source_offset)
+            source_seq.append(r.source_seq)
+            source_rank.append(r.source_rank)
+            error.append(None)
+    columns = (
+        key,
+        value,
+        timestamp,
+        partition,
+        source_partition,
+        source_offset,
+        source_seq,
+        source_rank,
+        error,
+    )
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, AGGREGATED_ARROW, strict=True)],
+        schema=AGGREGATED_ARROW,
+    )

@@ -79,3 +79,15 @@ def test_librdkafka_murmur2_random_places_keys_like_partition_for(
         if p != partition_for(k, partitions)
     }
     assert wrong == {}
+
+
+def test_the_memo_gives_partition_for_and_stays_bounded() -> None:
+    from headwater.engine.partitioner import PartitionMemo
+
+    memo = PartitionMemo(7, most=4, longest=8)
+    keys = [f"k{i % 6}".encode() for i in range(40)] + [b"a longer key than 8 bytes"] * 3
+    assert [memo(k) for k in keys] == [partition_for(k, 7) for k in keys]
+    assert len(memo._known) <= 4  # emptied when full; the long key never kept
+    assert b"a longer key than 8 bytes" not in memo._known
+    with pytest.raises(ValueError, match="at least one partition"):
+        PartitionMemo(0)(b"k")

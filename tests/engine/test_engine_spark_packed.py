@@ -56,32 +56,21 @@ def test_an_empty_batch_packs_to_no_row() -> None:
 
 
 def test_an_aggregations_output_leaves_each_operator_call_packed() -> None:
-    from pyspark.sql import Row
-
-    from headwater.engine.spark.aggregation import AGGREGATED_ARROW, PackedOutput, error_row
+    from headwater.engine.persistent.query_run import OutputRecord
+    from headwater.engine.spark.aggregation import AGGREGATED_ARROW, PackedOutput, Skipped
 
     class Counts:
-        """An operator: one output row per input row, and a skipped record's error row."""
+        """An operator: one output record per input row, and a skipped record."""
 
         def init(self, handle: object) -> None:
             self.handle = handle
 
-        def handleInputRows(self, key: object, rows: object, timers: object) -> object:
+        def results(self, rows: object) -> object:
             for n, row in enumerate(rows):  # type: ignore[call-overload]
                 if row == "bad":
-                    yield error_row(0, n, "kind", b"{}")
+                    yield Skipped(0, n, "kind", b"{}")
                 else:
-                    yield Row(  # the fields in another order than the schema's
-                        error=None,
-                        value=row,
-                        key=b"k",
-                        timestamp=n,
-                        partition=0,
-                        source_partition=0,
-                        source_offset=n,
-                        source_seq=n,
-                        source_rank=0,
-                    )
+                    yield OutputRecord(b"k", row, n, 0, 0, n, n, 0)
 
         def close(self) -> None:
             self.closed = True
@@ -97,10 +86,22 @@ def test_an_aggregations_output_leaves_each_operator_call_packed() -> None:
     (batch,) = unpack(table)
     assert batch.schema == AGGREGATED_ARROW
     rows = batch.to_pylist()
-    assert [(r["value"], r["error"], r["source_offset"]) for r in rows] == [
-        (b"1", None, 0),
-        (b"{}", "kind", 1),
-        (b"3", None, 2),
+    assert [(r["value"], r["error"], r["source_offset"], r["partition"]) for r in rows] == [
+        (b"1", None, 0, 0),
+        (b"{}", "kind", 1, -1),
+        (b"3", None, 2, 0),
     ]
     operator.close()
     assert inner.closed
+
+
+def test_results_as_columns_are_the_rows_an_unpacked_operator_yields() -> None:
+    from headwater.engine.persistent.query_run import OutputRecord
+    from headwater.engine.spark.aggregation import Skipped, result_row, results_batch
+
+    results = [
+        OutputRecord(b"k1", b'{"N":1}', 10, 1, 0, 5, 0, 3),
+        Skipped(1, 7, "serialization", b'{"kind": "serialization"}'),
+        OutputRecord(None, None, 11, 0, 1, 8, 2, 4),  # a tombstone without a key
+    ]
+    assert results_batch(results).to_pylist() == [result_row(r).asDict() for r in results]
