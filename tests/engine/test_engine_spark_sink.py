@@ -150,3 +150,41 @@ def test_a_packed_batch_is_written_as_its_rows(memory_broker: EmbeddedBroker, to
     sink.close()
     assert _values(memory_broker, topic) == sorted(f"v{i}".encode() for i in range(7))
     assert sink.stats.records == 7
+
+
+def test_a_batch_is_written_in_the_order_it_was_computed_whichever_its_form() -> None:
+    """Arrow's stable sort of a batch's columns (packed batches) orders records as the sort of
+    its rows does: by source rank, partition, offset and seq, ties in batch order."""
+    import random
+
+    from headwater.engine.spark.aggregation import AGGREGATED_ARROW
+    from headwater.engine.spark.sink import _Columns
+
+    rng = random.Random(7)
+    rows = [
+        {
+            "key": f"k{i}".encode(),
+            "value": f"v{i}".encode(),
+            "timestamp": i,
+            "partition": rng.randrange(2),
+            "source_partition": rng.randrange(2),
+            "source_offset": rng.randrange(5),
+            "source_seq": rng.choice([0, 1, None]),
+            "source_rank": rng.choice([0, 1, 2, None]),
+            "error": rng.choice([None, None, None, "serialization"]),
+        }
+        for i in range(300)
+    ]
+    from_rows = _Columns.of_rows(rows)
+    from_table = _Columns.of_table(pa.Table.from_pylist(rows, schema=AGGREGATED_ARROW))
+    assert from_table == from_rows
+    assert from_rows.value != [r["value"] for r in rows]  # the batch was out of order
+    stateless = [
+        {k: v for k, v in r.items() if k not in ("source_seq", "source_rank")} for r in rows
+    ]
+    from headwater.engine.persistent.columnar_run import OUTPUT_ARROW
+
+    assert _Columns.of_table(pa.Table.from_pylist(stateless, schema=OUTPUT_ARROW)) == (
+        _Columns.of_rows(stateless)
+    )
+    assert _Columns.of_table(None) == _Columns.of_rows([])
