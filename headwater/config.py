@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.cluster.liveness import HeartbeatSettings
+from headwater.engine.spark.settings import JVM_OPTIONS
 
 
 class ConfigError(ValueError):
@@ -445,6 +446,15 @@ SETTINGS: tuple[Setting, ...] = (
         "~20 s). The local node the shell starts uses startup.",
     ),
     Setting(
+        "headwater.engine.jvm.options",
+        "engine_jvm_options",
+        _text,
+        "The options of Spark's JVM (its driver, and a standalone master's executors). The "
+        "default compiles with C1 only and collects with the serial collector: that JVM moves "
+        "batches between Python processes, and the C2 compiler and G1's threads spent more CPU "
+        "than its work. Empty: the JVM's own defaults.",
+    ),
+    Setting(
         "headwater.query.trigger.interval.ms",
         "trigger_interval_ms",
         _int(0),
@@ -606,6 +616,7 @@ class ServerConfig:
     persistent_active_limit: int = 20
     checkpoint_root: str | None = None
     engine_start: str = "first-query"
+    engine_jvm_options: str = JVM_OPTIONS
     log_format: str = "text"
     trigger_interval_ms: int = 100
     max_records_per_batch: int = 100_000

@@ -248,6 +248,7 @@ def engine_settings_of(
         trigger_interval_ms=config.trigger_interval_ms,
         start_at_startup=config.engine_start == "startup",
         max_records_per_batch=config.max_records_per_batch,
+        jvm_options=config.engine_jvm_options,
         buffering=config.cache_max_bytes_buffering > 0,
         max_queries=config.persistent_active_limit,
         processing_log_topic=f"{service_id}ksql_processing_log",

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
 import pyspark
+import pytest
 
-from headwater.engine.spark.settings import EngineSettings
+from headwater.engine.spark.settings import JVM_OPTIONS, EngineSettings
 
 _MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -29,3 +33,28 @@ def test_the_manager_named_is_a_class_of_the_installed_spark() -> None:
     jars = sorted((Path(pyspark.__file__).parent / "jars").glob("spark-sql_*.jar"))
     assert jars
     assert any(wanted in zipfile.ZipFile(jar).namelist() for jar in jars)
+
+
+def test_the_jvm_options_reach_the_driver_and_executors_and_can_be_emptied() -> None:
+    conf = EngineSettings().spark_conf()
+    assert conf["spark.driver.extraJavaOptions"] == JVM_OPTIONS
+    assert conf["spark.executor.extraJavaOptions"] == JVM_OPTIONS
+    bare = EngineSettings(jvm_options="").spark_conf()
+    assert "spark.driver.extraJavaOptions" not in bare
+    assert "spark.executor.extraJavaOptions" not in bare
+
+
+def test_the_default_jvm_options_are_accepted_by_this_machines_java() -> None:
+    # a JVM refuses to start on an option it does not know: every query would fail to start
+    home = os.environ.get("JAVA_HOME", "").strip()
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if java is None:
+        pytest.skip("no Java on this machine")
+    done = subprocess.run(
+        [java, *JVM_OPTIONS.split(), "-version"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
