@@ -147,9 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         spying.send_signal(signal.SIGINT)
         spying.wait(60)
         samples = _read_raw(raw)
-    what = {"filter": "filter + projection", "count": "COUNT/SUM per key"}.get(
-        args.workload, "windowed COUNT/SUM per key"
-    )
+    what = {
+        "filter": "filter + projection",
+        "count": "COUNT/SUM per key",
+        "windowed": "windowed COUNT/SUM per key",
+    }[args.workload]
     if args.workload != "filter":
         what += f" over {args.keys:,} keys"
     _report(what, args.records, elapsed, by_kind, samples, args.top, args.rate)

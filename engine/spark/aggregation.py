@@ -548,48 +548,25 @@ class PackedOutput(StatefulProcessor):
 
 def results_batch(results: Sequence[Result]) -> pa.RecordBatch:
     """Results as one Arrow batch of `AGGREGATED_ARROW`."""
-    key: list[bytes | None] = []
-    value: list[bytes | None] = []
-    timestamp: list[int] = []
-    partition: list[int] = []
-    source_partition: list[int] = []
-    source_offset: list[int] = []
-    source_seq: list[int] = []
-    source_rank: list[int] = []
-    error: list[str | None] = []
-    for r in results:
-        if isinstance(r, Skipped):
-            key.append(None)
-            value.append(r.detail)
-            timestamp.append(0)
-            partition.append(-1)
-            source_partition.append(r.partition)
-            source_offset.append(r.offset)
-            source_seq.append(0)
-            source_rank.append(0)
-            error.append(r.kind)
-        else:
-            key.append(r.key)
-            value.append(r.value)
-            timestamp.append(r.timestamp)
-            partition.append(r.partition)
-            source_partition.append(r.source_partition)
-            source_offset.append(r.source_offset)
-            source_seq.append(r.source_seq)
-            source_rank.append(r.source_rank)
-            error.append(None)
-    columns = (
-        key,
-        value,
-        timestamp,
-        partition,
-        source_partition,
-        source_offset,
-        source_seq,
-        source_rank,
-        error,
-    )
+    columns = list(zip(*map(_result_values, results))) or [() for _ in AGGREGATED_ARROW]
     return pa.RecordBatch.from_arrays(
         [pa.array(c, type=f.type) for c, f in zip(columns, AGGREGATED_ARROW, strict=True)],
         schema=AGGREGATED_ARROW,
+    )
+
+
+def _result_values(r: Result) -> tuple[Any, ...]:
+    """A result's values in `AGGREGATED_ARROW`'s column order (as `result_row` names them)."""
+    if isinstance(r, Skipped):
+        return (None, r.detail, 0, -1, r.partition, r.offset, 0, 0, r.kind)
+    return (
+        r.key,
+        r.value,
+        r.timestamp,
+        r.partition,
+        r.source_partition,
+        r.source_offset,
+        r.source_seq,
+        r.source_rank,
+        None,
     )

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -304,27 +304,10 @@ class _Columns:
         rows (None: an empty batch), sorted stably by `_ORDER` (a column it lacks counts as 0)."""
         if table is None or table.num_rows == 0:
             return _Columns([], [], [], [], [], [], [])
-        names = table.schema.names
-        keys = [pc.fill_null(table.column(name), 0) if name in names else None for name in _ORDER]
-        present = [(name, column) for name, column in zip(_ORDER, keys) if column is not None]
-        order = pa.table(dict(present))
-        ordered = table.take(
-            pc.sort_indices(order, sort_keys=[(name, "ascending") for name, _ in present])
-        )
-        return _Columns(
-            *(
-                ordered.column(name).to_pylist()
-                for name in (
-                    "key",
-                    "value",
-                    "partition",
-                    "timestamp",
-                    "error",
-                    "source_partition",
-                    "source_offset",
-                )
-            )
-        )
+        present = [name for name in _ORDER if name in table.schema.names]
+        order = pa.table({name: pc.fill_null(table.column(name), 0) for name in present})
+        ordered = table.take(pc.sort_indices(order, sort_keys=[(n, "ascending") for n in present]))
+        return _Columns(*(ordered.column(f.name).to_pylist() for f in fields(_Columns)))
 
     @staticmethod
     def of_rows(rows: Sequence[Mapping[str, Any]]) -> _Columns:
