@@ -79,6 +79,8 @@ class AggregateCall:
     udaf: Udaf
     args: tuple[Evaluator, ...] = field(repr=False, compare=False)
     text: str = ""
+    #: the column arguments as written (``args`` compiled), for the vectorized stage 1
+    arg_nodes: tuple[exp.Expr, ...] = field(default=(), repr=False, compare=False)
 
 
 #: Kafka Streams' grace when a window gives none, as ksqlDB sets it: 24 hours less the window size.
@@ -163,6 +165,11 @@ class CompiledAggregate:
     join: Any = field(default=None, repr=False, compare=False)  # a `join_plan.JoinPlan`
     having_text: str = ""
     projection_text: tuple[str, ...] = ()
+    #: what ``row_filter``, ``group_keys`` and the calls' arguments were compiled from (the
+    #: source row's scope, WHERE and GROUP BY as compiled), for the vectorized stage 1
+    scope: Scope | None = field(default=None, repr=False, compare=False)
+    where_node: exp.Expr | None = field(default=None, repr=False, compare=False)
+    group_nodes: tuple[exp.Expr, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key_columns(self) -> tuple[OutputColumn, ...]:
@@ -247,7 +254,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
 
     if window is not None and query.where is not None:
         _refuse_window_bounds_in_where(query.where)
-    row_filter, where_text = _where(query.where, scope)
+    row_filter, where_text, where_node = _where(query.where, scope)
     if window is not None:
         for node in (*query.group_by, *([query.having] if query.having is not None else [])):
             _refuse_window_bounds(node)
@@ -422,6 +429,9 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         where_text=where_text,
         having_text=having_text,
         projection_text=tuple(format_expression(_bare(i)) for i in items),
+        scope=scope,
+        where_node=where_node,
+        group_nodes=tuple(g.node for g in groups),
     )
 
 
@@ -434,11 +444,12 @@ class _Group:
     text: str
     type: SqlType
     evaluate: Evaluator
+    node: exp.Expr
 
 
-def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]:
+def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str, exp.Expr | None]:
     if where is None:
-        return None, ""
+        return None, "", None
     for call in where.find_all(exp.Anonymous):
         if call.name.upper() in AGGREGATE_NAMES:
             raise QueryCompileError(
@@ -446,8 +457,9 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
                 "WHERE",
                 call,
             )
+    node = pseudo_timestamps_in_millis(where)
     try:
-        compiled = compile_expression(pseudo_timestamps_in_millis(where), scope)
+        compiled = compile_expression(node, scope)
     except UnresolvedColumn as error:
         raise QueryCompileError(f"WHERE column '{error.column}' cannot be resolved.") from error
     except ExpressionError as error:
@@ -457,7 +469,7 @@ def _where(where: exp.Expr | None, scope: Scope) -> tuple[Evaluator | None, str]
             "Type error in WHERE expression: Should evaluate to boolean but is "
             f"{compiled.text} ({compiled.type}) instead."
         )
-    return compiled.evaluate, compiled.text
+    return compiled.evaluate, compiled.text, node
 
 
 def _group_by(nodes: Sequence[exp.Expr], scope: Scope) -> list[_Group]:
@@ -489,7 +501,7 @@ def _group_by(nodes: Sequence[exp.Expr], scope: Scope) -> list[_Group]:
         normal = _normal(node)
         if any(g.normal == normal for g in groups):
             raise QueryCompileError(f"Duplicate GROUP BY expression: {compiled.text}", None, node)
-        groups.append(_Group(normal, compiled.text, compiled.type, compiled.evaluate))
+        groups.append(_Group(normal, compiled.text, compiled.type, compiled.evaluate, node))
     return groups
 
 
@@ -605,7 +617,9 @@ class _Splitter:
             self.intermediates.append(intermediate_type(name, types, constants))
         except ExpressionError as error:
             raise QueryCompileError(error.message, None, call) from error
-        self.calls.append(AggregateCall(udaf, tuple(evaluators), format_expression(call)))
+        self.calls.append(
+            AggregateCall(udaf, tuple(evaluators), format_expression(call), tuple(column_args))
+        )
         self._call_texts.append(text)
         return len(self.calls) - 1
 
@@ -653,7 +667,10 @@ class _Splitter:
             aggregate.merge,
         )
         return AggregateCall(
-            udaf, tuple(c.evaluate for c in compiled[:columns]), format_expression(call)
+            udaf,
+            tuple(c.evaluate for c in compiled[:columns]),
+            format_expression(call),
+            tuple(args[:columns]),
         )
 
     def _compile_arg(self, arg: exp.Expr, name: str):  # type: ignore[no-untyped-def]

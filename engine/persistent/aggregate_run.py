@@ -232,6 +232,7 @@ class AggregatePipeline:
         self.buffering = buffering
         self.table_source = compiled.source.kind is SourceKind.TABLE
         self._reader = RowReader(compiled.source, custom_types)
+        self.source_serde = self._reader.serde
         self._sink_serde = RowSerde.for_source(sink, custom_types)
         self._sink_time = None if sink.timestamp_column is None else timestamp_reader(sink)
         self._key_names = [c.name for c in compiled.key_columns]
@@ -266,48 +267,59 @@ class AggregatePipeline:
 
         ``running``: each partition's highest timestamp so far in the micro-batch, kept by the
         caller when one batch's records come in several calls (see `rank_records`)."""
+        return self.group_ranked(rank_records(records, {} if running is None else running))
+
+    def group_ranked(
+        self, ranked: Iterable[tuple[int, InputRecord]]
+    ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
+        """`group` of records already ranked (`rank_records`)."""
         out: list[GroupedRow | TableChange] = []
         errors: list[ProcessingError] = []
-        for rank, record in rank_records(records, {} if running is None else running):
-            try:
-                row = self._group_one(record, rank)
-                self._drain(errors, record)
-            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                self._drain(errors, record)  # what its functions raised before it failed
-                errors.append(
-                    skipped(
-                        self.query_id,
-                        exc,
-                        "processing",
-                        self.compiled.source.topic,
-                        record.partition,
-                        record.offset,
-                    )
+        for rank, record in ranked:
+            self.group_record(record, rank, out, errors)
+        return out, errors
+
+    def group_record(
+        self,
+        record: InputRecord,
+        rank: int,
+        out: list[GroupedRow | TableChange],
+        errors: list[ProcessingError],
+    ) -> None:
+        """One record's grouped row (or table change) onto ``out``, or its error onto ``errors``."""
+        try:
+            row = self._group_one(record, rank)
+            self._drain(errors, record)
+        except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+            self._drain(errors, record)  # what its functions raised before it failed
+            errors.append(
+                skipped(
+                    self.query_id,
+                    exc,
+                    "processing",
+                    self.compiled.source.topic,
+                    record.partition,
+                    record.offset,
                 )
-                if self.table_source and record.key is not None:
-                    # the row can no longer be read: for the table, the key's row is gone
-                    out.append(
-                        TableChange(
-                            record.key,
-                            None,
-                            record.timestamp,
-                            record.partition,
-                            record.offset,
-                            rank,
-                        )
-                    )
-                continue
-            if self.table_source:
-                if record.key is None:
-                    continue  # a table's record without a key: ksqlDB drops it
+            )
+            if self.table_source and record.key is not None:
+                # the row can no longer be read: for the table, the key's row is gone
                 out.append(
                     TableChange(
-                        record.key, row, record.timestamp, record.partition, record.offset, rank
+                        record.key, None, record.timestamp, record.partition, record.offset, rank
                     )
                 )
-            elif row is not None:
-                out.append(row)
-        return out, errors
+            return
+        if self.table_source:
+            if record.key is None:
+                return  # a table's record without a key: ksqlDB drops it
+            out.append(
+                TableChange(
+                    record.key, row, record.timestamp, record.partition, record.offset, rank
+                )
+            )
+        elif row is not None:
+            out.append(row)
 
     def _group_one(self, record: InputRecord, rank: int) -> GroupedRow | None:
         compiled = self.compiled
@@ -331,7 +343,7 @@ class AggregatePipeline:
                         "the table.",
                     )
             args = tuple(tuple(f(view) for f in call.args) for call in compiled.calls)
-            group = self._sink_serde.serialize_key(list(keys))
+            group = self.serialize_group(keys)
         except RecordError:
             raise
         except Exception as exc:  # the record's fault, reported as such
@@ -349,6 +361,10 @@ class AggregatePipeline:
             record.key,
             rank,
         )
+
+    def serialize_group(self, keys: Sequence[Any]) -> bytes | None:
+        """A group's identity: its grouping values as the sink's record key."""
+        return self._sink_serde.serialize_key(list(keys))
 
     # -- stage 2 (TABLE sources) ------------------------------------------------------------------
 

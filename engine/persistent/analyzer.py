@@ -17,6 +17,7 @@ from headwater.engine.persistent.aggregate_plan import (
     describe_aggregate,
     is_aggregation,
 )
+from headwater.engine.persistent.columnar_group import grouping_line
 from headwater.engine.persistent.columnar_run import execution_line
 from headwater.engine.persistent.query_plan import (
     OutputColumn,
@@ -87,7 +88,7 @@ def describe_query(query: Query, catalog: Catalog, sink_name: str) -> QueryDescr
         return QueryDescription(
             aggregate.source.name,
             aggregate.columns,
-            tuple(describe_aggregate(aggregate, sink_name)),
+            (*describe_aggregate(aggregate, sink_name), grouping_line(aggregate)),
         )
     compiled = compile_query(query, catalog, sink_name)
     steps = describe_shape(compiled, sink_name)

@@ -35,11 +35,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from headwater.engine.columnar.batch import Batch, Column, to_column
-from headwater.engine.columnar.json_columns import JsonObjects, json_fragments, json_objects
+from headwater.engine.columnar.batch import Column
+from headwater.engine.columnar.json_columns import json_fragments, json_objects
 from headwater.engine.columnar.kernels import Vector, vectorize
 from headwater.engine.columnar.partitions import partitions_of
-from headwater.engine.columnar.times import iso_millis
 from headwater.engine.formats.serde import json_object_values
 from headwater.engine.functions import user_index
 from headwater.engine.functions.types import STRING
@@ -49,7 +48,11 @@ from headwater.engine.persistent.query_run import (
     OutputRecord,
     ProcessingError,
     RecordPipeline,
-    timestamp_reader,
+)
+from headwater.engine.persistent.source_columns import (
+    SourceColumns,
+    columns_refusal,
+    kafka_string_key,
 )
 from headwater.metastore.catalog import Source, SourceKind
 
@@ -112,12 +115,9 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
         return "a windowed source (each key keeps its record's window)"
     if sink is not None and sink.timestamp_column is not None:
         return "a TIMESTAMP column on the sink"
-    if source.timestamp_column is not None:
-        column = source.column(source.timestamp_column)
-        if column is None or column.type not in ("BIGINT", "STRING"):
-            return "a TIMESTAMP column of a type other than BIGINT or STRING"
-    if any(c.headers or c.header_key is not None for c in source.columns):
-        return "header columns"
+    why = columns_refusal(source)
+    if why is not None:
+        return why
     if sink is not None and [(c.name, c.type) for c in sink.value_columns] != [
         (c.name, c.type.sql()) for c in compiled.value_columns
     ]:
@@ -174,35 +174,19 @@ class ColumnarPipeline:
         self.records = records
         self.compiled = compiled = records.compiled
         self.execution = Execution.of(compiled)
-        source = compiled.source
-        self._serde = records.source_serde
-        self._key_columns = tuple((c.name, c.type) for c in source.key_columns)
-        self._value_columns = tuple((c.name, c.type) for c in source.value_columns)
-        self._resolved = compiled.scope.columns if compiled.scope is not None else {}
-        self._json_values = (
-            JsonObjects([(n, self._resolved[n]) for n, _ in self._value_columns])
-            if json_object_values(source)
-            else None
-        )
+        resolved = compiled.scope.columns if compiled.scope is not None else {}
+        self._source = SourceColumns(compiled.source, records.source_serde, resolved)
         sink = records.sink
         self._sink_serde = records.sink_serde
         self._sink_json = json_object_values(sink)
-        self._kafka_string_source_key = _kafka_string_key(source)
         self._sink_kafka_string_key = (
-            _kafka_string_key(sink)
+            kafka_string_key(sink)
             and len(compiled.key_columns) == 1
             and compiled.key_columns[0].type == STRING
         )
         self._sink_partitions = sink.partitions
         self._value_names = [c.name for c in compiled.value_columns]
         self._value_types = [c.type for c in compiled.value_columns]
-        self._time = timestamp_reader(source)  # the TIMESTAMP column's reader, if any
-        time_column = source.column(source.timestamp_column or "")
-        self._iso_pattern = (  # a STRING TIMESTAMP column's format, read a column at a time
-            str(source.property("TIMESTAMP_FORMAT"))
-            if time_column is not None and time_column.type == "STRING"
-            else None
-        )
         self.fallbacks = 0  # batches the vectorized steps failed on, run per record instead
 
     def process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
@@ -253,7 +237,7 @@ class ColumnarPipeline:
 
     def _process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
         special = {i for i, r in enumerate(records) if r.value is None or r.row is not None}
-        batch, bad = self._decode(records)
+        batch, bad = self._source.decode(records)
         for i in special:
             bad.setdefault(i, "per record")
         execution = self.execution
@@ -300,88 +284,6 @@ class ColumnarPipeline:
         return pa.concat_batches([vectorized, slow])
 
     # -- the steps ---------------------------------------------------------------------------------
-
-    def _decode(self, records: Sequence[InputRecord]) -> tuple[Batch, dict[int, str]]:
-        bad: dict[int, str] = {}
-        size = len(records)
-        columns: dict[str, Column] = {}
-        if self._json_values is not None:
-            values = [r.value if r.value is not None else b"{}" for r in records]
-            decoded, wrong = self._json_values.read(values)
-            columns.update(decoded)
-            bad.update(wrong)
-        else:
-            rows: list[dict[str, Any]] = []
-            for i, r in enumerate(records):
-                try:
-                    rows.append(self._serde.deserialize_value(r.value) or {})
-                except Exception as exc:  # noqa: BLE001 - the per-record path reports it
-                    bad[i] = str(exc)
-                    rows.append({})
-            for name, _t in self._value_columns:
-                columns[name] = self._column([row.get(name) for row in rows], name, bad)
-        columns.update(self._decode_keys(records, bad))
-        columns["ROWTIME"] = pa.array(self._times(records, columns, bad), pa.int64())
-        columns["ROWPARTITION"] = pa.array([r.partition for r in records], pa.int32())
-        columns["ROWOFFSET"] = pa.array([r.offset for r in records], pa.int64())
-        return Batch(size, columns), bad
-
-    def _times(
-        self, records: Sequence[InputRecord], columns: dict[str, Column], bad: dict[int, str]
-    ) -> list[int]:
-        """Each record's ROWTIME: its TIMESTAMP column read as the per-record path reads it
-        (a row it fails on, NULL or negative or not in the format, runs per record, which
-        reports it), else the record's own timestamp."""
-        if self._time is None:
-            return [r.timestamp for r in records]
-        source = self.compiled.source
-        name = source.timestamp_column
-        assert name is not None
-        column = columns[name]
-        if self._iso_pattern is not None:
-            fast = iso_millis(column, self._iso_pattern)
-            if fast is not None:
-                return fast
-        values = column if isinstance(column, list) else column.to_pylist()
-        read = self._time
-        stamps: list[int] = []
-        for i, value in enumerate(values):
-            try:
-                stamps.append(read({name: value}))
-            except Exception:  # noqa: BLE001 - the per-record path reports it
-                bad.setdefault(i, "timestamp")
-                stamps.append(0)
-        return stamps
-
-    def _decode_keys(
-        self, records: Sequence[InputRecord], bad: dict[int, str]
-    ) -> dict[str, Column]:
-        if not self._key_columns:
-            return {}
-        if self._kafka_string_source_key:
-            try:  # UTF-8 checked in one step; invalid bytes decode as Java's, per record
-                ((name, _t),) = self._key_columns
-                return {name: pa.array([r.key for r in records], pa.binary()).cast(pa.string())}
-            except pa.ArrowException:
-                pass
-        keys: list[tuple[Any, ...]] = []
-        width = len(self._key_columns)
-        for i, r in enumerate(records):
-            try:
-                keys.append(self._serde.deserialize_key(r.key))
-            except Exception as exc:  # noqa: BLE001 - the per-record path reports it
-                bad[i] = str(exc)
-                keys.append((None,) * width)
-        return {
-            name: self._column([k[c] for k in keys], name, bad)
-            for c, (name, _t) in enumerate(self._key_columns)
-        }
-
-    def _column(self, values: list[Any], name: str, bad: dict[int, str]) -> Column:
-        column, wrong = to_column(values, self._resolved[name])
-        for i, why in wrong.items():
-            bad.setdefault(i, why)
-        return column
 
     def _keys(
         self,
@@ -433,12 +335,3 @@ class ColumnarPipeline:
                 bad[j] = str(exc)
                 out.append(None)
         return pa.array(out, pa.binary())
-
-
-def _kafka_string_key(source: Source) -> bool:
-    keys = source.key_columns
-    return (
-        source.key_format.upper() == "KAFKA"
-        and len(keys) == 1
-        and keys[0].type.upper() in ("STRING", "VARCHAR")
-    )

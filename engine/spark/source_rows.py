@@ -21,8 +21,9 @@ from typing import Any
 import pyarrow as pa
 
 from headwater.engine.functions.extensions import ensure
-from headwater.engine.persistent import InputRecord, RecordPipeline
-from headwater.engine.persistent.aggregate_run import GroupedRow
+from headwater.engine.persistent import InputRecord, ProcessingError, RecordPipeline
+from headwater.engine.persistent.aggregate_run import AggregatePipeline, GroupedRow, TableChange
+from headwater.engine.persistent.columnar_group import ColumnarGrouping, grouping_refusal
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
 from headwater.engine.spark.aggregation import buckets_in, grouped_rows, pipeline_of
 from headwater.engine.spark.joins import entry_rows
@@ -58,13 +59,14 @@ _ARROW_ENTRY = pa.schema(
 def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.RecordBatch]:
     """An aggregating query's stage 1 (`AggregatePipeline.group`) over what a task reads."""
     pipeline = pipeline_of(payload)
+    group = _grouping(payload, pipeline)
     task_starts()  # as in `_stateless`
     buckets = buckets_in(payload)
     running: dict[int, int] = {}  # the batch's ranks run on across chunks
     chunk: list[InputRecord] = []
 
     def batch() -> pa.RecordBatch:
-        items, errors = pipeline.group(chunk, running)
+        items, errors = group(chunk, running)
         if pipeline.combines:  # one row per group of the chunk, not one per record
             items = list(pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
         return pa.RecordBatch.from_pydict(
@@ -94,6 +96,24 @@ def _entering(payload: str, leaf: int, records: Iterator[InputRecord]) -> Iterat
 
 _lock = threading.Lock()
 _pipelines: dict[str, Callable[[list[InputRecord]], pa.RecordBatch]] = {}
+_Grouped = tuple[list[GroupedRow | TableChange], list[ProcessingError]]
+_groupings: dict[str, Callable[[list[InputRecord], dict[int, int]], _Grouped]] = {}
+
+
+def _grouping(
+    payload: str, pipeline: AggregatePipeline
+) -> Callable[[list[InputRecord], dict[int, int]], _Grouped]:
+    """An aggregation's stage 1: `ColumnarGrouping.group` where it groups a batch at a time
+    (`columnar_group.grouping_refusal`), else `AggregatePipeline.group`."""
+    with _lock:
+        found = _groupings.get(payload)
+        if found is None:
+            if grouping_refusal(pipeline.compiled) is None:
+                found = ColumnarGrouping(pipeline).group
+            else:
+                found = pipeline.group
+            _groupings[payload] = found
+        return found
 
 
 def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Iterator[Any]:
@@ -133,6 +153,7 @@ def forget_pipelines() -> None:
     of cases' queries in one worker, each once)."""
     with _lock:
         _pipelines.clear()
+        _groupings.clear()
     forget()
 
 

@@ -1,0 +1,215 @@
+"""An aggregation's stage 1 a batch at a time: decode, WHERE, grouping values and the aggregate
+calls' arguments as columns. Pure.
+
+`AggregatePipeline.group` defines each record's `GroupedRow` record by record; `ColumnarGrouping`
+computes the same rows for a whole batch: the records become columns (`source_columns`), WHERE,
+the GROUP BY expressions and the calls' column arguments run as Arrow kernels where those give the
+per-record values and per record elsewhere (`engine/columnar/kernels.py`), and a group's key is
+the UTF-8 of its column where the sink's key is one KAFKA STRING. What stays per record is making
+the rows themselves.
+
+A record the columns cannot hold or a step raised on, a grouping value that is NULL (the
+per-record path's error names it), and every record of a batch the vectorized steps fail on run
+through `AggregatePipeline.group_ranked` itself, which skips and reports them with its own
+messages. So the rows and errors are the per-record path's whatever the records are, in the same
+order (tests/engine/test_columnar_group.py holds both equal on random queries and records).
+
+Queries it does not run (`grouping_refusal` says why; they group per record): TABLE sources (a
+changelog, row by row), joins, Python functions that are not vectorized, and sources whose records
+do not read as columns (`source_columns.columns_refusal`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from headwater.engine.columnar.batch import Column
+from headwater.engine.columnar.kernels import Vector, vectorize
+from headwater.engine.functions import user_index
+from headwater.engine.functions.types import STRING
+from headwater.engine.persistent.aggregate_plan import CompiledAggregate
+from headwater.engine.persistent.aggregate_run import (
+    AggregatePipeline,
+    GroupedRow,
+    TableChange,
+    rank_records,
+)
+from headwater.engine.persistent.query_run import InputRecord, ProcessingError
+from headwater.engine.persistent.source_columns import (
+    SourceColumns,
+    columns_refusal,
+    kafka_string_key,
+)
+from headwater.metastore.catalog import SourceKind
+
+
+def grouping_refusal(compiled: CompiledAggregate) -> str | None:
+    """Why the aggregation groups record by record, or None: it groups a batch at a time."""
+    if compiled.source.kind is SourceKind.TABLE:
+        return "a table's changelog runs row by row"
+    if compiled.join is not None or compiled.scope is None:
+        return "a join"
+    if any(
+        (found := user_index.lookup(call.name)) is not None
+        and not all(o.vectorized for o in found.overloads)
+        for node in _nodes(compiled)
+        for call in node.find_all(exp.Anonymous)
+    ):
+        return "a Python function that is not vectorized"
+    if any(len(call.arg_nodes) != len(call.args) for call in compiled.calls):
+        return "an aggregate call's arguments are not all columns"
+    return columns_refusal(compiled.source)
+
+
+def _nodes(compiled: CompiledAggregate) -> list[exp.Expr]:
+    """WHERE, the GROUP BY expressions and the calls' column arguments, as compiled."""
+    nodes = [] if compiled.where_node is None else [compiled.where_node]
+    nodes.extend(compiled.group_nodes)
+    nodes.extend(n for call in compiled.calls for n in call.arg_nodes)
+    return nodes
+
+
+def grouping_line(compiled: CompiledAggregate) -> str:
+    """EXPLAIN's line on how the aggregation groups its records: a batch at a time, with each
+    expression's mode, or record by record and why; the aggregates are applied per group."""
+    why = grouping_refusal(compiled)
+    if why is not None:
+        return f"Execution: grouped record by record ({why}); aggregates per group"
+    assert compiled.scope is not None
+    scope = compiled.scope
+    parts = []
+    if compiled.where_node is not None:
+        parts.append(f"WHERE {vectorize(compiled.where_node, scope).mode}")
+    parts.extend(
+        f"GROUP BY {text} {vectorize(node, scope).mode}"
+        for text, node in zip(compiled.group_by_text, compiled.group_nodes, strict=True)
+    )
+    for call in compiled.calls:
+        if call.arg_nodes:
+            modes = {vectorize(n, scope).mode for n in call.arg_nodes}
+            mode = modes.pop() if len(modes) == 1 else "partly vectorized"
+            parts.append(f"{call.text} arguments {mode}")
+    return f"Execution: grouped in Arrow batches; {', '.join(parts)}; aggregates per group"
+
+
+class ColumnarGrouping:
+    """An aggregation's stage 1, a batch at a time (see the module docstring)."""
+
+    def __init__(self, pipeline: AggregatePipeline) -> None:
+        why = grouping_refusal(pipeline.compiled)
+        if why is not None:
+            raise ValueError(f"query {pipeline.query_id} groups record by record: {why}")
+        self.pipeline = pipeline
+        compiled = pipeline.compiled
+        scope = compiled.scope
+        assert scope is not None
+        self._source = SourceColumns(compiled.source, pipeline.source_serde, scope.columns)
+        self._where = None if compiled.where_node is None else vectorize(compiled.where_node, scope)
+        self._keys = tuple(vectorize(n, scope) for n in compiled.group_nodes)
+        self._args = tuple(
+            tuple(vectorize(n, scope) for n in call.arg_nodes) for call in compiled.calls
+        )
+        self._string_group = (
+            kafka_string_key(pipeline.sink)
+            and len(compiled.key_columns) == 1
+            and compiled.key_columns[0].type == STRING
+        )
+        self.fallbacks = 0  # batches the vectorized steps failed on, grouped per record instead
+
+    @property
+    def vectors(self) -> tuple[Vector, ...]:
+        """WHERE's (if any), the grouping expressions' and the arguments' vectors (for EXPLAIN)."""
+        where = () if self._where is None else (self._where,)
+        return (*where, *self._keys, *(v for call in self._args for v in call))
+
+    def group(
+        self, records: Sequence[InputRecord], running: dict[int, int] | None = None
+    ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
+        """What `AggregatePipeline.group` gives ``records``: their grouped rows and the records
+        skipped, in input order."""
+        ranks = [rank for rank, _ in rank_records(records, {} if running is None else running)]
+        if not records:
+            return [], []
+        try:
+            return self._group(records, ranks)
+        except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
+            self.fallbacks += 1
+            return self.pipeline.group_ranked(zip(ranks, records, strict=True))
+
+    def _group(
+        self, records: Sequence[InputRecord], ranks: list[int]
+    ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
+        batch, bad = self._source.decode(records)
+        for i, r in enumerate(records):
+            if r.value is None or r.row is not None:
+                bad.setdefault(i, "per record")
+        stamps = batch.values("ROWTIME")
+        if self._where is not None:
+            keep = pc.fill_null(self._where.run(batch, bad), False)
+            kept = pc.indices_nonzero(keep)
+            batch = batch.take(kept)
+            rows: list[int] = kept.to_pylist()
+        else:
+            rows = list(range(len(records)))
+        stage_bad: dict[int, str] = {}
+        keys = [_values(v.run(batch, stage_bad)) for v in self._keys]
+        args = [[_values(v.run(batch, stage_bad)) for v in call] for call in self._args]
+        groups = self._groups(keys, len(rows))
+        grouped: dict[int, GroupedRow] = {}
+        for j, i in enumerate(rows):
+            if i in bad or j in stage_bad:
+                continue
+            values = tuple(k[j] for k in keys)
+            group = groups[j]
+            if group is None or any(v is None for v in values):
+                bad[i] = "per record"  # its error (a NULL grouping value) is the per-record path's
+                continue
+            r = records[i]
+            grouped[i] = GroupedRow(
+                group,
+                values,
+                tuple(tuple(a[j] for a in call) for call in args),
+                None,
+                stamps[i],
+                r.partition,
+                r.offset,
+                0,
+                r.key,
+                ranks[i],
+            )
+        for j, why in stage_bad.items():
+            bad.setdefault(rows[j], why)
+        if not bad:
+            return list(grouped.values()), []
+        out: list[GroupedRow | TableChange] = []
+        errors: list[ProcessingError] = []
+        group_record = self.pipeline.group_record
+        for i in sorted(grouped.keys() | bad.keys()):
+            found = grouped.get(i)
+            if found is not None:
+                out.append(found)
+            else:
+                group_record(records[i], ranks[i], out, errors)
+        return out, errors
+
+    def _groups(self, keys: list[list[Any]], size: int) -> list[bytes | None]:
+        """Each row's group: its grouping values as the sink's key (None: run it per record)."""
+        if self._string_group:
+            (column,) = keys
+            return [None if v is None else v.encode() for v in column]
+        serialize = self.pipeline.serialize_group
+        out: list[bytes | None] = []
+        for values in zip(*keys, strict=True) if keys else [()] * size:
+            try:
+                out.append(serialize(values))
+            except Exception:  # noqa: BLE001 - the per-record path reports it
+                out.append(None)
+        return out
+
+
+def _values(column: Column) -> list[Any]:
+    return column if isinstance(column, list) else column.to_pylist()

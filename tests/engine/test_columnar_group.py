@@ -1,0 +1,215 @@
+"""An aggregation's vectorized stage 1 against the per-record one: random aggregations over random
+records, row for row.
+
+`ColumnarGrouping.group` must give exactly what `AggregatePipeline.group` gives (each record's
+group, grouping values, aggregate arguments, time, position and rank, and the records skipped with
+their messages, in the same order) for any aggregation it runs and any records, hostile ones
+included: the expressions and records are the stateless differential test's. The mutation tests
+prove the check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from sqlglot import exp
+
+from headwater.engine.columnar import kernels
+from headwater.engine.persistent import InputRecord
+from headwater.engine.persistent import columnar_group as group_module
+from headwater.engine.persistent.aggregate_run import AggregatePipeline
+from headwater.engine.persistent.analyzer import describe_query
+from headwater.engine.persistent.columnar_group import ColumnarGrouping, grouping_refusal
+from headwater.engine.persistent.query_run import parse_persistent
+from headwater.metastore.catalog import Catalog
+from tests.engine.test_columnar_differential import (
+    EXPRESSIONS,
+    SOURCES,
+    _catalog,
+    input_records,
+)
+
+#: the aggregate calls a query draws from, by their arguments' kind
+_CALLS = st.one_of(
+    st.just("COUNT(*)"),
+    st.builds("COUNT({})".format, st.one_of(*EXPRESSIONS.values())),
+    st.builds("SUM({})".format, st.one_of(EXPRESSIONS["ints"], EXPRESSIONS["bigs"])),
+    st.builds("SUM({})".format, EXPRESSIONS["doubles"]),
+    st.builds("MAX({})".format, st.one_of(EXPRESSIONS["ints"], EXPRESSIONS["doubles"])),
+    st.builds("MIN({})".format, EXPRESSIONS["bigs"]),
+    st.builds("COLLECT_LIST({})".format, EXPRESSIONS["strings"]),
+    st.builds("LATEST_BY_OFFSET({})".format, EXPRESSIONS["decimals"]),
+    st.builds("TOPK({}, 2)".format, EXPRESSIONS["ints"]),
+)
+_GROUPS = st.one_of(
+    st.sampled_from(["k", "s", "a"]),
+    EXPRESSIONS["strings"],
+    EXPRESSIONS["ints"],
+    EXPRESSIONS["bigs"],
+)
+
+
+@st.composite
+def aggregations(draw: st.DrawFn) -> str:
+    groups = draw(st.lists(_GROUPS, min_size=1, max_size=2, unique=True))
+    calls = draw(st.lists(_CALLS, min_size=1, max_size=3))
+    select = ", ".join(
+        [f"{g} AS g{i}" for i, g in enumerate(groups)]
+        + [f"{c} AS x{i}" for i, c in enumerate(calls)]
+    )
+    text = f"CREATE TABLE out AS SELECT {select} FROM src"
+    if draw(st.booleans()):
+        text += " WINDOW TUMBLING (SIZE 1 MINUTE)"
+    where = draw(st.one_of(st.none(), EXPRESSIONS["booleans"]))
+    if where is not None:
+        text += f" WHERE {where}"
+    return text + f" GROUP BY {', '.join(groups)};"
+
+
+def _only_pipeline(catalog: Catalog) -> AggregatePipeline:
+    (query,) = catalog.queries.values()
+    return AggregatePipeline.for_query(query, catalog)
+
+
+def differ(pipeline: AggregatePipeline, records: list[InputRecord]) -> str | None:
+    """What the two paths disagree on (None: nothing), in chunks as a source task feeds them,
+    the batch's ranks running on across chunks."""
+    columnar = ColumnarGrouping(pipeline)
+    expected_running: dict[int, int] = {}
+    got_running: dict[int, int] = {}
+    for start in range(0, len(records), 7):
+        chunk = records[start : start + 7]
+        expected = pipeline.group(chunk, expected_running)
+        got = columnar.group(chunk, got_running)
+        # repr: a NaN argument equals itself there
+        if repr(got) != repr(expected) or got_running != expected_running:
+            return f"per record {expected}\nvectorized {got}"
+    assert columnar.fallbacks == 0
+    return None
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(query=aggregations(), records=input_records())
+def test_vectorized_and_per_record_grouping_agree(
+    source: str, query: str, records: list[InputRecord]
+) -> None:
+    catalog = _catalog(SOURCES[source], query)
+    assume(catalog is not None)
+    assert catalog is not None
+    pipeline = _only_pipeline(catalog)
+    assert grouping_refusal(pipeline.compiled) is None
+    assert differ(pipeline, records) is None
+
+
+# -- the check fails when semantics differ --------------------------------------------------------
+
+
+def _pipeline(query: str, source: str = "JSON") -> AggregatePipeline:
+    catalog = _catalog(SOURCES[source], query)
+    assert catalog is not None
+    return _only_pipeline(catalog)
+
+
+def _records(*values: dict[str, Any] | None, key: bytes | None = b"k") -> list[InputRecord]:
+    return [
+        InputRecord(key, None if v is None else json.dumps(v).encode(), 1000 - i, i % 2, i)
+        for i, v in enumerate(values)
+    ]
+
+
+def test_a_where_kernel_with_other_semantics_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline = _pipeline(
+        "CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src WHERE a > 5 GROUP BY s;"
+    )
+    records = _records({"a": 5, "s": "x"}, {"a": 6, "s": "y"}, {"a": None, "s": "z"})
+    assert differ(pipeline, records) is None
+    monkeypatch.setitem(kernels._COMPARE, exp.GT, pc.greater_equal)
+    assert differ(pipeline, records) is not None
+
+
+def test_a_group_key_written_otherwise_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline = _pipeline("CREATE TABLE out AS SELECT s, SUM(a) AS n FROM src GROUP BY s;")
+    records = _records({"a": 1, "s": "Straße"}, {"a": 2, "s": "x"})
+    assert differ(pipeline, records) is None
+    real = ColumnarGrouping._groups
+
+    def latin(self: ColumnarGrouping, keys: list[list[Any]], size: int) -> list[bytes | None]:
+        return [None if g is None else g.decode().encode("latin-1") for g in real(self, keys, size)]
+
+    monkeypatch.setattr(ColumnarGrouping, "_groups", latin)
+    assert differ(pipeline, records) is not None
+
+
+def test_ranks_computed_otherwise_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipeline = _pipeline("CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
+    records = _records({"s": "x"}, {"s": "y"}, {"s": "x"})
+    assert differ(pipeline, records) is None
+    monkeypatch.setattr(group_module, "rank_records", lambda rs, running: enumerate(rs))
+    assert differ(pipeline, records) is not None
+
+
+def test_null_groups_and_bad_records_are_the_per_record_paths() -> None:
+    pipeline = _pipeline("CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
+    records = _records({"s": None}, None, {"s": "x"}, {"s": ["not", "a", "string"]})
+    records.append(InputRecord(b"k", b"not json", 5, 0, 99))
+    out, errors = ColumnarGrouping(pipeline).group(records)
+    assert [r.offset for r in out] == [2, 3]  # an array is a STRING's text, as ksqlDB reads it
+    null_group = (
+        "Group-by column with index 0 resolved to null. The source row will be excluded "
+        "from the table."
+    )
+    assert (errors[0].offset, errors[0].message) == (0, null_group)
+    assert [e.offset for e in errors] == [0, 99]
+    assert differ(pipeline, records) is None
+
+
+def test_queries_it_does_not_run_say_why() -> None:
+    table = (
+        "CREATE TABLE src (k STRING PRIMARY KEY, a INT, s STRING) WITH (kafka_topic='src', "
+        "partitions=2, value_format='JSON');"
+    )
+    catalog = _catalog(table, "CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
+    assert catalog is not None
+    assert (
+        grouping_refusal(_only_pipeline(catalog).compiled) == "a table's changelog runs row by row"
+    )
+    with pytest.raises(ValueError, match="groups record by record"):
+        ColumnarGrouping(_only_pipeline(catalog))
+
+
+def test_explain_says_how_the_aggregation_groups() -> None:
+    query = (
+        "CREATE TABLE out AS SELECT s, COUNT(*) AS n, SUM(a * 2) AS t, MAX(ABS(a)) AS m "
+        "FROM src WHERE a > 1 GROUP BY s;"
+    )
+    catalog = _catalog(SOURCES["JSON"], query)
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    select, sink = parse_persistent(stored.statement_text)
+    assert describe_query(select, catalog, sink).steps[-1] == (
+        "Execution: grouped in Arrow batches; WHERE vectorized, GROUP BY S vectorized, "
+        "SUM((A * 2)) arguments vectorized, MAX(ABS(A)) arguments per record; "
+        "aggregates per group"
+    )
+    table = (
+        "CREATE TABLE src (k STRING PRIMARY KEY, a INT, s STRING) WITH (kafka_topic='src', "
+        "partitions=2, value_format='JSON');"
+    )
+    catalog = _catalog(table, "CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    select, sink = parse_persistent(stored.statement_text)
+    assert describe_query(select, catalog, sink).steps[-1] == (
+        "Execution: grouped record by record (a table's changelog runs row by row); "
+        "aggregates per group"
+    )
