@@ -434,6 +434,13 @@ class AggregatePipeline:
             )
         )
 
+    @staticmethod
+    def worth_combining(rows: Sequence[GroupedRow]) -> bool:
+        """Whether `combine` would shuffle at most half as many rows: when most of a chunk's
+        groups have one row each (a count over as many keys as records), combining only costs, and
+        the rows travel as they are (the aggregate stage applies rows and partials alike)."""
+        return len({row.group for row in rows}) * 2 <= len(rows)
+
     def combine(self, rows: Sequence[GroupedRow]) -> list[GroupedRow]:
         """One row per group: the partial aggregates of its rows (in batch order), to be merged
         into the group's state (`aggregate`). Shuffles one row per group and task, not per record."""

@@ -157,22 +157,31 @@ class ColumnarGrouping:
             rows = list(range(len(records)))
         stage_bad: dict[int, str] = {}
         keys = [_values(v.run(batch, stage_bad)) for v in self._keys]
-        args = [[_values(v.run(batch, stage_bad)) for v in call] for call in self._args]
         groups = self._groups(keys, len(rows))
+        size = len(rows)
+        # each row's grouping values and, per call, its arguments: tuples zipped from the columns
+        values = list(zip(*keys, strict=True)) if keys else [()] * size
+        calls = [
+            list(zip(*(_values(v.run(batch, stage_bad)) for v in call), strict=True))
+            if call
+            else [()] * size
+            for call in self._args
+        ]
+        adds = list(zip(*calls, strict=True)) if calls else [()] * size
         grouped: dict[int, GroupedRow] = {}
         for j, i in enumerate(rows):
             if i in bad or j in stage_bad:
                 continue
-            values = tuple(k[j] for k in keys)
             group = groups[j]
-            if group is None or any(v is None for v in values):
+            row_values = values[j]
+            if group is None or None in row_values:
                 bad[i] = "per record"  # its error (a NULL grouping value) is the per-record path's
                 continue
             r = records[i]
             grouped[i] = GroupedRow(
                 group,
-                values,
-                tuple(tuple(a[j] for a in call) for call in args),
+                row_values,
+                adds[j],
                 None,
                 stamps[i],
                 r.partition,

@@ -68,7 +68,9 @@ def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Record
     def batch() -> pa.RecordBatch:
         items, errors = group(chunk, running)
         if pipeline.combines:  # one row per group of the chunk, not one per record
-            items = list(pipeline.combine([i for i in items if isinstance(i, GroupedRow)]))
+            rows = [i for i in items if isinstance(i, GroupedRow)]
+            if pipeline.worth_combining(rows):
+                items = list(pipeline.combine(rows))
         return pa.RecordBatch.from_pydict(
             grouped_rows(pipeline, items, errors, buckets), schema=_ARROW_GROUPED
         )

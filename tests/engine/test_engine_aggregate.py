@@ -475,6 +475,16 @@ def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> Non
     }
 
 
+def test_rows_are_combined_only_when_that_halves_them() -> None:
+    def rows(*groups: bytes) -> list[GroupedRow]:
+        return [GroupedRow(g, (g,), ((),), None, 0, 0, i) for i, g in enumerate(groups)]
+
+    assert AggregatePipeline.worth_combining(rows(b"a", b"a", b"b", b"b"))
+    assert not AggregatePipeline.worth_combining(rows(b"a", b"b", b"c", b"c"))
+    assert not AggregatePipeline.worth_combining(rows(b"a"))
+    assert AggregatePipeline.worth_combining([])
+
+
 def test_group_by_refusals_ksqldb_makes() -> None:
     catalog = Catalog()
     for text in (
