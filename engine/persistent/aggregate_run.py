@@ -148,6 +148,11 @@ class GroupState:
     timestamp: int = 0
     passed: bool = False
 
+    def __reduce__(self) -> tuple[type[GroupState], tuple[Any, ...]]:
+        # pickled as its fields: without the copyreg state dict, 45 bytes instead of 124 for a
+        # count and a sum, and faster both ways (a windowed group's windows are pickled together)
+        return (GroupState, (self.aggregates, self.timestamp, self.passed))
+
 
 @dataclass
 class TaskState:
@@ -167,6 +172,9 @@ class GroupWindows:
 
     keys: tuple[Any, ...]
     windows: dict[tuple[int, int], GroupState] = field(default_factory=dict)
+
+    def __reduce__(self) -> tuple[type[GroupWindows], tuple[Any, ...]]:
+        return (GroupWindows, (self.keys, self.windows))
 
 
 class WindowedTask:

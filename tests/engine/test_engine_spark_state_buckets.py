@@ -19,6 +19,7 @@ from headwater.engine.persistent import InputRecord
 from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
+    GroupState,
     LocalAggregation,
 )
 from headwater.engine.spark.aggregation import (
@@ -27,6 +28,8 @@ from headwater.engine.spark.aggregation import (
     AggregateProcessor,
     ChangeProcessor,
     bucket_of,
+    group_state,
+    group_state_bytes,
     grouped_rows,
     state_layout,
 )
@@ -262,7 +265,24 @@ def test_a_bucket_state_pickles_its_groups_states() -> None:
     [(name, key)] = list(spark.groups.values)
     entries = pickle.loads(spark.groups.values[(name, key)][0])
     assert key == bucket_of(next(iter(entries)), 2)
-    assert pickle.loads(entries[next(iter(entries))]).aggregates[0] is not None
+    state = group_state(entries[next(iter(entries))])
+    assert state is not None and state.aggregates[0] is not None
+
+
+def test_a_group_state_is_kept_as_a_tuple_and_one_kept_before_still_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = GroupState([3, 12], 1_700_000_000_000, True)
+    kept = group_state_bytes(state)
+    assert type(pickle.loads(kept)) is tuple
+    assert len(kept) < 40
+    assert group_state(kept) == state
+    assert group_state(None) is None and group_state(b"") is None
+    with monkeypatch.context() as patched:  # what a checkpoint written before this layout holds
+        patched.delattr(GroupState, "__reduce__")
+        before = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    assert b"GroupState" in before and len(before) > 100
+    assert group_state(before) == state
 
 
 def test_a_checkpoint_keeps_20_batches_of_changelogs_not_100() -> None:
