@@ -6,7 +6,7 @@
                        properties={"acceptable.offset.lag": 100}) as conn:
         cur = conn.cursor()
         cur.execute("SELECT * FROM orders WHERE id = ?", ["o-1"])
-        print(cur.description, cur.fetchall(), cur.served_by)
+        print(cur.description, cur.fetchall(), cur.served_by, cur.written_by)
 
 SELECT goes to `POST /query`, every other statement to `POST /ksql` (whose entities become tables
 with the ksqlDB CLI's headers, see `entities.py`). Parameters use the qmark style; they travel apart
@@ -44,7 +44,7 @@ from ._errors import (
     Warning,
 )
 from ._http import Auth, Verify
-from ._results import ColumnDescription, ServedBy
+from ._results import ColumnDescription, ServedBy, WrittenBy
 from ._retry import RetryPolicy
 from ._types import (
     BINARY,
@@ -103,6 +103,7 @@ __all__ = [  # noqa: RUF022 - grouped as PEP 249 groups them
     "ServiceUnavailableError",
     "StatementError",
     "TooManyRequestsError",
+    "WrittenBy",
 ]
 
 apilevel = "2.0"

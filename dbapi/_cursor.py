@@ -27,6 +27,7 @@ from ._results import (
     ResultSet,
     ServedBy,
     TableResult,
+    WrittenBy,
 )
 from .entities import entity_table
 
@@ -181,6 +182,13 @@ class Cursor:
         (headwater's `servedBy`, from the answer's header)."""
         query = self._query()
         return query.served_by if query else ()
+
+    @property
+    def written_by(self) -> tuple[WrittenBy, ...]:
+        """The persistent queries writing the table the pull query read, each with its state
+        and lag (headwater's `writtenBy`): the answer is only as fresh as they are."""
+        query = self._query()
+        return query.written_by if query else ()
 
     @property
     def extras(self) -> tuple[Any, ...]:

@@ -47,6 +47,23 @@ class ServedBy:
     lag: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class WrittenBy:
+    """A persistent query writing the table a pull query read, and how current it is: the
+    answer is only as fresh as it (a replica with no lag still waits for a query that is
+    starting, failed, or is behind its sources).
+
+    Attributes:
+        query_id: the query.
+        state: RUNNING, PENDING (starting, or waiting for a slot), ERROR or UNKNOWN.
+        lag: the records of its sources it has not processed yet (None: unknown).
+    """
+
+    query_id: str
+    state: str
+    lag: int | None = None
+
+
 class ResultSet(Protocol):
     """What a cursor reads rows from."""
 
@@ -97,6 +114,24 @@ class TableResult:
         self._next = len(self._table.rows) if self._table is not None else 0
 
 
+def _written_by(value: object) -> tuple[WrittenBy, ...]:
+    if not isinstance(value, list):
+        raise InterfaceError(f"writtenBy must be a list, got {value!r}")
+    out = []
+    for item in value:
+        if not isinstance(item, Mapping) or not isinstance(item.get("queryId"), str):
+            raise InterfaceError(f"malformed writtenBy entry {item!r}")
+        lag = item.get("lag")
+        out.append(
+            WrittenBy(
+                item["queryId"],
+                str(item.get("state", "UNKNOWN")),
+                lag if isinstance(lag, int) else None,
+            )
+        )
+    return tuple(out)
+
+
 def _served_by(value: object) -> tuple[ServedBy, ...]:
     if not isinstance(value, list):
         raise InterfaceError(f"servedBy must be a list, got {value!r}")
@@ -122,6 +157,8 @@ class QueryResult:
         query_id: the header's queryId.
         served_by: headwater's per-partition serving report (from the header; a server of an
             earlier version sent it as an item after the rows).
+        written_by: the persistent queries writing the table read, with their state and lag
+            (headwater's `writtenBy`, from the header; empty for other sources).
         extras: items of kinds this driver does not know, kept as they came.
         final_message: the server's finalMessage, once read.
     """
@@ -134,6 +171,7 @@ class QueryResult:
         self._broken: Error | None = None
         self.query_id: str | None = None
         self.served_by: tuple[ServedBy, ...] = ()
+        self.written_by: tuple[WrittenBy, ...] = ()
         self.extras: list[Any] = []
         self.final_message: str | None = None
         self._handlers: dict[str, Callable[[Any], tuple[Any, ...] | None]] = {
@@ -209,6 +247,8 @@ class QueryResult:
         self._columns = parse_schema(str(header.get("schema", "")))
         if "servedBy" in header:  # headwater's staleness report, an extra field of the header
             self.served_by += _served_by(header["servedBy"])
+        if "writtenBy" in header:  # how current the table's writing queries are
+            self.written_by = _written_by(header["writtenBy"])
 
     def _on_row(self, row: Any) -> tuple[Any, ...] | None:
         if self._columns is None:

@@ -79,6 +79,7 @@ class Rows:
     query_id: str | None = None
     served_by: tuple[dbapi.ServedBy, ...] = ()
     final_message: str | None = None
+    written_by: tuple[dbapi.WrittenBy, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +294,13 @@ class Executor:
         try:
             rows = tuple(cursor.fetchall())
             return Rows(
-                columns, types, rows, cursor.query_id, cursor.served_by, cursor.final_message
+                columns,
+                types,
+                rows,
+                cursor.query_id,
+                cursor.served_by,
+                cursor.final_message,
+                cursor.written_by,
             )
         finally:
             cursor.close()

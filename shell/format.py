@@ -109,20 +109,40 @@ def _csv(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buffer.getvalue().rstrip("\n")
 
 
-def staleness(served_by: Sequence[dbapi.ServedBy], row_count: int) -> str:
-    """The footer of a pull answer: how many rows, and per partition who served it, where, how
-    far behind. Staleness is never hidden: an answer without `servedBy` says so."""
+def staleness(
+    served_by: Sequence[dbapi.ServedBy],
+    row_count: int,
+    written_by: Sequence[dbapi.WrittenBy] = (),
+) -> str:
+    """The footer of a pull answer: how many rows, per partition who served it, where, how far
+    behind, and how current the persistent queries writing the table are (a replica without lag
+    is still behind a query that is starting or behind its sources). Staleness is never hidden:
+    an answer without `servedBy` says so."""
     rows = f"{row_count} row{'s' if row_count != 1 else ''}"
+    writers = "".join(f"; {_writer(w)}" for w in written_by)
     if not served_by:
-        return f"({rows}; the server did not report which replica served it: staleness unknown)"
+        return (
+            f"({rows}; the server did not report which replica served it: staleness unknown"
+            f"{writers})"
+        )
     parts = []
     for s in sorted(served_by, key=lambda s: s.partition):
         position = "?" if s.position is None else str(s.position)
         lag = "unknown" if s.lag is None else str(s.lag)
         parts.append(f"partition {s.partition}: {s.host} at position {position}, lag {lag}")
     if len(parts) == 1:
-        return f"({rows}; served by {parts[0]})"
-    return f"({rows}; served by:\n" + "\n".join(f"   {p}" for p in parts) + ")"
+        return f"({rows}; served by {parts[0]}{writers})"
+    lines = [f"   {p}" for p in parts] + [f"   {_writer(w)}" for w in written_by]
+    return f"({rows}; served by:\n" + "\n".join(lines) + ")"
+
+
+def _writer(w: dbapi.WrittenBy) -> str:
+    """A writing query's part of the footer: its state and how many source records it has not
+    processed yet."""
+    lag = "unknown" if w.lag is None else str(w.lag)
+    if w.state == "RUNNING":
+        return f"written by {w.query_id}, {lag} source records behind"
+    return f"written by {w.query_id}, {w.state}: its rows may be missing (source lag {lag})"
 
 
 def _served_json(served_by: Sequence[dbapi.ServedBy]) -> list[dict[str, Any]]:
@@ -133,7 +153,7 @@ def _served_json(served_by: Sequence[dbapi.ServedBy]) -> list[dict[str, Any]]:
 
 
 def _rows(result: Rows, fmt: OutputFormat) -> Rendered:
-    footer = staleness(result.served_by, len(result.rows))
+    footer = staleness(result.served_by, len(result.rows), result.written_by)
     if fmt is OutputFormat.JSON:
         return Rendered(
             _dumps(
@@ -145,6 +165,10 @@ def _rows(result: Rows, fmt: OutputFormat) -> Rendered:
                     ],
                     "rows": [dict(zip(result.columns, r, strict=True)) for r in result.rows],
                     "servedBy": _served_json(result.served_by),
+                    "writtenBy": [
+                        {"queryId": w.query_id, "state": w.state, "lag": w.lag}
+                        for w in result.written_by
+                    ],
                 }
             )
         )

@@ -410,6 +410,10 @@ def test_connection_cut_mid_stream_is_an_operational_error() -> None:
         ([{"row": {"columns": [1]}}], dbapi.InterfaceError),
         ([PULL[0], {"row": {"columns": ["too few"]}}], dbapi.DataError),
         ([PULL[0], {"servedBy": "nobody"}], dbapi.InterfaceError),
+        (
+            [{"header": {"queryId": "q", "schema": "`ID` STRING KEY", "writtenBy": [{}]}}],
+            dbapi.InterfaceError,
+        ),
     ],
 )
 def test_malformed_query_answers(items: list[Any], error: type[Exception]) -> None:
@@ -719,3 +723,28 @@ def test_served_by_is_read_from_the_header() -> None:
         assert [(s.partition, s.host, s.position, s.lag) for s in cur.served_by] == [
             (1, "h:1", 5, 2)
         ]
+        assert cur.written_by == ()
+
+
+def test_written_by_is_read_from_the_header() -> None:
+    # a table written by persistent queries: each one's state and source lag, beside servedBy
+    header = {
+        "header": {
+            "queryId": "q",
+            "schema": "`ID` STRING KEY",
+            "servedBy": [{"partition": 0, "host": "h:1", "position": 0, "lag": 0}],
+            "writtenBy": [
+                {"queryId": "CTAS_T_1", "state": "PENDING", "lag": None},
+                {"queryId": "INSERTQUERY_2", "state": "RUNNING", "lag": 40},
+            ],
+        }
+    }
+    server = FakeServer(query=[ok([header])])
+    with connect(server) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT * FROM t;")
+        assert cur.fetchall() == []
+        assert cur.written_by == (
+            dbapi.WrittenBy("CTAS_T_1", "PENDING", None),
+            dbapi.WrittenBy("INSERTQUERY_2", "RUNNING", 40),
+        )

@@ -25,7 +25,7 @@ def test_both_import_forms_give_the_driver_and_its_whole_api() -> None:
     # `import headwater.dbapi` and `from headwater import dbapi` are the forms users write; the
     # public API is the PEP 249 names plus headwater's extensions, each one present.
     assert headwater.dbapi is dbapi
-    assert dbapi.__all__[-9:] == [
+    assert dbapi.__all__[-10:] == [
         "AuthorizationError",
         "ColumnDescription",
         "ConnectionFailedError",
@@ -35,8 +35,9 @@ def test_both_import_forms_give_the_driver_and_its_whole_api() -> None:
         "ServiceUnavailableError",
         "StatementError",
         "TooManyRequestsError",
+        "WrittenBy",
     ]
-    assert len(dbapi.__all__) == 28 + 9
+    assert len(dbapi.__all__) == 28 + 10
     for name in dbapi.__all__:
         assert hasattr(dbapi, name), name
 

@@ -129,6 +129,25 @@ def test_staleness_is_never_hidden() -> None:
     ]
 
 
+def test_the_writing_queries_are_in_the_footer() -> None:
+    # a replica with no lag behind a query that has not run yet: the footer says both
+    served = (dbapi.ServedBy(0, "a", 0, 0),)
+    pending = dbapi.WrittenBy("CTAS_T_1", "PENDING", None)
+    assert staleness(served, 0, (pending,)) == (
+        "(0 rows; served by partition 0: a at position 0, lag 0; written by CTAS_T_1, PENDING: "
+        "its rows may be missing (source lag unknown))"
+    )
+    running = dbapi.WrittenBy("CTAS_T_1", "RUNNING", 12)
+    many = staleness((*served, dbapi.ServedBy(1, "b", 3, 1)), 2, (running,))
+    assert many.splitlines()[-1] == "   written by CTAS_T_1, 12 source records behind)"
+    assert staleness((), 1, (running,)).endswith(
+        "staleness unknown; written by CTAS_T_1, 12 source records behind)"
+    )
+    rows = Rows(("ID",), ("STRING",), (("a",),), "q", served, None, (running,))
+    doc = json.loads(render(rows, OutputFormat.JSON).text)
+    assert doc["writtenBy"] == [{"queryId": "CTAS_T_1", "state": "RUNNING", "lag": 12}]
+
+
 def test_cells() -> None:
     assert [cell(v) for v in (None, True, [1, "a"], {"k": 1}, b"hi")] == [
         "null",
