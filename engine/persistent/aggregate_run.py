@@ -625,11 +625,21 @@ class AggregatePipeline:
         """Stage 3 of a windowed aggregation: one task's rows, in input order, into their
         windows. Stream time is the task's highest timestamp so far (the record's own included); a
         window whose end plus grace is at or before it is closed: its late records are dropped, its
-        state released (and, with EMIT FINAL, its one result written)."""
+        state released (and, with EMIT FINAL, its one result written).
+
+        With buffering, a time window's updates are written once per call, the last one, at the
+        place of the record that made it, as `aggregate` writes a group's (ksqlDB's record cache
+        holds windowed keys alike); session windows, whose merges delete sessions, and EMIT
+        FINAL write as they go."""
         window = self.compiled.window
         assert window is not None
         out: list[OutputRecord] = []
         errors: list[ProcessingError] = []
+        #: with buffering: each time window changed, its state and the row that last changed it,
+        #: in the order of those last changes
+        pending: dict[tuple[bytes, tuple[int, int]], tuple[GroupState, GroupedRow]] | None = (
+            {} if self.buffering and not window.session and not self.compiled.emit_final else None
+        )
         for row in sorted(rows, key=GroupedRow.order):
             task.state.stream_time = max(task.state.stream_time, row.timestamp)
             produced: list[OutputRecord] = []
@@ -637,7 +647,7 @@ class AggregatePipeline:
                 if window.session:
                     produced.extend(self._session_row(task, row))
                 else:
-                    produced.extend(self._time_windows_row(task, row))
+                    produced.extend(self._time_windows_row(task, row, pending))
                 self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
                 self._drain(errors, row)  # what its functions raised before it failed
@@ -656,9 +666,48 @@ class AggregatePipeline:
             out.extend(
                 o if o.source_seq == i else replace(o, source_seq=i) for i, o in enumerate(produced)
             )
+        if pending:
+            out.extend(self._buffered(pending, errors))
         return out, errors
 
-    def _time_windows_row(self, task: WindowedTask, row: GroupedRow) -> list[OutputRecord]:
+    def _buffered(
+        self,
+        pending: Mapping[tuple[bytes, tuple[int, int]], tuple[GroupState, GroupedRow]],
+        errors: list[ProcessingError],
+    ) -> list[OutputRecord]:
+        """The records of a call's last update of each time window, each numbered among the
+        updates its record made last."""
+        out: list[OutputRecord] = []
+        made: dict[int, int] = {}  # id of a row -> its records so far
+        for (_group, bounds), (state, row) in pending.items():
+            seq = made.get(id(row), 0)
+            try:
+                record = self._update(state, row, bounds, seq=seq)
+                self._drain(errors, row)
+            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+                self._drain(errors, row)
+                errors.append(
+                    skipped(
+                        self.query_id,
+                        exc,
+                        "processing",
+                        self.compiled.source.topic,
+                        row.partition,
+                        row.offset,
+                    )
+                )
+                continue
+            if record is not None:
+                made[id(row)] = seq + 1
+                out.append(record)
+        return out
+
+    def _time_windows_row(
+        self,
+        task: WindowedTask,
+        row: GroupedRow,
+        pending: dict[tuple[bytes, tuple[int, int]], tuple[GroupState, GroupedRow]] | None = None,
+    ) -> list[OutputRecord]:
         window = self.compiled.window
         assert window is not None and row.add is not None
         out: list[OutputRecord] = []
@@ -676,7 +725,11 @@ class AggregatePipeline:
                 state.aggregates[i] = call.udaf.add(state.aggregates[i], row.add[i], order)
             state.timestamp = max(state.timestamp, row.timestamp)
             task.touch(row.group, row.keys)
-            if not self.compiled.emit_final:
+            if pending is not None:  # written once, after the call's rows (`_buffered`)
+                key = (row.group, bounds)
+                pending.pop(key, None)
+                pending[key] = (state, row)
+            elif not self.compiled.emit_final:
                 record = self._update(state, row, bounds, seq=len(out))
                 if record is not None:
                     out.append(record)

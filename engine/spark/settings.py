@@ -54,7 +54,8 @@ class EngineSettings:
         max_records_per_batch: admission control: the most records one micro-batch reads.
         processing_log_topic: where skipped records are reported (None: logged only).
         buffering: ``ksql.streams.cache.max.bytes.buffering`` > 0: an aggregate writes one update
-            per group per micro-batch (ksqlDB's default); off, one update per input record.
+            per group (per time window of a group) per micro-batch (ksqlDB's default); off, one
+            update per input record.
         max_queries: ``ksql.query.persistent.active.limit``: the most persistent queries this
             server runs at once (`admission`).
         query_memory_mb: the memory one more query is expected to take (measured ~120 MB when its
