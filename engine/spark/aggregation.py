@@ -186,7 +186,9 @@ class _KeyStates:
     def __init__(self, state: Any, bucketed: bool) -> None:
         self._state = state
         self._bucketed = bucketed
-        stored = state.get() if state.exists() else None
+        # a bucket is read with one call (`get` answers None for a bucket not written yet, and
+        # Spark logs a warning then: once per bucket); a state per group asks first, as before
+        stored = state.get() if bucketed or state.exists() else None
         value = stored[0] if stored else None
         if bucketed:
             self._entries: dict[bytes, bytes] = pickle.loads(value) if value else {}
@@ -439,7 +441,7 @@ class WindowedProcessor(StatefulProcessor):
         yield from failed
         if not grouped:
             return
-        stored = self.task.get() if self.task.exists() else None
+        stored = self.task.get()  # None before the task's first batch (one call, not two)
         state: TaskState = pickle.loads(stored[0]) if stored and stored[0] else TaskState()
         task = WindowedTask(state, self._load)
         outputs, errors = self.pipeline.aggregate_windowed(task, grouped)

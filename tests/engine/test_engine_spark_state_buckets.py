@@ -219,9 +219,13 @@ def test_a_batch_reads_and_writes_each_bucket_it_touches_once() -> None:
     per_group = _SparkAggregation(catalog, query_id, 0, buffering=True)
     records = [_record(i, "k", {"ITEM": f"g{i}", "QTY": 1}) for i in range(1000)]
     assert bucketed.process(records) == per_group.process(records)
-    assert bucketed.groups.calls == 4 * 2  # exists + update per bucket (new buckets: no get)
-    assert per_group.groups.calls == 1000 * 2
+    assert bucketed.groups.calls == 4 * 2  # get + update per bucket
+    assert per_group.groups.calls == 1000 * 2  # exists + update per group (new groups: no get)
     assert len({k for _name, k in bucketed.groups.values}) == 4
+    more = [_record(1000 + i, "k", {"ITEM": f"g{i}", "QTY": 1}) for i in range(1000)]
+    assert bucketed.process(more) == per_group.process(more)
+    assert bucketed.groups.calls == 4 * 2 * 2
+    assert per_group.groups.calls == 1000 * 2 + 1000 * 3
 
 
 def test_bucket_of_is_the_same_in_every_process() -> None:
