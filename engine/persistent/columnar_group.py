@@ -21,6 +21,7 @@ do not read as columns (`source_columns.columns_refusal`).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,14 +136,42 @@ class ColumnarGrouping:
         if not records:
             return [], []
         try:
-            return self._group(records, ranks)
+            entries, errors = self._entries(records, ranks)
         except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
             self.fallbacks += 1
             return self.pipeline.group_ranked(zip(ranks, records, strict=True))
+        return [e if isinstance(e, GroupedRow) else _row(e) for e in entries], errors
 
-    def _group(
-        self, records: Sequence[InputRecord], ranks: list[int]
+    def group_combined(
+        self, records: Sequence[InputRecord], running: dict[int, int] | None = None
     ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
+        """`group`, then `AggregatePipeline.combine` where the pipeline combines and that halves
+        the rows (`AggregatePipeline.worth_combining`), without making a row per record first."""
+        pipeline = self.pipeline
+        if not pipeline.combines:
+            return self.group(records, running)
+        ranks = [rank for rank, _ in rank_records(records, {} if running is None else running)]
+        if not records:
+            return [], []
+        try:
+            entries, errors = self._entries(records, ranks)
+        except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
+            self.fallbacks += 1
+            items, errors = pipeline.group_ranked(zip(ranks, records, strict=True))
+            rows = [i for i in items if isinstance(i, GroupedRow)]
+            return (
+                list(pipeline.combine(rows)) if pipeline.worth_combining(rows) else items
+            ), errors
+        flat = [_entry(e) if isinstance(e, GroupedRow) else e for e in entries]
+        if len({e[0] for e in flat}) * 2 > len(flat):  # `worth_combining`
+            return [_row(e) for e in flat], errors
+        return _combined(flat, pipeline), errors
+
+    def _entries(
+        self, records: Sequence[InputRecord], ranks: list[int]
+    ) -> tuple[list[_Entry | GroupedRow], list[ProcessingError]]:
+        """Each record's grouped row, in input order: an `_Entry` where the columns computed it,
+        what the per-record path gives elsewhere; and the records skipped."""
         batch, bad = self._source.decode(records)
         for i, r in enumerate(records):
             if r.value is None or r.row is not None:
@@ -168,7 +197,7 @@ class ColumnarGrouping:
             for call in self._args
         ]
         adds = list(zip(*calls, strict=True)) if calls else [()] * size
-        grouped: dict[int, GroupedRow] = {}
+        grouped: dict[int, _Entry] = {}
         for j, i in enumerate(rows):
             if i in bad or j in stage_bad:
                 continue
@@ -178,15 +207,13 @@ class ColumnarGrouping:
                 bad[i] = "per record"  # its error (a NULL grouping value) is the per-record path's
                 continue
             r = records[i]
-            grouped[i] = GroupedRow(
+            grouped[i] = (
                 group,
                 row_values,
                 adds[j],
-                None,
                 stamps[i],
                 r.partition,
                 r.offset,
-                0,
                 r.key,
                 ranks[i],
             )
@@ -194,7 +221,7 @@ class ColumnarGrouping:
             bad.setdefault(rows[j], why)
         if not bad:
             return list(grouped.values()), []
-        out: list[GroupedRow | TableChange] = []
+        out: list[_Entry | GroupedRow] = []
         errors: list[ProcessingError] = []
         group_record = self.pipeline.group_record
         for i in sorted(grouped.keys() | bad.keys()):
@@ -202,7 +229,9 @@ class ColumnarGrouping:
             if found is not None:
                 out.append(found)
             else:
-                group_record(records[i], ranks[i], out, errors)
+                slow: list[GroupedRow | TableChange] = []
+                group_record(records[i], ranks[i], slow, errors)
+                out.extend(r for r in slow if isinstance(r, GroupedRow))  # a stream's: no changes
         return out, errors
 
     def _groups(self, keys: list[list[Any]], size: int) -> list[bytes | None]:
@@ -222,3 +251,55 @@ class ColumnarGrouping:
 
 def _values(column: Column) -> list[Any]:
     return column if isinstance(column, list) else column.to_pylist()
+
+
+#: A stream record's grouped row before it is one (`GroupedRow`'s fields, a tuple is cheaper):
+#: group, grouping values, arguments, timestamp, partition, offset, source key, rank.
+_Entry = tuple[
+    bytes, tuple[Any, ...], tuple[tuple[Any, ...], ...], int, int, int, bytes | None, int
+]
+_ORDER = operator.itemgetter(7, 4, 5)  # an entry's `GroupedRow.order` (a stream row's seq is 0)
+
+
+def _row(e: _Entry) -> GroupedRow:
+    return GroupedRow(e[0], e[1], e[2], None, e[3], e[4], e[5], 0, e[6], e[7])
+
+
+def _entry(row: GroupedRow) -> _Entry:
+    assert row.add is not None
+    return (
+        row.group,
+        row.keys,
+        row.add,
+        row.timestamp,
+        row.partition,
+        row.offset,
+        row.source_key,
+        row.rank,
+    )
+
+
+def _combined(entries: list[_Entry], pipeline: AggregatePipeline) -> list[GroupedRow | TableChange]:
+    """`AggregatePipeline.combine` of the entries' rows: per group, in batch order, the partial
+    aggregates of its rows, at the place of its last row, with its newest timestamp."""
+    calls = pipeline.compiled.calls
+    adds = [c.udaf.add for c in calls]
+    width = range(len(adds))
+    combined: dict[bytes, list[Any]] = {}  # group -> [its last entry, partials, newest time]
+    for e in sorted(entries, key=_ORDER):
+        found = combined.get(e[0])
+        if found is None:
+            found = combined[e[0]] = [e, [c.udaf.initial() for c in calls], e[3]]
+        else:
+            found[0] = e
+            if e[3] > found[2]:  # noqa: PLR1730 - max() is a call per record
+                found[2] = e[3]
+        partial, add, order = found[1], e[2], (e[7], e[4], e[5], 0)
+        for i in width:
+            partial[i] = adds[i](partial[i], add[i], order)
+    return [
+        GroupedRow(
+            last[0], last[1], None, None, newest, last[4], last[5], 0, last[6], last[7], partial
+        )
+        for last, partial, newest in combined.values()
+    ]

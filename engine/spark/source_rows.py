@@ -67,10 +67,6 @@ def _grouped(payload: str, records: Iterator[InputRecord]) -> Iterator[pa.Record
 
     def batch() -> pa.RecordBatch:
         items, errors = group(chunk, running)
-        if pipeline.combines:  # one row per group of the chunk, not one per record
-            rows = [i for i in items if isinstance(i, GroupedRow)]
-            if pipeline.worth_combining(rows):
-                items = list(pipeline.combine(rows))
         return pa.RecordBatch.from_pydict(
             grouped_rows(pipeline, items, errors, buckets), schema=_ARROW_GROUPED
         )
@@ -105,17 +101,30 @@ _groupings: dict[str, Callable[[list[InputRecord], dict[int, int]], _Grouped]] =
 def _grouping(
     payload: str, pipeline: AggregatePipeline
 ) -> Callable[[list[InputRecord], dict[int, int]], _Grouped]:
-    """An aggregation's stage 1: `ColumnarGrouping.group` where it groups a batch at a time
-    (`columnar_group.grouping_refusal`), else `AggregatePipeline.group`."""
+    """An aggregation's stage 1 over a chunk: each record's grouped row, combined per group where
+    the pipeline combines and that halves the rows (one row per group of the chunk, not one per
+    record, shuffled): `ColumnarGrouping.group_combined` where it groups a batch at a time
+    (`columnar_group.grouping_refusal`), else `AggregatePipeline.group` and `combine`."""
     with _lock:
         found = _groupings.get(payload)
         if found is None:
             if grouping_refusal(pipeline.compiled) is None:
-                found = ColumnarGrouping(pipeline).group
+                found = ColumnarGrouping(pipeline).group_combined
             else:
-                found = pipeline.group
+                found = partial(_group_per_record, pipeline)
             _groupings[payload] = found
         return found
+
+
+def _group_per_record(
+    pipeline: AggregatePipeline, chunk: list[InputRecord], running: dict[int, int]
+) -> _Grouped:
+    items, errors = pipeline.group(chunk, running)
+    if pipeline.combines:
+        rows = [i for i in items if isinstance(i, GroupedRow)]
+        if pipeline.worth_combining(rows):
+            items = list(pipeline.combine(rows))
+    return items, errors
 
 
 def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Iterator[Any]:

@@ -22,7 +22,7 @@ from sqlglot import exp
 from headwater.engine.columnar import kernels
 from headwater.engine.persistent import InputRecord
 from headwater.engine.persistent import columnar_group as group_module
-from headwater.engine.persistent.aggregate_run import AggregatePipeline
+from headwater.engine.persistent.aggregate_run import AggregatePipeline, GroupedRow
 from headwater.engine.persistent.analyzer import describe_query
 from headwater.engine.persistent.columnar_group import ColumnarGrouping, grouping_refusal
 from headwater.engine.persistent.query_run import parse_persistent
@@ -93,6 +93,24 @@ def differ(pipeline: AggregatePipeline, records: list[InputRecord]) -> str | Non
     return None
 
 
+def differ_combined(pipeline: AggregatePipeline, records: list[InputRecord]) -> str | None:
+    """`differ` for `group_combined` against the per-record grouping, then `combine` where the
+    source task combines (`worth_combining`)."""
+    columnar = ColumnarGrouping(pipeline)
+    expected_running: dict[int, int] = {}
+    got_running: dict[int, int] = {}
+    for start in range(0, len(records), 9):
+        chunk = records[start : start + 9]
+        items, errors = pipeline.group(chunk, expected_running)
+        rows = [i for i in items if isinstance(i, GroupedRow)]
+        if pipeline.combines and pipeline.worth_combining(rows):
+            items = list(pipeline.combine(rows))
+        got = columnar.group_combined(chunk, got_running)
+        if repr(got) != repr((items, errors)) or got_running != expected_running:
+            return f"per record {(items, errors)}\nvectorized {got}"
+    return None
+
+
 @pytest.mark.parametrize("source", sorted(SOURCES))
 @settings(
     max_examples=100,
@@ -109,6 +127,50 @@ def test_vectorized_and_per_record_grouping_agree(
     pipeline = _only_pipeline(catalog)
     assert grouping_refusal(pipeline.compiled) is None
     assert differ(pipeline, records) is None
+
+
+@pytest.mark.parametrize("source", ["JSON", "JSON, TIMESTAMP BIGINT"])
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(query=aggregations(), records=input_records(), keys=st.sampled_from([2, 3, 50]))
+def test_vectorized_combining_agrees_with_combining_grouped_rows(
+    source: str, query: str, records: list[InputRecord], keys: int
+) -> None:
+    catalog = _catalog(SOURCES[source], query)
+    assume(catalog is not None)
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    pipeline = AggregatePipeline.for_query(stored, catalog, buffering=True)
+    # fewer distinct groups than records, so that chunks combine
+    records = [
+        InputRecord(b"k%d" % (r.offset % keys), r.value, r.timestamp, r.partition, r.offset)
+        for r in records
+    ]
+    assert differ_combined(pipeline, records) is None
+
+
+def test_combining_columns_with_other_semantics_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    catalog = _catalog(
+        SOURCES["JSON"],
+        "CREATE TABLE out AS SELECT k, COUNT(*) AS n, LATEST_BY_OFFSET(a) AS l FROM src GROUP BY k;",
+    )
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    pipeline = AggregatePipeline.for_query(stored, catalog, buffering=True)
+    assert pipeline.combines
+    records = [
+        InputRecord(b"k", json.dumps({"a": i}).encode(), 100 - i, i % 2, i) for i in range(6)
+    ]
+    assert differ_combined(pipeline, records) is None
+    out, _ = ColumnarGrouping(pipeline).group_combined(records)
+    assert len(out) == 1 and out[0].partial is not None  # six rows, one combined row
+    monkeypatch.setattr(group_module, "_ORDER", lambda e: e[5])  # input order, not batch order
+    assert differ_combined(pipeline, records) is not None
 
 
 # -- the check fails when semantics differ --------------------------------------------------------

@@ -34,6 +34,7 @@ from headwater.engine.spark.aggregation import (
     state_layout,
 )
 from headwater.engine.spark.settings import EngineSettings
+from headwater.engine.spark.source_rows import rows_of
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.codec import catalog_to_dict
 from headwater.metastore.plan import TopicFacts
@@ -294,3 +295,31 @@ def test_a_checkpoint_keeps_20_batches_of_changelogs_not_100() -> None:
     # retention (100 batches) would keep 100 copies of it on disk
     conf = EngineSettings().spark_conf()
     assert conf["spark.sql.streaming.minBatchesToRetain"] == "20"
+
+
+def test_a_source_task_hands_on_its_chunks_rows_combined_per_group() -> None:
+    # what a live aggregation's source task yields (buffering, ksqlDB's default): per state
+    # bucket, the chunk's rows combined per group, as `combine` makes them from the grouped rows
+    source, ctas = QUERIES["stream"]
+    catalog = catalog_of(FACTS, source, ctas)
+    query = catalog.queries["CTAS_N_1"]
+    payload = json.dumps(
+        {
+            "queryId": query.id,
+            "catalog": catalog_to_dict(catalog),
+            "buffering": True,
+            "stateBuckets": 4,
+        }
+    )
+    records = [_record(i, "k", {"ITEM": f"g{i % 3}", "QTY": i}, partition=i % 2) for i in range(30)]
+    records.append(_record(30, "k", {"ITEM": None, "QTY": 1}))  # a NULL group: skipped
+    batches = list(rows_of({"query": payload, "output": "grouped"}, iter(records)))
+    rows = [r for b in batches for r in b.to_pylist()]
+    shipped = [g for r in rows if r["row"] is not None for g in pickle.loads(r["row"])]
+    pipeline = AggregatePipeline.for_query(query, catalog, buffering=True)
+    grouped, errors = pipeline.group(records)
+    expected = pipeline.combine([g for g in grouped if isinstance(g, GroupedRow)])
+    assert len(shipped) == 3
+    assert sorted(map(repr, shipped)) == sorted(map(repr, expected))
+    assert [(r["source_offset"], r["error"]) for r in rows if r["error"]] == [(30, "serialization")]
+    assert [e.offset for e in errors] == [30]
