@@ -247,6 +247,10 @@ class AggregatePipeline:
         self._session = compiled.window is not None and compiled.window.session
         self._value_names = [c.name for c in compiled.value_columns]
         self._sink_partition = PartitionMemo(sink.partitions)
+        # the aggregated row's names (`_update`), made once
+        self._group_names = [group_name(i) for i in range(len(compiled.group_keys))]
+        self._agg_names = [agg_name(i) for i in range(len(compiled.calls))]
+        self._results = [call.udaf.result for call in compiled.calls]
         self._task_partition = PartitionMemo(compiled.source.partitions)
 
     @classmethod
@@ -561,13 +565,9 @@ class AggregatePipeline:
         """The record a group's (or a group window's) new state writes: its row, a tombstone
         when it stops passing HAVING, or None."""
         compiled = self.compiled
-        view: dict[str, Any] = {group_name(i): k for i, k in enumerate(row.keys)}
-        view.update(
-            {
-                agg_name(i): call.udaf.result(a)
-                for i, (call, a) in enumerate(zip(compiled.calls, state.aggregates))
-            }
-        )
+        view: dict[str, Any] = dict(zip(self._group_names, row.keys))
+        for name, result, a in zip(self._agg_names, self._results, state.aggregates, strict=True):
+            view[name] = result(a)
         key = row.group
         if window is not None:
             view["WINDOWSTART"], view["WINDOWEND"] = window
