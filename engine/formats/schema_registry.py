@@ -142,27 +142,39 @@ class HttpSchemaRegistry:
         token: str | None = None,
         ca_file: str | None = None,
     ) -> None:
-        import httpx
-
         self.url = url.rstrip("/")
-        headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+        self._headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
         if token:
-            headers["X-Headwater-Local-Token"] = token
-        self._client = httpx.Client(
-            base_url=self.url,
-            timeout=timeout_s,
-            headers=headers,
-            verify=ca_file if ca_file else True,
-        )
+            self._headers["X-Headwater-Local-Token"] = token
+        self._timeout_s = timeout_s
+        self._verify: str | bool = ca_file if ca_file else True
+        # made on the first request: its TLS context costs ~10 ms, and a query whose formats
+        # never ask the registry (JSON, DELIMITED) builds a client in every Spark worker
+        self._client: Any = None
+        self._client_lock = threading.Lock()
         self._lock = threading.Lock()
         self._by_id: dict[int, RegisteredSchema] = {}
         self._ids: dict[tuple[str, RegisteredSchema], int] = {}
+
+    def _http(self) -> Any:
+        """The HTTP client (an ``httpx.Client``), made once."""
+        import httpx
+
+        with self._client_lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    base_url=self.url,
+                    timeout=self._timeout_s,
+                    headers=self._headers,
+                    verify=self._verify,
+                )
+            return self._client
 
     def _call(self, method: str, path: str, body: object = None) -> object:
         import httpx
 
         try:
-            response = self._client.request(
+            response = self._http().request(
                 method, path, content=None if body is None else json.dumps(body)
             )
         except httpx.HTTPError as exc:
@@ -221,7 +233,10 @@ class HttpSchemaRegistry:
         return int(answer["id"]), found
 
     def close(self) -> None:
-        self._client.close()
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
 
 _current: SchemaRegistry | None = None

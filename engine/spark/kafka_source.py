@@ -175,8 +175,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _Range)
-        # The operators are imported here, in the worker: the streaming source runner (one
-        # process per query source, which only plans offsets) never loads them (~50 MB less each).
+        # The operators are imported here, in the worker: a streaming source runner (one process
+        # per query source, which only plans offsets) started without the fork server never loads
+        # them (~50 MB less each); forked from it, runners and workers share its loaded copy.
         from headwater.engine.spark.source_rows import rows_of
 
         records = _read_range(self.options, self.topic, partition)

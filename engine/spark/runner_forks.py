@@ -59,8 +59,14 @@ DAEMON = "pyspark.daemon"
 #: What the driver's server runs.
 SPARK_MODULES = (SOURCE_RUNNER, DAEMON)
 #: What the server imports besides the modules it runs: what they load first (the source, the
-#: tasks' worker module).
-_PRELOAD = ("headwater.engine.spark.kafka_source", "pyspark.worker")
+#: tasks' worker module, and the operators a source task runs: ~0.4 s for each new Python worker
+#: otherwise, on the path of a query's first micro-batch; a streaming source runner never uses
+#: them, and shares their pages with the server).
+_PRELOAD = (
+    "headwater.engine.spark.kafka_source",
+    "pyspark.worker",
+    "headwater.engine.spark.source_rows",
+)
 _LAUNCH = Path(__file__).with_name("_runner_launch.py")
 #: The answer to a request the server did not fork (a module it does not run, a failed fork): the
 #: client then runs the module itself. Never an exit status (those are 0-255).
@@ -245,10 +251,19 @@ def _name_process(name: str) -> None:
         pass  # not Linux: the name only helps people and benchmarks tell children apart
 
 
+def _warm_pyarrow() -> None:
+    """pyarrow imports pandas on its first conversion of Python values (to tell pandas objects
+    apart): ~0.2 s, done here once rather than in every forked worker's first task."""
+    import pyarrow
+
+    pyarrow.array([0])
+
+
 def serve(socket_path: str, modules: Sequence[str]) -> None:
     """The fork server's loop (see the module docstring); returns when standard input closes."""
     for name in (*modules, *_PRELOAD):
         importlib.import_module(name)
+    _warm_pyarrow()
     gc.collect()
     gc.freeze()
     selector = selectors.DefaultSelector()

@@ -7,7 +7,8 @@ in the Spark worker, as Arrow batches. Pure apart from the per-worker cache of b
 - a join: each side's entries (`joins.entry_rows`).
 
 `kafka_source` imports this module only inside a task, so Spark's streaming source runner (one
-Python process per query source, which only plans offsets) never loads the operators.
+Python process per query source, which only plans offsets) never loads the operators of its own;
+the fork server (`runner_forks`) imports it once, and its forked workers and runners share it.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ _PROBE_CODE = """
 import os, sys, time
 if __name__ == "__main__":
     print(os.getpid(), os.getppid(), os.environ.get("PROBE"), os.getcwd(), sys.argv[1:], flush=True)
+    if os.environ.get("PROBE") == "modules":
+        source_rows = "headwater.engine.spark.source_rows" in sys.modules
+        print(f"source_rows={source_rows} pandas={'pandas' in sys.modules}", file=sys.stderr)
     print("to stderr", file=sys.stderr, flush=True)
     if os.environ.get("PROBE") == "sleep":
         time.sleep(120)
@@ -75,6 +78,24 @@ def test_the_runner_module_is_forked_with_the_callers_streams_environment_and_st
     assert (probe, cwd, done.stderr, done.returncode) == ("hello", str(tmp_path), "to stderr\n", 3)
     assert args == "['an argument', '--flag']\n"
     assert Path(f"/proc/{_pid}/comm").exists() is False  # ended, and reaped by the server
+
+
+def test_a_child_starts_with_the_operators_and_pyarrows_pandas_loaded(
+    forks: RunnerForks, tmp_path: Path
+) -> None:
+    # what a worker's first task would import (~0.4 s each) comes with the fork
+    done = subprocess.run(
+        [forks.python, "-m", _PROBE],
+        env=_env(PROBE="modules"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    loaded = done.stdout.split(" ", 4)[2]
+    assert loaded == "modules"
+    assert "source_rows=True pandas=True" in done.stderr
 
 
 def test_other_commands_run_the_interpreter_unchanged(forks: RunnerForks) -> None:
