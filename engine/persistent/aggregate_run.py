@@ -122,6 +122,11 @@ class TableChange:
         return (TableChange, args)
 
 
+def halves(groups: Sequence[bytes]) -> bool:
+    """Whether rows of these groups, combined per group, would be at most half as many."""
+    return len(set(groups)) * 2 <= len(groups)
+
+
 def rank_records(
     records: Iterable[InputRecord], running: dict[int, int]
 ) -> Iterator[tuple[int, InputRecord]]:
@@ -451,7 +456,7 @@ class AggregatePipeline:
         """Whether `combine` would shuffle at most half as many rows: when most of a chunk's
         groups have one row each (a count over as many keys as records), combining only costs, and
         the rows travel as they are (the aggregate stage applies rows and partials alike)."""
-        return len({row.group for row in rows}) * 2 <= len(rows)
+        return halves([row.group for row in rows])
 
     def combine(self, rows: Sequence[GroupedRow]) -> list[GroupedRow]:
         """One row per group: the partial aggregates of its rows (in batch order), to be merged

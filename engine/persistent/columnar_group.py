@@ -6,7 +6,8 @@ computes the same rows for a whole batch: the records become columns (`source_co
 the GROUP BY expressions and the calls' column arguments run as Arrow kernels where those give the
 per-record values and per record elsewhere (`engine/columnar/kernels.py`), and a group's key is
 the UTF-8 of its column where the sink's key is one KAFKA STRING. What stays per record is making
-the rows themselves.
+the rows themselves: a tuple per record, and a `GroupedRow` per record or, where the chunk is
+combined before the shuffle (`group_combined`, as `AggregatePipeline.combine` defines it), per group.
 
 A record the columns cannot hold or a step raised on, a grouping value that is NULL (the
 per-record path's error names it), and every record of a batch the vectorized steps fail on run
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from headwater.engine.columnar.batch import Column
-from headwater.engine.columnar.kernels import Vector, vectorize
+from headwater.engine.columnar.kernels import vectorize
 from headwater.engine.functions import user_index
 from headwater.engine.functions.types import STRING
 from headwater.engine.persistent.aggregate_plan import CompiledAggregate
@@ -37,6 +38,7 @@ from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
     TableChange,
+    halves,
     rank_records,
 )
 from headwater.engine.persistent.query_run import InputRecord, ProcessingError
@@ -121,12 +123,6 @@ class ColumnarGrouping:
         )
         self.fallbacks = 0  # batches the vectorized steps failed on, grouped per record instead
 
-    @property
-    def vectors(self) -> tuple[Vector, ...]:
-        """WHERE's (if any), the grouping expressions' and the arguments' vectors (for EXPLAIN)."""
-        where = () if self._where is None else (self._where,)
-        return (*where, *self._keys, *(v for call in self._args for v in call))
-
     def group(
         self, records: Sequence[InputRecord], running: dict[int, int] | None = None
     ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
@@ -163,7 +159,7 @@ class ColumnarGrouping:
                 list(pipeline.combine(rows)) if pipeline.worth_combining(rows) else items
             ), errors
         flat = [_entry(e) if isinstance(e, GroupedRow) else e for e in entries]
-        if len({e[0] for e in flat}) * 2 > len(flat):  # `worth_combining`
+        if not halves([e[0] for e in flat]):  # `AggregatePipeline.worth_combining`
             return [_row(e) for e in flat], errors
         return _combined(flat, pipeline), errors
 
