@@ -308,17 +308,7 @@ class AggregatePipeline:
             row = self._group_one(record, rank)
             self._drain(errors, record)
         except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-            self._drain(errors, record)  # what its functions raised before it failed
-            errors.append(
-                skipped(
-                    self.query_id,
-                    exc,
-                    "processing",
-                    self.compiled.source.topic,
-                    record.partition,
-                    record.offset,
-                )
-            )
+            self._skip(errors, exc, record)
             if self.table_source and record.key is not None:
                 # the row can no longer be read: for the table, the key's row is gone
                 out.append(
@@ -451,6 +441,14 @@ class AggregatePipeline:
             )
         )
 
+    def combined(self, items: list[GroupedRow | TableChange]) -> list[GroupedRow | TableChange]:
+        """A chunk's grouped rows as a source task hands them on: combined per group (`combine`)
+        where the pipeline combines and that halves them (`worth_combining`), else as they are."""
+        if not self.combines:
+            return items
+        rows = [i for i in items if isinstance(i, GroupedRow)]
+        return list(self.combine(rows)) if self.worth_combining(rows) else items
+
     @staticmethod
     def worth_combining(rows: Sequence[GroupedRow]) -> bool:
         """Whether `combine` would shuffle at most half as many rows: when most of a chunk's
@@ -517,21 +515,28 @@ class AggregatePipeline:
                 record = self._update(state, row)
                 self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                self._drain(errors, row)  # what its functions raised before it failed
-                errors.append(
-                    skipped(
-                        self.query_id,
-                        exc,
-                        "processing",
-                        self.compiled.source.topic,
-                        row.partition,
-                        row.offset,
-                    )
-                )
+                self._skip(errors, exc, row)
                 continue
             if record is not None:
                 out.append(record)
         return state, out, errors
+
+    def _skip(
+        self, errors: list[ProcessingError], exc: Exception, at: GroupedRow | InputRecord
+    ) -> None:
+        """A record the stage skips: what its Python functions raised before it failed, then
+        its own error (`skipped`)."""
+        self._drain(errors, at)
+        errors.append(
+            skipped(
+                self.query_id,
+                exc,
+                "processing",
+                self.compiled.source.topic,
+                at.partition,
+                at.offset,
+            )
+        )
 
     def _drain(self, errors: list[ProcessingError], at: GroupedRow | InputRecord) -> None:
         """The processing-log entries of the Python functions that raised on one record."""
@@ -655,17 +660,7 @@ class AggregatePipeline:
                     produced.extend(self._time_windows_row(task, row, pending))
                 self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                self._drain(errors, row)  # what its functions raised before it failed
-                errors.append(
-                    skipped(
-                        self.query_id,
-                        exc,
-                        "processing",
-                        self.compiled.source.topic,
-                        row.partition,
-                        row.offset,
-                    )
-                )
+                self._skip(errors, exc, row)
             produced.extend(self._close(task, row))
             # one input record's outputs, numbered in the order they were made
             out.extend(
@@ -690,17 +685,7 @@ class AggregatePipeline:
                 record = self._update(state, row, bounds, seq=seq)
                 self._drain(errors, row)
             except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                self._drain(errors, row)
-                errors.append(
-                    skipped(
-                        self.query_id,
-                        exc,
-                        "processing",
-                        self.compiled.source.topic,
-                        row.partition,
-                        row.offset,
-                    )
-                )
+                self._skip(errors, exc, row)
                 continue
             if record is not None:
                 made[id(row)] = seq + 1

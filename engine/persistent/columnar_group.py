@@ -128,6 +128,33 @@ class ColumnarGrouping:
     ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
         """What `AggregatePipeline.group` gives ``records``: their grouped rows and the records
         skipped, in input order."""
+        items, errors = self._grouped(records, running)
+        return [_row(e) if isinstance(e, tuple) else e for e in items], errors
+
+    def group_combined(
+        self, records: Sequence[InputRecord], running: dict[int, int] | None = None
+    ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
+        """`group`, then `AggregatePipeline.combined` (combined per group where the pipeline
+        combines and that halves the rows), without making a row per record first."""
+        pipeline = self.pipeline
+        if not pipeline.combines:
+            return self.group(records, running)
+        items, errors = self._grouped(records, running)
+        flat: list[_Entry] = []
+        for e in items:  # a stream's rows: no table changes
+            if isinstance(e, GroupedRow):
+                flat.append(_entry(e))
+            elif isinstance(e, tuple):
+                flat.append(e)
+        if not halves([e[0] for e in flat]):  # `AggregatePipeline.worth_combining`
+            return [_row(e) for e in flat], errors
+        return _combined(flat, pipeline), errors
+
+    def _grouped(
+        self, records: Sequence[InputRecord], running: dict[int, int] | None
+    ) -> tuple[Sequence[_Entry | GroupedRow | TableChange], list[ProcessingError]]:
+        """`_entries` of the ranked records; where the vectorized steps fail on the batch, the
+        per-record path's rows for all of it."""
         ranks = [rank for rank, _ in rank_records(records, {} if running is None else running)]
         if not records:
             return [], []
@@ -136,32 +163,7 @@ class ColumnarGrouping:
         except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
             self.fallbacks += 1
             return self.pipeline.group_ranked(zip(ranks, records, strict=True))
-        return [e if isinstance(e, GroupedRow) else _row(e) for e in entries], errors
-
-    def group_combined(
-        self, records: Sequence[InputRecord], running: dict[int, int] | None = None
-    ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
-        """`group`, then `AggregatePipeline.combine` where the pipeline combines and that halves
-        the rows (`AggregatePipeline.worth_combining`), without making a row per record first."""
-        pipeline = self.pipeline
-        if not pipeline.combines:
-            return self.group(records, running)
-        ranks = [rank for rank, _ in rank_records(records, {} if running is None else running)]
-        if not records:
-            return [], []
-        try:
-            entries, errors = self._entries(records, ranks)
-        except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
-            self.fallbacks += 1
-            items, errors = pipeline.group_ranked(zip(ranks, records, strict=True))
-            rows = [i for i in items if isinstance(i, GroupedRow)]
-            return (
-                list(pipeline.combine(rows)) if pipeline.worth_combining(rows) else items
-            ), errors
-        flat = [_entry(e) if isinstance(e, GroupedRow) else e for e in entries]
-        if not halves([e[0] for e in flat]):  # `AggregatePipeline.worth_combining`
-            return [_row(e) for e in flat], errors
-        return _combined(flat, pipeline), errors
+        return entries, errors
 
     def _entries(
         self, records: Sequence[InputRecord], ranks: list[int]

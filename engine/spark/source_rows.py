@@ -105,7 +105,7 @@ def _grouping(
     """An aggregation's stage 1 over a chunk: each record's grouped row, combined per group where
     the pipeline combines and that halves the rows (one row per group of the chunk, not one per
     record, shuffled): `ColumnarGrouping.group_combined` where it groups a batch at a time
-    (`columnar_group.grouping_refusal`), else `AggregatePipeline.group` and `combine`."""
+    (`columnar_group.grouping_refusal`), else `AggregatePipeline.group` and `combined`."""
     with _lock:
         found = _groupings.get(payload)
         if found is None:
@@ -121,11 +121,7 @@ def _group_per_record(
     pipeline: AggregatePipeline, chunk: list[InputRecord], running: dict[int, int]
 ) -> _Grouped:
     items, errors = pipeline.group(chunk, running)
-    if pipeline.combines:
-        rows = [i for i in items if isinstance(i, GroupedRow)]
-        if pipeline.worth_combining(rows):
-            items = list(pipeline.combine(rows))
-    return items, errors
+    return pipeline.combined(items), errors
 
 
 def rows_of(options: Mapping[str, str], records: Iterator[InputRecord]) -> Iterator[Any]:

@@ -235,12 +235,25 @@ def test_null_groups_and_bad_records_are_the_per_record_paths() -> None:
     assert differ(pipeline, records) is None
 
 
+#: a TABLE source: its changelog groups record by record
+TABLE_SOURCE = (
+    "CREATE TABLE src (k STRING PRIMARY KEY, a INT, s STRING) WITH (kafka_topic='src', "
+    "partitions=2, value_format='JSON');"
+)
+TABLE_COUNT = "CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;"
+
+
+def _explained(source: str, query: str) -> str:
+    """The last line of EXPLAIN for the aggregation ``query`` over ``source``."""
+    catalog = _catalog(source, query)
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    select, sink = parse_persistent(stored.statement_text)
+    return describe_query(select, catalog, sink).steps[-1]
+
+
 def test_queries_it_does_not_run_say_why() -> None:
-    table = (
-        "CREATE TABLE src (k STRING PRIMARY KEY, a INT, s STRING) WITH (kafka_topic='src', "
-        "partitions=2, value_format='JSON');"
-    )
-    catalog = _catalog(table, "CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
+    catalog = _catalog(TABLE_SOURCE, TABLE_COUNT)
     assert catalog is not None
     assert (
         grouping_refusal(_only_pipeline(catalog).compiled) == "a table's changelog runs row by row"
@@ -254,24 +267,12 @@ def test_explain_says_how_the_aggregation_groups() -> None:
         "CREATE TABLE out AS SELECT s, COUNT(*) AS n, SUM(a * 2) AS t, MAX(ABS(a)) AS m "
         "FROM src WHERE a > 1 GROUP BY s;"
     )
-    catalog = _catalog(SOURCES["JSON"], query)
-    assert catalog is not None
-    (stored,) = catalog.queries.values()
-    select, sink = parse_persistent(stored.statement_text)
-    assert describe_query(select, catalog, sink).steps[-1] == (
+    assert _explained(SOURCES["JSON"], query) == (
         "Execution: grouped in Arrow batches; WHERE vectorized, GROUP BY S vectorized, "
         "SUM((A * 2)) arguments vectorized, MAX(ABS(A)) arguments per record; "
         "aggregates per group"
     )
-    table = (
-        "CREATE TABLE src (k STRING PRIMARY KEY, a INT, s STRING) WITH (kafka_topic='src', "
-        "partitions=2, value_format='JSON');"
-    )
-    catalog = _catalog(table, "CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
-    assert catalog is not None
-    (stored,) = catalog.queries.values()
-    select, sink = parse_persistent(stored.statement_text)
-    assert describe_query(select, catalog, sink).steps[-1] == (
+    assert _explained(TABLE_SOURCE, TABLE_COUNT) == (
         "Execution: grouped record by record (a table's changelog runs row by row); "
         "aggregates per group"
     )

@@ -465,6 +465,15 @@ def test_combining_before_the_shuffle_gives_what_record_by_record_gives() -> Non
         == 2
     )
     assert run(combined, True) == run(one_by_one, False)
+    # what a source task hands on: combined where that halves the rows, else the rows themselves
+    grouped = combined.group(records)[0]
+    assert repr(combined.combined(grouped)) == repr(
+        combined.combine([r for r in grouped if isinstance(r, GroupedRow)])
+    )
+    few = grouped[:2]  # two groups, a row each
+    assert combined.combined(few) is few
+    plain = AggregatePipeline.for_query(query, catalog)  # no buffering: never combined
+    assert plain.combined(grouped) is grouped
     # "a" gets i = 0, 2, 3, 5, 6, 8, 9, 11 over both partitions; the batch order is by time
     assert json.loads(run(combined, True)[0][1] or b"") == {
         "C": 8,
