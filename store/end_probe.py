@@ -122,7 +122,11 @@ class EndProbe:
 
     def _reader(self) -> Reader:
         config = consumer_config(
-            self._kafka, self._purpose, partition_eof=True, fetch_wait_max_ms=_FETCH_WAIT_MS
+            self._kafka,
+            self._purpose,
+            partition_eof=True,
+            fetch_wait_max_ms=_FETCH_WAIT_MS,
+            ends_only=True,
         )
         config["enable.auto.offset.store"] = False  # nothing is ever committed
         return consumer_from_config(config, follows_new_topics=True)

@@ -131,9 +131,8 @@ def test_an_aggregation_skips_each_poison_record_and_counts_every_good_one() -> 
         "CREATE TABLE n AS SELECT id, COUNT(*) AS c, SUM(qty) AS s FROM orders GROUP BY id;",
     )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
-    records = _records()
-    for r in records:  # all under one key: every good record updates the same group
-        object.__setattr__(r, "key", b"bad" if r.key == b"bad" else b"k")
+    # all under one key: every good record updates the same group
+    records = [r._replace(key=b"bad" if r.key == b"bad" else b"k") for r in _records()]
     out, errors = local.process(records)
     assert json.loads(out[-1].value or b"") == {"C": 10, "S": 55}
     _check_errors(errors, records)

@@ -258,9 +258,12 @@ def test_an_aggregate_function_with_literal_arguments_counts_and_undoes(
         "FROM orders GROUP BY id;",
     )
     local = LocalAggregation(AggregatePipeline.for_query(catalog.queries["CTAS_N_1"], catalog))
-    records = _records({"ITEM": "a", "QTY": 1}, {"ITEM": "b", "QTY": 2}, {"ITEM": None, "QTY": 3})
-    for r in records:
-        object.__setattr__(r, "key", b"k")
+    records = [
+        r._replace(key=b"k")
+        for r in _records(
+            {"ITEM": "a", "QTY": 1}, {"ITEM": "b", "QTY": 2}, {"ITEM": None, "QTY": 3}
+        )
+    ]
     out, errors = local.process(records)
     assert errors == []
     assert json.loads(out[-1].value or b"") == {"S": 14, "J": "a+b+-"}

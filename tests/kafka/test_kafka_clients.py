@@ -188,3 +188,41 @@ def test_a_close_that_does_not_return_is_left_behind_after_the_bound() -> None:
         assert time.monotonic() - started < 2.0
     finally:
         released.set()
+
+
+def test_an_ends_only_consumer_fetches_little() -> None:
+    config = consumer_config(SETTINGS, "ends", ends_only=True)
+    assert config["max.partition.fetch.bytes"] == 1
+    assert config["queued.min.messages"] == 1
+    assert "queued.min.messages" not in consumer_config(SETTINGS, "reader")
+
+
+@pytest.mark.kafka
+def test_an_ends_only_consumer_learns_the_end_without_fetching_the_records(
+    memory_broker, topic_name: str
+) -> None:
+    settings = memory_broker.settings()
+    create_topic(admin_client(settings), settings, topic_name, 1)
+    sender = producer(settings, "ends-only")
+    for i in range(50_000):
+        sender.produce(topic_name, value=b"%d" % i)
+        if i % 5_000 == 0:
+            sender.flush(10)  # several record batches
+    assert sender.flush(10) == 0
+
+    def queued(ends_only: bool) -> tuple[int, int]:
+        reader = consumer(settings, "ends-only", fetch_wait_max_ms=10, ends_only=ends_only)
+        try:
+            reader.assign([TopicPartition(topic_name, 0, 0)])
+            assert reader.poll(10) is not None  # the first fetch has answered
+            time.sleep(1.0)  # what it fetches ahead meanwhile
+            taken = 1 + len(reader.consume(100_000, 0.5))
+            _low, high = reader.get_watermark_offsets(TopicPartition(topic_name, 0), cached=True)
+            return taken, high
+        finally:
+            reader.close()
+
+    assert queued(ends_only=False) == (50_000, 50_000)
+    taken, high = queued(ends_only=True)
+    assert high == 50_000
+    assert taken <= 3 * 5_000 + 1  # a batch per fetch, and no more than one fetched ahead
