@@ -42,7 +42,7 @@ from bench._workloads import (
     tx_passing,
     tx_record,
 )
-from bench.aggregates import start_aggregate
+from bench.aggregates import Aggregate, start_aggregate, start_join
 from headwater.kafka.clients import producer
 
 #: (category, what a frame's text contains): tried in order on each frame, innermost first.
@@ -87,13 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="innermost frames to list")
     parser.add_argument(
         "--workload",
-        choices=("filter", "count", "windowed"),
+        choices=("filter", "count", "windowed", "join"),
         default="filter",
-        help="filter + projection (default), or bench.aggregates' COUNT/SUM per key, or its "
-        "windowed COUNT/SUM (TUMBLING 1 minute)",
+        help="filter + projection (default), or bench.aggregates' COUNT/SUM per key, its "
+        "windowed COUNT/SUM (TUMBLING 1 minute) or its stream-table LEFT JOIN",
     )
     parser.add_argument(
-        "--keys", type=int, default=1000, help="distinct keys of count and windowed (default 1000)"
+        "--keys",
+        type=int,
+        default=1000,
+        help="distinct keys of count and windowed, rows of the join's table (default 1000)",
     )
     args = parser.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             writer.produce("tx", value, key)
             writer.flush()
             wait_records(broker, TX_SINK, 1, 180)  # the query runs: Spark has started
+        elif args.workload == "join":
+            joined_source = start_join(broker, server, "prof", args.keys)
         else:
             aggregated = start_aggregate(broker, server, "prof", args.workload == "windowed")
         raw = Path(os.environ.get("HW_PROFILE_RAW") or Path(scratch) / "profile.txt")
@@ -136,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.workload == "filter":
             produce_tx(writer, args.records)
             wait_records(broker, TX_SINK, 1 + tx_passing(args.records), 600)
+        elif args.workload == "join":
+            produce_all(writer, joined_source, Aggregate.records(args.records, args.keys))
+            wait_records(broker, "PROF", 1 + args.records, 1800)
         else:
             produce_all(writer, aggregated.source, aggregated.records(args.records, args.keys))
             aggregated.wait(args.records + 1, 1800)
@@ -151,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "filter": "filter + projection",
         "count": "COUNT/SUM per key",
         "windowed": "windowed COUNT/SUM per key",
+        "join": "stream-table LEFT JOIN",
     }[args.workload]
     if args.workload != "filter":
         what += f" over {args.keys:,} keys"

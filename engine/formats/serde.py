@@ -89,6 +89,9 @@ class _Side:
     #: registers the side's schema in the schema registry now (formats with one), as its first
     #: write would
     register: Callable[[], None] | None = None
+    #: one STRING column in the KAFKA format: a text value is its UTF-8 (`RowSerde.serialize_key`
+    #: takes that path first, a sink key per output record)
+    utf8: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,11 @@ class RowSerde:
             SerdeError: If the tuple has the wrong length or a value does not fit its column.
         """
         side = self._key
+        if side.utf8 and len(key) == 1 and type(key[0]) is str:
+            try:
+                return key[0].encode("utf-8")
+            except UnicodeEncodeError:
+                pass  # the general path says which column
         if not side.names:
             return None
         if len(key) != len(side.names):
@@ -337,7 +345,8 @@ def _side_of(
             )
         return _Side(names, checks, lambda values: None, lambda data: [])
     if fmt == "KAFKA":
-        return _Side(names, checks, *_kafka(columns, part))
+        utf8 = len(columns) == 1 and _type_name(columns[0][1]) == "STRING"
+        return _Side(names, checks, *_kafka(columns, part), utf8=utf8)
     if fmt == "DELIMITED":
         for name, t in columns:
             if not delimited.supports(t):

@@ -40,15 +40,17 @@ from headwater.engine.persistent.join_run import (
 )
 from headwater.engine.persistent.query_run import InputRecord
 from headwater.engine.spark.aggregation import (
+    PackedOutput,
+    Result,
+    Skipped,
     buckets_in,
     column_rows,
     error_detail,
-    error_row,
     grouped_rows,
-    output_row,
-    skipped_row,
+    result_row,
 )
-from headwater.engine.spark.schemas import AGGREGATED_SCHEMA, GROUPED_SCHEMA
+from headwater.engine.spark.packed import PACKED_SCHEMA
+from headwater.engine.spark.schemas import GROUPED_SCHEMA
 from headwater.engine.spark.worker_heap import built
 from headwater.metastore.codec import catalog_from_dict
 
@@ -125,19 +127,44 @@ class JoinProcessor(StatefulProcessor):
         return pickle.loads(found[0]) if found and found[0] else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
+        if isinstance(self.after, AggregatePipeline):
+            return self._grouped(key, rows, self.after)
+        return map(result_row, self.results(key, rows))
+
+    def results(self, key: Any, rows: Iterator[Row]) -> Iterator[Result]:
+        """A call's records for the sink and skipped records (`handleInputRows` as rows; the
+        live query packs them: `aggregation.PackedOutput`)."""
+        assert isinstance(self.after, RecordPipeline)
+        failed, joined = self._joined(key, rows)
+        yield from failed
+        if joined:
+            outputs, errors = self.after.process(joined)
+            yield from outputs
+            yield from map(Skipped.of, errors)
+
+    def _grouped(self, key: Any, rows: Iterator[Row], after: AggregatePipeline) -> Iterator[Row]:
+        """An aggregation over the join: its first stage's rows (`GROUPED_SCHEMA`)."""
+        failed, joined = self._joined(key, rows)
+        for s in failed:
+            yield _grouped_error(s.partition, s.offset, s.kind, s.detail)
+        if joined:
+            items, errors = after.group(joined, {})
+            yield from column_rows(grouped_rows(after, items, errors, buckets_in(self.payload)))
+
+    def _joined(self, key: Any, rows: Iterator[Row]) -> tuple[list[Skipped], list[InputRecord]]:
+        """The call's entering records joined in the task's states (stored back), and the
+        records skipped before it."""
         entering: list[SideRecord] = []
-        grouping = isinstance(self.after, AggregatePipeline)
+        failed: list[Skipped] = []
         for row in rows:
             if row.error is not None:
-                yield (
-                    _grouped_error(row.source_partition, row.source_offset, row.error, row.detail)
-                    if grouping
-                    else error_row(row.source_partition, row.source_offset, row.error, row.detail)
+                failed.append(
+                    Skipped(row.source_partition, row.source_offset, row.error, row.detail)
                 )
             else:
                 entering.extend(pickle.loads(row.row))
         if not entering:
-            return
+            return failed, []
         task_id = int(key[0])
         stored = self.task.get() if self.task.exists() else None
         state: TaskState = pickle.loads(stored[0]) if stored and stored[0] else TaskState()
@@ -153,17 +180,7 @@ class JoinProcessor(StatefulProcessor):
                     packed, (pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL),)
                 )
         self.task.update((pickle.dumps(task.state, protocol=pickle.HIGHEST_PROTOCOL),))
-        if isinstance(self.after, AggregatePipeline):
-            items, failed = self.after.group(joined, {})
-            yield from column_rows(
-                grouped_rows(self.after, items, failed, buckets_in(self.payload))
-            )
-            return
-        outputs, errors = self.after.process(joined)
-        for o in outputs:
-            yield output_row(o)
-        for e in errors:
-            yield skipped_row(e)
+        return failed, joined
 
     def close(self) -> None:
         pass
@@ -181,12 +198,15 @@ def _grouped_error(partition: int, offset: int, kind: str, detail: bytes | None)
 
 
 def join_frame(entries: list[Any], payload: str, aggregate: bool = False) -> Any:
-    """The joined DataFrame of the sources' entry DataFrames: the sink's records
-    (`AGGREGATED_SCHEMA`), or an aggregation's grouped rows (`GROUPED_SCHEMA`)."""
+    """The joined DataFrame of the sources' entry DataFrames: the sink's records (`AGGREGATED_SCHEMA`
+    rows, packed: `aggregation.PackedOutput`), or an aggregation's grouped rows (`GROUPED_SCHEMA`)."""
     frame = entries[0]
     for other in entries[1:]:
         frame = frame.unionByName(other)
-    schema = GROUPED_SCHEMA if aggregate else AGGREGATED_SCHEMA
+    if aggregate:
+        return frame.groupBy("task").transformWithState(
+            JoinProcessor(payload), GROUPED_SCHEMA, "Append", "None"
+        )
     return frame.groupBy("task").transformWithState(
-        JoinProcessor(payload), schema, "Append", "None"
+        PackedOutput(JoinProcessor(payload)), PACKED_SCHEMA, "Append", "None"
     )

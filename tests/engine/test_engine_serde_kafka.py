@@ -192,3 +192,16 @@ def test_round_trip(type_text: str, data: st.DataObject) -> None:
     s = serde(f"K {type_text} KEY", f"V {type_text}")
     assert s.deserialize_key(s.serialize_key((value,))) == (value,)
     assert s.deserialize_value(s.serialize_value({"V": value})) == {"V": value}
+
+
+def test_a_string_key_is_its_utf8_and_refuses_what_utf8_cannot_write() -> None:
+    s = serde("K STRING KEY", "V INT")
+    assert s.serialize_key(("ключ",)) == "ключ".encode()
+    assert s.serialize_key((None,)) is None
+    assert s.deserialize_key("ключ".encode()) == ("ключ",)
+    with pytest.raises(SerdeError, match=re.escape("K: text cannot be written as UTF-8")):
+        s.serialize_key(("\ud800",))
+    with pytest.raises(SerdeError, match=re.escape("K: expected STRING, got integer 1")):
+        s.serialize_key((1,))
+    with pytest.raises(SerdeError, match=re.escape("got a key of 2 value(s)")):
+        s.serialize_key(("a", "b"))

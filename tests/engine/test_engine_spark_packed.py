@@ -65,7 +65,8 @@ def test_an_aggregations_output_leaves_each_operator_call_packed() -> None:
         def init(self, handle: object) -> None:
             self.handle = handle
 
-        def results(self, rows: object) -> object:
+        def results(self, key: object, rows: object) -> object:
+            assert key == ("g",)  # Spark's grouping key of the call, passed on
             for n, row in enumerate(rows):  # type: ignore[call-overload]
                 if row == "bad":
                     yield Skipped(0, n, "kind", b"{}")
