@@ -26,7 +26,7 @@ from headwater.engine.formats.windows import split_windowed_key, window_size_ms,
 from headwater.engine.functions import user_index
 from headwater.engine.functions.registry import FUNCTIONS
 from headwater.engine.functions.types import STRING, EvalFailure
-from headwater.engine.partitioner import partition_for
+from headwater.engine.partitioner import PartitionMemo
 from headwater.engine.persistent.query_plan import CompiledQuery, compile_query
 from headwater.engine.record_headers import header_columns, with_headers
 from headwater.metastore.catalog import Catalog, Query, Source, SourceKind
@@ -117,6 +117,8 @@ class RecordPipeline:
         self._table_functions = compiled.table_functions
         #: a windowed sink (the query reads a windowed stream): each key keeps its record's window
         self._sink_session = sink.windowed == "SESSION" if sink.windowed else None
+        #: the sink partition of a key (keys repeat: Kafka's murmur2 in Python once per key)
+        self._partition_of = PartitionMemo(sink.partitions)
 
     @classmethod
     def for_query(cls, query: Query, catalog: Catalog) -> RecordPipeline:
@@ -266,7 +268,7 @@ class RecordPipeline:
         batch lands where it landed before."""
         if key is None:
             return source_partition % self.sink.partitions
-        return partition_for(key if partition_key is None else partition_key, self.sink.partitions)
+        return self._partition_of(key if partition_key is None else partition_key)
 
 
 class RowReader:
