@@ -193,8 +193,9 @@ def test_a_close_that_does_not_return_is_left_behind_after_the_bound() -> None:
 def test_an_ends_only_consumer_fetches_little() -> None:
     config = consumer_config(SETTINGS, "ends", ends_only=True)
     assert config["max.partition.fetch.bytes"] == 1
-    assert config["queued.min.messages"] == 1
-    assert "queued.min.messages" not in consumer_config(SETTINGS, "reader")
+    assert config["queued.max.messages.kbytes"] == 1
+    assert "queued.max.messages.kbytes" not in consumer_config(SETTINGS, "reader")
+    assert "queued.min.messages" not in config  # it made a new end 800 ms late (next test)
 
 
 @pytest.mark.kafka
@@ -226,3 +227,28 @@ def test_an_ends_only_consumer_learns_the_end_without_fetching_the_records(
     taken, high = queued(ends_only=True)
     assert high == 50_000
     assert taken <= 3 * 5_000 + 1  # a batch per fetch, and no more than one fetched ahead
+
+
+@pytest.mark.kafka
+def test_an_ends_only_consumer_sees_a_new_end_at_once(memory_broker, topic_name: str) -> None:
+    from confluent_kafka import OFFSET_END
+
+    settings = memory_broker.settings()
+    create_topic(admin_client(settings), settings, topic_name, 1)
+    sender = producer(settings, "ends-only")
+    reader = consumer(settings, "ends-only", fetch_wait_max_ms=10, ends_only=True)
+    part = TopicPartition(topic_name, 0)
+    try:
+        reader.assign([TopicPartition(topic_name, 0, OFFSET_END)])
+        late: list[float] = []
+        for i in range(5):
+            sender.produce(topic_name, value=b"x")
+            assert sender.flush(10) == 0
+            sent = time.monotonic()
+            while reader.get_watermark_offsets(part, cached=True)[1] != i + 1:
+                reader.poll(0.01)
+                assert time.monotonic() - sent < 5
+            late.append(time.monotonic() - sent)
+        assert sorted(late)[2] < 0.2  # ~5 ms here; 800 ms with queued.min.messages=1
+    finally:
+        reader.close()
