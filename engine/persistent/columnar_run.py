@@ -22,6 +22,10 @@ queries and records.
 Queries it does not run (`refusal` says why; they run per record): tables (a changelog, row by row),
 table functions, windowed sources, a TIMESTAMP column on the sink (or on the source, unless BIGINT or STRING: those
 are read value by value as the per-record path reads them), header columns, and joins' inputs.
+
+A join's output (a stream's: a table's changelog runs row by row) is the query's source: its
+records' rows are already decoded (`InputRecord.row`, every column of the query's scope), so step 1
+reads those rows into columns (`SourceColumns.rows`) instead of decoding bytes.
 """
 
 from __future__ import annotations
@@ -109,13 +113,13 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
         for call in node.find_all(exp.Anonymous)
     ):
         return "a Python function that is not vectorized"
-    if compiled.scope is None or compiled.join is not None:
-        return "a join"
+    if compiled.scope is None:
+        return "no scope compiled"
     if source.windowed:
         return "a windowed source (each key keeps its record's window)"
     if sink is not None and sink.timestamp_column is not None:
         return "a TIMESTAMP column on the sink"
-    why = columns_refusal(source)
+    why = None if compiled.join is not None else columns_refusal(source)  # rows come decoded
     if why is not None:
         return why
     if sink is not None and [(c.name, c.type) for c in sink.value_columns] != [
@@ -187,6 +191,8 @@ class ColumnarPipeline:
         self._sink_partitions = sink.partitions
         self._value_names = [c.name for c in compiled.value_columns]
         self._value_types = [c.type for c in compiled.value_columns]
+        #: a join's output: records with their rows decoded (`SourceColumns.rows`)
+        self._joined = compiled.join is not None
         self.fallbacks = 0  # batches the vectorized steps failed on, run per record instead
 
     def process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
@@ -236,8 +242,11 @@ class ColumnarPipeline:
         return out, errors
 
     def _process(self, records: Sequence[InputRecord]) -> pa.RecordBatch:
-        special = {i for i, r in enumerate(records) if r.value is None or r.row is not None}
-        batch, bad = self._source.decode(records)
+        joined = self._joined
+        special = {
+            i for i, r in enumerate(records) if r.value is None or (r.row is not None) is not joined
+        }
+        batch, bad = self._source.rows(records) if joined else self._source.decode(records)
         for i in special:
             bad.setdefault(i, "per record")
         execution = self.execution

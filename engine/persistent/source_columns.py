@@ -98,6 +98,20 @@ class SourceColumns:
         columns["ROWOFFSET"] = pa.array([r.offset for r in records], pa.int64())
         return Batch(size, columns), bad
 
+    def rows(self, records: Sequence[InputRecord]) -> tuple[Batch, dict[int, str]]:
+        """Records whose rows are decoded already (a join's output: `InputRecord.row` holds every
+        column of the scope, ROWTIME, ROWPARTITION and ROWOFFSET included, as `RowReader.view`
+        reads it) as columns, and the records to run per record (index -> why): those without a
+        row, or with a value a column cannot hold."""
+        bad = {i: "no row" for i, r in enumerate(records) if r.row is None}
+        empty: dict[str, Any] = {}
+        rows = [empty if r.row is None else r.row for r in records]
+        columns = {
+            name: self._column([row.get(name) for row in rows], name, bad)
+            for name in self._resolved
+        }
+        return Batch(len(records), columns), bad
+
     def _times(
         self, records: Sequence[InputRecord], columns: dict[str, Column], bad: dict[int, str]
     ) -> list[int]:

@@ -574,6 +574,16 @@ def results_batch(results: Sequence[Result]) -> pa.RecordBatch:
     )
 
 
+def ranked(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch of `columnar_run.OUTPUT_ARROW` (a stateless pipeline's records) as one of
+    `AGGREGATED_ARROW`: each record the first of its input (``source_seq`` 0), unranked."""
+    n = batch.num_rows
+    columns = [batch.column(f.name) for f in AGGREGATED_ARROW if f.name in batch.schema.names]
+    at = AGGREGATED_ARROW.get_field_index("source_seq")
+    columns[at:at] = [pa.nulls(n, pa.int32()).fill_null(0), pa.nulls(n, pa.int64()).fill_null(0)]
+    return pa.RecordBatch.from_arrays(columns, schema=AGGREGATED_ARROW)
+
+
 def _result_values(r: Result) -> tuple[Any, ...]:
     """A result's values in `AGGREGATED_ARROW`'s column order (as `result_row` names them)."""
     if isinstance(r, Skipped):

@@ -30,6 +30,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from headwater.engine.functions.extensions import ensure
 from headwater.engine.persistent import RecordPipeline
 from headwater.engine.persistent.aggregate_run import AggregatePipeline, is_aggregate_statement
+from headwater.engine.persistent.columnar_run import ColumnarPipeline, refusal
 from headwater.engine.persistent.join_run import (
     JoinPipeline,
     JoinTask,
@@ -40,27 +41,40 @@ from headwater.engine.persistent.join_run import (
 )
 from headwater.engine.persistent.query_run import InputRecord
 from headwater.engine.spark.aggregation import (
-    PackedOutput,
     Result,
     Skipped,
     buckets_in,
     column_rows,
     error_detail,
     grouped_rows,
+    ranked,
     result_row,
+    results_batch,
 )
-from headwater.engine.spark.packed import PACKED_SCHEMA
+from headwater.engine.spark.packed import PACKED_SCHEMA, pack
 from headwater.engine.spark.schemas import GROUPED_SCHEMA
 from headwater.engine.spark.worker_heap import built
 from headwater.metastore.codec import catalog_from_dict
 
 _lock = threading.Lock()
-_pipelines: dict[str, tuple[JoinPipeline, RecordPipeline | AggregatePipeline]] = {}
+_Built = tuple[JoinPipeline, RecordPipeline | AggregatePipeline, ColumnarPipeline | None]
+_pipelines: dict[str, _Built] = {}
 
 
 def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline | AggregatePipeline]:
     """The join stages and the query's own operators of a query payload (the record pipeline, or
     an aggregation's pipeline whose group stage runs here), built once per worker."""
+    join, after, _columnar = _built(payload)
+    return join, after
+
+
+def columnar_of(payload: str) -> ColumnarPipeline | None:
+    """The query's own operators a batch at a time over the joined rows (`columnar_run`), where
+    they run so; None: record by record."""
+    return _built(payload)[2]
+
+
+def _built(payload: str) -> _Built:
     with _lock:
         found = _pipelines.get(payload)
         if found is None:
@@ -75,7 +89,12 @@ def pipelines_of(payload: str) -> tuple[JoinPipeline, RecordPipeline | Aggregate
                 after = RecordPipeline.for_query(query, catalog)
             if after.compiled.join is None:
                 raise ValueError(f"query {query.id} has no join")
-            found = (JoinPipeline(query.id, after.compiled.join, catalog.types), after)
+            columnar = (
+                ColumnarPipeline(after)
+                if isinstance(after, RecordPipeline) and refusal(after.compiled, after.sink) is None
+                else None
+            )
+            found = (JoinPipeline(query.id, after.compiled.join, catalog.types), after, columnar)
             _pipelines[payload] = found
             built()
         return found
@@ -112,10 +131,15 @@ def entry_rows(payload: str, leaf: int, records: list[InputRecord]) -> dict[str,
 
 class JoinProcessor(StatefulProcessor):
     """Per join task: the join's states; emits the sink's records of the joined rows, or for an
-    aggregation over the join, the grouped rows of its first stage (`GROUPED_SCHEMA`)."""
+    aggregation over the join, the grouped rows of its first stage (`GROUPED_SCHEMA`).
 
-    def __init__(self, payload: str) -> None:
+    ``packed``: the sink's records leave each call packed (`engine/spark/packed.py`, rows of
+    `AGGREGATED_ARROW`), one row per call instead of a Spark row per record, as an aggregation's
+    (`aggregation.PackedOutput`); unpacked, they are rows of `AGGREGATED_SCHEMA` (the QTT replay)."""
+
+    def __init__(self, payload: str, packed: bool = False) -> None:
         self.payload = payload
+        self.packed = packed
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.join, self.after = pipelines_of(self.payload)
@@ -129,18 +153,39 @@ class JoinProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         if isinstance(self.after, AggregatePipeline):
             return self._grouped(key, rows, self.after)
+        if self.packed:
+            return self._packed(key, rows)
         return map(result_row, self.results(key, rows))
 
     def results(self, key: Any, rows: Iterator[Row]) -> Iterator[Result]:
-        """A call's records for the sink and skipped records (`handleInputRows` as rows; the
-        live query packs them: `aggregation.PackedOutput`)."""
+        """A call's records for the sink and skipped records."""
         assert isinstance(self.after, RecordPipeline)
         failed, joined = self._joined(key, rows)
         yield from failed
         if joined:
-            outputs, errors = self.after.process(joined)
+            columnar = columnar_of(self.payload)
+            if columnar is not None:
+                outputs, errors = columnar.process_records(joined)
+            else:
+                outputs, errors = self.after.process(joined)
             yield from outputs
             yield from map(Skipped.of, errors)
+
+    def _packed(self, key: Any, rows: Iterator[Row]) -> Iterator[Row]:
+        """`results` as packed rows, computed as columns where the query runs so."""
+        assert isinstance(self.after, RecordPipeline)
+        failed, joined = self._joined(key, rows)
+        parts = [results_batch(failed)] if failed else []
+        if joined:
+            columnar = columnar_of(self.payload)
+            if columnar is not None:
+                parts.append(ranked(columnar.process(joined)))
+            else:
+                outputs, errors = self.after.process(joined)
+                parts.append(results_batch([*outputs, *map(Skipped.of, errors)]))
+        for part in parts:
+            for blob in pack(part).column(0).to_pylist():
+                yield Row(records=blob)
 
     def _grouped(self, key: Any, rows: Iterator[Row], after: AggregatePipeline) -> Iterator[Row]:
         """An aggregation over the join: its first stage's rows (`GROUPED_SCHEMA`)."""
@@ -199,7 +244,7 @@ def _grouped_error(partition: int, offset: int, kind: str, detail: bytes | None)
 
 def join_frame(entries: list[Any], payload: str, aggregate: bool = False) -> Any:
     """The joined DataFrame of the sources' entry DataFrames: the sink's records (`AGGREGATED_SCHEMA`
-    rows, packed: `aggregation.PackedOutput`), or an aggregation's grouped rows (`GROUPED_SCHEMA`)."""
+    rows, packed: `JoinProcessor`'s ``packed``), or an aggregation's grouped rows (`GROUPED_SCHEMA`)."""
     frame = entries[0]
     for other in entries[1:]:
         frame = frame.unionByName(other)
@@ -208,5 +253,5 @@ def join_frame(entries: list[Any], payload: str, aggregate: bool = False) -> Any
             JoinProcessor(payload), GROUPED_SCHEMA, "Append", "None"
         )
     return frame.groupBy("task").transformWithState(
-        PackedOutput(JoinProcessor(payload)), PACKED_SCHEMA, "Append", "None"
+        JoinProcessor(payload, packed=True), PACKED_SCHEMA, "Append", "None"
     )

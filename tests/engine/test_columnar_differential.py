@@ -26,6 +26,7 @@ from headwater.engine.columnar import json_columns, kernels
 from headwater.engine.persistent import QUERY_ANALYZER, InputRecord, RecordPipeline
 from headwater.engine.persistent.analyzer import describe_query
 from headwater.engine.persistent.columnar_run import ColumnarPipeline, output_batch, refusal
+from headwater.engine.persistent.join_run import JoinPipeline, JoinTask, KeyState, TaskState
 from headwater.metastore.catalog import Catalog
 from headwater.metastore.plan import TopicFacts, plan
 from headwater.metastore.records import CommandRecord, encode
@@ -327,6 +328,82 @@ def test_vectorized_and_per_record_paths_agree(
     pipeline = RecordPipeline.for_query(catalog.queries["CSAS_OUT_1"], catalog)
     assert refusal(pipeline.compiled, pipeline.sink) is None
     assert differ(pipeline, records) is None
+
+
+# -- a join's output: rows already decoded --------------------------------------------------------
+
+JOIN_TABLE = (
+    "CREATE TABLE tab (tk STRING PRIMARY KEY, n STRING, v INT) WITH (kafka_topic='tab', "
+    "partitions=2, value_format='JSON');"
+)
+
+
+@st.composite
+def join_queries(draw: st.DrawFn) -> str:
+    """`queries` over the stream joined to a table, some of the table's columns selected."""
+    select, _, rest = draw(queries()).partition(" FROM src")
+    extra = draw(st.sampled_from(["", ", n", ", v + a AS vv", ", UCASE(n) AS un, v"]))
+    return f"{select}{extra} FROM src LEFT JOIN tab ON src.k = tab.tk{rest}"
+
+
+def joined(pipeline: RecordPipeline, table: list[InputRecord], stream: list[InputRecord]) -> list:
+    """The join's output records (rows decoded) of ``table`` then ``stream``, in one task."""
+    assert pipeline.compiled.join is not None
+    join = JoinPipeline("q", pipeline.compiled.join, {})
+    keys: dict[Any, KeyState] = {}
+    task = JoinTask(TaskState(), keys.get)
+    out: list[InputRecord] = []
+    for leaf, records in ((1, table), (0, stream)):
+        entering, _errors = join.enter(leaf, records)
+        out.extend(join.join(task, entering, 0, len(out)))
+        for ident, state in task.changed.items():
+            if state is not None:
+                keys[ident] = state
+    return out
+
+
+_TABLE_ROWS = [
+    InputRecord(key, json.dumps(value).encode(), 5, 0, i)
+    for i, (key, value) in enumerate(
+        [
+            (b"k1", {"N": "straße", "V": 2}),
+            (b"7", {"N": None, "V": 2147483647}),
+            ("ß".encode(), {"N": "x", "V": -1}),
+            (b"12", {"N": "ab", "V": None}),
+        ]
+    )
+]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(query=join_queries(), records=input_records())
+def test_a_joins_output_agrees_on_both_paths(query: str, records: list[InputRecord]) -> None:
+    catalog = _catalog(SOURCES["JSON"], JOIN_TABLE, query)
+    assume(catalog is not None)
+    assert catalog is not None
+    pipeline = RecordPipeline.for_query(next(iter(catalog.queries.values())), catalog)
+    assert refusal(pipeline.compiled, pipeline.sink) is None
+    assert differ(pipeline, joined(pipeline, _TABLE_ROWS, records)) is None
+
+
+def test_a_join_kernel_with_other_semantics_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog = _catalog(
+        SOURCES["JSON"],
+        JOIN_TABLE,
+        "CREATE STREAM out AS SELECT k, a, n FROM src LEFT JOIN tab ON src.k = tab.tk WHERE a > 5;",
+    )
+    assert catalog is not None
+    pipeline = RecordPipeline.for_query(next(iter(catalog.queries.values())), catalog)
+    stream = [r._replace(key=b"k1") for r in _records({"a": 5}, {"a": 6}, {"a": None})]
+    out = joined(pipeline, _TABLE_ROWS, stream)
+    assert [r.row["TAB_N"] for r in out if r.row is not None] == ["straße"] * 3  # joined
+    assert differ(pipeline, out) is None
+    monkeypatch.setitem(kernels._COMPARE, exp.GT, pc.greater_equal)
+    assert differ(pipeline, out) is not None
 
 
 # -- the check fails when semantics differ --------------------------------------------------------

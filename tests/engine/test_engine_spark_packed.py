@@ -4,6 +4,8 @@ whatever the records' size."""
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 
 from headwater.engine.persistent.columnar_run import OUTPUT_ARROW
@@ -106,3 +108,22 @@ def test_results_as_columns_are_the_rows_an_unpacked_operator_yields() -> None:
         OutputRecord(None, None, 11, 0, 1, 8, 2, 4),  # a tombstone without a key
     ]
     assert results_batch(results).to_pylist() == [result_row(r).asDict() for r in results]
+
+
+def test_a_stateless_batch_ranked_is_the_rows_its_results_give() -> None:
+    from headwater.engine.persistent.columnar_run import output_batch
+    from headwater.engine.persistent.query_run import OutputRecord, ProcessingError
+    from headwater.engine.spark.aggregation import Skipped, ranked, results_batch
+
+    outputs = [OutputRecord(b"k", b"v", 5, 1, 0, 7), OutputRecord(None, None, 6, 0, 1, 8)]
+    errors = [ProcessingError("q", "processing", "bad", "topic", 1, 9)]
+    batch = ranked(output_batch(outputs, errors))
+    expected = results_batch([*outputs, *map(Skipped.of, errors)])
+    assert batch.schema == expected.schema
+    got = batch.to_pylist()
+    for row in got:  # the detail's JSON is written by each its own way
+        row["value"] = json.loads(row["value"]) if row["error"] else row["value"]
+    want = expected.to_pylist()
+    for row in want:
+        row["value"] = json.loads(row["value"]) if row["error"] else row["value"]
+    assert got == want
