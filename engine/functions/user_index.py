@@ -131,9 +131,14 @@ class FunctionNames:
 # -- failures --------------------------------------------------------------------------------------
 
 _failures = threading.local()
+#: whether any user function ever raised in this process: until then the checks below, made for
+#: every record, need not look in the thread's list (a missing thread-local attribute costs ~0.5 us)
+_any_failed = False
 
 
 def _record_failure(name: str, args: Sequence[SqlType], error: BaseException) -> None:
+    global _any_failed
+    _any_failed = True
     found: list[str] | None = getattr(_failures, "list", None)
     if found is None:
         found = _failures.list = []
@@ -144,11 +149,13 @@ def _record_failure(name: str, args: Sequence[SqlType], error: BaseException) ->
 
 def failures_pending() -> bool:
     """Whether a user function this thread called raised since the last `take_failures`."""
-    return bool(getattr(_failures, "list", None))
+    return _any_failed and bool(getattr(_failures, "list", None))
 
 
 def take_failures() -> list[str]:
     """What the user functions this thread called raised since the last take (and forget it)."""
+    if not _any_failed:
+        return []
     found: list[str] | None = getattr(_failures, "list", None)
     if not found:
         return []
