@@ -67,6 +67,26 @@ def test_nothing_new_holds_the_answer_until_records_arrive(tmp_path: Path) -> No
     assert 0.1 < time.monotonic() - began < IDLE_WAIT_S * 0.9
 
 
+def test_ends_replaced_just_after_the_source_read_them_are_not_missed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ends.json"
+    _write(path, 5, 3)
+    start = {"0": 5, "1": 3}
+    reader = _answered_once(path, start)
+    read_ends = reader._ends
+
+    def read_then_replaced(start: dict[str, int]) -> dict[str, int]:
+        ends = read_ends(start)
+        _write(path, 5, 7)  # the end watcher replaces the file right after the source read it
+        return ends
+
+    monkeypatch.setattr(reader, "_ends", read_then_replaced)
+    began = time.monotonic()
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"0": 5, "1": 7}
+    assert time.monotonic() - began < IDLE_WAIT_S * 0.5  # not the whole idle wait
+
+
 def test_a_source_of_a_join_does_not_hold_its_answer(tmp_path: Path) -> None:
     path = tmp_path / "ends.json"
     _write(path, 1, 1)
