@@ -137,7 +137,6 @@ def consumer_config(
     read_committed: bool = False,
     partition_eof: bool = False,
     fetch_wait_max_ms: int | None = None,
-    ends_only: bool = False,
 ) -> dict[str, Any]:
     """librdkafka configuration of a Consumer (pure); see ``consumer``."""
     config = _common(settings, purpose)
@@ -159,26 +158,7 @@ def consumer_config(
     if fetch_wait_max_ms is not None:
         config["fetch.wait.max.ms"] = fetch_wait_max_ms
     config.setdefault("auto.offset.reset", "earliest")
-    if ends_only:
-        config.update(ENDS_ONLY)
     return config
-
-
-#: A consumer that reads only to learn where partitions end (the high watermark each fetch
-#: response carries): a fetch brings one record batch per partition (Kafka returns the first
-#: whatever the limit) and little is queued ahead. With librdkafka's defaults such a reader
-#: fetched every record of a busy topic only to skip it: an end watcher following a query's
-#: 300,000-record source used 0.28 s of CPU with them, 0.12 s with these (and the broker served
-#: the topic once more). Not ``queued.min.messages=1``: with it a new end was seen 800 ms late
-#: instead of 5 ms (tests/kafka/test_kafka_clients.py measures it).
-ENDS_ONLY: Mapping[str, Any] = MappingProxyType(
-    {
-        "message.max.bytes": 1000,  # librdkafka's least; fetch.max.bytes may not be below it
-        "fetch.max.bytes": 1000,
-        "max.partition.fetch.bytes": 1,
-        "queued.max.messages.kbytes": 1,
-    }
-)
 
 
 def admin_client(settings: KafkaSettings, purpose: str = "admin") -> AdminClient:
@@ -205,7 +185,6 @@ def consumer(
     read_committed: bool = False,
     partition_eof: bool = False,
     fetch_wait_max_ms: int | None = None,
-    ends_only: bool = False,
 ) -> Reader:
     """A Consumer meant for explicit partition assignment (``assign``): a ``readers.Reader``, so
     that no topic it reads is deleted while it fetches it (``delete_topics``).
@@ -219,7 +198,6 @@ def consumer(
         partition_eof: deliver a PARTITION_EOF event when the consumer reaches the partition's end.
         fetch_wait_max_ms: how long the broker may hold a fetch that has no data (librdkafka's
             default is 500 ms, which is also how long reaching end of partition takes).
-        ends_only: it reads only to learn the partitions' ends (`ENDS_ONLY`).
 
     Returns:
         A consumer that commits nothing on its own (``enable.auto.commit=false`` unless the
@@ -233,7 +211,6 @@ def consumer(
             read_committed=read_committed,
             partition_eof=partition_eof,
             fetch_wait_max_ms=fetch_wait_max_ms,
-            ends_only=ends_only,
         )
     )
 

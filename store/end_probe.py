@@ -122,11 +122,7 @@ class EndProbe:
 
     def _reader(self) -> Reader:
         config = consumer_config(
-            self._kafka,
-            self._purpose,
-            partition_eof=True,
-            fetch_wait_max_ms=_FETCH_WAIT_MS,
-            ends_only=True,
+            self._kafka, self._purpose, partition_eof=True, fetch_wait_max_ms=_FETCH_WAIT_MS
         )
         config["enable.auto.offset.store"] = False  # nothing is ever committed
         return consumer_from_config(config, follows_new_topics=True)

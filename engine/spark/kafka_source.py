@@ -312,10 +312,7 @@ class _EndProbe:
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self._consumer: Consumer = consumer(
-            settings_of(options),
-            "query-end-probe",
-            fetch_wait_max_ms=_PROBE_FETCH_WAIT_MS,
-            ends_only=True,
+            settings_of(options), "query-end-probe", fetch_wait_max_ms=_PROBE_FETCH_WAIT_MS
         )
         self._assigned: set[int] = set()
         self._ends: dict[int, int] = {}

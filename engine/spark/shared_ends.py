@@ -235,10 +235,7 @@ class EndWatch:
                             del self._samples[topic]
                     if wanted:
                         reader = consumer(
-                            self._kafka,
-                            "query-end-watch",
-                            fetch_wait_max_ms=_FETCH_WAIT_MS,
-                            ends_only=True,
+                            self._kafka, "query-end-watch", fetch_wait_max_ms=_FETCH_WAIT_MS
                         )
                         # parked at "the end" as ListOffsets tells it (possibly wrong: only where
                         # it starts reading); the ends come from its fetches
