@@ -40,7 +40,7 @@ import httpx
 from confluent_kafka import TopicPartition
 
 from bench._processes import cpu_seconds, rss_mb
-from bench._server import BenchServer, bench_node
+from bench._server import BenchServer, bench_node, wait_records
 from bench._workloads import produce_all
 from headwater.kafka.broker import EmbeddedBroker
 from headwater.kafka.clients import consumer, producer
@@ -234,24 +234,8 @@ def start_join(broker: EmbeddedBroker, server: BenchServer, name: str, rows: int
         f"LEFT JOIN {users} u ON s.id = u.id;"
     )
     _produce(broker, source, [(b"k1", b'{"ITEM": "w", "AMOUNT": 1}')])
-    _follow_count(broker, name.upper(), 1, 180)  # the query runs
+    wait_records(broker, name.upper(), 1, 180)  # the query runs
     return source
-
-
-def _follow_count(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float) -> float:
-    """Seconds until ``topic`` holds ``want`` records."""
-    started = time.monotonic()
-    reader = consumer(broker.settings(), f"bench-{uuid.uuid4().hex[:6]}", fetch_wait_max_ms=50)
-    reader.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    seen = 0
-    try:
-        while seen < want:
-            if time.monotonic() - started > timeout_s:
-                raise SystemExit(f"{topic}: {seen} of {want} records after {timeout_s:g} s")
-            seen += sum(1 for m in reader.consume(20_000, 0.1) if m.error() is None)
-    finally:
-        reader.close()
-    return time.monotonic() - started
 
 
 def _join_throughput(broker: EmbeddedBroker, server: BenchServer, records: int) -> None:
@@ -261,7 +245,7 @@ def _join_throughput(broker: EmbeddedBroker, server: BenchServer, records: int) 
     cpu_before = cpu_seconds(server.process.pid)
     started = time.monotonic()
     produced = _produce(broker, source, payload)
-    _follow_count(broker, "JOINED", records + 1, 1800)
+    wait_records(broker, "JOINED", records + 1, 1800)
     elapsed = time.monotonic() - started
     cpu = cpu_seconds(server.process.pid) - cpu_before
     print(

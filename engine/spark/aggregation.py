@@ -304,9 +304,9 @@ class AggregateProcessor(StatefulProcessor):
             self.state = handle.getValueState("aggregates", "state binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        return map(result_row, self.results(key, rows))
+        return map(result_row, self.results(rows))
 
-    def results(self, key: Any, rows: Iterator[Row]) -> Iterator[Result]:
+    def results(self, rows: Iterator[Row]) -> Iterator[Result]:
         """A call's records for the sink and skipped records (`handleInputRows` as rows)."""
         out, grouped = _grouped_rows(rows)
         if grouped:
@@ -433,9 +433,9 @@ class WindowedProcessor(StatefulProcessor):
         return pickle.loads(found[0]) if found and found[0] else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        return map(result_row, self.results(key, rows))
+        return map(result_row, self.results(rows))
 
-    def results(self, key: Any, rows: Iterator[Row]) -> Iterator[Result]:
+    def results(self, rows: Iterator[Row]) -> Iterator[Result]:
         """A call's records for the sink and skipped records (`handleInputRows` as rows)."""
         failed, grouped = _grouped_rows(rows)
         yield from failed
@@ -533,12 +533,11 @@ AGGREGATED_ARROW = pa.schema(
 
 class ResultsOperator(Protocol):
     """A stateful operator whose records go to the sink (`AggregateProcessor`,
-    `WindowedProcessor`, a join's `joins.JoinProcessor`): its results per call (``key``: Spark's
-    grouping key of the call), not yet rows."""
+    `WindowedProcessor`): its results per call, not yet rows."""
 
     def init(self, handle: StatefulProcessorHandle) -> None: ...
 
-    def results(self, key: Any, rows: Iterator[Row]) -> Iterator[Result]: ...
+    def results(self, rows: Iterator[Row]) -> Iterator[Result]: ...
 
     def close(self) -> None: ...
 
@@ -556,13 +555,18 @@ class PackedOutput(StatefulProcessor):
         self.inner.init(handle)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        out = list(self.inner.results(key, rows))
+        out = list(self.inner.results(rows))
         if out:
-            for blob in pack(results_batch(out)).column(0).to_pylist():
-                yield Row(records=blob)
+            yield from packed_rows(results_batch(out))
 
     def close(self) -> None:
         self.inner.close()
+
+
+def packed_rows(batch: pa.RecordBatch) -> Iterator[Row]:
+    """``batch`` as an operator's output rows of `PACKED_SCHEMA` (`packed.pack`)."""
+    for blob in pack(batch).column(0).to_pylist():
+        yield Row(records=blob)
 
 
 def results_batch(results: Sequence[Result]) -> pa.RecordBatch:

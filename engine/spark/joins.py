@@ -47,11 +47,12 @@ from headwater.engine.spark.aggregation import (
     column_rows,
     error_detail,
     grouped_rows,
+    packed_rows,
     ranked,
     result_row,
     results_batch,
 )
-from headwater.engine.spark.packed import PACKED_SCHEMA, pack
+from headwater.engine.spark.packed import PACKED_SCHEMA
 from headwater.engine.spark.schemas import GROUPED_SCHEMA
 from headwater.engine.spark.worker_heap import built
 from headwater.metastore.codec import catalog_from_dict
@@ -184,8 +185,7 @@ class JoinProcessor(StatefulProcessor):
                 outputs, errors = self.after.process(joined)
                 parts.append(results_batch([*outputs, *map(Skipped.of, errors)]))
         for part in parts:
-            for blob in pack(part).column(0).to_pylist():
-                yield Row(records=blob)
+            yield from packed_rows(part)
 
     def _grouped(self, key: Any, rows: Iterator[Row], after: AggregatePipeline) -> Iterator[Row]:
         """An aggregation over the join: its first stage's rows (`GROUPED_SCHEMA`)."""
