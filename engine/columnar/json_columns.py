@@ -73,7 +73,8 @@ class JsonObjects:
                     except orjson.JSONDecodeError:
                         parsed = loads(data, exact, fields)
                     else:
-                        if data.count(b"[") + data.count(b"{") > deep:
+                        # nesting deeper than `deep` takes more than `deep` bytes of brackets
+                        if len(data) > deep and data.count(b"[") + data.count(b"{") > deep:
                             parsed = loads(data, exact, fields)
             except Exception as exc:  # noqa: BLE001 - the per-record path reports it
                 parsed = exc

@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
 from headwater.engine.columnar.batch import Column
 from headwater.engine.columnar.kernels import vectorize
 from headwater.engine.functions import user_index
-from headwater.engine.functions.types import STRING
+from headwater.engine.functions.types import BIGINT, INTEGER, STRING, wrap_int
 from headwater.engine.persistent.aggregate_plan import CompiledAggregate
 from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
@@ -48,6 +51,7 @@ from headwater.engine.persistent.source_columns import (
     kafka_string_key,
 )
 from headwater.metastore.catalog import SourceKind
+from headwater.sqlparse_ext.sqltypes import SqlType
 
 
 def grouping_refusal(compiled: CompiledAggregate) -> str | None:
@@ -121,6 +125,7 @@ class ColumnarGrouping:
             and len(compiled.key_columns) == 1
             and compiled.key_columns[0].type == STRING
         )
+        self._counts = _counts(compiled) if pipeline.combines else None
         self.fallbacks = 0  # batches the vectorized steps failed on, grouped per record instead
 
     def group(
@@ -129,20 +134,38 @@ class ColumnarGrouping:
         """What `AggregatePipeline.group` gives ``records``: their grouped rows and the records
         skipped, in input order."""
         items, errors = self._grouped(records, running)
-        return [_row(e) if isinstance(e, tuple) else e for e in items], errors
+        return [e if isinstance(e, GroupedRow | TableChange) else _row(e) for e in items], errors
 
     def group_combined(
         self, records: Sequence[InputRecord], running: dict[int, int] | None = None
     ) -> tuple[list[GroupedRow | TableChange], list[ProcessingError]]:
         """`group`, then `AggregatePipeline.combined` (combined per group where the pipeline
-        combines and that halves the rows), without making a row per record first."""
+        combines and that halves the rows), without making a row per record first; a clean
+        batch of one partition whose calls are all COUNT or integer SUM combines on its columns
+        (`_counted`)."""
         pipeline = self.pipeline
         if not pipeline.combines:
             return self.group(records, running)
-        items, errors = self._grouped(records, running)
+        ranks = self._ranks(records, running)
+        if not records:
+            return [], []
+        try:
+            computed = self._computed(records)
+            if (
+                self._counts is not None
+                and computed.clean
+                and len({r.partition for r in records}) == 1
+                and halves(computed.groups)  # type: ignore[arg-type]  # clean: no None
+            ):
+                return self._counted(computed, records, ranks), []
+            items: Sequence[_Entry | GroupedRow | TableChange]
+            items, errors = self._entries_of(computed, records, ranks)
+        except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
+            self.fallbacks += 1
+            items, errors = pipeline.group_ranked(zip(ranks, records, strict=True))
         flat: list[_Entry] = []
         for e in items:  # a stream's rows: no table changes
-            if isinstance(e, GroupedRow):
+            if isinstance(e, GroupedRow):  # first: a `GroupedRow` is a (named) tuple too
                 flat.append(_entry(e))
             elif isinstance(e, tuple):
                 flat.append(e)
@@ -153,23 +176,33 @@ class ColumnarGrouping:
     def _grouped(
         self, records: Sequence[InputRecord], running: dict[int, int] | None
     ) -> tuple[Sequence[_Entry | GroupedRow | TableChange], list[ProcessingError]]:
-        """`_entries` of the ranked records; where the vectorized steps fail on the batch, the
+        """`_entries_of` the ranked records; where the vectorized steps fail on the batch, the
         per-record path's rows for all of it."""
-        ranks = [rank for rank, _ in rank_records(records, {} if running is None else running)]
+        ranks = self._ranks(records, running)
         if not records:
             return [], []
         try:
-            entries, errors = self._entries(records, ranks)
+            return self._entries_of(self._computed(records), records, ranks)
         except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
             self.fallbacks += 1
             return self.pipeline.group_ranked(zip(ranks, records, strict=True))
-        return entries, errors
 
-    def _entries(
-        self, records: Sequence[InputRecord], ranks: list[int]
-    ) -> tuple[list[_Entry | GroupedRow], list[ProcessingError]]:
-        """Each record's grouped row, in input order: an `_Entry` where the columns computed it,
-        what the per-record path gives elsewhere; and the records skipped."""
+    @staticmethod
+    def _ranks(records: Sequence[InputRecord], running: dict[int, int] | None) -> list[int]:
+        """`rank_records`' ranks; for records of one partition (a source task's), its running
+        maximum of their times computed in one step."""
+        running = {} if running is None else running
+        if not records or len({r.partition for r in records}) != 1:
+            return [rank for rank, _ in rank_records(records, running)]
+        partition = records[0].partition
+        stamps = [r.timestamp for r in records]
+        ranks = list(accumulate(stamps, max, initial=running.get(partition, stamps[0])))[1:]
+        running[partition] = ranks[-1]
+        return ranks
+
+    def _computed(self, records: Sequence[InputRecord]) -> _Computed:
+        """The batch's columns: decoded, kept by WHERE, with each kept row's group, grouping
+        values and call arguments, and the rows that must run per record."""
         batch, bad = self._source.decode(records)
         for i, r in enumerate(records):
             if r.value is None or r.row is not None:
@@ -184,15 +217,21 @@ class ColumnarGrouping:
             rows = list(range(len(records)))
         stage_bad: dict[int, str] = {}
         keys = [_values(v.run(batch, stage_bad)) for v in self._keys]
-        groups = self._groups(keys, len(rows))
+        args = [[v.run(batch, stage_bad) for v in call] for call in self._args]
+        return _Computed(rows, stamps, keys, args, self._groups(keys, len(rows)), bad, stage_bad)
+
+    def _entries_of(
+        self, c: _Computed, records: Sequence[InputRecord], ranks: list[int]
+    ) -> tuple[list[_Entry | GroupedRow], list[ProcessingError]]:
+        """Each record's grouped row, in input order: an `_Entry` where the columns computed it,
+        what the per-record path gives elsewhere; and the records skipped."""
+        rows, stamps, groups, bad, stage_bad = c.rows, c.stamps, c.groups, c.bad, c.stage_bad
         size = len(rows)
         # each row's grouping values and, per call, its arguments: tuples zipped from the columns
-        values = list(zip(*keys, strict=True)) if keys else [()] * size
+        values = list(zip(*c.keys, strict=True)) if c.keys else [()] * size
         calls = [
-            list(zip(*(_values(v.run(batch, stage_bad)) for v in call), strict=True))
-            if call
-            else [()] * size
-            for call in self._args
+            list(zip(*(_values(column) for column in call), strict=True)) if call else [()] * size
+            for call in c.args
         ]
         adds = list(zip(*calls, strict=True)) if calls else [()] * size
         grouped: dict[int, _Entry] = {}
@@ -232,6 +271,69 @@ class ColumnarGrouping:
                 out.extend(r for r in slow if isinstance(r, GroupedRow))  # a stream's: no changes
         return out, errors
 
+    def _counted(
+        self, c: _Computed, records: Sequence[InputRecord], ranks: list[int]
+    ) -> list[GroupedRow | TableChange]:
+        """What `_combined` gives a clean batch of one partition (input order is then batch
+        order) whose calls are all COUNT or integer SUM (`_counts`), computed per group by Arrow:
+        the count of its rows (``COUNT(*)``) or of its non-NULL arguments, the sum of those
+        wrapped as Java wraps it (modular arithmetic: the same in any order), its newest time,
+        and its last row's place; in the order of each group's first row."""
+        assert self._counts is not None
+        size = len(c.rows)
+        if size == 0:
+            return []
+        stamps = c.stamps
+        columns: dict[str, pa.Array] = {
+            "g": pa.array(c.groups, pa.binary()),
+            "p": pa.array(range(size), pa.int64()),
+            "t": pa.array([stamps[i] for i in c.rows], pa.int64()),
+        }
+        aggregations: list[tuple[Any, ...]] = [("p", "min"), ("p", "max"), ("t", "max")]
+        for n, ((kind, _type), call) in enumerate(zip(self._counts, c.args, strict=True)):
+            if kind == "rows":
+                aggregations.append(("p", "count"))
+                continue
+            (column,) = call
+            name = f"a{n}"
+            if kind == "count":
+                columns[name] = _present(column)
+                aggregations.append((name, "count", pc.CountOptions("only_valid")))
+            else:
+                columns[name] = column if isinstance(column, pa.Array) else pa.array(column)
+                aggregations.append((name, "sum", pc.ScalarAggregateOptions(min_count=0)))
+        table = pa.table(columns).group_by("g", use_threads=False).aggregate(aggregations)
+        # pyarrow puts the key column first (older versions: last); the aggregates keep their order
+        first = 1 if table.schema.names[0] == "g" else 0
+        table = table.sort_by([(table.schema.names[first], "ascending")])
+        got = [table.column(first + k).to_pylist() for k in range(len(aggregations))]
+        lasts, newest = got[1], got[2]
+        partials = [
+            [wrap_int(v, t) for v in got[3 + n]] if kind == "sum" else got[3 + n]
+            for n, (kind, t) in enumerate(self._counts)
+        ]
+        out: list[GroupedRow | TableChange] = []
+        groups, keys, rows = c.groups, c.keys, c.rows
+        for g, j in enumerate(lasts):
+            i = rows[j]
+            r = records[i]
+            out.append(
+                GroupedRow(
+                    groups[j],  # clean: no None
+                    tuple(column[j] for column in keys),
+                    None,
+                    None,
+                    newest[g],
+                    r.partition,
+                    r.offset,
+                    0,
+                    r.key,
+                    ranks[i],
+                    [partial[g] for partial in partials],
+                )
+            )
+        return out
+
     def _groups(self, keys: list[list[Any]], size: int) -> list[bytes | None]:
         """Each row's group: its grouping values as the sink's key (None: run it per record)."""
         if self._string_group:
@@ -249,6 +351,55 @@ class ColumnarGrouping:
 
 def _values(column: Column) -> list[Any]:
     return column if isinstance(column, list) else column.to_pylist()
+
+
+def _counts(compiled: CompiledAggregate) -> tuple[tuple[str, SqlType], ...] | None:
+    """Each call's kind where every one is a COUNT (``rows``: ``COUNT(*)``; ``count``: of a
+    column) or a SUM of INTEGER or BIGINT (``sum``), with its type: calls `_counted` combines on
+    columns. None otherwise."""
+    kinds: list[tuple[str, SqlType]] = []
+    for call in compiled.calls:
+        udaf, arity = call.udaf, len(call.arg_nodes)
+        if udaf.name == "COUNT" and arity <= 1:
+            kinds.append(("count" if arity else "rows", udaf.return_type))
+        elif udaf.name == "SUM" and arity == 1 and udaf.return_type in (INTEGER, BIGINT):
+            kinds.append(("sum", udaf.return_type))
+        else:
+            return None
+    return tuple(kinds)
+
+
+def _present(column: Column) -> pa.Array:
+    """A column whose NULLs are the column's (what ``COUNT(column)`` leaves out)."""
+    if isinstance(column, pa.Array):
+        return column
+    return pa.array([None if v is None else True for v in column], pa.bool_())
+
+
+@dataclass(frozen=True, slots=True)
+class _Computed:
+    """A batch through `ColumnarGrouping._computed`: ``rows`` the input index of each row WHERE
+    kept; ``stamps`` each input record's time; per kept row its group (None: run per record),
+    grouping values (one list per GROUP BY expression) and per call its argument columns;
+    ``bad`` input rows and ``stage_bad`` kept rows to run per record, with why."""
+
+    rows: list[int]
+    stamps: list[Any]
+    keys: list[list[Any]]
+    args: list[list[Column]]
+    groups: list[bytes | None]
+    bad: dict[int, str]
+    stage_bad: dict[int, str]
+
+    @property
+    def clean(self) -> bool:
+        """Whether every row computed on the columns: none to run per record."""
+        return (
+            not self.bad
+            and not self.stage_bad
+            and None not in self.groups
+            and not any(None in column for column in self.keys)
+        )
 
 
 #: A stream record's grouped row before it is one (`GroupedRow`'s fields, a tuple is cheaper):

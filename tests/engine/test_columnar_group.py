@@ -31,6 +31,7 @@ from tests.engine.test_columnar_differential import (
     EXPRESSIONS,
     SOURCES,
     _catalog,
+    _object,
     input_records,
 )
 
@@ -150,6 +151,116 @@ def test_vectorized_combining_agrees_with_combining_grouped_rows(
         for r in records
     ]
     assert differ_combined(pipeline, records) is None
+
+
+_COUNTING_CALLS = st.one_of(
+    st.just("COUNT(*)"),
+    st.builds("COUNT({})".format, st.one_of(*EXPRESSIONS.values())),
+    st.builds("SUM({})".format, st.one_of(EXPRESSIONS["ints"], EXPRESSIONS["bigs"])),
+)
+
+
+@st.composite
+def counting_aggregations(draw: st.DrawFn) -> str:
+    """Unwindowed aggregations of COUNT and integer SUM calls only (what `_counted` takes)."""
+    groups = draw(st.lists(_GROUPS, min_size=1, max_size=2, unique=True))
+    calls = draw(st.lists(_COUNTING_CALLS, min_size=1, max_size=3))
+    select = ", ".join(
+        [f"{g} AS g{i}" for i, g in enumerate(groups)]
+        + [f"{c} AS x{i}" for i, c in enumerate(calls)]
+    )
+    text = f"CREATE TABLE out AS SELECT {select} FROM src"
+    if draw(st.integers(0, 3)) == 0:  # mostly without: a random WHERE often keeps no row
+        text += f" WHERE {draw(EXPRESSIONS['booleans'])}"
+    return text + f" GROUP BY {', '.join(groups)};"
+
+
+#: objects whose every field holds its column's type (a batch of them is clean, `_Computed.clean`)
+_CLEAN_VALUES = st.fixed_dictionaries(
+    {
+        "a": st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1), st.integers(-3, 3)),
+        "b": st.one_of(st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**63 - 1, -(2**63)])),
+        "c": st.floats(allow_nan=False, allow_infinity=False),
+        "s": st.sampled_from(["x", "y", "ß", ""]),
+        "f": st.booleans(),
+    }
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(
+    query=counting_aggregations(),
+    values=st.lists(st.one_of(_CLEAN_VALUES, _CLEAN_VALUES, _CLEAN_VALUES, _object()), max_size=30),
+    keys=st.sampled_from([1, 2, 3, 50]),
+    partitions=st.sampled_from([1, 1, 2]),
+)
+def test_counting_on_columns_agrees_with_combining_grouped_rows(
+    query: str, values: list[dict[str, Any]], keys: int, partitions: int
+) -> None:
+    """COUNT and integer SUM combine on the columns (`_counted`) where a chunk is clean and of
+    one partition; its rows must be `combine`'s, Java's wrapping SUM included."""
+    catalog = _catalog(SOURCES["JSON"], query)
+    assume(catalog is not None)
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    pipeline = AggregatePipeline.for_query(stored, catalog, buffering=True)
+    assert ColumnarGrouping(pipeline)._counts is not None
+    records = [
+        InputRecord(
+            b"k%d" % (i % keys), json.dumps(v).encode(), 1000 + (i * 7) % 5, i % partitions, i
+        )
+        for i, v in enumerate(values)
+    ]
+    assert differ_combined(pipeline, records) is None
+
+
+def test_counting_on_columns_runs_and_its_check_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columns' COUNT and SUM are taken for a clean chunk of one partition, wrap BIGINT as
+    Java does, and a sum that does not wrap or a count of NULLs is caught."""
+    catalog = _catalog(
+        SOURCES["JSON"],
+        "CREATE TABLE out AS SELECT k, COUNT(*) AS n, COUNT(a) AS m, SUM(b) AS x, SUM(a) AS y "
+        "FROM src WHERE f GROUP BY k;",
+    )
+    assert catalog is not None
+    (stored,) = catalog.queries.values()
+    pipeline = AggregatePipeline.for_query(stored, catalog, buffering=True)
+    values = [
+        {"a": None if i == 2 else 2**31 - 1 - i, "b": 2**63 - 1, "f": i != 4, "s": "x"}
+        for i in range(8)
+    ]
+    records = [
+        InputRecord(b"k%d" % (i % 2), json.dumps(v).encode(), 50 - i, 0, i)
+        for i, v in enumerate(values)
+    ]
+    columnar = ColumnarGrouping(pipeline)
+    taken: list[int] = []
+    counted = ColumnarGrouping._counted
+
+    def spy(self: ColumnarGrouping, *args: Any) -> Any:
+        taken.append(1)
+        return counted(self, *args)
+
+    monkeypatch.setattr(ColumnarGrouping, "_counted", spy)
+    out, errors = columnar.group_combined(records)
+    assert taken and not errors
+    # k0: rows 0, 2, 6 (row 4 filtered out, row 2's a NULL); k1: rows 1, 3, 5, 7. BIGINT and
+    # INTEGER sums wrap: 3 * (2^63 - 1) is 2^63 - 3, (2^31 - 1) + (2^31 - 7) is -8
+    assert [(r.group, r.offset, r.partial) for r in out] == [
+        (b"k0", 6, [3, 2, 2**63 - 3, -8]),
+        (b"k1", 7, [4, 4, -4, -20]),
+    ]
+    assert differ_combined(pipeline, records) is None
+    with monkeypatch.context() as patched:  # an INTEGER sum left unwrapped
+        patched.setattr(group_module, "wrap_int", lambda v, _t: v)
+        assert differ_combined(pipeline, records) is not None
+    with monkeypatch.context() as patched:  # COUNT(a) counting NULLs too
+        patched.setattr(group_module, "_present", pc.is_valid)
+        assert differ_combined(pipeline, records) is not None
 
 
 def test_combining_columns_with_other_semantics_is_caught(
