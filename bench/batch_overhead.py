@@ -2,7 +2,7 @@
 
 Run ``python -m bench.batch_overhead`` (about 2 minutes). It starts an in-memory embedded broker and
 one ``headwater server`` on it, runs one stateless CSAS (``SELECT id, v + 1 AS w FROM src``, 2
-partitions) and produces records at a steady rate (``--rate``, default 2,500 records/s: far below
+partitions; ``--workload count``: a CTAS, ``SELECT id, COUNT(*) ... GROUP BY id``) and produces records at a steady rate (``--rate``, default 2,500 records/s: far below
 what the query can take, so Spark runs many small micro-batches, as it does for most live
 streams). After ``--warm`` seconds (the JVM's JIT compiles meanwhile) it measures ``--windows``
 windows of ``--seconds`` each and prints, per window:
@@ -54,12 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=float, default=40.0, help="seconds before measuring")
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds of one window")
     parser.add_argument("--windows", type=int, default=2)
+    parser.add_argument(
+        "--workload",
+        choices=["filter", "count"],
+        default="filter",
+        help="the stateless CSAS (default) or a CTAS counting per key (a stateful query)",
+    )
     args = parser.parse_args(argv)
     from pyspark import __version__ as spark_version
 
     print(
         f"python {platform.python_version()}, pyspark {spark_version}, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.2f}; {args.rate:,} records/s",
+        f"load {os.getloadavg()[0]:.2f}; {args.workload}, {args.rate:,} records/s",
         flush=True,
     )
     with bench_node() as (broker, server):
@@ -69,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
                 "CREATE STREAM src (id STRING KEY, v INT) WITH (kafka_topic='src', partitions=2, "
                 "value_format='JSON');"
             ),
-            "CREATE STREAM m_0 AS SELECT id, v + 1 AS w FROM src;",
+            (
+                "CREATE STREAM m_0 AS SELECT id, v + 1 AS w FROM src;"
+                if args.workload == "filter"
+                else "CREATE TABLE m_0 AS SELECT id, COUNT(*) AS n FROM src GROUP BY id;"
+            ),
         ):
             answer = httpx.post(f"{url}/ksql", json={"ksql": sql}, timeout=120)
             if answer.status_code != 200:

@@ -464,7 +464,8 @@ SETTINGS: tuple[Setting, ...] = (
         "headwater.query.max.records.per.batch",
         "max_records_per_batch",
         _int(1),
-        "Admission control: the most records one micro-batch of a query reads.",
+        "Admission control: the most records one micro-batch of a query reads. A query that "
+        "catches up pays Spark's cost per micro-batch once per this many records.",
     ),
     Setting(
         "ksql.schema.registry.url",
@@ -619,7 +620,7 @@ class ServerConfig:
     engine_jvm_options: str = JVM_OPTIONS
     log_format: str = "text"
     trigger_interval_ms: int = 100
-    max_records_per_batch: int = 100_000
+    max_records_per_batch: int = 200_000
     cache_max_bytes_buffering: int = 10_485_760
     auto_offset_reset: str | None = None
     push_v2_enabled: bool = False
