@@ -1,7 +1,8 @@
 """Poison records through a real server (issue 28): records no format can read, produced straight to
-a source topic between good ones, cost one processing-log entry each and nothing else. The CSAS and
-the CTAS on the stream stay RUNNING and write every good record; pull queries (a stream scan, a
-table's key lookup and scan) answer cleanly; a push query streams on past them. Real broker, Spark.
+a source topic between good ones, cost one processing-log entry each and nothing else. The CSAS, the
+CTAS and a stream-table LEFT JOIN on the stream stay RUNNING and write every good record (the join's
+table has a poison row too); pull queries (a stream scan, a table's key lookup and scan) answer
+cleanly; a push query streams on past them. Real broker, Spark.
 
 One server, one story: each server starts Spark with its first query (~20-30 s on 2 cores).
 """
@@ -38,14 +39,19 @@ def _ok(response: httpx.Response) -> list[dict]:
     return response.json()  # type: ignore[no-any-return]
 
 
-def _read(broker: EmbeddedBroker, topic: str, want: int, timeout_s: float = 180.0) -> list[tuple]:
-    """(key, value) of the topic's first ``want`` records (fewer if they do not come in time)."""
+def _read(
+    broker: EmbeddedBroker, topic: str, want: int, timeout_s: float = 180.0, settle_s: float = 2.0
+) -> list[tuple]:
+    """(key, value) of the topic's records: once ``want`` are there (or after ``timeout_s``), with
+    what else arrives in the next ``settle_s`` (so that a test sees records it did not expect)."""
     reader = consumer(broker.settings(), f"check-{uuid.uuid4().hex[:6]}")
     got: list[tuple] = []
     try:
         reader.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + timeout_s
-        while len(got) < want and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            if len(got) >= want:
+                deadline = min(deadline, time.monotonic() + settle_s)
             for message in reader.consume(500, 0.5):
                 if message.error() is None:
                     got.append((message.key(), message.value()))
@@ -73,6 +79,7 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
         f"OUT_{suffix}",
         f"COUNTS_{suffix}",
     )
+    people, joined = f"PEOPLE_{suffix}", f"JOINED_{suffix}"
     service = f"poison_{suffix.lower()}_"
     server = server_factory(
         "-b",
@@ -102,9 +109,30 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
         )
     )
 
-    # the good records, with a poison record after every 200th (and one last)
+    _ok(
+        server.ksql(
+            f"CREATE TABLE {people} (id STRING PRIMARY KEY, name STRING) WITH "
+            f"(kafka_topic='{people}', partitions=1, value_format='JSON');"
+        )
+    )
+    _ok(
+        server.ksql(
+            f"CREATE STREAM {joined} AS SELECT s.id AS id, s.item AS item, p.name AS name "
+            f"FROM {src} s LEFT JOIN {people} p ON s.id = p.id;"
+        )
+    )
+
+    # the join's table first: a row for k1, a poison row for k3
     writer = producer(memory_broker.settings(), "poison-test")
+    writer.produce(people, b'{"NAME": "kim"}', b"k1")
+    writer.produce(people, POISON[1][0], b"k3")
+    assert writer.flush(30) == 0
+    # the good records, with a poison record after every 200th (and one last); the second half
+    # once the join has written the first, so that its table rows are read by then
     for i in range(GOOD):
+        if i == GOOD // 2:
+            assert writer.flush(30) == 0
+            assert len(_read(memory_broker, joined, GOOD // 2, settle_s=0)) == GOOD // 2
         writer.produce(src, json.dumps({"ITEM": f"i{i}", "QTY": 1}).encode(), b"k%d" % (i % KEYS))
         if i % 200 == 199:
             writer.produce(src, POISON[i // 200][0], b"bad")
@@ -114,10 +142,16 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
     assert writer.flush(30) == 0
 
     # the CSAS writes every good record, in order, and nothing for the poison
-    written = _read(memory_broker, out, GOOD + 1, timeout_s=180)
+    written = _read(memory_broker, out, GOOD)
     assert [json.loads(v)["ITEM"] for _k, v in written] == [f"I{i}" for i in range(GOOD)], (
         f"{len(written)} of {GOOD} written; server log:\n{server.log()}"
     )
+    # the join writes every good record once, in order, with the table's name where it has one
+    joined_rows = [json.loads(v) for _k, v in _read(memory_broker, joined, GOOD)]
+    assert [r["ITEM"] for r in joined_rows] == [f"i{i}" for i in range(GOOD)], server.log()
+    for i, r in enumerate(joined_rows):
+        kim = i % KEYS == 1 and (i >= GOOD // 2 or r["NAME"] is not None)
+        assert r["NAME"] == ("kim" if kim else None), (i, r)
     # the CTAS counts every good record: pull queries read its materialized table
     wanted = sorted([f"k{k}", GOOD // KEYS, GOOD // KEYS] for k in range(KEYS))
     deadline = time.monotonic() + 120
@@ -133,16 +167,20 @@ def test_poison_records_are_skipped_and_every_query_goes_on(  # type: ignore[no-
     writers = scanned.json()[0]["header"]["writtenBy"]
     assert [(w["state"], w["lag"] is not None) for w in writers] == [("RUNNING", True)], writers
     queries = _ok(server.ksql("SHOW QUERIES;"))[0]["queries"]
-    assert sorted(q["state"] for q in queries) == ["RUNNING", "RUNNING"], queries
+    assert [q["state"] for q in queries] == ["RUNNING"] * 3, queries
 
-    # each poison record is in the processing log, once per query, saying what was wrong
-    log = _read(memory_broker, f"{service}ksql_processing_log", 2 * len(POISON), timeout_s=60)
+    # each poison record is in the processing log, once per query, saying what was wrong (the
+    # join's table row once: only the join reads it)
+    logged = 3 * len(POISON) + 1
+    log = _read(memory_broker, f"{service}ksql_processing_log", logged, timeout_s=60)
     entries = [json.loads(v)["MESSAGE"] for _k, v in log]
-    assert len(entries) == 2 * len(POISON), entries
+    assert len(entries) == logged, entries
     assert {e["TYPE"] for e in entries} == {"deserialization"}
     for (_value, says), offset in zip(POISON, (200, 401, 602, 803, 1004)):
-        found = [e for e in entries if e["OFFSET"] == offset]
-        assert len(found) == 2 and all(says in e["ERRORMESSAGE"] for e in found), (offset, found)
+        found = [e for e in entries if e["OFFSET"] == offset and e["TOPIC"] == src]
+        assert len(found) == 3 and all(says in e["ERRORMESSAGE"] for e in found), (offset, found)
+    found = [e for e in entries if e["TOPIC"] == people]
+    assert [(e["OFFSET"], POISON[1][1] in e["ERRORMESSAGE"]) for e in found] == [(1, True)], found
     described = _ok(server.ksql(f"DESCRIBE {out} EXTENDED;"))[0]["sourceDescription"]
     assert f"processing-errors: {len(POISON)}" in described["errorStats"]
 
