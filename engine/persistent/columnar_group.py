@@ -8,6 +8,9 @@ per-record values and per record elsewhere (`engine/columnar/kernels.py`), and a
 the UTF-8 of its column where the sink's key is one KAFKA STRING. What stays per record is making
 the rows themselves: a tuple per record, and a `GroupedRow` per record or, where the chunk is
 combined before the shuffle (`group_combined`, as `AggregatePipeline.combine` defines it), per group.
+A clean chunk of one partition whose calls are all COUNT or integer SUM is combined by Arrow
+(`ColumnarGrouping._counted`: counts, sums wrapped as Java wraps them, each group's newest time
+and last row), with no tuple per record.
 
 A record the columns cannot hold or a step raised on, a grouping value that is NULL (the
 per-record path's error names it), and every record of a batch the vectorized steps fail on run
