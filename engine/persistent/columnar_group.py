@@ -103,6 +103,9 @@ def grouping_line(compiled: CompiledAggregate) -> str:
             modes = {vectorize(n, scope).mode for n in call.arg_nodes}
             mode = modes.pop() if len(modes) == 1 else "partly vectorized"
             parts.append(f"{call.text} arguments {mode}")
+    if compiled.window is None and _counts(compiled) is not None:
+        # `AggregatePipeline.combines` also asks for buffering, a server setting EXPLAIN does not see
+        parts.append("counts and sums combined per group by Arrow where updates are buffered")
     return f"Execution: grouped in Arrow batches; {', '.join(parts)}; aggregates per group"
 
 
