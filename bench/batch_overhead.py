@@ -2,9 +2,9 @@
 
 Run ``python -m bench.batch_overhead`` (about 2 minutes). It starts an in-memory embedded broker and
 one ``headwater server`` on it, runs one stateless CSAS (``SELECT id, v + 1 AS w FROM src``, 2
-partitions; ``--workload count``: a CTAS, ``SELECT id, COUNT(*) ... GROUP BY id``) and produces records at a steady rate (``--rate``, default 2,500 records/s: far below
-what the query can take, so Spark runs many small micro-batches, as it does for most live
-streams). After ``--warm`` seconds (the JVM's JIT compiles meanwhile) it measures ``--windows``
+partitions; ``--workload count``: a CTAS, ``SELECT id, COUNT(*) ... GROUP BY id``) and produces
+records at a steady rate (``--rate``, default 2,500 records/s: far below what the query can take,
+so Spark runs many small micro-batches, as it does for most live streams). After ``--warm`` seconds (the JVM's JIT compiles meanwhile) it measures ``--windows``
 windows of ``--seconds`` each and prints, per window:
 
 - micro-batches run (the query's status), records produced;

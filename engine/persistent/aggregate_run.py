@@ -23,6 +23,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 from headwater.engine.errors import EngineError
@@ -123,6 +124,18 @@ def rank_records(
         rank = max(running.get(record.partition, record.timestamp), record.timestamp)
         running[record.partition] = rank
         yield rank, record
+
+
+def batch_ranks(records: Sequence[InputRecord], running: dict[int, int]) -> list[int]:
+    """`rank_records`' ranks as a list; for records of one partition (a source task's chunk),
+    one running maximum of their times, computed in one step."""
+    if not records or len({r.partition for r in records}) != 1:
+        return [rank for rank, _ in rank_records(records, running)]
+    partition = records[0].partition
+    stamps = [r.timestamp for r in records]
+    ranks = list(accumulate(stamps, max, initial=running.get(partition, stamps[0])))[1:]
+    running[partition] = ranks[-1]
+    return ranks
 
 
 @dataclass

@@ -28,7 +28,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -44,8 +43,8 @@ from headwater.engine.persistent.aggregate_run import (
     AggregatePipeline,
     GroupedRow,
     TableChange,
+    batch_ranks,
     halves,
-    rank_records,
 )
 from headwater.engine.persistent.query_run import InputRecord, ProcessingError
 from headwater.engine.persistent.source_columns import (
@@ -152,7 +151,7 @@ class ColumnarGrouping:
         pipeline = self.pipeline
         if not pipeline.combines:
             return self.group(records, running)
-        ranks = self._ranks(records, running)
+        ranks = batch_ranks(records, {} if running is None else running)
         if not records:
             return [], []
         try:
@@ -184,7 +183,7 @@ class ColumnarGrouping:
     ) -> tuple[Sequence[_Entry | GroupedRow | TableChange], list[ProcessingError]]:
         """`_entries_of` the ranked records; where the vectorized steps fail on the batch, the
         per-record path's rows for all of it."""
-        ranks = self._ranks(records, running)
+        ranks = batch_ranks(records, {} if running is None else running)
         if not records:
             return [], []
         try:
@@ -192,19 +191,6 @@ class ColumnarGrouping:
         except Exception:  # noqa: BLE001 - a kernel's surprise: the per-record path decides
             self.fallbacks += 1
             return self.pipeline.group_ranked(zip(ranks, records, strict=True))
-
-    @staticmethod
-    def _ranks(records: Sequence[InputRecord], running: dict[int, int] | None) -> list[int]:
-        """`rank_records`' ranks; for records of one partition (a source task's), its running
-        maximum of their times computed in one step."""
-        running = {} if running is None else running
-        if not records or len({r.partition for r in records}) != 1:
-            return [rank for rank, _ in rank_records(records, running)]
-        partition = records[0].partition
-        stamps = [r.timestamp for r in records]
-        ranks = list(accumulate(stamps, max, initial=running.get(partition, stamps[0])))[1:]
-        running[partition] = ranks[-1]
-        return ranks
 
     def _computed(self, records: Sequence[InputRecord]) -> _Computed:
         """The batch's columns: decoded, kept by WHERE, with each kept row's group, grouping

@@ -22,7 +22,12 @@ from sqlglot import exp
 from headwater.engine.columnar import kernels
 from headwater.engine.persistent import InputRecord
 from headwater.engine.persistent import columnar_group as group_module
-from headwater.engine.persistent.aggregate_run import AggregatePipeline, GroupedRow
+from headwater.engine.persistent.aggregate_run import (
+    AggregatePipeline,
+    GroupedRow,
+    batch_ranks,
+    rank_records,
+)
 from headwater.engine.persistent.analyzer import describe_query
 from headwater.engine.persistent.columnar_group import ColumnarGrouping, grouping_refusal
 from headwater.engine.persistent.query_run import parse_persistent
@@ -56,19 +61,25 @@ _GROUPS = st.one_of(
 
 
 @st.composite
-def aggregations(draw: st.DrawFn) -> str:
+def aggregations(
+    draw: st.DrawFn,
+    call_texts: st.SearchStrategy[str] = _CALLS,
+    windows: bool = True,
+    where_one_in: int = 2,
+) -> str:
+    """Random aggregations of ``call_texts``, TUMBLING half the time when ``windows``, with a
+    WHERE once in ``where_one_in``."""
     groups = draw(st.lists(_GROUPS, min_size=1, max_size=2, unique=True))
-    calls = draw(st.lists(_CALLS, min_size=1, max_size=3))
+    calls = draw(st.lists(call_texts, min_size=1, max_size=3))
     select = ", ".join(
         [f"{g} AS g{i}" for i, g in enumerate(groups)]
         + [f"{c} AS x{i}" for i, c in enumerate(calls)]
     )
     text = f"CREATE TABLE out AS SELECT {select} FROM src"
-    if draw(st.booleans()):
+    if windows and draw(st.booleans()):
         text += " WINDOW TUMBLING (SIZE 1 MINUTE)"
-    where = draw(st.one_of(st.none(), EXPRESSIONS["booleans"]))
-    if where is not None:
-        text += f" WHERE {where}"
+    if draw(st.integers(0, where_one_in - 1)) == 0:
+        text += f" WHERE {draw(EXPRESSIONS['booleans'])}"
     return text + f" GROUP BY {', '.join(groups)};"
 
 
@@ -160,21 +171,6 @@ _COUNTING_CALLS = st.one_of(
 )
 
 
-@st.composite
-def counting_aggregations(draw: st.DrawFn) -> str:
-    """Unwindowed aggregations of COUNT and integer SUM calls only (what `_counted` takes)."""
-    groups = draw(st.lists(_GROUPS, min_size=1, max_size=2, unique=True))
-    calls = draw(st.lists(_COUNTING_CALLS, min_size=1, max_size=3))
-    select = ", ".join(
-        [f"{g} AS g{i}" for i, g in enumerate(groups)]
-        + [f"{c} AS x{i}" for i, c in enumerate(calls)]
-    )
-    text = f"CREATE TABLE out AS SELECT {select} FROM src"
-    if draw(st.integers(0, 3)) == 0:  # mostly without: a random WHERE often keeps no row
-        text += f" WHERE {draw(EXPRESSIONS['booleans'])}"
-    return text + f" GROUP BY {', '.join(groups)};"
-
-
 #: objects whose every field holds its column's type (a batch of them is clean, `_Computed.clean`)
 _CLEAN_VALUES = st.fixed_dictionaries(
     {
@@ -193,7 +189,9 @@ _CLEAN_VALUES = st.fixed_dictionaries(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 @given(
-    query=counting_aggregations(),
+    # unwindowed COUNT and integer SUM calls (what `_counted` takes), mostly without WHERE: a
+    # random WHERE often keeps no row
+    query=aggregations(_COUNTING_CALLS, windows=False, where_one_in=4),
     values=st.lists(st.one_of(_CLEAN_VALUES, _CLEAN_VALUES, _CLEAN_VALUES, _object()), max_size=30),
     keys=st.sampled_from([1, 2, 3, 50]),
     partitions=st.sampled_from([1, 1, 2]),
@@ -327,8 +325,29 @@ def test_ranks_computed_otherwise_are_caught(monkeypatch: pytest.MonkeyPatch) ->
     pipeline = _pipeline("CREATE TABLE out AS SELECT s, COUNT(*) AS n FROM src GROUP BY s;")
     records = _records({"s": "x"}, {"s": "y"}, {"s": "x"})
     assert differ(pipeline, records) is None
-    monkeypatch.setattr(group_module, "rank_records", lambda rs, running: enumerate(rs))
+    one = [r._replace(partition=0) for r in records]  # a source task's chunk
+    assert differ(pipeline, one) is None
+    monkeypatch.setattr(group_module, "batch_ranks", lambda rs, running: list(range(len(rs))))
     assert differ(pipeline, records) is not None
+    assert differ(pipeline, one) is not None
+
+
+@given(
+    stamps=st.lists(st.integers(0, 50), max_size=30),
+    partitions=st.sampled_from([1, 1, 2]),
+    before=st.one_of(st.none(), st.integers(0, 50)),
+)
+def test_batch_ranks_are_rank_records_ranks(
+    stamps: list[int], partitions: int, before: int | None
+) -> None:
+    """`batch_ranks`' one-step running maximum (one partition) gives `rank_records`' ranks, and
+    leaves the same running ranks for the batch's next chunk."""
+    records = [InputRecord(None, b"{}", t, i % partitions, i) for i, t in enumerate(stamps)]
+    running = {} if before is None else {0: before}
+    expected_running = dict(running)
+    expected = [rank for rank, _ in rank_records(records, expected_running)]
+    assert batch_ranks(records, running) == expected
+    assert running == expected_running
 
 
 def test_null_groups_and_bad_records_are_the_per_record_paths() -> None:
