@@ -170,6 +170,11 @@ class CompiledAggregate:
     scope: Scope | None = field(default=None, repr=False, compare=False)
     where_node: exp.Expr | None = field(default=None, repr=False, compare=False)
     group_nodes: tuple[exp.Expr, ...] = field(default=(), repr=False, compare=False)
+    #: what ``values`` and ``having`` were compiled from (the aggregated row's scope: ``$GROUP_i``,
+    #: ``$AGG_i``, window bounds), for the vectorized stage 3
+    post_scope: Scope | None = field(default=None, repr=False, compare=False)
+    value_nodes: tuple[exp.Expr, ...] = field(default=(), repr=False, compare=False)
+    having_node: exp.Expr | None = field(default=None, repr=False, compare=False)
 
     @property
     def key_columns(self) -> tuple[OutputColumn, ...]:
@@ -364,6 +369,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
     keys: list[OutputColumn | None] = [None] * len(groups)
     value_columns: list[OutputColumn] = []
     value_fns: list[Evaluator] = []
+    value_nodes: list[exp.Expr] = []
     seen: set[str] = set()
     for index, (item, name, post) in enumerate(zip(items, names, post_items, strict=True)):
         slot = key_slots.get(index)
@@ -401,6 +407,7 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
             )
         value_columns.append(OutputColumn(name, compiled.type, False))
         value_fns.append(compiled.evaluate)
+        value_nodes.append(post)
     if not value_columns:
         raise QueryCompileError("The projection contains no value columns.")
     having = None
@@ -432,6 +439,9 @@ def compile_aggregate(query: Query, catalog: Catalog, sink_name: str) -> Compile
         scope=scope,
         where_node=where_node,
         group_nodes=tuple(g.node for g in groups),
+        post_scope=post_scope,
+        value_nodes=tuple(value_nodes),
+        having_node=having_node,
     )
 
 

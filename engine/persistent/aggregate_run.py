@@ -240,7 +240,7 @@ class AggregatePipeline:
         self.table_source = compiled.source.kind is SourceKind.TABLE
         self._reader = RowReader(compiled.source, custom_types)
         self.source_serde = self._reader.serde
-        self._sink_serde = RowSerde.for_source(sink, custom_types)
+        self._sink_serde = self.sink_serde = RowSerde.for_source(sink, custom_types)
         self._sink_time = None if sink.timestamp_column is None else timestamp_reader(sink)
         self._key_names = [c.name for c in compiled.key_columns]
         self._session = compiled.window is not None and compiled.window.session
@@ -501,19 +501,39 @@ class AggregatePipeline:
         errors: list[ProcessingError] = []
         ordered = sorted(rows, key=GroupedRow.order)
         for row in ordered:
-            try:
-                self._apply(state, row)
-                if self.buffering and row is not ordered[-1]:
-                    self._drain(errors, row)
-                    continue  # with buffering, only the batch's last update of a group is written
-                record = self._update(state, row)
-                self._drain(errors, row)
-            except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
-                self._skip(errors, exc, row)
+            if not self.apply(state, row, errors):
                 continue
+            if self.buffering and row is not ordered[-1]:
+                continue  # with buffering, only the batch's last update of a group is written
+            record = self.write(state, row, errors)
             if record is not None:
                 out.append(record)
         return state, out, errors
+
+    def apply(self, state: GroupState, row: GroupedRow, errors: list[ProcessingError]) -> bool:
+        """A grouped row applied to its group's state; False when that raised (the row is
+        skipped and reported onto ``errors``: a function that failed half way keeps what it had
+        added)."""
+        try:
+            self._apply(state, row)
+        except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+            self._skip(errors, exc, row)
+            return False
+        self._drain(errors, row)
+        return True
+
+    def write(
+        self, state: GroupState, row: GroupedRow, errors: list[ProcessingError]
+    ) -> OutputRecord | None:
+        """The update a group's state writes at ``row``'s place (`_update`), or None: it does not
+        pass HAVING, or writing it raised (the row is skipped and reported onto ``errors``)."""
+        try:
+            record = self._update(state, row)
+        except Exception as exc:  # noqa: BLE001 - the record's boundary: see `skipped`
+            self._skip(errors, exc, row)
+            return None
+        self._drain(errors, row)
+        return record
 
     def _skip(
         self, errors: list[ProcessingError], exc: Exception, at: GroupedRow | InputRecord

@@ -88,7 +88,10 @@ def describe_query(query: Query, catalog: Catalog, sink_name: str) -> QueryDescr
         return QueryDescription(
             aggregate.source.name,
             aggregate.columns,
-            (*describe_aggregate(aggregate, sink_name), grouping_line(aggregate)),
+            (
+                *describe_aggregate(aggregate, sink_name),
+                grouping_line(aggregate, catalog.source(sink_name)),
+            ),
         )
     compiled = compile_query(query, catalog, sink_name)
     steps = describe_shape(compiled, sink_name)

@@ -46,13 +46,14 @@ from headwater.engine.persistent.aggregate_run import (
     batch_ranks,
     halves,
 )
+from headwater.engine.persistent.columnar_update import updates_line
 from headwater.engine.persistent.query_run import InputRecord, ProcessingError
 from headwater.engine.persistent.source_columns import (
     SourceColumns,
     columns_refusal,
     kafka_string_key,
 )
-from headwater.metastore.catalog import SourceKind
+from headwater.metastore.catalog import Source, SourceKind
 from headwater.sqlparse_ext.sqltypes import SqlType
 
 
@@ -82,12 +83,14 @@ def _nodes(compiled: CompiledAggregate) -> list[exp.Expr]:
     return nodes
 
 
-def grouping_line(compiled: CompiledAggregate) -> str:
+def grouping_line(compiled: CompiledAggregate, sink: Source | None = None) -> str:
     """EXPLAIN's line on how the aggregation groups its records: a batch at a time, with each
-    expression's mode, or record by record and why; the aggregates are applied per group."""
+    expression's mode, or record by record and why; the aggregates are applied per group, and
+    the updates written as `columnar_update.updates_line` says."""
+    updates = updates_line(compiled, sink)
     why = grouping_refusal(compiled)
     if why is not None:
-        return f"Execution: grouped record by record ({why}); aggregates per group"
+        return f"Execution: grouped record by record ({why}); aggregates per group; {updates}"
     assert compiled.scope is not None
     scope = compiled.scope
     parts = []
@@ -105,7 +108,9 @@ def grouping_line(compiled: CompiledAggregate) -> str:
     if compiled.window is None and _counts(compiled) is not None:
         # `AggregatePipeline.combines` also asks for buffering, a server setting EXPLAIN does not see
         parts.append("counts and sums combined per group by Arrow where updates are buffered")
-    return f"Execution: grouped in Arrow batches; {', '.join(parts)}; aggregates per group"
+    return (
+        f"Execution: grouped in Arrow batches; {', '.join(parts)}; aggregates per group; {updates}"
+    )
 
 
 class ColumnarGrouping:

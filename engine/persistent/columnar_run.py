@@ -43,7 +43,7 @@ from headwater.engine.columnar.batch import Column
 from headwater.engine.columnar.json_columns import json_fragments, json_objects
 from headwater.engine.columnar.kernels import Vector, vectorize
 from headwater.engine.columnar.partitions import partitions_of
-from headwater.engine.formats.serde import json_object_values
+from headwater.engine.formats.serde import RowSerde, json_object_values
 from headwater.engine.functions import user_index
 from headwater.engine.functions.types import STRING
 from headwater.engine.persistent.query_plan import CompiledQuery
@@ -59,6 +59,7 @@ from headwater.engine.persistent.source_columns import (
     kafka_string_key,
 )
 from headwater.metastore.catalog import Source, SourceKind
+from headwater.sqlparse_ext.sqltypes import SqlType
 
 #: The rows a stateless query's source task hands Spark (`engine/spark/schemas.OUTPUT_SCHEMA`).
 OUTPUT_ARROW = pa.schema(
@@ -326,21 +327,41 @@ class ColumnarPipeline:
 
     def _values(self, values: list[Column], bad: dict[int, str]) -> pa.Array:
         """Each output row's record value, as binary."""
-        if self._sink_json:
-            fragments = []
-            for column, t in zip(values, self._value_types, strict=True):
-                text, wrong = json_fragments(column, t)
-                bad.update({j: why for j, why in wrong.items() if j not in bad})
-                fragments.append(text)
-            return json_objects(self._value_names, fragments)
-        lists = [v if isinstance(v, list) else v.to_pylist() for v in values]
-        size = len(lists[0]) if lists else 0
-        out: list[bytes | None] = []
-        for j in range(size):
-            row = {name: column[j] for name, column in zip(self._value_names, lists, strict=True)}
-            try:
-                out.append(self._sink_serde.serialize_value(row))
-            except Exception as exc:  # noqa: BLE001 - the per-record path reports it
-                bad[j] = str(exc)
-                out.append(None)
-        return pa.array(out, pa.binary())
+        return value_bytes(
+            values,
+            self._value_names,
+            self._value_types,
+            self._sink_serde if not self._sink_json else None,
+            bad,
+        )
+
+
+def value_bytes(
+    values: list[Column],
+    names: Sequence[str],
+    types: Sequence[SqlType],
+    serde: RowSerde | None,
+    bad: dict[int, str],
+) -> pa.Array:
+    """Each row's record value, as binary, from the value columns ``values`` (named ``names``, of
+    ``types``): JSON objects written as columns (``serde`` None: the sink's values are JSON objects
+    of its columns, `json_object_values`), else each row through the sink's ``serde``. The rows
+    that cannot be written go onto ``bad`` (index -> why; their value is NULL)."""
+    if serde is None:
+        fragments = []
+        for column, t in zip(values, types, strict=True):
+            text, wrong = json_fragments(column, t)
+            bad.update({j: why for j, why in wrong.items() if j not in bad})
+            fragments.append(text)
+        return json_objects(list(names), fragments)
+    lists = [v if isinstance(v, list) else v.to_pylist() for v in values]
+    size = len(lists[0]) if lists else 0
+    out: list[bytes | None] = []
+    for j in range(size):
+        row = {name: column[j] for name, column in zip(names, lists, strict=True)}
+        try:
+            out.append(serde.serialize_value(row))
+        except Exception as exc:  # noqa: BLE001 - the per-record path reports it
+            bad[j] = str(exc)
+            out.append(None)
+    return pa.array(out, pa.binary())

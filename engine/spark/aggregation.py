@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import pickle
 import threading
+import weakref
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,11 @@ from headwater.engine.persistent.aggregate_run import (
     TaskState,
     WindowedTask,
 )
+from headwater.engine.persistent.columnar_update import (
+    AGGREGATED_ARROW,
+    ColumnarUpdates,
+    updates_refusal,
+)
 from headwater.engine.persistent.query_run import OutputRecord, ProcessingError
 from headwater.engine.spark.packed import PACKED_SCHEMA, pack
 from headwater.engine.spark.schemas import GROUPED_SCHEMA
@@ -58,6 +64,9 @@ from headwater.metastore.codec import catalog_from_dict
 _lock = threading.Lock()
 _pipelines: dict[str, AggregatePipeline] = {}
 _buckets: dict[str, int] = {}
+_updates: weakref.WeakKeyDictionary[AggregatePipeline, ColumnarUpdates | None] = (
+    weakref.WeakKeyDictionary()
+)
 
 #: How many state buckets a new aggregation spreads its groups over (see the module's docstring).
 #: Fixed for a query once its checkpoint exists: the layout file of the checkpoint records it.
@@ -119,6 +128,17 @@ def pipeline_of(payload: str) -> AggregatePipeline:
             _pipelines[payload] = found
             built()
         return found
+
+
+def updates_of(pipeline: AggregatePipeline) -> ColumnarUpdates | None:
+    """The pipeline's stage 3 writing a call's updates as columns, or None: it writes them per
+    group (`updates_refusal`); built once per pipeline (the conformance runner's operators change
+    pipelines between calls)."""
+    with _lock:
+        if pipeline not in _updates:
+            why = updates_refusal(pipeline.compiled, pipeline.sink, pipeline.buffering)
+            _updates[pipeline] = ColumnarUpdates(pipeline) if why is None else None
+        return _updates[pipeline]
 
 
 def grouped_rows(
@@ -290,7 +310,8 @@ def group_state(stored: bytes | None) -> GroupState | None:
 
 
 class AggregateProcessor(StatefulProcessor):
-    """Stage 3: per group, the aggregates' states; emits the group's updates."""
+    """Stage 3: per group, the aggregates' states; emits the group's updates (with buffering, a
+    call's updates are written as columns: `ColumnarUpdates`)."""
 
     def __init__(self, payload: str) -> None:
         self.payload = payload
@@ -304,16 +325,21 @@ class AggregateProcessor(StatefulProcessor):
             self.state = handle.getValueState("aggregates", "state binary")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        return map(result_row, self.results(rows))
+        for values in self.results_batch(rows).to_pylist():
+            yield Row(**values)
 
-    def results(self, rows: Iterator[Row]) -> Iterator[Result]:
-        """A call's records for the sink and skipped records (`handleInputRows` as rows)."""
-        out, grouped = _grouped_rows(rows)
-        if grouped:
+    def results_batch(self, rows: Iterator[Row]) -> pa.RecordBatch:
+        """A call's records for the sink and skipped records, as a batch of `AGGREGATED_ARROW`."""
+        failed, grouped = _grouped_rows(rows)
+        if not grouped:
+            return results_batch(failed)
+        states = _KeyStates(self.state, self.bucketed)
+        updates = updates_of(self.pipeline)
+        if updates is None:
+            out = failed
             by_group: dict[bytes, list[GroupedRow]] = {}
             for row in grouped:
                 by_group.setdefault(row.group, []).append(row)
-            states = _KeyStates(self.state, self.bucketed)
             for group, group_rows in by_group.items():
                 state, outputs, errors = self.pipeline.aggregate(
                     group_state(states.get(group)), group_rows
@@ -322,7 +348,16 @@ class AggregateProcessor(StatefulProcessor):
                 out.extend(outputs)
                 out.extend(map(Skipped.of, errors))
             states.save()
-        yield from out
+            return results_batch(out)
+        batch, slow, errors = updates.aggregate(
+            grouped,
+            lambda group: group_state(states.get(group)),
+            lambda group, state: states.put(group, group_state_bytes(state)),
+        )
+        states.save()
+        if not (failed or slow or errors):
+            return batch
+        return pa.concat_batches([batch, results_batch([*failed, *slow, *map(Skipped.of, errors)])])
 
     def close(self) -> None:
         pass
@@ -435,6 +470,10 @@ class WindowedProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
         return map(result_row, self.results(rows))
 
+    def results_batch(self, rows: Iterator[Row]) -> pa.RecordBatch:
+        """`results` as a batch of `AGGREGATED_ARROW`."""
+        return results_batch(list(self.results(rows)))
+
     def results(self, rows: Iterator[Row]) -> Iterator[Result]:
         """A call's records for the sink and skipped records (`handleInputRows` as rows)."""
         failed, grouped = _grouped_rows(rows)
@@ -515,29 +554,13 @@ def aggregate_frame(grouped: Any, payload: str, table_source: bool, windowed: bo
     )
 
 
-#: `AGGREGATED_SCHEMA` as Arrow.
-AGGREGATED_ARROW = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("timestamp", pa.int64()),
-        ("partition", pa.int32()),
-        ("source_partition", pa.int32()),
-        ("source_offset", pa.int64()),
-        ("source_seq", pa.int32()),
-        ("source_rank", pa.int64()),
-        ("error", pa.string()),
-    ]
-)
-
-
 class ResultsOperator(Protocol):
     """A stateful operator whose records go to the sink (`AggregateProcessor`,
     `WindowedProcessor`): its results per call, not yet rows."""
 
     def init(self, handle: StatefulProcessorHandle) -> None: ...
 
-    def results(self, rows: Iterator[Row]) -> Iterator[Result]: ...
+    def results_batch(self, rows: Iterator[Row]) -> pa.RecordBatch: ...
 
     def close(self) -> None: ...
 
@@ -555,9 +578,9 @@ class PackedOutput(StatefulProcessor):
         self.inner.init(handle)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:
-        out = list(self.inner.results(rows))
-        if out:
-            yield from packed_rows(results_batch(out))
+        batch = self.inner.results_batch(rows)
+        if batch.num_rows:
+            yield from packed_rows(batch)
 
     def close(self) -> None:
         self.inner.close()

@@ -400,17 +400,19 @@ def test_explain_says_how_the_aggregation_groups() -> None:
     assert _explained(SOURCES["JSON"], query) == (
         "Execution: grouped in Arrow batches; WHERE vectorized, GROUP BY S vectorized, "
         "SUM((A * 2)) arguments vectorized, MAX(ABS(A)) arguments per record; "
-        "aggregates per group"
+        "aggregates per group; updates in Arrow batches where buffered (N vectorized, "
+        "T vectorized, M vectorized)"
     )
     counting = "CREATE TABLE out AS SELECT s, COUNT(*) AS n, SUM(a) AS t FROM src GROUP BY s;"
     assert _explained(SOURCES["JSON"], counting) == (
         "Execution: grouped in Arrow batches; GROUP BY S vectorized, SUM(A) arguments vectorized, "
         "counts and sums combined per group by Arrow where updates are buffered; "
-        "aggregates per group"
+        "aggregates per group; updates in Arrow batches where buffered (N vectorized, "
+        "T vectorized)"
     )
     windowed = counting.replace(" GROUP BY", " WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY")
     assert "combined" not in _explained(SOURCES["JSON"], windowed)  # windows are not combined
     assert _explained(TABLE_SOURCE, TABLE_COUNT) == (
         "Execution: grouped record by record (a table's changelog runs row by row); "
-        "aggregates per group"
+        "aggregates per group; updates per group (a table's changes undo and add)"
     )

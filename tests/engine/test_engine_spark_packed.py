@@ -59,7 +59,13 @@ def test_an_empty_batch_packs_to_no_row() -> None:
 
 def test_an_aggregations_output_leaves_each_operator_call_packed() -> None:
     from headwater.engine.persistent.query_run import OutputRecord
-    from headwater.engine.spark.aggregation import AGGREGATED_ARROW, PackedOutput, Skipped
+    from headwater.engine.spark.aggregation import (
+        AGGREGATED_ARROW,
+        PackedOutput,
+        Result,
+        Skipped,
+        results_batch,
+    )
 
     class Counts:
         """An operator: one output record per input row, and a skipped record."""
@@ -67,12 +73,14 @@ def test_an_aggregations_output_leaves_each_operator_call_packed() -> None:
         def init(self, handle: object) -> None:
             self.handle = handle
 
-        def results(self, rows: object) -> object:
+        def results_batch(self, rows: object) -> pa.RecordBatch:
+            out: list[Result] = []
             for n, row in enumerate(rows):  # type: ignore[call-overload]
                 if row == "bad":
-                    yield Skipped(0, n, "kind", b"{}")
+                    out.append(Skipped(0, n, "kind", b"{}"))
                 else:
-                    yield OutputRecord(b"k", row, n, 0, 0, n, n, 0)
+                    out.append(OutputRecord(b"k", row, n, 0, 0, n, n, 0))
+            return results_batch(out)
 
         def close(self) -> None:
             self.closed = True
