@@ -178,7 +178,7 @@ def _item_rows(
     }
     for key, members in by_key.items():
         columns["group"].append(key)
-        columns["row"].append(pickle.dumps(members, protocol=pickle.HIGHEST_PROTOCOL))
+        columns["row"].append(ship(members))
         columns["source_partition"].append(members[-1].partition)
         columns["source_offset"].append(members[-1].offset)
         columns["error"].append(None)
@@ -191,6 +191,25 @@ def _item_rows(
         columns["error"].append(e.kind)
         columns["detail"].append(error_detail(e.kind, e.message, e.topic))
     return columns
+
+
+def ship(items: list[GroupedRow | TableChange]) -> bytes:
+    """A key's items as one value of `GROUPED_SCHEMA`'s ``row``: pickled, a grouped row as the
+    plain tuple of its fields (a named tuple pickles through its ``__getnewargs__``, one call per
+    row: 4 us a row there and back, 2.4 with `shipped`'s rebuilding)."""
+    return pickle.dumps(
+        [tuple(i) if type(i) is GroupedRow else i for i in items],
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )
+
+
+def shipped(blob: bytes) -> list[Any]:
+    """The items `ship` wrote (`GroupedRow` and `TableChange` values)."""
+    return [_grouped(i) if type(i) is tuple else i for i in pickle.loads(blob)]
+
+
+def _grouped(fields: tuple[Any, ...]) -> GroupedRow:
+    return tuple.__new__(GroupedRow, fields)
 
 
 def error_detail(kind: str, message: str, topic: str) -> bytes:
@@ -265,7 +284,7 @@ class ChangeProcessor(StatefulProcessor):
                 out.append(row)
                 continue
             change: TableChange
-            for change in pickle.loads(row.row):
+            for change in shipped(row.row):
                 found = by_key.get(change.source_key)
                 if found is None:
                     by_key[change.source_key] = [change]
@@ -507,7 +526,7 @@ def _grouped_rows(rows: Iterator[Row]) -> tuple[list[Result], list[GroupedRow]]:
         if row.error is not None:
             errors.append(Skipped(row.source_partition, row.source_offset, row.error, row.detail))
         else:
-            grouped.extend(pickle.loads(row.row))
+            grouped.extend(shipped(row.row))
     return errors, grouped
 
 

@@ -31,6 +31,7 @@ from headwater.engine.spark.aggregation import (
     group_state,
     group_state_bytes,
     grouped_rows,
+    shipped,
     state_layout,
 )
 from headwater.engine.spark.settings import EngineSettings
@@ -315,11 +316,11 @@ def test_a_source_task_hands_on_its_chunks_rows_combined_per_group() -> None:
     records.append(_record(30, "k", {"ITEM": None, "QTY": 1}))  # a NULL group: skipped
     batches = list(rows_of({"query": payload, "output": "grouped"}, iter(records)))
     rows = [r for b in batches for r in b.to_pylist()]
-    shipped = [g for r in rows if r["row"] is not None for g in pickle.loads(r["row"])]
+    sent = [g for r in rows if r["row"] is not None for g in shipped(r["row"])]
     pipeline = AggregatePipeline.for_query(query, catalog, buffering=True)
     grouped, errors = pipeline.group(records)
     expected = pipeline.combine([g for g in grouped if isinstance(g, GroupedRow)])
-    assert len(shipped) == 3
-    assert sorted(map(repr, shipped)) == sorted(map(repr, expected))
+    assert len(sent) == 3
+    assert sorted(map(repr, sent)) == sorted(map(repr, expected))
     assert [(r["source_offset"], r["error"]) for r in rows if r["error"]] == [(30, "serialization")]
     assert [e.offset for e in errors] == [30]
