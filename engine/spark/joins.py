@@ -54,7 +54,7 @@ from headwater.engine.spark.aggregation import (
 )
 from headwater.engine.spark.packed import PACKED_SCHEMA
 from headwater.engine.spark.schemas import GROUPED_SCHEMA
-from headwater.engine.spark.worker_heap import built
+from headwater.engine.spark.worker_heap import built, young_generation
 from headwater.metastore.codec import catalog_from_dict
 
 _lock = threading.Lock()
@@ -143,6 +143,7 @@ class JoinProcessor(StatefulProcessor):
         self.packed = packed
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        young_generation()
         self.join, self.after = pipelines_of(self.payload)
         self.task = handle.getValueState("task", "state binary")
         self.keys = handle.getMapState("keys", "ident binary", "state binary")

@@ -15,6 +15,15 @@ state connection of a stateful operator) does not exist yet at those points. A w
 collection once, in the first micro-batch of a query (which builds its pipeline anyway), not in a
 later one.
 
+A task allocates as it goes (a tuple per record and per grouped row, a dict per decoded value):
+with CPython's default threshold (a young collection every 700 new containers) the collector ran
+every few records, each time walking what the task had made so far into the older generations, and
+took a third of an aggregation's first stage (4.8 -> 3.1 us a record, 1M keys, 50k records, with
+collection off; 3.3 with `YOUNG_OBJECTS`). So a reused worker collects its young generation every
+`YOUNG_OBJECTS` new containers instead (`young_generation`): the garbage a cycle keeps alive is
+still collected, at most that many objects later, and PySpark's full collection after each task
+still runs.
+
 Only in a reused worker (``SPARK_REUSE_WORKER`` set, as PySpark's daemon sets it for the workers it
 keeps: the ones it collects after each task); elsewhere (a test calling the stages in process) the
 heap is left alone. At most one such collection per `SETTLE_EVERY_S` per worker, so a worker that
@@ -33,6 +42,9 @@ from collections.abc import Callable
 
 #: The least time between two collections before a freeze, in one worker.
 SETTLE_EVERY_S = 5.0
+#: New containers between two collections of the young generation in a reused worker (CPython's
+#: default: 700); the older generations keep their default ratios to it.
+YOUNG_OBJECTS = 100_000
 
 _lock = threading.Lock()
 _pending = False
@@ -52,7 +64,7 @@ def task_starts(clock: Callable[[], float] = time.monotonic, reused: bool | None
     something was built since the last freeze and the last one is at least `SETTLE_EVERY_S` ago,
     collect and freeze what is left; whether it did."""
     global _pending, _last
-    if not (bool(os.environ.get("SPARK_REUSE_WORKER")) if reused is None else reused):
+    if not young_generation(reused):
         return False
     with _lock:
         now = clock()
@@ -61,6 +73,17 @@ def task_starts(clock: Callable[[], float] = time.monotonic, reused: bool | None
         _pending, _last = False, now
     gc.collect()
     gc.freeze()
+    return True
+
+
+def young_generation(reused: bool | None = None) -> bool:
+    """In a reused worker (``reused``; unset, read from the environment), the collector's young
+    generation set to `YOUNG_OBJECTS` new containers; whether it is a reused worker."""
+    if not (bool(os.environ.get("SPARK_REUSE_WORKER")) if reused is None else reused):
+        return False
+    threshold, *older = gc.get_threshold()
+    if threshold != YOUNG_OBJECTS:
+        gc.set_threshold(YOUNG_OBJECTS, *older)
     return True
 
 

@@ -324,3 +324,26 @@ def test_a_source_task_hands_on_its_chunks_rows_combined_per_group() -> None:
     assert sorted(map(repr, sent)) == sorted(map(repr, expected))
     assert [(r["source_offset"], r["error"]) for r in rows if r["error"]] == [(30, "serialization")]
     assert [e.offset for e in errors] == [30]
+
+
+def test_shipped_items_are_the_items_and_a_cycle_is_refused() -> None:
+    """`ship` pickles without a memo (`flat`): the rows come back equal, named tuples again, table
+    changes as they were; a value with a cycle raises instead of recursing forever."""
+    from decimal import Decimal
+
+    from headwater.engine.persistent.aggregate_run import TableChange
+    from headwater.engine.spark.aggregation import flat, ship
+
+    shared = ("x", Decimal("1.50"), [1, 2])
+    rows = [
+        GroupedRow(b"g", shared, ((shared,),), None, 5, 1, 7, 0, b"k", 3),
+        GroupedRow(b"h", ("y",), None, None, 6, 0, 8, 1, None, 4, [2, {b"a"}]),
+    ]
+    change = TableChange(b"k", rows[0], 2, 1, 9)
+    back = shipped(ship([*rows, change]))
+    assert back[:2] == rows and all(type(r) is GroupedRow for r in back[:2])
+    assert back[2] == change
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(ValueError, match="cyclic"):
+        flat(looped)

@@ -15,8 +15,10 @@ from headwater.engine.spark import worker_heap
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
     worker_heap._pending, worker_heap._last = False, None
+    threshold = gc.get_threshold()
     yield
     gc.unfreeze()  # the test process's heap is the pytest run's: give it back
+    gc.set_threshold(*threshold)
     worker_heap._pending, worker_heap._last = False, None
 
 
@@ -93,3 +95,28 @@ def test_a_worker_that_drops_its_pipelines_gives_them_back_to_the_collector() ->
     assert gc.get_freeze_count() > 0
     worker_heap.forget()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_reused_worker_collects_its_young_generation_less_often_but_still_collects() -> None:
+    default = gc.get_threshold()
+    assert not worker_heap.young_generation(reused=False)
+    assert gc.get_threshold() == default  # a test, a driver: left alone
+    assert worker_heap.young_generation(reused=True)
+    assert gc.get_threshold() == (worker_heap.YOUNG_OBJECTS, *default[1:])
+
+    class Node:
+        pass
+
+    cycle = Node()
+    cycle.self = cycle  # type: ignore[attr-defined]  # garbage only the collector frees
+    gone = weakref.ref(cycle)
+    del cycle
+    gc.collect()  # what the test run made before: the count starts from here
+    orphan = Node()
+    orphan.self = orphan  # type: ignore[attr-defined]
+    freed = weakref.ref(orphan)
+    del orphan
+    kept = [[] for _ in range(worker_heap.YOUNG_OBJECTS // 2)]
+    assert freed() is not None  # fewer new containers than the threshold: not collected yet
+    kept += [[] for _ in range(worker_heap.YOUNG_OBJECTS)]
+    assert freed() is None and gone() is None  # past it: the young collection freed the cycle
