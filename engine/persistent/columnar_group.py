@@ -174,11 +174,14 @@ class ColumnarGrouping:
             self.fallbacks += 1
             items, errors = pipeline.group_ranked(zip(ranks, records, strict=True))
         flat: list[_Entry] = []
-        for e in items:  # a stream's rows: no table changes
-            if isinstance(e, GroupedRow):  # first: a `GroupedRow` is a (named) tuple too
-                flat.append(_entry(e))
-            elif isinstance(e, tuple):
-                flat.append(e)
+        if not errors and all(type(e) is tuple for e in items):
+            flat = items  # type: ignore[assignment]  # every row computed on the columns
+        else:
+            for e in items:  # a stream's rows: no table changes
+                if isinstance(e, GroupedRow):  # first: a `GroupedRow` is a (named) tuple too
+                    flat.append(_entry(e))
+                elif isinstance(e, tuple):
+                    flat.append(e)
         if not halves([e[0] for e in flat]):  # `AggregatePipeline.worth_combining`
             return [_row(e) for e in flat], errors
         return _combined(flat, pipeline), errors
@@ -408,7 +411,12 @@ _ORDER = operator.itemgetter(7, 4, 5)  # an entry's `GroupedRow.order` (a stream
 
 
 def _row(e: _Entry) -> GroupedRow:
-    return GroupedRow(e[0], e[1], e[2], None, e[3], e[4], e[5], 0, e[6], e[7])
+    # the tuple's own constructor: a named tuple's ``__new__`` is a Python function (a call and
+    # its keyword defaults per row)
+    return _new_row(GroupedRow, (e[0], e[1], e[2], None, e[3], e[4], e[5], 0, e[6], e[7], None))
+
+
+_new_row = tuple.__new__
 
 
 def _entry(row: GroupedRow) -> _Entry:
