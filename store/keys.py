@@ -98,6 +98,18 @@ def encode_key(values: tuple[Any, ...], types: tuple[KeyType, ...]) -> bytes:
     return b"".join(parts)
 
 
+def encode_utf8_key(raw: bytes) -> bytes:
+    """`encode_key` of one STRING value given as its UTF-8 bytes ``raw`` (a table restoring a
+    KAFKA STRING key writes it without decoding it first: `raw.decode()` must succeed).
+
+    Raises:
+        UnicodeDecodeError: If ``raw`` is not UTF-8.
+    """
+    if not raw.isascii():
+        raw.decode("utf-8")  # only checks: valid UTF-8 is its own encoding again
+    return b"\x01" + raw.replace(b"\x00", _ESCAPED_NUL) + _TERMINATOR
+
+
 def decode_key(data: bytes, types: tuple[KeyType, ...]) -> tuple[Any, ...]:
     """Decodes bytes made by `encode_key` with the same types.
 

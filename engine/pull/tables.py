@@ -23,6 +23,7 @@ from headwater.engine.errors import EngineError, SerdeError
 from headwater.engine.formats.serde import serde_of
 from headwater.engine.formats.windows import split_windowed_key, window_size_ms
 from headwater.engine.partitioner import partition_for
+from headwater.engine.persistent.source_columns import kafka_string_key
 from headwater.engine.pull.query import Row
 from headwater.engine.values import has_map, resolve_type
 from headwater.kafka.clients import KafkaSettings
@@ -37,7 +38,7 @@ from headwater.sqlparse_ext.sqltypes import (
 )
 from headwater.store.end_probe import EndProbe
 from headwater.store.errors import StoreError
-from headwater.store.keys import KeyType, decode_key, encode_key, prefix_end
+from headwater.store.keys import KeyType, decode_key, encode_key, encode_utf8_key, prefix_end
 from headwater.store.lag import LagInfo
 from headwater.store.local import LocalStores
 from headwater.store.records import PartitionState, PartitionStatus, unpack_value
@@ -478,4 +479,18 @@ def _key_of(table: StoredTable) -> Any:
     def key_of(data: bytes | None) -> bytes:
         return encode_key(deserialize(data), types)
 
-    return key_of
+    if not kafka_string_key(table.source):
+        return key_of
+
+    def string_key_of(data: bytes | None) -> bytes:
+        # a KAFKA STRING key's bytes are its UTF-8: written as they are where they are UTF-8
+        # (the restorer's largest per-record step was decoding them to encode them again);
+        # what is not UTF-8, or NULL, takes the general way (decoded as Java replaces)
+        if data is not None:
+            try:
+                return encode_utf8_key(data)
+            except UnicodeDecodeError:
+                pass
+        return key_of(data)
+
+    return string_key_of

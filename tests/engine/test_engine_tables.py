@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from headwater.engine.pull.tables import (
     PartitionLag,
@@ -167,3 +169,35 @@ def test_windowed_tables_store_each_window_under_key_start_end(tmp_path: Path) -
         ("a", 120_000, 180_000),
     ]
     assert table.partition_of(("a", 60_000, 120_000)) == table.partition_of(("a",))
+
+
+@given(
+    data=st.one_of(
+        st.none(),
+        st.binary(max_size=40),
+        st.text(max_size=20).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.sampled_from([b"", b"a\x00b", b"\x00", b"\xff\xfe", "ß€𝄞".encode()]),
+    )
+)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_kafka_string_key_is_stored_as_its_decoded_value_would_be(
+    tmp_path: Path, data: bytes | None
+) -> None:
+    """The restorer writes a KAFKA STRING key's bytes as they are where they are UTF-8: the same
+    store key as decoding them (as Java replaces what is not UTF-8) and encoding the value."""
+    from headwater.engine.pull.tables import _key_of
+
+    source = Source(
+        SourceKind.TABLE,
+        "S",
+        (Column("K", "STRING", key=True), Column("V", "STRING")),
+        "s",
+        2,
+        "KAFKA",
+        "JSON",
+    )
+    table = _stored(tmp_path, source, {})
+    general = encode_key(table.serde.deserialize_key(data), table.key_types)
+    assert _key_of(table)(data) == general
