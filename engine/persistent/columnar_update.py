@@ -39,7 +39,12 @@ from headwater.engine.columnar.partitions import partitions_of
 from headwater.engine.formats.serde import json_object_values
 from headwater.engine.functions import user_index
 from headwater.engine.persistent.aggregate_plan import CompiledAggregate, agg_name, group_name
-from headwater.engine.persistent.aggregate_run import AggregatePipeline, GroupedRow, GroupState
+from headwater.engine.persistent.aggregate_run import (
+    ROW_ORDER,
+    AggregatePipeline,
+    GroupedRow,
+    GroupState,
+)
 from headwater.engine.persistent.columnar_run import value_bytes
 from headwater.engine.persistent.query_run import OutputRecord, ProcessingError
 from headwater.metastore.catalog import Source, SourceKind
@@ -154,7 +159,7 @@ class ColumnarUpdates:
         errors: list[ProcessingError] = []
         states: dict[bytes, GroupState] = {}
         last: dict[bytes, GroupedRow | None] = {}  # None: its last row was skipped
-        for row in sorted(rows, key=GroupedRow.order):
+        for row in sorted(rows, key=ROW_ORDER):
             group = row.group
             state = states.get(group)
             if state is None:

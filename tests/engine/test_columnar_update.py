@@ -294,3 +294,29 @@ def test_updates_refusal_names_what_runs_per_group(query: str, why: str | None) 
                     pipeline.query_id, pipeline.compiled, pipeline.sink, {}, buffering=False
                 )
             )
+
+
+@given(
+    rows=st.lists(
+        st.builds(
+            GroupedRow,
+            st.binary(max_size=3),
+            st.just(()),
+            st.none(),
+            st.none(),
+            st.integers(0, 9),
+            st.integers(0, 3),
+            st.integers(0, 9),
+            st.integers(0, 1),
+            st.none(),
+            st.integers(0, 5),
+            partial=st.none(),
+        ),
+        max_size=20,
+    )
+)
+def test_the_row_order_key_is_the_rows_order(rows: list[GroupedRow]) -> None:
+    from headwater.engine.persistent.aggregate_run import ROW_ORDER
+
+    assert [ROW_ORDER(r) for r in rows] == [r.order() for r in rows]
+    assert sorted(rows, key=ROW_ORDER) == sorted(rows, key=GroupedRow.order)
