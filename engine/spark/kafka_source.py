@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
@@ -262,6 +262,7 @@ def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[A
         reader.assign([TopicPartition(topic, r.partition, r.start)])
         position = r.start
         idle_since = time.monotonic()
+        doubted: int | None = None  # where an end past undelivered records was last heard
         while position < r.end:
             messages = poll_batch(reader, _POLL_BATCH, 1.0)
             if not messages and time.monotonic() - idle_since > 60:
@@ -270,13 +271,25 @@ def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[A
                     f"{position}, below the planned end {r.end}"
                 )
             for message in messages:
+                if position >= r.end:
+                    break  # what was fetched past the range is the next range's
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        if (message.offset() or 0) >= r.end:
-                            position = r.end
+                        if (message.offset() or 0) < r.end:
+                            continue  # EOF of an older fetch: the records up to end are coming
+                        if doubted == position:
+                            position = r.end  # said again after fetching afresh: a gap
                             break
-                        continue  # EOF of an older fetch: the records up to end are coming
+                        # The end lies past records this read has not had. Either offsets
+                        # there hold none (transaction markers, aborted records), or the
+                        # event is stale: a kept consumer's earlier assignment had fetched
+                        # ahead (the chaos soak lost records so, around a broker restart).
+                        # Fetch again from here: a gap says the same end again, with
+                        # nothing before it; a stale end is followed by the records.
+                        doubted = position
+                        _refetch(reader, topic, r.partition, position)
+                        continue
                     raise RuntimeError(f"reading {topic}[{r.partition}]: {error}")
                 offset = int(message.offset() or 0)
                 if offset >= r.end:
@@ -298,6 +311,15 @@ def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[A
             _give_back(options, topic, r.partition, reader)
         else:
             reader.close()
+
+
+def _refetch(reader: Consumer, topic: str, partition: int, offset: int) -> None:
+    """The reader fetching ``topic[partition]`` from ``offset`` again, its fetched records and
+    events dropped (seek, or assign where the partition is not fetching yet)."""
+    try:
+        reader.seek(TopicPartition(topic, partition, offset))
+    except KafkaException:
+        reader.assign([TopicPartition(topic, partition, offset)])
 
 
 def _headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
