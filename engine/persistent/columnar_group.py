@@ -36,7 +36,6 @@ from sqlglot import exp
 
 from headwater.engine.columnar.batch import Column
 from headwater.engine.columnar.kernels import vectorize
-from headwater.engine.functions import user_index
 from headwater.engine.functions.types import BIGINT, INTEGER, STRING, wrap_int
 from headwater.engine.persistent.aggregate_plan import CompiledAggregate
 from headwater.engine.persistent.aggregate_run import (
@@ -46,6 +45,7 @@ from headwater.engine.persistent.aggregate_run import (
     batch_ranks,
     halves,
 )
+from headwater.engine.persistent.columnar_run import calls_unvectorized
 from headwater.engine.persistent.columnar_update import updates_line
 from headwater.engine.persistent.query_run import InputRecord, ProcessingError
 from headwater.engine.persistent.source_columns import (
@@ -63,12 +63,7 @@ def grouping_refusal(compiled: CompiledAggregate) -> str | None:
         return "a table's changelog runs row by row"
     if compiled.join is not None or compiled.scope is None:
         return "a join"
-    if any(
-        (found := user_index.lookup(call.name)) is not None
-        and not all(o.vectorized for o in found.overloads)
-        for node in _nodes(compiled)
-        for call in node.find_all(exp.Anonymous)
-    ):
+    if calls_unvectorized(_nodes(compiled)):
         return "a Python function that is not vectorized"
     if any(len(call.arg_nodes) != len(call.args) for call in compiled.calls):
         return "an aggregate call's arguments are not all columns"

@@ -31,7 +31,7 @@ reads those rows into columns (`SourceColumns.rows`) instead of decoding bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,17 @@ def output_batch(out: Sequence[OutputRecord], errors: Sequence[ProcessingError])
     return pa.RecordBatch.from_pydict(columns, schema=OUTPUT_ARROW)
 
 
+def calls_unvectorized(nodes: Iterable[exp.Expr]) -> bool:
+    """Whether an expression of ``nodes`` calls a Python function that is not vectorized (it
+    then runs record by record: the batch paths' common refusal)."""
+    return any(
+        (found := user_index.lookup(call.name)) is not None
+        and not all(o.vectorized for o in found.overloads)
+        for node in nodes
+        for call in node.find_all(exp.Anonymous)
+    )
+
+
 def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
     """Why the query runs record by record, or None: it runs a batch at a time."""
     source = compiled.source
@@ -106,12 +117,10 @@ def refusal(compiled: CompiledQuery, sink: Source | None) -> str | None:
         return "a table's changelog runs row by row"
     if compiled.table_functions:
         return "table functions"
-    if any(
-        (found := user_index.lookup(call.name)) is not None
-        and not all(o.vectorized for o in found.overloads)
-        for node in (compiled.where_node, *compiled.key_nodes, *compiled.value_nodes)
-        if node is not None
-        for call in node.find_all(exp.Anonymous)
+    if calls_unvectorized(
+        n
+        for n in (compiled.where_node, *compiled.key_nodes, *compiled.value_nodes)
+        if n is not None
     ):
         return "a Python function that is not vectorized"
     if compiled.scope is None:

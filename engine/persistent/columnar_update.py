@@ -37,7 +37,6 @@ from headwater.engine.columnar.batch import Batch, Column, to_column
 from headwater.engine.columnar.kernels import vectorize
 from headwater.engine.columnar.partitions import partitions_of
 from headwater.engine.formats.serde import json_object_values
-from headwater.engine.functions import user_index
 from headwater.engine.persistent.aggregate_plan import CompiledAggregate, agg_name, group_name
 from headwater.engine.persistent.aggregate_run import (
     ROW_ORDER,
@@ -45,7 +44,7 @@ from headwater.engine.persistent.aggregate_run import (
     GroupedRow,
     GroupState,
 )
-from headwater.engine.persistent.columnar_run import value_bytes
+from headwater.engine.persistent.columnar_run import calls_unvectorized, value_bytes
 from headwater.engine.persistent.query_run import OutputRecord, ProcessingError
 from headwater.metastore.catalog import Source, SourceKind
 
@@ -82,12 +81,7 @@ def updates_refusal(
         return "a windowed aggregation"
     if compiled.post_scope is None:
         return "no scope compiled"
-    if any(
-        (found := user_index.lookup(call.name)) is not None
-        and not all(o.vectorized for o in found.overloads)
-        for node in _post_nodes(compiled)
-        for call in node.find_all(exp.Anonymous)
-    ):
+    if calls_unvectorized(_post_nodes(compiled)):
         return "a Python function that is not vectorized"
     if sink is not None and sink.timestamp_column is not None:
         return "a TIMESTAMP column on the sink"
