@@ -137,6 +137,7 @@ def consumer_config(
     read_committed: bool = False,
     partition_eof: bool = False,
     fetch_wait_max_ms: int | None = None,
+    strict_offsets: bool = False,
 ) -> dict[str, Any]:
     """librdkafka configuration of a Consumer (pure); see ``consumer``."""
     config = _common(settings, purpose)
@@ -157,7 +158,11 @@ def consumer_config(
     config["enable.partition.eof"] = partition_eof
     if fetch_wait_max_ms is not None:
         config["fetch.wait.max.ms"] = fetch_wait_max_ms
-    config.setdefault("auto.offset.reset", "earliest")
+    if strict_offsets:
+        # An offset out of range is an error event, never a jump: whatever the user's config says
+        config["auto.offset.reset"] = "error"
+    else:
+        config.setdefault("auto.offset.reset", "earliest")
     return config
 
 
@@ -185,6 +190,7 @@ def consumer(
     read_committed: bool = False,
     partition_eof: bool = False,
     fetch_wait_max_ms: int | None = None,
+    strict_offsets: bool = False,
 ) -> Reader:
     """A Consumer meant for explicit partition assignment (``assign``): a ``readers.Reader``, so
     that no topic it reads is deleted while it fetches it (``delete_topics``).
@@ -198,6 +204,11 @@ def consumer(
         partition_eof: deliver a PARTITION_EOF event when the consumer reaches the partition's end.
         fetch_wait_max_ms: how long the broker may hold a fetch that has no data (librdkafka's
             default is 500 ms, which is also how long reaching end of partition takes).
+        strict_offsets: an offset the broker says is out of range comes as an error event
+            (``KafkaError._AUTO_OFFSET_RESET``) and fetching stops until the reader seeks,
+            instead of librdkafka moving to the earliest or latest offset on its own: for a read
+            of a planned offset range, where such a jump would read records twice or skip them
+            (a restarting broker can answer so for offsets it holds).
 
     Returns:
         A consumer that commits nothing on its own (``enable.auto.commit=false`` unless the
@@ -211,6 +222,7 @@ def consumer(
             read_committed=read_committed,
             partition_eof=partition_eof,
             fetch_wait_max_ms=fetch_wait_max_ms,
+            strict_offsets=strict_offsets,
         )
     )
 

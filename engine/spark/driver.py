@@ -267,6 +267,7 @@ class QueryDriver:
                         lastError=stats.last_error,
                         lastErrorMs=stats.last_error_time_ms,
                         replayedSkipped=stats.skipped_replayed,
+                        rewritten=stats.rewritten,
                     )
             found[query_id] = status
         return found

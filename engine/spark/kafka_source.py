@@ -42,6 +42,7 @@ NAME = "headwater-kafka"
 
 _POLL_BATCH = 5000
 _READ_FETCH_WAIT_MS = 100  # catching up: long fetches (short ones crawl over one-record batches)
+_OUT_OF_RANGE_PAUSE_S = 0.2  # between fetches the broker answered "offset out of range"
 _PROBE_FETCH_WAIT_MS = 10  # the broker may hold a probe's fetch this long (Tansu always does)
 
 
@@ -238,6 +239,7 @@ def _reader(options: Mapping[str, str], topic: str, partition: int) -> Consumer:
             read_committed=True,
             partition_eof=True,
             fetch_wait_max_ms=_READ_FETCH_WAIT_MS,
+            strict_offsets=True,
         )
     return found
 
@@ -290,8 +292,17 @@ def _read_range(options: Mapping[str, str], topic: str, r: _Range) -> Iterator[A
                         doubted = position
                         _refetch(reader, topic, r.partition, position)
                         continue
+                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        # The broker said our offset is out of range: a restarting broker does
+                        # for offsets it holds. The reader stopped there (strict offsets: no
+                        # jump to either end); ask again shortly, within the 60 s above.
+                        time.sleep(_OUT_OF_RANGE_PAUSE_S)
+                        _refetch(reader, topic, r.partition, position)
+                        break
                     raise RuntimeError(f"reading {topic}[{r.partition}]: {error}")
                 offset = int(message.offset() or 0)
+                if offset < position:
+                    continue  # fetched again after a seek: this read has had it
                 if offset >= r.end:
                     position = r.end
                     break

@@ -11,6 +11,12 @@ for this query's last record; a replayed batch then skips, per partition, what i
 This holds on Apache Kafka as on the embedded broker; other writers on the same topic (INSERT INTO)
 are passed over while reading the tail.
 
+A partition's offsets only grow, so a record the broker confirms at an offset not past every offset
+it confirmed before on that partition was not kept where it says (`Confirmations`): the embedded
+broker, restarted after a kill -9, confirmed records at offsets 0-3 of a partition that held
+thousands and kept none of them. Such records are written again before the batch counts as
+written; when they cannot be, the batch fails.
+
 Records the operators skipped arrive as rows with ``error`` set: they are counted, remembered as the
 query's last error, and written to the processing-log topic (never to the sink).
 """
@@ -45,6 +51,11 @@ BATCH_HEADER = "hw.batch"
 SEQ_HEADER = "hw.seq"
 _TAIL_WINDOW = 1000
 _TAIL_MAX = 10_000_000
+#: Times a batch's records the broker confirmed at offsets gone back are written again, the n-th
+#: after a pause of n times this (the embedded broker, restarted after a kill -9, confirmed up to
+#: 24 records at offsets from 0 before its log was right again: a fraction of a second)
+_REWRITES = 5
+_REWRITE_PAUSE_S = 0.5
 
 
 class CheckpointBehind(RuntimeError):
@@ -71,6 +82,7 @@ class SinkStats:
     last_error: str = ""
     last_error_time_ms: int = 0
     skipped_replayed: int = 0
+    rewritten: int = 0  # confirmed at an offset the partition had passed, so written again
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -93,6 +105,7 @@ class ExactlyOnceSink:
         self._log_topic = processing_log_topic
         self._on_error = on_error
         self._written: dict[int, Written] | None = None
+        self._confirmed = Confirmations()
         config = producer_config(settings, f"query-sink-{query_id}")
         config.update(
             {
@@ -100,13 +113,11 @@ class ExactlyOnceSink:
                 "linger.ms": 5,
                 "acks": "all",
                 "compression.type": "none",
-                # a report for a record that failed only, through one callback: a Python call and
-                # an object per record delivered cost ~0.3 us each on the batch's serial path
-                "delivery.report.only.error": True,
-                "on_delivery": self._undelivered,
+                # every record's report: its offset is checked (a Python call per record, ~0.3 us
+                # on the batch's serial path, the price of not trusting a broker's confirmation)
+                "on_delivery": self._confirmed,
             }
         )
-        self._failures: list[str] = []
         self._producer = Producer(config)
         self.stats = SinkStats()
 
@@ -127,8 +138,9 @@ class ExactlyOnceSink:
         if self._written is None:
             self._written = self._read_tails()
             self._check_resumable(batch_id)
-        failures = self._failures
-        failures.clear()
+        confirmed = self._confirmed
+        confirmed.failures.clear()
+        confirmed.suspect.clear()
         # partitions where this batch may have been written in part (a replay): checked per record
         resuming = {
             p: w.seq if w.batch == batch_id else None
@@ -162,11 +174,25 @@ class ExactlyOnceSink:
             written += 1
             seq += 1
         remaining = self._producer.flush(30)
-        if failures or remaining:
+        rewritten = rounds = 0
+        while confirmed.suspect and not (remaining or confirmed.failures):
+            if rounds == _REWRITES:
+                self._written = None  # the next attempt reads the tails again
+                raise RuntimeError(
+                    f"query {self.query_id}: the broker confirmed {len(confirmed.suspect)} "
+                    f"record(s) of batch {batch_id} at offsets its partitions had passed "
+                    f"({confirmed.describe()}), {_REWRITES} times: its log went back; the batch "
+                    "fails and is run again"
+                )
+            rounds += 1
+            rewritten += self._rewrite(batch_id, _REWRITE_PAUSE_S * rounds)
+            remaining = self._producer.flush(30)
+        if confirmed.failures or remaining:
+            self._written = None  # what was written in part is found in the tails next time
             raise RuntimeError(
                 f"query {self.query_id}: the broker did not confirm "
-                f"{len(failures) + remaining} record(s) of batch {batch_id}: "
-                f"{failures[:3]}"
+                f"{len(confirmed.failures) + remaining} record(s) of batch {batch_id}: "
+                f"{confirmed.failures[:3]}"
             )
         for partition in range(self.partitions):
             self._written[partition] = Written(batch_id, seq - 1)
@@ -175,6 +201,7 @@ class ExactlyOnceSink:
             self.stats.batches += 1
             self.stats.last_batch = batch_id
             self.stats.skipped_replayed += skipped
+            self.stats.rewritten += rewritten
         if skipped:
             log.info(
                 "query %s: batch %d replayed after a restart; %d record(s) already written",
@@ -212,9 +239,30 @@ class ExactlyOnceSink:
                 "of the cluster reaches. Nothing was written (no record lost or written twice)."
             )
 
-    def _undelivered(self, error: KafkaError | None, _message: Any) -> None:
-        if error is not None:
-            self._failures.append(str(error))
+    def _rewrite(self, batch_id: int, pause_s: float) -> int:
+        """Produce again the records confirmed at offsets their partitions had passed (same key,
+        value, timestamp and headers), after ``pause_s``; returns how many."""
+        again = list(self._confirmed.suspect)
+        log.warning(
+            "query %s: the broker confirmed %d record(s) of batch %d at offsets its partitions "
+            "had passed (%s): writing them again",
+            self.query_id,
+            len(again),
+            batch_id,
+            self._confirmed.describe(),
+        )
+        self._confirmed.suspect.clear()
+        time.sleep(pause_s)
+        for message in again:
+            self._produce(
+                message.topic(),
+                message.key(),
+                message.value(),
+                message.partition(),
+                message.timestamp()[1],
+                list(message.headers() or ()),
+            )
+        return len(again)
 
     def _produce(
         self,
@@ -274,15 +322,56 @@ class ExactlyOnceSink:
             )
 
     def _read_tails(self) -> dict[int, Written]:
-        """This query's last record on every sink partition (read once per sink object)."""
+        """This query's last record on every sink partition (read once per sink object, and again
+        after a batch failed); each partition's end is where its confirmed offsets must pass."""
         found: dict[int, Written] = {}
         for partition in range(self.partitions):
-            last = _last_written(self._settings, self.topic, partition, self.query_id)
+            last, end = _last_written(self._settings, self.topic, partition, self.query_id)
+            self._confirmed.passed(partition, end - 1)
             if last is not None:
                 found[partition] = last
         if found:
             log.info("query %s resumes its sink after %s", self.query_id, found)
         return found
+
+
+class Confirmations:
+    """The producer's delivery reports of a batch: failures, and records confirmed at an offset
+    not past every offset confirmed before on their partition (``suspect``: a partition's offsets
+    only grow, so such a record is not where the broker says). Pure: fed (error, message) pairs."""
+
+    __slots__ = ("_top", "failures", "suspect")
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.suspect: list[Any] = []
+        self._top: dict[int, int] = {}  # partition -> the highest offset confirmed there
+
+    def passed(self, partition: int, offset: int) -> None:
+        """``partition`` is known to hold records up to ``offset``."""
+        if offset > self._top.get(partition, -1):
+            self._top[partition] = offset
+
+    def __call__(self, error: KafkaError | None, message: Any) -> None:
+        if error is not None:
+            self.failures.append(str(error))
+            return
+        partition, offset = message.partition(), message.offset()
+        top = self._top.get(partition, -1)
+        if offset is None or offset <= top:
+            self.suspect.append(message)
+        else:
+            self._top[partition] = offset
+
+    def describe(self) -> str:
+        """The suspect records' partitions and offsets, a few."""
+        shown = ", ".join(f"[{m.partition()}]@{m.offset()}" for m in self.suspect[:4])
+        more = len(self.suspect) - 4
+        return (
+            shown
+            + (f" and {more} more" if more > 0 else "")
+            + (" after " + ", ".join(f"[{p}]@{o}" for p, o in sorted(self._top.items())))
+        )
 
 
 @dataclass(frozen=True)
@@ -339,19 +428,20 @@ _ORDER = ("source_rank", "source_partition", "source_offset", "source_seq")
 
 def _last_written(
     settings: KafkaSettings, topic: str, partition: int, query_id: str
-) -> Written | None:
-    """The (batch, seq) of the query's last record on the partition, scanning back from the end."""
+) -> tuple[Written | None, int]:
+    """The (batch, seq) of the query's last record on the partition, scanning back from the end,
+    and that end."""
     reader = consumer(settings, "query-sink-tail", partition_eof=True, fetch_wait_max_ms=100)
     try:
         end = _end_of(reader, topic, partition)
         if end == 0:
-            return None  # nothing was ever written there
+            return None, 0  # nothing was ever written there
         window = _TAIL_WINDOW
         while True:
             start = max(0, end - window)
             last = _scan(reader, topic, partition, start, end, query_id.encode())
             if last is not None or start == 0 or window >= _TAIL_MAX:
-                return last
+                return last, end
             window *= 10
     finally:
         reader.close()
@@ -389,5 +479,9 @@ def _scan(
                 return last
             headers = dict(message.headers() or ())
             if headers.get(QUERY_HEADER) == query:
-                last = Written(int(headers[BATCH_HEADER] or 0), int(headers[SEQ_HEADER] or 0))
+                found = Written(int(headers[BATCH_HEADER] or 0), int(headers[SEQ_HEADER] or 0))
+                # the furthest, not the last: a record written again (`Confirmations`) comes
+                # after later ones of its batch
+                if last is None or (found.batch, found.seq) > (last.batch, last.seq):
+                    last = found
     raise TimeoutError(f"reading the tail of {topic}[{partition}] took over 120 s")

@@ -4,10 +4,11 @@ after part of it was written) is recognised from the sink topic's tail and not w
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from headwater.engine.spark.sink import CheckpointBehind, ExactlyOnceSink
 from headwater.kafka.broker import EmbeddedBroker
@@ -188,3 +189,80 @@ def test_a_batch_is_written_in_the_order_it_was_computed_whichever_its_form() ->
         _Columns.of_rows(stateless)
     )
     assert _Columns.of_table(None) == _Columns.of_rows([])
+
+
+class _Report:
+    """A delivery report's message, as the producer hands it to the callback."""
+
+    def __init__(self, partition: int, offset: int | None) -> None:
+        self._partition, self._offset = partition, offset
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int | None:
+        return self._offset
+
+
+def test_a_confirmation_at_an_offset_already_passed_is_suspect() -> None:
+    """The embedded broker, restarted after a kill -9, confirmed records at offsets 0-3 of a
+    partition holding thousands, and kept none of them (the chaos soak's missing output)."""
+    from headwater.engine.spark.sink import Confirmations
+
+    confirmed = Confirmations()
+    confirmed.passed(0, 4)  # the tail read found offsets up to 4
+    for partition, offset in [(0, 5), (0, 6), (0, 0), (0, 1), (0, None), (0, 7), (1, 0), (1, 0)]:
+        confirmed(None, _Report(partition, offset))
+    assert [(m.partition(), m.offset()) for m in confirmed.suspect] == [
+        (0, 0),
+        (0, 1),
+        (0, None),
+        (1, 0),
+    ]
+    assert "[0]@0" in confirmed.describe() and "after [0]@7, [1]@0" in confirmed.describe()
+    confirmed(KafkaError(KafkaError._MSG_TIMED_OUT), _Report(0, None))
+    assert len(confirmed.failures) == 1
+
+
+def test_records_confirmed_where_the_partition_had_passed_are_written_again(
+    memory_broker: EmbeddedBroker, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from headwater.engine.spark import sink as sink_module
+
+    class _Doubting(sink_module.Confirmations):
+        """Reports the first two confirmations as a regressed broker would: offset 0."""
+
+        lies = 2
+
+        def __call__(self, error: KafkaError | None, message: Any) -> None:
+            lie = error is None and _Doubting.lies > 0
+            if lie:
+                _Doubting.lies -= 1
+                self.passed(message.partition(), 10**6)  # as if it had passed them
+            super().__call__(error, message)
+            if lie and _Doubting.lies == 0:
+                self._top.clear()  # the broker's log is right again
+
+    monkeypatch.setattr(sink_module, "Confirmations", _Doubting)
+    monkeypatch.setattr(sink_module, "_REWRITE_PAUSE_S", 0.0)
+    sink = ExactlyOnceSink(memory_broker.settings(), "Q7", topic, 2)
+    sink.write(_rows(6), 0)
+    sink.close()
+    assert sink.stats.rewritten == 2
+    # the fake broker had kept them after all: written twice; every record is there
+    assert set(_values(memory_broker, topic)) == {f"v{i}".encode() for i in range(6)}
+    assert len(_values(memory_broker, topic)) == 8
+
+
+def test_a_broker_whose_log_stays_behind_fails_the_batch(
+    memory_broker: EmbeddedBroker, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from headwater.engine.spark import sink as sink_module
+
+    monkeypatch.setattr(sink_module, "_REWRITE_PAUSE_S", 0.0)
+    sink = ExactlyOnceSink(memory_broker.settings(), "Q8", topic, 2)
+    sink.write(_rows(2), 0)
+    sink._confirmed.passed(0, 10**6)  # as if partition 0 had been at offset 1,000,000
+    with pytest.raises(RuntimeError, match="at offsets its partitions had passed .* went back"):
+        sink.write(_rows(4)[2:], 1)
+    sink.close()

@@ -24,10 +24,12 @@ class _Error:
 
 
 class _Message:
-    def __init__(self, offset: int, eof: bool = False) -> None:
-        self._offset, self._eof = offset, eof
+    def __init__(self, offset: int, eof: bool = False, out_of_range: bool = False) -> None:
+        self._offset, self._eof, self._out_of_range = offset, eof, out_of_range
 
     def error(self) -> _Error | None:
+        if self._out_of_range:
+            return _Error(KafkaError._AUTO_OFFSET_RESET)
         return _Error(KafkaError._PARTITION_EOF) if self._eof else None
 
     def offset(self) -> int:
@@ -50,13 +52,18 @@ class _Consumer:
     """What each fetch from an offset brings (``log``: offset -> the events a fetch from there
     queues), plus events already queued before the read starts (``stale``)."""
 
-    def __init__(self, log: dict[int, list[_Message]], stale: list[_Message]) -> None:
+    def __init__(self, log: dict[int, list[Any]], stale: list[_Message]) -> None:
         self._log, self.queue = log, deque(stale)
         self.fetches: list[int] = []
 
     def _fetch(self, offset: int) -> None:
         self.fetches.append(offset)
-        self.queue.extend(self._log.get(offset, []))
+        answers = self._log.get(offset, [])
+        # a list of lists: what the first fetch from there brings, then the next, ...
+        if answers and isinstance(answers[0], list):
+            self.queue.extend(answers.pop(0) if len(answers) > 1 else answers[0])
+        else:
+            self.queue.extend(answers)
 
     def assign(self, partitions: list[Any]) -> None:
         self._fetch(partitions[0].offset)  # behind the stale events, as librdkafka delivered one
@@ -105,3 +112,33 @@ def test_an_end_below_the_range_waits_for_the_records(monkeypatch: pytest.Monkey
     consumer = _Consumer(log, [])
     assert [r.offset for r in _read(monkeypatch, consumer, 5, 7)] == [5, 6]
     assert consumer.fetches == [5]
+
+
+def test_an_offset_out_of_range_is_asked_again_not_jumped_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A restarting broker answers "out of range" for offsets it holds; librdkafka, told not to
+    # reset (strict offsets), reports it and waits: the read asks again from where it was.
+    monkeypatch.setattr(kafka_source, "_OUT_OF_RANGE_PAUSE_S", 0.0)
+    first = [_Message(20), _Message(21, out_of_range=True)]
+    then = [_Message(21), _Message(22), _Message(23, eof=True)]
+    consumer = _Consumer({20: [first], 21: [then]}, [])
+    assert [r.offset for r in _read(monkeypatch, consumer, 20, 23)] == [20, 21, 22]
+    assert consumer.fetches == [20, 21]
+
+
+def test_records_fetched_twice_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After a seek, a fetch that had already brought 30-31 may still deliver them: the range's
+    # records come out once each, in order.
+    log = {30: [_Message(30), _Message(31), _Message(30), _Message(31), _Message(32)]}
+    consumer = _Consumer(log, [])
+    assert [r.offset for r in _read(monkeypatch, consumer, 30, 33)] == [30, 31, 32]
+
+
+def test_the_source_reader_never_jumps_on_its_own() -> None:
+    from headwater.kafka.clients import KafkaSettings, consumer_config
+
+    settings = KafkaSettings("127.0.0.1:9", client_config={"auto.offset.reset": "latest"})
+    strict = consumer_config(settings, "query-source", strict_offsets=True)
+    assert strict["auto.offset.reset"] == "error"
+    assert consumer_config(settings, "other")["auto.offset.reset"] == "latest"
