@@ -338,7 +338,11 @@ class ExactlyOnceSink:
 class Confirmations:
     """The producer's delivery reports of a batch: failures, and records confirmed at an offset
     not past every offset confirmed before on their partition (``suspect``: a partition's offsets
-    only grow, so such a record is not where the broker says). Pure: fed (error, message) pairs."""
+    only grow, so such a record is not where the broker says). Pure: fed (error, message) pairs.
+
+    Tansu on SeaweedFS confirms records at offsets gone back after a restart: the sink writes
+    its suspect records again (Workaround
+    "an idempotent producer's records are confirmed at offsets already used after a restart")."""
 
     __slots__ = ("_top", "failures", "suspect")
 
