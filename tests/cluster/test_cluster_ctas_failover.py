@@ -150,11 +150,10 @@ def test_ctas_survives_kill_9_of_its_runner_and_of_the_active_replica(  # type: 
         feeder.join(30)
     assert sum(written.values()) > 0
     deadline = time.monotonic() + 180  # the query moved, caught up and its table replicas too
-    while (counts := _counts(survivors[0].url, table)) != dict(written):
-        assert time.monotonic() < deadline, (
-            f"counts {counts} for written {dict(written)} "
-            f"({failures} failed pull queries after the kills)"
-        )
-        time.sleep(1)
-    for server in survivors:
-        assert _counts(server.url, table) == dict(written)
+    for server in survivors:  # each: a replica may still be catching up (a refusal, 50302)
+        while (counts := _counts(server.url, table)) != dict(written):
+            assert time.monotonic() < deadline, (
+                f"{server.url}: counts {counts} for written {dict(written)} "
+                f"({failures} failed pull queries after the kills)"
+            )
+            time.sleep(1)
